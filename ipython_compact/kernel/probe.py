@@ -1,0 +1,213 @@
+"""The namespace probe: which user-defined names exist, with cheap facts, without running user code.
+
+Why: the probe answers the panel and the host client while a cell may be running (from a subshell
+thread), and feeds the ``<ipython_state>`` notice after a compaction. It must therefore never be
+slowed or broken by what the user keeps in the namespace.
+
+What must hold:
+- Names are chosen the way ``%who`` chooses them: string keys that do not start with ``_`` and
+  whose value is not (by identity) the one in ``user_ns_hidden``; minus our own objects (by id).
+- No user code runs: no ``repr``/``str``/``len``/``getattr`` on arbitrary objects, no
+  ``isinstance`` (which may read a ``__class__`` property). Types are taken with ``type()``; type
+  names through ``type``'s own descriptors (a metaclass cannot intercept them); lengths through
+  the builtin slot (``list.__len__(v)``); array facts through the base class's C descriptors, and
+  only for classes already imported (numpy, pandas, torch) — the probe never imports them.
+- The namespace is copied atomically before iterating, so a cell that adds names concurrently
+  cannot raise "dictionary changed size".
+- A deadline bounds the work; past it the result says ``truncated``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_QUALNAME = type.__dict__["__qualname__"].__get__
+_MODULE = type.__dict__["__module__"].__get__
+
+_SIZED_BUILTINS: tuple[type, ...] = (list, tuple, dict, set, frozenset, str, bytes, bytearray)
+_SCALARS: tuple[type, ...] = (int, float, complex, bool, type(None))
+_FUNCTION_TYPES: tuple[type, ...] = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.BuiltinMethodType,
+)
+
+
+@dataclass(frozen=True)
+class NameInfo:
+    """Cheap facts about one user-visible name. ``kind`` is module, function, class, data or object."""
+
+    name: str
+    type: str
+    module: str | None
+    kind: str
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    length: int | None = None
+    bytes: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "kind": self.kind}
+        if self.module is not None:
+            out["module"] = self.module
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        if self.dtype is not None:
+            out["dtype"] = self.dtype
+        if self.length is not None:
+            out["length"] = self.length
+        if self.bytes is not None:
+            out["bytes"] = self.bytes
+        return out
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The probe's answer. ``total`` counts all user names, even those cut by ``limit``/deadline."""
+
+    names: tuple[NameInfo, ...]
+    truncated: bool
+    elapsed_ms: float
+    total: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "names": [n.to_json() for n in self.names],
+            "truncated": self.truncated,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "total": self.total,
+        }
+
+    @property
+    def name_list(self) -> list[str]:
+        return [n.name for n in self.names]
+
+
+_MISSING = object()
+
+
+def _copy_namespace(user_ns: Mapping[Any, Any]) -> dict[Any, Any]:
+    if type(user_ns) is dict:
+        return dict.copy(user_ns)  # one C call under the GIL: atomic w.r.t. other threads
+    for _ in range(3):
+        try:
+            return dict(user_ns.items())
+        except RuntimeError:  # changed size while copying; try again
+            continue
+    return {}
+
+
+def user_names(
+    user_ns: Mapping[Any, Any], user_ns_hidden: Mapping[Any, Any], *, exclude_ids: Iterable[int] = ()
+) -> list[tuple[str, Any]]:
+    """``(name, value)`` pairs ``%who`` would list, minus values whose id is in ``exclude_ids``, sorted."""
+    ns = _copy_namespace(user_ns)
+    hidden = _copy_namespace(user_ns_hidden)
+    excluded = set(exclude_ids)
+    out: list[tuple[str, Any]] = []
+    for key, value in ns.items():
+        if type(key) is not str or key.startswith("_"):
+            continue
+        if value is hidden.get(key, _MISSING) or id(value) in excluded:
+            continue
+        out.append((key, value))
+    out.sort(key=lambda kv: kv[0])
+    return out
+
+
+def _kind(cls: type) -> str:
+    if issubclass(cls, types.ModuleType):
+        return "module"
+    if issubclass(cls, type):
+        return "class"
+    if issubclass(cls, _FUNCTION_TYPES):
+        return "function"
+    if issubclass(cls, _SIZED_BUILTINS) or issubclass(cls, _SCALARS):
+        return "data"
+    return "object"
+
+
+def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | None, int | None, int | None]:
+    """Shape/dtype/length/bytes for known array types, via base-class descriptors only."""
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(cls, np.ndarray):
+        base = np.ndarray.__dict__
+        shape = tuple(int(s) for s in base["shape"].__get__(value))
+        dtype = base["dtype"].__get__(value)
+        return shape, str(np.dtype.__dict__["str"].__get__(dtype)), (shape[0] if shape else None), int(
+            base["nbytes"].__get__(value)
+        )
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        if cls is pd.DataFrame:
+            shape = (len(value.index), len(value.columns))
+            return shape, None, shape[0], None
+        if cls is pd.Series:
+            n = len(value.index)
+            return (n,), str(value.dtype), n, None
+    torch = sys.modules.get("torch")
+    if torch is not None and cls is getattr(torch, "Tensor", None):
+        shape = tuple(int(s) for s in value.shape)
+        return shape, str(value.dtype), (shape[0] if shape else None), int(value.element_size() * value.nelement())
+    return None, None, None, None
+
+
+def describe(name: str, value: Any) -> NameInfo:
+    """Facts about one value. Never raises: a failure leaves the optional facts empty."""
+    cls = type(value)
+    try:
+        qual = str(_QUALNAME(cls))
+        mod_obj = _MODULE(cls)
+        module = mod_obj if type(mod_obj) is str and mod_obj != "builtins" else None
+    except Exception:  # pragma: no cover - type's own descriptors do not fail in practice
+        qual, module = "?", None
+    kind = _kind(cls)
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    length: int | None = None
+    nbytes: int | None = None
+    try:
+        if kind == "data":
+            for base in _SIZED_BUILTINS:
+                if issubclass(cls, base):
+                    length = base.__len__(value)
+                    if base in (str, bytes, bytearray):
+                        nbytes = length if base is not str else None
+                    break
+        elif kind == "object":
+            shape, dtype, length, nbytes = _array_facts(value, cls)
+            if shape is not None:
+                kind = "data"
+    except Exception:
+        shape, dtype, length, nbytes = None, None, None, None
+    return NameInfo(name, qual, module, kind, shape, dtype, length, nbytes)
+
+
+def probe_namespace(
+    user_ns: Mapping[Any, Any],
+    user_ns_hidden: Mapping[Any, Any],
+    *,
+    exclude_ids: Iterable[int] = (),
+    limit: int | None = None,
+    deadline_s: float = 0.2,
+) -> ProbeResult:
+    """List user names with facts; stops at ``limit`` names or after ``deadline_s`` seconds."""
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
+    start = time.perf_counter()
+    pairs = user_names(user_ns, user_ns_hidden, exclude_ids=exclude_ids)
+    cap = len(pairs) if limit is None else min(limit, len(pairs))
+    infos: list[NameInfo] = []
+    truncated = cap < len(pairs)
+    for i, (name, value) in enumerate(pairs[:cap]):
+        if i % 128 == 127 and time.perf_counter() - start > deadline_s:
+            truncated = True
+            break
+        infos.append(describe(name, value))
+    return ProbeResult(tuple(infos), truncated, (time.perf_counter() - start) * 1000.0, len(pairs))

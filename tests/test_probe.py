@@ -1,0 +1,145 @@
+"""The namespace probe: %who's rule, cheap facts, and hostile objects that must not slow or break it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ipython_compact.kernel.probe import describe, probe_namespace, user_names
+
+
+class SlowRepr:
+    def __repr__(self) -> str:
+        time.sleep(5)
+        return "slow"
+
+    __str__ = __repr__
+
+
+class RaisingGetattr:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+    def __getattribute__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+
+class HangingProperty:
+    @property
+    def __class__(self) -> Any:  # type: ignore[override]
+        time.sleep(5)
+        return int
+
+    @property
+    def shape(self) -> Any:
+        time.sleep(5)
+        return (1,)
+
+    def __len__(self) -> int:
+        time.sleep(5)
+        return 1
+
+
+class EvilMeta(type):
+    def __getattribute__(cls, name: str) -> Any:
+        if name in ("__qualname__", "__module__", "__name__", "__class__"):
+            time.sleep(5)
+        return super().__getattribute__(name)
+
+
+class EvilClassInstance(metaclass=EvilMeta):
+    pass
+
+
+class ListSub(list[int]):
+    def __len__(self) -> int:
+        time.sleep(5)
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1, {"type": "int", "kind": "data"}),
+        ("hello", {"type": "str", "kind": "data", "length": 5}),
+        (b"abc", {"type": "bytes", "kind": "data", "length": 3, "bytes": 3}),
+        ([1, 2, 3], {"type": "list", "kind": "data", "length": 3}),
+        ({"a": 1}, {"type": "dict", "kind": "data", "length": 1}),
+        (np.zeros((3, 4), dtype=np.float32), {"type": "ndarray", "module": "numpy", "kind": "data",
+                                              "shape": [3, 4], "dtype": "<f4", "length": 3, "bytes": 48}),
+        (json, {"type": "module", "kind": "module"}),
+        (len, {"type": "builtin_function_or_method", "kind": "function"}),
+        (lambda: 0, {"type": "function", "kind": "function"}),
+        (SlowRepr, {"type": "type", "kind": "class"}),
+        (SlowRepr(), {"type": "SlowRepr", "kind": "object"}),
+        (RaisingGetattr(), {"type": "RaisingGetattr", "kind": "object"}),
+        (HangingProperty(), {"type": "HangingProperty", "kind": "object"}),
+        (EvilClassInstance(), {"type": "EvilClassInstance", "kind": "object"}),
+        (ListSub([1, 2]), {"type": "ListSub", "kind": "data", "length": 2}),
+    ],
+    ids=["int", "str", "bytes", "list", "dict", "ndarray", "module", "builtin", "lambda", "class", "slow_repr",
+         "raising_getattr", "hanging_property", "evil_metaclass", "list_subclass_slow_len"],
+)
+def test_describe_reports_type_and_cheap_facts_without_user_code(value: Any, expected: dict[str, Any]) -> None:
+    start = time.perf_counter()
+    info = describe("x", value).to_json()
+    assert time.perf_counter() - start < 0.5
+    for key, want in expected.items():
+        assert info[key] == want, (key, info)
+
+
+def test_who_rule_hidden_identity_underscore_nonstring_and_excluded() -> None:
+    hidden_obj = object()
+    ours = object()
+    ns: dict[Any, Any] = {
+        "a": 1, "_private": 2, "In": [], "Out": {}, "exit": hidden_obj, "mine": ours,
+        1: "non-string key", "b": SlowRepr(),
+    }
+    hidden = {"In": [], "exit": hidden_obj, "Out": ns["Out"]}
+    names = [n for n, _ in user_names(ns, hidden, exclude_ids=[id(ours)])]
+    # In was rebound (a different list than the hidden one), so %who lists it; Out/exit were not.
+    assert names == ["In", "a", "b"]
+
+
+def test_probe_limit_truncates_and_counts_total() -> None:
+    ns = {f"v{i}": i for i in range(10)}
+    result = probe_namespace(ns, {}, limit=3)
+    assert result.name_list == ["v0", "v1", "v2"]
+    assert result.truncated is True
+    assert result.total == 10
+
+
+@pytest.mark.parametrize("limit", [-1, "3", 2.5])
+def test_probe_rejects_bad_limit(limit: Any) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        probe_namespace({}, {}, limit=limit)
+
+
+def test_probe_of_ten_thousand_names_with_hostile_objects_is_fast() -> None:
+    hostile = [SlowRepr(), RaisingGetattr(), HangingProperty(), EvilClassInstance(), ListSub()]
+    ns: dict[Any, Any] = {}
+    for i in range(10_000):
+        ns[f"name_{i:05d}"] = hostile[i % 5] if i % 7 == 0 else (np.zeros(4) if i % 3 == 0 else [i] * 3)
+    ns[(1, 2)] = "tuple key"
+    probe_namespace(ns, {})  # warm caches
+    timings = []
+    for _ in range(5):
+        result = probe_namespace(ns, {}, deadline_s=10)
+        timings.append(result.elapsed_ms)
+    assert result.total == 10_000 and not result.truncated
+    budget = 100.0 if not os.environ.get("CI") else 200.0
+    assert sorted(timings)[2] < budget, timings
+    json.dumps(result.to_json())  # the result is JSON-ready
+
+
+def test_probe_deadline_marks_truncated() -> None:
+    ns = {f"v{i}": types.SimpleNamespace() for i in range(5000)}
+    result = probe_namespace(ns, {}, deadline_s=0.0)
+    assert result.truncated is True
+    assert len(result.names) < 5000
