@@ -121,6 +121,12 @@ def user_names(
     return out
 
 
+def _builtin_len(base: type, value: Any) -> int:
+    """``len`` through the builtin type's own slot, so an overriding ``__len__`` never runs."""
+    slot: Any = base.__dict__["__len__"]
+    return int(slot(value))
+
+
 def _kind(cls: type) -> str:
     if issubclass(cls, types.ModuleType):
         return "module"
@@ -176,7 +182,7 @@ def describe(name: str, value: Any) -> NameInfo:
         if kind == "data":
             for base in _SIZED_BUILTINS:
                 if issubclass(cls, base):
-                    length = base.__len__(value)
+                    length = _builtin_len(base, value)
                     if base in (str, bytes, bytearray):
                         nbytes = length if base is not str else None
                     break

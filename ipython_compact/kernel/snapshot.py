@@ -1,0 +1,584 @@
+"""Signed, incremental, per-name snapshots of the kernel namespace (the only module importing dill).
+
+Why: the kernel outlives compactions but not crashes or restarts. A snapshot lets a restarted
+kernel get its data back, and lets the ``<ipython_state>`` notice say truthfully which names would
+not survive a restart.
+
+Layout under one directory (``paths.snapshots_dir() / <session>``, mode 0700):
+- ``blobs/<id>.blob`` — one serialized value: ``MAGIC + body + HMAC``; ``id`` is the hex HMAC of
+  the body, so identical values share a blob across generations.
+- ``manifest-<generation>.json`` — the signed list of names → blob ids, skip reasons and the
+  Python version that wrote them. A few generations are kept; unreferenced blobs are deleted.
+
+What must hold:
+- One value per blob: an unpicklable value is skipped with its reason and never sinks the rest.
+- Nothing is unpickled before both the manifest signature and the blob's HMAC verify: a tampered
+  or truncated file is refused, not loaded. The key is per-user (``paths.key_path()``, 0600).
+- Writes are atomic (temp file, fsync, rename; the manifest last), files are 0600.
+- Incremental: a value whose cheap fingerprint matches the previous snapshot is not serialized
+  again. Fingerprints: identity plus a content digest for numpy arrays, ``bytes`` and ``str``
+  (the full content up to 1 MiB, 64 spread samples beyond). An in-place edit of a large array that
+  touches no sampled block and keeps its identity is therefore missed until a ``full`` snapshot.
+  Values with no fingerprint are serialized each time, but written only when their bytes changed.
+- numpy arrays of plain dtypes are written with pickle protocol 5 and out-of-band buffers
+  (no copy of the data), hashed on a second thread while the file is written.
+- Functions, classes and instances of ``__main__`` classes travel by value; restored under another
+  Python major.minor they are quarantined (not unpickled); data still returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import io
+import json
+import os
+import pickle
+import secrets
+import struct
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dill
+
+MAGIC = b"IPCBLOB1"
+MANIFEST_VERSION = 1
+_DIGEST = "sha256"
+_MAC_LEN = 32
+_FMT_DILL = b"d"
+_FMT_OOB = b"n"
+_SMALL = 1 << 20  # values up to this many bytes are fingerprinted in full
+_SAMPLES = 64
+_SAMPLE_BLOCK = 4096
+_CHUNK = 64 << 20
+
+_FILE_TYPES: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
+
+
+class SnapshotError(Exception):
+    """A snapshot could not be written or read; the message says which file and why."""
+
+
+def python_tag() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The per-user signing key: 32 random bytes in an owner-only file, created on first use."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        st = path.stat()
+        if st.st_mode & 0o077:
+            raise SnapshotError(
+                f"signing key {path} is readable by other users (mode {oct(st.st_mode & 0o777)}); "
+                f"run: chmod 600 {path}"
+            ) from None
+        key = path.read_bytes()
+        if len(key) != 32:
+            raise SnapshotError(
+                f"signing key {path} has {len(key)} bytes, expected 32; delete it to make a new one"
+            ) from None
+        return key
+    key = secrets.token_bytes(32)
+    try:
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return key
+
+
+@dataclass(frozen=True)
+class Skipped:
+    name: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "reason": self.reason}
+
+
+@dataclass
+class SnapshotReport:
+    """What one ``save`` did. ``saved`` includes ``unchanged`` (names whose blob was reused)."""
+
+    generation: int
+    saved: list[str]
+    unchanged: list[str]
+    skipped: list[Skipped]
+    bytes: int
+    written_bytes: int
+    path: str
+    elapsed_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "saved": list(self.saved),
+            "unchanged": list(self.unchanged),
+            "skipped": [s.to_json() for s in self.skipped],
+            "bytes": self.bytes,
+            "written_bytes": self.written_bytes,
+            "path": self.path,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+        }
+
+
+@dataclass
+class RestoreReport:
+    """What a restore brought back; ``refused`` lists manifests rejected before any unpickling."""
+
+    generation: int | None
+    restored: list[str] = field(default_factory=list)
+    failed: list[Skipped] = field(default_factory=list)
+    quarantined: list[Skipped] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "restored": list(self.restored),
+            "failed": [f.to_json() for f in self.failed],
+            "quarantined": [q.to_json() for q in self.quarantined],
+            "refused": list(self.refused),
+        }
+
+
+class _CapExceeded(Exception):
+    pass
+
+
+class _CappedBuffer(io.RawIOBase):
+    """A write target that stops serialization as soon as it passes ``cap`` bytes."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        n = len(memoryview(data).cast("B")) if not isinstance(data, bytes) else len(data)
+        self.size += n
+        if self.size > self.cap:
+            raise _CapExceeded
+        self.parts.append(bytes(data))
+        return n
+
+
+def _ndarray_type() -> Any:
+    np = sys.modules.get("numpy")
+    return None if np is None else np.ndarray
+
+
+def _sampled_digest(view: memoryview) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    n = len(view)
+    if n <= _SMALL:
+        h.update(view)
+    else:
+        step = (n - _SAMPLE_BLOCK) // (_SAMPLES - 1)
+        for i in range(_SAMPLES):
+            start = i * step
+            h.update(view[start : start + _SAMPLE_BLOCK])
+        h.update(n.to_bytes(8, "little"))
+    return h.digest()
+
+
+def fingerprint(value: Any) -> tuple[Any, ...] | None:
+    """A cheap identity+content key for values whose change can be detected without pickling.
+
+    None means "no cheap fingerprint": the value is serialized and compared by its bytes.
+    """
+    cls = type(value)
+    nd = _ndarray_type()
+    if nd is not None and cls is nd:
+        if value.dtype.hasobject or not value.flags.c_contiguous:
+            return None
+        view = memoryview(value).cast("B") if value.nbytes else memoryview(b"")
+        return ("nd", id(value), value.__array_interface__["data"][0], value.shape, value.dtype.str,
+                _sampled_digest(view))
+    if cls is bytes:
+        return ("b", id(value), len(value), _sampled_digest(memoryview(value)))
+    if cls is str:
+        if len(value) <= _SMALL:
+            return ("s", hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+        return ("S", id(value), len(value))  # str is immutable: same object, same content
+    return None
+
+
+def carries_code(value: Any) -> bool:
+    """True when the value is pickled by value with bytecode (functions, classes, __main__ instances)."""
+    cls = type(value)
+    if issubclass(cls, (types.FunctionType, types.MethodType)):
+        return True
+    if issubclass(cls, type):
+        return bool(type.__dict__["__module__"].__get__(value) == "__main__")
+    return bool(type.__dict__["__module__"].__get__(cls) == "__main__")
+
+
+@dataclass
+class _Cached:
+    fingerprint: tuple[Any, ...]
+    blob: str
+    size: int
+    fmt: str
+    code: bool
+
+
+class SnapshotStore:
+    """Snapshots of one session's namespace in ``directory``; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        key: bytes,
+        *,
+        max_name_bytes: int = 512 << 20,
+        max_total_bytes: int = 2 << 30,
+        generations: int = 3,
+        durable: bool = True,
+        python: str | None = None,
+    ) -> None:
+        if len(key) < 16:
+            raise SnapshotError("signing key must be at least 16 bytes")
+        if generations < 1:
+            raise SnapshotError(f"generations must be at least 1, got {generations}")
+        self.directory = Path(directory)
+        self.blobs = self.directory / "blobs"
+        self._key = key
+        self.max_name_bytes = max_name_bytes
+        self.max_total_bytes = max_total_bytes
+        self.generations = generations
+        self.durable = durable
+        self.python = python or python_tag()
+        self._cache: dict[str, _Cached] = {}
+        self._lock = threading.Lock()
+        for d in (self.directory, self.blobs):
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(d, 0o700)
+
+    # ------------------------------------------------------------------ signing
+    def _mac(self) -> Any:
+        return hmac.new(self._key, b"ipython-compact blob v1\0", _DIGEST)
+
+    def _sign_manifest(self, manifest: Mapping[str, Any]) -> str:
+        text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+        return hmac.new(self._key, b"ipython-compact manifest v1\0" + text.encode(), _DIGEST).hexdigest()
+
+    # ------------------------------------------------------------------ files
+    def _fsync_dir(self, d: Path) -> None:
+        if not self.durable:
+            return
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _write_temp(self, directory: Path, chunks: list[memoryview | bytes], mac: Any | None) -> tuple[Path, str | None]:
+        """Write ``chunks`` (as ``MAGIC + chunks + mac`` when ``mac`` is given) to a synced temp file.
+
+        Returns the temp path (the caller renames it into place) and the mac's hex digest.
+        """
+        tmp = directory / f".{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        hasher: threading.Thread | None = None
+        try:
+            with os.fdopen(fd, "wb", buffering=0) as f:
+                if mac is not None:
+                    big = sum(len(c) for c in chunks) > _SMALL
+                    if big:
+                        pieces = [c[i : i + _CHUNK] for c in chunks for i in range(0, len(c), _CHUNK)]
+                        hasher = threading.Thread(target=lambda: [mac.update(p) for p in pieces], daemon=True)
+                        hasher.start()
+                    else:
+                        for c in chunks:
+                            mac.update(c)
+                    f.write(MAGIC)
+                for c in chunks:
+                    view = memoryview(c)
+                    while len(view):
+                        n = f.write(view)
+                        view = view[n or len(view):]
+                digest = None
+                if mac is not None:
+                    if hasher is not None:
+                        hasher.join()
+                    d = mac.digest()
+                    f.write(d)
+                    digest = d.hex()
+                if self.durable:
+                    os.fsync(f.fileno())
+            return tmp, digest
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        finally:
+            if hasher is not None and hasher.is_alive():
+                hasher.join()
+
+    def _store_blob(self, chunks: list[memoryview | bytes]) -> tuple[str, int]:
+        tmp, digest = self._write_temp(self.blobs, chunks, self._mac())
+        assert digest is not None
+        final = self.blobs / f"{digest}.blob"
+        if final.exists():
+            tmp.unlink()
+        else:
+            os.replace(tmp, final)
+        return digest, sum(len(c) for c in chunks)
+
+    def _read_blob(self, blob: str) -> bytes:
+        """The verified body of a blob; raises SnapshotError when missing, truncated or altered."""
+        path = self.blobs / f"{blob}.blob"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise SnapshotError(f"payload {path.name} is missing") from None
+        if len(data) < len(MAGIC) + _MAC_LEN or not data.startswith(MAGIC):
+            raise SnapshotError(f"payload {path.name} is truncated or not a snapshot blob; not unpickled")
+        body = memoryview(data)[len(MAGIC) : -_MAC_LEN]
+        mac = self._mac()
+        mac.update(body)
+        digest = mac.digest()
+        if not hmac.compare_digest(digest, data[-_MAC_LEN:]) or digest.hex() != blob:
+            raise SnapshotError(f"payload {path.name} failed its signature check (altered or truncated); not unpickled")
+        return bytes(body)
+
+    # ------------------------------------------------------------------ serialization
+    def _serialize(self, value: Any, cap: int) -> tuple[str, list[memoryview | bytes]]:
+        nd = _ndarray_type()
+        arr: Any = value
+        if nd is not None and type(arr) is nd and not arr.dtype.hasobject:
+            if arr.nbytes > cap:
+                raise _CapExceeded
+            buffers: list[pickle.PickleBuffer] = []
+            meta = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+            views = [b.raw() for b in buffers]
+            head = _FMT_OOB + struct.pack("<II", len(meta), len(views)) + meta
+            head += b"".join(struct.pack("<Q", len(v)) for v in views)
+            return "oob", [head, *views]
+        sink = _CappedBuffer(cap)
+        dill.dump(value, sink, protocol=pickle.HIGHEST_PROTOCOL)
+        return "dill", [_FMT_DILL + b"".join(sink.parts)]
+
+    @staticmethod
+    def _deserialize(body: bytes) -> Any:
+        fmt, rest = body[:1], memoryview(body)[1:]
+        if fmt == _FMT_DILL:
+            return dill.loads(rest)
+        if fmt == _FMT_OOB:
+            meta_len, count = struct.unpack_from("<II", rest, 0)
+            pos = 8
+            meta = rest[pos : pos + meta_len]
+            pos += meta_len
+            lengths = [struct.unpack_from("<Q", rest, pos + 8 * i)[0] for i in range(count)]
+            pos += 8 * count
+            bufs = []
+            for n in lengths:
+                bufs.append(bytearray(rest[pos : pos + n]))
+                pos += n
+            return pickle.loads(meta, buffers=bufs)
+        raise SnapshotError(f"unknown payload format {fmt!r}")
+
+    # ------------------------------------------------------------------ manifests
+    def manifests(self) -> list[int]:
+        """Generations on disk, oldest first."""
+        gens = []
+        for p in self.directory.glob("manifest-*.json"):
+            with contextlib.suppress(ValueError):
+                gens.append(int(p.stem.split("-", 1)[1]))
+        return sorted(gens)
+
+    def _manifest_path(self, generation: int) -> Path:
+        return self.directory / f"manifest-{generation:08d}.json"
+
+    def read_manifest(self, generation: int) -> dict[str, Any]:
+        """The verified manifest of one generation; SnapshotError if it is unreadable or altered."""
+        path = self._manifest_path(generation)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SnapshotError(f"manifest {path.name} cannot be read: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("manifest"), dict) or not isinstance(doc.get("hmac"), str):
+            raise SnapshotError(f"manifest {path.name} is malformed")
+        if not hmac.compare_digest(self._sign_manifest(doc["manifest"]), doc["hmac"]):
+            raise SnapshotError(f"manifest {path.name} failed its signature check; refusing to use it")
+        manifest: dict[str, Any] = doc["manifest"]
+        return manifest
+
+    def latest_manifest(self) -> dict[str, Any] | None:
+        for gen in reversed(self.manifests()):
+            with contextlib.suppress(SnapshotError):
+                return self.read_manifest(gen)
+        return None
+
+    # ------------------------------------------------------------------ save
+    def save(self, items: Iterable[tuple[str, Any]], *, full: bool = False, skip: Mapping[str, str] | None = None,
+             timestamp: str | None = None) -> SnapshotReport:
+        """Snapshot ``(name, value)`` pairs as a new generation; ``skip`` adds names with fixed reasons."""
+        with self._lock:
+            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp)
+
+    def _save(self, items: list[tuple[str, Any]], *, full: bool, skip: dict[str, str],
+              timestamp: str | None) -> SnapshotReport:
+        start = time.perf_counter()
+        entries: dict[str, dict[str, Any]] = {}
+        saved: list[str] = []
+        unchanged: list[str] = []
+        skipped = [Skipped(n, r) for n, r in sorted(skip.items())]
+        total = 0
+        written = 0
+        new_cache: dict[str, _Cached] = {}
+        for name, value in items:
+            if type(name) is not str:
+                skipped.append(Skipped(repr(name), "not a string name"))
+                continue
+            if issubclass(type(value), _FILE_TYPES):
+                skipped.append(Skipped(name, "open file handles are not persisted"))
+                continue
+            try:
+                fp = fingerprint(value)
+            except Exception:
+                fp = None
+            cached = self._cache.get(name)
+            if (not full and fp is not None and cached is not None and cached.fingerprint == fp
+                    and (self.blobs / f"{cached.blob}.blob").exists()):
+                if total + cached.size > self.max_total_bytes:
+                    skipped.append(Skipped(name, "exceeds the total snapshot size cap"))
+                    continue
+                total += cached.size
+                entries[name] = {"blob": cached.blob, "bytes": cached.size, "format": cached.fmt, "code": cached.code,
+                                 "type": type(value).__qualname__}
+                new_cache[name] = cached
+                saved.append(name)
+                unchanged.append(name)
+                continue
+            cap = min(self.max_name_bytes, self.max_total_bytes - total)
+            try:
+                fmt, chunks = self._serialize(value, cap)
+            except _CapExceeded:
+                reason = ("exceeds the per-name snapshot size cap" if cap == self.max_name_bytes
+                          else "exceeds the total snapshot size cap")
+                skipped.append(Skipped(name, reason))
+                continue
+            except RecursionError:
+                skipped.append(Skipped(name, "RecursionError: too deeply nested to serialize"))
+                continue
+            except Exception as exc:
+                skipped.append(Skipped(name, f"{type(exc).__name__}: {str(exc)[:200]}"))
+                continue
+            size = sum(len(c) for c in chunks)
+            mac = self._mac()
+            existing = None
+            if size <= _SMALL:  # small: check whether the same blob already exists before writing
+                for c in chunks:
+                    mac.update(c)
+                existing = mac.hexdigest()
+            if existing is not None and (self.blobs / f"{existing}.blob").exists():
+                blob = existing
+                unchanged.append(name)
+            else:
+                blob, _ = self._store_blob(chunks)
+                written += size
+            code = carries_code(value)
+            total += size
+            entries[name] = {"blob": blob, "bytes": size, "format": fmt, "code": code,
+                             "type": type(value).__qualname__}
+            if fp is not None:
+                new_cache[name] = _Cached(fp, blob, size, fmt, code)
+            saved.append(name)
+        gens = self.manifests()
+        generation = (gens[-1] + 1) if gens else 1
+        manifest = {
+            "version": MANIFEST_VERSION,
+            "generation": generation,
+            "timestamp": timestamp,
+            "python": self.python,
+            "dill": str(getattr(dill, "__version__", "?")),
+            "names": entries,
+            "skipped": [s.to_json() for s in skipped],
+            "bytes": total,
+        }
+        doc = json.dumps({"manifest": manifest, "hmac": self._sign_manifest(manifest)}, sort_keys=True).encode()
+        final = self._manifest_path(generation)
+        tmp, _ = self._write_temp(self.directory, [doc], None)
+        os.replace(tmp, final)
+        self._fsync_dir(self.blobs)
+        self._fsync_dir(self.directory)
+        self._cache = new_cache
+        self._prune()
+        return SnapshotReport(generation, saved, unchanged, skipped, total, written, str(final),
+                              (time.perf_counter() - start) * 1000.0)
+
+    def _prune(self) -> None:
+        gens = self.manifests()
+        for gen in gens[: -self.generations]:
+            with contextlib.suppress(OSError):
+                self._manifest_path(gen).unlink()
+        keep: set[str] = set()
+        for gen in self.manifests():
+            try:
+                keep.update(e["blob"] for e in self.read_manifest(gen)["names"].values())
+            except (SnapshotError, KeyError, TypeError):
+                return  # an unreadable manifest: keep every blob rather than guess
+        for p in self.blobs.glob("*.blob"):
+            if p.stem not in keep:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+    # ------------------------------------------------------------------ restore
+    def load(self, *, generation: int | None = None, names: Iterable[str] | None = None) -> tuple[dict[str, Any], RestoreReport]:
+        """Verified values of the newest valid generation (or ``generation``), with a report."""
+        report = RestoreReport(generation=None)
+        candidates = [generation] if generation is not None else list(reversed(self.manifests()))
+        manifest: dict[str, Any] | None = None
+        for gen in candidates:
+            try:
+                manifest = self.read_manifest(gen)
+                report.generation = gen
+                break
+            except SnapshotError as exc:
+                report.refused.append(str(exc))
+        values: dict[str, Any] = {}
+        if manifest is None:
+            return values, report
+        wanted = None if names is None else set(names)
+        same_python = manifest.get("python") == python_tag()
+        for name, entry in manifest.get("names", {}).items():
+            if wanted is not None and name not in wanted:
+                continue
+            if entry.get("code") and not same_python:
+                report.quarantined.append(Skipped(
+                    name, f"code written by Python {manifest.get('python')} is not loaded in Python {python_tag()}"))
+                continue
+            try:
+                body = self._read_blob(str(entry["blob"]))
+                values[name] = self._deserialize(body)
+            except SnapshotError as exc:
+                report.failed.append(Skipped(name, str(exc)))
+                continue
+            except Exception as exc:
+                report.failed.append(Skipped(name, f"{type(exc).__name__}: {str(exc)[:200]}"))
+                continue
+            report.restored.append(name)
+        return values, report
+
+    def restore_into(self, namespace: dict[str, Any], *, generation: int | None = None,
+                     names: Iterable[str] | None = None) -> RestoreReport:
+        """Load and bind values into ``namespace``; nothing is bound for names that failed."""
+        values, report = self.load(generation=generation, names=names)
+        namespace.update(values)
+        return report

@@ -1,0 +1,177 @@
+"""Snapshots: per-name payloads, skip reasons, caps, incremental saves, signatures, generations."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ipython_compact.kernel.snapshot import SnapshotError, SnapshotStore, load_or_create_key
+
+KEY = b"k" * 32
+
+
+def _store(tmp_path: Path, **kw: Any) -> SnapshotStore:
+    return SnapshotStore(tmp_path / "snap", KEY, durable=False, **kw)
+
+
+def _gen() -> Any:
+    yield 1
+
+
+def test_round_trip_with_unpicklable_values_skipped_with_reasons(tmp_path: Path) -> None:
+    sock = socket.socket()
+    try:
+        items = {"a": 1, "arr": np.arange(10.0), "fn": lambda x: x + 1, "g": _gen(), "s": sock, "d": {"k": [1, 2]}}
+        store = _store(tmp_path)
+        report = store.save(items.items())
+        assert sorted(report.saved) == ["a", "arr", "d", "fn"]
+        reasons = {s.name: s.reason for s in report.skipped}
+        assert set(reasons) == {"g", "s"}
+        assert "generator" in reasons["g"] and "socket" in reasons["s"]
+        values, restored = _store(tmp_path).load()
+        assert sorted(restored.restored) == ["a", "arr", "d", "fn"]
+        assert values["fn"](1) == 2 and values["d"] == {"k": [1, 2]}
+        np.testing.assert_array_equal(values["arr"], np.arange(10.0))
+    finally:
+        sock.close()
+
+
+def test_files_are_owner_only(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([("x", b"data")])
+    for p in [store.directory, store.blobs]:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o700
+    files = list(store.directory.rglob("*.json")) + list(store.blobs.glob("*.blob"))
+    assert files
+    for p in files:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("kw", "value", "reason"),
+    [
+        ({"max_name_bytes": 1000}, np.zeros(1000), "per-name"),
+        ({"max_name_bytes": 1000}, list(range(5000)), "per-name"),
+        ({"max_total_bytes": 1500}, np.zeros(200), "total"),
+    ],
+    ids=["array-per-name", "list-per-name", "total"],
+)
+def test_size_caps_skip_with_reason(tmp_path: Path, kw: dict[str, int], value: Any, reason: str) -> None:
+    store = _store(tmp_path, **kw)
+    report = store.save([("small", 1), ("big", value), ("small2", "x")])
+    assert sorted(report.saved) == ["small", "small2"]
+    assert [s.name for s in report.skipped] == ["big"] and reason in report.skipped[0].reason
+
+
+def test_incremental_save_reuses_unchanged_values_and_sees_changes(tmp_path: Path) -> None:
+    arr = np.ones(1_000_000)
+    data = {"arr": arr, "b": b"x" * 100, "lst": [1, 2, 3]}
+    store = _store(tmp_path)
+    first = store.save(data.items())
+    assert first.unchanged == [] and first.written_bytes > 8_000_000
+    second = store.save(data.items())
+    assert sorted(second.unchanged) == ["arr", "b", "lst"]
+    assert second.written_bytes == 0
+    arr *= 2  # in place: same identity, new content
+    data["lst"].append(4)
+    third = store.save(data.items())
+    assert sorted(third.unchanged) == ["b"]
+    values, _ = _store(tmp_path).load()
+    assert values["arr"][0] == 2.0 and values["lst"] == [1, 2, 3, 4]
+
+
+def test_generations_are_limited_and_unreferenced_blobs_removed(tmp_path: Path) -> None:
+    store = _store(tmp_path, generations=2)
+    for i in range(4):
+        store.save([("v", f"value {i}")])
+    assert store.manifests() == [3, 4]
+    assert len(list(store.blobs.glob("*.blob"))) == 2
+    values, report = store.load(generation=3)
+    assert values == {"v": "value 2"} and report.generation == 3
+
+
+def _tamper_blob(store: SnapshotStore) -> None:
+    blob = next(store.blobs.glob("*.blob"))
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    blob.write_bytes(bytes(data))
+
+
+def _truncate_blob(store: SnapshotStore) -> None:
+    blob = next(store.blobs.glob("*.blob"))
+    blob.write_bytes(blob.read_bytes()[:-5])
+
+
+def _tamper_manifest(store: SnapshotStore) -> None:
+    path = next(store.directory.glob("manifest-*.json"))
+    path.write_text(path.read_text().replace('"bytes"', '"bytes" ', 1).replace("value", "evil"))
+
+
+@pytest.mark.parametrize("damage", [_tamper_blob, _truncate_blob], ids=["flipped-byte", "truncated"])
+def test_damaged_payload_is_refused_before_unpickling(tmp_path: Path, damage: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store(tmp_path)
+    store.save([("v", "value")])
+    damage(store)
+    calls: list[Any] = []
+    import dill
+
+    monkeypatch.setattr(dill, "loads", lambda *a, **k: calls.append(a))
+    values, report = store.load()
+    assert values == {} and calls == []
+    assert report.failed[0].name == "v" and "not unpickled" in report.failed[0].reason
+
+
+def test_tampered_manifest_is_refused(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save([("value", 1)])
+    _tamper_manifest(store)
+    values, report = store.load()
+    assert values == {} and report.generation is None
+    assert "signature" in report.refused[0] or "malformed" in report.refused[0] or "cannot be read" in report.refused[0]
+
+
+def test_wrong_key_refuses_everything(tmp_path: Path) -> None:
+    _store(tmp_path).save([("v", 1)])
+    values, report = SnapshotStore(tmp_path / "snap", b"z" * 32, durable=False).load()
+    assert values == {} and report.refused
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def test_code_from_other_python_is_quarantined_data_returns(tmp_path: Path) -> None:
+    def helper() -> int:
+        return 7
+
+    _store(tmp_path, python="2.7").save([("helper", helper), ("data", [1, 2]), ("arr", np.zeros(3))])
+    values, report = _store(tmp_path).load()
+    assert sorted(values) == ["arr", "data"]
+    assert [q.name for q in report.quarantined] == ["helper"]
+    assert "2.7" in report.quarantined[0].reason
+
+
+def test_key_file_is_created_owner_only_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "d" / "key"
+    key = load_or_create_key(path)
+    assert len(key) == 32 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_key(path) == key
+    path.chmod(0o644)
+    with pytest.raises(SnapshotError, match="chmod 600"):
+        load_or_create_key(path)
+
+
+def test_open_files_and_non_string_names_are_skipped(tmp_path: Path) -> None:
+    f = (tmp_path / "f.txt").open("w")
+    try:
+        report = _store(tmp_path).save([("f", f), (3, "x"), ("ok", 1)])  # type: ignore[list-item]
+    finally:
+        f.close()
+    assert report.saved == ["ok"]
+    assert {s.reason for s in report.skipped} == {"open file handles are not persisted", "not a string name"}
