@@ -1,0 +1,49 @@
+"""The session log adapter: SQLite storage, JSONL/pi import and JSONL export.
+
+This package is the only place that imports ``sqlite3``. Everything above it works with
+``core.entries.Entry`` values and the ``SessionStore`` methods listed in docs/contracts.md.
+"""
+
+from __future__ import annotations
+
+from ipython_compact.store.errors import (
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    ImportFormatError,
+    InvalidEntryError,
+    SessionExistsError,
+    StoreError,
+    UnknownEntryError,
+    UnknownSessionError,
+)
+from ipython_compact.store.sqlite_store import (
+    LEAF,
+    ContextView,
+    InboxItem,
+    LiveCompaction,
+    LiveStatus,
+    SearchHit,
+    SessionInfo,
+    SessionStore,
+    VerifyReport,
+)
+
+__all__ = [
+    "LEAF",
+    "ContextView",
+    "CorruptDatabaseError",
+    "DatabaseLockedError",
+    "ImportFormatError",
+    "InboxItem",
+    "InvalidEntryError",
+    "LiveCompaction",
+    "LiveStatus",
+    "SearchHit",
+    "SessionExistsError",
+    "SessionInfo",
+    "SessionStore",
+    "StoreError",
+    "UnknownEntryError",
+    "UnknownSessionError",
+    "VerifyReport",
+]

@@ -1,0 +1,56 @@
+"""Errors the session store raises.
+
+Every error names the database file it concerns, so a message read in a terminal or a log says
+which file to look at. Nothing stored is changed when one of these is raised: every write runs in
+one transaction that is rolled back on error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StoreError(Exception):
+    """Base class; ``path`` is the database file (or the input file for import errors)."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+
+
+class CorruptDatabaseError(StoreError):
+    """The file is not an SQLite database, or its pages are damaged."""
+
+
+class DatabaseLockedError(StoreError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+
+class UnknownSessionError(StoreError, KeyError):
+    """No session has that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class UnknownEntryError(StoreError, KeyError):
+    """No entry with that id in the session."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class InvalidEntryError(StoreError, ValueError):
+    """An entry that would break the log's invariants (bad kind, data, parent or head)."""
+
+
+class SessionExistsError(StoreError, ValueError):
+    """``create_session`` was asked for a name that is taken."""
+
+
+class ImportFormatError(StoreError, ValueError):
+    """An input file could not be read; the message names the file and line."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
+        super().__init__(message, path=path)
+        self.line = line

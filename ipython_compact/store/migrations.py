@@ -1,0 +1,164 @@
+"""Named, ordered schema migrations for the session database.
+
+Each migration runs once, inside the transaction that records its name in the ``migrations``
+table (all pending ones share one transaction), so a database is either fully migrated or not
+touched at all. Migrations
+are only ever appended to ``MIGRATIONS``; an applied one is never edited (a database that
+records a name this code does not know was written by a newer version and is refused).
+
+What the schema guarantees:
+- ``entries`` rows are append-only: triggers abort any UPDATE or DELETE.
+- ``(session_id, id)`` is unique; ``parent_id`` names an entry of the same session.
+- ``context_head`` is the id where the model's view starts for a leaf at this entry (the
+  ``first_kept_entry_id`` of the newest compaction on its path, NULL = the root), so the view is
+  read from the leaf back to that id only.
+- ``hash`` chains an entry to its parent (tree integrity); ``chain`` chains entries of a session
+  in append order (nothing appended can vanish without ``verify`` noticing).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SCHEMA_V1 = """
+CREATE TABLE sessions (
+    session_id   INTEGER PRIMARY KEY,
+    name         TEXT NOT NULL UNIQUE,
+    created_at   TEXT NOT NULL,
+    leaf_id      TEXT,
+    entry_count  INTEGER NOT NULL DEFAULT 0,
+    chain_tip    TEXT NOT NULL DEFAULT '',
+    last_seq     INTEGER NOT NULL DEFAULT 0,
+    meta         TEXT NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE entries (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id      INTEGER NOT NULL REFERENCES sessions(session_id),
+    id              TEXT NOT NULL,
+    parent_id       TEXT,
+    kind            TEXT NOT NULL,
+    timestamp       TEXT NOT NULL,
+    data            TEXT NOT NULL,
+    tokens_density  INTEGER NOT NULL,
+    tokens_chars4   INTEGER NOT NULL,
+    depth           INTEGER NOT NULL,
+    context_head    TEXT,
+    hash            TEXT NOT NULL,
+    chain           TEXT NOT NULL,
+    UNIQUE (session_id, id)
+);
+CREATE INDEX entries_parent ON entries(session_id, parent_id);
+
+CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+BEGIN
+    SELECT RAISE(ABORT, 'entries are append-only: UPDATE is not allowed');
+END;
+CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
+BEGIN
+    SELECT RAISE(ABORT, 'entries are append-only: DELETE is not allowed');
+END;
+
+CREATE VIRTUAL TABLE entries_fts USING fts5(text, content='', tokenize='unicode61');
+
+CREATE TABLE inbox (
+    item_id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id          INTEGER NOT NULL REFERENCES sessions(session_id),
+    first_kept_entry_id TEXT,
+    payload             TEXT NOT NULL,
+    state               TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (state IN ('pending', 'taken', 'stale')),
+    created_at          TEXT NOT NULL,
+    settled_at          TEXT
+);
+CREATE INDEX inbox_pending ON inbox(session_id, state);
+
+CREATE TABLE live_compactions (
+    task_id     TEXT PRIMARY KEY,
+    session_id  INTEGER NOT NULL REFERENCES sessions(session_id),
+    reason      TEXT NOT NULL,
+    blocking    INTEGER NOT NULL,
+    started_at  TEXT NOT NULL,
+    detail      TEXT NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE session_status (
+    session_id  INTEGER NOT NULL REFERENCES sessions(session_id),
+    key         TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _initial_schema(conn: sqlite3.Connection) -> None:
+    for statement in _split_statements(SCHEMA_V1):
+        conn.execute(statement)
+
+
+def _split_statements(script: str) -> list[str]:
+    """Split a schema script into statements, keeping trigger bodies whole.
+
+    ``executescript`` would commit the surrounding transaction, which would break the
+    all-or-nothing promise above, so statements run one by one instead.
+    """
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"incomplete SQL statement in schema: {buffer.strip()[:80]!r}")
+    return statements
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration("0001_initial_schema", _initial_schema),)
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations this database records, in the order they were applied."""
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+
+def pending(conn: sqlite3.Connection) -> list[Migration]:
+    """Migrations not yet applied. Raises ValueError when the database knows a name we do not."""
+    done = applied(conn)
+    known = {m.name for m in MIGRATIONS}
+    unknown = [name for name in done if name not in known]
+    if unknown:
+        raise ValueError(
+            f"database records migrations this version does not know ({', '.join(unknown)}); "
+            "it was written by a newer ipython-compact"
+        )
+    return [m for m in MIGRATIONS if m.name not in done]
+
+
+def migrate(conn: sqlite3.Connection, now: str) -> list[str]:
+    """Apply every pending migration in one transaction; return the names applied.
+
+    The caller's connection must be in autocommit mode (``isolation_level=None``).
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        todo = pending(conn)
+        for migration in todo:
+            migration.apply(conn)
+            conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (migration.name, now))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return [m.name for m in todo]
