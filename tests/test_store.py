@@ -1,0 +1,318 @@
+"""The SQLite session log on real database files: append-only tree, context view, integrity."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.core.entries import Entry
+from ipython_compact.store import (
+    InvalidEntryError,
+    SessionExistsError,
+    SessionStore,
+    UnknownEntryError,
+    UnknownSessionError,
+    migrations,
+)
+
+
+def _clock() -> Any:
+    counter = itertools.count()
+    return lambda: f"2026-01-01T00:00:{next(counter) % 60:02d}.000Z"
+
+
+def _ids() -> Any:
+    counter = itertools.count(1)
+    return lambda: f"e{next(counter):05d}"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    s = SessionStore(tmp_path / "log.db", clock=_clock(), new_id=_ids())
+    s.create_session("s")
+    yield s
+    s.close()
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"message": {"role": "user", "content": text}}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
+
+
+def test_append_chains_under_leaf_and_moves_it(store: SessionStore) -> None:
+    a = store.append("s", "message", user("one"))
+    b = store.append("s", "message", assistant("two"))
+    assert (a.parent_id, b.parent_id) == (None, a.id)
+    assert store.leaf("s") == b.id
+    assert [e.id for e in store.path("s")] == [a.id, b.id]
+    assert store.get(b.id) == b
+    assert store.get_session("s").entry_count == 2
+
+
+def test_entry_read_back_equals_entry_written(store: SessionStore) -> None:
+    data = {"message": {"role": "user", "content": [{"type": "text", "text": "ü ✓ 漢字"}], "n": 1.5, "z": None}}
+    written = store.append("s", "message", data, timestamp="2025-01-01T00:00:00.000Z", entry_id="fixed")
+    assert store.get("fixed", "s") == written
+    assert written.data == data
+
+
+def test_branching_by_moving_the_leaf(store: SessionStore) -> None:
+    a = store.append("s", "message", user("root"))
+    b = store.append("s", "message", assistant("first branch"))
+    store.set_leaf("s", a.id)
+    c = store.append("s", "message", assistant("second branch"))
+    assert c.parent_id == a.id
+    assert [e.id for e in store.path("s")] == [a.id, c.id]
+    assert [e.id for e in store.path("s", b.id)] == [a.id, b.id]
+    assert {e.id for e in store.branch_tips("s")} == {b.id, c.id}
+    assert [e.id for e in store.children("s", a.id)] == [b.id, c.id]
+
+
+def test_append_without_moving_leaf(store: SessionStore) -> None:
+    a = store.append("s", "message", user("root"))
+    side = store.append("s", "custom", {"custom_type": "x"}, move_leaf=False)
+    assert side.parent_id == a.id
+    assert store.leaf("s") == a.id
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "parent", "message"),
+    [
+        ("bogus", {}, None, "unknown kind 'bogus'"),
+        ("message", {"x": {1, 2}}, None, "not JSON-serialisable"),
+        ("message", {"x": float("nan")}, None, "not JSON-serialisable"),
+        ("message", user("x"), "nope", "parent 'nope' does not exist"),
+        ("compaction", {"summary": "s"}, None, "needs data.first_kept_entry_id"),
+        ("compaction", {"summary": "s", "first_kept_entry_id": "ghost"}, None, "not on the path"),
+    ],
+)
+def test_bad_entries_are_refused_and_nothing_is_written(
+    store: SessionStore, kind: str, data: dict[str, Any], parent: str | None, message: str
+) -> None:
+    store.append("s", "message", user("keep me"))
+    before = store.entries("s")
+    with pytest.raises(InvalidEntryError, match=message):
+        if parent is None:
+            store.append("s", kind, data)
+        else:
+            store.append("s", kind, data, parent_id=parent)
+    assert store.entries("s") == before
+    assert store.verify().ok
+
+
+def test_batch_is_all_or_nothing(store: SessionStore) -> None:
+    store.append("s", "message", user("first"))
+    with pytest.raises(InvalidEntryError):
+        store.append_many("s", [("message", user("a")), ("message", user("b")), ("nope", {})])
+    assert len(store.entries("s")) == 1
+    assert store.get_session("s").entry_count == 1
+
+
+def test_duplicate_id_is_refused(store: SessionStore) -> None:
+    store.append("s", "message", user("a"), entry_id="x")
+    with pytest.raises(InvalidEntryError, match="already exists"):
+        store.append("s", "message", user("b"), entry_id="x")
+
+
+def test_compaction_from_a_side_branch_is_refused(store: SessionStore) -> None:
+    a = store.append("s", "message", user("a"))
+    b = store.append("s", "message", assistant("b"))
+    store.set_leaf("s", a.id)
+    store.append("s", "message", assistant("c"))
+    with pytest.raises(InvalidEntryError, match="not on the path"):
+        store.append("s", "compaction", {"summary": "x", "first_kept_entry_id": b.id})
+
+
+@pytest.mark.parametrize("sql", ["UPDATE entries SET kind = 'label'", "DELETE FROM entries"])
+def test_triggers_forbid_changing_entries(store: SessionStore, sql: str) -> None:
+    store.append("s", "message", user("a"))
+    conn = sqlite3.connect(store.db_path)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute(sql)
+    conn.close()
+    assert len(store.entries("s")) == 1
+
+
+def test_ids_are_per_session(store: SessionStore) -> None:
+    store.create_session("t")
+    a = store.append("s", "message", user("in s"), entry_id="same")
+    b = store.append("t", "message", user("in t"), entry_id="same")
+    assert store.get("same", "s") == a
+    assert store.get("same", "t") == b
+    with pytest.raises(UnknownEntryError, match="several sessions"):
+        store.get("same")
+
+
+def test_unknown_session_lists_known_ones(store: SessionStore) -> None:
+    with pytest.raises(UnknownSessionError, match=r"no session named 'zz'.*known: s"):
+        store.append("zz", "message", user("x"))
+
+
+def test_create_existing_session_fails_but_ensure_returns_it(store: SessionStore) -> None:
+    with pytest.raises(SessionExistsError):
+        store.create_session("s")
+    assert store.ensure_session("s").name == "s"
+
+
+def _build_with_compactions(store: SessionStore, n: int, compact_every: int) -> list[Entry]:
+    made: list[Entry] = []
+    for i in range(n):
+        made.append(store.append("s", "message", user(f"question {i}") if i % 2 == 0 else assistant(f"answer {i}")))
+        if i and i % compact_every == 0:
+            made.append(store.append("s", "compaction", {"summary": f"up to {i}", "first_kept_entry_id": made[-3].id}))
+    return made
+
+
+@pytest.mark.parametrize(("n", "compact_every"), [(5, 100), (30, 10), (50, 7)])
+def test_context_view_starts_at_newest_compactions_first_kept_entry(store: SessionStore, n: int, compact_every: int) -> None:
+    _build_with_compactions(store, n, compact_every)
+    full = store.path("s")
+    compactions = [i for i, e in enumerate(full) if e.kind == "compaction"]
+    if compactions:
+        head = full[compactions[-1]].data["first_kept_entry_id"]
+        expected = full[[e.id for e in full].index(head) :]
+    else:
+        expected = full
+    view = store.context_view("s")
+    assert view.entries == expected
+    assert view.head_id == (expected[0].id if compactions else None)
+    assert view.tokens_density == store.token_counts("s", expected, "density")
+    assert view.tokens_chars4 == store.token_counts("s", expected, "chars4")
+    assert store.context_path("s") == expected
+
+
+def test_stored_token_estimates_match_the_core(store: SessionStore) -> None:
+    from ipython_compact.core.tokens import estimate_entry_tokens
+
+    entries = [store.append("s", "message", user("hello " * 50)), store.append("s", "message", assistant("x = 1\n" * 30))]
+    for estimator in ("density", "chars4"):
+        assert store.token_counts("s", entries, estimator) == [estimate_entry_tokens(e, estimator) for e in entries]
+
+
+def test_search_finds_text_and_treats_syntax_as_words(store: SessionStore) -> None:
+    store.append("s", "message", user("the dataframe has NaN values"))
+    store.append("s", "message", assistant("dropped rows with OR AND quotes \"x\""))
+    store.create_session("t")
+    store.append("t", "message", user("another dataframe"))
+    assert [h.entry.data["message"]["content"] for h in store.search("dataframe", session="s")] == [
+        "the dataframe has NaN values"
+    ]
+    assert {h.session for h in store.search("dataframe")} == {"s", "t"}
+    assert len(store.search('OR AND "x"')) == 1
+    assert store.search("   ") == []
+
+
+def test_verify_passes_on_a_clean_log(store: SessionStore) -> None:
+    _build_with_compactions(store, 40, 9)
+    report = store.verify()
+    assert report.ok, report.problems
+    assert report.entries == len(store.entries("s"))
+
+
+def _tamper(path: Path, *sql: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER entries_no_update")
+    conn.execute("DROP TRIGGER entries_no_delete")
+    for statement in sql:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("UPDATE entries SET data = replace(data, 'question 3', 'question X')", "does not match its hash"),
+        ("UPDATE entries SET timestamp = '1999' WHERE seq = 2", "does not match its hash"),
+        ("DELETE FROM entries WHERE seq = (SELECT MAX(seq) FROM entries)", "leaf"),
+        ("DELETE FROM entries WHERE seq = 4", "append chain breaks"),
+        ("UPDATE entries SET parent_id = NULL WHERE seq = 5", "does not match its hash"),
+    ],
+)
+def test_verify_detects_tampering(tmp_path: Path, sql: str, problem: str) -> None:
+    path = tmp_path / "log.db"
+    with SessionStore(path, clock=_clock(), new_id=_ids()) as s:
+        s.create_session("s")
+        for i in range(8):
+            s.append("s", "message", user(f"question {i}"))
+    _tamper(path, sql)
+    with SessionStore(path) as s:
+        report = s.verify()
+    assert not report.ok
+    assert any(problem in p for p in report.problems), report.problems
+
+
+def test_verify_detects_a_removed_branch_tip(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    with SessionStore(path, clock=_clock(), new_id=_ids()) as s:
+        s.create_session("s")
+        a = s.append("s", "message", user("a"))
+        s.append("s", "message", user("side"), move_leaf=False)
+        s.append("s", "message", user("main"), parent_id=a.id)
+    _tamper(path, "DELETE FROM entries WHERE seq = 2")
+    with SessionStore(path) as s:
+        report = s.verify()
+    assert not report.ok
+    assert any("entries lost" in p or "chain" in p for p in report.problems)
+
+
+def test_database_file_is_owner_only_and_migrations_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    SessionStore(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations")] == [m.name for m in migrations.MIGRATIONS]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    SessionStore(path).close()  # reopening applies nothing twice
+
+
+def test_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    SessionStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO migrations VALUES ('9999_from_the_future', 'x')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(Exception, match=r"log\.db.*newer ipython-compact"):
+        SessionStore(path)
+
+
+def test_inbox_take_hands_out_each_item_once_and_settles_stale(store: SessionStore) -> None:
+    made = _build_with_compactions(store, 12, 100)
+    early = store.inbox_put("s", {"summary": "early"}, first_kept_entry_id=made[2].id)
+    store.append("s", "compaction", {"summary": "newer cut", "first_kept_entry_id": made[6].id})
+    late = store.inbox_put("s", {"summary": "late"}, first_kept_entry_id=made[9].id)
+    free = store.inbox_put("s", {"note": "no cut"})
+    taken = store.inbox_take("s")
+    assert [i.item_id for i in taken] == [late.item_id, free.item_id]
+    assert store.inbox_take("s") == []
+    states = {i.item_id: i.state for i in store.inbox_items("s")}
+    assert states == {early.item_id: "stale", late.item_id: "taken", free.item_id: "taken"}
+
+
+def test_live_status_tracks_in_flight_and_last_failure(store: SessionStore) -> None:
+    store.live_begin("s", "t1", reason="threshold", blocking=False)
+    store.live_begin("s", "t2", reason="manual", blocking=True)
+    assert [c.task_id for c in store.live_status("s").in_flight] == ["t1", "t2"]
+    store.live_end("s", "t1", error="model timed out")
+    store.live_end("s", "t2")
+    status = store.live_status("s")
+    assert status.in_flight == []
+    assert status.last_failure is not None
+    assert (status.last_failure["task_id"], status.last_failure["reason"], status.last_failure["error"]) == (
+        "t1",
+        "threshold",
+        "model timed out",
+    )
+    store.status_set("s", "cooldown_until", {"at": "later"})
+    assert store.status_get("s", "cooldown_until") == {"at": "later"}
+    assert store.status_get("s", "missing", 7) == 7
