@@ -1,0 +1,264 @@
+"""ANCHOR layer: the goal, user constraints and preferences, and pinned spans, copied verbatim.
+
+Why: task invariants are short, sit near the start, and must not change by a single character.
+Passing them through a summary of a summary is how "Use CUDA 12.4" becomes "use a recent CUDA".
+So an anchor is stored as a *reference* into the raw log — entry id plus character span — and its
+text is re-copied from that raw entry at every compaction (``resolve_anchors``), never taken from
+the previous checkpoint.
+
+What must hold:
+- ``Anchor.text == entry_text(raw_entry)[start:end]`` for every anchor with an entry id.
+- The goal is the first user request on the path (kept once found; later compactions re-copy it).
+- Constraint sentences are user sentences with a constraint or preference marker, in log order,
+  without duplicates.
+- Pins: a ``pin`` entry pins its ``text`` (its own entry is the raw source) or another entry; an
+  ``unpin`` with the same ``pin_id`` (or the same text/entry id) removes it.
+- Pure: no I/O; the caller passes the raw entries the references need.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from ipython_compact.core.drift import render_block
+from ipython_compact.core.entries import PIN, Entry, entry_text, text_of_content
+
+AnchorKind = Literal["goal", "constraint", "pin"]
+
+GOAL_MAX_CHARS: Final = 2000
+CONSTRAINT_MAX_CHARS: Final = 400
+PIN_MAX_CHARS: Final = 4000
+
+_CONSTRAINT_RE: Final = re.compile(
+    r"(?i)\b(must|must not|mustn't|never|always|do not|don't|dont|avoid|only use|use only|prefer|preferably|"
+    r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
+    r"keep (?:it|the|all|every)|stick to|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to)\b"
+    r"|必须|不要|务必|禁止|只能|保持"
+)
+_SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One verbatim anchor: its kind, text, and where in the raw log it came from."""
+
+    kind: AnchorKind
+    text: str
+    entry_id: str | None
+    start: int = 0
+    end: int = 0
+    pin_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "entry_id": self.entry_id, "start": self.start, "end": self.end, "pin_id": self.pin_id}
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any]) -> Anchor:
+        kind = obj.get("kind")
+        if kind not in ("goal", "constraint", "pin"):
+            raise ValueError(f"anchor {obj!r}: kind must be goal, constraint or pin")
+        return Anchor(
+            kind=kind,
+            text=str(obj.get("text", "")),
+            entry_id=None if obj.get("entry_id") is None else str(obj["entry_id"]),
+            start=int(obj.get("start", 0)),
+            end=int(obj.get("end", 0)),
+            pin_id=None if obj.get("pin_id") is None else str(obj["pin_id"]),
+        )
+
+
+@dataclass(frozen=True)
+class AnchorSet:
+    """The anchor layer at one compaction."""
+
+    goal: Anchor | None = None
+    constraints: tuple[Anchor, ...] = ()
+    pins: tuple[Anchor, ...] = ()
+    dropped: int = field(default=0)  # constraints dropped by the size cap (oldest first)
+
+    def all(self) -> tuple[Anchor, ...]:
+        return ((self.goal,) if self.goal else ()) + self.constraints + self.pins
+
+    def texts(self) -> list[str]:
+        return [a.text for a in self.all()]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "goal": None if self.goal is None else self.goal.to_json(),
+            "constraints": [a.to_json() for a in self.constraints],
+            "pins": [a.to_json() for a in self.pins],
+            "dropped": self.dropped,
+        }
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any] | None) -> AnchorSet:
+        if not obj:
+            return AnchorSet()
+        goal = obj.get("goal")
+        return AnchorSet(
+            goal=None if not goal else Anchor.from_json(goal),
+            constraints=tuple(Anchor.from_json(a) for a in obj.get("constraints") or []),
+            pins=tuple(Anchor.from_json(a) for a in obj.get("pins") or []),
+            dropped=int(obj.get("dropped", 0)),
+        )
+
+    def render(self) -> str:
+        """The ``<anchors>`` machine block (verbatim texts, each with its source)."""
+        lines: list[str] = []
+        if self.goal is not None:
+            lines.append(f"[goal · entry {self.goal.entry_id}]")
+            lines.append(self.goal.text)
+        if self.constraints:
+            lines.append("[constraints and preferences, verbatim from the user]")
+            lines.extend(f"- {a.text}  (entry {a.entry_id})" for a in self.constraints)
+        for pin in self.pins:
+            source = f"entry {pin.entry_id}" if pin.entry_id else "pinned text"
+            lines.append(f"[pinned {pin.pin_id} · {source}]")
+            lines.append(pin.text)
+        return render_block("anchors", lines, attrs={"note": "verbatim from the raw log; authoritative"})
+
+
+def user_text(entry: Entry) -> str | None:
+    """The text of a user message entry, else None."""
+    msg = entry.message
+    if msg is None or msg.get("role") != "user":
+        return None
+    return text_of_content(msg.get("content"))
+
+
+def constraint_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences in ``text`` that state a constraint or preference."""
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for line in text.split("\n"):
+        for m in _SENTENCE_RE.finditer(line):
+            sentence = m.group(0).rstrip()
+            if _CONSTRAINT_RE.search(sentence) and len(sentence) <= CONSTRAINT_MAX_CHARS:
+                start = offset + m.start()
+                spans.append((start, start + len(sentence)))
+        offset += len(line) + 1
+    return spans
+
+
+def _goal_from(entry: Entry) -> Anchor | None:
+    text = entry_text(entry)
+    if not text.strip():
+        return None
+    end = min(len(text), GOAL_MAX_CHARS)
+    return Anchor("goal", text[:end], entry.id, 0, end)
+
+
+def _pin_anchor(pin: Entry, lookup: Callable[[str], Entry | None]) -> Anchor | None:
+    pin_id = str(pin.data.get("pin_id") or pin.id)
+    target = pin.data.get("entry_id")
+    if isinstance(pin.data.get("text"), str) and pin.data["text"]:
+        text = str(pin.data["text"])
+        source_text = text  # the pin entry itself is the raw source
+        end = min(len(source_text), PIN_MAX_CHARS)
+        return Anchor("pin", source_text[:end], None, 0, end, pin_id)
+    if isinstance(target, str):
+        raw = lookup(target)
+        if raw is None:
+            return None
+        text = entry_text(raw)
+        end = min(len(text), PIN_MAX_CHARS)
+        return Anchor("pin", text[:end], raw.id, 0, end, pin_id)
+    return None
+
+
+def apply_pins(current: Sequence[Anchor], pin_entries: Iterable[Entry], lookup: Callable[[str], Entry | None]) -> tuple[Anchor, ...]:
+    """Fold pin/unpin entries (log order) into the active pins."""
+    pins = list(current)
+    for entry in pin_entries:
+        if entry.kind != PIN:
+            continue
+        action = entry.data.get("action", "pin")
+        pin_id = entry.data.get("pin_id")
+        if action == "unpin":
+            text = entry.data.get("text")
+            target = entry.data.get("entry_id")
+            pins = [
+                p
+                for p in pins
+                if not ((pin_id and p.pin_id == pin_id) or (text and p.text == text and p.entry_id is None) or (target and p.entry_id == target))
+            ]
+        else:
+            anchor = _pin_anchor(entry, lookup)
+            if anchor is not None and all(p.pin_id != anchor.pin_id for p in pins):
+                pins.append(anchor)
+    return tuple(pins)
+
+
+def resolve_anchors(previous: AnchorSet, lookup: Callable[[str], Entry | None]) -> AnchorSet:
+    """Re-copy every anchor's text from its raw entry (never from a summary).
+
+    Raises ValueError naming the anchor whose raw entry is missing, since a vanished source means
+    the log was altered. Text-pins carry their own raw text (their pin entry) and are kept.
+    """
+
+    def recopy(anchor: Anchor) -> Anchor:
+        if anchor.entry_id is None:
+            return anchor
+        raw = lookup(anchor.entry_id)
+        if raw is None:
+            raise ValueError(f"{anchor.kind} anchor refers to entry {anchor.entry_id!r}, which is not in the log")
+        return replace(anchor, text=entry_text(raw)[anchor.start : anchor.end])
+
+    return AnchorSet(
+        goal=None if previous.goal is None else recopy(previous.goal),
+        constraints=tuple(recopy(a) for a in previous.constraints),
+        pins=tuple(recopy(a) for a in previous.pins),
+        dropped=previous.dropped,
+    )
+
+
+def extract_anchors(
+    previous: AnchorSet,
+    entries: Sequence[Entry],
+    lookup: Callable[[str], Entry | None],
+    *,
+    max_chars: int = 12000,
+) -> AnchorSet:
+    """The anchor layer after a span: previous anchors re-copied from the raw log, plus the goal
+    (if none yet), new constraint sentences and pin changes found in ``entries`` (log order).
+
+    ``lookup`` returns a raw entry by id (the store's ``get``); entries in ``entries`` are found
+    without it. Constraints beyond ``max_chars`` in total drop oldest-first and are counted in
+    ``dropped`` (pins and the goal are never dropped).
+    """
+    local = {e.id: e for e in entries}
+
+    def find(entry_id: str) -> Entry | None:
+        return local.get(entry_id) or lookup(entry_id)
+
+    base = resolve_anchors(previous, find)
+    goal = base.goal
+    constraints = list(base.constraints)
+    seen = {a.text for a in constraints}
+    pin_entries: list[Entry] = []
+    for entry in entries:
+        if entry.kind == PIN:
+            pin_entries.append(entry)
+            continue
+        text = user_text(entry)
+        if text is None:
+            continue
+        if goal is None:
+            goal = _goal_from(entry)
+        full = entry_text(entry)
+        for start, end in constraint_spans(full):
+            sentence = full[start:end]
+            if sentence not in seen:
+                seen.add(sentence)
+                constraints.append(Anchor("constraint", sentence, entry.id, start, end))
+    pins = apply_pins(base.pins, pin_entries, find)
+    dropped = base.dropped
+    total = sum(len(a.text) for a in constraints)
+    while constraints and total > max_chars:
+        total -= len(constraints[0].text)
+        constraints.pop(0)
+        dropped += 1
+    return AnchorSet(goal=goal, constraints=tuple(constraints), pins=pins, dropped=dropped)

@@ -1,0 +1,248 @@
+"""Drift guard: exact identifiers that must survive every compaction, and the machine blocks.
+
+Why: a checkpoint is re-summarized at every compaction (s_{k+1} = C(s_k + R_k)); each pass may
+soften "CUDA 12.4" into "12.x" and then into "a recent CUDA". The guard tracks the exact strings a
+future action depends on — paths, versions, error messages, ids and issue refs, commit hashes,
+kernel variable names — and after any summarizer checks that each one is still present verbatim in
+the new checkpoint; what is missing is appended verbatim in a ``<drift-guard>`` machine block.
+
+Machine blocks (``<anchors>``, ``<ledger>``, ``<drift-guard>``, ``<externalized>``, ...) are built
+deterministically and appended after the summarizer's narrative. They are stripped from the
+previous summary before it goes back to a model, so a model never paraphrases them.
+
+What must hold:
+- Extraction is deterministic: same text, same identifiers, same order (first occurrence).
+- ``apply_guard`` never edits the narrative; it only appends one block.
+- ``strip_machine_blocks(render + narrative)`` returns the narrative (modulo surrounding blank lines).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
+
+IdentifierClass = Literal["path", "version", "error", "id", "commit", "variable", "url"]
+
+MACHINE_TAGS: Final = (
+    "anchors",
+    "ledger",
+    "drift-guard",
+    "externalized",
+    "read-files",
+    "modified-files",
+    "compaction-elision",
+    "fact-appendix",
+    "user-requests",
+    "recent-state-anchor",
+)
+
+_BLOCK_RE: Final = re.compile(
+    r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
+    re.DOTALL,
+)
+
+_EXT = r"(?:py|pyi|ipynb|ts|tsx|js|jsx|json|jsonl|toml|yaml|yml|md|rst|txt|csv|tsv|sh|cfg|ini|rs|go|c|h|cc|cpp|hpp|java|sql|db|sqlite|parquet|log|lock|html|css|xml|pkl|npz|npy|h5|pt|ckpt)"
+
+_PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
+    ("url", re.compile(r"https?://[^\s<>\"'`)\]]+[^\s<>\"'`)\].,;:]")),
+    ("error", re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Warning)): ?(.{1,200})$")),
+    ("path", re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-](?![\w/])")),
+    ("path", re.compile(r"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\." + _EXT + r"\b")),
+    ("version", re.compile(r"\b[A-Za-z][\w-]*(?:==|>=|<=|~=|@| )v?\d+(?:\.\d+)+(?:[-+.]?[A-Za-z0-9]+)*\b")),
+    ("version", re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:[-+.][A-Za-z0-9]+)*\b")),
+    ("commit", re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),
+    ("id", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")),
+    ("id", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,7}\b")),
+    ("id", re.compile(r"(?<![\w&])#\d{2,7}\b")),
+)
+
+_VARIABLE_RE: Final = re.compile(
+    r"(?m)^(?:(?:def|class)\s+([A-Za-z]\w*)|([A-Za-z]\w*)(?:\s*,\s*[A-Za-z]\w*)*\s*(?::[^=\n]+)?=(?!=)|(?:from\s+\S+\s+)?import\s+[\w.]+\s+as\s+([A-Za-z]\w*))"
+)
+_CODE_KEYS: Final = ("code", "source", "cell")
+_TOOL_WORDS: Final = frozenset(
+    ["python", "cuda", "cudnn", "node", "nodejs", "npm", "numpy", "pandas", "scipy", "torch", "pytorch", "jax", "tensorflow", "gcc", "clang", "llvm", "java", "go", "rust", "ruby", "ubuntu", "debian", "fedora", "alpine", "postgres", "postgresql", "mysql", "sqlite", "redis", "django", "flask", "fastapi", "react", "vue", "version", "release", "ipython", "jupyterlab", "jupyter", "ipykernel", "openai", "dill", "pip", "setuptools", "transformers", "docker", "kubernetes"]
+)
+_VERSIONISH_WORDS: Final = frozenset({"in", "at", "of", "to", "the", "and", "or", "is", "was", "by", "line", "lines", "step", "page", "p", "entry", "recall"})
+
+
+@dataclass(frozen=True)
+class Identifier:
+    """An exact string that must survive, its class, and the entry it was last seen in."""
+
+    text: str
+    cls: IdentifierClass
+    entry_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "cls": self.cls, "entry_id": self.entry_id}
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any]) -> Identifier:
+        cls = str(obj.get("cls", "id"))
+        if cls not in ("path", "version", "error", "id", "commit", "variable", "url"):
+            raise ValueError(f"identifier {obj!r}: unknown class {cls!r}")
+        return Identifier(str(obj["text"]), cls, None if obj.get("entry_id") is None else str(obj["entry_id"]))  # type: ignore[arg-type]
+
+
+def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
+    """Exact identifiers in ``text``, first occurrence order, without duplicates."""
+    found: dict[str, IdentifierClass] = {}
+    spans: list[tuple[int, int]] = []
+    hits: list[tuple[int, IdentifierClass, str]] = []
+    for cls, pattern in _PATTERNS:
+        for m in pattern.finditer(text):
+            if cls == "error":
+                start, end = m.start(1), m.end(2)
+                value = text[start:end].rstrip()
+            else:
+                start, end = m.span()
+                value = m.group(0)
+            if any(s <= start and end <= e for s, e in spans):
+                continue  # inside a longer identifier already taken (a path inside a URL, ...)
+            if cls == "version" and " " in value:
+                word, number = value.split(" ", 1)
+                known = word.lower() in _TOOL_WORDS or (word.isupper() and len(word) >= 2) or number.startswith("v")
+                if word.lower() in _VERSIONISH_WORDS or not known:
+                    if number.count(".") < 2:
+                        continue
+                    value, start = number, start + len(word) + 1
+            if cls == "path" and (value.count("/") == 1 and value.endswith("/")):
+                continue
+            spans.append((start, end))
+            hits.append((start, cls, value))
+    hits.sort(key=lambda h: h[0])
+    for _, cls, value in hits:
+        if value not in found and len(value) >= 3:
+            found[value] = cls
+    return [(cls, value) for value, cls in found.items()]
+
+
+def variables_in_code(code: str) -> list[str]:
+    """Top-level names a code cell defines (assignments, def, class, ``import x as y``)."""
+    names: list[str] = []
+    for m in _VARIABLE_RE.finditer(code):
+        name = m.group(1) or m.group(2) or m.group(3)
+        if name and not name.startswith("_") and name not in names and len(name) >= 2:
+            names.append(name)
+    return names
+
+
+def entry_identifiers(entry: Entry, *, tool_result_chars: int = 4000) -> list[Identifier]:
+    """Identifiers worth tracking from one entry.
+
+    User and assistant text and tool-call arguments count in full; a tool result counts only its
+    error lines and its first ``tool_result_chars`` characters, so a 24K-line log does not flood
+    the tracked set (it is externalized and recallable instead).
+    """
+    msg = entry.message
+    out: list[Identifier] = []
+    if msg is None:
+        return out
+    role = msg.get("role")
+    texts: list[str] = []
+    codes: list[str] = []
+    if role in ("user", "assistant"):
+        texts.append(text_of_content(msg.get("content")))
+        for call in tool_calls_of(msg):
+            args = call.get("arguments")
+            if isinstance(args, Mapping):
+                for key, value in args.items():
+                    if isinstance(value, str):
+                        (codes if key in _CODE_KEYS else texts).append(value)
+    elif role == "toolResult":
+        body = text_of_content(msg.get("content"))
+        texts.append(body[:tool_result_chars])
+        texts.extend(line for line in body[tool_result_chars:].splitlines() if "Error" in line or "Exception" in line)
+    elif role == "bashExecution":
+        texts.append(str(msg.get("command", "")))
+        output = str(msg.get("output", ""))
+        texts.append(output[:tool_result_chars])
+    for text in texts:
+        out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(text))
+    for code in codes:
+        out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls != "error")
+        out.extend(Identifier(name, "variable", entry.id) for name in variables_in_code(code))
+    return out
+
+
+def track_identifiers(
+    previous: Sequence[Identifier], entries: Iterable[Entry], *, max_count: int = 400, max_chars: int = 16000
+) -> list[Identifier]:
+    """Carry the tracked set forward: previous identifiers plus those in ``entries``.
+
+    Ordered oldest-seen first; a re-seen identifier moves to the end. When over ``max_count`` or
+    ``max_chars`` the least recently seen are dropped (the set stays bounded across compactions).
+    """
+    order: dict[str, Identifier] = {ident.text: ident for ident in previous}
+    for entry in entries:
+        for ident in entry_identifiers(entry):
+            order.pop(ident.text, None)
+            order[ident.text] = ident
+    items = list(order.values())
+    total = sum(len(i.text) + 3 for i in items)
+    drop = 0
+    while drop < len(items) and (len(items) - drop > max_count or total > max_chars):
+        total -= len(items[drop].text) + 3
+        drop += 1
+    return items[drop:]
+
+
+def strip_machine_blocks(text: str) -> str:
+    """The summary without its machine blocks: what may go back to a model as previous summary."""
+    return _BLOCK_RE.sub("\n\n", text).strip()
+
+
+def render_block(tag: str, lines: Iterable[str], *, attrs: Mapping[str, str] | None = None) -> str:
+    """A machine block; empty string when there are no lines."""
+    if tag not in MACHINE_TAGS:
+        raise ValueError(f"unknown machine block tag {tag!r}; known: {', '.join(MACHINE_TAGS)}")
+    body = [line for line in lines if line]
+    if not body:
+        return ""
+    attr_text = "".join(f' {k}="{v}"' for k, v in (attrs or {}).items())
+    return f"<{tag}{attr_text}>\n" + "\n".join(body) + f"\n</{tag}>"
+
+
+@dataclass(frozen=True)
+class GuardReport:
+    """What the guard checked and what it had to append."""
+
+    checked: int
+    missing: tuple[str, ...]
+
+    @property
+    def appended(self) -> int:
+        return len(self.missing)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked": self.checked, "missing": list(self.missing), "appended": self.appended}
+
+
+def missing_strings(checkpoint: str, required: Iterable[str]) -> list[str]:
+    """Each required string not present verbatim in ``checkpoint`` (order kept, no duplicates)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in required:
+        if item and item not in seen and item not in checkpoint:
+            out.append(item)
+        seen.add(item)
+    return out
+
+
+def apply_guard(checkpoint: str, required: Sequence[str]) -> tuple[str, GuardReport]:
+    """Append a ``<drift-guard>`` block with every required string missing from ``checkpoint``.
+
+    Required strings are appended as they are, one per line; anchors normally live in the
+    ``<anchors>`` block, so in practice the missing items are identifiers the narrative dropped.
+    """
+    missing = missing_strings(checkpoint, required)
+    unique = len({r for r in required if r})
+    if not missing:
+        return checkpoint, GuardReport(unique, ())
+    block = render_block("drift-guard", missing, attrs={"note": "exact strings the summary dropped"})
+    return f"{checkpoint.rstrip()}\n\n{block}", GuardReport(unique, tuple(missing))

@@ -1,0 +1,269 @@
+"""A deterministic ledger carried across compactions: what was read, changed, run, broken, asked.
+
+Why: after compaction agents re-read files, re-run finished commands and replay requests that were
+already done (peer survey §10 items 3 and 9). A model-written summary is not a reliable record of
+that; this ledger is built by code from the raw entries and folded forward at every compaction, so
+a compacted agent can see "done" and not redo it.
+
+What must hold:
+- ``Ledger.update(entries)`` is a pure fold: ``L.update(a).update(b) == L.update(a + b)`` as long
+  as a tool call and its result are not split across the two spans (the cut point never splits
+  them; a call whose result has not been seen yet stays ``pending`` and is settled later).
+- Lists are bounded (newest kept); totals keep counting, so nothing is silently forgotten.
+- Files: modified wins over read (a file written after being read is listed as modified only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from ipython_compact.core.drift import render_block
+from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
+
+Status = Literal["ok", "error", "pending"]
+
+READ_TOOLS: Final = re.compile(r"^(?:read|read_file|view|cat|open|open_file|ls|list_dir|glob|grep)$")
+WRITE_TOOLS: Final = re.compile(r"^(?:edit|write|write_file|apply_patch|patch|str_replace|create|create_file|multi_edit|notebook_edit)$")
+PATH_KEYS: Final = ("path", "file_path", "filePath", "filename", "file")
+COMMAND_KEYS: Final = ("command", "cmd", "code", "source", "cell", "script")
+MAX_COMMANDS: Final = 40
+MAX_ERRORS: Final = 20
+MAX_REQUESTS: Final = 40
+MAX_FILES: Final = 200
+COMMAND_CHARS: Final = 160
+REQUEST_CHARS: Final = 240
+
+_ERROR_LINE: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault))(?::[ \t]*(.*))?$")
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    entry_id: str
+    tool: str
+    text: str
+    status: Status
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    entry_id: str
+    type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    entry_id: str
+    text: str
+    status: Literal["done", "open"]
+
+
+def _clip(text: str, limit: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def parse_error(text: str) -> tuple[str, str] | None:
+    """(type, message) of the last exception line in ``text`` (a traceback's final line)."""
+    last = None
+    for m in _ERROR_LINE.finditer(text):
+        last = m
+    if last is None:
+        return None
+    return last.group(1), (last.group(2) or "").strip()[:300]
+
+
+def _command_text(tool: str, args: Mapping[str, Any]) -> str | None:
+    for key in COMMAND_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            lines = value.strip().splitlines()
+            head = _clip(lines[0], COMMAND_CHARS)
+            return head if len(lines) == 1 else f"{head} (+{len(lines) - 1} lines)"
+    return None
+
+
+def _path_of(args: Mapping[str, Any]) -> str | None:
+    for key in PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class Ledger:
+    files_read: tuple[str, ...] = ()
+    files_modified: tuple[str, ...] = ()
+    commands: tuple[CommandRecord, ...] = ()
+    errors: tuple[ErrorRecord, ...] = ()
+    requests: tuple[RequestRecord, ...] = ()
+    command_total: int = 0
+    command_failed: int = 0
+    error_total: int = 0
+    request_total: int = 0
+    _pending: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)  # (call_id, tool, path-or-"")
+
+    # ---- folding ----------------------------------------------------------------------------
+    def update(self, entries: Iterable[Entry]) -> Ledger:
+        read = list(self.files_read)
+        modified = list(self.files_modified)
+        commands = list(self.commands)
+        errors = list(self.errors)
+        requests = list(self.requests)
+        pending = {call_id: (tool, path) for call_id, tool, path in self._pending}
+        totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
+
+        def add_error(entry_id: str, text: str) -> None:
+            parsed = parse_error(text)
+            if parsed is None:
+                first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+                if not first:
+                    return
+                parsed = ("Error", _clip(first, 300))
+            totals["err"] += 1
+            record = ErrorRecord(entry_id, parsed[0], parsed[1])
+            errors[:] = [e for e in errors if (e.type, e.message) != (record.type, record.message)] + [record]
+
+        def settle(call_id: str | None, status: Status) -> None:
+            for i in range(len(commands) - 1, -1, -1):
+                if commands[i].call_id == call_id and commands[i].status == "pending":
+                    commands[i] = replace(commands[i], status=status)
+                    if status == "error":
+                        totals["failed"] += 1
+                    return
+
+        for entry in entries:
+            msg = entry.message
+            if msg is None:
+                continue
+            role = msg.get("role")
+            if role == "user":
+                text = text_of_content(msg.get("content"))
+                if text.strip():
+                    totals["req"] += 1
+                    requests.append(RequestRecord(entry.id, _clip(text, REQUEST_CHARS), "open"))
+            elif role == "assistant":
+                calls = tool_calls_of(msg)
+                for call in calls:
+                    tool = str(call.get("name", ""))
+                    args = call.get("arguments") if isinstance(call.get("arguments"), Mapping) else {}
+                    assert isinstance(args, Mapping)
+                    path = _path_of(args) or ""
+                    call_id = str(call.get("id") or f"{entry.id}:{tool}")
+                    pending[call_id] = (tool, path)
+                    command = _command_text(tool, args)
+                    if command is not None:
+                        totals["cmd"] += 1
+                        commands.append(CommandRecord(entry.id, tool, command, "pending", call_id))
+                stop = msg.get("stopReason")
+                if not calls and stop not in ("error", "aborted", "toolUse") and text_of_content(msg.get("content")).strip():
+                    requests = [replace(r, status="done") if r.status == "open" else r for r in requests]
+                if stop == "error" and isinstance(msg.get("errorMessage"), str):
+                    add_error(entry.id, str(msg["errorMessage"]))
+            elif role == "toolResult":
+                call_id = str(msg.get("toolCallId") or "")
+                tool, path = pending.pop(call_id, (str(msg.get("toolName", "")), ""))
+                is_error = bool(msg.get("isError"))
+                body = text_of_content(msg.get("content"))
+                if not is_error and "Traceback (most recent call last)" in body:
+                    is_error = True
+                settle(call_id, "error" if is_error else "ok")
+                if is_error:
+                    add_error(entry.id, body)
+                elif path:
+                    if WRITE_TOOLS.match(tool):
+                        if path in read:
+                            read.remove(path)
+                        if path not in modified:
+                            modified.append(path)
+                    elif READ_TOOLS.match(tool) and path not in modified and path not in read:
+                        read.append(path)
+            elif role == "bashExecution":
+                command = str(msg.get("command", ""))
+                exit_code = msg.get("exitCode")
+                failed = isinstance(exit_code, int) and exit_code != 0
+                totals["cmd"] += 1
+                commands.append(CommandRecord(entry.id, "bash", _clip(command, COMMAND_CHARS), "error" if failed else "ok"))
+                if failed:
+                    totals["failed"] += 1
+                    add_error(entry.id, str(msg.get("output", "")) or f"exit code {exit_code}")
+
+        # bounded: open requests first (newest MAX_REQUESTS), then the newest done ones that fit
+        open_ids = {id(r) for r in [r for r in requests if r.status == "open"][-MAX_REQUESTS:]}
+        room = MAX_REQUESTS - len(open_ids)
+        done = [r for r in requests if r.status == "done"]
+        done_ids = {id(r) for r in done[len(done) - room :]} if room > 0 else set()
+        requests = [r for r in requests if id(r) in open_ids or id(r) in done_ids]
+        return Ledger(
+            files_read=tuple(read[-MAX_FILES:]),
+            files_modified=tuple(modified[-MAX_FILES:]),
+            commands=tuple(commands[-MAX_COMMANDS:]),
+            errors=tuple(errors[-MAX_ERRORS:]),
+            requests=tuple(requests),
+            command_total=totals["cmd"],
+            command_failed=totals["failed"],
+            error_total=totals["err"],
+            request_total=totals["req"],
+            _pending=tuple((k, t, p) for k, (t, p) in pending.items())[-MAX_COMMANDS:],
+        )
+
+    # ---- persistence --------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files_read": list(self.files_read),
+            "files_modified": list(self.files_modified),
+            "commands": [{"entry_id": c.entry_id, "tool": c.tool, "text": c.text, "status": c.status, "call_id": c.call_id} for c in self.commands],
+            "errors": [{"entry_id": e.entry_id, "type": e.type, "message": e.message} for e in self.errors],
+            "requests": [{"entry_id": r.entry_id, "text": r.text, "status": r.status} for r in self.requests],
+            "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
+            "pending": [list(p) for p in self._pending],
+        }
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any] | None) -> Ledger:
+        """Rebuild from ``to_json`` output; raises ValueError saying which field is malformed."""
+        if not obj:
+            return Ledger()
+        try:
+            totals = obj.get("totals") or {}
+            return Ledger(
+                files_read=tuple(str(p) for p in obj.get("files_read") or []),
+                files_modified=tuple(str(p) for p in obj.get("files_modified") or []),
+                commands=tuple(
+                    CommandRecord(str(c["entry_id"]), str(c["tool"]), str(c["text"]), c["status"], c.get("call_id")) for c in obj.get("commands") or []
+                ),
+                errors=tuple(ErrorRecord(str(e["entry_id"]), str(e["type"]), str(e["message"])) for e in obj.get("errors") or []),
+                requests=tuple(RequestRecord(str(r["entry_id"]), str(r["text"]), r["status"]) for r in obj.get("requests") or []),
+                command_total=int(totals.get("commands", 0)),
+                command_failed=int(totals.get("failed", 0)),
+                error_total=int(totals.get("errors", 0)),
+                request_total=int(totals.get("requests", 0)),
+                _pending=tuple((str(p[0]), str(p[1]), str(p[2])) for p in obj.get("pending") or []),
+            )
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"ledger details are malformed: {exc!r}") from exc
+
+    # ---- rendering ----------------------------------------------------------------------------
+    def render(self) -> str:
+        """The ``<ledger>`` machine block the model reads after compaction."""
+        lines: list[str] = []
+        if self.requests:
+            lines.append(f"user requests ({self.request_total} total; done = already answered, do not redo):")
+            lines.extend(f"- [{'x' if r.status == 'done' else ' '}] {r.text}  (entry {r.entry_id})" for r in self.requests)
+        if self.files_modified:
+            lines.append("files modified: " + ", ".join(self.files_modified))
+        if self.files_read:
+            lines.append("files read: " + ", ".join(self.files_read))
+        if self.commands:
+            shown = len(self.commands)
+            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {shown}):")
+            lines.extend(f"- {c.status}: {c.tool}: {c.text}  (entry {c.entry_id})" for c in self.commands)
+        if self.errors:
+            lines.append(f"errors ({self.error_total} total; last {len(self.errors)} distinct):")
+            lines.extend(f"- {e.type}: {e.message}  (entry {e.entry_id})" for e in self.errors)
+        return render_block("ledger", lines)
