@@ -1,0 +1,189 @@
+"""What a compaction would summarize, keep and cut, decided before any model is called.
+
+The summarized span starts at the *previous compaction's first-kept entry* (PI-NEW and Prime do
+this; pi's March 2026 versions started after the previous compaction entry, so the messages that
+compaction kept verbatim were later dropped without ever being summarized — a regression test
+guards against it). Compaction entries are never part of the summarized input; the previous
+summary travels separately as ``previous_summary``.
+
+What must hold:
+- ``messages_to_summarize`` + ``turn_prefix`` + ``kept`` cover every context entry of
+  ``path[boundary_start:]`` except compactions, in order, each exactly once.
+- ``None`` means nothing to do: the path is empty, already ends in a compaction, or the cut would
+  summarize nothing.
+- File lists: tool calls named ``read``/``write``/``edit`` whose ``arguments.path`` is a string;
+  ``modified = edited ∪ written``; ``read = read − modified``; both sorted and merged with the
+  previous compaction's details unless that compaction came from a hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ipython_compact.core.cutpoints import find_cut_point, is_turn_start
+from ipython_compact.core.entries import COMPACTION, Entry
+from ipython_compact.core.messages import entry_message
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.tokens import estimate_context
+
+
+def track_file_ops(message: Mapping[str, Any], read: set[str], written: set[str], edited: set[str]) -> None:
+    """Add the file paths an assistant message's ``read``/``write``/``edit`` tool calls touch."""
+    if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+        return
+    for block in message["content"]:
+        if not isinstance(block, Mapping) or block.get("type") != "toolCall":
+            continue
+        args = block.get("arguments")
+        path = args.get("path") if isinstance(args, Mapping) else None
+        if not isinstance(path, str) or not path:
+            continue
+        name = block.get("name")
+        if name == "read":
+            read.add(path)
+        elif name == "write":
+            written.add(path)
+        elif name == "edit":
+            edited.add(path)
+
+
+def merge_details_files(data: Mapping[str, Any], read: set[str], edited: set[str]) -> None:
+    """Merge a compaction's / branch summary's stored file lists (skipped for hook-made ones)."""
+    if data.get("from_hook"):
+        return
+    details = data.get("details")
+    if not isinstance(details, Mapping):
+        return
+    for key, target in (("read_files", read), ("readFiles", read), ("modified_files", edited), ("modifiedFiles", edited)):
+        value = details.get(key)
+        if isinstance(value, list):
+            target.update(v for v in value if isinstance(v, str))
+
+
+def file_lists(read: set[str], written: set[str], edited: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(read_only, modified)``, sorted: modified = edited ∪ written, read_only = read − modified."""
+    modified = edited | written
+    return tuple(sorted(read - modified)), tuple(sorted(modified))
+
+
+def format_file_lists(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
+    """The ``<read-files>`` / ``<modified-files>`` blocks appended to a summary ('' when both empty)."""
+    sections = []
+    if read_files:
+        sections.append("<read-files>\n" + "\n".join(read_files) + "\n</read-files>")
+    if modified_files:
+        sections.append("<modified-files>\n" + "\n".join(modified_files) + "\n</modified-files>")
+    return "\n\n" + "\n\n".join(sections) if sections else ""
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """A compaction plan. Indices are into the ``path`` given to ``prepare_compaction``."""
+
+    first_kept_entry_id: str
+    first_kept_index: int
+    messages_to_summarize: tuple[Entry, ...]
+    turn_prefix: tuple[Entry, ...]
+    kept: tuple[Entry, ...]
+    is_split_turn: bool
+    turn_start_index: int
+    previous_summary: str | None
+    previous_compaction_index: int
+    tokens_before: int
+    read_files: tuple[str, ...]
+    modified_files: tuple[str, ...]
+    boundary_start: int
+
+
+def _context_entries(path: Sequence[Entry], start: int, end: int) -> tuple[Entry, ...]:
+    return tuple(e for e in path[start:end] if e.kind != COMPACTION and entry_message(e) is not None)
+
+
+def _kept_starts_turn(path: Sequence[Entry], first_kept: int) -> bool:
+    """True when the first context entry kept opens a turn: then no turn was split.
+
+    Corrects pi's split-turn quirks (see ``cutpoints``): a kept ``bashExecution``, or a user
+    message behind a setting change, starts its own turn.
+    """
+    for entry in path[first_kept:]:
+        if entry.kind != COMPACTION and entry_message(entry) is not None:
+            return is_turn_start(entry)
+    return False
+
+
+def prepare_compaction(
+    path: Sequence[Entry], settings: CompactionSettings, *, tokens: Sequence[int] | None = None
+) -> Preparation | None:
+    """Plan a compaction of the root→leaf ``path`` (or its tail from ``context_start_index``).
+
+    ``tokens`` are the per-entry estimates of ``path`` (same estimator as ``settings.estimator``).
+    """
+    if not path or path[-1].kind == COMPACTION:
+        return None
+    if tokens is not None and len(tokens) != len(path):
+        raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
+    previous = -1
+    for i in range(len(path) - 1, -1, -1):
+        if path[i].kind == COMPACTION:
+            previous = i
+            break
+    previous_summary: str | None = None
+    boundary_start = 0
+    if previous >= 0:
+        prev = path[previous]
+        summary = prev.data.get("summary")
+        previous_summary = summary if isinstance(summary, str) else None
+        boundary_start = previous + 1
+        first_kept_id = prev.data.get("first_kept_entry_id")
+        for i in range(previous - 1, -1, -1):
+            if path[i].id == first_kept_id:
+                boundary_start = i
+                break
+
+    cut = find_cut_point(
+        path,
+        boundary_start,
+        len(path),
+        settings.keep_recent_tokens,
+        tokens=tokens,
+        estimator=settings.estimator,
+        align_turns=settings.turn_alignment,
+    )
+    is_split = cut.is_split_turn and not _kept_starts_turn(path, cut.first_kept_index)
+    turn_start = cut.turn_start_index if is_split else -1
+    history_end = turn_start if is_split else cut.first_kept_index
+    to_summarize = _context_entries(path, boundary_start, history_end)
+    prefix = _context_entries(path, turn_start, cut.first_kept_index) if is_split else ()
+    if is_split and not prefix:
+        is_split, turn_start = False, -1
+    if not to_summarize and not prefix:
+        return None
+
+    read: set[str] = set()
+    written: set[str] = set()
+    edited: set[str] = set()
+    if previous >= 0:
+        merge_details_files(path[previous].data, read, edited)
+    for entry in (*to_summarize, *prefix):
+        message = entry_message(entry)
+        if message is not None:
+            track_file_ops(message, read, written, edited)
+    read_files, modified_files = file_lists(read, written, edited)
+
+    return Preparation(
+        first_kept_entry_id=path[cut.first_kept_index].id,
+        first_kept_index=cut.first_kept_index,
+        messages_to_summarize=to_summarize,
+        turn_prefix=prefix,
+        kept=_context_entries(path, cut.first_kept_index, len(path)),
+        is_split_turn=is_split,
+        turn_start_index=turn_start,
+        previous_summary=previous_summary,
+        previous_compaction_index=previous,
+        tokens_before=estimate_context(list(path), settings.estimator, tokens=tokens).tokens,
+        read_files=read_files,
+        modified_files=modified_files,
+        boundary_start=boundary_start,
+    )

@@ -1,0 +1,261 @@
+"""Token estimates: the provider's own usage where it is trustworthy, estimates after it.
+
+Context size = the newest valid *usage anchor* (an assistant message with usage whose
+``stopReason`` is neither ``aborted`` nor ``error``; in a path, it must also come after the
+newest compaction, because usage reported before a compaction measures a context that no longer
+exists) + estimates of every context message after it. Without an anchor, everything is estimated.
+
+Two estimators:
+
+``chars4`` — pi's rule, exactly as ``@mariozechner/pi-coding-agent`` 0.73.1 computes it (the
+version ``tests/test_pi_compat.py`` runs): ``ceil(chars / 4)`` where chars are JavaScript string
+lengths (UTF-16 code units); user → text blocks only (**images in user messages are not counted**,
+as in that reference; PI-NEW counts them); assistant → text + thinking + tool name + compact JSON of
+the arguments; custom / toolResult → text + 4800 per image; bashExecution → command + output;
+summaries → summary text; our ``system`` → its text.
+
+``density`` (default) — prices content by what it is: ASCII prose 4 chars/token, text inside
+fenced code blocks and tool-call argument JSON 3 chars/token, CJK 1.5 chars/token, any other
+non-ASCII character 2 chars/token, images 1200 tokens each in every role (user images included).
+
+What must hold: estimates are deterministic, never negative, and 0 for entries that put nothing in
+the context. A ``compaction`` entry is priced as its summary (it heads the view); the cut-point
+walk skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ipython_compact.core.entries import COMPACTION, Entry
+from ipython_compact.core.messages import entry_message
+from ipython_compact.core.settings import ESTIMATORS, Estimator
+
+IMAGE_CHARS_CHARS4: Final = 4800
+IMAGE_TOKENS_DENSITY: Final = 1200
+PROSE_CHARS_PER_TOKEN: Final = 4.0
+CODE_CHARS_PER_TOKEN: Final = 3.0
+CJK_CHARS_PER_TOKEN: Final = 1.5
+OTHER_CHARS_PER_TOKEN: Final = 2.0
+
+_CJK = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002fa1f]"
+)
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_BAD_STOPS: Final = frozenset({"aborted", "error"})
+
+
+def js_length(text: str) -> int:
+    """``text.length`` as JavaScript counts it (UTF-16 code units)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le")) // 2
+
+
+def js_json(value: Any) -> str:
+    """``JSON.stringify(value)`` for JSON-shaped data (compact, non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _check_estimator(estimator: str) -> None:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; expected one of {', '.join(ESTIMATORS)}")
+
+
+def _text_units(text: str, *, code: bool = False) -> float:
+    """Density price of ``text`` in tokens (fractional; the caller rounds once per message)."""
+    if not text:
+        return 0.0
+    if code:
+        return _plain_units(text, CODE_CHARS_PER_TOKEN)
+    if "```" not in text:
+        return _plain_units(text, PROSE_CHARS_PER_TOKEN)
+    total = 0.0
+    pos = 0
+    for match in _FENCE.finditer(text):
+        total += _plain_units(text[pos : match.start()], PROSE_CHARS_PER_TOKEN)
+        total += _plain_units(match.group(0), CODE_CHARS_PER_TOKEN)
+        pos = match.end()
+    return total + _plain_units(text[pos:], PROSE_CHARS_PER_TOKEN)
+
+
+def _plain_units(text: str, ascii_rate: float) -> float:
+    if text.isascii():
+        return len(text) / ascii_rate
+    cjk = len(_CJK.findall(text))
+    other = sum(1 for ch in text if ord(ch) > 127) - cjk
+    ascii_chars = len(text) - cjk - other
+    return ascii_chars / ascii_rate + cjk / CJK_CHARS_PER_TOKEN + other / OTHER_CHARS_PER_TOKEN
+
+
+def _blocks(content: Any) -> list[Mapping[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, Mapping)]
+    return []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _chars4(message: Mapping[str, Any]) -> int:
+    role = message.get("role")
+    chars = 0
+    if role == "user":
+        for block in _blocks(message.get("content")):
+            if block.get("type") == "text":
+                chars += js_length(_str(block.get("text")))
+    elif role == "assistant":
+        for block in _blocks(message.get("content")):
+            kind = block.get("type")
+            if kind == "text":
+                chars += js_length(_str(block.get("text")))
+            elif kind == "thinking":
+                chars += js_length(_str(block.get("thinking")))
+            elif kind == "toolCall":
+                chars += js_length(_str(block.get("name"))) + js_length(js_json(block.get("arguments")))
+    elif role in ("custom", "toolResult", "system"):
+        for block in _blocks(message.get("content")):
+            if block.get("type") == "text":
+                chars += js_length(_str(block.get("text")))
+            elif block.get("type") == "image":
+                chars += IMAGE_CHARS_CHARS4
+    elif role == "bashExecution":
+        chars = js_length(_str(message.get("command"))) + js_length(_str(message.get("output")))
+    elif role in ("branchSummary", "compactionSummary"):
+        chars = js_length(_str(message.get("summary")))
+    else:
+        return 0
+    return math.ceil(chars / 4)
+
+
+def _density(message: Mapping[str, Any]) -> int:
+    role = message.get("role")
+    units = 0.0
+    if role in ("user", "custom", "toolResult", "system", "assistant"):
+        for block in _blocks(message.get("content")):
+            kind = block.get("type")
+            if kind == "text":
+                units += _text_units(_str(block.get("text")))
+            elif kind == "thinking":
+                units += _text_units(_str(block.get("thinking")))
+            elif kind == "toolCall":
+                units += _text_units(_str(block.get("name")), code=True)
+                units += _text_units(js_json(block.get("arguments")), code=True)
+            elif kind == "image":
+                units += IMAGE_TOKENS_DENSITY
+    elif role == "bashExecution":
+        units = _text_units(_str(message.get("command")), code=True) + _text_units(_str(message.get("output")), code=True)
+    elif role in ("branchSummary", "compactionSummary"):
+        units = _text_units(_str(message.get("summary")))
+    else:
+        return 0
+    return math.ceil(units - 1e-9)
+
+
+def estimate_message_tokens(message: Mapping[str, Any], estimator: Estimator | str = "density") -> int:
+    """Estimated tokens of one agent message (see the module docstring for the rules)."""
+    _check_estimator(estimator)
+    return _chars4(message) if estimator == "chars4" else _density(message)
+
+
+def estimate_entry_tokens(entry: Entry, estimator: Estimator | str = "density") -> int:
+    """Estimated tokens of the message ``entry`` contributes to the context; 0 if none."""
+    message = entry_message(entry)
+    return 0 if message is None else estimate_message_tokens(message, estimator)
+
+
+def calculate_context_tokens(usage: Mapping[str, Any]) -> int:
+    """Context size a provider reported: ``totalTokens``, else input + output + cache read/write.
+
+    Output counts because it becomes the next request's input.
+    """
+    total = usage.get("totalTokens")
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total:
+        return int(total)
+    parts = (usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return int(sum(p for p in parts if isinstance(p, (int, float)) and not isinstance(p, bool)))
+
+
+def usage_of(message: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The usage an assistant message may anchor an estimate with, or None.
+
+    Aborted and errored responses never anchor: their usage does not describe a context that
+    went through.
+    """
+    if message is None or message.get("role") != "assistant" or message.get("stopReason") in _BAD_STOPS:
+        return None
+    usage = message.get("usage")
+    return usage if isinstance(usage, Mapping) else None
+
+
+@dataclass(frozen=True)
+class ContextEstimate:
+    """``tokens = usage_tokens + trailing_tokens``; ``last_usage_index`` indexes the input (None: no anchor)."""
+
+    tokens: int
+    usage_tokens: int
+    trailing_tokens: int
+    last_usage_index: int | None
+
+
+def estimate_context(
+    messages_or_path: Sequence[Mapping[str, Any]] | Sequence[Entry],
+    estimator: Estimator | str = "density",
+    *,
+    tokens: Sequence[int] | None = None,
+) -> ContextEstimate:
+    """Context size of a message list or of a root→leaf entry path.
+
+    Messages: pi's rule (newest valid anchor + estimates after it). A path: the model's view of
+    the path (see ``context.build_context``) with the stale guard (the anchor must come after the
+    newest compaction); ``tokens`` may give the per-entry estimates already stored for the path.
+    ``last_usage_index`` is an index into the given sequence.
+    """
+    _check_estimator(estimator)
+    items = list(messages_or_path)
+    if not items or not isinstance(items[0], Entry):
+        return _estimate_messages([m for m in items if isinstance(m, Mapping)], estimator)
+    path = [e for e in items if isinstance(e, Entry)]
+    if tokens is not None and len(tokens) != len(path):
+        raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
+    from ipython_compact.core.context import view_indices
+
+    view = view_indices(path)
+    head = view[0] if view and path[view[0]].kind == COMPACTION else -1
+    anchor_pos = -1
+    usage_tokens = 0
+    for pos in range(len(view) - 1, -1, -1):
+        index = view[pos]
+        if index <= head:
+            break
+        usage = usage_of(path[index].message)
+        if usage is not None:
+            anchor_pos = pos
+            usage_tokens = calculate_context_tokens(usage)
+            break
+    trailing = 0
+    for index in view[anchor_pos + 1 :]:
+        trailing += tokens[index] if tokens is not None else estimate_entry_tokens(path[index], estimator)
+    last = view[anchor_pos] if anchor_pos >= 0 else None
+    return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, last)
+
+
+def _estimate_messages(messages: Sequence[Mapping[str, Any]], estimator: str) -> ContextEstimate:
+    anchor = -1
+    usage_tokens = 0
+    for i in range(len(messages) - 1, -1, -1):
+        usage = usage_of(messages[i])
+        if usage is not None:
+            anchor = i
+            usage_tokens = calculate_context_tokens(usage)
+            break
+    trailing = sum(estimate_message_tokens(m, estimator) for m in messages[anchor + 1 :])
+    return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, anchor if anchor >= 0 else None)
