@@ -400,14 +400,29 @@ class SessionStore:
             self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None)
         return entries
 
-    def import_entries(self, session: str, entries: Sequence[Entry], *, leaf_id: str | _Default | None = LEAF) -> list[Entry]:
+    def import_entries(
+        self,
+        session: str,
+        entries: Sequence[Entry],
+        *,
+        leaf_id: str | _Default | None = LEAF,
+        create: bool = False,
+    ) -> list[Entry]:
         """Append entries keeping their ids, timestamps and parent links (one transaction).
 
         Entries whose ``parent_id`` is None hang under the session's current leaf, so importing
         into a non-empty session appends after it. Parents must come before their children.
-        ``leaf_id`` picks the new leaf among the imported entries (default: the last one).
+        ``leaf_id`` picks the new leaf among the imported entries (default: the last one; None:
+        leave the leaf where it is). ``create`` makes the session in the same transaction, so a
+        failed import leaves no empty session behind.
         """
         with self._write() as conn:
+            if create:
+                if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone():
+                    raise SessionExistsError(f"session {session!r} already exists in {self.db_path}", path=self.db_path)
+                conn.execute(
+                    "INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self._clock())
+                )
             sid, leaf, count, tip = self._session_row(conn, session)
             cache = _Batch()
             stored_entries: list[Entry] = []
