@@ -1,0 +1,271 @@
+"""The offline extractive summarizer: a deterministic checkpoint without a model.
+
+Why: compaction must work on a fresh machine with no network and no key, and tests and benchmarks
+need a summarizer whose output is a function of its input. This one picks sentences from the raw
+messages by simple, documented rules and writes them into the same section structure the model
+prompts ask for, so everything downstream (drift guard, section validation, the panel) treats both
+summarizers alike.
+
+Rules (per span, in log order):
+- Goal: the first user request (kept from the previous checkpoint once known).
+- Constraints & Preferences: user sentences with a constraint/preference marker (``core.anchors``).
+- Progress: user requests answered in the span are Done, unanswered ones In Progress; assistant
+  sentences reporting completion are Done; errors not followed by a success are Blocked.
+- Key Decisions / Next Steps: assistant sentences with decision / plan markers (Next Steps are
+  replaced by the newest span's when it has any: plans go stale).
+- Critical Context: sentences matching the focus text, pointers to externalized outputs, errors.
+
+What must hold:
+- Deterministic: same entries, previous summary, focus and budget → byte-identical text.
+- Rolling: items of the previous checkpoint are kept (bounded per section, newest win), In Progress
+  items that became Done move.
+- Hard budget: ``len(result) <= max_chars`` always.
+- Fast: linear in the span's text (a 1,000-entry span well under a second).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, Literal
+
+from ipython_compact.core.anchors import constraint_spans
+from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
+
+SummaryKind = Literal["history", "turn_prefix", "branch"]
+
+HISTORY_SECTIONS: Final = ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+PROGRESS_PARTS: Final = ("Done", "In Progress", "Blocked")
+TURN_PREFIX_SECTIONS: Final = ("Original Request", "Early Progress", "Context for Suffix")
+REQUIRED_SECTIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "history": HISTORY_SECTIONS,
+    "branch": ("Goal", "Progress", "Next Steps"),
+    "turn_prefix": TURN_PREFIX_SECTIONS,
+}
+SPLIT_TURN_SEPARATOR: Final = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+
+# per-section caps (items); the newest items win
+CAPS: Final[Mapping[str, int]] = {
+    "Constraints & Preferences": 40,
+    "Done": 30,
+    "In Progress": 10,
+    "Blocked": 8,
+    "Key Decisions": 20,
+    "Next Steps": 8,
+    "Critical Context": 24,
+    "Early Progress": 20,
+    "Context for Suffix": 20,
+}
+ITEM_CHARS: Final = 240
+# sections shrunk first when the text exceeds its budget
+SHRINK_ORDER: Final = ("Critical Context", "Done", "Key Decisions", "Early Progress", "Context for Suffix", "Blocked", "Constraints & Preferences", "In Progress", "Next Steps")
+
+_SENTENCE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
+_DONE: Final = re.compile(r"(?i)\b(done|fixed|implemented|created|wrote|added|passed|passes|works now|completed|resolved|verified|confirmed|succeeded|finished)\b")
+_DECISION: Final = re.compile(r"(?i)\b(decided?|decision|chose|choose|going with|will use|switch(?:ed)? to|instead of|root cause|the cause|because)\b")
+_NEXT: Final = re.compile(r"(?i)\b(next|then i(?:'ll| will)|todo|to do:|need to|plan to|will now|remaining|after that)\b")
+_POINTER: Final = re.compile(r"\[entry [^\]]+ · [\d,]+ lines · recall [^\]]+\]")
+_ERROR: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::[ \t]*.{0,200})?)$")
+_HEADING: Final = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
+_ITEM_PREFIX: Final = re.compile(r"^(?:[-*]\s+(?:\[[ xX]\]\s+)?|\d+\.\s+)")
+
+
+def _clip(text: str, limit: int = ITEM_CHARS) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def _sentences(text: str) -> Iterable[str]:
+    for line in text.split("\n"):
+        for m in _SENTENCE.finditer(line):
+            yield m.group(0).rstrip()
+
+
+def missing_sections(text: str, kind: str = "history") -> list[str]:
+    """Required ``## `` headings absent from ``text`` (Progress also needs its three parts)."""
+    if kind not in REQUIRED_SECTIONS:
+        raise ValueError(f"unknown summary kind {kind!r}; expected one of {', '.join(REQUIRED_SECTIONS)}")
+    headings = {m.group(2).strip().lower() for line in text.splitlines() if (m := _HEADING.match(line.strip()))}
+    missing = [name for name in REQUIRED_SECTIONS[kind] if name.lower() not in headings]
+    if kind == "history" and "progress" in headings:
+        missing.extend(f"Progress/{part}" for part in PROGRESS_PARTS if part.lower() not in headings)
+    return missing
+
+
+def parse_checkpoint(text: str) -> dict[str, list[str]]:
+    """Section name → item texts (list markers and checkboxes removed; "(none)" dropped)."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        m = _HEADING.match(line)
+        if m:
+            current = m.group(2).strip()
+            sections.setdefault(current, [])
+            continue
+        if current is None or not line or line.lower() in ("(none)", "none"):
+            continue
+        item = _ITEM_PREFIX.sub("", line)
+        if item.startswith("**Turn Context") or line == "---":
+            current = None
+            continue
+        sections[current].append(item)
+    return sections
+
+
+def _merge(old: Sequence[str], new: Sequence[str], cap: int) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in [*old, *new]:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out[-cap:] if cap > 0 else []
+
+
+def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]]) -> str:
+    def bullets(name: str, marker: str = "- ") -> str:
+        items = sections.get(name) or []
+        return "\n".join(f"{marker}{i}" for i in items) if items else "(none)"
+
+    if kind == "turn_prefix":
+        parts = [
+            "## Original Request\n" + ("\n".join(sections.get("Original Request") or []) or "(none)"),
+            "## Early Progress\n" + bullets("Early Progress"),
+            "## Context for Suffix\n" + bullets("Context for Suffix"),
+        ]
+        return "\n\n".join(parts)
+    steps = sections.get("Next Steps") or []
+    parts = [
+        "## Goal\n" + ("\n".join(sections.get("Goal") or []) or "(none)"),
+        "## Constraints & Preferences\n" + bullets("Constraints & Preferences"),
+        "## Progress\n### Done\n" + bullets("Done", "- [x] ") + "\n\n### In Progress\n" + bullets("In Progress", "- [ ] ") + "\n\n### Blocked\n" + bullets("Blocked"),
+        "## Key Decisions\n" + bullets("Key Decisions"),
+        "## Next Steps\n" + ("\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)) if steps else "(none)"),
+        "## Critical Context\n" + bullets("Critical Context"),
+    ]
+    return "\n\n".join(parts)
+
+
+def _extract(entries: Sequence[Entry], focus: str | None) -> dict[str, list[str]]:
+    """Items found in the span, per section."""
+    out: dict[str, list[str]] = {name: [] for name in ("Goal", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
+    focus_words = [w.lower() for w in re.findall(r"\w{4,}", focus or "")]
+    open_requests: list[str] = []
+    pending_errors: dict[str, str] = {}  # tool name -> error line
+    next_steps: list[str] = []
+    call_tools: dict[str, str] = {}
+    for entry in entries:
+        msg = entry.message
+        if msg is None:
+            text = entry_text(entry)
+            if _POINTER.search(text):
+                out["Critical Context"].extend(m.group(0) for m in _POINTER.finditer(text))
+            continue
+        role = msg.get("role")
+        text = text_of_content(msg.get("content")) if role != "bashExecution" else str(msg.get("output", ""))
+        if role == "user":
+            if not text.strip():
+                continue
+            if not out["Goal"]:
+                out["Goal"].append(_clip(text, 600))
+            full = entry_text(entry)
+            out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
+            open_requests.append(_clip(text, 200))
+        elif role == "assistant":
+            calls = tool_calls_of(msg)
+            for call in calls:
+                call_tools[str(call.get("id") or "")] = str(call.get("name", ""))
+            fresh_next: list[str] = []
+            for sentence in _sentences(text):
+                if _DECISION.search(sentence):
+                    out["Key Decisions"].append(_clip(sentence))
+                elif _NEXT.search(sentence):
+                    fresh_next.append(_clip(sentence))
+                elif _DONE.search(sentence):
+                    out["Done"].append(_clip(sentence))
+            if fresh_next:
+                next_steps = fresh_next
+            if not calls and text.strip() and msg.get("stopReason") not in ("error", "aborted", "toolUse"):
+                out["Done"].extend(open_requests)
+                open_requests = []
+        elif role in ("toolResult", "bashExecution"):
+            tool = call_tools.get(str(msg.get("toolCallId") or ""), str(msg.get("toolName") or "bash"))
+            failed = bool(msg.get("isError")) or (role == "bashExecution" and msg.get("exitCode") not in (0, None))
+            if failed or "Traceback (most recent call last)" in text:
+                errors = _ERROR.findall(text)
+                line = errors[-1] if errors else next((ln for ln in text.splitlines() if ln.strip()), "error")
+                pending_errors[tool] = _clip(f"{tool}: {line.strip()}")
+            else:
+                pending_errors.pop(tool, None)
+            out["Critical Context"].extend(m.group(0) for m in _POINTER.finditer(text))
+        if focus_words and role in ("user", "assistant"):
+            for sentence in _sentences(text):
+                low = sentence.lower()
+                if any(w in low for w in focus_words):
+                    out["Critical Context"].append(_clip(sentence))
+    out["In Progress"] = open_requests
+    out["Blocked"] = list(pending_errors.values())
+    out["Next Steps"] = next_steps
+    return out
+
+
+def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int) -> str:
+    text = _render(kind, sections)
+    guard = 0
+    while len(text) > max_chars and guard < 10000:
+        guard += 1
+        for name in SHRINK_ORDER:
+            if sections.get(name):
+                sections[name].pop(0)
+                break
+        else:
+            break
+        text = _render(kind, sections)
+    if len(text) > max_chars:
+        text = text[: max(0, max_chars - 1)] + "…" if max_chars > 0 else ""
+    return text
+
+
+def offline_summary(
+    entries: Sequence[Entry],
+    *,
+    previous_summary: str | None = None,
+    focus: str | None = None,
+    max_chars: int = 12000,
+    kind: SummaryKind = "history",
+) -> str:
+    """The checkpoint for ``entries`` (folded into ``previous_summary`` when given).
+
+    ``previous_summary`` must already be stripped of machine blocks (``core.drift``); for
+    ``kind="turn_prefix"`` it is ignored (a turn prefix stands alone, as with the model prompts).
+    """
+    found = _extract(entries, focus)
+    if kind == "turn_prefix":
+        sections = {
+            "Original Request": found["Goal"][:1],
+            "Early Progress": (found["Done"] + [f"(in progress) {r}" for r in found["In Progress"]] + [f"(blocked) {b}" for b in found["Blocked"]])[-CAPS["Early Progress"] :],
+            "Context for Suffix": (found["Constraints & Preferences"] + found["Key Decisions"] + found["Next Steps"] + found["Critical Context"])[-CAPS["Context for Suffix"] :],
+        }
+        return _fit(kind, sections, max_chars)
+    prev = parse_checkpoint(previous_summary or "")
+    done = _merge(prev.get("Done", []), found["Done"], CAPS["Done"])
+    done_set = set(done)
+    in_progress = [i for i in _merge(prev.get("In Progress", []), found["In Progress"], CAPS["In Progress"]) if i not in done_set]
+    blocked_new = found["Blocked"]
+    merged = {
+        "Goal": [g for g in prev.get("Goal", [])][:3] or found["Goal"],
+        "Constraints & Preferences": _merge(prev.get("Constraints & Preferences", []), found["Constraints & Preferences"], CAPS["Constraints & Preferences"]),
+        "Done": done,
+        "In Progress": in_progress,
+        "Blocked": _merge([], blocked_new, CAPS["Blocked"]) if entries else prev.get("Blocked", [])[-CAPS["Blocked"] :],
+        "Key Decisions": _merge(prev.get("Key Decisions", []), found["Key Decisions"], CAPS["Key Decisions"]),
+        "Next Steps": (found["Next Steps"] or prev.get("Next Steps", []))[-CAPS["Next Steps"] :],
+        "Critical Context": _merge(prev.get("Critical Context", []), found["Critical Context"], CAPS["Critical Context"]),
+    }
+    return _fit(kind, merged, max_chars)
+
+
+def merge_split_turn(history: str, turn_prefix: str) -> str:
+    """History and turn-prefix summaries merged the way pi does for a split turn."""
+    return f"{history or 'No prior history.'}{SPLIT_TURN_SEPARATOR}{turn_prefix}"

@@ -1,0 +1,223 @@
+"""Five-layer triage of the span being compacted: ANCHOR, RECENT TAIL, ENCODE, EXTERNALIZE, DISCARD.
+
+Why: compaction is a design problem, not a summary problem. Every entry of history gets one
+decision, in this order: first fence off what must not change (anchors, handled by
+``core.anchors``; the recent tail, chosen by the cut point), then decide what goes into the
+checkpoint, and only last what is thrown away.
+
+- EXTERNALIZE: a tool output larger than a threshold is replaced, for the summarizer, by its head
+  and a pointer ``[entry 123 · 24,013 lines · recall 123]``; the full text stays in the log and can
+  be recalled by id.
+- DISCARD: an exact duplicate of an earlier message in the span (same role, same text), and a
+  superseded attempt: a failed tool call followed later in the span by a call of the same tool on
+  the same target that did not fail. Their errors still reach the ledger, which reads raw entries.
+
+What must hold:
+- Every entry of ``to_summarize`` lands in exactly one of encode / externalized / discarded (an
+  externalized entry is also in encode, in its shortened form); ``kept`` is passed through.
+- A tool call and its result are discarded together or not at all.
+- Pure and deterministic; token counts come from the caller's ``tokens`` function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ipython_compact.core.entries import Entry, canonical_json, entry_text, text_of_content, tool_calls_of
+
+EXTERNALIZE_LINES: Final = 200
+EXTERNALIZE_CHARS: Final = 8000
+HEAD_LINES: Final = 12
+_TARGET_KEYS: Final = ("path", "file_path", "filePath", "filename", "command", "cmd", "code", "url", "query")
+
+
+def pointer_text(entry_id: str, lines: int) -> str:
+    """The in-context pointer to an externalized entry."""
+    return f"[entry {entry_id} · {lines:,} lines · recall {entry_id}]"
+
+
+def approx_tokens(entry: Entry) -> int:
+    """Fallback estimate (characters / 4) when the caller has no stored estimates."""
+    return (len(entry_text(entry)) + 3) // 4
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A large output moved out of the context."""
+
+    entry_id: str
+    tool: str
+    lines: int
+    chars: int
+    tokens: int
+
+    @property
+    def text(self) -> str:
+        return pointer_text(self.entry_id, self.lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry_id": self.entry_id, "tool": self.tool, "lines": self.lines, "chars": self.chars, "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class Discarded:
+    entry_id: str
+    reason: str  # "duplicate of <id>" | "superseded by <id>"
+    tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry_id": self.entry_id, "reason": self.reason, "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class Triage:
+    encode: tuple[Entry, ...]
+    externalized: tuple[Pointer, ...]
+    discarded: tuple[Discarded, ...]
+    kept: tuple[Entry, ...]
+    tokens: Mapping[str, int] = field(default_factory=dict)  # summarize, encode, externalize, discard, keep
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "externalized": [p.to_json() for p in self.externalized],
+            "discarded": [d.to_json() for d in self.discarded],
+            "tokens": dict(self.tokens),
+        }
+
+
+def _clip_line(line: str, limit: int = 300) -> str:
+    return line if len(line) <= limit else f"{line[:limit]}[... {len(line) - limit:,} more characters]"
+
+
+def _shorten(entry: Entry, lines: list[str], pointer: str) -> Entry:
+    msg = dict(entry.data.get("message") or {})
+    head = "\n".join(_clip_line(line) for line in lines[:HEAD_LINES])
+    tail = [_clip_line(line) for line in lines[-3:]] if len(lines) > HEAD_LINES + 3 else []
+    hidden = max(0, len(lines) - HEAD_LINES - len(tail))
+    middle = f"\n[... {hidden:,} lines moved out of context ...]\n" if hidden else "\n"
+    text = head + middle + "\n".join(tail) + f"\n{pointer}"
+    if msg.get("role") == "bashExecution":
+        msg["output"] = text
+    else:
+        msg["content"] = [{"type": "text", "text": text}]
+    data = dict(entry.data)
+    data["message"] = msg
+    return Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, data)
+
+
+def _output_text(entry: Entry) -> str | None:
+    msg = entry.message
+    if msg is None:
+        return None
+    if msg.get("role") == "toolResult":
+        return text_of_content(msg.get("content"))
+    if msg.get("role") == "bashExecution":
+        return str(msg.get("output", ""))
+    return None
+
+
+def _target(call: Mapping[str, Any]) -> str:
+    args = call.get("arguments")
+    if not isinstance(args, Mapping):
+        return ""
+    for key in _TARGET_KEYS:
+        value = args.get(key)
+        if isinstance(value, str):
+            return f"{key}={value.strip().splitlines()[0] if value.strip() else ''}"
+    return canonical_json(args)
+
+
+def triage(
+    to_summarize: Sequence[Entry],
+    kept: Sequence[Entry] = (),
+    *,
+    tokens: Callable[[Entry], int] = approx_tokens,
+    externalize_lines: int = EXTERNALIZE_LINES,
+    externalize_chars: int = EXTERNALIZE_CHARS,
+) -> Triage:
+    """Decide the fate of each entry in the span to summarize."""
+    discard: dict[str, str] = {}
+    # exact duplicates (user / assistant text without tool calls; tool outputs by tool + text)
+    first_seen: dict[str, str] = {}
+    for entry in to_summarize:
+        msg = entry.message
+        if msg is None:
+            continue
+        role = msg.get("role")
+        if role == "assistant" and tool_calls_of(msg):
+            continue
+        if role == "toolResult":
+            continue  # tool results pair with calls; handled via supersession only
+        key = f"{role}\x00{entry_text(entry)}"
+        if not entry_text(entry).strip():
+            continue
+        if key in first_seen:
+            discard[entry.id] = f"duplicate of {first_seen[key]}"
+        else:
+            first_seen[key] = entry.id
+
+    # superseded attempts: failed call, later same tool + same target that succeeded
+    calls: dict[str, tuple[Entry, str, str]] = {}  # call id -> (assistant entry, tool, target)
+    results: dict[str, Entry] = {}
+    failed: list[tuple[str, str, str]] = []  # (call id, tool, target) in order
+    succeeded_after: dict[tuple[str, str], list[int]] = {}
+    order = {e.id: i for i, e in enumerate(to_summarize)}
+    for entry in to_summarize:
+        msg = entry.message
+        if msg is None:
+            continue
+        if msg.get("role") == "assistant":
+            for call in tool_calls_of(msg):
+                cid = str(call.get("id") or "")
+                if cid:
+                    calls[cid] = (entry, str(call.get("name", "")), _target(call))
+        elif msg.get("role") == "toolResult":
+            cid = str(msg.get("toolCallId") or "")
+            if cid in calls:
+                results[cid] = entry
+                _, tool, target = calls[cid]
+                if msg.get("isError"):
+                    failed.append((cid, tool, target))
+                else:
+                    succeeded_after.setdefault((tool, target), []).append(order[entry.id])
+    for cid, tool, target in failed:
+        call_entry, _, _ = calls[cid]
+        result = results[cid]
+        later = [i for i in succeeded_after.get((tool, target), []) if i > order[result.id]]
+        if not later:
+            continue
+        # discard the pair only if the assistant entry made no other call (keep pairing intact)
+        msg = call_entry.message or {}
+        if len(tool_calls_of(msg)) != 1:
+            continue
+        winner = to_summarize[later[0]].id
+        discard.setdefault(call_entry.id, f"superseded by {winner}")
+        discard.setdefault(result.id, f"superseded by {winner}")
+
+    encode: list[Entry] = []
+    pointers: list[Pointer] = []
+    discarded: list[Discarded] = []
+    counts = {"summarize": 0, "encode": 0, "externalize": 0, "discard": 0, "keep": sum(tokens(e) for e in kept)}
+    for entry in to_summarize:
+        cost = tokens(entry)
+        counts["summarize"] += cost
+        if entry.id in discard:
+            discarded.append(Discarded(entry.id, discard[entry.id], cost))
+            counts["discard"] += cost
+            continue
+        output = _output_text(entry)
+        if output is not None:
+            lines = output.split("\n")
+            if len(lines) > externalize_lines or len(output) > externalize_chars:
+                msg = entry.message or {}
+                pointer = Pointer(entry.id, str(msg.get("toolName") or msg.get("command") or "bash"), len(lines), len(output), cost)
+                pointers.append(pointer)
+                short = _shorten(entry, lines, pointer.text)
+                encode.append(short)
+                counts["externalize"] += cost
+                continue
+        encode.append(entry)
+        counts["encode"] += cost
+    return Triage(tuple(encode), tuple(pointers), tuple(discarded), tuple(kept), counts)
