@@ -143,6 +143,7 @@ _PROBE_EXPR = (
     ".probe_namespace(get_ipython().user_ns, get_ipython().user_ns_hidden).name_list)"
 )
 _REQUESTS = "__import__('ipython_compact.agent.requests', fromlist=['take'])"
+_STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_json'])"
 
 
 class JupyterKernel:
@@ -369,4 +370,15 @@ class JupyterKernel:
 
     def take_compaction_request(self) -> dict[str, Any] | None:
         got = self._evaluate_json(f"{_REQUESTS}.take_json()")
+        return got if isinstance(got, dict) else None
+
+    # ---- snapshots (kernel-side SnapshotStore through silent expressions) --------------------
+    def snapshot(self, directory: str) -> dict[str, Any] | None:
+        """Save the user's names into ``directory``; the kernel's JSON report, or None."""
+        got = self._evaluate_json(f"{_STATE}.snapshot_json({directory!r})")
+        return got if isinstance(got, dict) else None
+
+    def restore(self, directory: str) -> dict[str, Any] | None:
+        """Restore the newest snapshot from ``directory``; the kernel's JSON report, or None."""
+        got = self._evaluate_json(f"{_STATE}.restore_json({directory!r})")
         return got if isinstance(got, dict) else None
