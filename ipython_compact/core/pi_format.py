@@ -196,6 +196,9 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
         if entry_type not in _FIELDS:
             raise PiFormatError(line, f"unknown entry type {entry_type!r}")
         _require_str(obj, "timestamp", line, f"{entry_type} entry")
+        message = obj.get("message")
+        if entry_type == MESSAGE and version < 3 and isinstance(message, Mapping) and message.get("role") == "hookMessage":
+            obj = {**obj, "message": {**message, "role": "custom"}}  # v2 -> v3 before validating the role
         _validate(str(entry_type), obj, line)
         mapping = _FIELDS[str(entry_type)]
         data: dict[str, Any] = {}
