@@ -1,0 +1,92 @@
+/**
+ * Mime renderers for the kernel's rich outputs: one compaction summary and a
+ * namespace listing.
+ *
+ * Both are `safe: true`, so they stay active in untrusted notebooks; that is
+ * only honest because nothing from the data is parsed as HTML (see
+ * summary.ts). When the data has an unexpected shape the output says so
+ * instead of rendering half a card.
+ */
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+import { NAMESPACE_MIME, parseCompaction, parseNames, SUMMARY_MIME } from './protocol';
+import { renderCompactionCard } from './summary';
+import { renderNamesTable } from './names';
+
+/** Renders one `application/vnd.ipython-compact.summary+json` output. */
+export class SummaryRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions) {
+    super();
+    this._mimeType = options.mimeType;
+    this.addClass('jp-IpythonCompact-output');
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.node.textContent = '';
+    const compaction = parseCompaction(model.data[this._mimeType]);
+    if (compaction === null) {
+      this.node.appendChild(problem('This compaction output is not an object; nothing to show.'));
+    } else {
+      this.node.appendChild(renderCompactionCard(compaction, true));
+    }
+    return Promise.resolve();
+  }
+
+  private _mimeType: string;
+}
+
+/** Renders one `application/vnd.ipython-compact.namespace+json` output. */
+export class NamespaceRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions) {
+    super();
+    this._mimeType = options.mimeType;
+    this.addClass('jp-IpythonCompact-output');
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.node.textContent = '';
+    this.node.appendChild(renderNamesTable(parseNames(model.data[this._mimeType])));
+    return Promise.resolve();
+  }
+
+  private _mimeType: string;
+}
+
+function problem(text: string): HTMLElement {
+  const div = document.createElement('div');
+  div.className = 'jp-IpythonCompact-problem';
+  div.textContent = text;
+  return div;
+}
+
+export const summaryRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [SUMMARY_MIME],
+  createRenderer: options => new SummaryRenderer(options)
+};
+
+export const namespaceRendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [NAMESPACE_MIME],
+  createRenderer: options => new NamespaceRenderer(options)
+};
+
+const extensions: IRenderMime.IExtension[] = [
+  {
+    id: 'ipython-compact:summary-renderer',
+    description: 'Renders ipython-compact compaction summaries.',
+    rendererFactory: summaryRendererFactory,
+    rank: 80,
+    dataType: 'json'
+  },
+  {
+    id: 'ipython-compact:namespace-renderer',
+    description: 'Renders ipython-compact namespace listings.',
+    rendererFactory: namespaceRendererFactory,
+    rank: 80,
+    dataType: 'json'
+  }
+];
+
+export default extensions;

@@ -1,0 +1,529 @@
+/**
+ * The panel's model: follows one notebook's session, keeps one channel to its
+ * kernel, and holds the last answers the kernel gave.
+ *
+ * Nothing here computes a figure of its own: tokens, thresholds, names and
+ * summaries are what the kernel replied. The model only decides *when* to ask
+ * (after each cell, every few seconds while a cell runs on a kernel with
+ * subshells, after a restart) and remembers what state the connection is in,
+ * so the view can say "not loaded", "busy" or "restarted" plainly.
+ */
+import { ISessionContext } from '@jupyterlab/apputils';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { CompactChannel, RequestError, REQUEST_TIMEOUT_MS } from './channel';
+import {
+  ICompaction,
+  INameInfo,
+  IStatus,
+  isObject,
+  Json,
+  numberField,
+  Op,
+  parseCompaction,
+  parseNames,
+  parseStatus
+} from './protocol';
+
+/** Where the connection to the kernel side stands. */
+export type ConnectionState =
+  | 'no-notebook'
+  | 'no-kernel'
+  | 'connecting'
+  | 'not-loaded'
+  | 'loading'
+  | 'ready'
+  | 'restarting'
+  | 'dead'
+  | 'error';
+
+/** The outcome of the last user action, shown under the action buttons. */
+export interface IActionResult {
+  action: string;
+  ok: boolean;
+  text: string;
+  reply: Json | null;
+}
+
+/** How often the namespace is re-read while a cell runs (ms). */
+export const BUSY_POLL_MS = 2000;
+
+/** The magic the "load" button runs; a normal, user-initiated execute request. */
+export const LOAD_CODE = '%load_ext ipython_compact';
+
+export class PanelModel {
+  /** Fires whenever anything the view shows has changed. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  state: ConnectionState = 'no-notebook';
+  stateDetail = '';
+  /** Label of the followed notebook (its path), or '' when none. */
+  notebookLabel = '';
+  hello: Json | null = null;
+  status: IStatus | null = null;
+  names: INameInfo[] = [];
+  namesTruncated = false;
+  namesElapsedMs: number | null = null;
+  /** When the namespace was last answered (browser clock), or null. */
+  namesAt: Date | null = null;
+  namesError = '';
+  /** True while the main shell runs a user cell. */
+  mainBusy = false;
+  compactions: ICompaction[] = [];
+  lastAction: IActionResult | null = null;
+  /** The last `preview` reply, shown until the next action. */
+  preview: Json | null = null;
+  /** A restart was seen since the panel last connected; restore is offered. */
+  restartNoticed = false;
+  /** An action is in flight (buttons are disabled). */
+  pendingAction = '';
+
+  /** Whether requests are answered while a cell runs (comm on a subshell). */
+  get liveWhileBusy(): boolean {
+    return this._channel !== null && this._channel.overSubshell;
+  }
+
+  /** Follow another notebook's session (or none). */
+  setSession(context: ISessionContext | null, label: string): void {
+    if (context === this._context) {
+      return;
+    }
+    if (this._context) {
+      this._context.kernelChanged.disconnect(this._onKernelChanged, this);
+      this._context.statusChanged.disconnect(this._onStatusChanged, this);
+      this._context.iopubMessage.disconnect(this._onIopub, this);
+    }
+    this._dropChannel();
+    this._context = context;
+    this.notebookLabel = label;
+    this.restartNoticed = false;
+    this.mainBusy = false;
+    this._clearAnswers();
+    if (context === null) {
+      this._setState('no-notebook', '');
+      return;
+    }
+    context.kernelChanged.connect(this._onKernelChanged, this);
+    context.statusChanged.connect(this._onStatusChanged, this);
+    context.iopubMessage.connect(this._onIopub, this);
+    void context.ready.then(() => {
+      if (this._context === context) {
+        void this.connect();
+      }
+    });
+    this._setState('connecting', 'waiting for the kernel');
+  }
+
+  /**
+   * (Re)open the channel to the current kernel. Concurrent calls share one
+   * attempt; a newer kernel makes an older attempt's result be ignored.
+   */
+  connect(): Promise<void> {
+    if (this._connecting === null) {
+      this._connecting = this._connect().finally(() => {
+        this._connecting = null;
+      });
+    }
+    return this._connecting;
+  }
+
+  /** Re-read status, names and the timeline. */
+  async refresh(): Promise<void> {
+    if (this._channel === null) {
+      return;
+    }
+    await Promise.all([this.refreshNames(), this._refreshStatus(), this._refreshSummaries()]);
+  }
+
+  /** Re-read the namespace (shows a busy note instead when it cannot be answered now). */
+  async refreshNames(): Promise<void> {
+    const channel = this._channel;
+    if (channel === null) {
+      return;
+    }
+    if (this.mainBusy && !channel.overSubshell) {
+      this.namesError = 'Kernel busy: this kernel has no subshells, so the namespace refreshes when the cell finishes.';
+      this._changed.emit();
+      return;
+    }
+    if (this._namesInFlight) {
+      return;
+    }
+    this._namesInFlight = true;
+    try {
+      const reply = await channel.request('names', { limit: 500 });
+      if (channel !== this._channel) {
+        return;
+      }
+      this.names = parseNames(reply);
+      this.namesTruncated = reply['truncated'] === true;
+      this.namesElapsedMs = numberField(reply, 'elapsed_ms');
+      this.namesAt = new Date();
+      this.namesError = '';
+    } catch (err) {
+      if (channel === this._channel) {
+        this.namesError = describeError(err, 'names');
+      }
+    } finally {
+      this._namesInFlight = false;
+      this._changed.emit();
+    }
+  }
+
+  /** Run `%load_ext ipython_compact` in the kernel, then connect. */
+  async loadExtension(): Promise<void> {
+    const kernel = this._kernel();
+    if (kernel === null) {
+      return;
+    }
+    this._setState('loading', `running ${LOAD_CODE}`);
+    try {
+      const reply = await kernel.requestExecute({
+        code: LOAD_CODE,
+        silent: true,
+        store_history: false,
+        allow_stdin: false,
+        stop_on_error: false
+      }).done;
+      const content = reply.content;
+      if (content.status === 'error') {
+        this._setState('not-loaded', `${LOAD_CODE} failed: ${content.ename}: ${content.evalue}`);
+        return;
+      }
+    } catch (err) {
+      this._setState('not-loaded', `${LOAD_CODE} failed: ${String(err)}`);
+      return;
+    }
+    await this.connect();
+  }
+
+  /** Ask the kernel to compact now, with optional focus text. */
+  compact(focus: string): Promise<void> {
+    return this._act('compact', focus ? { focus } : {}, reply => {
+      const c = parseCompaction(reply['compaction']);
+      if (c === null) {
+        return 'Compaction finished.';
+      }
+      return `Compacted (${c.reason}): ${c.tokens_before ?? '?'} → ${c.tokens_after ?? '?'} tokens.`;
+    });
+  }
+
+  /** Ask for the dry-run plan; the view shows `preview`. */
+  previewPlan(focus: string): Promise<void> {
+    return this._act('preview', focus ? { focus } : {}, reply => {
+      this.preview = reply;
+      return 'Preview of the next compaction (nothing changed):';
+    });
+  }
+
+  /** Save a snapshot of the namespace. */
+  snapshot(): Promise<void> {
+    return this._act('snapshot', {}, reply => {
+      const snap = reply['snapshot'];
+      if (!isObject(snap)) {
+        return 'Snapshot saved.';
+      }
+      const saved = countOf(snap['saved']);
+      const skipped = Array.isArray(snap['skipped']) ? snap['skipped'] : [];
+      const gen = numberField(snap, 'generation');
+      const skippedText = skipped
+        .map(s => (isObject(s) ? `${String(s['name'])} (${String(s['reason'])})` : String(s)))
+        .join(', ');
+      return (
+        `Snapshot${gen === null ? '' : ` generation ${gen}`}: saved ${saved} ${saved === 1 ? 'name' : 'names'}` +
+        (skipped.length ? `; skipped ${skippedText}` : '') +
+        '.'
+      );
+    });
+  }
+
+  /** Restore names from the newest snapshot, loading the extension first if needed. */
+  async restore(): Promise<void> {
+    if (this.state === 'not-loaded') {
+      await this.loadExtension();
+    }
+    await this._act('restore', {}, reply => {
+      this.restartNoticed = false;
+      const restored = Array.isArray(reply['restored']) ? reply['restored'].map(String) : [];
+      const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
+      const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'].map(String) : [];
+      let text = `Restored ${restored.length} ${restored.length === 1 ? 'name' : 'names'}`;
+      text += restored.length ? `: ${restored.join(', ')}.` : '.';
+      if (failed.length) {
+        text +=
+          ' Not restored: ' +
+          failed
+            .map(f => (isObject(f) ? `${String(f['name'])} (${String(f['reason'])})` : String(f)))
+            .join(', ') +
+          '.';
+      }
+      if (quarantined.length) {
+        text += ` Quarantined: ${quarantined.join(', ')}.`;
+      }
+      return text;
+    });
+  }
+
+  /** Hide the restart banner without restoring. */
+  dismissRestart(): void {
+    this.restartNoticed = false;
+    this._changed.emit();
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this.setSession(null, '');
+    this._stopPolling();
+    Signal.clearData(this);
+  }
+
+  private async _connect(): Promise<void> {
+    const kernel = this._kernel();
+    if (kernel === null) {
+      this._dropChannel();
+      this._setState('no-kernel', 'this notebook has no running kernel');
+      return;
+    }
+    if (this._channel !== null && !this._channel.isClosed && this._channelKernel === kernel) {
+      return;
+    }
+    this._dropChannel();
+    this._setState('connecting', 'opening the ipython_compact comm');
+    try {
+      const { channel, hello } = await CompactChannel.connect(kernel, REQUEST_TIMEOUT_MS);
+      if (this._kernel() !== kernel || this._disposed) {
+        channel.dispose();
+        return;
+      }
+      this._channel = channel;
+      this._channelKernel = kernel;
+      this.hello = hello;
+      channel.closed.connect(() => {
+        if (this._channel === channel) {
+          this._channel = null;
+          this._stopPolling();
+          if (this.state === 'ready') {
+            this._setState('connecting', 'the comm was closed');
+          }
+        }
+      });
+      this._setState('ready', channel.overSubshell ? 'answers while cells run' : 'answers between cells');
+      if (this.mainBusy) {
+        this._startPolling();
+      }
+      await this.refresh();
+    } catch (err) {
+      if (this._kernel() !== kernel) {
+        return;
+      }
+      if (err instanceof RequestError && err.code === 'not_loaded') {
+        this._setState('not-loaded', 'the ipython_compact extension is not loaded in this kernel');
+      } else if (err instanceof RequestError && err.code === 'timeout' && this.mainBusy) {
+        this._setState('error', 'kernel busy: will connect when the running cell finishes');
+      } else {
+        this._setState('error', describeError(err, 'connect'));
+      }
+    }
+  }
+
+  private async _act(
+    action: Op,
+    args: Json,
+    describe: (reply: Json) => string
+  ): Promise<void> {
+    const channel = this._channel;
+    if (channel === null) {
+      this.lastAction = { action, ok: false, text: `Not connected: cannot ${action}.`, reply: null };
+      this._changed.emit();
+      return;
+    }
+    this.pendingAction = action;
+    this.preview = null;
+    this._changed.emit();
+    try {
+      // Compaction may call a model; give it more time than a probe.
+      const timeout = action === 'compact' ? 120000 : action === 'preview' ? 30000 : REQUEST_TIMEOUT_MS * 6;
+      const reply = await channel.request(action, args, timeout);
+      this.lastAction = { action, ok: true, text: describe(reply), reply };
+    } catch (err) {
+      this.lastAction = { action, ok: false, text: describeError(err, action), reply: null };
+    } finally {
+      this.pendingAction = '';
+      this._changed.emit();
+    }
+    await this.refresh();
+  }
+
+  private async _refreshStatus(): Promise<void> {
+    const channel = this._channel;
+    if (channel === null || (this.mainBusy && !channel.overSubshell)) {
+      return;
+    }
+    try {
+      const reply = await channel.request('status');
+      if (channel === this._channel) {
+        this.status = parseStatus(reply);
+      }
+    } catch (err) {
+      console.warn('ipython-compact: status failed', err);
+    }
+    this._changed.emit();
+  }
+
+  private async _refreshSummaries(): Promise<void> {
+    const channel = this._channel;
+    if (channel === null || (this.mainBusy && !channel.overSubshell)) {
+      return;
+    }
+    try {
+      const reply = await channel.request('summaries', { limit: 20 });
+      const list = Array.isArray(reply['compactions']) ? reply['compactions'] : [];
+      if (channel === this._channel) {
+        this.compactions = list
+          .map(parseCompaction)
+          .filter((c): c is ICompaction => c !== null);
+      }
+    } catch (err) {
+      console.warn('ipython-compact: summaries failed', err);
+    }
+    this._changed.emit();
+  }
+
+  private _onKernelChanged(): void {
+    this._dropChannel();
+    this.mainBusy = false;
+    this._clearAnswers();
+    void this.connect();
+  }
+
+  private _onStatusChanged(_: ISessionContext, status: Kernel.Status): void {
+    if (status === 'restarting' || status === 'autorestarting') {
+      this.restartNoticed = true;
+      this.mainBusy = false;
+      this._dropChannel();
+      this._clearAnswers();
+      this._setState('restarting', 'the kernel is restarting');
+    } else if (status === 'dead') {
+      this._dropChannel();
+      this._setState('dead', 'the kernel is dead');
+    } else if (status === 'idle' && (this.state === 'restarting' || this.state === 'dead')) {
+      void this.connect();
+    }
+  }
+
+  /**
+   * Track user cells on the main shell from IOPub status messages (the session
+   * status flickers when subshells report idle), refresh after each cell, and
+   * poll while one runs.
+   */
+  private _onIopub(_: ISessionContext, msg: KernelMessage.IMessage): void {
+    if (msg.header.msg_type !== 'status') {
+      return;
+    }
+    const parent = msg.parent_header as Partial<KernelMessage.IHeader> & { subshell_id?: string | null };
+    if (parent.msg_type !== 'execute_request' || (parent.subshell_id ?? null) !== null) {
+      return;
+    }
+    const state = (msg as KernelMessage.IStatusMsg).content.execution_state;
+    if (state === 'busy') {
+      this.mainBusy = true;
+      this._startPolling();
+      this._changed.emit();
+    } else if (state === 'idle') {
+      this.mainBusy = false;
+      this._stopPolling();
+      this.namesError = '';
+      if (this._channel === null) {
+        if (this.state !== 'loading') {
+          void this.connect();
+        }
+      } else {
+        void this.refresh();
+      }
+      this._changed.emit();
+    }
+  }
+
+  private _startPolling(): void {
+    if (this._poll !== null || this._channel === null) {
+      return;
+    }
+    void this.refreshNames();
+    this._poll = window.setInterval(() => {
+      if (this._channel !== null && this._channel.overSubshell) {
+        void this.refreshNames();
+        void this._refreshStatus();
+      } else {
+        void this.refreshNames(); // sets the "busy" note without sending
+      }
+    }, BUSY_POLL_MS);
+  }
+
+  private _stopPolling(): void {
+    if (this._poll !== null) {
+      window.clearInterval(this._poll);
+      this._poll = null;
+    }
+  }
+
+  private _kernel(): Kernel.IKernelConnection | null {
+    return this._context?.session?.kernel ?? null;
+  }
+
+  private _dropChannel(): void {
+    this._stopPolling();
+    const channel = this._channel;
+    this._channel = null;
+    this._channelKernel = null;
+    channel?.dispose();
+  }
+
+  private _clearAnswers(): void {
+    this.hello = null;
+    this.status = null;
+    this.names = [];
+    this.namesAt = null;
+    this.namesElapsedMs = null;
+    this.namesTruncated = false;
+    this.namesError = '';
+    this.compactions = [];
+    this.preview = null;
+    this.lastAction = null;
+  }
+
+  private _setState(state: ConnectionState, detail: string): void {
+    this.state = state;
+    this.stateDetail = detail;
+    this._changed.emit();
+  }
+
+  private _context: ISessionContext | null = null;
+  private _channel: CompactChannel | null = null;
+  private _channelKernel: Kernel.IKernelConnection | null = null;
+  private _connecting: Promise<void> | null = null;
+  private _namesInFlight = false;
+  private _poll: number | null = null;
+  private _disposed = false;
+  private _changed = new Signal<this, void>(this);
+}
+
+/** A list's length or a number as-is (the kernel may send either). */
+function countOf(value: unknown): number {
+  if (Array.isArray(value)) {
+    return value.length;
+  }
+  return typeof value === 'number' ? value : 0;
+}
+
+function describeError(err: unknown, what: string): string {
+  if (err instanceof RequestError) {
+    return `${what} failed (${err.code}): ${err.message}`;
+  }
+  return `${what} failed: ${String(err)}`;
+}

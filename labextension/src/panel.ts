@@ -1,0 +1,356 @@
+/**
+ * The right-side panel: context gauge, actions, live namespace table and the
+ * compaction timeline for the notebook that has focus.
+ *
+ * The skeleton is built once (so the focus text a user is typing survives a
+ * refresh) and each section is redrawn from the model when it changes. All
+ * text from the kernel goes in through `textContent`.
+ */
+import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { PanelModel } from './model';
+import { renderNamesTable } from './names';
+import { isObject, Json } from './protocol';
+import { formatTokens, renderCompactionCard } from './summary';
+
+/** The panel's id in the shell (used by the open command and the tests). */
+export const PANEL_ID = 'ipython-compact-panel';
+
+const ICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">' +
+  '<g class="jp-icon3" fill="#616161">' +
+  '<path d="M4 3h16v2H4zM4 19h16v2H4z"/>' +
+  '<path d="M12 6l4 4h-3v4h3l-4 4-4-4h3v-4H8z"/>' +
+  '</g></svg>';
+
+export const compactIcon = new LabIcon({ name: 'ipython-compact:compact', svgstr: ICON_SVG });
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function button(label: string, action: string, onClick: () => void): HTMLButtonElement {
+  const b = el('button', 'jp-IpythonCompact-button jp-mod-styled', label);
+  b.type = 'button';
+  b.dataset.action = action;
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+function section(title: string, name: string): { root: HTMLElement; head: HTMLElement; body: HTMLElement } {
+  const root = el('section', `jp-IpythonCompact-section jp-IpythonCompact-${name}`);
+  const head = el('div', 'jp-IpythonCompact-sectionHead');
+  head.appendChild(el('h3', 'jp-IpythonCompact-sectionTitle', title));
+  const body = el('div', 'jp-IpythonCompact-sectionBody');
+  root.append(head, body);
+  return { root, head, body };
+}
+
+const STATE_LABELS: Record<string, string> = {
+  'no-notebook': 'no notebook',
+  'no-kernel': 'no kernel',
+  connecting: 'connecting',
+  'not-loaded': 'not loaded',
+  loading: 'loading',
+  ready: 'connected',
+  restarting: 'restarting',
+  dead: 'kernel dead',
+  error: 'error'
+};
+
+export class CompactPanel extends Widget {
+  constructor(model: PanelModel) {
+    super();
+    this._model = model;
+    this.id = PANEL_ID;
+    this.addClass('jp-IpythonCompact-panel');
+    this.title.icon = compactIcon;
+    this.title.caption = 'Context compaction';
+
+    const header = el('div', 'jp-IpythonCompact-header');
+    const titleRow = el('div', 'jp-IpythonCompact-titleRow');
+    titleRow.append(el('h2', 'jp-IpythonCompact-title', 'Context compaction'), this._stateChip);
+    header.append(titleRow, this._notebook, this._stateDetail);
+
+    const gauge = section('Context', 'gauge');
+    gauge.body.append(this._gauge);
+
+    const actions = section('Actions', 'actions');
+    this._focus.type = 'text';
+    this._focus.placeholder = 'Focus for the summary (optional)';
+    this._focus.setAttribute('aria-label', 'Focus text for compaction');
+    const row = el('div', 'jp-IpythonCompact-buttons');
+    this._buttons = [
+      button('Compact', 'compact', () => void this._model.compact(this._focus.value.trim())),
+      button('Preview', 'preview', () => void this._model.previewPlan(this._focus.value.trim())),
+      button('Snapshot', 'snapshot', () => void this._model.snapshot()),
+      button('Restore', 'restore', () => void this._model.restore())
+    ];
+    row.append(...this._buttons);
+    actions.body.append(this._focus, row, this._result);
+
+    const ns = section('Namespace', 'namespace');
+    const refresh = button('↻', 'refresh-names', () => void this._model.refreshNames());
+    refresh.title = 'Refresh the namespace now';
+    refresh.classList.add('jp-IpythonCompact-iconButton');
+    ns.head.append(this._updated, refresh);
+    ns.body.append(this._nsNote, this._nsTable);
+
+    const timeline = section('Compaction timeline', 'timeline');
+    timeline.body.append(this._timeline);
+
+    this.node.append(header, this._banner, gauge.root, actions.root, ns.root, timeline.root);
+    model.changed.connect(this._render, this);
+    this._render();
+  }
+
+  dispose(): void {
+    this._model.changed.disconnect(this._render, this);
+    super.dispose();
+  }
+
+  private _render(): void {
+    const m = this._model;
+    this.node.dataset.state = m.state;
+    this.node.dataset.busy = String(m.mainBusy);
+    this._stateChip.dataset.state = m.state;
+    this._stateChip.textContent = STATE_LABELS[m.state] ?? m.state;
+    this._notebook.textContent = m.notebookLabel || 'Open a notebook to see its kernel.';
+    this._stateDetail.textContent = m.stateDetail;
+    this._renderBanner();
+    this._renderGauge();
+    this._renderActions();
+    this._renderNamespace();
+    this._renderTimeline();
+  }
+
+  private _renderBanner(): void {
+    const m = this._model;
+    this._banner.textContent = '';
+    this._banner.hidden = true;
+    const show = (kind: string, text: string, ...buttons: HTMLButtonElement[]): void => {
+      this._banner.hidden = false;
+      this._banner.dataset.kind = kind;
+      this._banner.append(el('p', '', text), ...buttons);
+    };
+    if (m.restartNoticed && m.state !== 'restarting') {
+      show(
+        'restart',
+        'The kernel was restarted. Its variables are gone; restore them from the last snapshot?',
+        button('Restore variables', 'restore-after-restart', () => void m.restore()),
+        button('Dismiss', 'dismiss-restart', () => m.dismissRestart())
+      );
+    } else if (m.state === 'not-loaded') {
+      show(
+        'not-loaded',
+        'The ipython_compact extension is not loaded in this kernel.',
+        button('Load extension', 'load-extension', () => void m.loadExtension())
+      );
+    } else if (m.state === 'error' || m.state === 'dead') {
+      show('error', m.stateDetail, button('Retry', 'retry', () => void m.connect()));
+    }
+  }
+
+  private _renderGauge(): void {
+    const s = this._model.status;
+    const g = this._gauge;
+    g.textContent = '';
+    if (s === null || s.window === null || s.window <= 0) {
+      g.appendChild(el('div', 'jp-IpythonCompact-empty', 'No context figures yet.'));
+      return;
+    }
+    const pct = (n: number | null): string => `${Math.max(0, Math.min(100, ((n ?? 0) / (s.window ?? 1)) * 100))}%`;
+    const bar = el('div', 'jp-IpythonCompact-bar');
+    bar.setAttribute('role', 'meter');
+    bar.setAttribute('aria-valuemin', '0');
+    bar.setAttribute('aria-valuemax', String(s.window));
+    bar.setAttribute('aria-valuenow', String(s.tokens ?? 0));
+    const fill = el('div', 'jp-IpythonCompact-fill');
+    fill.style.width = pct(s.tokens);
+    const level =
+      s.tokens !== null && s.blocking_line !== null && s.tokens >= s.blocking_line
+        ? 'blocking'
+        : s.tokens !== null && s.background_line !== null && s.tokens >= s.background_line
+          ? 'background'
+          : 'ok';
+    // Which side of the kernel's lines the count is on: a comparison for colour, not a decision.
+    fill.dataset.level = level;
+    bar.appendChild(fill);
+    for (const [name, value] of [
+      ['background', s.background_line],
+      ['blocking', s.blocking_line]
+    ] as const) {
+      if (value !== null) {
+        const mark = el('div', `jp-IpythonCompact-line jp-IpythonCompact-line-${name}`);
+        mark.style.left = pct(value);
+        mark.title = `${name} line: ${formatTokens(value)} tokens`;
+        bar.appendChild(mark);
+      }
+    }
+    const figures = el('div', 'jp-IpythonCompact-figures');
+    figures.appendChild(
+      el('div', 'jp-IpythonCompact-tokenCount', `${formatTokens(s.tokens)} / ${formatTokens(s.window)} tokens`)
+    );
+    const legend = el('div', 'jp-IpythonCompact-legend');
+    if (s.background_line !== null) {
+      legend.appendChild(el('span', 'jp-IpythonCompact-key-background', `background ${formatTokens(s.background_line)}`));
+    }
+    if (s.blocking_line !== null) {
+      legend.appendChild(el('span', 'jp-IpythonCompact-key-blocking', `blocking ${formatTokens(s.blocking_line)}`));
+    }
+    figures.appendChild(legend);
+    const facts: string[] = [];
+    if (s.session) {
+      facts.push(`session ${s.session}`);
+    }
+    if (s.entries !== null) {
+      facts.push(`${s.entries} entries`);
+    }
+    if (s.compactions !== null) {
+      facts.push(`${s.compactions} compactions`);
+    }
+    if (s.in_flight) {
+      facts.push('compaction running');
+    }
+    figures.appendChild(el('div', 'jp-IpythonCompact-facts', facts.join(' · ')));
+    if (s.last_failure) {
+      const failure = isObject(s.last_failure) ? String(s.last_failure['message'] ?? '') : String(s.last_failure);
+      figures.appendChild(el('div', 'jp-IpythonCompact-problem', `last failure: ${failure}`));
+    }
+    g.append(bar, figures);
+  }
+
+  private _renderActions(): void {
+    const m = this._model;
+    const usable = m.state === 'ready' && m.pendingAction === '';
+    for (const b of this._buttons) {
+      // Restore stays usable when the extension is not loaded: it loads it first.
+      b.disabled = !(usable || (b.dataset.action === 'restore' && m.state === 'not-loaded'));
+    }
+    this._result.textContent = '';
+    if (m.pendingAction) {
+      this._result.dataset.kind = 'pending';
+      this._result.appendChild(el('p', '', `${m.pendingAction}…`));
+      return;
+    }
+    if (m.lastAction === null) {
+      delete this._result.dataset.kind;
+      return;
+    }
+    this._result.dataset.kind = m.lastAction.ok ? 'ok' : 'error';
+    this._result.dataset.action = m.lastAction.action;
+    this._result.appendChild(el('p', '', m.lastAction.text));
+    if (m.preview !== null) {
+      this._result.appendChild(renderPlan(m.preview));
+    }
+  }
+
+  private _renderNamespace(): void {
+    const m = this._model;
+    if (m.namesAt !== null) {
+      const ms = m.namesElapsedMs === null ? '' : ` · ${Math.round(m.namesElapsedMs)} ms`;
+      this._updated.textContent = `updated ${m.namesAt.toLocaleTimeString()}${ms}`;
+      this._updated.dataset.updatedAt = String(m.namesAt.getTime());
+    } else {
+      this._updated.textContent = '';
+      delete this._updated.dataset.updatedAt;
+    }
+    const notes: string[] = [];
+    if (m.mainBusy) {
+      notes.push(m.liveWhileBusy ? 'A cell is running; live view over a subshell.' : 'Kernel busy.');
+    }
+    if (m.namesError) {
+      notes.push(m.namesError);
+    }
+    if (m.namesTruncated) {
+      notes.push('List truncated by the kernel’s time budget.');
+    }
+    this._nsNote.textContent = notes.join(' ');
+    this._nsNote.hidden = notes.length === 0;
+    this._nsNote.dataset.busy = String(m.mainBusy);
+    this._nsTable.textContent = '';
+    if (m.state === 'ready' || m.names.length > 0) {
+      this._nsTable.appendChild(renderNamesTable(m.names));
+    }
+  }
+
+  private _renderTimeline(): void {
+    const m = this._model;
+    this._timeline.textContent = '';
+    if (m.compactions.length === 0) {
+      this._timeline.appendChild(el('div', 'jp-IpythonCompact-empty', 'No compactions yet.'));
+      return;
+    }
+    m.compactions.forEach((c, i) => {
+      this._timeline.appendChild(renderCompactionCard(c, i === m.compactions.length - 1));
+    });
+  }
+
+  private _model: PanelModel;
+  private _stateChip = el('span', 'jp-IpythonCompact-state');
+  private _notebook = el('div', 'jp-IpythonCompact-notebook');
+  private _stateDetail = el('div', 'jp-IpythonCompact-stateDetail');
+  private _banner = el('div', 'jp-IpythonCompact-banner');
+  private _gauge = el('div', 'jp-IpythonCompact-gaugeBody');
+  private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
+  private _buttons: HTMLButtonElement[] = [];
+  private _result = el('div', 'jp-IpythonCompact-result');
+  private _updated = el('span', 'jp-IpythonCompact-updated');
+  private _nsNote = el('div', 'jp-IpythonCompact-note');
+  private _nsTable = el('div', 'jp-IpythonCompact-nsTable');
+  private _timeline = el('div', 'jp-IpythonCompact-timelineBody');
+}
+
+/** The preview reply's four buckets as a small table of what each holds. */
+function renderPlan(plan: Json): HTMLElement {
+  const table = el('table', 'jp-IpythonCompact-plan');
+  for (const key of ['summarize', 'keep', 'externalize', 'discard']) {
+    const value = plan[key];
+    if (value === undefined) {
+      continue;
+    }
+    const row = table.insertRow();
+    row.dataset.bucket = key;
+    row.insertCell().textContent = key;
+    row.insertCell().textContent = describeBucket(value);
+  }
+  return table;
+}
+
+function describeBucket(value: unknown): string {
+  if (typeof value === 'number') {
+    return `${formatTokens(value)} tokens`;
+  }
+  if (Array.isArray(value)) {
+    return `${value.length} ${value.length === 1 ? 'item' : 'items'}`;
+  }
+  if (isObject(value)) {
+    const parts: string[] = [];
+    const tokens = value['tokens'];
+    if (typeof tokens === 'number') {
+      parts.push(`${formatTokens(tokens)} tokens`);
+    }
+    for (const k of ['entries', 'count', 'items']) {
+      const v = value[k];
+      if (typeof v === 'number') {
+        parts.push(`${v} ${k === 'count' ? 'items' : k}`);
+      } else if (Array.isArray(v)) {
+        parts.push(`${v.length} ${k === 'count' ? 'items' : k}`);
+      }
+    }
+    return parts.join(' · ') || '—';
+  }
+  return String(value);
+}

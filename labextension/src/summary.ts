@@ -1,0 +1,186 @@
+/**
+ * Render a compaction summary (Markdown-ish text written by a model or by the
+ * offline summarizer) into DOM nodes.
+ *
+ * Why by hand: the summary can come from an untrusted notebook, so no string
+ * from the data is ever parsed as HTML. Every piece of text is set with
+ * `textContent`; only the element names are ours. The subset covers what the
+ * checkpoint format uses: headings, bullet and numbered lists, fenced code,
+ * paragraphs, `**bold**` and `` `code` `` spans.
+ */
+import { ICompaction } from './protocol';
+
+const HEADING = /^(#{1,6})\s+(.*)$/;
+const BULLET = /^\s*[-*+]\s+(.*)$/;
+const NUMBERED = /^\s*\d+[.)]\s+(.*)$/;
+const FENCE = /^\s*(```|~~~)/;
+const INLINE = /(\*\*[^*]+\*\*|`[^`]+`)/;
+
+/** Append `text` to `parent`, turning `**x**` into <strong> and `` `x` `` into <code>. */
+export function appendInline(parent: HTMLElement, text: string): void {
+  for (const part of text.split(INLINE)) {
+    if (part === '') {
+      continue;
+    }
+    if (part.length > 4 && part.startsWith('**') && part.endsWith('**')) {
+      const strong = document.createElement('strong');
+      strong.textContent = part.slice(2, -2);
+      parent.appendChild(strong);
+    } else if (part.length > 2 && part.startsWith('`') && part.endsWith('`')) {
+      const code = document.createElement('code');
+      code.textContent = part.slice(1, -1);
+      parent.appendChild(code);
+    } else {
+      parent.appendChild(document.createTextNode(part));
+    }
+  }
+}
+
+/** Build the DOM for a summary text. The returned element holds only our nodes. */
+export function renderSummaryText(text: string): HTMLElement {
+  const root = document.createElement('div');
+  root.className = 'jp-IpythonCompact-summary';
+  let list: HTMLElement | null = null;
+  let paragraph: HTMLElement | null = null;
+  let fence: string[] | null = null;
+
+  const closeBlocks = (): void => {
+    list = null;
+    paragraph = null;
+  };
+
+  for (const line of text.split(/\r?\n/)) {
+    if (fence !== null) {
+      if (FENCE.test(line)) {
+        const pre = document.createElement('pre');
+        pre.textContent = fence.join('\n');
+        root.appendChild(pre);
+        fence = null;
+      } else {
+        fence.push(line);
+      }
+      continue;
+    }
+    if (FENCE.test(line)) {
+      closeBlocks();
+      fence = [];
+      continue;
+    }
+    if (line.trim() === '') {
+      closeBlocks();
+      continue;
+    }
+    const heading = HEADING.exec(line);
+    if (heading) {
+      closeBlocks();
+      const level = Math.min(6, heading[1].length + 2);
+      const h = document.createElement(`h${level}`);
+      appendInline(h, heading[2]);
+      root.appendChild(h);
+      continue;
+    }
+    const bullet = BULLET.exec(line);
+    const numbered = bullet ? null : NUMBERED.exec(line);
+    const item = bullet ?? numbered;
+    if (item) {
+      paragraph = null;
+      const tag = bullet ? 'UL' : 'OL';
+      if (list === null || list.tagName !== tag) {
+        list = document.createElement(tag.toLowerCase());
+        root.appendChild(list);
+      }
+      const li = document.createElement('li');
+      appendInline(li, item[1]);
+      list.appendChild(li);
+      continue;
+    }
+    list = null;
+    if (paragraph === null) {
+      paragraph = document.createElement('p');
+      root.appendChild(paragraph);
+    } else {
+      paragraph.appendChild(document.createElement('br'));
+    }
+    appendInline(paragraph, line.trim());
+  }
+  if (fence !== null) {
+    // An unclosed fence still shows its text rather than dropping it.
+    const pre = document.createElement('pre');
+    pre.textContent = fence.join('\n');
+    root.appendChild(pre);
+  }
+  return root;
+}
+
+/** Thousands separators for token counts; `?` when the kernel gave none. */
+export function formatTokens(n: number | null): string {
+  return n === null ? '?' : Math.round(n).toLocaleString('en-US');
+}
+
+/** A kernel timestamp (ISO string or epoch seconds/ms) as local time, or the raw text. */
+export function formatTimestamp(ts: string | number | null): string {
+  if (ts === null) {
+    return '';
+  }
+  const date =
+    typeof ts === 'number' ? new Date(ts > 1e12 ? ts : ts * 1000) : new Date(ts);
+  if (Number.isNaN(date.getTime())) {
+    return String(ts);
+  }
+  return date.toLocaleString();
+}
+
+/** How many entries a compaction kept, whether the kernel sent a count or a list. */
+export function keptDescription(kept: unknown, firstKept: string | null): string {
+  let count: number | null = null;
+  if (typeof kept === 'number') {
+    count = kept;
+  } else if (Array.isArray(kept)) {
+    count = kept.length;
+  }
+  const parts: string[] = [];
+  if (count !== null) {
+    parts.push(`${count} ${count === 1 ? 'entry' : 'entries'} kept verbatim`);
+  }
+  if (firstKept) {
+    parts.push(`from ${firstKept}`);
+  }
+  return parts.length ? parts.join(' ') : 'nothing kept verbatim';
+}
+
+/**
+ * One compaction as a card: reason, tokens before → after, what was kept and
+ * the rendered summary. Used by the panel timeline and the mime renderer.
+ */
+export function renderCompactionCard(c: ICompaction, open: boolean): HTMLElement {
+  const card = document.createElement('div');
+  card.className = 'jp-IpythonCompact-card';
+  card.dataset.compactionId = c.id;
+
+  const head = document.createElement('div');
+  head.className = 'jp-IpythonCompact-cardHead';
+  const reason = document.createElement('span');
+  reason.className = 'jp-IpythonCompact-reason';
+  reason.dataset.reason = c.reason;
+  reason.textContent = c.reason;
+  const tokens = document.createElement('span');
+  tokens.className = 'jp-IpythonCompact-tokens';
+  tokens.textContent = `${formatTokens(c.tokens_before)} → ${formatTokens(c.tokens_after)} tokens`;
+  const when = document.createElement('span');
+  when.className = 'jp-IpythonCompact-when';
+  when.textContent = formatTimestamp(c.timestamp);
+  head.append(reason, tokens, when);
+
+  const kept = document.createElement('div');
+  kept.className = 'jp-IpythonCompact-kept';
+  kept.textContent = keptDescription(c.kept_entries, c.first_kept_entry_id);
+
+  const details = document.createElement('details');
+  details.open = open;
+  const summaryLabel = document.createElement('summary');
+  summaryLabel.textContent = 'Summary';
+  details.append(summaryLabel, renderSummaryText(c.summary || '(empty summary)'));
+
+  card.append(head, kept, details);
+  return card;
+}
