@@ -1,0 +1,89 @@
+"""Which session a kernel is bound to.
+
+Order: an explicit name (config or ``IPYTHON_COMPACT_SESSION``), else the notebook's path when the
+kernel knows it (``JPY_SESSION_NAME`` from Jupyter Server, ``__vsc_ipynb_file__`` from VS Code),
+else one tied to the kernel's connection file (kept across ``restart_kernel``). A switch made with
+``%compact session NAME`` is remembered in ``bindings.json`` under the kernel's natural key, so a
+restarted kernel binds to the same session and finds its snapshots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_SESSION = "IPYTHON_COMPACT_SESSION"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Binding:
+    session: str
+    source: str  # config, env, switched, notebook, connection, process
+    key: str  # the natural key a switch is remembered under
+
+    def to_json(self) -> dict[str, str]:
+        return {"session": self.session, "source": self.source, "key": self.key}
+
+
+def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None) -> tuple[str, str]:
+    """``(key, source)`` from what the kernel knows about itself, most specific first."""
+    nb = env.get("JPY_SESSION_NAME") or user_ns.get("__vsc_ipynb_file__")
+    if isinstance(nb, str) and nb:
+        return f"notebook:{os.path.abspath(nb)}", "notebook"
+    if connection_file:
+        return f"kernel:{Path(connection_file).stem}", "connection"
+    return f"process:{os.getpid()}", "process"
+
+
+def snapshot_slug(session: str) -> str:
+    """A directory name for a session: readable prefix plus a hash so distinct names never collide."""
+    digest = hashlib.sha256(session.encode()).hexdigest()[:12]
+    return f"{_SAFE.sub('_', session)[-60:].strip('_') or 'session'}-{digest}"
+
+
+def _bindings_path(data_dir: Path) -> Path:
+    return data_dir / "bindings.json"
+
+
+def _read(data_dir: Path) -> dict[str, str]:
+    with contextlib.suppress(OSError, ValueError):
+        doc = json.loads(_bindings_path(data_dir).read_text(encoding="utf-8"))
+        if isinstance(doc, dict):
+            return {str(k): str(v) for k, v in doc.items()}
+    return {}
+
+
+def resolve(
+    *, configured: str, env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None, data_dir: Path
+) -> Binding:
+    key, source = natural_key(env, user_ns, connection_file)
+    if configured:
+        return Binding(configured, "config", key)
+    if env.get(ENV_SESSION):
+        return Binding(env[ENV_SESSION], "env", key)
+    switched = _read(data_dir).get(key)
+    if switched:
+        return Binding(switched, "switched", key)
+    return Binding(key, source, key)
+
+
+def remember_switch(data_dir: Path, key: str, session: str) -> None:
+    """Persist ``key → session`` atomically (owner-only) so a restart keeps the switch."""
+    if not session.strip():
+        raise ValueError("session name must not be empty")
+    doc = _read(data_dir)
+    doc[key] = session
+    path = _bindings_path(data_dir)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)

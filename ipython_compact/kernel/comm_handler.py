@@ -1,0 +1,163 @@
+"""The ``ipython_compact`` comm target: versioned request/response, answered from ``on_msg`` only.
+
+Why only from inside the handler: ipykernel 7.4 pins a comm to the thread of the last kernel-side
+send; replying from the main thread (a hook, a timer) would pin a subshell comm to the main shell
+and make it wait behind running cells (reference jupyter-ecosystem.md §0.4).
+
+What must hold (docs/protocol.md is the contract):
+- Every request gets exactly one reply with the same ``id``; malformed requests and unknown ops
+  get an error reply and change nothing.
+- Nothing in a request is executed; arguments are type-checked before use.
+- A handler failure becomes a ``failed`` error reply; it never reaches the user's cell.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ipython_compact import __version__
+from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+
+TARGET = "ipython_compact"
+PROTOCOL = 1
+log = logging.getLogger(__name__)
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _opt_int(args: Mapping[str, Any], key: str, default: int | None, lo: int = 0, hi: int = 100_000) -> int | None:
+    value = args.get(key, default)
+    if value is None:
+        return None
+    if type(value) is not int or not lo <= value <= hi:
+        raise BadRequest(f"argument {key!r} must be an integer in [{lo}, {hi}], got {value!r}")
+    return value
+
+
+def _opt_str(args: Mapping[str, Any], key: str, max_len: int = 20_000) -> str | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > max_len:
+        raise BadRequest(f"argument {key!r} must be a string of at most {max_len} characters")
+    return value
+
+
+class CommHandler:
+    """Dispatches comm requests to the kernel service."""
+
+    def __init__(self, service: KernelService) -> None:
+        self.service = service
+        self.comms: dict[str, Any] = {}
+        self.ops: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+            "hello": self._hello, "names": self._names, "status": self._status, "summaries": self._summaries,
+            "preview": self._preview, "compact": self._compact, "snapshot": self._snapshot,
+            "restore": self._restore, "recall": self._recall,
+        }
+
+    # ------------------------------------------------------------------ comm plumbing
+    def open(self, comm: Any, open_msg: Any) -> None:
+        """The comm target: remember the comm and answer its messages from ``on_msg``."""
+        self.comms[comm.comm_id] = comm
+        comm.on_msg(lambda msg: self.on_msg(comm, msg))
+        comm.on_close(lambda msg: self.comms.pop(comm.comm_id, None))
+
+    def on_msg(self, comm: Any, msg: Any) -> None:
+        try:
+            data = msg.get("content", {}).get("data") if isinstance(msg, dict) else None
+            reply = self.handle(data)
+        except Exception as exc:  # defensive: handle() already catches everything
+            reply = _error(None, "failed", f"{type(exc).__name__}: {exc}")
+        try:
+            comm.send(reply)
+        except Exception:
+            log.exception("ipython_compact: could not send a comm reply")
+
+    def close_all(self) -> None:
+        for comm in list(self.comms.values()):
+            try:
+                comm.close()
+            except Exception:
+                log.debug("closing comm failed", exc_info=True)
+        self.comms.clear()
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, data: Any) -> dict[str, Any]:
+        """One request → one reply (never raises)."""
+        if not isinstance(data, dict):
+            return _error(None, "bad_request", "a request must be a JSON object")
+        rid = data.get("id")
+        if not isinstance(rid, str) or not rid or len(rid) > 200:
+            return _error(None, "bad_request", "field 'id' must be a non-empty string (at most 200 characters)")
+        if "v" not in data or type(data["v"]) is not int:
+            return _error(rid, "bad_request", "field 'v' (protocol version, an integer) is required")
+        if data["v"] != PROTOCOL:
+            return _error(rid, "unsupported_version", f"protocol version {data['v']} is not supported; use {PROTOCOL}")
+        op = data.get("op")
+        if not isinstance(op, str):
+            return _error(rid, "bad_request", "field 'op' must be a string")
+        fn = self.ops.get(op)
+        if fn is None:
+            return _error(rid, "unknown_op", f"unknown op {op!r}; known: {', '.join(sorted(self.ops))}")
+        try:
+            result = fn(data)
+        except BadRequest as exc:
+            return _error(rid, "bad_request", str(exc))
+        except Busy as exc:
+            return _error(rid, "busy", str(exc))
+        except (Unavailable, ValueError, KeyError, LookupError) as exc:
+            return _error(rid, "failed", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            log.debug("op %s failed", op, exc_info=True)
+            return _error(rid, "failed", f"{type(exc).__name__}: {exc}")
+        return {"v": PROTOCOL, "id": rid, "ok": True, **result}
+
+    # ------------------------------------------------------------------ ops
+    def _hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return {"protocol": PROTOCOL, "version": __version__, "session": self.service.session,
+                "subshell": threading.current_thread() is not threading.main_thread(), "ops": sorted(self.ops)}
+
+    def _names(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.service.names(limit=_opt_int(args, "limit", None)).to_json()
+
+    def _status(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.service.status()
+
+    def _summaries(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        limit = _opt_int(args, "limit", 20, 1, 1000)
+        return {"compactions": self.service.summaries(limit=limit or 20)}
+
+    def _preview(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return {"plan": self.service.preview(focus=_opt_str(args, "focus"))}
+
+    def _compact(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.service.compact(focus=_opt_str(args, "focus"))
+
+    def _snapshot(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        full = args.get("full", False)
+        if type(full) is not bool:
+            raise BadRequest("argument 'full' must be a boolean")
+        return {"snapshot": self.service.snapshot(full=full).to_json()}
+
+    def _restore(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        names = args.get("names")
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+            raise BadRequest("argument 'names' must be a list of strings")
+        return self.service.restore(names=names).to_json()
+
+    def _recall(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        entry_id = _opt_str(args, "entry_id", 200)
+        query = _opt_str(args, "query", 2000)
+        if (entry_id is None) == (query is None):
+            raise BadRequest("recall needs exactly one of 'entry_id' or 'query'")
+        return {"hits": self.service.recall(entry_id=entry_id, query=query,
+                                            limit=_opt_int(args, "limit", 5, 1, 100) or 5)}
+
+
+def _error(rid: str | None, code: str, message: str) -> dict[str, Any]:
+    return {"v": PROTOCOL, "id": rid, "ok": False, "error": {"code": code, "message": message}}

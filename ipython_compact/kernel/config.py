@@ -1,0 +1,41 @@
+"""Options of the kernel side, as traitlets, so ``%config CompactConfig.x = ...`` and
+``c.CompactConfig.x = ...`` in ipython_config.py both work.
+
+The instance is created with ``parent=shell`` (so it reads the shell's config) and appended to
+``shell.configurables`` (so ``%config`` lists and sets it); unloading removes it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Bool, Dict, Float, Int, Unicode
+from traitlets.config import Configurable
+
+
+class CompactConfig(Configurable):  # type: ignore[misc]
+    """Settings for ``%compact``, the comm target, snapshots and the probe."""
+
+    session = Unicode("", help="Session name to bind to; empty means: IPYTHON_COMPACT_SESSION, the notebook "
+                               "path, or the kernel's connection file.").tag(config=True)
+    context_window = Int(128_000, help="The model's context window in tokens (for status and thresholds).").tag(
+        config=True)
+    compaction = Dict(help="CompactionSettings overrides, e.g. {'keep_recent_tokens': 8000}.").tag(config=True)
+    summarizer = Unicode("offline", help="'offline' (no network) or 'openai'.").tag(config=True)
+    model = Unicode("", help="Model name for the openai summarizer.").tag(config=True)
+    base_url = Unicode("", help="Base URL of an OpenAI-compatible server for the openai summarizer.").tag(config=True)
+    auto_snapshot = Bool(True, help="Snapshot the namespace after cells (debounced, on the main thread).").tag(
+        config=True)
+    snapshot_debounce = Float(1.5, help="Seconds of quiet after a cell before the automatic snapshot.").tag(
+        config=True)
+    snapshot_max_name_bytes = Int(512 << 20, help="Largest serialized value kept in a snapshot.").tag(config=True)
+    snapshot_max_total_bytes = Int(2 << 30, help="Largest total snapshot size.").tag(config=True)
+    snapshot_generations = Int(3, help="How many snapshot generations to keep.").tag(config=True)
+    snapshot_durable = Bool(True, help="fsync snapshot files before renaming them into place.").tag(config=True)
+    probe_deadline = Float(0.2, help="Seconds the namespace probe may spend before it reports truncated.").tag(
+        config=True)
+    track_files = Bool(True, help="Record files that cells open for reading and writing (feeds the ledger).").tag(
+        config=True)
+
+    def settings_mapping(self) -> dict[str, Any]:
+        return dict(self.compaction)

@@ -1,0 +1,141 @@
+"""MIME bundles for everything ``%compact`` shows.
+
+Why: one output must read well in JupyterLab (custom renderer or HTML), VS Code (HTML/Markdown),
+nbconvert (HTML/Markdown) and a terminal IPython (plain text). So every result carries a custom
+JSON type (where one exists) plus ``text/html``, ``text/markdown`` and ``text/plain``.
+
+What must hold: every string that came from the user, the session log or the namespace is escaped
+in HTML (``html.escape``) and Markdown (backslash-escaped specials), so a name or summary can never
+inject markup or script. The JSON payloads equal the comm protocol's objects (docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SUMMARY_MIME = "application/vnd.ipython-compact.summary+json"
+NAMESPACE_MIME = "application/vnd.ipython-compact.namespace+json"
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
+
+
+def md_escape(text: str) -> str:
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _h(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+@dataclass
+class Rendered:
+    """A displayable result: IPython calls ``_repr_mimebundle_``; ``data`` is for programs."""
+
+    bundle: dict[str, Any]
+    data: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self.bundle, self.metadata
+
+    def __repr__(self) -> str:
+        return str(self.bundle.get("text/plain", ""))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, str, str]:
+    """HTML, Markdown and plain-text renderings of one table."""
+    head = "".join(f"<th>{_h(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
+    html_t = f'<table class="ipython-compact"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    md = "| " + " | ".join(md_escape(h) for h in headers) + " |\n|" + "---|" * len(headers) + "\n"
+    md += "".join("| " + " | ".join(md_escape(str(c)) for c in r) + " |\n" for r in rows)
+    widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return html_t, md, "\n".join(lines)
+
+
+def _fmt_bytes(n: Any) -> str:
+    if not isinstance(n, int):
+        return ""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(n)  # pragma: no cover
+
+
+def names_bundle(payload: Mapping[str, Any]) -> Rendered:
+    """The namespace table; ``payload`` is the ``names`` op result."""
+    names = list(payload.get("names", []))
+    rows = []
+    for n in names:
+        facts = []
+        if n.get("shape") is not None:
+            facts.append("×".join(str(s) for s in n["shape"]))
+        if n.get("dtype"):
+            facts.append(str(n["dtype"]))
+        if n.get("length") is not None and n.get("shape") is None:
+            facts.append(f"len {n['length']}")
+        rows.append([n["name"], n["type"], n.get("kind", ""), ", ".join(facts), _fmt_bytes(n.get("bytes"))])
+    title = f"{len(names)} name{'s' if len(names) != 1 else ''}" + (" (truncated)" if payload.get("truncated") else "")
+    if not names:
+        return Rendered({NAMESPACE_MIME: dict(payload), "text/plain": "No user-defined names.",
+                         "text/markdown": "*No user-defined names.*",
+                         "text/html": "<p><em>No user-defined names.</em></p>"}, dict(payload))
+    h, md, txt = _table(["name", "type", "kind", "facts", "size"], rows)
+    return Rendered({NAMESPACE_MIME: dict(payload), "text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
+                     "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}"},
+                    dict(payload))
+
+
+def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> Rendered:
+    """One compaction (as in the ``summaries`` op) with its summary text."""
+    summary = str(compaction.get("summary", ""))
+    head = (f"Compaction {compaction.get('id', '?')} ({compaction.get('reason', '?')}): "
+            f"{compaction.get('tokens_before', '?')} → {compaction.get('tokens_after', '?')} tokens")
+    plain = f"{head}\n\n{summary}" + (f"\n\n{notice}" if notice else "")
+    html_t = (f'<div class="ipython-compact-summary"><p><strong>{_h(head)}</strong></p>'
+              f'<pre style="white-space:pre-wrap">{_h(summary)}</pre>'
+              + (f'<details><summary>kernel state notice</summary><pre>{_h(notice)}</pre></details>' if notice else "")
+              + "</div>")
+    md = f"**{md_escape(head)}**\n\n```text\n{summary.replace('```', '` ` `')}\n```\n"
+    payload = dict(compaction)
+    if notice:
+        payload["notice"] = notice
+    return Rendered({SUMMARY_MIME: payload, "text/html": html_t, "text/markdown": md, "text/plain": plain}, payload)
+
+
+def mapping_bundle(title: str, data: Mapping[str, Any], *, mime: str | None = None) -> Rendered:
+    """A titled key/value listing (status, snapshot and restore reports)."""
+    rows = []
+    for k, v in data.items():
+        text = v if isinstance(v, str) else json.dumps(v, default=str)
+        rows.append([k, text if len(text) <= 300 else text[:297] + "..."])
+    h, md, txt = _table(["field", "value"], rows)
+    bundle: dict[str, Any] = {"text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
+                              "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}",
+                              "application/json": json.loads(json.dumps(dict(data), default=str))}
+    if mime:
+        bundle[mime] = bundle["application/json"]
+    return Rendered(bundle, dict(data))
+
+
+def text_bundle(text: str, *, title: str | None = None) -> Rendered:
+    """Preformatted text (notices, exports, help)."""
+    t = f"{title}\n\n{text}" if title else text
+    html_t = (f"<p><strong>{_h(title)}</strong></p>" if title else "") + f'<pre style="white-space:pre-wrap">{_h(text)}</pre>'
+    md = (f"**{md_escape(title)}**\n\n" if title else "") + f"```text\n{text.replace('```', '` ` `')}\n```\n"
+    return Rendered({"text/plain": t, "text/html": html_t, "text/markdown": md}, text)
+
+
+def rows_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], data: Any = None) -> Rendered:
+    h, md, txt = _table(headers, rows)
+    return Rendered({"text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
+                     "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}"}, data)

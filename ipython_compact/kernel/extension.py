@@ -1,0 +1,196 @@
+"""``load(ip)`` / ``unload(ip)``: register and remove everything the extension adds.
+
+Loading adds: the ``CompactConfig`` configurable, the ``%compact`` magic, ``pre_run_cell`` /
+``post_run_cell`` hooks (automatic snapshot, file tracking, end-of-cell compaction requests), the
+``ipython_compact`` comm target, and the hidden ``compact`` helper. Unloading removes each of
+them, so ``%reload_ext`` leaves exactly one of everything.
+
+Automatic snapshots are debounced on the main thread's event loop and skipped while a cell runs,
+so nothing is pickled while user code mutates the namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+from ipython_compact.kernel import fileops
+from ipython_compact.kernel.comm_handler import TARGET, CommHandler
+from ipython_compact.kernel.config import CompactConfig
+from ipython_compact.kernel.helper import CompactHelper
+from ipython_compact.kernel.magics import CompactMagics
+from ipython_compact.kernel.service import KernelService
+
+log = logging.getLogger(__name__)
+HELPER_NAME = "compact"
+
+
+class Extension:
+    """Everything one load registered, so unload can remove exactly that."""
+
+    def __init__(self, ip: Any) -> None:
+        self.ip = ip
+        self.config = CompactConfig(parent=ip)
+        self.service = KernelService(ip, self.config)
+        self.comm = CommHandler(self.service)
+        self.helper = CompactHelper(self.service)
+        self.magics = CompactMagics(ip, self.service)
+        self._timer: Any = None
+        self._last_sync_snapshot = 0.0
+        self.comm_manager: Any = None
+
+    # ------------------------------------------------------------------ register
+    def register(self) -> None:
+        ip = self.ip
+        ip.configurables.append(self.config)
+        ip.register_magics(self.magics)
+        ip.events.register("pre_run_cell", self.pre_run_cell)
+        ip.events.register("post_run_cell", self.post_run_cell)
+        self._bind_helper()
+        self.comm_manager = _comm_manager(ip)
+        if self.comm_manager is not None:
+            self.comm_manager.register_target(TARGET, self.comm.open)
+        if self.config.track_files:
+            fileops.activate(self.service.fileops)
+
+    def _bind_helper(self) -> None:
+        ns = self.ip.user_ns
+        existing = ns.get(HELPER_NAME)
+        if existing is not None and not isinstance(existing, CompactHelper):
+            log.warning("ipython_compact: the name %r is taken; the helper is available as _compact", HELPER_NAME)
+            name = "_compact"
+        else:
+            name = HELPER_NAME
+        self.helper_name = name
+        ns[name] = self.helper
+        self.ip.user_ns_hidden[name] = self.helper
+        self.service.exclude_ids.add(id(self.helper))
+
+    def unregister(self) -> None:
+        ip = self.ip
+        self._cancel_timer()
+        fileops.deactivate()
+        for event, fn in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
+            with contextlib.suppress(ValueError):
+                ip.events.unregister(event, fn)
+        line = ip.magics_manager.magics.get("line", {})
+        if getattr(line.get("compact"), "__self__", None) is self.magics:
+            del line["compact"]
+        with contextlib.suppress(ValueError):
+            ip.magics_manager.registry.pop(type(self.magics).__name__, None)
+        with contextlib.suppress(ValueError):
+            ip.configurables.remove(self.config)
+        with contextlib.suppress(ValueError):
+            ip.configurables.remove(self.magics)
+        if self.comm_manager is not None:
+            self.comm.close_all()
+            with contextlib.suppress(Exception):
+                self.comm_manager.unregister_target(TARGET, self.comm.open)
+        name = self.helper_name
+        if ip.user_ns.get(name) is self.helper:
+            del ip.user_ns[name]
+        if ip.user_ns_hidden.get(name) is self.helper:
+            del ip.user_ns_hidden[name]
+        self.service.close()
+
+    # ------------------------------------------------------------------ cell hooks
+    def pre_run_cell(self, info: Any = None) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.service.executing = True
+        self.service.fileops.in_cell = True
+        self._cancel_timer()
+
+    def post_run_cell(self, result: Any = None) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.service.executing = False
+        self.service.fileops.in_cell = False
+        try:
+            self.service.flush_file_ops()
+            pending = self.helper.take_pending()
+            if pending is not None:
+                self._run_requested(pending)
+            if self.config.auto_snapshot:
+                self._schedule_snapshot()
+        except Exception:
+            log.debug("ipython_compact post_run_cell failed", exc_info=True)
+
+    def _run_requested(self, pending: dict[str, Any]) -> None:
+        from IPython import display as ipy_display
+
+        show: Any = ipy_display.display
+        try:
+            result = self.service.compact(focus=pending.get("instructions"), reason="requested")
+            from ipython_compact.kernel.display import summary_bundle
+
+            show(summary_bundle(result["compaction"], result.get("notice")))
+        except Exception as exc:
+            print(f"ipython_compact: the requested compaction did not run: {exc}")
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            with contextlib.suppress(Exception):
+                self._timer.cancel()
+            self._timer = None
+
+    def _schedule_snapshot(self) -> None:
+        self._cancel_timer()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:  # terminal IPython: no loop to defer to; throttle instead
+            if time.monotonic() - self._last_sync_snapshot >= self.config.snapshot_debounce:
+                self._auto_snapshot()
+                self._last_sync_snapshot = time.monotonic()
+            return
+        self._timer = loop.call_later(self.config.snapshot_debounce, self._auto_snapshot)
+
+    def _auto_snapshot(self) -> None:
+        self._timer = None
+        if self.service.executing or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            self.service.snapshot()
+        except Exception as exc:
+            log.debug("automatic snapshot failed: %s", exc)
+
+
+def _comm_manager(ip: Any) -> Any:
+    kernel = getattr(ip, "kernel", None)
+    manager = getattr(kernel, "comm_manager", None)
+    if manager is not None:
+        return manager
+    try:
+        import comm
+
+        return comm.get_comm_manager()
+    except Exception:
+        return None
+
+
+_EXTENSIONS: dict[int, Extension] = {}
+
+
+def load(ip: Any) -> None:
+    """Register everything on ``ip``; a second load without unload is a no-op."""
+    if id(ip) in _EXTENSIONS:
+        return
+    ext = Extension(ip)
+    ext.register()
+    _EXTENSIONS[id(ip)] = ext
+
+
+def unload(ip: Any) -> None:
+    ext = _EXTENSIONS.pop(id(ip), None)
+    if ext is not None:
+        ext.unregister()
+
+
+def extension_for(ip: Any) -> Extension | None:
+    return _EXTENSIONS.get(id(ip))

@@ -1,0 +1,217 @@
+"""``%compact`` and its subcommands, each with ``--help``.
+
+``%compact`` alone (or ``%compact now [focus]``) compacts now; any text that is not a subcommand
+is taken as focus text. Wrong usage raises ``UsageError`` naming what to type instead; nothing is
+changed by a command that failed to parse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from ipython_compact.kernel import display as D
+from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+
+
+class _HelpShown(Exception):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}. Type `{self.prog} --help` for usage.")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _HelpShown(self.format_help())
+
+    def print_help(self, file: Any = None) -> None:
+        raise _HelpShown(self.format_help())
+
+
+def _parser(name: str, help_text: str) -> _Parser:
+    return _Parser(prog=f"%compact {name}" if name else "%compact", description=help_text, add_help=True)
+
+
+SUBCOMMANDS: dict[str, str] = {
+    "now": "Compact the session now, optionally steering the summary with focus text.",
+    "preview": "Dry run: what would be summarized, kept, externalized and discarded.",
+    "status": "Tokens in context, the window, and both threshold lines.",
+    "names": "The user-defined names in the kernel with cheap facts (like %who).",
+    "snapshot": "Write a snapshot of the namespace now (incremental unless --full).",
+    "restore": "Bring names back from the newest valid snapshot (after a restart).",
+    "log": "The newest entries of the session log.",
+    "show": "One log entry in full.",
+    "recall": "The original text of compacted entries, by id or by search.",
+    "pin": "Keep a text verbatim through every compaction (--list shows pins).",
+    "unpin": "Remove a pin by its id.",
+    "tree": "The branch tips of the session tree.",
+    "branch": "Move the session's leaf to an entry (start a branch there).",
+    "export": "Write the session (root to leaf) as JSONL.",
+    "session": "Show the bound session, or switch to another (remembered across restarts).",
+}
+
+
+def _build_parsers() -> dict[str, _Parser]:
+    p: dict[str, _Parser] = {}
+    for name, text in SUBCOMMANDS.items():
+        p[name] = _parser(name, text)
+    p["now"].add_argument("focus", nargs="*", help="focus text for the summary")
+    p["preview"].add_argument("focus", nargs="*", help="focus text for the summary")
+    p["names"].add_argument("--limit", type=int, default=None, help="list at most this many names")
+    p["snapshot"].add_argument("--full", action="store_true", help="serialize every value again")
+    p["restore"].add_argument("names", nargs="*", help="only these names (default: all)")
+    p["log"].add_argument("-n", type=int, default=20, help="how many entries (default 20)")
+    p["show"].add_argument("entry_id", help="the entry id (see %%compact log)")
+    p["recall"].add_argument("entry_id", nargs="?", help="an entry id")
+    p["recall"].add_argument("--query", "-q", help="full-text search instead of an id")
+    p["recall"].add_argument("--limit", type=int, default=5)
+    p["pin"].add_argument("text", nargs="*", help="the text to keep verbatim")
+    p["pin"].add_argument("--list", action="store_true", help="list active pins")
+    p["unpin"].add_argument("pin_id", help="the pin id (see %%compact pin --list)")
+    p["branch"].add_argument("entry_id", help="the entry to continue from")
+    p["export"].add_argument("path", help="the JSONL file to write")
+    p["session"].add_argument("name", nargs="?", help="switch to this session")
+    return p
+
+
+def _overview() -> str:
+    width = max(len(n) for n in SUBCOMMANDS)
+    lines = ["usage: %compact [SUBCOMMAND] [ARGS] — `%compact SUBCOMMAND --help` for each", "",
+             "With no subcommand (or text that is not one) it compacts now, using the text as focus.", ""]
+    lines += [f"  {n.ljust(width)}  {t}" for n, t in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+@magics_class
+class CompactMagics(Magics):  # type: ignore[misc]
+    """The ``%compact`` line magic."""
+
+    def __init__(self, shell: Any, service: KernelService) -> None:
+        super().__init__(shell=shell)
+        self.service = service
+        self.parsers = _build_parsers()
+        self.handlers: dict[str, Callable[[argparse.Namespace], Any]] = {
+            "now": self._now, "preview": self._preview, "status": self._status, "names": self._names,
+            "snapshot": self._snapshot, "restore": self._restore, "log": self._log, "show": self._show,
+            "recall": self._recall, "pin": self._pin, "unpin": self._unpin, "tree": self._tree,
+            "branch": self._branch, "export": self._export, "session": self._session,
+        }
+
+    @line_magic  # type: ignore[misc]
+    def compact(self, line: str) -> Any:
+        """Context compaction for this kernel's session. `%compact --help` lists the subcommands."""
+        try:
+            argv = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%compact: cannot parse the line ({exc}); check the quotes") from None
+        if argv and argv[0] in ("-h", "--help", "help"):
+            return D.text_bundle(_overview())
+        if argv and argv[0] == "compact":
+            argv = argv[1:]
+        if not argv or argv[0] not in self.parsers:
+            if argv and argv[0].startswith("-"):
+                raise UsageError(f"%compact: unknown option {argv[0]!r}. Type `%compact --help` for the subcommands.")
+            argv = ["now", *argv]
+        name, rest = argv[0], argv[1:]
+        try:
+            args = self.parsers[name].parse_args(rest)
+        except _HelpShown as shown:
+            return D.text_bundle(shown.text)
+        try:
+            return self.handlers[name](args)
+        except Busy as exc:
+            raise UsageError(f"%compact {name}: {exc}") from None
+        except Unavailable as exc:
+            raise UsageError(f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."
+                             ) from None
+        except (KeyError, LookupError) as exc:
+            raise UsageError(f"%compact {name}: {exc}. Type `%compact log` to see entry ids.") from None
+        except ValueError as exc:
+            raise UsageError(f"%compact {name}: {exc}. Type `%compact {name} --help` for usage.") from None
+
+    # ------------------------------------------------------------------ handlers
+    def _now(self, a: argparse.Namespace) -> Any:
+        focus = " ".join(a.focus) or None
+        result = self.service.compact(focus=focus)
+        comp = result["compaction"]
+        shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
+        return D.summary_bundle(shown, result.get("notice"))
+
+    def _preview(self, a: argparse.Namespace) -> Any:
+        return D.mapping_bundle("Compaction preview (nothing was changed)", self.service.preview(" ".join(a.focus) or None))
+
+    def _status(self, a: argparse.Namespace) -> Any:
+        return D.mapping_bundle(f"Session {self.service.session}", self.service.status())
+
+    def _names(self, a: argparse.Namespace) -> Any:
+        if a.limit is not None and a.limit < 0:
+            raise ValueError("--limit must be 0 or more")
+        return D.names_bundle(self.service.names(limit=a.limit).to_json())
+
+    def _snapshot(self, a: argparse.Namespace) -> Any:
+        report = self.service.snapshot(full=a.full)
+        return D.mapping_bundle(f"Snapshot generation {report.generation}", report.to_json())
+
+    def _restore(self, a: argparse.Namespace) -> Any:
+        report = self.service.restore(names=a.names or None)
+        if report.generation is None:
+            detail = "; ".join(report.refused) or "no snapshot exists for this session yet"
+            raise ValueError(f"nothing to restore ({detail}); take one with `%compact snapshot`")
+        return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", report.to_json())
+
+    def _log(self, a: argparse.Namespace) -> Any:
+        rows = self.service.log(limit=a.n)
+        return D.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
+                             [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows], rows)
+
+    def _show(self, a: argparse.Namespace) -> Any:
+        entry = self.service.show(a.entry_id)
+        return D.mapping_bundle(f"Entry {a.entry_id}", entry)
+
+    def _recall(self, a: argparse.Namespace) -> Any:
+        if (a.entry_id is None) == (a.query is None):
+            raise ValueError("give an entry id or --query TEXT (one of them)")
+        hits = self.service.recall(entry_id=a.entry_id, query=a.query, limit=a.limit)
+        return D.text_bundle("\n\n".join(f"[{h['id']}] {h['kind']} {h['role'] or ''}\n{h['text']}" for h in hits)
+                             or "No matching entries.", title=f"{len(hits)} recalled")
+
+    def _pin(self, a: argparse.Namespace) -> Any:
+        if a.list:
+            pins = self.service.pins()
+            return D.rows_bundle("Active pins", ["pin id", "text"], [[k, v] for k, v in pins.items()], pins)
+        text = " ".join(a.text)
+        if not text:
+            raise ValueError("give the text to pin, e.g. `%compact pin the API key lives in env var X`")
+        return D.mapping_bundle("Pinned", self.service.pin(text))
+
+    def _unpin(self, a: argparse.Namespace) -> Any:
+        return D.mapping_bundle("Unpinned", self.service.unpin(a.pin_id))
+
+    def _tree(self, a: argparse.Namespace) -> Any:
+        tips = self.service.tree()
+        return D.rows_bundle("Branch tips", ["id", "kind", "leaf", "text"],
+                             [[t["id"], t["kind"], "*" if t["leaf"] else "", t["text"]] for t in tips], tips)
+
+    def _branch(self, a: argparse.Namespace) -> Any:
+        return D.mapping_bundle("Leaf moved", {"session": self.service.session, "leaf": self.service.branch(a.entry_id)})
+
+    def _export(self, a: argparse.Namespace) -> Any:
+        target = Path(a.path).expanduser()
+        if not target.parent.is_dir():
+            raise ValueError(f"directory {target.parent} does not exist")
+        count = self.service.export(target)
+        return D.mapping_bundle("Exported", {"path": str(target), "entries": count})
+
+    def _session(self, a: argparse.Namespace) -> Any:
+        if a.name:
+            self.service.switch(a.name)
+        return D.mapping_bundle("Session binding", self.service.binding.to_json())

@@ -1,0 +1,389 @@
+"""The kernel side's operations, shared by ``%compact``, the comm handler and the ``compact`` helper.
+
+Why one place: the magics, the comm ops and the helper object are three front doors to the same
+actions (probe, status, compact, snapshot, restore, recall, pin); keeping them here means the
+three never disagree.
+
+What must hold:
+- Snapshots and restores run only on the main thread while no user cell runs; asked for from
+  another thread (a subshell comm) while a cell runs, they raise ``Busy`` and change nothing.
+- The session log is opened lazily, so loading the extension costs nothing until it is used.
+- Nothing here executes text from a request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ipython_compact import __version__, paths
+from ipython_compact.core import entries as E
+from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
+from ipython_compact.kernel import binding as B
+from ipython_compact.kernel.config import CompactConfig
+from ipython_compact.kernel.fileops import FileOpsRecorder
+from ipython_compact.kernel.probe import ProbeResult, probe_namespace, user_names
+from ipython_compact.kernel.snapshot import (
+    RestoreReport,
+    SnapshotError,
+    SnapshotReport,
+    SnapshotStore,
+    load_or_create_key,
+)
+
+FILE_OPS_TYPE = "ipython_file_ops"
+
+
+class Busy(Exception):
+    """The operation cannot run now (a cell is running, or the same operation is in progress)."""
+
+
+class Unavailable(Exception):
+    """A part the operation needs is not installed or not configured; the message says which."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+
+
+class KernelService:
+    """State of the extension inside one kernel."""
+
+    def __init__(self, shell: Any, config: CompactConfig) -> None:
+        self.shell = shell
+        self.config = config
+        self.exclude_ids: set[int] = set()
+        self.executing = False
+        self._store: Any = None
+        self._snapshots: SnapshotStore | None = None
+        self._op_locks: dict[str, threading.Lock] = {}
+        self.last_snapshot: SnapshotReport | None = None
+        self.last_snapshot_error: str | None = None
+        self.last_restore: RestoreReport | None = None
+        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),))
+        self.binding = self._resolve()
+
+    # ------------------------------------------------------------------ binding
+    def _resolve(self) -> B.Binding:
+        conn = None
+        kernel = getattr(self.shell, "kernel", None)
+        with contextlib.suppress(Exception):
+            from ipykernel.kernelapp import IPKernelApp
+
+            if IPKernelApp.initialized():
+                conn = IPKernelApp.instance().abs_connection_file
+        if conn is None and kernel is not None:
+            conn = getattr(getattr(kernel, "parent", None), "abs_connection_file", None)
+        return B.resolve(configured=self.config.session, env=os.environ, user_ns=self.shell.user_ns,
+                         connection_file=conn, data_dir=paths.data_dir())
+
+    @property
+    def session(self) -> str:
+        return self.binding.session
+
+    def switch(self, session: str) -> B.Binding:
+        """Bind to ``session`` and remember it for this kernel's natural key (survives restarts)."""
+        session = session.strip()
+        if not session:
+            raise ValueError("session name must not be empty")
+        B.remember_switch(paths.data_dir(), self.binding.key, session)
+        self.binding = B.Binding(session, "switched", self.binding.key)
+        self._snapshots = None
+        self.store.ensure_session(session)
+        return self.binding
+
+    # ------------------------------------------------------------------ adapters
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            from ipython_compact.store import SessionStore
+
+            self._store = SessionStore(paths.database_path())
+            self._store.ensure_session(self.session)
+        return self._store
+
+    @property
+    def snapshots(self) -> SnapshotStore:
+        if self._snapshots is None:
+            c = self.config
+            self._snapshots = SnapshotStore(
+                paths.snapshots_dir() / B.snapshot_slug(self.session), load_or_create_key(paths.key_path()),
+                max_name_bytes=c.snapshot_max_name_bytes, max_total_bytes=c.snapshot_max_total_bytes,
+                generations=c.snapshot_generations, durable=c.snapshot_durable)
+        return self._snapshots
+
+    def close(self) -> None:
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.close()
+            self._store = None
+
+    def _lock(self, op: str) -> threading.Lock:
+        return self._op_locks.setdefault(op, threading.Lock())
+
+    def _main_and_idle(self, op: str) -> None:
+        if threading.current_thread() is not threading.main_thread() and self.executing:
+            raise Busy(f"{op} waits for the running cell to finish (the namespace is in use); try again when it ends")
+
+    # ------------------------------------------------------------------ probe
+    def names(self, limit: int | None = None) -> ProbeResult:
+        return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids,
+                               limit=limit, deadline_s=self.config.probe_deadline)
+
+    # ------------------------------------------------------------------ status
+    def settings(self) -> Any:
+        from ipython_compact.core.settings import CompactionSettings
+
+        return CompactionSettings.from_mapping(self.config.settings_mapping())
+
+    def status(self) -> dict[str, Any]:
+        from ipython_compact.core.thresholds import threshold_lines
+
+        settings = self.settings()
+        view = self.store.context_view(self.session)
+        tokens = sum(view.tokens(settings.estimator))
+        window = int(self.config.context_window)
+        lines = threshold_lines(window, settings)
+        path = self.store.path(self.session)
+        live = self.store.live_status(self.session)
+        snap = self.snapshots.latest_manifest()
+        return {
+            "session": self.session,
+            "binding": self.binding.source,
+            "tokens": tokens,
+            "window": window,
+            "blocking_line": lines.blocking,
+            "background_line": lines.background,
+            "entries": len(path),
+            "compactions": sum(1 for e in path if e.kind == E.COMPACTION),
+            "in_flight": [
+                {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking, "started_at": c.started_at}
+                for c in live.in_flight
+            ],
+            "last_failure": live.last_failure,
+            "snapshot": None if snap is None else {
+                "generation": snap.get("generation"), "timestamp": snap.get("timestamp"),
+                "names": len(snap.get("names", {})), "skipped": snap.get("skipped", []), "bytes": snap.get("bytes"),
+            },
+            "version": __version__,
+        }
+
+    # ------------------------------------------------------------------ log views
+    def summaries(self, limit: int = 20) -> list[dict[str, Any]]:
+        path = self.store.path(self.session)
+        out = []
+        for i, e in enumerate(path):
+            if e.kind != E.COMPACTION:
+                continue
+            kept = path[i + 1 :]
+            first = e.data.get("first_kept_entry_id")
+            out.append({
+                "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
+                "tokens_before": e.data.get("tokens_before"),
+                "tokens_after": (e.data.get("details") or {}).get("tokens_after") if isinstance(
+                    e.data.get("details"), dict) else None,
+                "summary": e.data.get("summary", ""), "first_kept_entry_id": first,
+                "kept_entries": sum(1 for k in kept if k.kind == E.MESSAGE),
+            })
+        return out[-limit:] if limit > 0 else out
+
+    def log(self, limit: int = 20) -> list[dict[str, Any]]:
+        path = self.store.path(self.session)
+        return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
+                 "text": E.entry_text(e)[:160]} for e in path[-limit:]]
+
+    def show(self, entry_id: str) -> dict[str, Any]:
+        entry = self.store.get(entry_id, self.session)
+        return dict(entry.to_json())
+
+    def tree(self) -> list[dict[str, Any]]:
+        leaf = self.store.leaf(self.session)
+        return [{"id": e.id, "kind": e.kind, "timestamp": e.timestamp, "leaf": e.id == leaf,
+                 "text": E.entry_text(e)[:80]} for e in self.store.branch_tips(self.session)]
+
+    def branch(self, entry_id: str) -> str | None:
+        self.store.get(entry_id, self.session)  # raises when unknown
+        self.store.set_leaf(self.session, entry_id)
+        return str(self.store.leaf(self.session))
+
+    def export(self, target: Path) -> int:
+        entries = self.store.path(self.session)
+        tmp = target.with_name(target.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for e in entries:
+                f.write(E.canonical_json(e.to_json()) + "\n")
+        os.replace(tmp, target)
+        return len(entries)
+
+    # ------------------------------------------------------------------ recall and pins
+    def recall(self, entry_id: str | None = None, query: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
+        if (entry_id is None) == (query is None):
+            raise ValueError("recall needs exactly one of entry_id or query")
+        if entry_id is not None:
+            hits = [self.store.get(entry_id, self.session)]
+        else:
+            hits = [h.entry for h in self.store.search(str(query), session=self.session, limit=limit)]
+        return [{"id": e.id, "kind": e.kind, "role": e.role, "text": E.entry_text(e)} for e in hits]
+
+    def pin(self, text: str) -> dict[str, Any]:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("pin needs non-empty text")
+        pin_id = f"pin-{int(time.time() * 1000):x}"
+        entry = self.store.append(self.session, E.PIN, {"action": "pin", "text": text, "pin_id": pin_id},
+                                  timestamp=_now())
+        return {"pin_id": pin_id, "entry_id": entry.id}
+
+    def unpin(self, pin_id: str) -> dict[str, Any]:
+        pins = self.pins()
+        if pin_id not in pins:
+            raise ValueError(f"no active pin {pin_id!r}; %compact pin --list shows them")
+        entry = self.store.append(self.session, E.PIN, {"action": "unpin", "pin_id": pin_id}, timestamp=_now())
+        return {"pin_id": pin_id, "entry_id": entry.id}
+
+    def pins(self) -> dict[str, str]:
+        active: dict[str, str] = {}
+        for e in self.store.path(self.session):
+            if e.kind != E.PIN:
+                continue
+            pid = str(e.data.get("pin_id"))
+            if e.data.get("action") == "unpin":
+                active.pop(pid, None)
+            else:
+                active[pid] = str(e.data.get("text", ""))
+        return active
+
+    # ------------------------------------------------------------------ compaction
+    def _compactor(self) -> Any:
+        try:
+            compactor_cls = importlib.import_module("ipython_compact.compactor").Compactor
+        except (ImportError, AttributeError) as exc:
+            raise Unavailable(f"the compaction engine is not installed ({exc})") from None
+        return compactor_cls(self.store, self._summarizer(), self.settings())
+
+    def _summarizer(self) -> Any:
+        kind = self.config.summarizer
+        try:
+            if kind == "openai":
+                mod = importlib.import_module("ipython_compact.summarizers.openai_summarizer")
+                return mod.OpenAISummarizer(model=self.config.model, base_url=self.config.base_url or None)
+            return importlib.import_module("ipython_compact.summarizers.offline").OfflineSummarizer()
+        except (ImportError, AttributeError) as exc:
+            raise Unavailable(f"summarizer {kind!r} is not available ({exc})") from None
+
+    def preview(self, focus: str | None = None) -> dict[str, Any]:
+        plan = self._compactor().plan(self.session, focus=focus)
+        return _jsonable(plan)
+
+    def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any]:
+        lock = self._lock("compact")
+        if not lock.acquire(blocking=False):
+            raise Busy("a compaction is already running for this kernel")
+        try:
+            result = self._compactor().compact(self.session, reason=reason, focus=focus)
+            payload = _jsonable(result)
+            notice = self.after_compaction()
+            return {"compaction": payload, "notice": notice}
+        finally:
+            lock.release()
+
+    def after_compaction(self) -> str | None:
+        """Append the ``<ipython_state>`` notice from a live probe (and a fresh snapshot when allowed)."""
+        outcome: SnapshotOutcome | None
+        try:
+            self._main_and_idle("snapshot")
+            report = self.snapshot()
+            outcome = SnapshotOutcome(True, [(s.name, s.reason) for s in report.skipped])
+        except Busy:
+            last = self.last_snapshot
+            outcome = (SnapshotOutcome(True, [(s.name, s.reason) for s in last.skipped]) if last is not None
+                       else SnapshotOutcome(False, error="a cell was running"))
+        except Exception as exc:
+            outcome = SnapshotOutcome(False, error=f"{type(exc).__name__}: {exc}")
+        if not self.config.auto_snapshot and self.last_snapshot is None:
+            outcome = None
+        try:
+            names: list[str] | None = self.names().name_list
+        except Exception:
+            names = None
+        notice = state_notice(kernel_alive=True, names=names, snapshot=outcome)
+        if notice is not None:
+            self.store.append(self.session, E.KERNEL_STATE, {"content": notice}, timestamp=_now())
+        return notice
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self, *, full: bool = False) -> SnapshotReport:
+        self._main_and_idle("snapshot")
+        lock = self._lock("snapshot")
+        if not lock.acquire(blocking=False):
+            raise Busy("a snapshot is already being written")
+        try:
+            items = user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
+            try:
+                report = self.snapshots.save(items, full=full, timestamp=_now())
+            except (OSError, SnapshotError) as exc:
+                self.last_snapshot_error = f"{type(exc).__name__}: {exc}"
+                raise
+            self.last_snapshot, self.last_snapshot_error = report, None
+            with contextlib.suppress(Exception):
+                self.store.append(self.session, E.SNAPSHOT, {
+                    "generation": report.generation, "saved": len(report.saved),
+                    "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes}, timestamp=_now())
+            return report
+        finally:
+            lock.release()
+
+    def restore(self, names: list[str] | None = None) -> RestoreReport:
+        self._main_and_idle("restore")
+        lock = self._lock("snapshot")
+        if not lock.acquire(blocking=False):
+            raise Busy("a snapshot is being written; restore after it finishes")
+        try:
+            report = self.snapshots.restore_into(self.shell.user_ns, names=names)
+            self.last_restore = report
+            return report
+        finally:
+            lock.release()
+
+    # ------------------------------------------------------------------ file ops
+    def flush_file_ops(self) -> dict[str, list[str]] | None:
+        """Record the files the last cell read/modified as a ``custom`` entry (data for the ledger)."""
+        read, modified = self.fileops.take()
+        if not read and not modified:
+            return None
+        data = {"read": read, "modified": modified}
+        with contextlib.suppress(Exception):
+            self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
+        return data
+
+
+def _jsonable(obj: Any) -> dict[str, Any]:
+    """A dataclass / mapping / object result as a JSON-ready dict (unknown values become strings)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    elif hasattr(obj, "to_json"):
+        obj = obj.to_json()
+    if not isinstance(obj, Mapping):
+        obj = {"value": obj}
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, E.Entry):
+            return v.to_json()
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, Mapping):
+            return {str(k): conv(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        return v
+
+    result: dict[str, Any] = json.loads(json.dumps(conv(dict(obj)), default=str))
+    return result
