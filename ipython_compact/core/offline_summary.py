@@ -42,7 +42,6 @@ REQUIRED_SECTIONS: Final[Mapping[str, tuple[str, ...]]] = {
     "branch": ("Goal", "Progress", "Next Steps"),
     "turn_prefix": TURN_PREFIX_SECTIONS,
 }
-SPLIT_TURN_SEPARATOR: Final = "\n\n---\n\n**Turn Context (split turn):**\n\n"
 
 # per-section caps (items); the newest items win
 CAPS: Final[Mapping[str, int]] = {
@@ -106,7 +105,7 @@ def parse_checkpoint(text: str) -> dict[str, list[str]]:
         if current is None or not line or line.lower() in ("(none)", "none"):
             continue
         item = _ITEM_PREFIX.sub("", line)
-        if item.startswith("**Turn Context") or line == "---":
+        if item.lower().startswith("**turn context") or line == "---":
             current = None
             continue
         sections[current].append(item)
@@ -264,8 +263,3 @@ def offline_summary(
         "Critical Context": _merge(prev.get("Critical Context", []), found["Critical Context"], CAPS["Critical Context"]),
     }
     return _fit(kind, merged, max_chars)
-
-
-def merge_split_turn(history: str, turn_prefix: str) -> str:
-    """History and turn-prefix summaries merged the way pi does for a split turn."""
-    return f"{history or 'No prior history.'}{SPLIT_TURN_SEPARATOR}{turn_prefix}"

@@ -1,0 +1,83 @@
+"""The summarizer interface: one protocol, one input type, one result type, one error type.
+
+Why: the Compactor must not care whether the checkpoint comes from a model over HTTP or from the
+offline extractive rules; both take the same ``SummaryInput`` (entries already triaged, previous
+checkpoint already stripped of machine blocks) and either return a ``SummaryResult`` or raise a
+``SummarizerError`` whose message says what went wrong. A summarizer never writes to the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ipython_compact.core.entries import Entry
+from ipython_compact.core.offline_summary import SummaryKind
+
+FailureCode = Literal[
+    "config", "rate_limited", "server_error", "timeout", "connection", "http_error", "length", "empty", "tool_call", "missing_sections", "bad_reply"
+]
+
+
+@dataclass(frozen=True)
+class SummaryInput:
+    """What to summarize. ``entries`` are in log order; ``max_tokens`` is the output budget."""
+
+    entries: Sequence[Entry]
+    kind: SummaryKind = "history"
+    previous_summary: str | None = None
+    focus: str | None = None
+    max_tokens: int = 13107
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """An accepted summary and how it was obtained (usage is summed over all attempts)."""
+
+    text: str
+    summarizer: str
+    model: str | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+    attempts: int = 1
+    finish_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summarizer": self.summarizer,
+            "model": self.model,
+            "usage": dict(self.usage),
+            "attempts": self.attempts,
+            "finish_reason": self.finish_reason,
+        }
+
+
+class SummarizerError(RuntimeError):
+    """A summary could not be produced. ``code`` is machine-readable, the message is for people."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: FailureCode,
+        attempts: int = 1,
+        usage: Mapping[str, int] | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.code: FailureCode = code
+        self.attempts = attempts
+        self.usage = dict(usage or {})
+        self.retryable = retryable
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": str(self), "attempts": self.attempts, "usage": dict(self.usage)}
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """``name`` identifies the summarizer in compaction details (``offline``, ``openai``)."""
+
+    name: str
+
+    def summarize(self, request: SummaryInput) -> SummaryResult: ...

@@ -1,0 +1,205 @@
+"""The OpenAI-compatible summarizer (OpenAI, vLLM, Ollama, llama.cpp server, the local test server).
+
+The only module of the summarizer layer that imports ``openai``.
+
+What must hold:
+- Configuration: ``model``/``base_url``/``api_key`` arguments, else the environment
+  (``IPYTHON_COMPACT_MODEL``, ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``). No model → a clear error.
+- Output cap: ``min(request.max_tokens, model_max_tokens)``; the Compactor passes
+  ``floor(0.8 * reserve_tokens)`` (or half the reserve for a split turn's prefix).
+- Isolation: the request carries only the system prompt and one user message built by
+  ``core.prompts`` — no conversation history as chat turns, no ``user`` id, no prompt cache key.
+- Bounded retries: at most ``1 + max_retries`` HTTP attempts, only for rate limits, 5xx, timeouts
+  and connection errors; the wait is ``Retry-After`` when the server sends it, else exponential
+  backoff, and never more than ``max_wait`` seconds.
+- A reply is accepted only if ``finish_reason == "stop"``, the text is non-empty, it has the
+  required sections and it calls no tool. Anything else raises ``SummarizerError`` with a message
+  that says which rule failed. Usage is summed over all attempts that got a reply.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import openai
+
+from ipython_compact.core.messages import entry_message
+from ipython_compact.core.offline_summary import missing_sections
+from ipython_compact.core.prompts import build_summary_request
+from ipython_compact.core.serialization import serialize_conversation
+from ipython_compact.summarizers.base import FailureCode, SummarizerError, SummaryInput, SummaryResult
+
+ENV_MODEL = "IPYTHON_COMPACT_MODEL"
+ENV_BASE_URL = "OPENAI_BASE_URL"
+ENV_API_KEY = "OPENAI_API_KEY"
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms``, ``retry-after`` seconds or date)."""
+    if not headers:
+        return None
+    low = {k.lower(): v for k, v in headers.items()}
+    ms = low.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = low.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_to_datetime(value) if value else None
+    if parsed is None:
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+class OpenAISummarizer:
+    """Summaries from an OpenAI-compatible chat endpoint."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 1.0,
+        max_wait: float = 30.0,
+        model_max_tokens: int | None = None,
+        kernel_note: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.model = model or os.environ.get(ENV_MODEL) or ""
+        if not self.model:
+            raise SummarizerError(
+                f"no summarizer model configured: pass model=... or set {ENV_MODEL} (and {ENV_BASE_URL} for a non-OpenAI server)",
+                code="config",
+            )
+        if max_retries < 0 or timeout <= 0 or backoff < 0 or max_wait < 0:
+            raise SummarizerError(
+                f"bad retry settings: max_retries={max_retries}, timeout={timeout}, backoff={backoff}, max_wait={max_wait}", code="config"
+            )
+        self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None
+        key = api_key or os.environ.get(ENV_API_KEY)
+        if not key:
+            if self.base_url is None:
+                raise SummarizerError(f"no API key: set {ENV_API_KEY} or pass api_key=... (or point {ENV_BASE_URL} at a local server)", code="config")
+            key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_wait = max_wait
+        self.model_max_tokens = model_max_tokens
+        self.kernel_note = kernel_note
+        self._sleep = sleep
+        self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=0)
+
+    def output_cap(self, requested: int) -> int:
+        return max(1, min(requested, self.model_max_tokens) if self.model_max_tokens else requested)
+
+    def _wait_for(self, attempt: int, headers: Mapping[str, str] | None) -> float:
+        asked = retry_after_seconds(headers)
+        wait = asked if asked is not None else self.backoff * (2 ** (attempt - 1))
+        return min(wait, self.max_wait)
+
+    def summarize(self, request: SummaryInput) -> SummaryResult:
+        messages = [m for m in (entry_message(e) for e in request.entries) if m is not None]
+        conversation = serialize_conversation(messages)
+        cap = self.output_cap(request.max_tokens)
+        built = build_summary_request(
+            conversation,
+            kind=request.kind,
+            previous_summary=request.previous_summary,
+            focus=request.focus,
+            kernel_note=self.kernel_note,
+            machine_blocks_note=True,
+            max_tokens=cap,
+        )
+        chat = [{"role": "system", "content": built.system}, {"role": "user", "content": built.user}]
+        usage: dict[str, int] = {}
+        attempts = 0
+        last: SummarizerError | None = None
+        while attempts < 1 + self.max_retries:
+            attempts += 1
+            try:
+                reply = self._client.chat.completions.create(model=self.model, messages=chat, max_tokens=cap)  # type: ignore[arg-type]
+            except openai.APIError as exc:
+                last = self._classify(exc, attempts, usage)
+                if not last.retryable or attempts >= 1 + self.max_retries:
+                    break
+                headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
+                self._sleep(self._wait_for(attempts, headers))
+                continue
+            if reply.usage is not None:
+                for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                    usage[key] = usage.get(key, 0) + int(getattr(reply.usage, key, 0) or 0)
+            return self._accept(reply, request, attempts, usage, cap)
+        assert last is not None
+        if attempts > 1:
+            message = f"summarization failed after {attempts} attempts: {last}"
+        else:
+            message = f"summarization failed: {last}"
+        raise SummarizerError(message, code=last.code, attempts=attempts, usage=usage, retryable=last.retryable)
+
+    def _classify(self, exc: openai.APIError, attempts: int, usage: Mapping[str, int]) -> SummarizerError:
+        where = self.base_url or "api.openai.com"
+        code: FailureCode
+        if isinstance(exc, openai.APITimeoutError):
+            return SummarizerError(f"no reply from {where} within {self.timeout:g}s (timeout)", code="timeout", attempts=attempts, usage=usage, retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            return SummarizerError(f"cannot connect to {where}: {exc}", code="connection", attempts=attempts, usage=usage, retryable=True)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = _error_detail(exc)
+            if status == 429:
+                code, retryable = "rate_limited", True
+            elif status >= 500:
+                code, retryable = "server_error", True
+            else:
+                code, retryable = "http_error", status in (408, 409)
+            return SummarizerError(f"HTTP {status} from {where}: {detail}", code=code, attempts=attempts, usage=usage, retryable=retryable)
+        return SummarizerError(f"{type(exc).__name__}: {exc}", code="bad_reply", attempts=attempts, usage=usage)
+
+    def _accept(self, reply: Any, request: SummaryInput, attempts: int, usage: Mapping[str, int], cap: int) -> SummaryResult:
+        def fail(code: FailureCode, message: str) -> SummarizerError:
+            return SummarizerError(f"summarization failed: {message}", code=code, attempts=attempts, usage=usage)
+
+        if not reply.choices:
+            raise fail("bad_reply", "the reply has no choices")
+        choice = reply.choices[0]
+        finish = choice.finish_reason
+        text = (choice.message.content or "").strip()
+        if choice.message.tool_calls:
+            names = ", ".join(getattr(getattr(c, "function", None), "name", "?") for c in choice.message.tool_calls)
+            raise fail("tool_call", f"the model tried to call a tool ({names}) instead of writing the summary")
+        if finish == "length":
+            raise fail("length", f"the reply hit the output limit of {cap} tokens; the summary is incomplete")
+        if finish != "stop":
+            raise fail("bad_reply", f"the reply finished with {finish!r}, not 'stop'")
+        if not text:
+            raise fail("empty", "the model returned no text")
+        missing = missing_sections(text, request.kind)
+        if missing:
+            raise fail("missing_sections", f"the summary lacks required section(s): {', '.join(missing)}")
+        return SummaryResult(text=text, summarizer=self.name, model=str(reply.model or self.model), usage=dict(usage), attempts=attempts, finish_reason=finish)
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and inner.get("message"):
+            return str(inner["message"])
+    return str(exc.message)
