@@ -98,6 +98,8 @@ class ContextView:
     entries: list[Entry]
     tokens_density: list[int]
     tokens_chars4: list[int]
+    offset: int = 0
+    """Index of ``entries[0]`` on the root→leaf path (how many path entries the view skips)."""
 
     def tokens(self, estimator: Estimator = "density") -> list[int]:
         return list(self.tokens_density if estimator == "density" else self.tokens_chars4)
@@ -654,11 +656,11 @@ class SessionStore:
             if start is None:
                 return ContextView(session, None, None, [], [], [])
             row = conn.execute(
-                "SELECT context_head FROM entries WHERE session_id = ? AND id = ?", (sid, start)
+                "SELECT context_head, depth FROM entries WHERE session_id = ? AND id = ?", (sid, start)
             ).fetchone()
             if row is None:
                 raise UnknownEntryError(f"no entry {start!r} in session {session!r}", path=self.db_path)
-            head = row[0]
+            head, leaf_depth = row[0], int(row[1])
             rows = self._walk_up(conn, sid, start, head)
         return ContextView(
             session=session,
@@ -667,6 +669,7 @@ class SessionStore:
             entries=[_row_entry(r) for r in rows],
             tokens_density=[int(r[5]) for r in rows],
             tokens_chars4=[int(r[6]) for r in rows],
+            offset=leaf_depth - (len(rows) - 1),
         )
 
     def context_path(self, session: str, leaf: str | None = None) -> list[Entry]:

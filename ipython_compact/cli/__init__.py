@@ -1,0 +1,136 @@
+"""The ``ipython-compact`` command: inspect, import, plan and compact session logs from a terminal.
+
+Subcommands live in small modules listed in ``COMMAND_MODULES``; each exposes
+``register(subparsers)`` which adds its parsers and sets ``func`` (``(args) -> int``) on them.
+A listed module that is not installed yet is skipped, so the command works while the tree grows.
+
+What must hold:
+- ``--db PATH`` works before or after the subcommand; without it the database is
+  ``paths.database_path()`` (``$IPYTHON_COMPACT_DIR`` moves the whole data directory).
+- Every error goes to stderr, prefixed ``ipython-compact: error:``, with a line saying what to
+  type instead, and exit code 2. Results go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ipython_compact import __version__
+
+if TYPE_CHECKING:
+    from ipython_compact.store import SessionStore
+
+PROG = "ipython-compact"
+COMMAND_MODULES: tuple[str, ...] = (
+    "ipython_compact.cli.session_commands",
+    "ipython_compact.cli.compact_commands",
+)
+
+
+class CliError(Exception):
+    """A user mistake or an unusable input; ``hint`` says what to type instead."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def db_option(parser: argparse.ArgumentParser, *, default: object = None) -> None:
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        default=default,
+        help="session database file (default: $IPYTHON_COMPACT_DIR/sessions.db or the user data dir)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Context compaction for LLM agents in a Python kernel: inspect and plan session logs.",
+        epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    db_option(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.register(subparsers)
+    # Accept --db after the subcommand too (SUPPRESS keeps a global --db from being overwritten).
+    for sub in subparsers.choices.values():
+        if not any("--db" in action.option_strings for action in sub._actions):
+            db_option(sub, default=argparse.SUPPRESS)
+    return parser
+
+
+def database_from(args: argparse.Namespace) -> Path:
+    db = getattr(args, "db", None)
+    if db:
+        return Path(db).expanduser()
+    from ipython_compact.paths import database_path
+
+    return database_path()
+
+
+def open_store(args: argparse.Namespace) -> SessionStore:
+    from ipython_compact.store import SessionStore
+
+    return SessionStore(database_from(args))
+
+
+def pick_session(store: SessionStore, name: str | None) -> str:
+    """The named session, or the most recently appended-to one when no name is given."""
+    if name:
+        store.get_session(name)  # raises UnknownSessionError listing the known names
+        return name
+    sessions = store.sessions()
+    if not sessions:
+        raise CliError(f"the database {store.db_path} has no sessions yet", f"import one: {PROG} import FILE.jsonl")
+    return sessions[-1].name
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ipython_compact.store import DatabaseLockedError, StoreError, UnknownSessionError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        return _fail(str(exc), exc.hint)
+    except UnknownSessionError as exc:
+        return _fail(str(exc), f"list them with: {PROG} sessions")
+    except DatabaseLockedError as exc:
+        return _fail(str(exc), "wait for the other process to finish, then run the same command again")
+    except StoreError as exc:
+        return _fail(str(exc), f"pass another database: {PROG} --db PATH ..." if exc.path else None)
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error worth a traceback.
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str, hint: str | None) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    if hint:
+        print(f"  try: {hint}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

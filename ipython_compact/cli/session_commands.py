@@ -1,0 +1,405 @@
+"""Session-log subcommands: import, sessions, log, context, plan, export, verify.
+
+They only read the log, except ``import``, which appends. ``plan`` works on a stored session or
+directly on a transcript file (pi JSONL or our export) without touching any database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ipython_compact.cli import PROG, CliError, open_store, pick_session
+from ipython_compact.cli.message_text import message_text
+from ipython_compact.core.context import build_context
+from ipython_compact.core.entries import COMPACTION, Entry, entry_text
+from ipython_compact.core.preparation import Preparation, prepare_compaction
+from ipython_compact.core.settings import CompactionSettings, SettingsError
+from ipython_compact.core.thresholds import decide, threshold_lines
+from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
+from ipython_compact.store.importers import FORMATS, import_file, load_transcript
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "import",
+        help="import a pi session file or an ipython-compact export",
+        description="Read FILE whole and store it in one transaction; a malformed file stores nothing. "
+        "Into an existing session the entries are appended after its leaf.",
+    )
+    p.add_argument("file", metavar="FILE", type=Path)
+    p.add_argument("--session", metavar="NAME", help="target session (default: the file's session name or stem)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
+    p.set_defaults(func=cmd_import)
+
+    p = subparsers.add_parser("sessions", help="list the sessions in the database")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(func=cmd_sessions)
+
+    p = subparsers.add_parser(
+        "log", help="the session's entries from the root to the leaf", description="One line per entry on the "
+        "current branch. '│' marks entries the model still sees; '·' marks compacted ones."
+    )
+    _session_option(p)
+    p.add_argument("-n", "--limit", type=int, metavar="N", help="only the last N entries")
+    p.add_argument("--json", action="store_true", help="print the entries as JSON lines")
+    p.set_defaults(func=cmd_log)
+
+    p = subparsers.add_parser(
+        "context",
+        help="the model's view now: every message in full",
+        description="What the model would receive now: the newest compaction summary, then every kept and "
+        "later message, in full.",
+    )
+    _session_option(p)
+    p.add_argument("--json", action="store_true", help="print the message list as JSON")
+    p.add_argument("--estimator", choices=("density", "chars4"), default="density", help="token estimator for the header")
+    p.set_defaults(func=cmd_context)
+
+    p = subparsers.add_parser(
+        "plan",
+        help="what a compaction would summarize, keep and cut right now",
+        description="Plan a compaction without running it, for a stored session or directly for a transcript FILE.",
+    )
+    p.add_argument("file", metavar="FILE", type=Path, nargs="?", help="a pi JSONL or ipython-compact export (no database needed)")
+    _session_option(p)
+    p.add_argument("--format", choices=FORMATS, default="auto", help="FILE format (default: detect)")
+    defaults = CompactionSettings()
+    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N")
+    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N")
+    p.add_argument("--estimator", choices=("density", "chars4"), default=defaults.estimator)
+    p.add_argument("--window", type=int, metavar="TOKENS", help="model context window: also show the threshold decision")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=cmd_plan)
+
+    p = subparsers.add_parser("export", help="write a session as ipython-compact JSONL (lossless)")
+    _session_option(p)
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser("verify", help="recompute the hash chain: prove nothing was lost or altered")
+    _session_option(p, help_text="only this session (default: all)")
+    p.set_defaults(func=cmd_verify)
+
+
+def _session_option(parser: argparse.ArgumentParser, help_text: str = "session name (default: the most recently active)") -> None:
+    parser.add_argument("-s", "--session", metavar="NAME", help=help_text)
+
+
+# ---------------------------------------------------------------------------------------- import
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ipython_compact.store import ImportFormatError
+
+    with open_store(args) as store:
+        try:
+            result = import_file(store, args.file, session=args.session, format=args.format)
+        except ImportFormatError as exc:
+            hint = f"check the file, or force a format: {PROG} import {args.file} --format pi|jsonl"
+            if "no such file" in str(exc):
+                hint = f"check the path: ls {args.file}"
+            elif exc.line is not None and "JSON" in str(exc):
+                hint = f"fix line {exc.line} of {args.file} (each line must be one JSON object)"
+            raise CliError(str(exc), hint) from exc
+    where = "new session" if result.created else "existing session (appended after its leaf)"
+    print(f"imported {result.imported} entries ({result.format}) into {where} {result.session!r}; leaf {result.leaf_id}")
+    if result.renamed_ids:
+        print(f"  {result.renamed_ids} ids were already taken in that session and got fresh ones")
+    return 0
+
+
+# -------------------------------------------------------------------------------------- sessions
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        infos = store.sessions()
+        rows: list[dict[str, Any]] = []
+        for info in infos:
+            view = store.context_view(info.name)
+            estimate = estimate_context(view.entries, "density", tokens=view.tokens("density"))
+            rows.append(
+                {
+                    "name": info.name,
+                    "entries": info.entry_count,
+                    "context_entries": len(view.entries),
+                    "context_tokens": estimate.tokens,
+                    "leaf_id": info.leaf_id,
+                    "created_at": info.created_at,
+                    "last_timestamp": info.last_timestamp,
+                }
+            )
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    if not rows:
+        print(f"no sessions yet; import one with: {PROG} import FILE.jsonl")
+        return 0
+    table = [("SESSION", "ENTRIES", "IN VIEW", "~TOKENS", "LEAF", "LAST ACTIVITY")]
+    for r in rows:
+        table.append(
+            (r["name"], str(r["entries"]), str(r["context_entries"]), f"{r['context_tokens']:,}", r["leaf_id"] or "-",
+             r["last_timestamp"] or r["created_at"])
+        )
+    _print_table(table, right=(1, 2, 3))
+    return 0
+
+
+def _print_table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
+        print("  ".join(cells).rstrip())
+
+
+# ------------------------------------------------------------------------------------------- log
+
+
+def _describe(entry: Entry) -> str:
+    if entry.kind == "message" and entry.message is not None:
+        label = str(entry.message.get("role"))
+        if label == "toolResult":
+            label += f":{entry.message.get('toolName', '?')}"
+    else:
+        label = entry.kind
+    return label
+
+
+def _preview(entry: Entry, width: int = 70) -> str:
+    text = entry_text(entry)
+    if entry.kind == COMPACTION:
+        text = f"[first kept {entry.data.get('first_kept_entry_id')}] {text}"
+    elif entry.kind == "model_change":
+        text = f"{entry.data.get('provider')}/{entry.data.get('model_id')}"
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        path = store.path(session)
+        view = store.context_view(session)
+        tokens = store.token_counts(session, path, "density") if path else []
+    in_view = {e.id for e in view.entries}
+    indexed = list(enumerate(path))
+    if args.limit is not None:
+        if args.limit < 0:
+            raise CliError("--limit must be 0 or more", f"{PROG} log --limit 20")
+        indexed = indexed[len(indexed) - args.limit :] if args.limit else []
+    if args.json:
+        for index, entry in indexed:
+            print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view, "tokens": tokens[index]},
+                             ensure_ascii=False))
+        return 0
+    print(f"session {session!r}: {len(path)} entries on the current branch, {len(view.entries)} in the model's view")
+    for index, entry in indexed:
+        mark = "│" if entry.id in in_view else "·"
+        print(f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} {tokens[index]:>7,}  {_preview(entry)}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------- context
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        view = store.context_view(session)
+    messages = build_context(view.entries)
+    if args.json:
+        print(json.dumps(messages, ensure_ascii=False, indent=2))
+        return 0
+    estimate = estimate_context(view.entries, args.estimator, tokens=view.tokens(args.estimator))
+    start = f"from entry {view.head_id} (newest compaction's first kept entry)" if view.head_id else "from the root"
+    print(f"session {session!r}: {len(messages)} messages, ~{estimate.tokens:,} tokens ({args.estimator}); view starts {start}")
+    for index, message in enumerate(messages, start=1):
+        print()
+        print(message_text(index, message))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ plan
+
+
+def _settings(args: argparse.Namespace) -> CompactionSettings:
+    try:
+        return CompactionSettings(
+            keep_recent_tokens=args.keep_recent_tokens, reserve_tokens=args.reserve_tokens, estimator=args.estimator
+        )
+    except SettingsError as exc:
+        raise CliError(str(exc), f"{PROG} plan --keep-recent-tokens 20000 --reserve-tokens 16384") from exc
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.file is not None:
+        if args.session:
+            raise CliError("give either FILE or --session, not both", f"{PROG} plan FILE   or   {PROG} plan --session NAME")
+        from ipython_compact.store import ImportFormatError
+
+        try:
+            transcript = load_transcript(args.file, args.format)
+        except ImportFormatError as exc:
+            raise CliError(str(exc), f"check the file, or force a format: {PROG} plan {args.file} --format pi|jsonl") from exc
+        try:
+            path = transcript.path()
+        except ValueError as exc:
+            raise CliError(f"{args.file}: {exc}", None) from exc
+        positions = {e.id: i for i, e in enumerate(transcript.entries)}
+        tokens = [estimate_entry_tokens(e, settings.estimator) for e in path]
+        source: dict[str, Any] = {"file": str(args.file), "format": transcript.format}
+        offset = 0
+    else:
+        with open_store(args) as store:
+            session = pick_session(store, args.session)
+            view = store.context_view(session)
+            info = store.get_session(session)
+        path = view.entries
+        tokens = view.tokens(settings.estimator)
+        # Indices count along the current branch from its root; the view starts at view.offset.
+        offset = view.offset
+        positions = {e.id: offset + i for i, e in enumerate(path)}
+        source = {"session": session, "entries": info.entry_count}
+    prep = prepare_compaction(path, settings, tokens=tokens)
+    report = _plan_report(path, tokens, settings, prep, positions, offset)
+    report["source"] = source
+    if args.window is not None:
+        lines = threshold_lines(args.window, settings)
+        report["window"] = args.window
+        report["threshold_lines"] = {"blocking": lines.blocking, "background": lines.background}
+        report["decision"] = decide(report["context_tokens"], args.window, settings)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        _print_plan(report)
+    return 0
+
+
+def _plan_report(
+    path: Sequence[Entry],
+    tokens: Sequence[int],
+    settings: CompactionSettings,
+    prep: Preparation | None,
+    positions: dict[str, int],
+    offset: int,
+) -> dict[str, Any]:
+    estimate = estimate_context(list(path), settings.estimator, tokens=list(tokens))
+    report: dict[str, Any] = {
+        "estimator": settings.estimator,
+        "keep_recent_tokens": settings.keep_recent_tokens,
+        "reserve_tokens": settings.reserve_tokens,
+        "context_tokens": estimate.tokens,
+        "usage_tokens": estimate.usage_tokens,
+        "trailing_tokens": estimate.trailing_tokens,
+    }
+    if prep is None:
+        reason = "the branch is empty" if not path else (
+            "the branch already ends in a compaction" if path[-1].kind == COMPACTION else "everything fits in keep_recent_tokens"
+        )
+        report.update(
+            compactable=False,
+            reason=reason,
+            first_kept_entry_id=None,
+            first_kept_index=-1,
+            turn_start_index=-1,
+            is_split_turn=False,
+            messages_to_summarize=0,
+            tokens_before=estimate.tokens,
+        )
+        return report
+    index_of = {e.id: i for i, e in enumerate(path)}
+
+    def span_tokens(entries: Sequence[Entry]) -> int:
+        return sum(tokens[index_of[e.id]] for e in entries)
+
+    report.update(
+        compactable=True,
+        first_kept_entry_id=prep.first_kept_entry_id,
+        first_kept_index=positions[prep.first_kept_entry_id],
+        turn_start_index=positions[path[prep.turn_start_index].id] if prep.turn_start_index >= 0 else -1,
+        is_split_turn=prep.is_split_turn,
+        messages_to_summarize=len(prep.messages_to_summarize),
+        turn_prefix_messages=len(prep.turn_prefix),
+        kept_messages=len(prep.kept),
+        tokens_before=prep.tokens_before,
+        summarize_tokens=span_tokens(prep.messages_to_summarize),
+        turn_prefix_tokens=span_tokens(prep.turn_prefix),
+        kept_tokens=span_tokens(prep.kept),
+        summarize_from_id=prep.messages_to_summarize[0].id if prep.messages_to_summarize else None,
+        summarize_to_id=prep.messages_to_summarize[-1].id if prep.messages_to_summarize else None,
+        boundary_start_index=offset + prep.boundary_start,
+        has_previous_summary=prep.previous_summary is not None,
+        read_files=list(prep.read_files),
+        modified_files=list(prep.modified_files),
+    )
+    return report
+
+
+def _print_plan(r: dict[str, Any]) -> None:
+    source = r["source"]
+    what = f"file {source['file']} ({source['format']})" if "file" in source else f"session {source['session']!r}"
+    print(f"compaction plan for {what}")
+    print(f"  settings          estimator {r['estimator']}, keep_recent_tokens {r['keep_recent_tokens']:,}, "
+          f"reserve_tokens {r['reserve_tokens']:,}")
+    anchor = f" (usage anchor {r['usage_tokens']:,} + {r['trailing_tokens']:,} estimated after it)" if r["usage_tokens"] else ""
+    print(f"  context now       ~{r['context_tokens']:,} tokens{anchor}")
+    if "decision" in r:
+        lines = r["threshold_lines"]
+        background = "off" if lines["background"] is None else f"{lines['background']:,}"
+        print(f"  thresholds        window {r['window']:,}: blocking above {lines['blocking']:,}, background above "
+              f"{background} -> {r['decision']}")
+    if not r["compactable"]:
+        print(f"  nothing to compact: {r['reason']}")
+        return
+    print(f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"
+          + (f" ({r['summarize_from_id']} .. {r['summarize_to_id']})" if r["summarize_from_id"] else ""))
+    if r["is_split_turn"]:
+        print(f"  split turn        yes: the turn starts at index {r['turn_start_index']}; its first "
+              f"{r['turn_prefix_messages']} messages (~{r['turn_prefix_tokens']:,} tokens) get a separate prefix summary")
+    else:
+        print("  split turn        no")
+    print(f"  would keep        {r['kept_messages']} messages verbatim, ~{r['kept_tokens']:,} tokens, "
+          f"from entry {r['first_kept_entry_id']} (index {r['first_kept_index']})")
+    print(f"  previous summary  {'yes: it is updated, not replaced' if r['has_previous_summary'] else 'none'}")
+    if r["read_files"] or r["modified_files"]:
+        print(f"  files             {len(r['read_files'])} read, {len(r['modified_files'])} modified")
+
+
+# ---------------------------------------------------------------------------------- export/verify
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ipython_compact.store.exporters import export_jsonl
+
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        if args.output is None:
+            export_jsonl(store, session, sys.stdout)
+            return 0
+        if args.output.is_dir():
+            raise CliError(f"{args.output} is a directory", f"{PROG} export --session {session} -o {args.output / (session + '.jsonl')}")
+        tmp = args.output.with_name(args.output.name + ".partial")
+        with tmp.open("w", encoding="utf-8") as out:
+            count = export_jsonl(store, session, out)
+        tmp.replace(args.output)  # never leave a half-written export under the real name
+    print(f"exported {count} entries of session {session!r} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        report = store.verify(args.session)
+        where = store.db_path
+    if report.ok:
+        print(f"ok: {report.entries} entries in {report.sessions} session(s) of {where} verified; nothing lost or altered")
+        return 0
+    print(f"FAILED: {len(report.problems)} problem(s) in {where}:")
+    for problem in report.problems:
+        print(f"  - {problem}")
+    return 1
