@@ -6,15 +6,34 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export IPYTHON_COMPACT_DIR ?= $(CURDIR)/.ipython-compact-data
 
-.PHONY: setup system-deps demo test lint typecheck pytest bench clean
+.PHONY: setup system-deps demo test lint typecheck pytest bench clean labextension lint-labextension
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# npm is skipped here: the JupyterLab extension is built by the rules below, from the lock file.
 $(VENV)/.installed: $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev]'
+	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
+
+# JupyterLab extension: `npm ci` from the committed lock file, build into ipython_compact/labextension,
+# then link it into the venv's share/jupyter/labextensions (the wheel ships it as shared-data instead).
+LABEXT_SRC := $(wildcard labextension/src/*.ts labextension/style/*) labextension/package.json labextension/tsconfig.json
+LABEXT_BUILT := ipython_compact/labextension/package.json
+
+labextension/node_modules/.package-lock.json: labextension/package-lock.json
+	cd labextension && npm ci --no-audit --no-fund --loglevel=error
+
+$(LABEXT_BUILT): $(VENV)/.installed labextension/node_modules/.package-lock.json $(LABEXT_SRC)
+	cd labextension && PATH="$(abspath $(BIN)):$$PATH" npm run --silent build:prod
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter-builder develop --overwrite . >/dev/null
+	touch $@
+
+labextension: $(LABEXT_BUILT)
+
+lint-labextension: labextension/node_modules/.package-lock.json
+	cd labextension && npx --no-install eslint src && npx --no-install tsc --noEmit
 
 # Debian packages the browser tests need (Chromium). Installed only when missing; needs root.
 system-deps:
@@ -23,12 +42,12 @@ system-deps:
 		else echo "chromium is missing: run 'sudo apt-get install -y chromium'"; exit 1; fi; \
 	fi
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(LABEXT_BUILT)
 
 demo: setup
 	$(BIN)/ipython-compact demo
 
-lint: setup
+lint: setup lint-labextension
 	$(BIN)/ruff check ipython_compact tests bench examples
 	$(BIN)/mypy
 
@@ -41,4 +60,4 @@ bench: setup
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .ipython-compact-data build dist
+	rm -rf $(VENV) .ipython-compact-data build dist labextension/node_modules labextension/lib ipython_compact/labextension
