@@ -1,0 +1,95 @@
+"""Cut points: valid positions, the walk back to keep_recent_tokens, split turns, turn alignment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from core_paths import path_of
+
+from ipython_compact.core.cutpoints import CutPoint, find_cut_point, is_cut_point
+from ipython_compact.core.tokens import estimate_entry_tokens
+
+# u0 a1 t2 a3 u4 a5 t6 a7 t8 a9   (tokens in the second field)
+TURNS: list[tuple[Any, ...]] = [("u", 10), ("ac", 10, "read", "x"), ("t", 100), ("a", 10), ("u", 10),
+                                ("ac", 10, "read", "y"), ("t", 50), ("ac", 10, "read", "z"), ("t", 50), ("a", 10)]
+
+
+@pytest.mark.parametrize(
+    ("specs", "keep", "expected"),
+    [
+        # under budget: keep everything from the first cut point
+        (TURNS, 10_000, CutPoint(0, -1, False)),
+        # budget crossed at the last assistant: cut there, mid-turn (turn starts at u4)
+        (TURNS, 10, CutPoint(9, 4, True)),
+        # crossed at a tool result: move forward to the next assistant, never cut at a tool result
+        (TURNS, 60, CutPoint(9, 4, True)),
+        (TURNS, 70, CutPoint(7, 4, True)),
+        # crossed exactly at the user message: clean cut, no split
+        (TURNS, 140, CutPoint(4, -1, False)),
+        (TURNS, 145, CutPoint(4, -1, False)),
+        # no cut points at all: the cut is the start
+        ([("t", 5), ("t", 5)], 1, CutPoint(0, -1, False)),
+        # extend back over setting changes (pi reports the cut as a split of the previous turn)
+        ([("u", 10), ("a", 10), ("mc",), ("tl",), ("u", 10), ("a", 10)], 20, CutPoint(2, 0, True)),
+        # pi's rule: a cut at a bashExecution reports itself as turn start of a split
+        ([("u", 10), ("a", 10), ("b", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
+        # our user-side kinds are cut points and turn starts
+        ([("u", 10), ("a", 10), ("ks", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
+        ([("u", 10), ("a", 10), ("cm", 10), ("a", 10), ("a", 10)], 10, CutPoint(4, 2, True)),
+        # compaction entries stop the backward extension and are not counted
+        ([("u", 10), ("c", 0, "s" * 4000), ("mc",), ("u", 10)], 10, CutPoint(2, 0, True)),
+        ([("u", 10), ("c", 0, "s" * 4000), ("u", 10)], 10, CutPoint(2, -1, False)),
+    ],
+)
+def test_find_cut_point(specs: list[tuple[Any, ...]], keep: int, expected: CutPoint) -> None:
+    path = path_of(*specs)
+    assert find_cut_point(path, 0, len(path), keep, estimator="chars4") == expected
+
+
+@pytest.mark.parametrize("keep", [1, 5, 10, 30, 60, 100, 150, 200, 260, 400])
+def test_cut_never_lands_on_a_tool_result(keep: int) -> None:
+    path = path_of(*TURNS)
+    cut = find_cut_point(path, 0, len(path), keep, estimator="chars4")
+    assert path[cut.first_kept_index].role in ("user", "assistant")
+    assert is_cut_point(path[cut.first_kept_index])
+
+
+@pytest.mark.parametrize("keep", [1, 10, 60, 70, 140, 10_000])
+def test_stored_token_counts_give_the_same_cut(keep: int) -> None:
+    path = path_of(*TURNS)
+    stored = [estimate_entry_tokens(e, "chars4") for e in path]
+    assert find_cut_point(path, 0, len(path), keep, tokens=stored) == find_cut_point(path, 0, len(path), keep, estimator="chars4")
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected"),
+    [
+        (74, CutPoint(4, -1, False)),  # cut at a7; prefix u4..t6 costs 10+14+50 <= 74: align to the turn start
+        (60, CutPoint(9, 4, True)),  # cut at a9; prefix u4..t8 costs 138 > 60: stay split
+    ],
+)
+def test_turn_alignment(keep: int, expected: CutPoint) -> None:
+    path = path_of(*TURNS)
+    assert find_cut_point(path, 0, len(path), keep, estimator="chars4", align_turns=True) == expected
+
+
+def test_range_is_respected() -> None:
+    path = path_of(*TURNS)
+    # only u4.. may be cut: budget never reached inside the range keeps from its first cut point
+    assert find_cut_point(path, 4, len(path), 10_000, estimator="chars4") == CutPoint(4, -1, False)
+    assert find_cut_point(path, 5, 9, 10_000, estimator="chars4") == CutPoint(5, -1, False)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "keep", "tokens", "message"),
+    [
+        (3, 2, 10, None, "bad range"),
+        (0, 99, 10, None, "bad range"),
+        (0, 10, -1, None, "keep_recent_tokens"),
+        (0, 10, 10, [1, 2, 3], "tokens has 3 counts"),
+    ],
+)
+def test_bad_arguments(start: int, end: int, keep: int, tokens: list[int] | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        find_cut_point(path_of(*TURNS), start, end, keep, tokens=tokens)
