@@ -150,7 +150,11 @@ class KernelService:
         view = self.store.context_view(self.session)
         tokens = sum(view.tokens(settings.estimator))
         window = int(self.config.context_window)
-        lines = threshold_lines(window, settings)
+        problem = None
+        try:
+            lines: Any = threshold_lines(window, settings)
+        except ValueError as exc:  # a misconfigured window: report it instead of failing the status
+            lines, problem = None, str(exc)
         path = self.store.path(self.session)
         live = self.store.live_status(self.session)
         snap = self.snapshots.latest_manifest()
@@ -159,8 +163,9 @@ class KernelService:
             "binding": self.binding.source,
             "tokens": tokens,
             "window": window,
-            "blocking_line": lines.blocking,
-            "background_line": lines.background,
+            "blocking_line": None if lines is None else lines.blocking,
+            "background_line": None if lines is None else lines.background,
+            "problem": problem,
             "entries": len(path),
             "compactions": sum(1 for e in path if e.kind == E.COMPACTION),
             "in_flight": [

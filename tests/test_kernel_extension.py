@@ -1,0 +1,226 @@
+"""The extension inside an in-process IPython shell: load/unload, %compact subcommands, the comm
+handler's request validation, the helper object, configuration, bindings and MIME bundles."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython import get_ipython
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+from ipython_compact.kernel import binding as B
+from ipython_compact.kernel import display as D
+from ipython_compact.kernel.comm_handler import CommHandler
+from ipython_compact.kernel.extension import extension_for
+from ipython_compact.kernel.magics import SUBCOMMANDS
+
+
+@pytest.fixture()
+def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"test-{tmp_path.name}")
+    shell = start_ipython() or get_ipython()
+    for name in [n for n in shell.user_ns if not n.startswith("_") and n not in shell.user_ns_hidden]:
+        del shell.user_ns[name]
+    shell.run_line_magic("load_ext", "ipython_compact")
+    yield shell
+    shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def _run(ip: Any, line: str) -> Any:
+    return ip.run_line_magic("compact", line)
+
+
+def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> None:
+    ext = extension_for(ip)
+    assert ext is not None
+    manager = ext.comm_manager
+    assert "compact" in ip.magics_manager.magics["line"]
+    assert ip.user_ns["compact"] is ip.user_ns_hidden["compact"]
+    assert "ipython_compact" in manager.targets
+    ip.run_line_magic("unload_ext", "ipython_compact")
+    assert "compact" not in ip.magics_manager.magics["line"]
+    assert "compact" not in ip.user_ns and "compact" not in ip.user_ns_hidden
+    assert "ipython_compact" not in manager.targets
+    assert ext.pre_run_cell not in ip.events.callbacks["pre_run_cell"]
+    assert ext.post_run_cell not in ip.events.callbacks["post_run_cell"]
+    assert all(type(c).__name__ != "CompactConfig" for c in ip.configurables)
+    ip.run_line_magic("load_ext", "ipython_compact")
+    ip.run_line_magic("reload_ext", "ipython_compact")
+    assert sum(type(c).__name__ == "CompactConfig" for c in ip.configurables) == 1
+    posts = [cb for cb in ip.events.callbacks["post_run_cell"] if getattr(cb, "__self__", None).__class__.__name__ == "Extension"]
+    assert len(posts) == 1
+
+
+@pytest.mark.parametrize("sub", sorted(SUBCOMMANDS))
+def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
+    out = _run(ip, f"{sub} --help")
+    text = out._repr_mimebundle_()[0]["text/plain"]
+    assert text.startswith(f"usage: %compact {sub}")
+
+
+@pytest.mark.parametrize(
+    ("line", "hint"),
+    [
+        ("names --limit x", "%compact names --help"),
+        ("names --limit -3", "%compact names --help"),
+        ("show", "%compact show --help"),
+        ("show no-such-id", "%compact log"),
+        ("recall", "one of them"),
+        ("--bogus", "%compact --help"),
+        ("pin", "%compact pin"),
+        ("unpin nope", "pin --list"),
+        ('export "unterminated', "quotes"),
+        ("export /no/such/dir/file.jsonl", "does not exist"),
+        ("restore", "%compact snapshot"),
+    ],
+)
+def test_usage_errors_say_what_to_type(ip: Any, line: str, hint: str) -> None:
+    with pytest.raises(UsageError) as err:
+        _run(ip, line)
+    assert hint in str(err.value)
+
+
+def test_names_status_snapshot_restore_in_process(ip: Any) -> None:
+    ip.run_cell("x = 41\ny = [1, 2]\ngen = (i for i in range(2))")
+    names = _run(ip, "names")
+    bundle = names._repr_mimebundle_()[0]
+    assert [n["name"] for n in bundle[D.NAMESPACE_MIME]["names"]] == ["gen", "x", "y"]
+    status = _run(ip, "status").data
+    assert status["window"] == 128000 and status["blocking_line"] < status["window"]
+    snap = _run(ip, "snapshot").data
+    assert sorted(snap["saved"]) == ["x", "y"] and snap["skipped"][0]["name"] == "gen"
+    ip.run_cell("del x, y")
+    restored = _run(ip, "restore").data
+    assert sorted(restored["restored"]) == ["x", "y"] and ip.user_ns["x"] == 41
+
+
+def test_config_traits_are_settable_with_percent_config(ip: Any) -> None:
+    try:
+        ip.run_line_magic("config", "CompactConfig.context_window = 50000")
+        assert _run(ip, "status").data["window"] == 50000
+        ip.run_line_magic("config", "CompactConfig.context_window = 1000")
+        status = _run(ip, "status").data
+        assert status["blocking_line"] is None and "reserve_tokens" in status["problem"]
+    finally:
+        ip.run_line_magic("config", "CompactConfig.context_window = 128000")
+
+
+def test_helper_is_hidden_and_pin_recall_work(ip: Any) -> None:
+    ip.run_cell("a = 1")
+    assert ip.run_line_magic("who_ls", "") == ["a"]
+    helper = ip.user_ns["compact"]
+    pinned = helper.pin("keep the answer 42")
+    hits = helper.recall(pinned["entry_id"])
+    assert hits[0]["text"] == "keep the answer 42"
+    assert helper.recall("answer")[0]["id"] == pinned["entry_id"]
+    assert helper.status()["scheduled"] is False
+    receipt = helper.run("focus on the answer")
+    assert receipt["scheduled"] is True and "runs when the current turn ends" in receipt["note"]
+    assert helper.run(3)["scheduled"] is False  # type: ignore[arg-type]
+
+
+def test_file_opens_in_cells_are_recorded_for_the_ledger(ip: Any, tmp_path: Path) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text("a,b\n")
+    out = tmp_path / "out.txt"
+    ip.run_cell(f"data = open({str(src)!r}).read()\nwith open({str(out)!r}, 'w') as f: f.write(data)")
+    service = extension_for(ip).service  # type: ignore[union-attr]
+    entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
+    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [str(out)]}
+
+
+def test_session_switch_is_remembered(ip: Any, tmp_path: Path) -> None:
+    _run(ip, "session other-session")
+    assert extension_for(ip).service.session == "other-session"  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------- comm requests
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        ("not an object", "bad_request"),
+        ({"v": 1, "op": "hello"}, "bad_request"),
+        ({"v": 1, "id": "", "op": "hello"}, "bad_request"),
+        ({"id": "1", "op": "hello"}, "bad_request"),
+        ({"v": 2, "id": "1", "op": "hello"}, "unsupported_version"),
+        ({"v": 1, "id": "1"}, "bad_request"),
+        ({"v": 1, "id": "1", "op": "exec"}, "unknown_op"),
+        ({"v": 1, "id": "1", "op": "names", "limit": "5"}, "bad_request"),
+        ({"v": 1, "id": "1", "op": "snapshot", "full": "yes"}, "bad_request"),
+        ({"v": 1, "id": "1", "op": "restore", "names": "x"}, "bad_request"),
+        ({"v": 1, "id": "1", "op": "recall"}, "bad_request"),
+        ({"v": 1, "id": "1", "op": "recall", "entry_id": "missing"}, "failed"),
+    ],
+)
+def test_malformed_requests_get_error_replies_and_change_nothing(ip: Any, request_: Any, code: str) -> None:
+    ip.run_cell("keep = 1")
+    handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]
+    before = dict(ip.user_ns)
+    reply = handler.handle(request_)
+    assert reply["ok"] is False and reply["error"]["code"] == code
+    assert reply["id"] == (request_.get("id") if isinstance(request_, dict) and request_.get("id") else None)
+    assert dict(ip.user_ns).keys() == before.keys()
+
+
+def test_hello_and_names_replies(ip: Any) -> None:
+    ip.run_cell("z = 3")
+    handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]
+    hello = handler.handle({"v": 1, "id": "h", "op": "hello"})
+    assert hello["ok"] and hello["protocol"] == 1 and hello["subshell"] is False and "names" in hello["ops"]
+    names = handler.handle({"v": 1, "id": "n", "op": "names", "limit": 10})
+    assert names["id"] == "n" and [n["name"] for n in names["names"]] == ["z"]
+    json.dumps(names)
+
+
+# ---------------------------------------------------------------------------- bindings
+@pytest.mark.parametrize(
+    ("configured", "env", "ns", "conn", "session", "source"),
+    [
+        ("cfg", {"IPYTHON_COMPACT_SESSION": "envs"}, {}, "/r/kernel-1.json", "cfg", "config"),
+        ("", {"IPYTHON_COMPACT_SESSION": "envs"}, {}, "/r/kernel-1.json", "envs", "env"),
+        ("", {"JPY_SESSION_NAME": "/nb/a.ipynb"}, {}, "/r/kernel-1.json", "notebook:/nb/a.ipynb", "notebook"),
+        ("", {}, {"__vsc_ipynb_file__": "/nb/b.ipynb"}, None, "notebook:/nb/b.ipynb", "notebook"),
+        ("", {}, {}, "/r/kernel-abc.json", "kernel:kernel-abc", "connection"),
+    ],
+    ids=["config", "env", "jupyter-server", "vscode", "connection-file"],
+)
+def test_binding_order(tmp_path: Path, configured: str, env: dict[str, str], ns: dict[str, Any], conn: str | None,
+                       session: str, source: str) -> None:
+    b = B.resolve(configured=configured, env=env, user_ns=ns, connection_file=conn, data_dir=tmp_path)
+    assert (b.session, b.source) == (session, source)
+
+
+def test_binding_switch_survives_a_restart(tmp_path: Path) -> None:
+    first = B.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
+    B.remember_switch(tmp_path, first.key, "chosen")
+    again = B.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
+    assert (again.session, again.source) == ("chosen", "switched")
+
+
+# ---------------------------------------------------------------------------- display
+EVIL = '<script>alert(1)</script>*bold* [x](javascript:y)'
+
+
+@pytest.mark.parametrize(
+    "rendered",
+    [
+        D.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}),
+        D.summary_bundle({"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL),
+        D.mapping_bundle(EVIL, {EVIL: EVIL}),
+        D.text_bundle(EVIL, title=EVIL),
+        D.rows_bundle(EVIL, ["h"], [[EVIL]]),
+    ],
+    ids=["names", "summary", "mapping", "text", "rows"],
+)
+def test_bundles_escape_html_and_carry_all_fallbacks(rendered: D.Rendered) -> None:
+    bundle = rendered._repr_mimebundle_()[0]
+    assert {"text/plain", "text/html", "text/markdown"} <= set(bundle)
+    assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
+    assert "<script>" not in bundle["text/markdown"].replace("```text\n" + EVIL, "")
+    assert EVIL in bundle["text/plain"]
