@@ -456,6 +456,7 @@ class Agent:
         self._recovery = step.state
         self._emit("overflow", f"{text} -> {step.action}", action=step.action)
         if step.action == "compact_and_retry":
+            self._emit("compaction_start", "blocking compaction to recover from the overflow", reason="overflow")
             with self._state_lock:
                 rec = self._compact_now("overflow", None, auto=True)
             if rec.state == "placed":
@@ -581,11 +582,21 @@ class Agent:
             return 0, True
         return (None if self.consecutive_failures == 0 else esc.keep_recent_tokens), False
 
-    def _prepare(self, reason: str, focus: str | None) -> dict[str, Any] | None:
+    def _prepare(self, reason: str, focus: str | None, *, blocking: bool) -> dict[str, Any] | None:
         keep, emergency = self._keep_recent()
         if emergency:
-            return self._emergency_payload(reason)
-        return self.engine.prepare(self.session, reason=reason, focus=focus, keep_recent_tokens=keep)
+            payload = self._emergency_payload(reason)
+        else:
+            payload = self.engine.prepare(self.session, reason=reason, focus=focus, keep_recent_tokens=keep)
+        if payload is None:
+            return None
+        payload = dict(payload)
+        details = dict(payload.get("details") or {})
+        details.update({"blocking": blocking, "model": f"{self.provider}/{self.model}"})
+        if focus:
+            details.setdefault("focus", focus)
+        payload["details"] = details
+        return payload
 
     def _compact_now(self, reason: str, focus: str | None, *, auto: bool) -> CompactionRecord:
         """Compute and place at once (blocking, manual-when-idle, requested at turn end)."""
@@ -594,7 +605,7 @@ class Agent:
         record = CompactionRecord(reason, True)
         error: str | None = None
         try:
-            payload = self._prepare(reason, focus)
+            payload = self._prepare(reason, focus, blocking=True)
             if payload is None:
                 record.state, record.error = "skipped", "nothing to compact"
                 self._append(COMPACTION_OUTCOME, {"reason": reason, "outcome": "skipped", "error": "nothing to compact"})
@@ -622,7 +633,7 @@ class Agent:
         def work() -> None:
             error: str | None = None
             try:
-                payload = self._prepare(reason, focus)
+                payload = self._prepare(reason, focus, blocking=False)
                 if payload is None:
                     record.state, record.error = "skipped", "nothing to compact"
                     return

@@ -1,0 +1,301 @@
+"""The seed's worked example: a model with a 3,000-token window answers travel questions.
+
+After each question it prints how many messages the model's context holds and how many entries
+the session log holds. The context stays bounded while the log keeps growing: a background
+compaction (question 4), a manual compaction with focus "Keep the hotel shortlist" queued while
+the model is busy (question 6), and a provider overflow recovered by a blocking compaction
+(question 7). Finally it lists the compaction entries with their reasons.
+
+Everything is real: the local OpenAI-compatible server (scripted answers, real HTTP, the
+``openai`` client), a real IPython kernel through jupyter_client (the model keeps its hotel
+shortlist in a variable), and a real SQLite session log.
+
+Run:  .venv/bin/python examples/travel.py [--db PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from ipython_compact.agent.engine import CoreEngine
+from ipython_compact.agent.kernel_tool import JupyterKernel
+from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.core.entries import COMPACTION, KERNEL_STATE, text_of_content
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore
+from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
+
+WINDOW = 3000
+SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=200, background_tokens=1100)
+
+QUESTIONS = [
+    "I'm planning a week in Lisbon in May. What is the weather like, and what should I pack?",
+    "Which neighbourhoods are good to stay in? Keep a shortlist of hotels for me.",
+    "What should I eat, and where?",
+    "Which day trips are worth it?",
+    "What about nightlife?",
+    "Any quiet cafés near the hotels on the shortlist?",
+    "Put the week together as a day-by-day plan.",
+]
+BUSY_QUESTION = 5  # the manual compaction is requested while this one is being answered
+OVERFLOW_QUESTION = 6  # the provider answers this one with a context-length error first
+
+
+def _answer(topic: str, facts: list[str]) -> str:
+    lines = [f"Here is what I suggest for {topic}:"]
+    lines += [f"- {f}" for f in facts]
+    lines.append("Tell me if you want me to go deeper on any of these, or adjust for your budget and pace.")
+    return "\n".join(lines)
+
+
+ANSWERS = {
+    0: _answer("May weather and packing", [
+        "May is warm and mostly dry: 17-24 °C by day, cooler evenings near the river.",
+        "Pack layers, a light rain jacket, comfortable shoes for the steep cobbled hills, and sunscreen.",
+        "Sea water is still cold (about 16 °C); bring a swimsuit only if you like bracing swims.",
+        "Book trams 28 and the Santa Justa lift early in the day to avoid queues.",
+        "Pharmacies (farmácias) are everywhere; tap water is safe to drink.",
+        "Get a Viva Viagem card for metro, trams and trains; top it up with zapping credit.",
+        "Holidays: 25 April and 1 May close some museums; Santo António festivities start late in the month.",
+        "Evenings can be windy on the miradouros (viewpoints), so keep a light sweater for sunset.",
+    ]),
+    2: _answer("food", [
+        "Pastéis de nata at Manteigaria (Chiado) and the original Pastéis de Belém.",
+        "Grilled sardines and bifanas at a tasca in Alfama; try Tasca do Chico for fado with dinner.",
+        "Time Out Market in Cais do Sodré for a tour of many kitchens in one hall.",
+        "Seafood at Cervejaria Ramiro: order clams à Bulhão Pato and finish with a prego.",
+        "Ginjinha (sour-cherry liqueur) at A Ginjinha near Rossio.",
+        "Bacalhau (salt cod) comes in hundreds of ways; try bacalhau à Brás for a start.",
+        "Lunch menus (prato do dia) in small tascas are the best value: soup, main and coffee.",
+        "Book dinner ahead at popular places such as Prado or Taberna da Rua das Flores.",
+    ]),
+    3: _answer("day trips", [
+        "Sintra: Pena Palace, Quinta da Regaleira and the Moorish Castle; go early by train from Rossio.",
+        "Cascais and Estoril: beaches and a seaside walk to Boca do Inferno; 40 minutes by train.",
+        "Évora: Roman temple and the Chapel of Bones; a full day by bus or car.",
+        "Arrábida natural park and Setúbal for beaches and fresh fish.",
+        "Óbidos: a walled medieval town with ginjinha served in chocolate cups.",
+    ]),
+    4: _answer("nightlife", [
+        "Bairro Alto: dozens of small bars; drinks are taken out into the narrow streets.",
+        "Pink Street (Rua Nova do Carvalho) in Cais do Sodré for late bars and clubs.",
+        "Park Bar on a car-park rooftop for sunset views over the 25 de Abril bridge.",
+        "Lux Frágil by the river for serious dancing until dawn.",
+        "A fado house in Alfama or Mouraria for a quieter, very Lisbon evening.",
+    ]),
+    5: _answer("quiet cafés near your hotels", [
+        "Near Memmo Alfama: Fábulas, a vaulted café with armchairs and board games.",
+        "Near The Lumiares in Bairro Alto: Café Tati, with jazz on some evenings.",
+        "Near Bairro Alto Hotel: Café A Brasileira for the historic room, early before the crowds.",
+        "Near Lisboa Pessoa: Copenhagen Coffee Lab for specialty coffee.",
+    ]),
+    6: _answer("a day-by-day week", [
+        "Day 1: Alfama, the castle and a fado dinner.",
+        "Day 2: Belém — the tower, the monastery and pastéis.",
+        "Day 3: Sintra day trip.",
+        "Day 4: Chiado, Bairro Alto and the viewpoints; Bairro Alto bars at night.",
+        "Day 5: Cascais beaches.",
+        "Day 6: LX Factory and the riverside; Time Out Market.",
+        "Day 7: Slow morning in a café near your hotel, then departure.",
+    ]),
+}
+
+HOTEL_CODE = (
+    "hotels = [\n"
+    "    {'name': 'Memmo Alfama', 'area': 'Alfama', 'eur_per_night': 210},\n"
+    "    {'name': 'The Lumiares', 'area': 'Bairro Alto', 'eur_per_night': 260},\n"
+    "    {'name': 'Bairro Alto Hotel', 'area': 'Chiado', 'eur_per_night': 340},\n"
+    "    {'name': 'Lisboa Pessoa', 'area': 'Baixa', 'eur_per_night': 190},\n"
+    "]\n"
+    "for h in sorted(hotels, key=lambda h: h['eur_per_night']):\n"
+    "    print(f\"{h['name']:<18} {h['area']:<12} {h['eur_per_night']} EUR\")"
+)
+HOTEL_ANSWER = _answer("where to stay", [
+    "Alfama: old, hilly, atmospheric; Memmo Alfama has a rooftop pool.",
+    "Bairro Alto / Chiado: central and lively at night; The Lumiares and Bairro Alto Hotel.",
+    "Baixa: flat and well connected; Lisboa Pessoa is good value.",
+    "I saved the shortlist in the `hotels` variable in the kernel so we can come back to it.",
+])
+
+
+class Script:
+    """Chooses the scripted reply from the request (the last user question and what came after)."""
+
+    def __init__(self, busy_delay: float) -> None:
+        self.busy_delay = busy_delay
+        self.overflow_sent = False
+        self.lock = threading.Lock()
+
+    def __call__(self, req: RecordedRequest) -> Reply:
+        messages = req.messages
+        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user" and not str(m.get("content", "")).startswith(("Earlier parts", "<ipython"))), default=-1)
+        question = str(messages[last_user].get("content", "")) if last_user >= 0 else ""
+        index = next((i for i, q in enumerate(QUESTIONS) if q == question), None)
+        after = messages[last_user + 1 :] if last_user >= 0 else []
+        if index is None:
+            return Reply(text="I am not sure what you are asking.")
+        if index == 1:
+            if not any(m.get("role") == "tool" for m in after):
+                return Reply(text="Let me save a shortlist first.", tool_calls=(ToolCall("python", {"code": HOTEL_CODE}),))
+            return Reply(text=HOTEL_ANSWER)
+        if index == OVERFLOW_QUESTION:
+            with self.lock:
+                if not self.overflow_sent:
+                    self.overflow_sent = True
+                    return Reply(
+                        status=400,
+                        error_type="invalid_request_error",
+                        error_code="context_length_exceeded",
+                        error_message=(f"This model's maximum context length is {WINDOW} tokens. However, your messages "
+                                       "resulted in 3112 tokens. Please reduce the length of the messages."),
+                    )
+        delay = self.busy_delay if index == BUSY_QUESTION else 0.0
+        return Reply(text=ANSWERS[index], delay=delay)
+
+
+@dataclass
+class Row:
+    question: int
+    label: str
+    context_messages: int
+    log_entries: int
+    context_tokens: int
+
+
+@dataclass
+class TravelReport:
+    rows: list[Row] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    inbox_while_busy: list[dict[str, Any]] = field(default_factory=list)
+    live_while_busy: list[dict[str, Any]] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    kernel_notice: str | None = None
+    db_path: str = ""
+
+
+def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: CompactionSettings = SETTINGS) -> TravelReport:
+    """Run the whole example against a fresh session log at ``db_path``."""
+    report = TravelReport(db_path=str(db_path))
+
+    def say(text: str) -> None:
+        report.events.append(text)
+        if echo:
+            print(text, flush=True)
+
+    def on_event(ev: AgentEvent) -> None:
+        if ev.kind in ("compaction_start", "compaction_end", "compaction_queued", "compaction_stale", "overflow", "guard"):
+            say(f"    · {ev.kind}: {ev.text}")
+
+    store = SessionStore(db_path)
+    with ModelServer(Script(busy_delay), model="travel-model", context_window=WINDOW) as server, \
+            JupyterKernel(extension=None) as kernel:
+        client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+        agent = Agent(
+            store=store, session="lisbon", client=client, model="travel-model", provider="local",
+            context_window=WINDOW, settings=settings, engine=CoreEngine(store, settings), kernel=kernel,
+            system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
+            on_event=on_event,
+        )
+        for i, question in enumerate(QUESTIONS):
+            label = f"Q{i + 1}"
+            say(f"{label}: {question}")
+            if i == BUSY_QUESTION:
+                def ask_manual() -> None:
+                    time.sleep(min(0.3, busy_delay / 3))
+                    say("    (model is busy answering; requesting compact('Keep the hotel shortlist'))")
+                    agent.compact("Keep the hotel shortlist")
+                    agent.wait_background()
+                    say("    manual compaction finished; its summary is queued")
+                    report.inbox_while_busy = [
+                        {"item_id": it.item_id, "state": it.state, "first_kept_entry_id": it.first_kept_entry_id,
+                         "reason": it.payload.get("reason")} for it in store.inbox_items("lisbon")]
+
+                helper = threading.Thread(target=ask_manual)
+                helper.start()
+                result = agent.ask(question)
+                helper.join()
+                say("    after the answer, the summary is placed")
+            else:
+                result = agent.ask(question)
+                agent.wait_background()
+            report.answers.append(result.text)
+            if result.stopped != "final":
+                raise RuntimeError(f"{label} ended with {result.stopped}: {result.text}")
+            ctx, log = agent.counts()
+            tokens = agent.context_tokens()[0]
+            report.rows.append(Row(i + 1, label, ctx, log, tokens))
+            say(f"    -> context messages: {ctx}   log entries: {log}   context tokens: {tokens}")
+        for e in store.entries("lisbon"):
+            if e.kind == COMPACTION:
+                report.compactions.append({
+                    "id": e.id, "head": e.data.get("first_kept_entry_id"), "reason": e.data.get("reason"),
+                    "blocking": (e.data.get("details") or {}).get("blocking"),
+                    "focus": (e.data.get("details") or {}).get("focus"),
+                    "summary": str(e.data.get("summary", "")),
+                })
+            if e.kind == KERNEL_STATE:
+                report.kernel_notice = str(e.data.get("content"))
+        if echo:
+            print_report(report, store)
+    store.close()
+    return report
+
+
+def print_report(report: TravelReport, store: SessionStore) -> None:
+    print()
+    print(f"{'after':<8}{'context messages':>18}{'log entries':>14}{'context tokens':>16}")
+    for row in report.rows:
+        print(f"{row.label:<8}{row.context_messages:>18}{row.log_entries:>14}{row.context_tokens:>16}")
+    print()
+    print("compaction entries (SELECT id, head, reason FROM entries WHERE kind = 'compaction'):")
+    print(f"{'id':<12}{'head':<12}{'reason':<11}{'blocking':<9}focus")
+    for c in report.compactions:
+        print(f"{c['id'][:10]:<12}{str(c['head'])[:10]:<12}{c['reason']:<11}{c['blocking']!s:<9}{c['focus'] or ''}")
+    manual = next((c for c in report.compactions if c["reason"] == "manual"), None)
+    if manual is not None:
+        print()
+        print("the manual compaction's summary (first lines):")
+        for line in manual["summary"].splitlines()[:12]:
+            print(f"    {line}")
+    if report.kernel_notice:
+        print()
+        print("the newest <ipython_state> notice:")
+        print("    " + report.kernel_notice.replace("\n", "\n    "))
+    if report.inbox_while_busy:
+        print()
+        print(f"inbox while the model was busy: {json.dumps(report.inbox_while_busy)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, help="session database (default: a fresh temporary file)")
+    parser.add_argument("--json", action="store_true", help="print the table and compactions as JSON at the end")
+    args = parser.parse_args(argv)
+    db = args.db or Path(tempfile.mkdtemp(prefix="travel-")) / "session.db"
+    if db.exists():
+        print(f"refusing to reuse {db}: the example builds a fresh log", file=sys.stderr)
+        return 2
+    report = run(db)
+    print(f"\nsession log: {db}")
+    if args.json:
+        print(json.dumps({"rows": [r.__dict__ for r in report.rows],
+                          "compactions": [{k: v for k, v in c.items() if k != "summary"} for c in report.compactions]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["QUESTIONS", "Row", "TravelReport", "main", "run", "text_of_content"]
