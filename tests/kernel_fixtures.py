@@ -1,0 +1,49 @@
+"""Shared helpers for tests that drive real IPython kernels through jupyter_client."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.manager import KernelManager
+
+
+@contextmanager
+def running_kernel(data_dir: Path, **env: str) -> Iterator[KernelManager]:
+    """A real ipykernel with ``IPYTHON_COMPACT_DIR`` pointing at ``data_dir``; shut down on exit."""
+    km = KernelManager(kernel_name="python3")
+    kernel_env = {k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_SESSION", "JPY_SESSION_NAME")}
+    kernel_env.update({"IPYTHON_COMPACT_DIR": str(data_dir), "PYDEVD_DISABLE_FILE_VALIDATION": "1", **env})
+    km.start_kernel(env=kernel_env)
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        kc.stop_channels()
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def execute(km: KernelManager, code: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Run ``code`` on the main shell of ``km`` and return the execute_reply content."""
+    kc = km.client()
+    kc.start_channels()
+    try:
+        reply = kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+        return dict(reply["content"])
+    finally:
+        kc.stop_channels()
+
+
+def start_cell(km: KernelManager, code: str) -> Any:
+    """Send ``code`` to the main shell without waiting; returns the client (stop its channels later)."""
+    kc = km.client()
+    kc.start_channels()
+    kc.execute(code)
+    time.sleep(0.3)  # let the cell start
+    return kc

@@ -1,0 +1,112 @@
+"""The extension in real ipykernel kernels: comm over a subshell while a cell runs, error replies,
+busy refusals, automatic snapshots, restart and restore, and bindings that survive a restart."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.manager import KernelManager
+from kernel_fixtures import execute, running_kernel, start_cell
+
+from ipython_compact.client import KernelClient
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("compact-data")
+
+
+@pytest.fixture(scope="module")
+def km(data_dir: Path) -> Iterator[KernelManager]:
+    with running_kernel(data_dir) as manager:
+        yield manager
+
+
+@pytest.fixture(scope="module")
+def client(km: KernelManager) -> Iterator[KernelClient]:
+    with KernelClient.for_manager(km) as c:
+        assert c.ensure_extension()
+        yield c
+
+
+def test_hello_arrives_on_a_subshell(client: KernelClient) -> None:
+    hello = client.request("hello")
+    assert hello.ok and hello["subshell"] is True and hello.channel == "subshell"
+    assert hello["session"].startswith("kernel:")
+
+
+def test_names_are_answered_while_the_main_shell_runs_a_cell(km: KernelManager, client: KernelClient) -> None:
+    execute(km, "import numpy as np\nbig = np.zeros((100, 10))\nitems = [1, 2, 3]")
+    busy = start_cell(km, "import time\ntime.sleep(3)")
+    try:
+        timings = []
+        for _ in range(5):
+            result = client.names()
+            assert result.ok, result.reason
+            timings.append(result.elapsed_ms)
+        names = {n["name"]: n for n in result["names"]}
+        assert names["big"]["shape"] == [100, 10] and names["items"]["length"] == 3
+        assert "compact" not in names
+        assert sorted(timings)[2] < 500, timings
+        snap = client.request("snapshot")
+        assert snap.status == "error" and snap.error and snap.error["code"] == "busy"
+        restore = client.request("restore")
+        assert restore.status == "error" and restore.error and restore.error["code"] == "busy"
+    finally:
+        busy.get_shell_msg(timeout=10)
+        busy.stop_channels()
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [({"v": 1, "id": "x", "op": "rm -rf"}, "unknown_op"), ({"v": 9, "id": "x", "op": "names"}, "unsupported_version")],
+)
+def test_bad_requests_get_errors_and_cells_still_run(km: KernelManager, client: KernelClient, payload: dict[str, Any],
+                                                     code: str) -> None:
+    kc = client._kc
+    msg = kc.session.msg("comm_msg", {"comm_id": client.comm_id, "data": payload})
+    msg["header"]["subshell_id"] = client.subshell_id
+    kc.shell_channel.send(msg)
+    deadline = time.monotonic() + 5
+    reply = None
+    while time.monotonic() < deadline and reply is None:
+        m = kc.iopub_channel.get_msg(timeout=5)
+        if m["msg_type"] == "comm_msg" and m["content"]["data"].get("id") == "x":
+            reply = m["content"]["data"]
+    assert reply is not None and reply["ok"] is False and reply["error"]["code"] == code
+    assert execute(km, "after_bad_request = 1")["status"] == "ok"
+
+
+def test_automatic_snapshot_is_debounced_after_cells(km: KernelManager, client: KernelClient) -> None:
+    execute(km, "%config CompactConfig.snapshot_debounce = 0.3")
+    before = client.status()["snapshot"]
+    gen_before = before["generation"] if before else 0
+    for i in range(3):
+        execute(km, f"counter = {i}")
+    time.sleep(1.0)
+    after = client.status()["snapshot"]
+    assert after is not None and after["generation"] == gen_before + 1
+
+
+def test_restart_binds_the_same_session_and_restores(km: KernelManager, client: KernelClient) -> None:
+    execute(km, "import numpy as np\nkept = np.arange(5)\ndef twice(x):\n    return 2 * x\nstream = (i for i in [1])")
+    snap = client.request("snapshot")
+    assert snap.ok and "stream" in {s["name"] for s in snap["snapshot"]["skipped"]}
+    session = client.request("hello")["session"]
+    restored = client.restart_and_restore()
+    assert restored.ok, restored.reason
+    assert {"kept", "twice", "np"} <= set(restored["restored"]) and restored["failed"] == []
+    assert client.request("hello")["session"] == session
+    assert execute(km, "assert twice(kept).tolist() == [0, 2, 4, 6, 8]")["status"] == "ok"
+
+
+def test_compact_helper_is_hidden_in_a_real_kernel(km: KernelManager, client: KernelClient) -> None:
+    reply = execute(km, "assert 'compact' not in get_ipython().run_line_magic('who_ls', '')\n"
+                     "assert callable(compact.status)")
+    assert reply["status"] == "ok", reply
