@@ -35,7 +35,7 @@ PIN_MAX_CHARS: Final = 4000
 _CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(must|must not|mustn't|never|always|do not|don't|dont|avoid|only use|use only|prefer|preferably|"
     r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
-    r"keep (?:it|the|all|every)|stick to|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to)\b"
+    r"keep (?:it|the|all|every)|stick to|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
     r"|必须|不要|务必|禁止|只能|保持"
 )
 _SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")

@@ -1,0 +1,514 @@
+"""The Compactor: session log + pure core + a summarizer → one appended compaction entry.
+
+Why it is its own layer: the core decides (cut point, triage, anchors, ledger, drift guard) without
+I/O; the store persists; the summarizer writes prose. This module wires them in the order the five
+layers demand — fence off anchors and the recent tail first, then encode, externalize and discard —
+and is the only place that appends ``compaction``, ``branch_summary``, ``pin`` and failure
+``compaction_outcome`` entries for this pipeline.
+
+What must hold:
+- History is never touched: a compaction only *appends* (the compaction entry, or on failure one
+  ``compaction_outcome`` entry); ``store.verify()`` passes before and after.
+- ``plan()`` and ``prepare()`` write nothing.
+- Anchors are re-copied from raw entries at every compaction (``core.anchors.extract_anchors``);
+  machine blocks are stripped from the previous summary before any summarizer sees it.
+- The ledger and the tracked identifiers are folded over the *summarized* raw entries only, so an
+  entry is counted once even though the next span starts at the previous first-kept entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipython_compact.core import entries as E
+from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors
+from ipython_compact.core.context import collect_branch_entries
+from ipython_compact.core.drift import (
+    Identifier,
+    apply_guard,
+    render_block,
+    strip_machine_blocks,
+    track_identifiers,
+)
+from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.ledger import Ledger
+from ipython_compact.core.messages import entry_message
+from ipython_compact.core.preparation import Preparation, prepare_compaction
+from ipython_compact.core.prompts import combine_split_turn
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.tokens import estimate_entry_tokens, estimate_message_tokens
+from ipython_compact.core.triage import Pointer, Triage, pointer_text, triage
+from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
+from ipython_compact.summarizers.offline import OfflineSummarizer
+
+MAX_CARRIED_POINTERS = 30
+
+
+class CompactionError(RuntimeError):
+    """Base class for compaction failures that the caller should show to the user."""
+
+
+class NothingToCompact(CompactionError):
+    """The context has nothing that can be summarized (too short, or it already ends in a compaction)."""
+
+
+class CompactionFailed(CompactionError):
+    """The summarizer failed; a ``compaction_outcome`` entry records it (``outcome_entry``)."""
+
+    def __init__(self, message: str, *, code: str, outcome_entry: Entry | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.outcome_entry = outcome_entry
+
+
+@dataclass(frozen=True)
+class LayerCount:
+    entries: int
+    tokens: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"entries": self.entries, "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a compaction would do, with token counts (a dry run)."""
+
+    session: str
+    focus: str | None
+    tokens_before: int
+    first_kept_entry_id: str
+    is_split_turn: bool
+    summarize: LayerCount
+    turn_prefix: LayerCount
+    keep: LayerCount
+    encode: LayerCount
+    externalize: tuple[Pointer, ...]
+    discard: tuple[dict[str, Any], ...]
+    anchors: AnchorSet
+    previous_summary: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "focus": self.focus,
+            "tokens_before": self.tokens_before,
+            "first_kept_entry_id": self.first_kept_entry_id,
+            "is_split_turn": self.is_split_turn,
+            "summarize": self.summarize.to_json(),
+            "turn_prefix": self.turn_prefix.to_json(),
+            "keep": self.keep.to_json(),
+            "encode": self.encode.to_json(),
+            "externalize": [dict(p.to_json(), pointer=p.text) for p in self.externalize],
+            "discard": [dict(d) for d in self.discard],
+            "anchors": {
+                "goal": self.anchors.goal.text if self.anchors.goal else None,
+                "constraints": [a.text for a in self.anchors.constraints],
+                "pins": [{"pin_id": a.pin_id, "text": a.text} for a in self.anchors.pins],
+            },
+            "previous_summary": self.previous_summary,
+        }
+
+    def render(self) -> str:
+        """A readable table for the terminal."""
+        ext_tokens = sum(p.tokens for p in self.externalize)
+        disc_tokens = sum(int(d.get("tokens", 0)) for d in self.discard)
+        rows = [
+            ("summarize (encode)", self.summarize.entries + self.turn_prefix.entries, self.summarize.tokens + self.turn_prefix.tokens),
+            ("  of which externalized", len(self.externalize), ext_tokens),
+            ("  of which discarded", len(self.discard), disc_tokens),
+            ("keep verbatim (recent tail)", self.keep.entries, self.keep.tokens),
+        ]
+        lines = [f"compaction plan for session {self.session!r}" + (f" (focus: {self.focus})" if self.focus else "")]
+        lines.append(f"  context now: {self.tokens_before:,} tokens; first kept entry {self.first_kept_entry_id}" + ("; split turn" if self.is_split_turn else ""))
+        lines.append(f"  {'layer':<30}{'entries':>9}{'tokens':>10}")
+        lines.extend(f"  {name:<30}{n:>9,}{t:>10,}" for name, n, t in rows)
+        anchors = self.anchors
+        lines.append(
+            f"  anchors (verbatim): goal {'yes' if anchors.goal else 'no'}, {len(anchors.constraints)} constraint(s), {len(anchors.pins)} pin(s)"
+        )
+        for p in self.externalize[:10]:
+            lines.append(f"  externalize {p.text} ({p.tool})")
+        for d in self.discard[:10]:
+            lines.append(f"  discard entry {d['entry_id']}: {d['reason']}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    entry: Entry
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    plan: Plan
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.entry.id,
+            "timestamp": self.entry.timestamp,
+            "reason": self.entry.data.get("reason"),
+            "summary": self.summary,
+            "first_kept_entry_id": self.entry.data.get("first_kept_entry_id"),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "kept_entries": self.plan.keep.entries,
+            "summarizer": self.details.get("summarizer"),
+        }
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """Original text of one logged entry."""
+
+    id: str
+    kind: str
+    role: str | None
+    text: str
+    timestamp: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "role": self.role, "text": self.text, "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
+class _Work:
+    """Everything decided before the summarizer runs."""
+
+    prep: Preparation
+    triage: Triage
+    history: tuple[Entry, ...]
+    prefix: tuple[Entry, ...]
+    anchors: AnchorSet
+    previous_details: Mapping[str, Any]
+    view_tokens: Mapping[str, int]
+
+
+def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
+    return {e.id: c for e, c in zip(view_entries, counts, strict=True)}
+
+
+class Compactor:
+    """Compaction for one store. ``summarizer`` defaults to the offline one.
+
+    ``anchors=False`` and ``drift_guard=False`` give the naive rolling summary (for comparisons).
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        summarizer: Summarizer | None = None,
+        settings: CompactionSettings | None = None,
+        *,
+        anchors: bool = True,
+        drift_guard: bool = True,
+        ledger: bool = True,
+        externalize_lines: int = 200,
+        externalize_chars: int = 8000,
+    ) -> None:
+        self.store = store
+        self.summarizer: Summarizer = summarizer or OfflineSummarizer()
+        self.settings = settings or CompactionSettings()
+        self.use_anchors = anchors
+        self.use_drift_guard = drift_guard
+        self.use_ledger = ledger
+        self.externalize_lines = externalize_lines
+        self.externalize_chars = externalize_chars
+
+    # ------------------------------------------------------------------ deciding
+    def _lookup(self, session: str) -> Any:
+        def lookup(entry_id: str) -> Entry | None:
+            try:
+                return self.store.get(entry_id, session)  # type: ignore[no-any-return]
+            except Exception:
+                return None
+
+        return lookup
+
+    def _work(self, session: str, keep_recent_tokens: int | None = None) -> _Work | None:
+        settings = self.settings
+        if keep_recent_tokens is not None:
+            settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
+        view = self.store.context_view(session)
+        path: list[Entry] = list(view.entries)
+        counts = view.tokens(settings.estimator)
+        prep = prepare_compaction(path, settings, tokens=counts)
+        if prep is None:
+            return None
+        tokens = _tokens_of(path, counts)
+        previous_details: Mapping[str, Any] = {}
+        if prep.previous_compaction_index >= 0:
+            raw = path[prep.previous_compaction_index].data.get("details")
+            previous_details = raw if isinstance(raw, Mapping) else {}
+        span = list(prep.messages_to_summarize) + list(prep.turn_prefix)
+        tri = triage(
+            span,
+            prep.kept,
+            tokens=lambda e: tokens.get(e.id, 0) or estimate_entry_tokens(e, settings.estimator),
+            externalize_lines=self.externalize_lines,
+            externalize_chars=self.externalize_chars,
+        )
+        prefix_ids = {e.id for e in prep.turn_prefix}
+        history = tuple(e for e in tri.encode if e.id not in prefix_ids)
+        prefix = tuple(e for e in tri.encode if e.id in prefix_ids)
+        anchor_set = AnchorSet()
+        if self.use_anchors:
+            lookup = self._lookup(session)
+            previous = AnchorSet.from_json(previous_details.get("anchors"))
+            sources: list[Entry] = span
+            if prep.previous_compaction_index >= 0 and "anchors" not in previous_details:
+                # a compaction made without anchors (pi import): read the goal etc. from the raw log
+                full = self.store.path(session)
+                ids = {e.id for e in span}
+                sources = [e for e in full if e.kind != E.COMPACTION and e.id not in ids] + span
+            anchor_set = extract_anchors(previous, sources, lookup)
+            pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
+            anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
+        return _Work(prep, tri, history, prefix, anchor_set, previous_details, tokens)
+
+    def plan(self, session: str, focus: str | None = None, *, keep_recent_tokens: int | None = None) -> Plan:
+        """The dry run: what would be summarized, kept, externalized and discarded. Writes nothing.
+
+        Raises ``NothingToCompact`` when there is nothing to summarize.
+        """
+        work = self._work(session, keep_recent_tokens)
+        if work is None:
+            raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
+        return self._plan_of(session, focus, work)
+
+    def _plan_of(self, session: str, focus: str | None, work: _Work) -> Plan:
+        prep, tri = work.prep, work.triage
+        tok = work.view_tokens
+
+        def count(entries: Sequence[Entry]) -> LayerCount:
+            return LayerCount(len(entries), sum(tok.get(e.id, 0) for e in entries))
+
+        return Plan(
+            session=session,
+            focus=focus,
+            tokens_before=prep.tokens_before,
+            first_kept_entry_id=prep.first_kept_entry_id,
+            is_split_turn=prep.is_split_turn,
+            summarize=count(prep.messages_to_summarize),
+            turn_prefix=count(prep.turn_prefix),
+            keep=count(prep.kept),
+            encode=LayerCount(len(tri.encode), int(tri.tokens.get("encode", 0))),
+            externalize=tri.externalized,
+            discard=tuple(d.to_json() for d in tri.discarded),
+            anchors=work.anchors,
+            previous_summary=prep.previous_summary is not None,
+        )
+
+    # ------------------------------------------------------------------ summarizing
+    def prepare(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> dict[str, Any] | None:
+        """Compute the ``compaction`` entry payload without writing it (the agent loop places it).
+
+        Returns None when there is nothing to compact. Raises ``SummarizerError`` when the
+        summarizer fails (nothing is written; ``compact()`` records the failure).
+        """
+        if reason not in E.COMPACTION_REASONS:
+            raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(E.COMPACTION_REASONS))}")
+        work = self._work(session, keep_recent_tokens)
+        if work is None:
+            return None
+        return self._payload(session, reason, focus, work)
+
+    def _summarize(self, work: _Work, focus: str | None) -> tuple[str, list[SummaryResult]]:
+        prep = work.prep
+        previous = strip_machine_blocks(prep.previous_summary) if prep.previous_summary else None
+        results: list[SummaryResult] = []
+        history_text: str | None = None
+        if work.history or not prep.is_split_turn:
+            res = self.summarizer.summarize(
+                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens)
+            )
+            results.append(res)
+            history_text = res.text
+        elif previous:
+            history_text = previous
+        if prep.is_split_turn and work.prefix:
+            res = self.summarizer.summarize(SummaryInput(work.prefix, "turn_prefix", None, None, self.settings.turn_prefix_max_tokens))
+            results.append(res)
+            return combine_split_turn(history_text, res.text), results
+        return history_text or "", results
+
+    def _payload(self, session: str, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
+        prep, tri = work.prep, work.triage
+        narrative, results = self._summarize(work, focus)
+        prev = work.previous_details
+
+        ledger = Ledger.from_json(prev.get("ledger")).update(list(prep.messages_to_summarize) + list(prep.turn_prefix)) if self.use_ledger else Ledger()
+        identifiers = track_identifiers(
+            [Identifier.from_json(i) for i in prev.get("identifiers") or []], list(prep.messages_to_summarize) + list(prep.turn_prefix)
+        )
+        carried = [p for p in prev.get("externalized") or [] if isinstance(p, Mapping)]
+        pointers = [p.to_json() for p in tri.externalized]
+        new_ids = {p["entry_id"] for p in pointers}
+        all_pointers = ([p for p in carried if p.get("entry_id") not in new_ids] + pointers)[-MAX_CARRIED_POINTERS:]
+
+        parts = []
+        if self.use_anchors:
+            parts.append(work.anchors.render())
+        parts.append(narrative.strip())
+        if self.use_ledger:
+            parts.append(ledger.render())
+        parts.append(
+            render_block(
+                "externalized",
+                [f"{pointer_text(str(p['entry_id']), int(p['lines']))} {p.get('tool', '')} output, {int(p['chars']):,} chars" for p in all_pointers],
+                attrs={"note": "full text stays in the log; recall by entry id"},
+            )
+        )
+        checkpoint = "\n\n".join(p for p in parts if p)
+        guard: dict[str, Any] = {"checked": 0, "missing": [], "appended": 0}
+        if self.use_drift_guard:
+            required = (work.anchors.texts() if self.use_anchors else []) + [i.text for i in identifiers]
+            checkpoint, report = apply_guard(checkpoint, required)
+            guard = report.to_json()
+
+        usage: dict[str, int] = {}
+        for r in results:
+            for k, v in r.usage.items():
+                usage[k] = usage.get(k, 0) + int(v)
+        tokens_after = estimate_message_tokens({"role": "user", "content": checkpoint}, self.settings.estimator) + int(tri.tokens.get("keep", 0))
+        details: dict[str, Any] = {
+            "summarizer": results[0].summarizer if results else self.summarizer.name,
+            "model": results[0].model if results else None,
+            "usage": usage,
+            "attempts": sum(r.attempts for r in results),
+            "calls": [r.to_json() for r in results],
+            "focus": focus,
+            "is_split_turn": prep.is_split_turn,
+            "tokens_after": tokens_after,
+            "triage": tri.to_json(),
+            "externalized": all_pointers,
+            "anchors": work.anchors.to_json() if self.use_anchors else None,
+            "ledger": ledger.to_json() if self.use_ledger else None,
+            "identifiers": [i.to_json() for i in identifiers],
+            "drift": guard,
+            "read_files": list(prep.read_files),
+            "modified_files": list(prep.modified_files),
+            "summary_chars": len(checkpoint),
+            "budget_tokens": self.settings.summary_max_tokens,
+        }
+        if not self.use_anchors:
+            details.pop("anchors")
+        return {
+            "summary": checkpoint,
+            "first_kept_entry_id": prep.first_kept_entry_id,
+            "tokens_before": prep.tokens_before,
+            "reason": reason,
+            "details": details,
+        }
+
+    def compact(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> CompactionResult:
+        """Summarize and append the compaction entry. History is never modified.
+
+        Raises ``NothingToCompact`` (nothing written) or ``CompactionFailed`` (one
+        ``compaction_outcome`` entry written, naming the failure).
+        """
+        if reason not in E.COMPACTION_REASONS:
+            raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(E.COMPACTION_REASONS))}")
+        work = self._work(session, keep_recent_tokens)
+        if work is None:
+            raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
+        plan = self._plan_of(session, focus, work)
+        try:
+            payload = self._payload(session, reason, focus, work)
+        except SummarizerError as exc:
+            outcome = self.store.append(
+                session,
+                E.COMPACTION_OUTCOME,
+                {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
+            )
+            raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
+        entry = self.store.append(session, E.COMPACTION, payload)
+        return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
+
+    # ------------------------------------------------------------------ branches
+    def summarize_branch(self, session: str, target_id: str, *, focus: str | None = None) -> Entry:
+        """Leave the current branch for ``target_id``: summarize what is left behind and append a
+        ``branch_summary`` entry under ``target_id`` (which becomes the leaf's parent)."""
+        old_path = self.store.path(session)
+        target_path = self.store.path(session, target_id)
+        collected = collect_branch_entries(old_path, target_path)
+        entries = tuple(e for e in collected.entries if entry_message(e) is not None and e.kind != E.COMPACTION)
+        if not entries:
+            raise NothingToCompact(f"nothing to summarize: the current leaf is already on the path to {target_id!r}")
+        tri = triage(entries, (), externalize_lines=self.externalize_lines, externalize_chars=self.externalize_chars)
+        result = self.summarizer.summarize(SummaryInput(tri.encode, "branch", None, focus, self.settings.summary_max_tokens))
+        identifiers = track_identifiers([], entries)
+        text, report = apply_guard(result.text, [i.text for i in identifiers]) if self.use_drift_guard else (result.text, None)
+        details = {
+            "summarizer": result.summarizer,
+            "model": result.model,
+            "usage": dict(result.usage),
+            "drift": None if report is None else report.to_json(),
+            "entries": len(entries),
+        }
+        return self.store.append(  # type: ignore[no-any-return]
+            session, E.BRANCH_SUMMARY, {"summary": text, "from_id": old_path[-1].id if old_path else None, "details": details}, parent_id=target_id
+        )
+
+    # ------------------------------------------------------------------ recall and pins
+    def recall(self, session: str, *, entry_id: str | None = None, query: str | None = None, limit: int = 10) -> list[RecallHit]:
+        """The original logged text by entry id, or the best full-text matches for ``query``.
+
+        Compaction summaries are excluded from query results: recall answers with source text.
+        """
+        if (entry_id is None) == (query is None):
+            raise ValueError("recall needs exactly one of entry_id or query")
+        if entry_id is not None:
+            try:
+                entry = self.store.get(entry_id, session)
+            except Exception as exc:
+                raise ValueError(f"cannot recall entry {entry_id!r} in session {session!r}: {exc}") from exc
+            return [_hit(entry)]
+        assert query is not None
+        if not query.strip():
+            raise ValueError("recall query is empty")
+        hits = self.store.search(query, session=session, limit=max(1, limit) * 2)
+        out = [_hit(h.entry) for h in hits if h.entry.kind not in (E.COMPACTION, E.COMPACTION_OUTCOME)]
+        return out[: max(1, limit)]
+
+    def active_pins(self, session: str) -> tuple[Anchor, ...]:
+        """Pins in force on the session's current path (text pins and entry pins)."""
+        pins = [e for e in self.store.path(session) if e.kind == E.PIN]
+        return apply_pins((), pins, self._lookup(session))
+
+    def pin(self, session: str, *, text: str | None = None, entry_id: str | None = None) -> Entry:
+        """Pin a text or an entry: it is copied verbatim into every later checkpoint."""
+        if (text is None) == (entry_id is None):
+            raise ValueError("pin needs exactly one of text or entry_id")
+        if text is not None and not text.strip():
+            raise ValueError("pin text is empty")
+        if entry_id is not None:
+            try:
+                self.store.get(entry_id, session)
+            except Exception as exc:
+                raise ValueError(f"cannot pin entry {entry_id!r} in session {session!r}: {exc}") from exc
+        count = sum(1 for e in self.store.path(session) if e.kind == E.PIN and e.data.get("action", "pin") == "pin")
+        data: dict[str, Any] = {"action": "pin", "pin_id": f"pin-{count + 1}"}
+        if text is not None:
+            data["text"] = text
+        else:
+            data["entry_id"] = entry_id
+        return self.store.append(session, E.PIN, data)  # type: ignore[no-any-return]
+
+    def unpin(self, session: str, pin_id: str) -> Entry:
+        """Remove an active pin by its id (``pin-N``)."""
+        if not any(p.pin_id == pin_id for p in self.active_pins(session)):
+            active = ", ".join(p.pin_id or "?" for p in self.active_pins(session)) or "none"
+            raise ValueError(f"no active pin {pin_id!r} in session {session!r} (active: {active})")
+        return self.store.append(session, E.PIN, {"action": "unpin", "pin_id": pin_id})  # type: ignore[no-any-return]
+
+    def compactions(self, session: str) -> list[Entry]:
+        """Compaction entries on the current path, oldest first."""
+        return [e for e in self.store.path(session) if e.kind == E.COMPACTION]
+
+
+def _hit(entry: Entry) -> RecallHit:
+    return RecallHit(entry.id, entry.kind, entry.role, entry_text(entry), entry.timestamp)
