@@ -101,11 +101,7 @@ class TranscriptGenerator:
         self.round += 1
         rng = self.rng
         msgs: list[JSON] = []
-        planted: list[str] = []
-        if r == 0:
-            request = GOAL
-        else:
-            request = f"Step {r}: look at {self._filler(6)} and tell me what changes."
+        request = GOAL if r == 0 else f"Step {r}: look at {self._filler(6)} and tell me what changes."
         if r % 5 == 1:
             c = CONSTRAINTS[(r // 5) % len(CONSTRAINTS)]
             if c not in self.facts.constraints:
@@ -114,7 +110,6 @@ class TranscriptGenerator:
         if r % 3 == 2:
             path = f"/work/derived/features_v{r}/part-{r:04d}.parquet"
             self.facts.add("path", path)
-            planted.append(path)
             request += f" Save the result to {path}."
         if r % 4 == 3:
             version = f"lightgbm=={4 + r % 3}.{r % 10}.{r % 7}"
