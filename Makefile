@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export IPYTHON_COMPACT_DIR ?= $(CURDIR)/.ipython-compact-data
 
-.PHONY: setup system-deps demo test lint typecheck pytest bench clean labextension lint-labextension
+.PHONY: setup system-deps demo test lint typecheck pytest bench clean pi-reference labextension lint-labextension
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +51,13 @@ lint: setup lint-labextension
 	$(BIN)/ruff check ipython_compact tests bench examples
 	$(BIN)/mypy
 
-pytest: setup
+# pi's reference implementation (npm), which tests/test_pi_compat.py runs in Node. Installed only when missing.
+pi-reference:
+	@if [ ! -d tests/pi_reference/node_modules ]; then \
+		cd tests/pi_reference && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; \
+	fi
+
+pytest: setup pi-reference
 	$(BIN)/python -m pytest -q
 
 test: setup system-deps lint pytest
