@@ -74,7 +74,7 @@ def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
         ("recall", "one of them"),
         ("--bogus", "%compact --help"),
         ("pin", "%compact pin"),
-        ("unpin nope", "pin --list"),
+        ("unpin nope", "active: none"),
         ('export "unterminated', "quotes"),
         ("export /no/such/dir/file.jsonl", "does not exist"),
         ("restore", "%compact snapshot"),
@@ -224,3 +224,31 @@ def test_bundles_escape_html_and_carry_all_fallbacks(rendered: D.Rendered) -> No
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
     assert "<script>" not in bundle["text/markdown"].replace("```text\n" + EVIL, "")
     assert EVIL in bundle["text/plain"]
+
+
+# ---------------------------------------------------------------------------- compaction through the magic
+FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+
+
+def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> None:
+    ip.run_cell("alive = 1")
+    imported = _run(ip, f"import {FIXTURE}").data
+    assert imported["imported"] > 900
+    before = _run(ip, "status").data
+    preview = _run(ip, "preview").data
+    assert preview["keep"]["entries"] > 0 and _run(ip, "status").data["entries"] == before["entries"]
+    out = _run(ip, "now")
+    bundle = out._repr_mimebundle_()[0]
+    payload = bundle[D.SUMMARY_MIME]
+    assert payload["tokens_after"] < payload["tokens_before"]
+    assert "<ipython_state>" in payload["notice"] and "These names are still defined: alive." in payload["notice"]
+    service = extension_for(ip).service  # type: ignore[union-attr]
+    kinds = [e.kind for e in service.store.path(service.session)[-3:]]
+    assert "compaction" in kinds and kinds[-1] == "kernel_state"
+    handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]
+    summaries = handler.handle({"v": 1, "id": "s", "op": "summaries"})
+    assert summaries["ok"] and summaries["compactions"][-1]["id"] == payload["id"]
+    again = handler.handle({"v": 1, "id": "c", "op": "compact"})
+    assert again["ok"] is False and again["error"]["code"] == "failed" and "nothing to compact" in again["error"]["message"]
+    with pytest.raises(UsageError, match="%compact preview"):
+        _run(ip, "now")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ipython_compact import __version__
+from ipython_compact.compactor import CompactionError
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 
 TARGET = "ipython_compact"
@@ -110,7 +111,7 @@ class CommHandler:
             return _error(rid, "bad_request", str(exc))
         except Busy as exc:
             return _error(rid, "busy", str(exc))
-        except (Unavailable, ValueError, KeyError, LookupError) as exc:
+        except (Unavailable, CompactionError, ValueError, KeyError, LookupError) as exc:
             return _error(rid, "failed", f"{type(exc).__name__}: {exc}")
         except Exception as exc:
             log.debug("op %s failed", op, exc_info=True)

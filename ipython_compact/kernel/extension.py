@@ -156,7 +156,7 @@ class Extension:
         if self.service.executing or threading.current_thread() is not threading.main_thread():
             return
         try:
-            self.service.snapshot()
+            self.service.snapshot(record=False)
         except Exception as exc:
             log.debug("automatic snapshot failed: %s", exc)
 

@@ -8,6 +8,7 @@ changed by a command that failed to parse.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from ipython_compact.compactor import CompactionError
 from ipython_compact.kernel import display as D
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 
@@ -56,6 +58,7 @@ SUBCOMMANDS: dict[str, str] = {
     "tree": "The branch tips of the session tree.",
     "branch": "Move the session's leaf to an entry (start a branch there).",
     "export": "Write the session (root to leaf) as JSONL.",
+    "import": "Append a pi or ipython-compact JSONL transcript to this session.",
     "session": "Show the bound session, or switch to another (remembered across restarts).",
 }
 
@@ -78,6 +81,8 @@ def _build_parsers() -> dict[str, _Parser]:
     p["pin"].add_argument("--list", action="store_true", help="list active pins")
     p["unpin"].add_argument("pin_id", help="the pin id (see %%compact pin --list)")
     p["branch"].add_argument("entry_id", help="the entry to continue from")
+    p["branch"].add_argument("--no-summary", action="store_true", help="do not summarize the branch left behind")
+    p["import"].add_argument("path", help="the transcript file (pi session or our JSONL export)")
     p["export"].add_argument("path", help="the JSONL file to write")
     p["session"].add_argument("name", nargs="?", help="switch to this session")
     return p
@@ -103,7 +108,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
             "now": self._now, "preview": self._preview, "status": self._status, "names": self._names,
             "snapshot": self._snapshot, "restore": self._restore, "log": self._log, "show": self._show,
             "recall": self._recall, "pin": self._pin, "unpin": self._unpin, "tree": self._tree,
-            "branch": self._branch, "export": self._export, "session": self._session,
+            "branch": self._branch, "export": self._export, "import": self._import, "session": self._session,
         }
 
     @line_magic  # type: ignore[misc]
@@ -130,6 +135,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
             return self.handlers[name](args)
         except Busy as exc:
             raise UsageError(f"%compact {name}: {exc}") from None
+        except CompactionError as exc:
+            raise UsageError(f"%compact {name}: {exc}. Type `%compact preview` to see what would be compacted."
+                             ) from None
         except Unavailable as exc:
             raise UsageError(f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."
                              ) from None
@@ -147,7 +155,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return D.summary_bundle(shown, result.get("notice"))
 
     def _preview(self, a: argparse.Namespace) -> Any:
-        return D.mapping_bundle("Compaction preview (nothing was changed)", self.service.preview(" ".join(a.focus) or None))
+        plan = self.service.preview(" ".join(a.focus) or None)
+        shown = D.text_bundle(plan.get("text") or json.dumps(plan, indent=1), title="Compaction preview (nothing changed)")
+        shown.data = plan
+        return shown
 
     def _status(self, a: argparse.Namespace) -> Any:
         return D.mapping_bundle(f"Session {self.service.session}", self.service.status())
@@ -202,7 +213,14 @@ class CompactMagics(Magics):  # type: ignore[misc]
                              [[t["id"], t["kind"], "*" if t["leaf"] else "", t["text"]] for t in tips], tips)
 
     def _branch(self, a: argparse.Namespace) -> Any:
-        return D.mapping_bundle("Leaf moved", {"session": self.service.session, "leaf": self.service.branch(a.entry_id)})
+        moved = self.service.branch(a.entry_id, summarize=not a.no_summary)
+        return D.mapping_bundle("Leaf moved", {"session": self.service.session, **moved})
+
+    def _import(self, a: argparse.Namespace) -> Any:
+        source = Path(a.path).expanduser()
+        if not source.is_file():
+            raise ValueError(f"file {source} does not exist")
+        return D.mapping_bundle("Imported", self.service.import_transcript(source))
 
     def _export(self, a: argparse.Namespace) -> Any:
         target = Path(a.path).expanduser()

@@ -14,7 +14,6 @@ What must hold:
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact import __version__, paths
+from ipython_compact.compactor import Compactor
 from ipython_compact.core import entries as E
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
@@ -37,6 +37,7 @@ from ipython_compact.kernel.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
+from ipython_compact.summarizers.offline import OfflineSummarizer
 
 FILE_OPS_TYPE = "ipython_file_ops"
 
@@ -187,15 +188,12 @@ class KernelService:
         for i, e in enumerate(path):
             if e.kind != E.COMPACTION:
                 continue
-            kept = path[i + 1 :]
-            first = e.data.get("first_kept_entry_id")
+            details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
             out.append({
                 "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
-                "tokens_before": e.data.get("tokens_before"),
-                "tokens_after": (e.data.get("details") or {}).get("tokens_after") if isinstance(
-                    e.data.get("details"), dict) else None,
-                "summary": e.data.get("summary", ""), "first_kept_entry_id": first,
-                "kept_entries": sum(1 for k in kept if k.kind == E.MESSAGE),
+                "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
+                "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
+                "kept_entries": sum(1 for k in path[i + 1 :] if k.kind == E.MESSAGE),
             })
         return out[-limit:] if limit > 0 else out
 
@@ -213,10 +211,26 @@ class KernelService:
         return [{"id": e.id, "kind": e.kind, "timestamp": e.timestamp, "leaf": e.id == leaf,
                  "text": E.entry_text(e)[:80]} for e in self.store.branch_tips(self.session)]
 
-    def branch(self, entry_id: str) -> str | None:
+    def branch(self, entry_id: str, *, summarize: bool = True) -> dict[str, Any]:
+        """Move the leaf to ``entry_id``; with ``summarize`` the abandoned branch is summarized there."""
         self.store.get(entry_id, self.session)  # raises when unknown
+        if summarize:
+            try:
+                entry = self._compactor().summarize_branch(self.session, entry_id)
+                return {"leaf": entry.id, "branch_summary": entry.id}
+            except Exception as exc:
+                if type(exc).__name__ != "NothingToCompact":
+                    raise
         self.store.set_leaf(self.session, entry_id)
-        return str(self.store.leaf(self.session))
+        return {"leaf": str(self.store.leaf(self.session)), "branch_summary": None}
+
+    def import_transcript(self, source: Path) -> dict[str, Any]:
+        """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes)."""
+        from ipython_compact.store.importers import import_file
+
+        result = import_file(self.store, source, session=self.session)
+        return {"session": result.session, "format": result.format, "imported": result.imported,
+                "leaf_id": result.leaf_id}
 
     def export(self, target: Path) -> int:
         entries = self.store.path(self.session)
@@ -229,62 +243,41 @@ class KernelService:
 
     # ------------------------------------------------------------------ recall and pins
     def recall(self, entry_id: str | None = None, query: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
-        if (entry_id is None) == (query is None):
-            raise ValueError("recall needs exactly one of entry_id or query")
-        if entry_id is not None:
-            hits = [self.store.get(entry_id, self.session)]
-        else:
-            hits = [h.entry for h in self.store.search(str(query), session=self.session, limit=limit)]
-        return [{"id": e.id, "kind": e.kind, "role": e.role, "text": E.entry_text(e)} for e in hits]
+        """Original text of logged entries (compaction summaries are excluded from query hits)."""
+        hits = self._compactor().recall(self.session, entry_id=entry_id, query=query, limit=limit)
+        return [h.to_json() for h in hits]
 
     def pin(self, text: str) -> dict[str, Any]:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("pin needs non-empty text")
-        pin_id = f"pin-{int(time.time() * 1000):x}"
-        entry = self.store.append(self.session, E.PIN, {"action": "pin", "text": text, "pin_id": pin_id},
-                                  timestamp=_now())
-        return {"pin_id": pin_id, "entry_id": entry.id}
+        entry = self._compactor().pin(self.session, text=text)
+        return {"pin_id": entry.data.get("pin_id"), "entry_id": entry.id}
 
     def unpin(self, pin_id: str) -> dict[str, Any]:
-        pins = self.pins()
-        if pin_id not in pins:
-            raise ValueError(f"no active pin {pin_id!r}; %compact pin --list shows them")
-        entry = self.store.append(self.session, E.PIN, {"action": "unpin", "pin_id": pin_id}, timestamp=_now())
+        entry = self._compactor().unpin(self.session, pin_id)
         return {"pin_id": pin_id, "entry_id": entry.id}
 
     def pins(self) -> dict[str, str]:
-        active: dict[str, str] = {}
-        for e in self.store.path(self.session):
-            if e.kind != E.PIN:
-                continue
-            pid = str(e.data.get("pin_id"))
-            if e.data.get("action") == "unpin":
-                active.pop(pid, None)
-            else:
-                active[pid] = str(e.data.get("text", ""))
-        return active
+        return {str(a.pin_id): a.text for a in self._compactor().active_pins(self.session)}
 
     # ------------------------------------------------------------------ compaction
-    def _compactor(self) -> Any:
-        try:
-            compactor_cls = importlib.import_module("ipython_compact.compactor").Compactor
-        except (ImportError, AttributeError) as exc:
-            raise Unavailable(f"the compaction engine is not installed ({exc})") from None
-        return compactor_cls(self.store, self._summarizer(), self.settings())
+    def _compactor(self) -> Compactor:
+        return Compactor(self.store, self._summarizer(), self.settings())
 
     def _summarizer(self) -> Any:
+        """The configured summarizer: ``offline`` (default, no network) or ``openai``."""
         kind = self.config.summarizer
-        try:
-            if kind == "openai":
-                mod = importlib.import_module("ipython_compact.summarizers.openai_summarizer")
-                return mod.OpenAISummarizer(model=self.config.model, base_url=self.config.base_url or None)
-            return importlib.import_module("ipython_compact.summarizers.offline").OfflineSummarizer()
-        except (ImportError, AttributeError) as exc:
-            raise Unavailable(f"summarizer {kind!r} is not available ({exc})") from None
+        if kind == "offline":
+            return OfflineSummarizer()
+        if kind == "openai":
+            from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+
+            return OpenAISummarizer(self.config.model or None, base_url=self.config.base_url or None)
+        raise ValueError(f"unknown summarizer {kind!r}; set %config CompactConfig.summarizer = 'offline' or 'openai'")
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
         plan = self._compactor().plan(self.session, focus=focus)
-        return _jsonable(plan)
+        return {**_jsonable(plan), "text": plan.render() if hasattr(plan, "render") else ""}
 
     def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any]:
         lock = self._lock("compact")
@@ -323,7 +316,8 @@ class KernelService:
         return notice
 
     # ------------------------------------------------------------------ snapshots
-    def snapshot(self, *, full: bool = False) -> SnapshotReport:
+    def snapshot(self, *, full: bool = False, record: bool = True) -> SnapshotReport:
+        """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log."""
         self._main_and_idle("snapshot")
         lock = self._lock("snapshot")
         if not lock.acquire(blocking=False):
@@ -336,6 +330,8 @@ class KernelService:
                 self.last_snapshot_error = f"{type(exc).__name__}: {exc}"
                 raise
             self.last_snapshot, self.last_snapshot_error = report, None
+            if not record:
+                return report
             with contextlib.suppress(Exception):
                 self.store.append(self.session, E.SNAPSHOT, {
                     "generation": report.generation, "saved": len(report.saved),
@@ -372,10 +368,10 @@ def _jsonable(obj: Any) -> dict[str, Any]:
     """A dataclass / mapping / object result as a JSON-ready dict (unknown values become strings)."""
     import dataclasses
 
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        obj = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    elif hasattr(obj, "to_json"):
+    if hasattr(obj, "to_json"):
         obj = obj.to_json()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     if not isinstance(obj, Mapping):
         obj = {"value": obj}
 
