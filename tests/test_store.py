@@ -189,6 +189,24 @@ def test_context_view_starts_at_newest_compactions_first_kept_entry(store: Sessi
     assert store.context_path("s") == expected
 
 
+@pytest.mark.parametrize("cache_entries", [0, 3, 4096])
+def test_context_view_is_the_same_whatever_the_cache_size(tmp_path: Path, cache_entries: int) -> None:
+    with SessionStore(tmp_path / "c.db", clock=_clock(), new_id=_ids(), cache_entries=cache_entries) as s:
+        s.create_session("s")
+        first = s.append("s", "message", user("root"))
+        for i in range(20):
+            s.append("s", "message", assistant(f"reply {i}"))
+        s.append("s", "compaction", {"summary": "x", "first_kept_entry_id": s.path("s")[12].id})
+        s.append("s", "message", user("after"))
+        expected = s.path("s")[12:]
+        assert [s.context_path("s") for _ in range(3)] == [expected] * 3
+        s.create_session("t")
+        s.append("t", "message", user("other session, same id"), entry_id=first.id)
+        assert s.context_path("s") == expected
+        s.clear_cache()
+        assert s.context_path("s") == expected
+
+
 def test_stored_token_estimates_match_the_core(store: SessionStore) -> None:
     from ipython_compact.core.tokens import estimate_entry_tokens
 

@@ -26,6 +26,7 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -177,6 +178,8 @@ class SessionStore:
     processes (each process opens its own store).
 
     ``clock`` and ``new_id`` are injectable so tests and importers control times and ids.
+    ``cache_entries`` bounds the cache of parsed entries behind ``context_view``; returned
+    entries are shared, so callers must treat them as the immutable values they are.
     """
 
     def __init__(
@@ -186,6 +189,7 @@ class SessionStore:
         busy_timeout: float = 5.0,
         clock: Callable[[], str] = utc_now,
         new_id: Callable[[], str] = random_entry_id,
+        cache_entries: int = 4096,
     ) -> None:
         if db_path is None:
             from ipython_compact.paths import database_path
@@ -195,6 +199,8 @@ class SessionStore:
         self._clock = clock
         self._new_id = new_id
         self._lock = threading.RLock()
+        self._cache_size = cache_entries
+        self._entry_cache: OrderedDict[tuple[int, str], Entry] = OrderedDict()
         self._conn = self._open(busy_timeout)
 
     # ------------------------------------------------------------------ connection & errors
@@ -277,6 +283,11 @@ class SessionStore:
                 if isinstance(exc, sqlite3.Error):
                     raise self._translate(exc) from exc
                 raise
+
+    def clear_cache(self) -> None:
+        """Forget parsed entries (benchmarks use it to measure a cold read)."""
+        with self._lock:
+            self._entry_cache.clear()
 
     def close(self) -> None:
         with self._lock:
@@ -649,7 +660,12 @@ class SessionStore:
 
     def context_view(self, session: str, leaf: str | None = None) -> ContextView:
         """Entries from the newest compaction's head (its first kept entry) to the leaf, with
-        their stored token estimates. Without a compaction on the path this is the whole path."""
+        their stored token estimates. Without a compaction on the path this is the whole path.
+
+        The walk reads only ids and token counts; entry bodies come from a per-store cache of
+        parsed entries (safe because stored entries never change), so a repeated threshold check
+        or plan costs one indexed walk over the context, not a re-parse of it.
+        """
         with self._read() as conn:
             sid, current_leaf, _, _ = self._session_row(conn, session)
             start = leaf or current_leaf
@@ -661,16 +677,55 @@ class SessionStore:
             if row is None:
                 raise UnknownEntryError(f"no entry {start!r} in session {session!r}", path=self.db_path)
             head, leaf_depth = row[0], int(row[1])
-            rows = self._walk_up(conn, sid, start, head)
+            rows = conn.execute(
+                """
+                WITH RECURSIVE up(n, id, parent_id, tokens_density, tokens_chars4) AS (
+                    SELECT 0, id, parent_id, tokens_density, tokens_chars4 FROM entries
+                    WHERE session_id = :sid AND id = :leaf
+                    UNION ALL
+                    SELECT up.n + 1, e.id, e.parent_id, e.tokens_density, e.tokens_chars4
+                    FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
+                    WHERE up.id IS NOT :stop
+                )
+                SELECT id, parent_id, tokens_density, tokens_chars4 FROM up ORDER BY n DESC
+                """,
+                {"sid": sid, "leaf": start, "stop": head},
+            ).fetchall()
+            if rows[0][1] is not None and (head is None or rows[0][0] != head):
+                raise StoreError(
+                    f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is "
+                    "missing (run `ipython-compact verify`)",
+                    path=self.db_path,
+                )
+            entries = self._cached_entries(conn, sid, [r[0] for r in rows])
         return ContextView(
             session=session,
             leaf_id=start,
             head_id=head,
-            entries=[_row_entry(r) for r in rows],
-            tokens_density=[int(r[5]) for r in rows],
-            tokens_chars4=[int(r[6]) for r in rows],
+            entries=entries,
+            tokens_density=[int(r[2]) for r in rows],
+            tokens_chars4=[int(r[3]) for r in rows],
             offset=leaf_depth - (len(rows) - 1),
         )
+
+    def _cached_entries(self, conn: sqlite3.Connection, sid: int, ids: Sequence[str]) -> list[Entry]:
+        cache = self._entry_cache
+        missing = [i for i in ids if (sid, i) not in cache]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+            ):
+                cache[(sid, row[0])] = _row_entry(row)
+        out: list[Entry] = []
+        for entry_id in ids:
+            entry = cache[(sid, entry_id)]
+            cache.move_to_end((sid, entry_id))
+            out.append(entry)
+        while len(cache) > max(self._cache_size, len(ids)):
+            cache.popitem(last=False)
+        return out
 
     def context_path(self, session: str, leaf: str | None = None) -> list[Entry]:
         """The entries the model's view is built from (see ``context_view``)."""
