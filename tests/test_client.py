@@ -1,0 +1,75 @@
+"""The host client against real kernels: main-shell fallback, timeouts, silent and dead kernels
+give an explicit "unknown", never a guess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import KernelManager
+from kernel_fixtures import execute, running_kernel, start_cell
+
+from ipython_compact.client import KernelClient, Result
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def km(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelManager]:
+    with running_kernel(tmp_path_factory.mktemp("client-data"), IPYTHON_COMPACT_SESSION="client-tests") as manager:
+        yield manager
+
+
+def test_env_session_binding_and_subshell_detection(km: KernelManager) -> None:
+    with KernelClient.for_manager(km) as client:
+        assert client.detect_subshells() is True
+        assert client.ensure_extension()
+        hello = client.request("hello")
+        assert hello["session"] == "client-tests" and hello.channel == "subshell"
+
+
+def test_main_shell_fallback_waits_behind_a_cell_and_times_out_as_unknown(km: KernelManager) -> None:
+    with KernelClient.for_manager(km, use_subshell=False, timeout=1.0) as client:
+        assert client.ensure_extension()
+        assert client.request("hello").channel == "main"
+        busy = start_cell(km, "import time\ntime.sleep(2.5)")
+        try:
+            start = time.monotonic()
+            result = client.request("names")
+            assert result.status == "unknown" and "did not answer within 1.0 s" in result.reason
+            assert time.monotonic() - start < 2.0
+            with pytest.raises(KeyError, match="unknown"):
+                result["names"]
+        finally:
+            busy.get_shell_msg(timeout=10)
+            busy.stop_channels()
+        assert client.request("names", timeout=5).ok
+
+
+def test_a_stopped_kernel_is_unknown_not_guessed(km: KernelManager) -> None:
+    with KernelClient.for_manager(km, timeout=1.0) as client:
+        assert client.ensure_extension()
+        pid = km.provisioner.process.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            result = client.names()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert result == Result("unknown", reason="the kernel did not answer within 1.0 s", channel="subshell",
+                                elapsed_ms=result.elapsed_ms)
+        assert client.names(timeout=5).ok
+
+
+def test_a_dead_kernel_is_unknown(tmp_path: Path) -> None:
+    with running_kernel(tmp_path) as manager:
+        client = KernelClient.for_manager(manager, timeout=2.0)
+        assert client.ensure_extension()
+        assert execute(manager, "x = 1")["status"] == "ok"
+        manager.shutdown_kernel(now=True)
+        result = client.names()
+        client.close()
+    assert result.status == "unknown" and "not running" in result.reason
