@@ -2,7 +2,7 @@
 
 After each question it prints how many messages the model's context holds and how many entries
 the session log holds. The context stays bounded while the log keeps growing: a background
-compaction (question 4), a manual compaction with focus "Keep the hotel shortlist" queued while
+compaction (question 5 crosses the background line), a manual compaction with focus "Keep the hotel shortlist" queued while
 the model is busy (question 6), and a provider overflow recovered by a blocking compaction
 (question 7). Finally it lists the compaction entries with their reasons.
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import openai
 
-from ipython_compact.agent.engine import CoreEngine
+from ipython_compact.agent.engine import default_engine
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
 from ipython_compact.core.entries import COMPACTION, KERNEL_STATE, text_of_content
@@ -36,7 +36,7 @@ from ipython_compact.store import SessionStore
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 WINDOW = 3000
-SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=200, background_tokens=1100)
+SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=950)
 
 QUESTIONS = [
     "I'm planning a week in Lisbon in May. What is the weather like, and what should I pack?",
@@ -78,6 +78,9 @@ ANSWERS = {
         "Bacalhau (salt cod) comes in hundreds of ways; try bacalhau à Brás for a start.",
         "Lunch menus (prato do dia) in small tascas are the best value: soup, main and coffee.",
         "Book dinner ahead at popular places such as Prado or Taberna da Rua das Flores.",
+        "Tipping is modest: round up or leave 5-10 % for good table service.",
+        "Couvert (bread, olives, cheese) put on the table is charged if you eat it; send it back if not.",
+        "Vegetarian options are growing: Ao 26 Vegan Food Project and Jardim dos Sentidos.",
     ]),
     3: _answer("day trips", [
         "Sintra: Pena Palace, Quinta da Regaleira and the Moorish Castle; go early by train from Rossio.",
@@ -90,7 +93,6 @@ ANSWERS = {
         "Bairro Alto: dozens of small bars; drinks are taken out into the narrow streets.",
         "Pink Street (Rua Nova do Carvalho) in Cais do Sodré for late bars and clubs.",
         "Park Bar on a car-park rooftop for sunset views over the 25 de Abril bridge.",
-        "Lux Frágil by the river for serious dancing until dawn.",
         "A fado house in Alfama or Mouraria for a quieter, very Lisbon evening.",
     ]),
     5: _answer("quiet cafés near your hotels", [
@@ -124,6 +126,8 @@ HOTEL_ANSWER = _answer("where to stay", [
     "Alfama: old, hilly, atmospheric; Memmo Alfama has a rooftop pool.",
     "Bairro Alto / Chiado: central and lively at night; The Lumiares and Bairro Alto Hotel.",
     "Baixa: flat and well connected; Lisboa Pessoa is good value.",
+    "Avoid staying right on the main tram 28 route if you are a light sleeper.",
+    "Book early for May: long weekends fill the small boutique hotels first.",
     "I saved the shortlist in the `hotels` variable in the kernel so we can come back to it.",
 ])
 
@@ -203,7 +207,7 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
         agent = Agent(
             store=store, session="lisbon", client=client, model="travel-model", provider="local",
-            context_window=WINDOW, settings=settings, engine=CoreEngine(store, settings), kernel=kernel,
+            context_window=WINDOW, settings=settings, engine=default_engine(store, settings), kernel=kernel,
             system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
             on_event=on_event,
         )

@@ -62,3 +62,12 @@ class CompactorEngine:
             session, reason=reason, focus=focus, keep_recent_tokens=keep_recent_tokens
         )
         return result
+
+
+def default_engine(store: Any, settings: CompactionSettings) -> CompactorEngine | CoreEngine:
+    """The project's ``Compactor`` (offline summarizer) when available, else ``CoreEngine``."""
+    try:
+        from ipython_compact.compactor import Compactor
+    except ImportError:
+        return CoreEngine(store, settings)
+    return CompactorEngine(Compactor(store, None, settings))
