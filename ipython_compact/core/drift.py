@@ -54,8 +54,8 @@ _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     ("path", re.compile(r"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\." + _EXT + r"\b")),
     ("version", re.compile(r"\b[A-Za-z][\w-]*(?:==|>=|<=|~=|@| )v?\d+(?:\.\d+)+(?:[-+.]?[A-Za-z0-9]+)*\b")),
     ("version", re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:[-+.][A-Za-z0-9]+)*\b")),
-    ("commit", re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),
     ("id", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")),
+    ("commit", re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),
     ("id", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,7}\b")),
     ("id", re.compile(r"(?<![\w&])#\d{2,7}\b")),
 )

@@ -146,11 +146,12 @@ def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]]) -> str:
     return "\n\n".join(parts)
 
 
-def _extract(entries: Sequence[Entry], focus: str | None) -> dict[str, list[str]]:
-    """Items found in the span, per section."""
+def _extract(entries: Sequence[Entry], focus: str | None, open_before: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Items found in the span, per section. ``open_before`` are requests still open from the
+    previous checkpoint: a final answer in this span settles them as Done."""
     out: dict[str, list[str]] = {name: [] for name in ("Goal", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
     focus_words = [w.lower() for w in re.findall(r"\w{4,}", focus or "")]
-    open_requests: list[str] = []
+    open_requests: list[str] = list(open_before)
     pending_errors: dict[str, str] = {}  # tool name -> error line
     next_steps: list[str] = []
     call_tools: dict[str, str] = {}
@@ -239,7 +240,8 @@ def offline_summary(
     ``previous_summary`` must already be stripped of machine blocks (``core.drift``); for
     ``kind="turn_prefix"`` it is ignored (a turn prefix stands alone, as with the model prompts).
     """
-    found = _extract(entries, focus)
+    prev = parse_checkpoint(previous_summary or "") if kind != "turn_prefix" else {}
+    found = _extract(entries, focus, prev.get("In Progress", []))
     if kind == "turn_prefix":
         sections = {
             "Original Request": found["Goal"][:1],
@@ -247,10 +249,9 @@ def offline_summary(
             "Context for Suffix": (found["Constraints & Preferences"] + found["Key Decisions"] + found["Next Steps"] + found["Critical Context"])[-CAPS["Context for Suffix"] :],
         }
         return _fit(kind, sections, max_chars)
-    prev = parse_checkpoint(previous_summary or "")
     done = _merge(prev.get("Done", []), found["Done"], CAPS["Done"])
     done_set = set(done)
-    in_progress = [i for i in _merge(prev.get("In Progress", []), found["In Progress"], CAPS["In Progress"]) if i not in done_set]
+    in_progress = [i for i in _merge([], found["In Progress"], CAPS["In Progress"]) if i not in done_set]
     blocked_new = found["Blocked"]
     merged = {
         "Goal": [g for g in prev.get("Goal", [])][:3] or found["Goal"],

@@ -1,0 +1,176 @@
+"""Drift guard: identifier extraction, machine blocks, the guard itself, and anchors (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipython_compact.core.anchors import (
+    Anchor,
+    AnchorSet,
+    apply_pins,
+    constraint_spans,
+    extract_anchors,
+    resolve_anchors,
+)
+from ipython_compact.core.drift import (
+    Identifier,
+    apply_guard,
+    entry_identifiers,
+    extract_identifiers,
+    render_block,
+    strip_machine_blocks,
+    track_identifiers,
+    variables_in_code,
+)
+from ipython_compact.core.entries import Entry, entry_text
+
+
+def msg(entry_id: str, role: str, text: str = "", **extra: Any) -> Entry:
+    message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": text}] if text else []}
+    message.update(extra)
+    return Entry(entry_id, None, "message", "2026-01-01T00:00:00.000Z", {"message": message})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Use CUDA 12.4 please", [("version", "CUDA 12.4")]),
+        ("pin pandas==2.2.3", [("version", "pandas==2.2.3")]),
+        ("upgrade to 4.5.6 now", [("version", "4.5.6")]),
+        ("a ratio of 0.5 is fine", []),
+        ("see /work/data/train.csv", [("path", "/work/data/train.csv")]),
+        ("edit src/model.py then", [("path", "src/model.py")]),
+        ("open notes.md", [("path", "notes.md")]),
+        ("commit 3f2a9c1d landed", [("commit", "3f2a9c1d")]),
+        ("the word deadbeef has no digit", []),
+        ("tracked in JIRA-123 and #4017", [("id", "JIRA-123"), ("id", "#4017")]),
+        ("id 123e4567-e89b-12d3-a456-426614174000", [("id", "123e4567-e89b-12d3-a456-426614174000")]),
+        ("OSError: [Errno 98] address already in use", [("error", "OSError: [Errno 98] address already in use")]),
+        ("see https://example.org/a/b.html.", [("url", "https://example.org/a/b.html")]),
+    ],
+)
+def test_extract_identifiers(text: str, expected: list[tuple[str, str]]) -> None:
+    assert extract_identifiers(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("code", "names"),
+    [
+        ("df = load()\nx = 1", ["df"]),
+        ("def train(a):\n    inner = 2\nclass Net: pass", ["train", "Net"]),
+        ("import numpy as np\nfrom a import b as bee", ["np", "bee"]),
+        ("model: Net = Net()\nif a == b: pass\n_hidden = 3", ["model"]),
+        ("left, right = split(df)", ["left"]),
+    ],
+)
+def test_variables_in_code(code: str, names: list[str]) -> None:
+    assert variables_in_code(code) == names
+
+
+def test_entry_identifiers_reads_tool_call_code_and_limits_tool_output() -> None:
+    call = {"type": "toolCall", "id": "c1", "name": "python", "arguments": {"code": "frame_9 = load('/data/x.csv')"}}
+    assistant = Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": [call]}})
+    found = {(i.cls, i.text) for i in entry_identifiers(assistant)}
+    assert ("variable", "frame_9") in found
+    assert ("path", "/data/x.csv") in found
+    big = "\n".join(f"/tmp/file_{i}.txt" for i in range(2000)) + "\nValueError: bad shape (3, 4)"
+    result = msg("r1", "toolResult", big, toolCallId="c1")
+    texts = [i.text for i in entry_identifiers(result, tool_result_chars=100)]
+    assert len(texts) < 20
+    assert "ValueError: bad shape (3, 4)" in texts
+
+
+def test_track_identifiers_is_bounded_and_recency_ordered() -> None:
+    entries = [msg(f"u{i}", "user", f"look at /data/part_{i}.csv") for i in range(50)]
+    tracked = track_identifiers([], entries, max_count=10)
+    assert [t.text for t in tracked] == [f"/data/part_{i}.csv" for i in range(40, 50)]
+    again = track_identifiers(tracked, [msg("u99", "user", "back to /data/part_40.csv")], max_count=10)
+    assert again[-1].text == "/data/part_40.csv"
+    assert len(again) == 10
+    assert Identifier.from_json(again[0].to_json()) == again[0]
+
+
+def test_machine_blocks_round_trip_and_strip() -> None:
+    narrative = "## Goal\nship it"
+    block = render_block("ledger", ["files read: a.py"])
+    text = f"{render_block('anchors', ['goal'])}\n\n{narrative}\n\n{block}"
+    assert strip_machine_blocks(text) == narrative
+    assert render_block("ledger", []) == ""
+    with pytest.raises(ValueError, match="unknown machine block tag"):
+        render_block("bogus", ["x"])
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "required", "missing"),
+    [
+        ("use CUDA 12.4", ["CUDA 12.4"], []),
+        ("use CUDA 12.x", ["CUDA 12.4"], ["CUDA 12.4"]),
+        ("nothing", ["a.py", "a.py", "b.py"], ["a.py", "b.py"]),
+    ],
+)
+def test_apply_guard(checkpoint: str, required: list[str], missing: list[str]) -> None:
+    text, report = apply_guard(checkpoint, required)
+    assert list(report.missing) == missing
+    assert text.startswith(checkpoint)
+    for item in required:
+        assert item in text
+    if missing:
+        assert "<drift-guard" in text
+        assert strip_machine_blocks(text) == checkpoint
+    else:
+        assert text == checkpoint
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("Always use CUDA 12.4. Then run it.", ["Always use CUDA 12.4."]),
+        ("Please look at it.\nNever write to /data/raw!", ["Never write to /data/raw!"]),
+        ("I prefer tabs over spaces", ["I prefer tabs over spaces"]),
+        ("Just run the tests.", []),
+        ("必须使用 CUDA 12.4。", ["必须使用 CUDA 12.4。"]),
+    ],
+)
+def test_constraint_spans(text: str, sentences: list[str]) -> None:
+    assert [text[s:e] for s, e in constraint_spans(text)] == sentences
+
+
+def test_anchors_are_recopied_from_raw_log_not_from_stored_text() -> None:
+    raw = msg("u1", "user", "Fix the loader. Always use CUDA 12.4 on the cluster.")
+    first = extract_anchors(AnchorSet(), [raw], lambda _id: None)
+    assert first.goal is not None and first.goal.text == entry_text(raw)
+    assert [a.text for a in first.constraints] == ["Always use CUDA 12.4 on the cluster."]
+    # a corrupted (drifted) stored copy is repaired from the raw entry
+    drifted = AnchorSet(
+        goal=first.goal,
+        constraints=(Anchor("constraint", "use a recent CUDA", "u1", first.constraints[0].start, first.constraints[0].end),),
+    )
+    fixed = resolve_anchors(drifted, {"u1": raw}.get)
+    assert fixed.constraints[0].text == "Always use CUDA 12.4 on the cluster."
+    with pytest.raises(ValueError, match="not in the log"):
+        resolve_anchors(drifted, lambda _id: None)
+
+
+def test_goal_is_kept_and_constraints_deduplicated() -> None:
+    a = msg("u1", "user", "Goal: train the model. Never use the GPU.")
+    b = msg("u2", "user", "Second thing. Never use the GPU.")
+    first = extract_anchors(AnchorSet(), [a], lambda _id: None)
+    second = extract_anchors(AnchorSet.from_json(first.to_json()), [b], {"u1": a}.get)
+    assert second.goal is not None and second.goal.entry_id == "u1"
+    assert [c.text for c in second.constraints] == ["Never use the GPU."]
+
+
+def test_pins_and_unpins() -> None:
+    target = msg("u7", "user", "the threshold is 0.42")
+    pins = [
+        Entry("p1", None, "pin", "t", {"action": "pin", "pin_id": "pin-1", "text": "remember port 8765"}),
+        Entry("p2", None, "pin", "t", {"action": "pin", "pin_id": "pin-2", "entry_id": "u7"}),
+        Entry("p3", None, "pin", "t", {"action": "unpin", "pin_id": "pin-1"}),
+    ]
+    active = apply_pins((), pins, {"u7": target}.get)
+    assert [(p.pin_id, p.text) for p in active] == [("pin-2", "the threshold is 0.42")]
+    assert apply_pins(active, pins[:2], {"u7": target}.get) == (active[0], Anchor("pin", "remember port 8765", None, 0, 18, "pin-1"))
+    rendered = AnchorSet(pins=active).render()
+    assert "the threshold is 0.42" in rendered and rendered.startswith("<anchors")

@@ -1,0 +1,102 @@
+"""The deterministic ledger (pure): files, commands with status, errors, requests done/open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipython_compact.core.entries import Entry
+from ipython_compact.core.ledger import Ledger, parse_error
+
+
+def m(eid: str, message: dict[str, Any]) -> Entry:
+    return Entry(eid, None, "message", "t", {"message": message})
+
+
+def user(eid: str, text: str) -> Entry:
+    return m(eid, {"role": "user", "content": [{"type": "text", "text": text}]})
+
+
+def answer(eid: str, text: str) -> Entry:
+    return m(eid, {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"})
+
+
+def calls(eid: str, *blocks: tuple[str, str, dict[str, Any]]) -> Entry:
+    content = [{"type": "toolCall", "id": cid, "name": name, "arguments": args} for cid, name, args in blocks]
+    return m(eid, {"role": "assistant", "content": content, "stopReason": "toolUse"})
+
+
+def res(eid: str, cid: str, text: str, error: bool = False) -> Entry:
+    return m(eid, {"role": "toolResult", "toolCallId": cid, "content": [{"type": "text", "text": text}], "isError": error})
+
+
+SESSION = [
+    user("u1", "Please fix the loader"),
+    calls("a1", ("c1", "read", {"path": "src/load.py"}), ("c2", "python", {"code": "df = load()\nprint(df)"})),
+    res("r1", "c1", "def load(): ..."),
+    res("r2", "c2", "Traceback (most recent call last):\n  File x\nKeyError: 'tenure'", error=False),
+    calls("a2", ("c3", "edit", {"path": "src/load.py", "old": "a", "new": "b"})),
+    res("r3", "c3", "ok"),
+    calls("a3", ("c4", "bash", {"command": "pytest -q"})),
+    res("r4", "c4", "3 passed"),
+    answer("a4", "Fixed: the loader now fills tenure."),
+    user("u2", "Now plot it"),
+]
+
+
+def test_ledger_from_a_session() -> None:
+    led = Ledger().update(SESSION)
+    assert led.files_modified == ("src/load.py",)
+    assert led.files_read == ()
+    assert [(c.tool, c.text, c.status) for c in led.commands] == [("python", "df = load() (+1 lines)", "error"), ("bash", "pytest -q", "ok")]
+    assert [(e.type, e.message, e.entry_id) for e in led.errors] == [("KeyError", "'tenure'", "r2")]
+    assert [(r.text, r.status) for r in led.requests] == [("Please fix the loader", "done"), ("Now plot it", "open")]
+    assert (led.command_total, led.command_failed, led.error_total, led.request_total) == (2, 1, 1, 2)
+
+
+@pytest.mark.parametrize("split", range(len(SESSION) + 1))
+def test_fold_is_associative_at_any_cut(split: int) -> None:
+    whole = Ledger().update(SESSION)
+    parts = Ledger().update(SESSION[:split]).update(SESSION[split:])
+    assert parts.to_json() == whole.to_json()
+
+
+def test_json_round_trip_and_bad_details() -> None:
+    led = Ledger().update(SESSION)
+    assert Ledger.from_json(led.to_json()) == led
+    assert Ledger.from_json(None) == Ledger()
+    with pytest.raises(ValueError, match="ledger details are malformed"):
+        Ledger.from_json({"commands": [{"tool": "x"}]})
+
+
+def test_render_marks_done_and_open() -> None:
+    text = Ledger().update(SESSION).render()
+    assert text.startswith("<ledger>") and text.endswith("</ledger>")
+    assert "- [x] Please fix the loader" in text
+    assert "- [ ] Now plot it" in text
+    assert "KeyError: 'tenure'" in text
+    assert "files modified: src/load.py" in text
+
+
+def test_bash_execution_and_bounds() -> None:
+    many = [m(f"b{i}", {"role": "bashExecution", "command": f"echo {i}", "output": "boom" if i % 2 else "", "exitCode": i % 2}) for i in range(100)]
+    led = Ledger().update(many)
+    assert led.command_total == 100
+    assert led.command_failed == 50
+    assert len(led.commands) == 40
+    assert led.commands[-1].text == "echo 99"
+    assert len(led.errors) == 1  # the same error ("boom") is kept once, counted every time
+    assert led.error_total == 50
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("Traceback...\nValueError: bad value", ("ValueError", "bad value")),
+        ("x\nmodule.sub.CustomError: oops\nKeyboardInterrupt", ("KeyboardInterrupt", "")),
+        ("all fine", None),
+    ],
+)
+def test_parse_error(text: str, parsed: tuple[str, str] | None) -> None:
+    assert parse_error(text) == parsed

@@ -1,0 +1,94 @@
+"""Five-layer triage of a span (pure): externalize big outputs, discard duplicates and superseded attempts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.triage import pointer_text, triage
+
+
+def user(eid: str, text: str) -> Entry:
+    return Entry(eid, None, "message", "t", {"message": {"role": "user", "content": [{"type": "text", "text": text}]}})
+
+
+def call(eid: str, cid: str, code: str, name: str = "python") -> Entry:
+    block = {"type": "toolCall", "id": cid, "name": name, "arguments": {"code": code}}
+    return Entry(eid, None, "message", "t", {"message": {"role": "assistant", "content": [block], "stopReason": "toolUse"}})
+
+
+def result(eid: str, cid: str, text: str, error: bool = False) -> Entry:
+    data: dict[str, Any] = {"role": "toolResult", "toolCallId": cid, "toolName": "python", "content": [{"type": "text", "text": text}], "isError": error}
+    return Entry(eid, None, "message", "t", {"message": data})
+
+
+def bash(eid: str, output: str) -> Entry:
+    return Entry(eid, None, "message", "t", {"message": {"role": "bashExecution", "command": "make", "output": output, "exitCode": 0}})
+
+
+@pytest.mark.parametrize(("entry_id", "lines", "text"), [("123", 24013, "[entry 123 · 24,013 lines · recall 123]"), ("ab", 1, "[entry ab · 1 lines · recall ab]")])
+def test_pointer_text(entry_id: str, lines: int, text: str) -> None:
+    assert pointer_text(entry_id, lines) == text
+
+
+@pytest.mark.parametrize(
+    ("output", "externalized"),
+    [
+        ("short output", False),
+        ("\n".join(f"line {i}" for i in range(250)), True),
+        ("x" * 9000, True),
+    ],
+)
+def test_externalize_large_tool_results(output: str, externalized: bool) -> None:
+    span = [user("u1", "go"), call("a1", "c1", "run()"), result("r1", "c1", output)]
+    t = triage(span)
+    assert [p.entry_id for p in t.externalized] == (["r1"] if externalized else [])
+    encoded = {e.id: e for e in t.encode}
+    assert set(encoded) == {"u1", "a1", "r1"}
+    if externalized:
+        short = entry_text(encoded["r1"])
+        assert t.externalized[0].text in short
+        assert len(short) < 2000
+        assert t.tokens["externalize"] > 0
+
+
+def test_externalize_bash_output() -> None:
+    t = triage([bash("b1", "\n".join(str(i) for i in range(500)))])
+    assert [p.lines for p in t.externalized] == [500]
+    assert "recall b1" in (t.encode[0].message or {})["output"]
+
+
+def test_exact_duplicates_are_discarded() -> None:
+    span = [user("u1", "status?"), user("u2", "other"), user("u3", "status?")]
+    t = triage(span)
+    assert [(d.entry_id, d.reason) for d in t.discarded] == [("u3", "duplicate of u1")]
+    assert [e.id for e in t.encode] == ["u1", "u2"]
+
+
+@pytest.mark.parametrize(
+    ("second_code", "second_error", "discarded"),
+    [
+        ("load()", False, {"a1", "r1"}),  # same target, later success: superseded
+        ("load()", True, set()),  # the retry failed too: nothing superseded
+        ("other()", False, set()),  # a different target: not a retry
+    ],
+)
+def test_superseded_attempts(second_code: str, second_error: bool, discarded: set[str]) -> None:
+    span = [call("a1", "c1", "load()"), result("r1", "c1", "KeyError: 'x'", True), call("a2", "c2", second_code), result("r2", "c2", "ok", second_error)]
+    t = triage(span)
+    assert {d.entry_id for d in t.discarded} == discarded
+    assert all(d.reason.startswith("superseded by") for d in t.discarded)
+
+
+def test_every_entry_lands_once_and_tokens_add_up() -> None:
+    span = [user("u1", "a"), user("u2", "a"), call("a1", "c1", "x"), result("r1", "c1", "y\n" * 300)]
+    kept = [user("k1", "tail")]
+    t = triage(span, kept, tokens=lambda e: 10)
+    ids = [e.id for e in t.encode] + [d.entry_id for d in t.discarded]
+    assert sorted(ids) == sorted(e.id for e in span)
+    assert t.tokens["summarize"] == 40
+    assert t.tokens["encode"] + t.tokens["externalize"] + t.tokens["discard"] == 40
+    assert t.tokens["keep"] == 10
+    assert t.kept == tuple(kept)
