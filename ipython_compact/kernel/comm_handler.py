@@ -134,7 +134,7 @@ class CommHandler:
         return {"compactions": self.service.summaries(limit=limit or 20)}
 
     def _preview(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return {"plan": self.service.preview(focus=_opt_str(args, "focus"))}
+        return self.service.preview(focus=_opt_str(args, "focus"))
 
     def _compact(self, args: Mapping[str, Any]) -> dict[str, Any]:
         return self.service.compact(focus=_opt_str(args, "focus"))
