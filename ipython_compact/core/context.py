@@ -23,6 +23,7 @@ from ipython_compact.core.entries import BRANCH_SUMMARY, COMPACTION, JSON, Entry
 from ipython_compact.core.messages import (
     SUMMARY_PREFIX,
     entry_message,
+    in_context,
     to_llm,
 )
 from ipython_compact.core.preparation import file_lists, merge_details_files, track_file_ops
@@ -70,10 +71,10 @@ def view_indices(path: Sequence[Entry]) -> list[int]:
     """
     c = _newest_compaction(path)
     if c < 0:
-        return [i for i, e in enumerate(path) if entry_message(e) is not None]
+        return [i for i, e in enumerate(path) if in_context(e)]
     out = [c]
     for i in range(_first_kept(path, c), len(path)):
-        if i != c and path[i].kind != COMPACTION and entry_message(path[i]) is not None:
+        if i != c and path[i].kind != COMPACTION and in_context(path[i]):
             out.append(i)
     return out
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
-from ipython_compact.core.messages import USER_SIDE_KINDS, entry_message
+from ipython_compact.core.messages import USER_SIDE_KINDS, in_context
 from ipython_compact.core.settings import Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
 
@@ -79,7 +79,7 @@ def find_turn_start(path: Sequence[Entry], index: int, start: int) -> int:
 
 
 def _counts(entry: Entry) -> bool:
-    return entry.kind != COMPACTION and entry_message(entry) is not None
+    return entry.kind != COMPACTION and in_context(entry)
 
 
 def _extend_back(path: Sequence[Entry], cut: int, start: int) -> int:

@@ -49,6 +49,22 @@ CONTEXT_KINDS: Final = frozenset({MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY, SYSTE
 USER_SIDE_KINDS: Final = frozenset({CUSTOM_MESSAGE, BRANCH_SUMMARY, SYSTEM, KERNEL_STATE})
 
 
+_ALWAYS_IN_CONTEXT: Final = frozenset({CUSTOM_MESSAGE, SYSTEM, KERNEL_STATE, COMPACTION})
+
+
+def in_context(entry: Entry) -> bool:
+    """``entry_message(entry) is not None``, without building the message (hot loops use it)."""
+    kind = entry.kind
+    if kind == MESSAGE:
+        return isinstance(entry.data.get("message"), dict)
+    if kind in _ALWAYS_IN_CONTEXT:
+        return True
+    if kind == BRANCH_SUMMARY:
+        summary = entry.data.get("summary")
+        return isinstance(summary, str) and bool(summary)
+    return False
+
+
 def _content_value(data: Mapping[str, Any]) -> Any:
     content = data.get("content", "")
     return content if isinstance(content, (str, list)) else str(content)

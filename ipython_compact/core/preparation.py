@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipython_compact.core.cutpoints import find_cut_point, is_turn_start
-from ipython_compact.core.entries import COMPACTION, Entry
-from ipython_compact.core.messages import entry_message
+from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.messages import in_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context
 
@@ -98,7 +98,7 @@ class Preparation:
 
 
 def _context_entries(path: Sequence[Entry], start: int, end: int) -> tuple[Entry, ...]:
-    return tuple(e for e in path[start:end] if e.kind != COMPACTION and entry_message(e) is not None)
+    return tuple(e for e in path[start:end] if e.kind != COMPACTION and in_context(e))
 
 
 def _kept_starts_turn(path: Sequence[Entry], first_kept: int) -> bool:
@@ -108,7 +108,7 @@ def _kept_starts_turn(path: Sequence[Entry], first_kept: int) -> bool:
     message behind a setting change, starts its own turn.
     """
     for entry in path[first_kept:]:
-        if entry.kind != COMPACTION and entry_message(entry) is not None:
+        if entry.kind != COMPACTION and in_context(entry):
             return is_turn_start(entry)
     return False
 
@@ -167,9 +167,8 @@ def prepare_compaction(
     if previous >= 0:
         merge_details_files(path[previous].data, read, edited)
     for entry in (*to_summarize, *prefix):
-        message = entry_message(entry)
-        if message is not None:
-            track_file_ops(message, read, written, edited)
+        if entry.kind == MESSAGE and entry.data["message"].get("role") == "assistant":  # only tool calls name files
+            track_file_ops(entry.data["message"], read, written, edited)
     read_files, modified_files = file_lists(read, written, edited)
 
     return Preparation(
@@ -182,7 +181,7 @@ def prepare_compaction(
         turn_start_index=turn_start,
         previous_summary=previous_summary,
         previous_compaction_index=previous,
-        tokens_before=estimate_context(list(path), settings.estimator, tokens=tokens).tokens,
+        tokens_before=estimate_context(path, settings.estimator, tokens=tokens).tokens,
         read_files=read_files,
         modified_files=modified_files,
         boundary_start=boundary_start,

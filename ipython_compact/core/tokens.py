@@ -30,10 +30,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from ipython_compact.core.entries import COMPACTION, Entry
-from ipython_compact.core.messages import entry_message
+from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.messages import entry_message, in_context
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 
 IMAGE_CHARS_CHARS4: Final = 4800
@@ -220,32 +220,31 @@ def estimate_context(
     ``last_usage_index`` is an index into the given sequence.
     """
     _check_estimator(estimator)
-    items = list(messages_or_path)
-    if not items or not isinstance(items[0], Entry):
-        return _estimate_messages([m for m in items if isinstance(m, Mapping)], estimator)
-    path = [e for e in items if isinstance(e, Entry)]
+    if not messages_or_path or not isinstance(messages_or_path[0], Entry):
+        return _estimate_messages(cast("Sequence[Mapping[str, Any]]", messages_or_path), estimator)
+    path = cast("Sequence[Entry]", messages_or_path)
     if tokens is not None and len(tokens) != len(path):
         raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
     from ipython_compact.core.context import view_indices
 
-    view = view_indices(path)
-    head = view[0] if view and path[view[0]].kind == COMPACTION else -1
-    anchor_pos = -1
-    usage_tokens = 0
-    for pos in range(len(view) - 1, -1, -1):
-        index = view[pos]
-        if index <= head:
+    def cost(i: int) -> int:
+        return tokens[i] if tokens is not None else estimate_entry_tokens(path[i], estimator)
+
+    # Newest valid anchor after the newest compaction; the scan stops at either, so the cost of
+    # an estimate grows with what came after the last response, not with the history.
+    for i in range(len(path) - 1, -1, -1):
+        entry = path[i]
+        if entry.kind == COMPACTION:
             break
-        usage = usage_of(path[index].message)
+        if entry.kind != MESSAGE:
+            continue
+        usage = usage_of(entry.message)
         if usage is not None:
-            anchor_pos = pos
             usage_tokens = calculate_context_tokens(usage)
-            break
-    trailing = 0
-    for index in view[anchor_pos + 1 :]:
-        trailing += tokens[index] if tokens is not None else estimate_entry_tokens(path[index], estimator)
-    last = view[anchor_pos] if anchor_pos >= 0 else None
-    return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, last)
+            trailing = sum(cost(k) for k in range(i + 1, len(path)) if in_context(path[k]))
+            return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, i)
+    trailing = sum(cost(i) for i in view_indices(path))
+    return ContextEstimate(trailing, 0, trailing, None)
 
 
 def _estimate_messages(messages: Sequence[Mapping[str, Any]], estimator: str) -> ContextEstimate:
