@@ -121,3 +121,15 @@ def test_branch_files_merge_summaries_and_tool_calls_and_summaries_squeeze_in() 
     assert [e.id for e in prep.entries] == ["e0", "e1", "e3"]
     assert prep.read_files == ("new.py", "old.py")
     assert prep.modified_files == ("mod.py",)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [("u", 1), ("a", 1), ("t", 1), ("b", 1), ("cm", 1), ("ks", 1), ("sys", 1), ("bs", 1), ("bs", 0), ("mc",), ("tl",),
+     ("c", 0, "S")],
+)
+def test_in_context_matches_entry_message(spec: tuple[Any, ...]) -> None:
+    from ipython_compact.core.messages import entry_message, in_context
+
+    entry = path_of(spec)[0]
+    assert in_context(entry) == (entry_message(entry) is not None)
