@@ -56,9 +56,10 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    parsed = email.utils.parsedate_to_datetime(value) if value else None
-    if parsed is None:
-        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unparseable: fall back to our own backoff
     return max(0.0, parsed.timestamp() - time.time())
 
 

@@ -1,0 +1,171 @@
+"""The OpenAI summarizer against the local model server, through the real ``openai`` client."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ipython_compact.core.entries import Entry
+from ipython_compact.summarizers import SummarizerError, SummaryInput
+from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer, retry_after_seconds
+from ipython_compact.testing import ModelServer, Reply
+
+CHECKPOINT = """## Goal
+Train the churn model.
+
+## Constraints & Preferences
+- Always use CUDA 12.4.
+
+## Progress
+### Done
+- [x] Loaded data/churn.csv
+
+### In Progress
+- [ ] Feature engineering
+
+### Blocked
+(none)
+
+## Key Decisions
+- **LightGBM**: faster
+
+## Next Steps
+1. Tune
+
+## Critical Context
+- frame_3 holds the features"""
+
+
+def span() -> list[Entry]:
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": "Train the churn model. Always use CUDA 12.4."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Loading data/churn.csv now."}], "stopReason": "stop"},
+    ]
+    return [Entry(f"e{i}", None, "message", "t", {"message": m}) for i, m in enumerate(msgs)]
+
+
+def request(max_tokens: int = 13107) -> SummaryInput:
+    return SummaryInput(span(), "history", "## Goal\nold goal", "keep the hotel shortlist", max_tokens)
+
+
+def make(srv: ModelServer, **kw: object) -> OpenAISummarizer:
+    opts: dict[str, object] = {"backoff": 0.01, "max_wait": 5.0, "timeout": 2.0, "max_retries": 2}
+    opts.update(kw)
+    return OpenAISummarizer(model="summ-model", base_url=srv.base_url, api_key="k", **opts)  # type: ignore[arg-type]
+
+
+def test_accepts_valid_reply_and_sends_an_isolated_capped_request() -> None:
+    with ModelServer(script=[CHECKPOINT]) as srv:
+        result = make(srv, model_max_tokens=700).summarize(request())
+        assert result.text == CHECKPOINT
+        assert result.summarizer == "openai" and result.attempts == 1
+        assert result.usage["prompt_tokens"] > 50 and result.usage["completion_tokens"] > 10
+        (sent,) = srv.chat_requests
+        body = sent.body or {}
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        assert body["max_tokens"] == 700
+        assert body["model"] == "summ-model"
+        assert not {"user", "prompt_cache_key", "tools", "metadata"} & set(body)
+        user_text = body["messages"][1]["content"]
+        assert "<conversation>" in user_text and "Always use CUDA 12.4." in user_text
+        assert "<previous-summary>" in user_text and "keep the hotel shortlist" in user_text
+
+
+def test_cap_is_the_request_budget_without_model_limit() -> None:
+    with ModelServer(script=[CHECKPOINT]) as srv:
+        make(srv).summarize(request(max_tokens=1234))
+        assert (srv.chat_requests[0].body or {})["max_tokens"] == 1234
+
+
+def test_retry_after_is_honoured() -> None:
+    with ModelServer(script=[Reply.rate_limited(retry_after=1), CHECKPOINT]) as srv:
+        started = time.monotonic()
+        result = make(srv).summarize(request())
+        elapsed = time.monotonic() - started
+        assert result.attempts == 2
+        assert 1.0 <= elapsed < 4.0
+        assert len(srv.chat_requests) == 2
+
+
+def test_retry_after_wait_is_capped() -> None:
+    with ModelServer(script=[Reply.rate_limited(retry_after=120), CHECKPOINT]) as srv:
+        started = time.monotonic()
+        assert make(srv, max_wait=0.2).summarize(request()).attempts == 2
+        assert time.monotonic() - started < 3.0
+
+
+def test_retries_are_bounded() -> None:
+    with ModelServer(script=[Reply.server_error()] * 10) as srv:
+        with pytest.raises(SummarizerError) as info:
+            make(srv, max_retries=2).summarize(request())
+        assert info.value.code == "server_error"
+        assert info.value.attempts == 3
+        assert "after 3 attempts" in str(info.value) and "HTTP 500" in str(info.value)
+        assert len(srv.chat_requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("reply", "code", "fragment", "requests"),
+    [
+        (Reply.length_cut(), "length", "output limit", 1),
+        (Reply.tool_call("run_python", {"code": "1"}), "tool_call", "tried to call a tool (run_python)", 1),
+        (Reply.empty(), "empty", "no text", 1),
+        (Reply(text="Here is a summary without headings."), "missing_sections", "lacks required section(s): Goal", 1),
+        (Reply(status=400, error_message="bad model name", error_type="invalid_request_error"), "http_error", "HTTP 400", 1),
+        (Reply(text=CHECKPOINT, finish_reason="content_filter"), "bad_reply", "'content_filter'", 1),
+    ],
+)
+def test_rejected_replies(reply: Reply, code: str, fragment: str, requests: int) -> None:
+    with ModelServer(script=[reply, CHECKPOINT]) as srv:
+        with pytest.raises(SummarizerError) as info:
+            make(srv).summarize(request())
+        assert info.value.code == code
+        assert fragment in str(info.value)
+        assert len(srv.chat_requests) == requests
+
+
+def test_hang_times_out() -> None:
+    with ModelServer(script=[Reply.hang(20)]) as srv:
+        started = time.monotonic()
+        with pytest.raises(SummarizerError) as info:
+            make(srv, timeout=0.4, max_retries=0).summarize(request())
+        assert info.value.code == "timeout"
+        assert "within 0.4s" in str(info.value)
+        assert time.monotonic() - started < 3.0
+
+
+def test_connection_refused_is_retried_then_reported() -> None:
+    with ModelServer() as srv:
+        url = srv.base_url
+    summarizer = OpenAISummarizer(model="m", base_url=url, api_key="k", max_retries=1, backoff=0.01)
+    with pytest.raises(SummarizerError) as info:
+        summarizer.summarize(request())
+    assert info.value.code == "connection" and info.value.attempts == 2
+
+
+def test_configuration_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    with ModelServer(script=[CHECKPOINT]) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("IPYTHON_COMPACT_MODEL", "env-model")
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        summarizer = OpenAISummarizer()
+        assert summarizer.summarize(request()).text == CHECKPOINT
+        assert (srv.chat_requests[0].body or {})["model"] == "env-model"
+
+
+def test_missing_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_BASE_URL", "IPYTHON_COMPACT_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(SummarizerError, match="no summarizer model configured"):
+        OpenAISummarizer()
+    with pytest.raises(SummarizerError, match="no API key"):
+        OpenAISummarizer(model="m")
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [({"Retry-After": "3"}, 3.0), ({"retry-after-ms": "250"}, 0.25), ({"Retry-After": "soon"}, None), ({}, None)],
+)
+def test_retry_after_parsing(headers: dict[str, str], seconds: float | None) -> None:
+    assert retry_after_seconds(headers) == seconds
