@@ -1,0 +1,284 @@
+"""The agent loop end to end: real kernels (jupyter_client), the local model server, SQLite logs."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from ipython_compact.agent.engine import CoreEngine
+from ipython_compact.agent.kernel_tool import JupyterKernel
+from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, CUSTOM_MESSAGE, KERNEL_STATE, SYSTEM
+from ipython_compact.core.overflow import OVERFLOW_FAILURE_MESSAGE
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore
+from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
+
+pytestmark = pytest.mark.slow
+
+LONG = "Lisbon has seven hills, yellow trams, custard tarts and fado. " * 12
+OVERFLOW = Reply(status=400, error_type="invalid_request_error", error_code="context_length_exceeded",
+                 error_message="This model's maximum context length is 3000 tokens. Please reduce the length of the messages.")
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[JupyterKernel]:
+    with JupyterKernel(extension=None) as k:
+        yield k
+
+
+def _agent(tmp_path: Path, server: ModelServer, kernel: Any, settings: CompactionSettings, **kw: Any) -> tuple[Agent, SessionStore, list[AgentEvent]]:
+    store = SessionStore(tmp_path / "s.db")
+    events: list[AgentEvent] = []
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    agent = Agent(store=store, session="t", client=client, model="local-model", context_window=kw.pop("window", 3000),
+                  settings=settings, engine=CoreEngine(store, settings), kernel=kernel, on_event=events.append,
+                  cooldown_seconds=kw.pop("cooldown_seconds", 0.0), **kw)
+    return agent, store, events
+
+
+def _script(fn: Callable[[str, list[dict[str, Any]]], Reply | str]) -> Callable[[RecordedRequest], Reply | str]:
+    def pick(req: RecordedRequest) -> Reply | str:
+        users = [m for m in req.messages if m.get("role") == "user"
+                 and not str(m.get("content", "")).startswith(("<ipython_state>", "Earlier parts", "<ipython_kernel"))]
+        return fn(str(users[-1].get("content", "")) if users else "", req.messages)
+    return pick
+
+
+QUIET = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=0)
+
+
+def test_every_message_tool_call_result_and_usage_is_logged(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if msgs[-1]["role"] == "tool":
+            return "x is 42."
+        return Reply(tool_calls=(ToolCall("python", {"code": "x = 41 + 1\nx"}),))
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        result = agent.ask("What is x?")
+    assert (result.stopped, result.text, result.steps) == ("final", "x is 42.", 2)
+    roles = [e.role for e in store.path("t") if e.kind == "message"]
+    assert roles == ["user", "assistant", "toolResult", "assistant"]
+    tool_result = next(e.message for e in store.path("t") if e.role == "toolResult")
+    assert tool_result is not None and tool_result["content"][0]["text"] == "42"
+    usages = [e.message["usage"]["totalTokens"] for e in store.path("t") if e.role == "assistant" and e.message]
+    assert all(u > 0 for u in usages)
+    assert [ev.kind for ev in events].count("tool_call") == 1
+
+
+def test_step_limit_stops_a_tool_loop(tmp_path: Path, kernel: JupyterKernel) -> None:
+    with ModelServer(default=Reply(tool_calls=(ToolCall("python", {"code": "1"}),))) as srv:
+        agent, _store, _ = _agent(tmp_path, srv, kernel, QUIET, max_steps=3)
+        result = agent.ask("loop forever")
+    assert result.stopped == "step_limit" and result.steps == 3
+
+
+def test_bad_tool_arguments_answer_the_model_with_a_clear_error(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return "ok" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", "not json"),))
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
+        assert agent.ask("go").stopped == "final"
+    result = next(e.message for e in store.path("t") if e.role == "toolResult")
+    assert result is not None and result["isError"] is True
+    assert "must be a JSON object with a string 'code'" in result["content"][0]["text"]
+
+
+def _fill(agent: Agent, n: int) -> None:
+    for i in range(n):
+        assert agent.ask(f"question {i}").stopped == "final"
+
+
+def test_blocking_line_compacts_before_sending_then_baseline_and_notice(tmp_path: Path, kernel: JupyterKernel) -> None:
+    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)  # blocking line 800
+    with ModelServer(default=LONG) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, settings)
+        _fill(agent, 5)
+        sizes = [r.prompt_tokens for r in srv.chat_requests]
+    comps = [e for e in store.path("t") if e.kind == COMPACTION]
+    assert comps and all(c.data["reason"] == "threshold" and c.data["details"]["blocking"] is True for c in comps)
+    path = store.path("t")
+    i = path.index(comps[0])
+    assert [path[i + 1].kind, path[i + 2].kind] == [SYSTEM, KERNEL_STATE]
+    assert "These names are still defined" in path[i + 2].data["content"] or "not defined any names" in path[i + 2].data["content"]
+    assert max(sizes) < 3000  # the server never saw an oversized prompt
+    # The request after the compaction is smaller than the one before it.
+    assert any(b < a for a, b in itertools.pairwise(sizes))
+    assert any(ev.kind == "compaction_start" and "blocking" in ev.text for ev in events)
+
+
+def test_background_line_compacts_beside_the_conversation(tmp_path: Path, kernel: JupyterKernel) -> None:
+    settings = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=1300)  # bg line 700
+    with ModelServer(default=Reply(text=LONG, delay=0.3)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, settings)
+        _fill(agent, 4)
+        agent.wait_background()
+    comps = [e for e in store.path("t") if e.kind == COMPACTION]
+    assert comps and comps[0].data["details"]["blocking"] is False
+    kinds = [ev.kind for ev in events]
+    assert "compaction_queued" in kinds  # finished while the model was still answering
+    assert kinds.index("compaction_queued") < kinds.index("compaction_end")
+
+
+def test_overflow_is_removed_compacted_and_retried_once(tmp_path: Path, kernel: JupyterKernel) -> None:
+    state = {"overflows": 0}
+
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "trigger" and state["overflows"] == 0:
+            state["overflows"] += 1
+            return OVERFLOW
+        return LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _events = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 3)
+        result = agent.ask("trigger")
+        sent = srv.chat_requests[-1].messages
+    assert result.stopped == "final"
+    comps = [e for e in store.path("t") if e.kind == COMPACTION]
+    assert [c.data["reason"] for c in comps] == ["overflow"]
+    errors = [e for e in store.entries("t") if e.role == "assistant" and e.message and e.message.get("stopReason") == "error"]
+    assert len(errors) == 1 and errors[0].message is not None and errors[0].message["errorCode"] == "context_length_exceeded"
+    assert errors[0] not in store.path("t")  # kept in the log, not on the context path
+    assert all("maximum context length" not in str(m.get("content")) for m in sent)
+
+
+def test_second_overflow_ends_with_an_honest_error(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return OVERFLOW if user == "trigger" else LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 3)
+        result = agent.ask("trigger")
+        assert len([r for r in srv.chat_requests if any(m.get("content") == "trigger" for m in r.messages)]) == 2
+    assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
+    assert "larger context window" in result.text
+    outcomes = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME]
+    assert outcomes[-1].data["outcome"] == "failed" and outcomes[-1].data["reason"] == "overflow"
+
+
+REQUEST_CODE = "import ipython_compact.agent.requests as r\nr.request('keep the hotel list')"
+
+
+def test_model_requested_compaction_runs_at_turn_end_even_when_auto_is_off(tmp_path: Path, kernel: JupyterKernel) -> None:
+    off = CompactionSettings(enabled=False, reserve_tokens=1000, keep_recent_tokens=100, background_tokens=0)
+
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "compact now":
+            return "done" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+        return LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _events = _agent(tmp_path, srv, kernel, off)
+        _fill(agent, 3)
+        result = agent.ask("compact now")
+    assert result.stopped == "final"
+    path = store.path("t")
+    receipt = [e for e in path if e.role == "toolResult"][-1].message
+    assert receipt is not None and "runs when the current turn ends" in receipt["content"][0]["text"]
+    comps = [e for e in path if e.kind == COMPACTION]
+    assert [c.data["reason"] for c in comps] == ["requested"]
+    assert comps[0].data["details"]["focus"] == "keep the hotel list"
+    # Placed after the final answer: the turn was not cut mid-way.
+    final = [e for e in path if e.role == "assistant"][-1]
+    assert path.index(comps[0]) > path.index(final)
+
+
+def test_model_requested_compaction_is_dropped_when_the_turn_is_aborted(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "compact now":
+            return Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+        return LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _events = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 2)
+        agent.on_event = lambda ev: agent.interrupt() if ev.kind == "tool_result" else None
+        result = agent.ask("compact now")
+    assert result.stopped == "interrupted"
+    assert not [e for e in store.path("t") if e.kind == COMPACTION]
+
+
+def test_autonomous_mode_queues_a_continuation_after_compaction(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "compact now":
+            return "paused" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+        return LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _events = _agent(tmp_path, srv, kernel, QUIET, autonomous=True)
+        agent.set_goal("Plan the whole week in Lisbon")
+        _fill(agent, 2)
+        agent.ask("compact now")
+        last_system = [m for m in srv.chat_requests[-1].messages if m["role"] == "system"]
+    continuations = [e for e in store.path("t") if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "continuation"]
+    assert len(continuations) == 1
+    assert "Plan the whole week in Lisbon" in last_system[0]["content"]  # the goal survives compaction
+
+
+def test_repeated_failures_end_in_a_labelled_emergency_shrink(tmp_path: Path, kernel: JupyterKernel) -> None:
+    class Broken(CoreEngine):
+        def prepare(self, session: str, **kw: Any) -> dict[str, Any] | None:
+            raise RuntimeError("summarizer unavailable")
+
+    with ModelServer(default=LONG) as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
+        agent.engine = Broken(store, QUIET)
+        _fill(agent, 3)
+        states = [agent.compact().state for _ in range(5)]
+    assert states == ["failed"] * 4 + ["placed"]
+    comp = [e for e in store.path("t") if e.kind == COMPACTION][-1]
+    assert comp.data["reason"] == "emergency" and comp.data["summary"].startswith("EMERGENCY CONTEXT SHRINK")
+    fails = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME and e.data["outcome"] == "failed"]
+    assert [f.data["consecutive_failures"] for f in fails] == [1, 2, 3, 4]
+
+
+def test_cooldown_after_a_failure_holds_back_threshold_compaction(tmp_path: Path, kernel: JupyterKernel) -> None:
+    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)
+
+    class Broken(CoreEngine):
+        def prepare(self, session: str, **kw: Any) -> dict[str, Any] | None:
+            raise RuntimeError("summarizer unavailable")
+
+    with ModelServer(default=LONG) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, settings, cooldown_seconds=600.0)
+        agent.engine = Broken(store, settings)
+        _fill(agent, 8)
+    fails = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME]
+    assert len(fails) == 1  # one failure, then the cooldown guard
+    assert any(ev.kind == "guard" and ev.data.get("guard") == "cooldown" for ev in events)
+
+
+def test_kernel_death_restarts_restores_and_tells_the_model(tmp_path: Path) -> None:
+    codes = iter(["x = 42", "import os; os._exit(1)", "print(x)"])
+
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        code = next(codes, None)
+        return Reply(tool_calls=(ToolCall("python", {"code": code}),)) if code else "x survived."
+
+    with ModelServer(_script(reply)) as srv, JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
+        agent, store, _events = _agent(tmp_path, srv, k, QUIET, snapshot_dir=str(tmp_path / "snap"))
+        result = agent.ask("keep x safe")
+    assert result.stopped == "final"
+    results = [e.message["content"][0]["text"] for e in store.path("t") if e.role == "toolResult" and e.message]
+    assert results[-1] == "42"
+    reset = [e for e in store.path("t") if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "ipython_kernel_reset"]
+    assert len(reset) == 1 and "Restored from the last snapshot: x." in reset[0].data["content"]
+    assert agent.restarts == 1
+
+
+def test_restart_budget_stops_with_a_clear_message(tmp_path: Path) -> None:
+    with ModelServer(default=Reply(tool_calls=(ToolCall("python", {"code": "import os; os._exit(1)"}),))) as srv, \
+            JupyterKernel(extension=None) as k:
+        agent, _store, _ = _agent(tmp_path, srv, k, QUIET, max_restarts=1)
+        result = agent.ask("crash")
+    assert result.stopped == "error"
+    assert "restart budget (1) is used up" in result.text
