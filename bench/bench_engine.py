@@ -1,0 +1,286 @@
+"""Engine benchmark: the session log and the core at 1k, 10k and 100k entries, side by side with pi.
+
+Sessions are built by replicating a pi fixture (tests/fixtures/pi/before-compaction.jsonl by
+default) with fresh ids: copy k hangs under the last entry of copy k-1, and each copy carries the
+fixture's compaction, so every session ends with the same context (equal context size) while
+its history grows 100-fold. Measured per size:
+
+- append throughput: bulk import (2000 entries per transaction) and single appends (one
+  transaction each, 500 of them into a side session of the same database file);
+- threshold check: context size (newest usage anchor + stored estimates after it) + decision;
+- plan: what a compaction would summarize/keep (``core.preparation.prepare_compaction``);
+- context-view build: the model's message list (``core.context.build_context``).
+
+"store" walks the SQLite file every round (what the product does) and reuses parsed entries
+from the store's cache; "store_cold" empties that cache first (a fresh process); "memory" runs
+the core on a path already in memory, which is how pi works. pi's figures come from its own
+code (bench/pi_engine_bench.mjs, package pinned in tests/pi_reference) on the same session
+written as a pi v3 file. Ratios are pi / ours: above 1 means ours is faster.
+
+Usage: python bench/bench_engine.py [--sizes 1000,10000,100000] [--rounds 15] [--no-pi]
+Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ipython_compact.core.context import build_context  # noqa: E402
+from ipython_compact.core.entries import Entry  # noqa: E402
+from ipython_compact.core.pi_format import entry_to_pi  # noqa: E402
+from ipython_compact.core.preparation import prepare_compaction  # noqa: E402
+from ipython_compact.core.settings import CompactionSettings  # noqa: E402
+from ipython_compact.core.thresholds import decide  # noqa: E402
+from ipython_compact.core.tokens import estimate_context  # noqa: E402
+from ipython_compact.store import SessionStore  # noqa: E402
+from ipython_compact.store.importers import load_transcript, rename_entry  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "pi" / "before-compaction.jsonl"
+PI_SCRIPT = ROOT / "bench" / "pi_engine_bench.mjs"
+PI_PACKAGE = ROOT / "tests" / "pi_reference" / "node_modules" / "@mariozechner" / "pi-coding-agent"
+ESTIMATOR: Final = "chars4"  # pi's rules, so both sides count the same tokens
+WINDOW = 200_000
+SESSION = "bench"
+
+
+def replicate(template: list[Entry], copies: int) -> list[Entry]:
+    """``copies`` chained copies of a linear template, each with fresh ids."""
+    out: list[Entry] = []
+    previous: str | None = None
+    for copy in range(copies):
+        renamed = {e.id: f"{copy:03x}{k:05x}" for k, e in enumerate(template)}
+        for entry in template:
+            fresh = rename_entry(entry, renamed)
+            if fresh.parent_id is None:
+                fresh = Entry(fresh.id, previous, fresh.kind, fresh.timestamp, fresh.data)
+            out.append(fresh)
+        previous = out[-1].id
+    return out
+
+
+def write_pi_file(entries: list[Entry], header: dict[str, Any], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({**header, "version": 3}, ensure_ascii=False) + "\n")
+        for entry in entries:
+            out.write(json.dumps(entry_to_pi(entry), ensure_ascii=False) + "\n")
+
+
+def median_ms(fn: Callable[[], object], rounds: int) -> float:
+    fn()  # warm caches, as the pi side does
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 3)
+
+
+def build_store(db: Path, entries: list[Entry]) -> dict[str, float]:
+    store = SessionStore(db)
+    store.create_session(SESSION)
+    start = time.perf_counter()
+    for i in range(0, len(entries), 2000):
+        store.import_entries(SESSION, entries[i : i + 2000])
+    bulk = time.perf_counter() - start
+    store.create_session("side")
+    n_single = 500
+    start = time.perf_counter()
+    for i in range(n_single):
+        store.append("side", "message", {"message": {"role": "user", "content": f"single append {i}"}})
+    single = time.perf_counter() - start
+    store.close()
+    return {
+        "bulk_entries_per_s": round(len(entries) / bulk),
+        "bulk_seconds": round(bulk, 2),
+        "single_entries_per_s": round(n_single / single),
+        "single_ms_per_append": round(single / n_single * 1000, 3),
+    }
+
+
+def cold(store: SessionStore, fn: Callable[[], object]) -> Callable[[], object]:
+    def run() -> object:
+        store.clear_cache()
+        return fn()
+
+    return run
+
+
+def measure_ours(db: Path, path: list[Entry], settings: CompactionSettings, rounds: int) -> dict[str, Any]:
+    store = SessionStore(db)
+
+    def store_threshold() -> str:
+        view = store.context_view(SESSION)
+        tokens = estimate_context(view.entries, ESTIMATOR, tokens=view.tokens(ESTIMATOR)).tokens
+        return decide(tokens, WINDOW, settings)
+
+    def store_plan() -> object:
+        view = store.context_view(SESSION)
+        return prepare_compaction(view.entries, settings, tokens=view.tokens(ESTIMATOR))
+
+    def store_context() -> object:
+        return build_context(store.context_path(SESSION))
+
+    def memory_threshold() -> str:
+        return decide(estimate_context(path, ESTIMATOR).tokens, WINDOW, settings)
+
+    view = store.context_view(SESSION)
+    prep = store_plan()
+    result = {
+        "context_entries": len(view.entries),
+        "context_messages": len(build_context(view.entries)),
+        "context_tokens": estimate_context(view.entries, ESTIMATOR, tokens=view.tokens(ESTIMATOR)).tokens,
+        "messages_to_summarize": 0 if prep is None else len(prep.messages_to_summarize),  # type: ignore[attr-defined]
+        "first_kept_entry_id": None if prep is None else prep.first_kept_entry_id,  # type: ignore[attr-defined]
+        "store_ms": {
+            "threshold_check": median_ms(store_threshold, rounds),
+            "plan": median_ms(store_plan, rounds),
+            "context_view": median_ms(store_context, rounds),
+        },
+        "store_cold_ms": {  # the entry cache emptied before every round: a fresh process
+            "threshold_check": median_ms(cold(store, store_threshold), rounds),
+            "plan": median_ms(cold(store, store_plan), rounds),
+            "context_view": median_ms(cold(store, store_context), rounds),
+        },
+        "memory_ms": {
+            "threshold_check": median_ms(memory_threshold, rounds),
+            "plan": median_ms(lambda: prepare_compaction(path, settings), rounds),
+            "context_view": median_ms(lambda: build_context(path), rounds),
+        },
+    }
+    store.close()
+    return result
+
+
+def measure_pi(pi_file: Path, settings: CompactionSettings, rounds: int) -> dict[str, Any]:
+    node = shutil.which("node")
+    if node is None:
+        return {"skipped": "node is not installed"}
+    if not PI_PACKAGE.exists():
+        return {"skipped": f"{PI_PACKAGE} missing: run npm ci in tests/pi_reference"}
+    done = subprocess.run(
+        [node, "--max-old-space-size=8192", str(PI_SCRIPT), str(pi_file), str(rounds),
+         str(settings.keep_recent_tokens), str(settings.reserve_tokens), str(WINDOW)],
+        capture_output=True, text=True, timeout=900,
+    )
+    if done.returncode != 0:
+        return {"skipped": f"pi bench failed: {done.stderr.strip()[-500:]}"}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def ratio(theirs: float | None, ours: float) -> float | None:
+    if theirs is None or ours <= 0:
+        return None
+    return round(theirs / ours, 2)
+
+
+def run(sizes: list[int], rounds: int, with_pi: bool, fixture: Path) -> dict[str, Any]:
+    transcript = load_transcript(fixture)
+    template = transcript.path()
+    settings = CompactionSettings(estimator=ESTIMATOR)
+    results: list[dict[str, Any]] = []
+    workdir = Path(tempfile.mkdtemp(prefix="ipython-compact-bench-"))
+    try:
+        for size in sizes:
+            copies = max(1, round(size / len(template)))
+            entries = replicate(template, copies)
+            db = workdir / f"bench-{size}.db"
+            append = build_store(db, entries)
+            ours = measure_ours(db, entries, settings, rounds)
+            row: dict[str, Any] = {
+                "target_entries": size,
+                "entries": len(entries),
+                "copies_of_fixture": copies,
+                "db_megabytes": round(sum(p.stat().st_size for p in workdir.glob(f"bench-{size}.db*")) / 1e6, 1),
+                "append": append,
+                **ours,
+            }
+            if with_pi:
+                pi_file = workdir / f"bench-{size}.jsonl"
+                write_pi_file(entries, transcript.header, pi_file)
+                pi = measure_pi(pi_file, settings, rounds)
+                pi_file.unlink()
+                row["pi"] = pi
+                pi_ms = pi.get("ms", {})
+                row["pi_over_ours"] = {
+                    f"{op}_{where}": ratio(pi_ms.get(op), row[f"{where}_ms"][op])
+                    for op in ("threshold_check", "plan", "context_view")
+                    for where in ("store", "store_cold", "memory")
+                }
+                row["same_decision_as_pi"] = {
+                    "context_tokens": pi.get("context_tokens") == row["context_tokens"],
+                    "first_kept_entry_id": pi.get("first_kept_entry_id") == row["first_kept_entry_id"],
+                    "messages_to_summarize": pi.get("messages_to_summarize") == row["messages_to_summarize"],
+                }
+            for path in workdir.glob(f"bench-{size}.db*"):
+                path.unlink()
+            results.append(row)
+            print(f"measured {len(entries)} entries", file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "benchmark": "engine",
+        "fixture": str(fixture.relative_to(ROOT)) if fixture.is_relative_to(ROOT) else str(fixture),
+        "estimator": ESTIMATOR,
+        "settings": {"keep_recent_tokens": settings.keep_recent_tokens, "reserve_tokens": settings.reserve_tokens, "window": WINDOW},
+        "rounds": rounds,
+        "python": sys.version.split()[0],
+        "sizes": results,
+        "goals": goals(results),
+    }
+
+
+def goals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(results) < 2:
+        return {}
+    small, large = results[0], results[-1]
+    growth = large["store_ms"]["context_view"] / max(small["store_ms"]["context_view"], 1e-9)
+    cold_growth = large["store_cold_ms"]["context_view"] / max(small["store_cold_ms"]["context_view"], 1e-9)
+    out: dict[str, Any] = {
+        "context_view_growth_largest_over_smallest": round(growth, 2),
+        "context_view_within_2x": growth <= 2.0,
+        "context_view_cold_growth_largest_over_smallest": round(cold_growth, 2),
+        "context_view_cold_within_2x": cold_growth <= 2.0,
+        "equal_context_size": small["context_entries"] == large["context_entries"],
+        "plan_largest_ms": large["store_ms"]["plan"],
+        "plan_under_50ms": large["store_ms"]["plan"] < 50.0,
+        "plan_cold_largest_ms": large["store_cold_ms"]["plan"],
+        "plan_cold_under_50ms": large["store_cold_ms"]["plan"] < 50.0,
+    }
+    ratios = large.get("pi_over_ours")
+    if ratios:
+        out["threshold_check_not_slower_than_pi_at_largest"] = (ratios["threshold_check_store"] or 0) >= 1.0
+        out["plan_not_slower_than_pi_at_largest"] = (ratios["plan_store"] or 0) >= 1.0
+        out["cold_threshold_check_not_slower_than_pi_at_largest"] = (ratios["threshold_check_store_cold"] or 0) >= 1.0
+        out["cold_plan_not_slower_than_pi_at_largest"] = (ratios["plan_store_cold"] or 0) >= 1.0
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated entry counts")
+    parser.add_argument("--rounds", type=int, default=15, help="timed rounds per operation (median reported)")
+    parser.add_argument("--no-pi", action="store_true", help="skip pi's reference implementation")
+    parser.add_argument("--fixture", type=Path, default=FIXTURE, help="pi session file to replicate")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    report = run(sizes, args.rounds, not args.no_pi, args.fixture.resolve())
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
