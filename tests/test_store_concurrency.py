@@ -105,6 +105,45 @@ def test_killed_writer_never_leaves_a_partial_batch(tmp_path: Path) -> None:
     assert committed_seen
 
 
+STALLING_WRITER = textwrap.dedent(
+    """
+    import itertools, sys, time
+    from ipython_compact.store import SessionStore
+    counter = itertools.count()
+
+    def new_id():
+        n = next(counter)
+        if n == 75:  # 25 rows into the second batch, inside its open transaction
+            print("mid-batch", flush=True)
+            time.sleep(600)
+        return f"id{n:05d}"
+
+    store = SessionStore(sys.argv[1], new_id=new_id)
+    store.ensure_session("s")
+    for batch in range(3):
+        store.append_many("s", [("message", {"message": {"role": "user", "content": f"{batch}-{j}"}}) for j in range(50)])
+        print("committed", batch, flush=True)
+    """
+)
+
+
+def test_writer_killed_inside_a_transaction_leaves_only_whole_batches(tmp_path: Path) -> None:
+    db = tmp_path / "stalled.db"
+    proc = _spawn(STALLING_WRITER, str(db))
+    assert proc.stdout is not None
+    assert proc.stdout.readline().split() == ["committed", "0"]
+    assert proc.stdout.readline().strip() == "mid-batch"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    with SessionStore(db) as store:
+        texts = [e.data["message"]["content"] for e in store.path("s")]
+        assert texts == [f"0-{j}" for j in range(50)]
+        assert store.get_session("s").entry_count == 50
+        assert store.verify().ok
+        store.append("s", "message", {"message": {"role": "user", "content": "life goes on"}})
+        assert store.verify().ok
+
+
 def test_locked_database_gives_a_clear_error_naming_the_file(tmp_path: Path) -> None:
     db = tmp_path / "locked.db"
     store = SessionStore(db, busy_timeout=0.2)
