@@ -195,7 +195,7 @@ def import_transcript(store: SessionStore, transcript: Transcript, session: str 
     try:
         store.get_session(name)
         created = False
-        existing = {e.id for e in store.entries(name)}
+        existing = store.entry_ids(name)
     except KeyError:
         pass
     entries, renamed = with_fresh_ids(transcript.entries, existing)

@@ -599,6 +599,12 @@ class SessionStore:
             rows = conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? ORDER BY seq", (sid,))
             return [_row_entry(r) for r in rows]
 
+    def entry_ids(self, session: str) -> set[str]:
+        """Every id used in the session (cheap: no entry bodies are read)."""
+        with self._read() as conn:
+            sid = self._session_row(conn, session)[0]
+            return {row[0] for row in conn.execute("SELECT id FROM entries WHERE session_id = ?", (sid,))}
+
     def children(self, session: str, entry_id: str | None) -> list[Entry]:
         with self._read() as conn:
             sid = self._session_row(conn, session)[0]
