@@ -16,6 +16,7 @@ carried unchanged apart from the closing-tag neutralisation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -149,8 +150,12 @@ def focus_block(focus: str) -> str:
 
 
 def neutralise(text: str, tag: str) -> str:
-    """``text`` with literal ``</tag>`` made harmless, so data cannot close its own section."""
-    return text.replace(f"</{tag}>", f"<\\/{tag}>")
+    """``text`` with every closing ``</tag>`` (any case or spacing) made harmless.
+
+    Data must not be able to close its own section and continue as instructions.
+    """
+    pattern = re.compile(r"<\s*/\s*" + re.escape(tag) + r"\s*>", re.IGNORECASE)
+    return pattern.sub(lambda m: "<\\/" + m.group(0)[1:].lstrip().lstrip("/"), text)
 
 
 def build_summary_request(
