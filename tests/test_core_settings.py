@@ -94,3 +94,10 @@ def test_for_model_applies_only_its_override(provider: str, model: str, keep: in
 def test_to_mapping_round_trips() -> None:
     s = CompactionSettings(reserve_tokens=1, trigger_ratio=0.6, estimator="chars4", model_overrides={"x/y": {"enabled": False}})
     assert CompactionSettings.from_mapping(s.to_mapping()) == s
+
+
+def test_settings_are_hashable_values() -> None:
+    a = CompactionSettings(model_overrides={"x/y": {"enabled": False}})
+    b = CompactionSettings(model_overrides={"x/y": {"enabled": False}})
+    assert a == b
+    assert len({a, b, CompactionSettings()}) == 2

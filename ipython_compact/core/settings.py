@@ -61,7 +61,7 @@ class CompactionSettings:
     trigger_ratio: float | None = None
     estimator: Estimator = "density"
     turn_alignment: bool = False
-    model_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    model_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         _check_value("enabled", self.enabled, "")
