@@ -282,3 +282,24 @@ def test_restart_budget_stops_with_a_clear_message(tmp_path: Path) -> None:
         result = agent.ask("crash")
     assert result.stopped == "error"
     assert "restart budget (1) is used up" in result.text
+
+
+@pytest.mark.parametrize(("switch", "expect_compaction"), [(True, False), (False, True)])
+def test_an_overflow_from_a_smaller_model_does_not_count_after_a_switch(
+    tmp_path: Path, kernel: JupyterKernel, switch: bool, expect_compaction: bool
+) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return OVERFLOW if user == "trigger" else LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, _store, events = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 3)
+        assert agent.ask("trigger").stopped == "error"  # compact, retry, overflow again: reported
+        events.clear()
+        if switch:
+            agent.switch_model("bigger-model", 128_000)
+        assert agent.ask("after").stopped == "final"
+    # Same model: a compaction is attempted before the first request of the next turn.
+    attempted = any(ev.kind == "compaction_start" and ev.data.get("reason") == "overflow" for ev in events)
+    assert attempted is expect_compaction
+    assert any(ev.data.get("guard") == "model_switch" for ev in events) is switch

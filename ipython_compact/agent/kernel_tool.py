@@ -61,6 +61,14 @@ def cap_text(text: str, limit: int) -> tuple[str, bool]:
     return f"{head}\n... [{cut} characters of output omitted] ...\n{tail}", True
 
 
+def _safe_repr(value: Any) -> str:
+    """``repr`` of a cell's result; a broken ``__repr__`` is reported, never raised."""
+    try:
+        return repr(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
+
+
 class KernelTool(Protocol):
     """What the loop needs from a kernel."""
 
@@ -105,12 +113,16 @@ class InProcessKernel:
         for out in cap.outputs:
             data = getattr(out, "data", {}) or {}
             parts.append(str(data.get("text/plain", f"[{', '.join(sorted(data))} output]")))
-        if result.result is not None:
-            parts.append(repr(result.result))
+        seen = "\n".join(parts)
+        # A terminal shell prints results and tracebacks to the captured stdout; a ZMQ kernel
+        # publishes them to the frontend instead, so only then are they added here.
+        if result.result is not None and "Out[" not in seen:
+            parts.append(_safe_repr(result.result))
         error = result.error_before_exec or result.error_in_exec
         if error is not None:
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
-            parts.append("".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip())
+            if type(error).__name__ not in seen:
+                parts.append("".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip())
         text, truncated = cap_text(_ANSI.sub("", "\n".join(p.rstrip("\n") for p in parts if p)), self.max_output_chars)
         return ExecResult(status, text, time.perf_counter() - start, truncated)
 

@@ -316,6 +316,7 @@ class Agent:
             if custom is not None:
                 self._append(CUSTOM_MESSAGE, {"custom_type": "continuation", "content": custom, "display": True})
             self._begin_kernel_turn()
+            self._pre_prompt_overflow_check()
             result = self._steps()
         finally:
             aborted = self._abort.is_set()
@@ -334,6 +335,23 @@ class Agent:
                 self._busy = False
         self._emit("turn_end", result.text, stopped=result.stopped, steps=result.steps)
         return result
+
+    def _pre_prompt_overflow_check(self) -> None:
+        """Before a new turn's first request: an unrecovered overflow from the *current* model
+        (newer than the newest compaction) compacts first; one from another model does not count."""
+        entries = self.log_entries()
+        newest = max((i for i, e in enumerate(entries) if e.kind == COMPACTION), default=-1)
+        last = next((e.message for e in reversed(entries[newest + 1 :]) if e.role == "assistant" and e.message), None)
+        if last is None or not message_is_overflow(last, self.context_window):
+            return
+        same = last.get("model") == self.model and last.get("provider") == self.provider
+        step = overflow_step("idle", "overflow", same_model=same, enabled=self.settings.enabled)
+        if step.action == "ignore":
+            self._emit("guard", f"earlier overflow ignored: {step.why}", guard="model_switch")
+        elif step.action == "compact_and_retry":
+            self._emit("compaction_start", "blocking compaction: the last request of this model overflowed", reason="overflow")
+            with self._state_lock:
+                self._compact_now("overflow", None, auto=True)
 
     def _begin_kernel_turn(self) -> None:
         with contextlib.suppress(Exception):
