@@ -186,3 +186,17 @@ def test_path_estimate_uses_usage_after_the_compaction_and_stored_counts() -> No
 )
 def test_entry_tokens_zero_for_non_context_entries(kind: str, data: dict[str, Any], tokens: int) -> None:
     assert estimate_entry_tokens(Entry("x", None, kind, "t", data), "chars4") == tokens
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"a": 1.0, "b": [2.5, 3.0], "c": "é"}, '{"a":1,"b":[2.5,3],"c":"é"}'),
+        ({"n": 1e16}, '{"n":10000000000000000}'),
+        (None, "null"),
+    ],
+)
+def test_js_json_prints_like_json_stringify(value: Any, expected: str) -> None:
+    from ipython_compact.core.tokens import js_json
+
+    assert js_json(value) == expected

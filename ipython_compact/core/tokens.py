@@ -57,9 +57,20 @@ def js_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def _js_numbers(value: Any) -> Any:
+    # JavaScript prints integral numbers below 1e21 without a fraction (1.0 -> "1", 1e16 -> "10000000000000000").
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 1e21 else value
+    if isinstance(value, dict):
+        return {k: _js_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    return value
+
+
 def js_json(value: Any) -> str:
-    """``JSON.stringify(value)`` for JSON-shaped data (compact, non-ASCII kept)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """``JSON.stringify(value)`` for JSON-shaped data (compact, non-ASCII kept, JS number forms)."""
+    return json.dumps(_js_numbers(value), ensure_ascii=False, separators=(",", ":"))
 
 
 def _check_estimator(estimator: str) -> None:
