@@ -108,3 +108,9 @@ def test_empty_and_unknown_inputs() -> None:
     assert serialize_conversation([user(""), {"role": "mystery"}]) == ""
     with pytest.raises(ValueError, match="unknown serialization mode 'xml'"):
         serialize_conversation([], mode="xml")  # type: ignore[arg-type]
+
+
+def test_pi_mode_counts_like_javascript() -> None:
+    body = "😀" * 1500  # 3000 UTF-16 code units
+    text = serialize_conversation([result("c", "read", body)], mode="pi")
+    assert text == "[Tool result]: " + "😀" * 1000 + "\n\n[... 1000 more characters truncated]"

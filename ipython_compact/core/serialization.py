@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
 from ipython_compact.core.messages import to_llm
-from ipython_compact.core.tokens import js_json
+from ipython_compact.core.tokens import js_json, js_length
 
 TOOL_RESULT_HEAD_CHARS: Final = 2000
 TOOL_RESULT_TAIL_CHARS: Final = 500
@@ -44,9 +44,12 @@ def truncate_middle(text: str, head: int = TOOL_RESULT_HEAD_CHARS, tail: int = T
 
 
 def _pi_truncate(text: str, limit: int = TOOL_RESULT_HEAD_CHARS) -> str:
-    if len(text) <= limit:
+    # pi counts and slices JavaScript strings: UTF-16 code units, possibly splitting a surrogate pair.
+    length = js_length(text)
+    if length <= limit:
         return text
-    return f"{text[:limit]}\n\n[... {len(text) - limit} more characters truncated]"
+    head = text[:limit] if text.isascii() else text.encode("utf-16-le", "surrogatepass")[: 2 * limit].decode("utf-16-le", "surrogatepass")
+    return f"{head}\n\n[... {length - limit} more characters truncated]"
 
 
 def _texts(content: Any) -> list[str]:
