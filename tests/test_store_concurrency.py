@@ -144,6 +144,28 @@ def test_writer_killed_inside_a_transaction_leaves_only_whole_batches(tmp_path: 
         assert store.verify().ok
 
 
+def test_threads_sharing_one_store_lose_nothing(tmp_path: Path) -> None:
+    import threading
+
+    with SessionStore(tmp_path / "threads.db") as store:
+        store.create_session("s")
+
+        def work(tag: str) -> None:
+            for i in range(60):
+                store.append("s", "message", {"message": {"role": "user", "content": f"{tag} {i}"}})
+                store.context_view("s")
+
+        threads = [threading.Thread(target=work, args=(f"t{n}",)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        path = store.path("s")
+        assert len(path) == 240
+        assert sorted(e.data["message"]["content"] for e in path) == sorted(f"t{n} {i}" for n in range(4) for i in range(60))
+        assert store.verify().ok
+
+
 def test_locked_database_gives_a_clear_error_naming_the_file(tmp_path: Path) -> None:
     db = tmp_path / "locked.db"
     store = SessionStore(db, busy_timeout=0.2)
