@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -145,8 +146,6 @@ def test_writer_killed_inside_a_transaction_leaves_only_whole_batches(tmp_path: 
 
 
 def test_threads_sharing_one_store_lose_nothing(tmp_path: Path) -> None:
-    import threading
-
     with SessionStore(tmp_path / "threads.db") as store:
         store.create_session("s")
 
