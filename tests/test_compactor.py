@@ -1,0 +1,260 @@
+"""The Compactor on real SQLite session logs, with the offline summarizer and the OpenAI one
+against the local model server: append-only, five layers, anchors, pins, ledger, failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.compactor import CompactionFailed, Compactor, NothingToCompact
+from ipython_compact.core.context import build_context
+from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME
+from ipython_compact.core.offline_summary import missing_sections
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore
+from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+from ipython_compact.testing import ModelServer, RecordedRequest, Reply
+from ipython_compact.testing.transcripts import GOAL, TranscriptGenerator
+
+SETTINGS = CompactionSettings(keep_recent_tokens=1500)
+CHECKPOINT = (
+    "## Goal\nchurn model\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] work\n\n"
+    "### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. more\n\n## Critical Context\n(none)"
+)
+PREFIX = "## Original Request\nstep\n\n## Early Progress\n- started\n\n## Context for Suffix\n- none"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    s = SessionStore(tmp_path / "log.db")
+    s.create_session("s")
+    yield s
+    s.close()
+
+
+def feed(store: SessionStore, gen: TranscriptGenerator, rounds: int) -> None:
+    for msgs in gen.rounds(rounds):
+        store.append_many("s", [("message", {"message": m}) for m in msgs])
+
+
+def snapshot(store: SessionStore) -> list[dict[str, Any]]:
+    return [e.to_json() for e in store.entries("s")]
+
+
+def openai_summarizer(srv: ModelServer, **kw: Any) -> OpenAISummarizer:
+    opts: dict[str, Any] = {"max_retries": 1, "backoff": 0.01, "max_wait": 0.2, "timeout": 1.0}
+    opts.update(kw)
+    return OpenAISummarizer(model="m", base_url=srv.base_url, api_key="k", **opts)
+
+
+def test_compact_only_appends_and_plan_writes_nothing(store: SessionStore) -> None:
+    gen = TranscriptGenerator(1)
+    feed(store, gen, 20)
+    compactor = Compactor(store, settings=SETTINGS)
+    before = snapshot(store)
+    plan = compactor.plan("s", focus="holdout")
+    assert snapshot(store) == before
+    assert plan.summarize.entries > 0 and plan.keep.entries > 0
+    assert plan.keep.tokens <= 3 * SETTINGS.keep_recent_tokens
+    assert [p.lines for p in plan.externalize] == [2400, 2400]
+    assert any(d["reason"].startswith("duplicate of") for d in plan.discard)
+    assert any(d["reason"].startswith("superseded by") for d in plan.discard)
+    assert "externalize [entry" in plan.render()
+    assert compactor.prepare("s") is not None
+    assert snapshot(store) == before
+
+    result = compactor.compact("s", focus="holdout")
+    after = snapshot(store)
+    assert after[: len(before)] == before
+    assert len(after) == len(before) + 1
+    assert after[-1]["kind"] == COMPACTION
+    assert store.verify("s").ok
+    assert result.tokens_after < result.tokens_before
+    assert missing_sections(result.summary.split("<ledger>")[0].split("</anchors>")[1], "history") == []
+    for tag in ("<anchors", "<ledger>", "<externalized"):
+        assert tag in result.summary
+    assert result.details["summarizer"] == "offline"
+    with pytest.raises(NothingToCompact):
+        compactor.compact("s")
+    assert compactor.prepare("s") is None
+
+
+def test_anchors_survive_many_compactions_verbatim(store: SessionStore) -> None:
+    gen = TranscriptGenerator(2, big_output_every=0)
+    compactor = Compactor(store, settings=CompactionSettings(keep_recent_tokens=400))
+    for _ in range(8):
+        feed(store, gen, 6)
+        summary = compactor.compact("s").summary
+        assert GOAL in summary
+        view = "\n".join(str(m) for m in build_context(store.context_path("s")))
+        for constraint in gen.facts.constraints:
+            assert constraint in view
+    assert len(gen.facts.constraints) >= 5
+    assert store.verify("s").ok
+
+
+def test_pins_by_text_and_entry_and_unpin(store: SessionStore) -> None:
+    gen = TranscriptGenerator(3)
+    feed(store, gen, 10)
+    compactor = Compactor(store, settings=SETTINGS)
+    first_user = store.path("s")[0]
+    p1 = compactor.pin("s", text="Port 8765 is reserved for the dashboard")
+    p2 = compactor.pin("s", entry_id=first_user.id)
+    assert (p1.data["pin_id"], p2.data["pin_id"]) == ("pin-1", "pin-2")
+    feed(store, gen, 10)
+    summary = compactor.compact("s").summary
+    assert "Port 8765 is reserved for the dashboard" in summary
+    assert "[pinned pin-2 · entry" in summary
+    compactor.unpin("s", "pin-1")
+    feed(store, gen, 10)
+    summary = compactor.compact("s").summary
+    assert "Port 8765 is reserved for the dashboard" not in summary.split("</anchors>")[0]
+    assert "[pinned pin-2" in summary
+    with pytest.raises(ValueError, match="no active pin 'pin-1'"):
+        compactor.unpin("s", "pin-1")
+    with pytest.raises(ValueError, match="cannot pin entry 'nope'"):
+        compactor.pin("s", entry_id="nope")
+    with pytest.raises(ValueError, match="exactly one of text or entry_id"):
+        compactor.pin("s")
+
+
+def test_ledger_and_identifiers_carry_forward(store: SessionStore) -> None:
+    gen = TranscriptGenerator(4)
+    compactor = Compactor(store, settings=SETTINGS)
+    totals = []
+    for _ in range(3):
+        feed(store, gen, 8)
+        details = compactor.compact("s").details
+        totals.append(details["ledger"]["totals"]["requests"])
+    assert totals[0] < totals[1] < totals[2]
+    summarized_users = sum(1 for e in store.path("s") if e.role == "user") - sum(
+        1 for e in store.context_path("s") if e.role == "user"
+    )
+    assert totals[-1] >= summarized_users - 1
+    ids = {i["text"] for i in details["identifiers"]}
+    assert "frame_1" in ids
+
+
+def test_naive_mode_has_no_anchor_block_or_guard(store: SessionStore) -> None:
+    feed(store, TranscriptGenerator(5), 15)
+    result = Compactor(store, settings=SETTINGS, anchors=False, drift_guard=False).compact("s")
+    assert "<anchors" not in result.summary and "<drift-guard" not in result.summary
+    assert result.details["drift"]["checked"] == 0
+
+
+def scripted(req: RecordedRequest) -> str:
+    """The checkpoint, or the turn-prefix summary when the request asks for one."""
+    return PREFIX if "FIRST PART of one long turn" in str(req.messages[-1]["content"]) else CHECKPOINT
+
+
+def test_openai_compaction_guard_and_stripped_previous_summary(store: SessionStore) -> None:
+    gen = TranscriptGenerator(6)
+    feed(store, gen, 12)
+    with ModelServer(script=scripted) as srv:
+        compactor = Compactor(store, openai_summarizer(srv), SETTINGS)
+        first = compactor.compact("s")
+        assert "<drift-guard" in first.summary  # the scripted summary drops every planted identifier
+        assert "frame_1" in first.summary
+        assert first.details["usage"]["prompt_tokens"] > 0
+        assert first.details["drift"]["appended"] > 0
+        feed(store, gen, 12)
+        compactor.compact("s")
+        bodies = [r.body or {} for r in srv.chat_requests if "FIRST PART" not in str(r.messages[-1]["content"])]
+        second_user = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "user"]
+        prev = second_user[0].split("<previous-summary>")[1].split("</previous-summary>")[0]
+        assert "## Goal" in prev
+        for tag in ("<anchors", "<ledger", "<drift-guard", "<externalized"):
+            assert tag not in prev
+    assert store.verify("s").ok
+
+
+FAULTS = [
+    (Reply.rate_limited(retry_after=0.1), "rate_limited", 2),
+    (Reply.server_error(), "server_error", 2),
+    (Reply.hang(20), "timeout", 2),
+    (Reply.length_cut(), "length", 1),
+    (Reply.tool_call("run_python", {"code": "x"}), "tool_call", 1),
+    (Reply.empty(), "empty", 1),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fault", "code", "attempts"), FAULTS, ids=[f[1] for f in FAULTS])
+def test_failures_are_recorded_and_history_untouched(store: SessionStore, fault: Reply, code: str, attempts: int) -> None:
+    feed(store, TranscriptGenerator(7), 10)
+    before = snapshot(store)
+    with ModelServer(script=[fault] * 4) as srv:
+        compactor = Compactor(store, openai_summarizer(srv, timeout=0.4), SETTINGS)
+        with pytest.raises(CompactionFailed) as info:
+            compactor.compact("s", reason="threshold")
+        assert len(srv.chat_requests) == attempts
+    after = snapshot(store)
+    assert after[: len(before)] == before
+    assert len(after) == len(before) + 1
+    outcome = after[-1]
+    assert outcome["kind"] == COMPACTION_OUTCOME
+    assert outcome["data"]["outcome"] == "failed"
+    assert outcome["data"]["code"] == code == info.value.code
+    assert outcome["data"]["reason"] == "threshold"
+    assert outcome["data"]["attempts"] == attempts
+    assert outcome["data"]["error"] and outcome["data"]["error"] in str(info.value)
+    assert store.verify("s").ok
+
+
+def one_long_turn(store: SessionStore) -> None:
+    gen = TranscriptGenerator(8, big_output_every=0, filler_words=200)
+    feed(store, gen, 6)
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "Run the long sweep over every fold."}]}]
+    for i in range(30):
+        msgs.append({"role": "assistant", "content": [{"type": "toolCall", "id": f"sw{i}", "name": "python", "arguments": {"code": f"fold_{i} = sweep({i})"}}], "stopReason": "toolUse"})
+        msgs.append({"role": "toolResult", "toolCallId": f"sw{i}", "toolName": "python", "content": [{"type": "text", "text": "score " + "x " * 300}], "isError": False})
+    store.append_many("s", [("message", {"message": m}) for m in msgs])
+
+
+def test_split_turn_with_offline_summarizer(store: SessionStore) -> None:
+    one_long_turn(store)
+    result = Compactor(store, settings=SETTINGS).compact("s")
+    assert result.details["is_split_turn"] is True
+    assert "**Turn context (split turn):**" in result.summary
+    assert "## Original Request\nRun the long sweep over every fold." in result.summary
+    assert len(result.details["calls"]) == 2
+
+
+def test_split_turn_with_openai_summarizer(store: SessionStore) -> None:
+    one_long_turn(store)
+    with ModelServer(script=[CHECKPOINT, PREFIX]) as srv:
+        result = Compactor(store, openai_summarizer(srv), SETTINGS).compact("s")
+        prompts = [(r.body or {})["messages"][1]["content"] for r in srv.chat_requests]
+        caps = [(r.body or {})["max_tokens"] for r in srv.chat_requests]
+    assert "FIRST PART of one long turn" in prompts[1]
+    assert caps == [SETTINGS.summary_max_tokens, SETTINGS.turn_prefix_max_tokens]
+    assert CHECKPOINT in result.summary and PREFIX in result.summary
+    assert result.details["usage"]["prompt_tokens"] > 0
+
+
+@pytest.mark.parametrize("kind", ["offline", "openai"])
+def test_branch_summary(store: SessionStore, kind: str) -> None:
+    gen = TranscriptGenerator(9)
+    feed(store, gen, 3)
+    fork = store.leaf("s")
+    assert fork is not None
+    feed(store, gen, 4)
+    branch = "## Goal\nx\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] y\n\n### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. z"
+    with ModelServer(script=[branch]) as srv:
+        summarizer = openai_summarizer(srv) if kind == "openai" else None
+        entry = Compactor(store, summarizer, SETTINGS).summarize_branch("s", fork)
+    assert entry.kind == "branch_summary" and entry.parent_id == fork
+    assert store.leaf("s") == entry.id
+    assert missing_sections(str(entry.data["summary"]), "branch") == []
+    assert "frame_5" in entry.data["summary"]  # a variable of the abandoned branch survives (guard)
+    assert store.verify("s").ok
+
+
+def test_bad_reason_is_rejected_before_anything_is_written(store: SessionStore) -> None:
+    feed(store, TranscriptGenerator(10), 10)
+    before = snapshot(store)
+    with pytest.raises(ValueError, match="unknown compaction reason 'because'"):
+        Compactor(store, settings=SETTINGS).compact("s", reason="because")
+    assert snapshot(store) == before

@@ -1,0 +1,65 @@
+"""Recall: the original text of compacted spans, by entry id or full-text query, on a real log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.compactor import Compactor
+from ipython_compact.core.entries import entry_text
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore
+from ipython_compact.testing.transcripts import TranscriptGenerator
+
+
+@pytest.fixture
+def compacted(tmp_path: Path) -> Any:
+    store = SessionStore(tmp_path / "log.db")
+    store.create_session("s")
+    gen = TranscriptGenerator(11)
+    for msgs in gen.rounds(20):
+        store.append_many("s", [("message", {"message": m}) for m in msgs])
+    compactor = Compactor(store, settings=CompactionSettings(keep_recent_tokens=1500))
+    result = compactor.compact("s")
+    yield store, compactor, result
+    store.close()
+
+
+def test_recall_externalized_output_by_id_returns_full_original(compacted: Any) -> None:
+    store, compactor, result = compacted
+    pointer = result.details["externalized"][0]
+    assert f"recall {pointer['entry_id']}" in result.summary
+    (hit,) = compactor.recall("s", entry_id=pointer["entry_id"])
+    assert hit.id == pointer["entry_id"]
+    assert hit.text == entry_text(store.get(pointer["entry_id"], "s"))
+    assert len(hit.text.splitlines()) == pointer["lines"] == 2400
+    assert hit.role == "toolResult"
+
+
+def test_recall_by_query_finds_compacted_source_not_summaries(compacted: Any) -> None:
+    store, compactor, _ = compacted
+    compacted_ids = {e.id for e in store.path("s")} - {e.id for e in store.context_path("s")}
+    hits = compactor.recall("s", query="tenure_bucket_5")
+    assert hits
+    assert all(h.kind == "message" for h in hits)
+    assert hits[0].id in compacted_ids
+    assert "KeyError: 'tenure_bucket_5'" in hits[0].text
+    assert compactor.recall("s", query="no-such-word-anywhere") == []
+    assert len(compactor.recall("s", query="step", limit=3)) == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "exactly one of entry_id or query"),
+        ({"entry_id": "x", "query": "y"}, "exactly one of entry_id or query"),
+        ({"entry_id": "missing"}, "cannot recall entry 'missing'"),
+        ({"query": "   "}, "recall query is empty"),
+    ],
+)
+def test_recall_errors(compacted: Any, kwargs: dict[str, str], message: str) -> None:
+    _, compactor, _ = compacted
+    with pytest.raises(ValueError, match=message):
+        compactor.recall("s", **kwargs)
