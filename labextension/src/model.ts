@@ -242,8 +242,15 @@ export class PanelModel {
 
   /** Restore names from the newest snapshot, loading the extension first if needed. */
   async restore(): Promise<void> {
+    // Right after a restart the panel may still be finding out whether the
+    // extension is loaded in the new kernel; settle that first.
+    if (this._connecting !== null) {
+      await this._connecting;
+    }
     if (this.state === 'not-loaded') {
       await this.loadExtension();
+    } else if (this._channel === null) {
+      await this.connect();
     }
     await this._act('restore', {}, reply => {
       this.restartNoticed = false;

@@ -140,6 +140,7 @@ export class CompactPanel extends Widget {
     const m = this._model;
     this._banner.textContent = '';
     this._banner.hidden = true;
+    delete this._banner.dataset.kind;
     const show = (kind: string, text: string, ...buttons: HTMLButtonElement[]): void => {
       this._banner.hidden = false;
       this._banner.dataset.kind = kind;

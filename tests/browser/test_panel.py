@@ -1,0 +1,261 @@
+"""The JupyterLab panel in real Chromium against a real kernel with the real kernel side.
+
+One notebook, one kernel, steps in the order a person would take them: the panel opens and says
+the extension is not loaded (and loads it on request); a variable defined in a cell appears; while
+a long cell runs the panel's namespace request is still answered over the subshell comm; compact
+adds a timeline entry with a rendered summary; restart is noticed and restore brings a variable
+back; the summary renderer shows hostile text as text. Each step saves a screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+PANEL = "#ipython-compact-panel"
+NOTEBOOK = "compact-demo.ipynb"
+
+
+def _notebook_json() -> dict[str, Any]:
+    return {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [{"cell_type": "code", "id": "c0", "metadata": {}, "source": "", "outputs": [],
+                   "execution_count": None}],
+    }
+
+
+@pytest.fixture(scope="module")
+def page(lab_server: Any, browser: Any, screenshot_dir: Path) -> Iterator[Any]:
+    lab_server.api("PUT", f"/api/contents/{NOTEBOOK}",
+                   {"type": "notebook", "format": "json", "content": _notebook_json()})
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    pg.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?token={lab_server.token}")
+    pg.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                         " && window.jupyterapp.shell.currentWidget.sessionContext"
+                         " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                         " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                         timeout=60_000)
+    _wait_kernel_idle(pg)
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(Path(__file__).resolve().parents[2] / "artifacts" / "screenshots" / f"{name}.png"))
+
+
+def _wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp.shell.currentWidget;"
+        " const k = w && w.sessionContext.session && w.sessionContext.session.kernel;"
+        " return !!k && k.status === 'idle'; }",
+        timeout=timeout,
+    )
+
+
+def _run_cell(page: Any, code: str, *, wait: bool = True) -> None:
+    """Put ``code`` in the active cell and run it as the user's Shift+Enter would (run, insert below).
+
+    With ``wait`` the call returns when the cell has finished; without it, as soon as it started.
+    """
+    page.evaluate(
+        """async ([code, wait]) => {
+            const app = window.jupyterapp;
+            const panel = app.shell.currentWidget;
+            app.shell.activateById(panel.id);
+            panel.content.activeCell.model.sharedModel.setSource(code);
+            const done = app.commands.execute('notebook:run-cell-and-insert-below');
+            if (wait) { await done; }
+        }""",
+        [code, wait],
+    )
+    if wait:
+        _wait_kernel_idle(page)
+
+
+def _open_panel(page: Any) -> None:
+    page.evaluate("() => window.jupyterapp.commands.execute('ipython-compact:open-panel')")
+    page.wait_for_selector(PANEL, state="visible")
+
+
+def _wait_state(page: Any, state: str, timeout: float = 30_000) -> None:
+    page.wait_for_selector(f'{PANEL}[data-state="{state}"]', timeout=timeout)
+
+
+def _ensure_ready(page: Any) -> None:
+    """Open the panel and, if this kernel has not loaded the extension yet, load it from the panel."""
+    _open_panel(page)
+    page.wait_for_function(
+        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
+    if page.get_attribute(PANEL, "data-state") == "not-loaded":
+        page.locator(f'{PANEL} button[data-action="load-extension"]').click()
+    _wait_state(page, "ready")
+
+
+def _row(page: Any, name: str) -> Any:
+    return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
+
+
+def _updated_at(page: Any) -> int:
+    value = page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at")
+    return int(value) if value else 0
+
+
+def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
+    _open_panel(page)
+    _wait_state(page, "not-loaded")
+    banner = page.locator(f"{PANEL} .jp-IpythonCompact-banner")
+    assert "not loaded" in banner.inner_text()
+    assert page.locator(f'{PANEL} button[data-action="compact"]').is_disabled()
+    _shot(page, "01-panel-not-loaded")
+
+    banner.locator('button[data-action="load-extension"]').click()
+    _wait_state(page, "ready")
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-state").inner_text().lower() == "connected"
+    # The gauge shows the kernel's own figures: a window and both threshold lines.
+    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
+    assert "tokens" in page.inner_text(f"{PANEL} .jp-IpythonCompact-tokenCount")
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-line-blocking").count() == 1
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-line-background").count() == 1
+    _shot(page, "02-panel-connected")
+
+
+def test_variable_defined_in_a_cell_appears(page: Any) -> None:
+    _ensure_ready(page)
+    _run_cell(page, "alpha = [1, 2, 3]\nimport numpy as np\ngrid = np.zeros((3, 4))")
+    _row(page, "alpha").wait_for()
+    _row(page, "grid").wait_for()
+    alpha_cells = _row(page, "alpha").locator("td").all_inner_texts()
+    grid_cells = _row(page, "grid").locator("td").all_inner_texts()
+    assert alpha_cells[1] == "list"
+    assert "len 3" in alpha_cells[2]
+    assert "(3, 4)" in grid_cells[2]
+    _shot(page, "03-variable-appears")
+
+
+def test_namespace_is_answered_while_a_long_cell_runs(page: Any) -> None:
+    _ensure_ready(page)
+    before = _updated_at(page)
+    started = time.monotonic()
+    _run_cell(page, "beta = 42\nimport time\ntime.sleep(8)", wait=False)
+    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
+    # `beta` exists only inside the running cell: seeing it proves the request was answered mid-cell.
+    _row(page, "beta").wait_for(timeout=6_000)
+    elapsed = time.monotonic() - started
+    still_busy = page.get_attribute(PANEL, "data-busy")
+    assert still_busy == "true", "the cell had finished before the panel answered"
+    assert elapsed < 7.5
+    assert _updated_at(page) > before
+    note = page.inner_text(f"{PANEL} .jp-IpythonCompact-note")
+    assert "subshell" in note
+    _shot(page, "04-answered-while-cell-runs")
+    _wait_kernel_idle(page, timeout=20_000)
+    page.wait_for_selector(f'{PANEL}[data-busy="false"]')
+
+
+SEED = """
+def _seed_transcript(turns=16):
+    from ipython_compact import paths
+    from ipython_compact.store import SessionStore
+    session = compact.status()["session"]
+    store = SessionStore(paths.database_path())
+    items = []
+    for i in range(turns):
+        items.append(("message", {"message": {"role": "user", "timestamp": 1765233665000 + i,
+            "content": [{"type": "text", "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
+        items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233665500 + i,
+            "content": [{"type": "text", "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. Next I will plot it. " * 8}]}}))
+    store.append_many(session, items)
+    store.close()
+_seed_transcript()
+del _seed_transcript
+"""
+
+
+def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> None:
+    _ensure_ready(page)
+    _run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
+    _run_cell(page, SEED.strip())
+    page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
+    page.fill(f"{PANEL} .jp-IpythonCompact-focus", "revenue totals")
+    page.locator(f'{PANEL} button[data-action="compact"]').click()
+    card = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card")
+    card.first.wait_for(timeout=60_000)
+    result = page.locator(f"{PANEL} .jp-IpythonCompact-result")
+    assert result.get_attribute("data-kind") == "ok", result.inner_text()
+    head = card.first.locator(".jp-IpythonCompact-tokens").inner_text()
+    assert "→" in head and "tokens" in head
+    assert card.first.locator(".jp-IpythonCompact-reason").inner_text() == "manual"
+    summary = card.first.locator(".jp-IpythonCompact-summary")
+    assert summary.inner_text().strip() != ""
+    # Rendered, not dumped: the checkpoint's headings/lists became elements.
+    assert summary.locator("h3, h4, h5, h6, li").count() > 0
+    assert "kept" in card.first.locator(".jp-IpythonCompact-kept").inner_text()
+    card.first.scroll_into_view_if_needed()
+    _shot(page, "05-compaction-timeline")
+
+
+def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> None:
+    _ensure_ready(page)
+    _run_cell(page, "gamma = {'city': 'Lyon', 'rows': 3}")
+    _row(page, "gamma").wait_for()
+    page.locator(f'{PANEL} button[data-action="snapshot"]').click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
+    assert "saved" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
+    _shot(page, "06-snapshot-saved")
+
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
+    _wait_kernel_idle(page)
+    assert _row(page, "gamma").count() == 0
+    _shot(page, "07-restart-noticed")
+
+    page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
+    _row(page, "gamma").wait_for(timeout=30_000)
+    result = page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
+    assert "gamma" in result
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-banner").is_hidden()
+    # The value is really back in the kernel, not only listed.
+    _run_cell(page, "print(gamma['city'])")
+    outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
+    assert any("Lyon" in o for o in outputs)
+    _shot(page, "08-restored")
+
+
+def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
+    payload = {
+        "id": "e-x", "timestamp": "2026-01-01T00:00:00Z", "reason": "threshold",
+        "tokens_before": 120000, "tokens_after": 18000, "first_kept_entry_id": "e-9", "kept_entries": 4,
+        "summary": "## Goal\n- keep **totals** in `df`\n<img src=x onerror=\"window.__pwned=1\">",
+    }
+    code = (
+        "from IPython.display import display\n"
+        f"display({{'application/vnd.ipython-compact.summary+json': {json.dumps(payload)}, "
+        "'text/plain': 'summary'}, raw=True)"
+    )
+    _run_cell(page, code)
+    out = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card").last
+    out.wait_for()
+    assert out.locator("h3, h4").first.inner_text() == "Goal"
+    assert out.locator("strong").first.inner_text() == "totals"
+    assert out.locator("img").count() == 0
+    assert "<img src=x" in out.inner_text()
+    assert page.evaluate("() => window.__pwned === undefined")
+    out.scroll_into_view_if_needed()
+    _shot(page, "09-summary-renderer")
