@@ -203,6 +203,7 @@ class Agent:
         self._last_snapshot: SnapshotOutcome | None = None
         self._goal: str | None = None
         self._pending_records: list[CompactionRecord] = []
+        threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
         try:
             store.get_session(session)
         except KeyError:

@@ -1,0 +1,135 @@
+"""``%%agent``: chat with an agent whose tool runs Python in *this* kernel, step by step in the cell.
+
+Why a cell magic: a notebook user wants the agent to work on the notebook's own variables, and to
+watch each step (the model's text, the code it runs, the output, every compaction) appear in the
+cell output as it happens. The agent persists per shell, so the next ``%%agent`` cell continues
+the same conversation (and the same session log).
+
+Usage::
+
+    %%agent --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1 --window 128000
+    Load sales.csv into a data frame and tell me the best month.
+
+Options fall back to the extension's ``CompactConfig`` (``model``, ``base_url``,
+``context_window``, ``compaction``) and the API key to ``$OPENAI_API_KEY``. ``--reset`` starts a
+fresh agent (the log keeps everything). What must hold: a bad option prints a clear error and
+runs nothing; the cell's own text is only ever sent to the model, never executed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from IPython.core.magic import Magics, cell_magic, magics_class
+
+from ipython_compact.agent.engine import CompactorEngine, default_engine
+from ipython_compact.agent.kernel_tool import InProcessKernel
+from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
+
+USAGE = "usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] [--reset]"
+
+
+def parse_options(line: str) -> dict[str, Any]:
+    """Parse the magic's line; raises ValueError naming the bad option."""
+    opts: dict[str, Any] = {}
+    words = shlex.split(line)
+    i = 0
+    takes = {"--model": str, "--base-url": str, "--window": int, "--max-steps": int, "--session": str}
+    while i < len(words):
+        word = words[i]
+        if word == "--reset":
+            opts["reset"] = True
+            i += 1
+            continue
+        if word not in takes:
+            raise ValueError(f"unknown option {word!r}; {USAGE}")
+        if i + 1 >= len(words):
+            raise ValueError(f"option {word} needs a value; {USAGE}")
+        raw = words[i + 1]
+        try:
+            value = takes[word](raw)
+        except ValueError:
+            raise ValueError(f"option {word} needs an integer, got {raw!r}") from None
+        if takes[word] is int and value <= 0:
+            raise ValueError(f"option {word} must be positive, got {value}")
+        opts[word[2:].replace("-", "_")] = value
+        i += 2
+    return opts
+
+
+@magics_class
+class AgentMagics(Magics):  # type: ignore[misc]
+    """Holds the notebook's agent between cells."""
+
+    def __init__(self, shell: Any, service: Any = None) -> None:
+        super().__init__(shell)
+        self.service = service
+        self.current: Agent | None = None
+
+    def _build(self, opts: dict[str, Any]) -> Agent:
+        import openai
+
+        from ipython_compact.core.settings import CompactionSettings
+
+        config = getattr(self.service, "config", None)
+        model = opts.get("model") or (getattr(config, "model", "") or "")
+        if not model:
+            raise ValueError("no model: pass --model NAME or set %config CompactConfig.model")
+        base_url = opts.get("base_url") or (getattr(config, "base_url", "") or None)
+        window = int(opts.get("window") or getattr(config, "context_window", None) or 128_000)
+        if self.service is not None:
+            store = self.service.store
+            session = opts.get("session") or self.service.session
+            settings = self.service.settings()
+            engine: Any = CompactorEngine(self.service._compactor())
+        else:
+            from ipython_compact import paths
+            from ipython_compact.store import SessionStore
+
+            store = SessionStore(paths.database_path())
+            session = opts.get("session") or "agent"
+            settings = CompactionSettings()
+            engine = default_engine(store, settings)
+        client = openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+        return Agent(
+            store=store, session=session, client=client, model=model, context_window=window, settings=settings,
+            engine=engine, kernel=InProcessKernel(self.shell), max_steps=int(opts.get("max_steps") or 12),
+            on_event=_print_event,
+        )
+
+    @cell_magic  # type: ignore[misc]
+    def agent(self, line: str, cell: str) -> None:
+        """Send the cell's text to the agent and stream each step into the output."""
+        try:
+            opts = parse_options(line)
+            if not cell.strip():
+                raise ValueError("the cell is empty: write the message for the agent below %%agent")
+            if self.current is None or opts.get("reset") or any(k in opts for k in ("model", "base_url", "window", "session")):
+                self.current = self._build(opts)
+            elif "max_steps" in opts:
+                self.current.max_steps = int(opts["max_steps"])
+        except ValueError as exc:
+            print(f"%%agent: {exc}")
+            return
+        result = self.current.ask(cell.strip())
+        if result.stopped != "final":
+            print(f"[stopped: {result.stopped}] {result.text}")
+
+
+_SHOWN = {"user", "assistant", "tool_call", "tool_result", "compaction_start", "compaction_end", "compaction_queued",
+          "compaction_stale", "compaction_dropped", "compaction_requested", "overflow", "kernel_restart", "kernel_failed",
+          "error", "continuation"}
+
+
+def _print_event(event: AgentEvent) -> None:
+    if event.kind in _SHOWN:
+        print(summarize_event(event), flush=True)
+
+
+def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:
+    """Register ``%%agent`` on ``shell`` (the kernel extension calls this when it loads)."""
+    magics = AgentMagics(shell, service)
+    shell.register_magics(magics)
+    return magics

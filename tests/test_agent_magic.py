@@ -1,0 +1,78 @@
+"""``%%agent`` in an in-process IPython shell: the tool shares the user's namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.testing.globalipapp import get_ipython, start_ipython
+
+from ipython_compact.agent.magic import AgentMagics, parse_options
+from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("", {}),
+        ("--model m --window 3000", {"model": "m", "window": 3000}),
+        ("--base-url http://127.0.0.1:1/v1 --max-steps 4 --reset", {"base_url": "http://127.0.0.1:1/v1", "max_steps": 4, "reset": True}),
+        ("--session 'my notes'", {"session": "my notes"}),
+    ],
+)
+def test_parse_options(line: str, expected: dict[str, Any]) -> None:
+    assert parse_options(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--bogus 1", "unknown option '--bogus'"),
+        ("--window", "option --window needs a value"),
+        ("--window big", "option --window needs an integer, got 'big'"),
+        ("--max-steps 0", "option --max-steps must be positive"),
+    ],
+)
+def test_parse_options_errors(line: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_options(line)
+
+
+@pytest.mark.slow
+def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    shell = start_ipython() or get_ipython()  # the shared test shell (one singleton per process)
+    shell.user_ns["prices"] = [3, 4, 5]
+
+    def reply(req: RecordedRequest) -> Reply:
+        if req.messages[-1]["role"] == "tool":
+            return Reply(text=f"The total is {req.messages[-1]['content']}.")
+        return Reply(tool_calls=(ToolCall("python", {"code": "total = sum(prices)\nprint(total)"}),))
+
+    magics = AgentMagics(shell)
+    shell.register_magics(magics)
+    try:
+        with ModelServer(reply) as srv:
+            shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 32000", "Sum my prices.")
+            out = capsys.readouterr().out
+            assert shell.user_ns["total"] == 12  # ran in this very namespace
+            assert "[tool_call] total = sum(prices)" in out
+            assert "[assistant] The total is 12." in out
+            # Empty cell and bad options: a clear message, nothing sent.
+            before = len(srv.chat_requests)
+            shell.run_cell_magic("agent", "", "   ")
+            shell.run_cell_magic("agent", "--nope", "hello")
+            shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 8000", "hello")
+            out = capsys.readouterr().out
+            assert "the cell is empty" in out and "unknown option '--nope'" in out
+            assert "context window 8000 is not larger than reserve_tokens 16384" in out
+            assert len(srv.chat_requests) == before
+        assert magics.current is not None
+        entries = magics.current.store.entries("agent")
+        assert [e.role for e in entries if e.kind == "message"] == ["user", "assistant", "toolResult", "assistant"]
+    finally:
+        for name in ("prices", "total"):
+            shell.user_ns.pop(name, None)
