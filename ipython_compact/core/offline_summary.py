@@ -46,7 +46,7 @@ REQUIRED_SECTIONS: Final[Mapping[str, tuple[str, ...]]] = {
 # per-section caps (items); the newest items win
 CAPS: Final[Mapping[str, int]] = {
     "Constraints & Preferences": 40,
-    "Done": 30,
+    "Done": 16,
     "In Progress": 10,
     "Blocked": 8,
     "Key Decisions": 20,

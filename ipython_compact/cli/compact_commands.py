@@ -1,0 +1,319 @@
+"""Compaction subcommands: compact, pin, recall, show, demo.
+
+``compact`` appends a compaction entry (``--dry-run`` only prints the plan); ``pin`` appends pin
+and unpin entries; ``recall`` and ``show`` only read; ``demo`` builds a fresh session in the data
+directory from a generated transcript and compacts it offline, so it runs on a fresh machine with
+no network. A failed compaction exits 2 and says which entry recorded the failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import textwrap
+from typing import Any
+
+from ipython_compact.cli import PROG, CliError, database_from, open_store, pick_session
+from ipython_compact.core.context import build_context
+from ipython_compact.core.entries import COMPACTION, Entry
+from ipython_compact.core.settings import CompactionSettings
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = CompactionSettings()
+    p = subparsers.add_parser(
+        "compact",
+        help="compact a session now (append a compaction entry)",
+        description="Summarize the older part of the session's context into a checkpoint and append it. "
+        "History is never changed: the compaction is a new entry. --dry-run shows what would be summarized, "
+        "kept, externalized and discarded.",
+    )
+    _session(p)
+    p.add_argument("--summarizer", choices=("auto", "offline", "openai"), default="auto",
+                   help="auto: openai when IPYTHON_COMPACT_MODEL is set, else offline (default)")
+    p.add_argument("--model", help="model for --summarizer openai (default: $IPYTHON_COMPACT_MODEL)")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
+    p.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
+    p.add_argument("--dry-run", action="store_true", help="print the plan only; write nothing")
+    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N")
+    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_compact)
+
+    p = subparsers.add_parser(
+        "pin",
+        help="pin text or an entry so every later checkpoint carries it verbatim",
+        description="Pinned text (or the text of a pinned entry) is copied verbatim from the log into every "
+        "later compaction. Without arguments, list the active pins.",
+    )
+    _session(p)
+    p.add_argument("text", nargs="?", help="text to pin")
+    p.add_argument("--entry", metavar="ID", help="pin an entry of the log instead of text")
+    p.add_argument("--unpin", metavar="PIN_ID", help="remove an active pin (pin-N)")
+    p.set_defaults(func=cmd_pin)
+
+    p = subparsers.add_parser(
+        "recall",
+        help="the original text of logged entries, by id or full-text query",
+        description="Give ENTRY_ID (as in a pointer '[entry ID · N lines · recall ID]') or --query WORDS.",
+    )
+    _session(p)
+    p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID")
+    p.add_argument("-q", "--query", metavar="WORDS")
+    p.add_argument("-n", "--limit", type=int, default=5, metavar="N")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_recall)
+
+    p = subparsers.add_parser("show", help="a compaction's summary (default: the newest)")
+    _session(p)
+    p.add_argument("compaction_id", nargs="?", metavar="ID")
+    p.add_argument("--list", action="store_true", help="list the compactions on the current branch")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = subparsers.add_parser(
+        "demo",
+        help="a guided offline demo in a fresh session (no network needed)",
+        description="Generate an agent transcript with planted facts into a fresh session in the data "
+        "directory, compact it a few times with the offline summarizer, and show the plan, the summary "
+        "and how the context stays bounded while the log grows.",
+    )
+    p.add_argument("--rounds", type=int, default=16, metavar="N", help="agent turns added before each compaction")
+    p.add_argument("--compactions", type=int, default=3, metavar="K")
+    p.add_argument("--keep-recent-tokens", type=int, default=3000, metavar="N")
+    p.add_argument("--full-summary", action="store_true", help="print the final summary without trimming")
+    p.set_defaults(func=cmd_demo)
+
+
+def _session(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-s", "--session", metavar="NAME", help="session name (default: the most recently active)")
+
+
+def _summarizer(args: argparse.Namespace) -> Any:
+    from ipython_compact.summarizers import OfflineSummarizer, SummarizerError
+
+    kind = args.summarizer
+    if kind == "auto":
+        kind = "openai" if (args.model or os.environ.get("IPYTHON_COMPACT_MODEL")) else "offline"
+    if kind == "offline":
+        return OfflineSummarizer()
+    from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+
+    try:
+        return OpenAISummarizer(model=args.model, base_url=args.base_url)
+    except SummarizerError as exc:
+        raise CliError(str(exc), f"{PROG} compact --summarizer openai --model NAME --base-url URL   or   --summarizer offline") from exc
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from ipython_compact.compactor import CompactionFailed, Compactor, NothingToCompact
+    from ipython_compact.core.settings import SettingsError
+
+    try:
+        settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens, reserve_tokens=args.reserve_tokens)
+    except SettingsError as exc:
+        raise CliError(str(exc), f"{PROG} compact --keep-recent-tokens 20000 --reserve-tokens 16384") from exc
+    summarizer = None if args.dry_run else _summarizer(args)
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        compactor = Compactor(store, summarizer, settings)
+        try:
+            if args.dry_run:
+                plan = compactor.plan(session, focus=args.focus)
+                print(json.dumps(plan.to_json(), ensure_ascii=False, indent=2) if args.json else plan.render())
+                return 0
+            result = compactor.compact(session, reason="manual", focus=args.focus)
+        except NothingToCompact as exc:
+            raise CliError(str(exc), f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000") from exc
+        except CompactionFailed as exc:
+            where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
+            raise CliError(f"{exc}{where}", f"retry later, or: {PROG} compact --summarizer offline") from exc
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        return 0
+    d = result.details
+    print(
+        f"compacted session {session!r}: {result.tokens_before:,} -> {result.tokens_after:,} tokens in context "
+        f"(compaction entry {result.entry.id}, {d['summarizer']} summarizer)"
+    )
+    print(result.plan.render())
+    print(f"  drift guard: {d['drift']['checked']} exact strings checked, {d['drift']['appended']} appended verbatim")
+    print(f"show it: {PROG} show {result.entry.id}" + (f" -s {session}" if args.session else ""))
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from ipython_compact.compactor import Compactor
+
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        compactor = Compactor(store)
+        try:
+            if args.unpin:
+                compactor.unpin(session, args.unpin)
+                print(f"unpinned {args.unpin}")
+            elif args.text is not None or args.entry is not None:
+                entry = compactor.pin(session, text=args.text, entry_id=args.entry)
+                print(f"pinned {entry.data['pin_id']} (entry {entry.id}); every later compaction carries it verbatim")
+            pins = compactor.active_pins(session)
+        except ValueError as exc:
+            raise CliError(str(exc), f"{PROG} pin 'TEXT'   or   {PROG} pin --entry ID   or   {PROG} pin --unpin pin-N") from exc
+    if not (args.unpin or args.text is not None or args.entry is not None):
+        if not pins:
+            print(f"no active pins in session {session!r}")
+        for pin in pins:
+            source = f"entry {pin.entry_id}" if pin.entry_id else "text"
+            print(f"{pin.pin_id} ({source}): {_one_line(pin.text, 100)}")
+    return 0
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from ipython_compact.compactor import Compactor
+
+    if (args.entry_id is None) == (args.query is None):
+        raise CliError("give an ENTRY_ID or --query WORDS (one of them)", f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'")
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        try:
+            hits = Compactor(store).recall(session, entry_id=args.entry_id, query=args.query, limit=args.limit)
+        except ValueError as exc:
+            raise CliError(str(exc), f"find ids with: {PROG} log -s {session}") from exc
+    if args.json:
+        print(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print(f"no entries match {args.query!r}")
+    for hit in hits:
+        role = f" {hit.role}" if hit.role else ""
+        print(f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {len(hit.text.splitlines()):,} lines")
+        print(hit.text)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        session = pick_session(store, args.session)
+        compactions = [e for e in store.path(session) if e.kind == COMPACTION]
+        if args.compaction_id:
+            try:
+                entry = store.get(args.compaction_id, session)
+            except Exception as exc:
+                raise CliError(str(exc), f"list them with: {PROG} show --list -s {session}") from exc
+            if entry.kind != COMPACTION:
+                raise CliError(f"entry {entry.id} is a {entry.kind!r} entry, not a compaction", f"{PROG} show --list -s {session}")
+            compactions = [entry]
+    if args.list:
+        if args.json:
+            print(json.dumps([_compaction_json(e) for e in compactions], ensure_ascii=False, indent=2))
+            return 0
+        if not compactions:
+            print(f"no compactions in session {session!r}")
+        for e in compactions:
+            d = _compaction_json(e)
+            print(f"{e.id}  {e.timestamp}  {d['reason']:<10} {d['tokens_before']:>9,} -> {d['tokens_after'] or 0:>7,} tokens  {d['summarizer'] or ''}")
+        return 0
+    if not compactions:
+        raise CliError(f"session {session!r} has no compaction yet", f"{PROG} compact -s {session}")
+    entry = compactions[-1]
+    if args.json:
+        print(json.dumps(_compaction_json(entry) | {"summary": entry.data.get("summary")}, ensure_ascii=False, indent=2))
+        return 0
+    d = _compaction_json(entry)
+    print(f"compaction {entry.id} · {entry.timestamp} · reason {d['reason']} · {d['tokens_before']:,} tokens before · first kept {d['first_kept_entry_id']}")
+    print(str(entry.data.get("summary", "")))
+    return 0
+
+
+def _compaction_json(entry: Entry) -> dict[str, Any]:
+    details = entry.data.get("details") if isinstance(entry.data.get("details"), dict) else {}
+    assert isinstance(details, dict)
+    return {
+        "id": entry.id,
+        "timestamp": entry.timestamp,
+        "reason": entry.data.get("reason"),
+        "tokens_before": int(entry.data.get("tokens_before") or 0),
+        "tokens_after": details.get("tokens_after"),
+        "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
+        "summarizer": details.get("summarizer"),
+    }
+
+
+def _one_line(text: str, limit: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ipython_compact.compactor import Compactor
+    from ipython_compact.core.tokens import estimate_context
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    if args.rounds <= 0 or args.compactions <= 0:
+        raise CliError("--rounds and --compactions must be positive", f"{PROG} demo --rounds 16 --compactions 3")
+    settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
+    db = database_from(args)
+    rule = "─" * 78
+    with open_store(args) as store:
+        names = {s.name for s in store.sessions()}
+        name, n = "demo", 1
+        while name in names:
+            n += 1
+            name = f"demo-{n}"
+        store.create_session(name)
+        print(rule)
+        print(f"ipython-compact demo · session {name!r} in {db}")
+        print("A generated kernel-agent transcript (goal, user constraints, paths, versions, errors, ids,")
+        print("variables, a few 2,400-line outputs, duplicates and retried cells) is compacted offline.")
+        print(rule)
+        gen = TranscriptGenerator(seed=2026)
+        compactor = Compactor(store, None, settings)
+        rows: list[tuple[str, int, int, int]] = []
+
+        def measure(label: str) -> None:
+            path = store.context_path(name)
+            messages = build_context(path)
+            tokens = estimate_context(messages).tokens
+            rows.append((label, len(store.entries(name)), len(messages), tokens))
+
+        result = None
+        for k in range(1, args.compactions + 1):
+            for msgs in gen.rounds(args.rounds):
+                store.append_many(name, [("message", {"message": m}) for m in msgs])
+            if k == 2:
+                pin = compactor.pin(name, text="The stakeholder review is on 2026-12-04; send the AUC table to Dana first.")
+                print(f"\npinned {pin.data['pin_id']}: {pin.data['text']}")
+            measure(f"after {gen.round} turns")
+            plan = compactor.plan(name)
+            print(f"\n[{k}] dry run ({PROG} compact --dry-run):")
+            print(textwrap.indent(plan.render(), "  "))
+            result = compactor.compact(name, reason="manual")
+            d = result.details
+            print(
+                f"[{k}] compacted: {result.tokens_before:,} -> {result.tokens_after:,} tokens; checkpoint {len(result.summary):,} chars; "
+                f"drift guard checked {d['drift']['checked']} exact strings, appended {d['drift']['appended']}"
+            )
+            measure(f"after compaction {k}")
+        assert result is not None
+        print(f"\n{rule}\nthe newest checkpoint ({PROG} show -s {name}):\n{rule}")
+        summary = result.summary
+        if not args.full_summary and len(summary) > 6000:
+            cut = summary.rfind("\n", 0, 6000)
+            summary = summary[:cut] + f"\n[... {len(result.summary) - cut:,} more characters: {PROG} show -s {name}]"
+        print(summary)
+        pointers = result.details.get("externalized") or []
+        if pointers:
+            target = str(pointers[-1]["entry_id"])
+            (hit,) = compactor.recall(name, entry_id=target)
+            lines = hit.text.splitlines()
+            print(f"\n{rule}\nrecall of an externalized output ({PROG} recall {target} -s {name}): {len(lines):,} lines, first 3:")
+            for line in lines[:3]:
+                print(f"  {line}")
+        print(f"\n{rule}\nthe log grows, the context stays bounded:")
+        print(f"  {'moment':<24}{'log entries':>12}{'context msgs':>14}{'context tokens':>16}")
+        for label, count, n_msgs, n_tokens in rows:
+            print(f"  {label:<24}{count:>12,}{n_msgs:>14,}{n_tokens:>16,}")
+        report = store.verify(name)
+        print(f"\nlog verified: {report.entries:,} entries, hash chain {'intact' if report.ok else 'BROKEN: ' + '; '.join(report.problems)}")
+        print(f"next: {PROG} log -s {name} · {PROG} context -s {name} · {PROG} recall --query 'KeyError' -s {name}")
+    return 0
