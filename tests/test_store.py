@@ -207,6 +207,17 @@ def test_context_view_is_the_same_whatever_the_cache_size(tmp_path: Path, cache_
         assert s.context_path("s") == expected
 
 
+@pytest.mark.parametrize("kinds", [{"compaction"}, {"pin", "compaction"}, {"message"}, set()])
+def test_path_filtered_by_kind_equals_filtering_the_full_path(store: SessionStore, kinds: set[str]) -> None:
+    made = _build_with_compactions(store, 30, 8)
+    store.append("s", "pin", {"action": "pin", "text": "keep", "pin_id": "p1"})
+    store.set_leaf("s", made[10].id)
+    store.append("s", "pin", {"action": "pin", "text": "side branch", "pin_id": "p2"})
+    for leaf in (None, made[-1].id):
+        full = store.path("s", leaf)
+        assert store.path("s", leaf, kinds=kinds) == [e for e in full if e.kind in kinds]
+
+
 def test_stored_token_estimates_match_the_core(store: SessionStore) -> None:
     from ipython_compact.core.tokens import estimate_entry_tokens
 

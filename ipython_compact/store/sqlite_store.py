@@ -27,7 +27,7 @@ import secrets
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -655,14 +655,44 @@ class SessionStore:
             )
         return rows
 
-    def path(self, session: str, leaf: str | None = None) -> list[Entry]:
-        """Entries from the root to ``leaf`` (default: the session's leaf), oldest first."""
+    def path(self, session: str, leaf: str | None = None, *, kinds: Collection[str] | None = None) -> list[Entry]:
+        """Entries from the root to ``leaf`` (default: the session's leaf), oldest first.
+
+        With ``kinds``, only the path's entries of those kinds are returned (and parsed): the
+        walk reads ids and kinds only, so finding the pins or compactions of a 100k-entry
+        branch does not decode 100k entry bodies.
+        """
         with self._read() as conn:
             sid, current_leaf, _, _ = self._session_row(conn, session)
             start = leaf or current_leaf
             if start is None:
                 return []
-            return [_row_entry(r) for r in self._walk_up(conn, sid, start, None)]
+            if kinds is None:
+                return [_row_entry(r) for r in self._walk_up(conn, sid, start, None)]
+            links = {
+                row[0]: (row[1], row[2])
+                for row in conn.execute("SELECT id, parent_id, kind FROM entries WHERE session_id = ?", (sid,))
+            }
+            wanted = set(kinds)
+            chosen: list[str] = []
+            current: str | None = start
+            steps = 0
+            while current is not None:
+                link = links.get(current)
+                if link is None:
+                    raise StoreError(
+                        f"{self.db_path}: broken parent link: entry {current!r} is missing from session {session!r} "
+                        "(run `ipython-compact verify`)",
+                        path=self.db_path,
+                    )
+                if link[1] in wanted:
+                    chosen.append(current)
+                current = link[0]
+                steps += 1
+                if steps > len(links):
+                    raise StoreError(f"{self.db_path}: cycle in the parent links of session {session!r}", path=self.db_path)
+            chosen.reverse()
+            return self._cached_entries(conn, sid, chosen)
 
     def context_view(self, session: str, leaf: str | None = None) -> ContextView:
         """Entries from the newest compaction's head (its first kept entry) to the leaf, with
