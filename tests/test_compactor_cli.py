@@ -1,0 +1,85 @@
+"""The compaction subcommands (compact, pin, recall, show, demo) as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ipython_compact.testing import ModelServer, Reply
+
+SCRIPT = Path(sys.executable).parent / "ipython-compact"
+BEFORE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+
+
+def run(tmp_path: Path, *args: str, code: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    full["IPYTHON_COMPACT_DIR"] = str(tmp_path / "data")
+    full.update(env or {})
+    done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=full, timeout=120)
+    assert done.returncode == code, f"exit {done.returncode}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr}"
+    return done
+
+
+@pytest.mark.slow
+def test_demo_runs_offline_in_a_fresh_data_dir(tmp_path: Path) -> None:
+    out = run(tmp_path, "demo").stdout
+    assert "session 'demo'" in out
+    assert "[3] compacted:" in out
+    assert "the log grows, the context stays bounded:" in out
+    assert "hash chain intact" in out
+    assert "<anchors" in out and "Always use CUDA 12.4" in out
+    again = run(tmp_path, "demo", "--rounds", "4", "--compactions", "1", "--keep-recent-tokens", "500").stdout
+    assert "session 'demo-2'" in again
+
+
+@pytest.mark.slow
+def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
+    run(tmp_path, "import", str(BEFORE), "--session", "pi")
+    plan = run(tmp_path, "compact", "-s", "pi", "--dry-run", "--keep-recent-tokens", "4000").stdout
+    assert "keep verbatim (recent tail)" in plan
+    plan_json = json.loads(run(tmp_path, "compact", "-s", "pi", "--dry-run", "--json", "--keep-recent-tokens", "4000").stdout)
+    assert plan_json["summarize"]["entries"] > 0 and plan_json["keep"]["tokens"] > 0
+
+    pinned = run(tmp_path, "pin", "-s", "pi", "Never push to main without review").stdout
+    assert "pinned pin-1" in pinned
+    assert "pin-1 (text): Never push to main without review" in run(tmp_path, "pin", "-s", "pi").stdout
+
+    result = json.loads(run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--focus", "rpc mode", "--json").stdout)
+    assert result["tokens_after"] < result["tokens_before"]
+    assert result["summarizer"] == "offline"
+
+    shown = run(tmp_path, "show", "-s", "pi").stdout
+    assert "Never push to main without review" in shown and "## Goal" in shown
+    listed = run(tmp_path, "show", "-s", "pi", "--list").stdout
+    assert result["id"] in listed and "manual" in listed
+
+    hits = json.loads(run(tmp_path, "recall", "-s", "pi", "--query", "tui-renderer", "--json", "-n", "2").stdout)
+    assert len(hits) == 2 and all("tui-renderer" in h["text"].lower() for h in hits)
+    one = run(tmp_path, "recall", "-s", "pi", hits[0]["id"]).stdout
+    assert one.startswith(f"── entry {hits[0]['id']}")
+
+    run(tmp_path, "pin", "-s", "pi", "--unpin", "pin-1")
+    err = run(tmp_path, "pin", "-s", "pi", "--unpin", "pin-1", code=2).stderr
+    assert "no active pin 'pin-1'" in err
+    assert "give an ENTRY_ID or --query" in run(tmp_path, "recall", "-s", "pi", code=2).stderr
+    assert "not a compaction" in run(tmp_path, "show", "-s", "pi", hits[0]["id"], code=2).stderr
+    verify = run(tmp_path, "verify").stdout
+    assert "ok" in verify.lower()
+
+
+@pytest.mark.slow
+def test_openai_summarizer_from_the_command_line(tmp_path: Path) -> None:
+    run(tmp_path, "import", str(BEFORE), "--session", "pi")
+    err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", code=2).stderr
+    assert "no summarizer model configured" in err
+    with ModelServer(script=[Reply.rate_limited(retry_after=0.1)] * 8) as srv:
+        err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "m", "--base-url", srv.base_url,
+                  "--keep-recent-tokens", "4000", code=2).stderr
+    assert "manual compaction failed" in err and "after 4 attempts" in err and "HTTP 429" in err and "recorded as entry" in err
+    log = run(tmp_path, "log", "-s", "pi", "-n", "1", "--json").stdout
+    assert json.loads(log.splitlines()[-1])["kind"] == "compaction_outcome"
