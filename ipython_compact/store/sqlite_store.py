@@ -161,6 +161,7 @@ class _Batch:
 
     info: dict[str, _ParentInfo] = field(default_factory=dict)
     parents: dict[str, str | None] = field(default_factory=dict)
+    last_seq: int = 0
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self.info
@@ -410,7 +411,7 @@ class SessionStore:
                 stored, tip = self._insert(conn, sid, entry, tip, cache)
                 entries.append(stored)
                 parent = stored.id
-            self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None)
+            self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
         return entries
 
     def import_entries(
@@ -450,21 +451,20 @@ class SessionStore:
                 new_leaf = leaf_id if isinstance(leaf_id, str) else None
                 if new_leaf is not None and new_leaf not in cache:
                     raise InvalidEntryError(f"import leaf {new_leaf!r} is not among the imported entries", path=self.db_path)
-            self._finish(conn, sid, count + len(stored_entries), tip, new_leaf)
+            self._finish(conn, sid, count + len(stored_entries), tip, new_leaf, cache)
         return stored_entries
 
-    def _finish(self, conn: sqlite3.Connection, sid: int, count: int, tip: str, leaf: str | None) -> None:
-        last_seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries WHERE session_id = ?", (sid,)).fetchone()[0]
-        if leaf is not None:
-            conn.execute(
-                "UPDATE sessions SET entry_count = ?, chain_tip = ?, last_seq = ?, leaf_id = ? WHERE session_id = ?",
-                (count, tip, last_seq, leaf, sid),
-            )
-        else:
-            conn.execute(
-                "UPDATE sessions SET entry_count = ?, chain_tip = ?, last_seq = ? WHERE session_id = ?",
-                (count, tip, last_seq, sid),
-            )
+    def _finish(self, conn: sqlite3.Connection, sid: int, count: int, tip: str, leaf: str | None, batch: _Batch) -> None:
+        """Record the batch on the session row: count, chain tip, newest seq and (maybe) the leaf."""
+        if not batch.last_seq:
+            if leaf is not None:
+                conn.execute("UPDATE sessions SET leaf_id = ? WHERE session_id = ?", (leaf, sid))
+            return
+        conn.execute(
+            "UPDATE sessions SET entry_count = ?, chain_tip = ?, last_seq = ?, leaf_id = COALESCE(?, leaf_id) "
+            "WHERE session_id = ?",
+            (count, tip, batch.last_seq, leaf, sid),
+        )
 
     def _fresh_id(self, conn: sqlite3.Connection, sid: int, cache: _Batch) -> str:
         for _ in range(100):
@@ -568,6 +568,7 @@ class SessionStore:
         text = entry_text(stored)
         if text:
             conn.execute("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
+        cache.last_seq = int(cur.lastrowid or 0)
         cache.info[stored.id] = _ParentInfo(depth, head, hash_)
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
