@@ -303,3 +303,33 @@ def test_an_overflow_from_a_smaller_model_does_not_count_after_a_switch(
     attempted = any(ev.kind == "compaction_start" and ev.data.get("reason") == "overflow" for ev in events)
     assert attempted is expect_compaction
     assert any(ev.data.get("guard") == "model_switch" for ev in events) is switch
+
+
+def test_a_queued_summary_settles_stale_when_a_newer_cut_won(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "big":
+            done = sum(1 for m in msgs if m["role"] == "tool")
+            code = ["print('word ' * 1400)", "n = 1"]
+            return "done" if done >= 2 else Reply(tool_calls=(ToolCall("python", {"code": code[done]}),))
+        return LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 3)
+
+        def on_event(ev: AgentEvent) -> None:
+            events.append(ev)
+            if ev.kind == "tool_call" and "word" in ev.text:  # the model is busy: the manual summary must queue
+                agent.compact("Keep the hotel shortlist")
+                agent.wait_background()
+
+        agent.on_event = on_event
+        result = agent.ask("big")
+    assert result.stopped == "final"
+    kinds = [ev.kind for ev in events]
+    assert kinds.index("compaction_queued") < kinds.index("compaction_stale")
+    comps = [e for e in store.path("t") if e.kind == COMPACTION]
+    assert [c.data["reason"] for c in comps] == ["threshold"]  # the blocking one, placed at once
+    stale = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME and "stale" in e.data["error"]]
+    assert len(stale) == 1 and stale[0].data["reason"] == "manual"
+    assert [r.state for r in agent.compactions if r.reason == "manual"] == ["stale"]

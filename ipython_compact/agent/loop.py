@@ -323,16 +323,19 @@ class Agent:
             aborted = self._abort.is_set()
             self._end_kernel_turn()
             action = decide_turn_end(requested=self._requested is not None, aborted=aborted)
+            compacted = False
             requested, self._requested = self._requested, None
             with self._state_lock:
                 if action == "run_requested" and requested is not None:
                     self._emit("compaction_start", "model-requested compaction (end of turn)", reason="requested")
                     rec = self._compact_now("requested", requested.get("instructions"), auto=False)
-                    if rec.state == "placed" and self.autonomous and self._goal_text():
-                        self._continuations.append(CONTINUATION_TEXT)
+                    compacted = rec.state == "placed"
                 elif action == "drop_requested":
                     self._emit("compaction_dropped", "model-requested compaction dropped: the turn was aborted")
-                self._place_inbox()  # turn boundary
+                compacted = bool(self._place_inbox()) or (action == "run_requested" and compacted)  # turn boundary
+                if compacted and self.autonomous and self._goal_text() and not aborted:
+                    # Compaction is not a completion signal: the goal carries on in a new turn.
+                    self._continuations.append(CONTINUATION_TEXT)
                 self._busy = False
         self._emit("turn_end", result.text, stopped=result.stopped, steps=result.steps)
         return result
@@ -680,23 +683,38 @@ class Agent:
         thread.start()
         return record
 
-    def _place_inbox(self) -> None:
-        """At a turn boundary: settle stale summaries, place the rest (oldest first)."""
-        stale = self.store.inbox_settle_stale(self.session)
-        for item in stale:
-            rec = self._record_for(item.payload)
-            if rec is not None:
-                rec.state = "stale"
-            self._append(COMPACTION_OUTCOME, {"reason": item.payload.get("reason", "background"), "outcome": "skipped",
-                                              "error": "stale: a newer compaction already cut further"})
-            self._emit("compaction_stale", "a queued summary settled as stale: a newer cut won")
+    def _settle_stale(self, payload: Mapping[str, Any]) -> None:
+        rec = self._record_for(payload)
+        if rec is not None:
+            rec.state = "stale"
+        self._append(COMPACTION_OUTCOME, {"reason": payload.get("reason", "threshold"), "outcome": "skipped",
+                                          "error": "stale: a newer compaction already cut at or past this point"})
+        self._emit("compaction_stale", f"a queued {payload.get('reason')} summary settled as stale: a newer cut won",
+                   reason=payload.get("reason"), state="stale")
+
+    def _cut_is_live(self, first_kept: Any) -> bool:
+        """True when ``first_kept`` lies strictly inside the current context (after its head)."""
+        view = self.store.context_view(self.session)
+        return any(e.id == first_kept for e in view.entries if e.id != view.head_id)
+
+    def _place_inbox(self) -> int:
+        """At a turn boundary: settle stale summaries, place the rest (oldest first), one at a
+        time, so a summary whose cut an earlier one already reached settles as stale too."""
+        placed = 0
+        for item in self.store.inbox_settle_stale(self.session):
+            self._settle_stale(item.payload)
         for item in self.store.inbox_take(self.session):
+            if placed and not self._cut_is_live(item.payload.get("first_kept_entry_id")):
+                self._settle_stale(item.payload)
+                continue
             rec = self._record_for(item.payload)
             entry = self._place(item.payload)
+            placed += 1
             if rec is not None:
                 rec.entry, rec.state = entry, "placed"
             self._emit("compaction_end", f"{item.payload.get('reason')} compaction placed at the turn boundary",
                        reason=item.payload.get("reason"), state="placed")
+        return placed
 
     def _record_for(self, payload: Mapping[str, Any]) -> CompactionRecord | None:
         for rec in self._pending_records:
