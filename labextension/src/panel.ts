@@ -214,7 +214,9 @@ export class CompactPanel extends Widget {
     figures.appendChild(legend);
     const facts: string[] = [];
     if (s.session) {
-      facts.push(`session ${s.session}`);
+      const session = el('div', 'jp-IpythonCompact-session', `session ${s.session}`);
+      session.title = s.session;
+      figures.appendChild(session);
     }
     if (s.entries !== null) {
       facts.push(`${s.entries} entries`);
@@ -222,8 +224,9 @@ export class CompactPanel extends Widget {
     if (s.compactions !== null) {
       facts.push(`${s.compactions} compactions`);
     }
-    if (s.in_flight) {
-      facts.push('compaction running');
+    const inFlight = Array.isArray(s.in_flight) ? s.in_flight.length : s.in_flight ? 1 : 0;
+    if (inFlight > 0) {
+      facts.push(inFlight === 1 ? 'a compaction is running' : `${inFlight} compactions running`);
     }
     figures.appendChild(el('div', 'jp-IpythonCompact-facts', facts.join(' · ')));
     if (s.last_failure) {
@@ -253,7 +256,7 @@ export class CompactPanel extends Widget {
     this._result.dataset.kind = m.lastAction.ok ? 'ok' : 'error';
     this._result.dataset.action = m.lastAction.action;
     this._result.appendChild(el('p', '', m.lastAction.text));
-    if (m.preview !== null) {
+    if (m.preview !== null && m.lastAction.action === 'preview') {
       this._result.appendChild(renderPlan(m.preview));
     }
   }
@@ -262,7 +265,9 @@ export class CompactPanel extends Widget {
     const m = this._model;
     if (m.namesAt !== null) {
       const ms = m.namesElapsedMs === null ? '' : ` · ${Math.round(m.namesElapsedMs)} ms`;
-      this._updated.textContent = `updated ${m.namesAt.toLocaleTimeString()}${ms}`;
+      const at = m.namesAt.toLocaleTimeString([], { hour12: false });
+      this._updated.textContent = `${at}${ms}`;
+      this._updated.title = `The kernel answered at ${at}${ms ? `, probe took${ms.slice(2)}` : ''}`;
       this._updated.dataset.updatedAt = String(m.namesAt.getTime());
     } else {
       this._updated.textContent = '';
@@ -317,14 +322,21 @@ export class CompactPanel extends Widget {
 /** The preview reply's four buckets as a small table of what each holds. */
 function renderPlan(plan: Json): HTMLElement {
   const table = el('table', 'jp-IpythonCompact-plan');
-  for (const key of ['summarize', 'keep', 'externalize', 'discard']) {
+  const before = plan['tokens_before'];
+  if (typeof before === 'number') {
+    const row = table.insertRow();
+    row.dataset.bucket = 'now';
+    row.insertCell().textContent = 'in context now';
+    row.insertCell().textContent = `${formatTokens(before)} tokens`;
+  }
+  for (const key of ['summarize', 'turn_prefix', 'encode', 'keep', 'externalize', 'discard']) {
     const value = plan[key];
     if (value === undefined) {
       continue;
     }
     const row = table.insertRow();
     row.dataset.bucket = key;
-    row.insertCell().textContent = key;
+    row.insertCell().textContent = key.replace('_', ' ');
     row.insertCell().textContent = describeBucket(value);
   }
   return table;

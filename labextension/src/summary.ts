@@ -130,7 +130,7 @@ export function formatTimestamp(ts: string | number | null): string {
   return date.toLocaleString();
 }
 
-/** How many entries a compaction kept, whether the kernel sent a count or a list. */
+/** What a compaction kept verbatim, as the kernel reported it (a count or a list, and the head id). */
 export function keptDescription(kept: unknown, firstKept: string | null): string {
   let count: number | null = null;
   if (typeof kept === 'number') {
@@ -139,13 +139,13 @@ export function keptDescription(kept: unknown, firstKept: string | null): string
     count = kept.length;
   }
   const parts: string[] = [];
-  if (count !== null) {
-    parts.push(`${count} ${count === 1 ? 'entry' : 'entries'} kept verbatim`);
-  }
   if (firstKept) {
-    parts.push(`from ${firstKept}`);
+    parts.push(`kept verbatim from entry ${firstKept}`);
   }
-  return parts.length ? parts.join(' ') : 'nothing kept verbatim';
+  if (count !== null) {
+    parts.push(`${count} kept ${count === 1 ? 'message' : 'messages'}`);
+  }
+  return parts.length ? parts.join(' · ') : 'nothing kept verbatim';
 }
 
 /**

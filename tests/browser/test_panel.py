@@ -193,6 +193,13 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> Non
     _run_cell(page, SEED.strip())
     page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "revenue totals")
+    page.locator(f'{PANEL} button[data-action="preview"]').click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="preview"][data-kind="ok"]')
+    plan = page.locator(f"{PANEL} .jp-IpythonCompact-plan")
+    assert "tokens" in plan.locator('tr[data-bucket="summarize"]').inner_text()
+    assert "tokens" in plan.locator('tr[data-bucket="keep"]').inner_text()
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-card").count() == 0, "preview must not compact"
+    _shot(page, "05-preview")
     page.locator(f'{PANEL} button[data-action="compact"]').click()
     card = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card")
     card.first.wait_for(timeout=60_000)
@@ -207,7 +214,7 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> Non
     assert summary.locator("h3, h4, h5, h6, li").count() > 0
     assert "kept" in card.first.locator(".jp-IpythonCompact-kept").inner_text()
     card.first.scroll_into_view_if_needed()
-    _shot(page, "05-compaction-timeline")
+    _shot(page, "06-compaction-timeline")
 
 
 def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> None:
@@ -217,14 +224,14 @@ def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> Non
     page.locator(f'{PANEL} button[data-action="snapshot"]').click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
     assert "saved" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
-    _shot(page, "06-snapshot-saved")
+    _shot(page, "07-snapshot-saved")
 
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
     _wait_kernel_idle(page)
     assert _row(page, "gamma").count() == 0
-    _shot(page, "07-restart-noticed")
+    _shot(page, "08-restart-noticed")
 
     page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
     _row(page, "gamma").wait_for(timeout=30_000)
@@ -235,7 +242,7 @@ def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> Non
     _run_cell(page, "print(gamma['city'])")
     outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
     assert any("Lyon" in o for o in outputs)
-    _shot(page, "08-restored")
+    _shot(page, "09-restored")
 
 
 def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
@@ -258,4 +265,4 @@ def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
     assert "<img src=x" in out.inner_text()
     assert page.evaluate("() => window.__pwned === undefined")
     out.scroll_into_view_if_needed()
-    _shot(page, "09-summary-renderer")
+    _shot(page, "10-summary-renderer")
