@@ -46,7 +46,9 @@ def test_files_are_owner_only(tmp_path: Path) -> None:
     store.save([("x", b"data")])
     for p in [store.directory, store.blobs]:
         assert stat.S_IMODE(p.stat().st_mode) == 0o700
-    files = list(store.directory.rglob("*.json")) + list(store.blobs.glob("*.blob"))
+    store.save([("x", b"data"), ("big", np.zeros(300_000))])
+    files = list(store.directory.rglob("*.json")) + _payloads(store)
+    assert len(_payloads(store)) >= 2
     assert files
     for p in files:
         assert stat.S_IMODE(p.stat().st_mode) == 0o600
@@ -90,20 +92,24 @@ def test_generations_are_limited_and_unreferenced_blobs_removed(tmp_path: Path) 
     for i in range(4):
         store.save([("v", f"value {i}")])
     assert store.manifests() == [3, 4]
-    assert len(list(store.blobs.glob("*.blob"))) == 2
+    assert len(_payloads(store)) == 2
     values, report = store.load(generation=3)
     assert values == {"v": "value 2"} and report.generation == 3
 
 
+def _payloads(store: SnapshotStore) -> list[Path]:
+    return sorted([*store.blobs.glob("*.blob"), *store.blobs.glob("*.pack")])
+
+
 def _tamper_blob(store: SnapshotStore) -> None:
-    blob = next(store.blobs.glob("*.blob"))
+    blob = _payloads(store)[0]
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xFF
     blob.write_bytes(bytes(data))
 
 
 def _truncate_blob(store: SnapshotStore) -> None:
-    blob = next(store.blobs.glob("*.blob"))
+    blob = _payloads(store)[0]
     blob.write_bytes(blob.read_bytes()[:-5])
 
 
@@ -113,14 +119,19 @@ def _tamper_manifest(store: SnapshotStore) -> None:
 
 
 @pytest.mark.parametrize("damage", [_tamper_blob, _truncate_blob], ids=["flipped-byte", "truncated"])
-def test_damaged_payload_is_refused_before_unpickling(tmp_path: Path, damage: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("value", ["value", np.arange(300_000.0)], ids=["packed-small", "own-blob-array"])
+def test_damaged_payload_is_refused_before_unpickling(tmp_path: Path, damage: Any, value: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     store = _store(tmp_path)
-    store.save([("v", "value")])
+    store.save([("v", value)])
     damage(store)
     calls: list[Any] = []
+    import pickle
+
     import dill
 
     monkeypatch.setattr(dill, "loads", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: calls.append(a))
     values, report = store.load()
     assert values == {} and calls == []
     assert report.failed[0].name == "v" and "not unpickled" in report.failed[0].reason

@@ -21,7 +21,7 @@ What must hold:
   touches no sampled block and keeps its identity is therefore missed until a ``full`` snapshot.
   Values with no fingerprint are serialized each time, but written only when their bytes changed.
 - numpy arrays of plain dtypes are written with pickle protocol 5 and out-of-band buffers
-  (no copy of the data), hashed on a second thread while the file is written.
+  (no copy of the data), each piece hashed right before it is written and after it is read.
 - Functions, classes and instances of ``__main__`` classes travel by value; restored under another
   Python major.minor they are quarantined (not unpickled); data still returns.
 """
@@ -57,7 +57,7 @@ _FMT_OOB = b"n"
 _SMALL = 1 << 20  # values up to this many bytes are fingerprinted in full
 _SAMPLES = 64
 _SAMPLE_BLOCK = 4096
-_CHUNK = 64 << 20
+_PIECE = 256 << 10  # hash-then-write unit: stays in the CPU cache between the two
 
 _FILE_TYPES: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
 
@@ -231,7 +231,7 @@ def carries_code(value: Any) -> bool:
 @dataclass
 class _Cached:
     fingerprint: tuple[Any, ...]
-    blob: str
+    ref: dict[str, Any]  # {"blob": id} or {"pack": id, "offset", "length", "mac"}
     size: int
     fmt: str
     code: bool
@@ -264,6 +264,7 @@ class SnapshotStore:
         self.durable = durable
         self.python = python or python_tag()
         self._cache: dict[str, _Cached] = {}
+        self._small_index: dict[str, dict[str, Any]] | None = None
         self._lock = threading.Lock()
         for d in (self.directory, self.blobs):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -290,32 +291,28 @@ class SnapshotStore:
     def _write_temp(self, directory: Path, chunks: list[memoryview | bytes], mac: Any | None) -> tuple[Path, str | None]:
         """Write ``chunks`` (as ``MAGIC + chunks + mac`` when ``mac`` is given) to a synced temp file.
 
-        Returns the temp path (the caller renames it into place) and the mac's hex digest.
+        The mac is updated piece by piece right before each piece is written, while the piece is
+        still in the CPU cache: one pass over memory, no helper thread (measured faster than
+        hashing on a second thread on a loaded 2-core machine). Returns the temp path (the caller
+        renames it into place) and the mac's hex digest.
         """
         tmp = directory / f".{secrets.token_hex(8)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        hasher: threading.Thread | None = None
         try:
             with os.fdopen(fd, "wb", buffering=0) as f:
                 if mac is not None:
-                    big = sum(len(c) for c in chunks) > _SMALL
-                    if big:
-                        pieces = [c[i : i + _CHUNK] for c in chunks for i in range(0, len(c), _CHUNK)]
-                        hasher = threading.Thread(target=lambda: [mac.update(p) for p in pieces], daemon=True)
-                        hasher.start()
-                    else:
-                        for c in chunks:
-                            mac.update(c)
                     f.write(MAGIC)
                 for c in chunks:
-                    view = memoryview(c)
-                    while len(view):
-                        n = f.write(view)
-                        view = view[n or len(view):]
+                    view = memoryview(c).cast("B")
+                    for start in range(0, len(view), _PIECE):
+                        piece = view[start : start + _PIECE]
+                        if mac is not None:
+                            mac.update(piece)
+                        while len(piece):
+                            n = f.write(piece)
+                            piece = piece[n or len(piece) :]
                 digest = None
                 if mac is not None:
-                    if hasher is not None:
-                        hasher.join()
                     d = mac.digest()
                     f.write(d)
                     digest = d.hex()
@@ -326,9 +323,6 @@ class SnapshotStore:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        finally:
-            if hasher is not None and hasher.is_alive():
-                hasher.join()
 
     def _store_blob(self, chunks: list[memoryview | bytes]) -> tuple[str, int]:
         tmp, digest = self._write_temp(self.blobs, chunks, self._mac())
@@ -340,22 +334,72 @@ class SnapshotStore:
             os.replace(tmp, final)
         return digest, sum(len(c) for c in chunks)
 
-    def _read_blob(self, blob: str) -> bytes:
-        """The verified body of a blob; raises SnapshotError when missing, truncated or altered."""
+    def _read_blob(self, blob: str) -> memoryview:
+        """The verified body of a blob; raises SnapshotError when missing, truncated or altered.
+
+        Reads into one writable buffer, hashing each piece as it arrives (cache-hot), so restored
+        arrays use the buffer directly instead of another copy.
+        """
         path = self.blobs / f"{blob}.blob"
         try:
-            data = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             raise SnapshotError(f"payload {path.name} is missing") from None
-        if len(data) < len(MAGIC) + _MAC_LEN or not data.startswith(MAGIC):
-            raise SnapshotError(f"payload {path.name} is truncated or not a snapshot blob; not unpickled")
-        body = memoryview(data)[len(MAGIC) : -_MAC_LEN]
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < len(MAGIC) + _MAC_LEN:
+                raise SnapshotError(f"payload {path.name} is truncated or not a snapshot blob; not unpickled")
+            buf = bytearray(size)
+            view = memoryview(buf)
+            mac = self._mac()
+            end = size - _MAC_LEN
+            pos = 0
+            while pos < size:
+                n = f.readinto(view[pos : pos + _PIECE])
+                if not n:
+                    raise SnapshotError(f"payload {path.name} is truncated; not unpickled")
+                lo, hi = max(pos, len(MAGIC)), min(pos + n, end)
+                if lo < hi:
+                    mac.update(view[lo:hi])
+                pos += n
+        if not buf.startswith(MAGIC):
+            raise SnapshotError(f"payload {path.name} is not a snapshot blob; not unpickled")
+        digest = mac.digest()
+        if not hmac.compare_digest(digest, bytes(view[end:])) or digest.hex() != blob:
+            raise SnapshotError(f"payload {path.name} failed its signature check (altered or truncated); not unpickled")
+        return view[len(MAGIC) : end]
+
+    def _read_ref(self, ref: Any, packs: dict[str, bytes]) -> bytes | memoryview:
+        """The verified body a manifest entry points at (a blob, or a slice of a pack)."""
+        if not isinstance(ref, dict):
+            raise SnapshotError("manifest entry has no payload reference")
+        if "blob" in ref:
+            return self._read_blob(str(ref["blob"]))
+        pack = str(ref.get("pack"))
+        if pack not in packs:
+            path = self.blobs / f"{pack}.pack"
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                raise SnapshotError(f"payload pack {path.name} is missing") from None
+            whole = self._mac()
+            whole.update(memoryview(raw)[len(MAGIC) : -_MAC_LEN])
+            digest = whole.digest()
+            if (len(raw) < len(MAGIC) + _MAC_LEN or not raw.startswith(MAGIC)
+                    or not hmac.compare_digest(digest, raw[-_MAC_LEN:]) or digest.hex() != pack):
+                raise SnapshotError(f"payload pack {path.name} failed its signature check (altered or truncated); "
+                                    "not unpickled")
+            packs[pack] = raw
+        data = packs[pack]
+        start = len(MAGIC) + int(ref["offset"])
+        body = data[start : start + int(ref["length"])]
         mac = self._mac()
         mac.update(body)
-        digest = mac.digest()
-        if not hmac.compare_digest(digest, data[-_MAC_LEN:]) or digest.hex() != blob:
-            raise SnapshotError(f"payload {path.name} failed its signature check (altered or truncated); not unpickled")
-        return bytes(body)
+        if (not data.startswith(MAGIC) or len(body) != int(ref["length"])
+                or not hmac.compare_digest(mac.hexdigest(), str(ref.get("mac")))):
+            raise SnapshotError(f"payload in pack {pack}.pack failed its signature check (altered or truncated); "
+                                "not unpickled")
+        return body
 
     # ------------------------------------------------------------------ serialization
     def _serialize(self, value: Any, cap: int) -> tuple[str, list[memoryview | bytes]]:
@@ -367,29 +411,37 @@ class SnapshotStore:
             buffers: list[pickle.PickleBuffer] = []
             meta = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
             views = [b.raw() for b in buffers]
-            head = _FMT_OOB + struct.pack("<II", len(meta), len(views)) + meta
-            head += b"".join(struct.pack("<Q", len(v)) for v in views)
-            return "oob", [head, *views]
+            # Buffers start on 64-byte file offsets so restored arrays are aligned in memory.
+            pos = 1 + 8 + len(meta) + 16 * len(views)
+            table: list[bytes] = []
+            parts: list[memoryview | bytes] = []
+            for v in views:
+                start = -(-(pos + len(MAGIC)) // 64) * 64 - len(MAGIC)
+                table.append(struct.pack("<QQ", start, len(v)))
+                parts += [b"\0" * (start - pos), v]
+                pos = start + len(v)
+            head = _FMT_OOB + struct.pack("<II", len(meta), len(views)) + meta + b"".join(table)
+            return "oob", [head, *parts]
         sink = _CappedBuffer(cap)
         dill.dump(value, sink, protocol=pickle.HIGHEST_PROTOCOL)
         return "dill", [_FMT_DILL + b"".join(sink.parts)]
 
     @staticmethod
-    def _deserialize(body: bytes) -> Any:
-        fmt, rest = body[:1], memoryview(body)[1:]
+    def _deserialize(body: bytes | memoryview) -> Any:
+        fmt, rest = bytes(body[:1]), memoryview(body)[1:]
         if fmt == _FMT_DILL:
             return dill.loads(rest)
         if fmt == _FMT_OOB:
-            meta_len, count = struct.unpack_from("<II", rest, 0)
-            pos = 8
-            meta = rest[pos : pos + meta_len]
-            pos += meta_len
-            lengths = [struct.unpack_from("<Q", rest, pos + 8 * i)[0] for i in range(count)]
-            pos += 8 * count
+            whole = memoryview(body)
+            meta_len, count = struct.unpack_from("<II", whole, 1)
+            meta = whole[9 : 9 + meta_len]
             bufs = []
-            for n in lengths:
-                bufs.append(bytearray(rest[pos : pos + n]))
-                pos += n
+            for i in range(count):
+                start, n = struct.unpack_from("<QQ", whole, 9 + meta_len + 16 * i)
+                piece = whole[start : start + n]
+                if len(piece) != n:
+                    raise SnapshotError("array payload is shorter than its header says")
+                bufs.append(piece if not piece.readonly else bytearray(piece))  # zero-copy from a blob read
             return pickle.loads(meta, buffers=bufs)
         raise SnapshotError(f"unknown payload format {fmt!r}")
 
@@ -432,6 +484,22 @@ class SnapshotStore:
         with self._lock:
             return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp)
 
+    def _ref_exists(self, ref: Mapping[str, Any]) -> bool:
+        if "blob" in ref:
+            return (self.blobs / f"{ref['blob']}.blob").exists()
+        return (self.blobs / f"{ref.get('pack')}.pack").exists()
+
+    def _known_small(self) -> dict[str, dict[str, Any]]:
+        """Packed bodies of the newest manifest by their mac, so an identical small value is not rewritten."""
+        if self._small_index is None:
+            self._small_index = {}
+            manifest = self.latest_manifest()
+            for entry in (manifest or {}).get("names", {}).values():
+                ref = entry.get("ref", {})
+                if "pack" in ref and isinstance(ref.get("mac"), str):
+                    self._small_index[ref["mac"]] = dict(ref)
+        return self._small_index
+
     def _save(self, items: list[tuple[str, Any]], *, full: bool, skip: dict[str, str],
               timestamp: str | None) -> SnapshotReport:
         start = time.perf_counter()
@@ -442,6 +510,8 @@ class SnapshotStore:
         total = 0
         written = 0
         new_cache: dict[str, _Cached] = {}
+        known_small = self._known_small()
+        pending: list[tuple[str, bytes, str, tuple[Any, ...] | None]] = []  # name, body, mac, fingerprint
         for name, value in items:
             if type(name) is not str:
                 skipped.append(Skipped(repr(name), "not a string name"))
@@ -453,15 +523,16 @@ class SnapshotStore:
                 fp = fingerprint(value)
             except Exception:
                 fp = None
+            code = carries_code(value)
+            meta = {"code": code, "type": type(value).__qualname__}
             cached = self._cache.get(name)
             if (not full and fp is not None and cached is not None and cached.fingerprint == fp
-                    and (self.blobs / f"{cached.blob}.blob").exists()):
+                    and self._ref_exists(cached.ref)):
                 if total + cached.size > self.max_total_bytes:
                     skipped.append(Skipped(name, "exceeds the total snapshot size cap"))
                     continue
                 total += cached.size
-                entries[name] = {"blob": cached.blob, "bytes": cached.size, "format": cached.fmt, "code": cached.code,
-                                 "type": type(value).__qualname__}
+                entries[name] = {"ref": cached.ref, "bytes": cached.size, "format": cached.fmt, **meta}
                 new_cache[name] = cached
                 saved.append(name)
                 unchanged.append(name)
@@ -481,25 +552,41 @@ class SnapshotStore:
                 skipped.append(Skipped(name, f"{type(exc).__name__}: {str(exc)[:200]}"))
                 continue
             size = sum(len(c) for c in chunks)
-            mac = self._mac()
-            existing = None
-            if size <= _SMALL:  # small: check whether the same blob already exists before writing
-                for c in chunks:
-                    mac.update(c)
-                existing = mac.hexdigest()
-            if existing is not None and (self.blobs / f"{existing}.blob").exists():
-                blob = existing
-                unchanged.append(name)
-            else:
-                blob, _ = self._store_blob(chunks)
-                written += size
-            code = carries_code(value)
             total += size
-            entries[name] = {"blob": blob, "bytes": size, "format": fmt, "code": code,
-                             "type": type(value).__qualname__}
-            if fp is not None:
-                new_cache[name] = _Cached(fp, blob, size, fmt, code)
+            entries[name] = {"bytes": size, "format": fmt, **meta}
             saved.append(name)
+            if size <= _SMALL:  # small values share one pack file per generation
+                body = b"".join(bytes(c) for c in chunks)
+                mac = self._mac()
+                mac.update(body)
+                digest = mac.hexdigest()
+                ref = known_small.get(digest)
+                if ref is not None and self._ref_exists(ref):
+                    entries[name]["ref"] = ref
+                    unchanged.append(name)
+                    if fp is not None:
+                        new_cache[name] = _Cached(fp, ref, size, fmt, code)
+                else:
+                    pending.append((name, body, digest, fp))
+                continue
+            blob, _ = self._store_blob(chunks)
+            written += size
+            entries[name]["ref"] = {"blob": blob}
+            if fp is not None:
+                new_cache[name] = _Cached(fp, {"blob": blob}, size, fmt, code)
+        if pending:
+            bodies = [body for _, body, _, _ in pending]
+            tmp, pack_id = self._write_temp(self.blobs, [b"".join(bodies)], self._mac())
+            os.replace(tmp, self.blobs / f"{pack_id}.pack")
+            offset = 0
+            for name, body, digest, fp in pending:
+                ref = {"pack": pack_id, "offset": offset, "length": len(body), "mac": digest}
+                offset += len(body)
+                entries[name]["ref"] = ref
+                known_small[digest] = ref
+                written += len(body)
+                if fp is not None:
+                    new_cache[name] = _Cached(fp, ref, len(body), entries[name]["format"], entries[name]["code"])
         gens = self.manifests()
         generation = (gens[-1] + 1) if gens else 1
         manifest = {
@@ -531,11 +618,15 @@ class SnapshotStore:
         keep: set[str] = set()
         for gen in self.manifests():
             try:
-                keep.update(e["blob"] for e in self.read_manifest(gen)["names"].values())
+                for e in self.read_manifest(gen)["names"].values():
+                    ref = e["ref"]
+                    keep.add(f"{ref['blob']}.blob" if "blob" in ref else f"{ref['pack']}.pack")
             except (SnapshotError, KeyError, TypeError):
-                return  # an unreadable manifest: keep every blob rather than guess
-        for p in self.blobs.glob("*.blob"):
-            if p.stem not in keep:
+                return  # an unreadable manifest: keep every file rather than guess
+        if self._small_index is not None:
+            self._small_index = {m: r for m, r in self._small_index.items() if f"{r['pack']}.pack" in keep}
+        for p in [*self.blobs.glob("*.blob"), *self.blobs.glob("*.pack")]:
+            if p.name not in keep:
                 with contextlib.suppress(OSError):
                     p.unlink()
 
@@ -556,6 +647,7 @@ class SnapshotStore:
         if manifest is None:
             return values, report
         wanted = None if names is None else set(names)
+        packs: dict[str, bytes] = {}
         same_python = manifest.get("python") == python_tag()
         for name, entry in manifest.get("names", {}).items():
             if wanted is not None and name not in wanted:
@@ -565,7 +657,7 @@ class SnapshotStore:
                     name, f"code written by Python {manifest.get('python')} is not loaded in Python {python_tag()}"))
                 continue
             try:
-                body = self._read_blob(str(entry["blob"]))
+                body = self._read_ref(entry.get("ref"), packs)
                 values[name] = self._deserialize(body)
             except SnapshotError as exc:
                 report.failed.append(Skipped(name, str(exc)))
