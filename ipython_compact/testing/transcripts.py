@@ -126,9 +126,12 @@ class TranscriptGenerator:
             msgs.append(_assistant("Still on track; continuing with the current step.", [], self._tick()))
         msgs.append(_user(request, self._tick()))
 
-        var = f"frame_{r}"
-        self.facts.add("variable", var)
-        code = f"{var} = load_step({r}, seed=1337)\nsummary_{r} = describe({var})\nprint(summary_{r})"
+        if r % 4 == 1:  # a named result worth remembering; other rounds reuse scratch names
+            var = f"frame_{r}"
+            self.facts.add("variable", var)
+        else:
+            var = "frame"
+        code = f"{var} = load_step({r}, seed=1337)\nsummary = describe({var})\nprint(summary)"
         fail = r % 7 == 5
         self._calls += 1
         cid = f"call_{self._calls}"
