@@ -182,6 +182,10 @@ def test_locked_database_gives_a_clear_error_naming_the_file(tmp_path: Path) -> 
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(DatabaseLockedError, match=r"locked\.db.*locked"):
             store.append("s", "message", {"message": {"role": "user", "content": "x"}})
+        # Readers are not blocked: a new store opens an up-to-date database and reads it.
+        with SessionStore(db, busy_timeout=0.2) as reader:
+            assert [s.name for s in reader.sessions()] == ["s"]
+            assert reader.context_path("s") == []
     finally:
         holder.communicate("done\n", timeout=10)
     # Once the lock is gone the same store works and nothing half-written is there.

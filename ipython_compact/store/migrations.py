@@ -129,7 +129,8 @@ MIGRATIONS: tuple[Migration, ...] = (Migration("0001_initial_schema", _initial_s
 
 def applied(conn: sqlite3.Connection) -> list[str]:
     """Names of the migrations this database records, in the order they were applied."""
-    conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone():
+        conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
 
 
@@ -149,8 +150,12 @@ def pending(conn: sqlite3.Connection) -> list[Migration]:
 def migrate(conn: sqlite3.Connection, now: str) -> list[str]:
     """Apply every pending migration in one transaction; return the names applied.
 
-    The caller's connection must be in autocommit mode (``isolation_level=None``).
+    The caller's connection must be in autocommit mode (``isolation_level=None``). An up-to-date
+    database is only read, so opening one never waits for another process's write lock.
     """
+    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone()
+    if has_table and not pending(conn):
+        return []
     conn.execute("BEGIN IMMEDIATE")
     try:
         todo = pending(conn)
