@@ -46,7 +46,8 @@ def _script(fn: Callable[[str, list[dict[str, Any]]], Reply | str]) -> Callable[
     def pick(req: RecordedRequest) -> Reply | str:
         users = [m for m in req.messages if m.get("role") == "user"
                  and not str(m.get("content", "")).startswith(("<ipython_state>", "Earlier parts", "<ipython_kernel"))]
-        return fn(str(users[-1].get("content", "")) if users else "", req.messages)
+        text = str(users[-1].get("content", "")) if users else ""
+        return fn(text.split(" ")[0] if text.startswith("trigger ") else text, req.messages)
     return pick
 
 
@@ -333,3 +334,54 @@ def test_a_queued_summary_settles_stale_when_a_newer_cut_won(tmp_path: Path, ker
     stale = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME and "stale" in e.data["error"]]
     assert len(stale) == 1 and stale[0].data["reason"] == "manual"
     assert [r.state for r in agent.compactions if r.reason == "manual"] == ["stale"]
+
+
+def test_interrupt_stops_a_long_cell_and_keeps_the_kernel(tmp_path: Path, kernel: JupyterKernel) -> None:
+    import threading
+
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return Reply(tool_calls=(ToolCall("python", {"code": "kept = 7\nimport time\ntime.sleep(30)"}),))
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+
+        def on_event(ev: AgentEvent) -> None:
+            if ev.kind == "tool_call":
+                threading.Timer(0.5, agent.interrupt).start()
+
+        agent.on_event = on_event
+        result = agent.ask("sleep")
+    assert result.stopped == "interrupted"
+    out = [e.message for e in store.path("t") if e.role == "toolResult"][-1]
+    assert out is not None and out["isError"] is True and "KeyboardInterrupt" in out["content"][0]["text"]
+    assert kernel.is_alive() and kernel.execute("kept").text == "7"
+
+
+def test_silent_overflow_compacts_before_the_next_request(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return Reply(text=LONG, usage={"prompt_tokens": 3500}) if user == "silent" else LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 3)
+        assert agent.ask("silent").stopped == "final"
+    comps = [e for e in store.path("t") if e.kind == COMPACTION]
+    assert [c.data["reason"] for c in comps] == ["overflow"]
+    assert any(ev.kind == "overflow" and "silent" in ev.text for ev in events)
+
+
+def test_at_most_one_compaction_per_request(tmp_path: Path, kernel: JupyterKernel) -> None:
+    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)  # blocking line 800
+
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return OVERFLOW if user == "trigger" else LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, settings)
+        _fill(agent, 3)
+        n_before = len([e for e in store.path("t") if e.kind == COMPACTION])
+        result = agent.ask("trigger " + "filler " * 400)  # crosses the blocking line, then overflows
+    # One compaction for the request (threshold); the overflow may not add a second: honest error.
+    assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
+    new = [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION][n_before:]
+    assert new == ["threshold"]

@@ -203,6 +203,7 @@ class Agent:
         self._last_snapshot: SnapshotOutcome | None = None
         self._goal: str | None = None
         self._pending_records: list[CompactionRecord] = []
+        self._compacted_for_request = False
         threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
         try:
             store.get_session(session)
@@ -308,6 +309,7 @@ class Agent:
                 raise AgentError("a turn is already running")
             self._busy = True
             self._abort.clear()
+            self._compacted_for_request = False
             self._place_inbox()  # turn boundary: queued summaries land before the new message
         try:
             self._recovery = overflow_step(self._recovery, "user_message").state
@@ -410,7 +412,7 @@ class Agent:
                 if stop is not None:
                     return TurnResult("error", stop, steps, error=stop)
 
-    def _before_request(self, compacted_this_request: bool = False) -> None:
+    def _before_request(self) -> None:
         tokens, stale = self.context_tokens()
         lines = threshold_lines(self.context_window, self.settings)
         decision = decide(
@@ -421,7 +423,7 @@ class Agent:
                 background_line=lines.background,
                 usage_stale=stale,
                 in_cooldown=in_cooldown(self._last_failure_at, time.monotonic(), self.cooldown_seconds),
-                compacted_this_request=compacted_this_request,
+                compacted_this_request=self._compacted_for_request,
                 background_in_flight=self._bg_in_flight > 0,
             )
         )
@@ -456,6 +458,7 @@ class Agent:
         assistant = from_openai_completion(completion, provider=self.provider, model=self.model, timestamp=_now_iso())
         self._append_message(assistant)
         self._recovery = overflow_step(self._recovery, "success").state
+        self._compacted_for_request = False  # the request went through: the next one may compact again
         text = text_of_content(assistant.get("content"))
         if text:
             self._emit("assistant", text, usage=assistant.get("usage"))
@@ -475,6 +478,9 @@ class Agent:
         # Keep the error in the log but off the active path: it never re-enters the context.
         self._append_message(msg, move_leaf=False)
         step = overflow_step(self._recovery, "overflow", same_model=msg["model"] == self.model, enabled=self.settings.enabled)
+        if step.action == "compact_and_retry" and self._compacted_for_request:
+            # At most one compaction per request: this one already waited on a compaction.
+            step = overflow_step("attempted", "overflow")
         self._recovery = step.state
         self._emit("overflow", f"{text} -> {step.action}", action=step.action)
         if step.action == "compact_and_retry":
@@ -627,6 +633,7 @@ class Agent:
         record = CompactionRecord(reason, True)
         error: str | None = None
         try:
+            self._compacted_for_request = True
             payload = self._prepare(reason, focus, blocking=True)
             if payload is None:
                 record.state, record.error = "skipped", "nothing to compact"
