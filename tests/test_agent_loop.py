@@ -343,7 +343,7 @@ def test_interrupt_stops_a_long_cell_and_keeps_the_kernel(tmp_path: Path, kernel
         return Reply(tool_calls=(ToolCall("python", {"code": "kept = 7\nimport time\ntime.sleep(30)"}),))
 
     with ModelServer(_script(reply)) as srv:
-        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        agent, store, _events = _agent(tmp_path, srv, kernel, QUIET)
 
         def on_event(ev: AgentEvent) -> None:
             if ev.kind == "tool_call":
@@ -377,7 +377,7 @@ def test_at_most_one_compaction_per_request(tmp_path: Path, kernel: JupyterKerne
         return OVERFLOW if user == "trigger" else LONG
 
     with ModelServer(_script(reply)) as srv:
-        agent, store, events = _agent(tmp_path, srv, kernel, settings)
+        agent, store, _events = _agent(tmp_path, srv, kernel, settings)
         _fill(agent, 3)
         n_before = len([e for e in store.path("t") if e.kind == COMPACTION])
         result = agent.ask("trigger " + "filler " * 400)  # crosses the blocking line, then overflows
