@@ -38,15 +38,18 @@ def run(tmp_path: Path, *args: str, check: int | None = 0) -> subprocess.Complet
 def test_import_list_log_verify_in_the_default_data_dir(tmp_path: Path) -> None:
     out = run(tmp_path, "import", str(LARGE)).stdout
     assert "imported 1018 entries (pi) into new session 'large-session'" in out
+    again = json.loads(run(tmp_path, "import", str(LARGE), "--session", "copy", "--json").stdout)
+    assert (again["session"], again["imported"], again["created"], again["format"]) == ("copy", 1018, True, "pi")
     assert (tmp_path / "data" / "sessions.db").exists()
     sessions = json.loads(run(tmp_path, "sessions", "--json").stdout)
-    assert [(s["name"], s["entries"]) for s in sessions] == [("large-session", 1018)]
-    log_lines = run(tmp_path, "log", "--json").stdout.splitlines()
+    assert [(s["name"], s["entries"]) for s in sessions] == [("large-session", 1018), ("copy", 1018)]
+    log_lines = run(tmp_path, "log", "--json", "--session", "large-session").stdout.splitlines()
     assert len(log_lines) == 1018
     assert json.loads(log_lines[0])["index"] == 0
-    table = run(tmp_path, "log", "-n", "3").stdout.splitlines()
+    table = run(tmp_path, "log", "-n", "3", "-s", "large-session").stdout.splitlines()
     assert len(table) == 4 and "1018 entries" in table[0]
-    assert run(tmp_path, "verify").stdout.startswith("ok: 1018 entries in 1 session(s)")
+    assert run(tmp_path, "verify").stdout.startswith("ok: 2036 entries in 2 session(s)")
+    assert json.loads(run(tmp_path, "verify", "--json", "-s", "copy").stdout)["entries"] == 1018
 
 
 def test_db_option_before_or_after_the_command(tmp_path: Path) -> None:
@@ -200,3 +203,5 @@ def test_verify_fails_with_exit_1_when_history_was_altered(tmp_path: Path) -> No
     conn.close()
     done = run(tmp_path, "verify", check=1)
     assert "FAILED" in done.stdout and "does not match its hash" in done.stdout
+    report = json.loads(run(tmp_path, "verify", "--json", check=1).stdout)
+    assert (report["ok"], report["entries"], len(report["problems"])) == (False, 1018, 1)

@@ -7,6 +7,7 @@ directly on a transcript file (pi JSONL or our export) without touching any data
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("file", metavar="FILE", type=Path)
     p.add_argument("--session", metavar="NAME", help="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser("sessions", help="list the sessions in the database")
@@ -83,6 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("verify", help="recompute the hash chain: prove nothing was lost or altered")
     _session_option(p, help_text="only this session (default: all)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)
 
 
@@ -106,6 +109,9 @@ def cmd_import(args: argparse.Namespace) -> int:
             elif exc.line is not None and "JSON" in str(exc):
                 hint = f"fix line {exc.line} of {args.file} (each line must be one JSON object)"
             raise CliError(str(exc), hint) from exc
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
+        return 0
     where = "new session" if result.created else "existing session (appended after its leaf)"
     print(f"imported {result.imported} entries ({result.format}) into {where} {result.session!r}; leaf {result.leaf_id}")
     if result.renamed_ids:
@@ -396,6 +402,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         report = store.verify(args.session)
         where = store.db_path
+    if args.json:
+        print(json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2))
+        return 0 if report.ok else 1
     if report.ok:
         print(f"ok: {report.entries} entries in {report.sessions} session(s) of {where} verified; nothing lost or altered")
         return 0
