@@ -203,7 +203,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view, "tokens": tokens[index]},
                              ensure_ascii=False))
         return 0
-    print(f"session {session!r}: {len(path)} entries on the current branch, {len(view.entries)} in the model's view")
+    print(f"session {session!r}: {len(path)} entries on the current branch, {len(view.entries)} in the model's view "
+          "(│ in view, · compacted)")
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
         print(f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} {tokens[index]:>7,}  {_preview(entry)}")
