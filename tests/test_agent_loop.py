@@ -385,3 +385,25 @@ def test_at_most_one_compaction_per_request(tmp_path: Path, kernel: JupyterKerne
     assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
     new = [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION][n_before:]
     assert new == ["threshold"]
+
+
+def test_compact_run_from_the_kernel_helper_is_honoured_at_turn_end(tmp_path: Path) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "compact now":
+            if msgs[-1]["role"] == "tool":
+                return "continuing"
+            return Reply(tool_calls=(ToolCall("python", {"code": "compact.run(instructions='keep the budget')"}),))
+        return LONG
+
+    env = {"IPYTHON_COMPACT_DIR": str(tmp_path / "kernel-data")}
+    with ModelServer(_script(reply)) as srv, JupyterKernel(extension="ipython_compact", env=env) as k:
+        assert k.extension_error is None
+        agent, store, _ = _agent(tmp_path, srv, k, QUIET)
+        _fill(agent, 3)
+        assert agent.ask("compact now").stopped == "final"
+        # Outside a turn the helper is not the agent's: the agent sees no request.
+        assert k.take_compaction_request() is None
+    comps = [e for e in store.path("t") if e.kind == COMPACTION]
+    assert [(c.data["reason"], c.data["details"]["focus"]) for c in comps] == [("requested", "keep the budget")]
+    receipt = [e.message for e in store.path("t") if e.role == "toolResult"][-1]
+    assert receipt is not None and "Continue working normally" in receipt["content"][0]["text"]
