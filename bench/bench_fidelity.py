@@ -12,6 +12,9 @@ Arms, same transcript, same summarizer:
 - ``naive``: the same summarizer rolling its own previous summary, without the anchor layer and
   without the drift guard (ledger still on, as in the issue's definition).
 - ``bare``: naive and also without the ledger: a plain rolling summary.
+- ``drifting_guarded`` / ``drifting_naive``: the offline summarizer followed by the paraphrases a
+  model makes (``CUDA 12.4`` → ``CUDA 12.x``, a path → its file name, an error message → its type),
+  re-applied at every compaction to its own previous output — the seed's drift example, measured.
 
 "Tracked identifiers" are the guard's working set (bounded, most recently seen first); "planted
 identifiers" are every identifier ever planted, including ones old enough to have left the working
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -36,10 +40,28 @@ from ipython_compact.core.context import build_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.store import SessionStore
+from ipython_compact.summarizers import OfflineSummarizer, SummaryInput, SummaryResult
 from ipython_compact.testing.transcripts import TranscriptGenerator
 
 PIN_TEXTS = ("Deadline: the model card goes to legal on 2026-12-11.", "The on-call contact for the GPU pool is ext. 4471.")
 ANCHOR_CLASSES = ("goal", "constraint", "pin")
+
+
+class DriftingSummarizer:
+    """The offline checkpoint, then paraphrased the way a model drifts (deterministic)."""
+
+    name = "drifting"
+
+    def __init__(self) -> None:
+        self.inner = OfflineSummarizer()
+
+    def summarize(self, request: SummaryInput) -> SummaryResult:
+        text = self.inner.summarize(request).text
+        text = re.sub(r"\b(\d+)\.\d+(?:\.\d+)*\b", r"\1.x", text)  # versions lose precision
+        text = re.sub(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+([\w.-]+)", r"\1", text)  # paths lose directories
+        text = re.sub(r"\b([A-Z]\w*(?:Error|Exception)): [^\n]*", r"a \1", text)  # errors lose messages
+        text = re.sub(r"\b[0-9a-f]{10}\b", "a commit", text)  # hashes become prose
+        return SummaryResult(text=text, summarizer=self.name)
 
 
 def slope(values: list[float]) -> float:
@@ -60,12 +82,15 @@ def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any
         "guarded": {"anchors": True, "drift_guard": True, "ledger": True},
         "naive": {"anchors": False, "drift_guard": False, "ledger": True},
         "bare": {"anchors": False, "drift_guard": False, "ledger": False},
+        "drifting_guarded": {"anchors": True, "drift_guard": True, "ledger": True},
+        "drifting_naive": {"anchors": False, "drift_guard": False, "ledger": True},
     }[name]
     workdir.mkdir(parents=True, exist_ok=True)
     store = SessionStore(workdir / f"{name}.db")
     store.create_session("bench")
     gen = TranscriptGenerator(seed=args.seed, big_output_lines=args.big_output_lines)
-    compactor = Compactor(store, None, settings, **opts)
+    summarizer = DriftingSummarizer() if name.startswith("drifting") else None
+    compactor = Compactor(store, summarizer, settings, **opts)
     pins: list[str] = []
     pinned_entry_text: str | None = None
     rows: list[dict[str, Any]] = []
@@ -166,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-recent-tokens", type=int, default=1000)
     parser.add_argument("--big-output-lines", type=int, default=1200)
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--arms", default="guarded,naive,bare")
+    parser.add_argument("--arms", default="guarded,naive,bare,drifting_guarded,drifting_naive")
     parser.add_argument("--long-compactions", type=int, default=100,
                         help="also run the guarded arm this long, to show where the checkpoint levels off (0: skip)")
     parser.add_argument("--per-compaction", action="store_true", help="include every compaction's row in the output")
