@@ -240,7 +240,7 @@ class Agent:
         return text
 
     def _goal_text(self) -> str | None:
-        return getattr(self, "_goal", None)
+        return self._goal
 
     def set_goal(self, goal: str | None) -> None:
         """Keep a goal outside the transcript (a ``goal`` entry); it survives every compaction."""
@@ -311,6 +311,7 @@ class Agent:
             self._abort.clear()
             self._compacted_for_request = False
             self._place_inbox()  # turn boundary: queued summaries land before the new message
+        finished = False
         try:
             self._recovery = overflow_step(self._recovery, "user_message").state
             if user_message is not None:
@@ -321,8 +322,9 @@ class Agent:
             self._begin_kernel_turn()
             self._pre_prompt_overflow_check()
             result = self._steps()
+            finished = True
         finally:
-            aborted = self._abort.is_set()
+            aborted = self._abort.is_set() or not finished  # an exception aborts the turn too
             self._end_kernel_turn()
             action = decide_turn_end(requested=self._requested is not None, aborted=aborted)
             compacted = False
@@ -561,7 +563,14 @@ class Agent:
             self._emit("kernel_failed", message)
             return message
         self.restarts += 1
-        restart()
+        try:
+            restart()
+        except Exception as exc:
+            message = f"The Python kernel stopped ({why}) and could not be restarted ({type(exc).__name__}: {exc}); stopping."
+            self._append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": message, "display": True})
+            self._emit("kernel_failed", message)
+            return message
+        self._begin_kernel_turn()  # the new process has not heard of the running turn
         restored: list[str] = []
         failed: list[str] = []
         restore = getattr(self.kernel, "restore", None)
