@@ -119,8 +119,8 @@ HOTEL_CODE = (
     "    {'name': 'Bairro Alto Hotel', 'area': 'Chiado', 'eur_per_night': 340},\n"
     "    {'name': 'Lisboa Pessoa', 'area': 'Baixa', 'eur_per_night': 190},\n"
     "]\n"
-    "for h in sorted(hotels, key=lambda h: h['eur_per_night']):\n"
-    "    print(f\"{h['name']:<18} {h['area']:<12} {h['eur_per_night']} EUR\")"
+    "print('\\n'.join(f\"{h['name']:<18} {h['area']:<12} {h['eur_per_night']} EUR\"\n"
+    "                for h in sorted(hotels, key=lambda h: h['eur_per_night'])))"
 )
 HOTEL_ANSWER = _answer("where to stay", [
     "Alfama: old, hilly, atmospheric; Memmo Alfama has a rooftop pool.",
@@ -203,13 +203,13 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
 
     store = SessionStore(db_path)
     with ModelServer(Script(busy_delay), model="travel-model", context_window=WINDOW) as server, \
-            JupyterKernel(extension=None) as kernel:
+            JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(db_path.parent)}) as kernel:
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
         agent = Agent(
             store=store, session="lisbon", client=client, model="travel-model", provider="local",
             context_window=WINDOW, settings=settings, engine=default_engine(store, settings), kernel=kernel,
             system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
-            on_event=on_event,
+            on_event=on_event, snapshot_dir=str(db_path.parent / "snapshots"),
         )
         for i, question in enumerate(QUESTIONS):
             label = f"Q{i + 1}"
@@ -219,6 +219,9 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
                     time.sleep(min(0.3, busy_delay / 3))
                     say("    (model is busy answering; requesting compact('Keep the hotel shortlist'))")
                     agent.compact("Keep the hotel shortlist")
+                    report.live_while_busy = [
+                        {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking}
+                        for c in store.live_status("lisbon").in_flight]
                     agent.wait_background()
                     say("    manual compaction finished; its summary is queued")
                     report.inbox_while_busy = [
@@ -276,9 +279,11 @@ def print_report(report: TravelReport, store: SessionStore) -> None:
         print()
         print("the newest <ipython_state> notice:")
         print("    " + report.kernel_notice.replace("\n", "\n    "))
-    if report.inbox_while_busy:
+    if report.live_while_busy or report.inbox_while_busy:
         print()
-        print(f"inbox while the model was busy: {json.dumps(report.inbox_while_busy)}")
+        print("while the model was busy answering Q6:")
+        print(f"    live compactions: {json.dumps(report.live_while_busy)}")
+        print(f"    inbox:            {json.dumps(report.inbox_while_busy)}")
 
 
 def main(argv: list[str] | None = None) -> int:
