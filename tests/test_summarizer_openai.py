@@ -169,3 +169,32 @@ def test_missing_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
 )
 def test_retry_after_parsing(headers: dict[str, str], seconds: float | None) -> None:
     assert retry_after_seconds(headers) == seconds
+
+
+def long_span(n: int = 40) -> list[Entry]:
+    msgs: list[dict[str, object]] = [{"role": "user", "content": [{"type": "text", "text": "GOAL-MARKER: index the archive."}]}]
+    for i in range(n):
+        msgs.append({"role": "assistant", "content": [{"type": "text", "text": f"chunk {i} " + "lorem ipsum " * 60}], "stopReason": "stop"})
+    return [Entry(f"e{i}", None, "message", "t", {"message": m}) for i, m in enumerate(msgs)]
+
+
+def test_input_too_long_is_shrunk_keeping_the_first_request() -> None:
+    with ModelServer(script=[CHECKPOINT], context_window=3000) as srv:
+        result = make(srv).summarize(SummaryInput(long_span(), "history", None, None, 1000))
+        assert result.text == CHECKPOINT
+        sent = srv.chat_requests
+        assert len(sent) >= 2
+        assert sent[0].prompt_tokens > 3000 >= sent[-1].prompt_tokens
+        final = str(sent[-1].messages[1]["content"])
+        assert "GOAL-MARKER: index the archive." in final
+        assert "older message(s) were left out" in final
+        assert "chunk 39" in final  # the newest messages are the ones kept
+
+
+def test_input_that_never_fits_fails_clearly_and_bounded() -> None:
+    with ModelServer(script=[CHECKPOINT], context_window=200) as srv:
+        with pytest.raises(SummarizerError) as info:
+            make(srv, input_retries=2).summarize(SummaryInput(long_span(), "history", None, None, 1000))
+        assert info.value.code == "context_length"
+        assert "maximum context length is 200 tokens" in str(info.value)
+        assert len(srv.chat_requests) == 3

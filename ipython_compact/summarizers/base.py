@@ -16,7 +16,7 @@ from ipython_compact.core.entries import Entry
 from ipython_compact.core.offline_summary import SummaryKind
 
 FailureCode = Literal[
-    "config", "rate_limited", "server_error", "timeout", "connection", "http_error", "length", "empty", "tool_call", "missing_sections", "bad_reply"
+    "config", "context_length", "rate_limited", "server_error", "timeout", "connection", "http_error", "length", "empty", "tool_call", "missing_sections", "bad_reply"
 ]
 
 

@@ -12,6 +12,10 @@ What must hold:
 - Bounded retries: at most ``1 + max_retries`` HTTP attempts, only for rate limits, 5xx, timeouts
   and connection errors; the wait is ``Retry-After`` when the server sends it, else exponential
   backoff, and never more than ``max_wait`` seconds.
+- Input too long for the summarizer model (a context-length refusal): the oldest messages are left
+  out (never the span's first user request) in proportion to the window the error names, with a
+  note saying so, at most ``input_retries`` times; compaction then still succeeds when it is
+  needed most. The elided text stays in the log.
 - A reply is accepted only if ``finish_reason == "stop"``, the text is non-empty, it has the
   required sections and it calls no tool. Anything else raises ``SummarizerError`` with a message
   that says which rule failed. Usage is summed over all attempts that got a reply.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import email.utils
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +34,7 @@ import openai
 
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import missing_sections
+from ipython_compact.core.overflow import is_context_overflow
 from ipython_compact.core.prompts import build_summary_request
 from ipython_compact.core.serialization import serialize_conversation
 from ipython_compact.summarizers.base import FailureCode, SummarizerError, SummaryInput, SummaryResult
@@ -79,6 +85,7 @@ class OpenAISummarizer:
         backoff: float = 1.0,
         max_wait: float = 30.0,
         model_max_tokens: int | None = None,
+        input_retries: int = 2,
         kernel_note: bool = True,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -103,6 +110,7 @@ class OpenAISummarizer:
         self.backoff = backoff
         self.max_wait = max_wait
         self.model_max_tokens = model_max_tokens
+        self.input_retries = max(0, input_retries)
         self.kernel_note = kernel_note
         self._sleep = sleep
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=0)
@@ -115,10 +123,13 @@ class OpenAISummarizer:
         wait = asked if asked is not None else self.backoff * (2 ** (attempt - 1))
         return min(wait, self.max_wait)
 
-    def summarize(self, request: SummaryInput) -> SummaryResult:
-        messages = [m for m in (entry_message(e) for e in request.entries) if m is not None]
+    def _chat(self, request: SummaryInput, messages: list[dict[str, Any]], elided: int, cap: int) -> list[dict[str, str]]:
         conversation = serialize_conversation(messages)
-        cap = self.output_cap(request.max_tokens)
+        if elided:
+            conversation = (
+                f"[Note: {elided} older message(s) were left out to fit the summarizer's input limit; "
+                "their text stays in the session log.]\n\n" + conversation
+            )
         built = build_summary_request(
             conversation,
             kind=request.kind,
@@ -128,28 +139,62 @@ class OpenAISummarizer:
             machine_blocks_note=True,
             max_tokens=cap,
         )
-        chat = [{"role": "system", "content": built.system}, {"role": "user", "content": built.user}]
+        return [{"role": "system", "content": built.system}, {"role": "user", "content": built.user}]
+
+    def summarize(self, request: SummaryInput) -> SummaryResult:
+        messages = [m for m in (entry_message(e) for e in request.entries) if m is not None]
+        cap = self.output_cap(request.max_tokens)
         usage: dict[str, int] = {}
         attempts = 0
+        elided = 0
+        for shrink in range(self.input_retries + 1):
+            # the first user message (the request that started the span) is never elided
+            first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+            kept = messages[elided:]
+            if first_user is not None and first_user < elided:
+                kept = [messages[first_user], *kept]
+            chat = self._chat(request, kept, elided, cap)
+            try:
+                reply, attempts = self._send(chat, cap, usage, attempts)
+            except SummarizerError as exc:
+                if exc.code != "context_length" or shrink == self.input_retries or len(kept) <= 1:
+                    raise
+                limit, used = _overflow_numbers(str(exc))
+                ratio = (limit / used) * 0.9 if limit and used and used > limit else 0.5
+                total = sum(len(str(m.get("content", ""))) for m in kept) or 1
+                target = total * ratio
+                dropped_chars = 0
+                step = 0
+                while elided + step < len(messages) - 1 and total - dropped_chars > target:
+                    dropped_chars += len(str(messages[elided + step].get("content", "")))
+                    step += 1
+                elided += max(1, step)
+                continue
+            return self._accept(reply, request, attempts, usage, cap)
+        raise AssertionError("unreachable: the last shrink round returns or raises")
+
+    def _send(self, chat: list[dict[str, str]], cap: int, usage: dict[str, int], attempts: int) -> tuple[Any, int]:
+        """One request with bounded retries of transient failures; returns (reply, attempts so far)."""
+        first = attempts
         last: SummarizerError | None = None
-        while attempts < 1 + self.max_retries:
+        while attempts - first < 1 + self.max_retries:
             attempts += 1
             try:
                 reply = self._client.chat.completions.create(model=self.model, messages=chat, max_tokens=cap)  # type: ignore[arg-type]
             except openai.APIError as exc:
                 last = self._classify(exc, attempts, usage)
-                if not last.retryable or attempts >= 1 + self.max_retries:
+                if not last.retryable or attempts - first >= 1 + self.max_retries:
                     break
                 headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
-                self._sleep(self._wait_for(attempts, headers))
+                self._sleep(self._wait_for(attempts - first, headers))
                 continue
             if reply.usage is not None:
                 for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
                     usage[key] = usage.get(key, 0) + int(getattr(reply.usage, key, 0) or 0)
-            return self._accept(reply, request, attempts, usage, cap)
+            return reply, attempts
         assert last is not None
-        if attempts > 1:
-            message = f"summarization failed after {attempts} attempts: {last}"
+        if attempts - first > 1:
+            message = f"summarization failed after {attempts - first} attempts: {last}"
         else:
             message = f"summarization failed: {last}"
         raise SummarizerError(message, code=last.code, attempts=attempts, usage=usage, retryable=last.retryable)
@@ -164,7 +209,9 @@ class OpenAISummarizer:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = _error_detail(exc)
-            if status == 429:
+            if status in (400, 413) and is_context_overflow(error_text=detail, error_code=_error_code(exc)):
+                code, retryable = "context_length", False
+            elif status == 429:
                 code, retryable = "rate_limited", True
             elif status >= 500:
                 code, retryable = "server_error", True
@@ -195,6 +242,22 @@ class OpenAISummarizer:
         if missing:
             raise fail("missing_sections", f"the summary lacks required section(s): {', '.join(missing)}")
         return SummaryResult(text=text, summarizer=self.name, model=str(reply.model or self.model), usage=dict(usage), attempts=attempts, finish_reason=finish)
+
+
+def _error_code(exc: openai.APIStatusError) -> str | None:
+    code = getattr(exc, "code", None)
+    return str(code) if code else None
+
+
+_LIMITS = re.compile(r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) tokens", re.IGNORECASE | re.DOTALL)
+
+
+def _overflow_numbers(text: str) -> tuple[int | None, int | None]:
+    """(window, prompt tokens) from an OpenAI-style context-length message, when it says."""
+    m = _LIMITS.search(text)
+    if m is None:
+        return None, None
+    return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
 
 
 def _error_detail(exc: openai.APIStatusError) -> str:
