@@ -184,6 +184,30 @@ def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any
     return {"options": opts, "summary": summary, "per_compaction": rows}
 
 
+def offline_speed(seed: int) -> dict[str, Any]:
+    """Time the offline summarizer on a 1,000-entry span (best of 5), with and without a previous checkpoint."""
+    from ipython_compact.core.entries import Entry
+    from ipython_compact.core.offline_summary import offline_summary
+
+    gen = TranscriptGenerator(seed=seed, big_output_lines=200)
+    entries: list[Entry] = []
+    while len(entries) < 1000:
+        for m in gen.next_round():
+            entries.append(Entry(f"e{len(entries)}", None, "message", "t", {"message": m}))
+    span = entries[:1000]
+    previous = offline_summary(span[:500])
+    timings: dict[str, float] = {}
+    for label, prev in (("first", None), ("rolling", previous)):
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            offline_summary(span, previous_summary=prev)
+            best = min(best, time.perf_counter() - t0)
+        timings[f"{label}_ms"] = round(best * 1000, 1)
+    chars = sum(len(str(e.data)) for e in span)
+    return {"entries": len(span), "span_chars": chars, **timings}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compactions", type=int, default=50)
@@ -232,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         if long:
             out["goals"]["no_upward_trend_second_half_of_long_run"] = long["slope_relative_second_half"] <= 0.01
             out["goals"]["long_run_within_budget_every_step"] = long["all_within_budget"]
+    out["offline_summary_speed"] = offline_speed(args.seed)
     out["elapsed_s"] = round(time.perf_counter() - started, 2)
     json.dump(out, sys.stdout, indent=2)
     print()

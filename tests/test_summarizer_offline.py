@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -80,12 +79,13 @@ def test_hard_budget(budget: int) -> None:
     assert len(text) <= budget
 
 
-def test_thousand_entries_well_under_a_second() -> None:
-    span = entries_of(230)
-    assert len(span) >= 1000
-    started = time.perf_counter()
-    offline_summary(span[:1000])
-    assert time.perf_counter() - started < 0.5
+def test_thousand_entry_span_keeps_its_budget_and_sections() -> None:
+    """Speed on this span is measured in bench/bench_fidelity.py (no timed unit tests)."""
+    span = entries_of(230)[:1000]
+    assert len(span) == 1000
+    text = offline_summary(span, max_chars=8000)
+    assert len(text) <= 8000
+    assert missing_sections(text, "history") == []
 
 
 def test_adapter_and_split_turn_merge() -> None:
