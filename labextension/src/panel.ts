@@ -89,7 +89,7 @@ export class CompactPanel extends Widget {
 
     const actions = section('Actions', 'actions');
     this._focus.type = 'text';
-    this._focus.placeholder = 'Focus for the summary (optional)';
+    this._focus.placeholder = 'Focus for the summary';
     this._focus.setAttribute('aria-label', 'Focus text for compaction');
     const row = el('div', 'jp-IpythonCompact-buttons');
     this._buttons = [
@@ -238,7 +238,8 @@ export class CompactPanel extends Widget {
 
   private _renderActions(): void {
     const m = this._model;
-    const usable = m.state === 'ready' && m.pendingAction === '';
+    // Without a subshell a request would only queue behind the running cell.
+    const usable = m.state === 'ready' && m.pendingAction === '' && !(m.mainBusy && !m.liveWhileBusy);
     for (const b of this._buttons) {
       // Restore stays usable when the extension is not loaded: it loads it first.
       b.disabled = !(usable || (b.dataset.action === 'restore' && m.state === 'not-loaded'));
@@ -274,8 +275,10 @@ export class CompactPanel extends Widget {
       delete this._updated.dataset.updatedAt;
     }
     const notes: string[] = [];
-    if (m.mainBusy) {
-      notes.push(m.liveWhileBusy ? 'A cell is running; live view over a subshell.' : 'Kernel busy.');
+    if (m.mainBusy && m.liveWhileBusy) {
+      notes.push('A cell is running; live view over a subshell.');
+    } else if (m.mainBusy && !m.namesError) {
+      notes.push('Kernel busy.');
     }
     if (m.namesError) {
       notes.push(m.namesError);

@@ -266,3 +266,40 @@ def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
     assert page.evaluate("() => window.__pwned === undefined")
     out.scroll_into_view_if_needed()
     _shot(page, "10-summary-renderer")
+
+
+def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, lab_server: Any) -> None:
+    # The same switch JupyterLab's "commsOverSubshells" setting flips; a kernel or a Lab without
+    # subshells behaves this way: comm requests would queue behind the running cell.
+    lab_server.api("PUT", "/api/contents/no-subshells.ipynb",
+                   {"type": "notebook", "format": "json", "content": _notebook_json()})
+    page.evaluate("""async () => {
+        const app = window.jupyterapp;
+        app.serviceManager.kernels.commsOverSubshells = 'disabled';
+        await app.commands.execute('docmanager:open', {path: 'no-subshells.ipynb'});
+    }""")
+    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.context.path === 'no-subshells.ipynb'"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                           timeout=60_000)
+    _wait_kernel_idle(page)
+    _ensure_ready(page)
+    assert "between cells" in page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail")
+    _run_cell(page, "delta = 1")
+    _row(page, "delta").wait_for()
+
+    _run_cell(page, "epsilon = 2\nimport time\ntime.sleep(6)", wait=False)
+    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
+    note = page.locator(f"{PANEL} .jp-IpythonCompact-note")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-note').textContent.includes('Kernel busy')",
+        timeout=5_000)
+    assert "no subshells" in note.inner_text()
+    assert _row(page, "epsilon").count() == 0
+    assert page.get_attribute(PANEL, "data-busy") == "true"
+    assert page.locator(f'{PANEL} button[data-action="snapshot"]').is_disabled()
+    _shot(page, "11-busy-without-subshells")
+    _wait_kernel_idle(page, timeout=20_000)
+    _row(page, "epsilon").wait_for(timeout=10_000)
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-note").is_hidden()
+    page.evaluate("() => { window.jupyterapp.serviceManager.kernels.commsOverSubshells = 'perCommTarget'; }")
