@@ -195,6 +195,8 @@ class Compactor:
     """Compaction for one store. ``summarizer`` defaults to the offline one.
 
     ``anchors=False`` and ``drift_guard=False`` give the naive rolling summary (for comparisons).
+    ``max_identifiers``/``identifier_chars`` bound the drift guard's working set of exact strings
+    (most recently seen kept); older ones leave the checkpoint but stay recallable from the log.
     """
 
     def __init__(
@@ -208,6 +210,8 @@ class Compactor:
         ledger: bool = True,
         externalize_lines: int = 200,
         externalize_chars: int = 8000,
+        max_identifiers: int = 400,
+        identifier_chars: int = 16000,
     ) -> None:
         self.store = store
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
@@ -217,6 +221,10 @@ class Compactor:
         self.use_ledger = ledger
         self.externalize_lines = externalize_lines
         self.externalize_chars = externalize_chars
+        if max_identifiers < 0 or identifier_chars < 0:
+            raise ValueError(f"identifier budget must be non-negative, got {max_identifiers} identifiers / {identifier_chars} chars")
+        self.max_identifiers = max_identifiers
+        self.identifier_chars = identifier_chars
 
     # ------------------------------------------------------------------ deciding
     def _lookup(self, session: str) -> Any:
@@ -342,7 +350,10 @@ class Compactor:
 
         ledger = Ledger.from_json(prev.get("ledger")).update(list(prep.messages_to_summarize) + list(prep.turn_prefix)) if self.use_ledger else Ledger()
         identifiers = track_identifiers(
-            [Identifier.from_json(i) for i in prev.get("identifiers") or []], list(prep.messages_to_summarize) + list(prep.turn_prefix)
+            [Identifier.from_json(i) for i in prev.get("identifiers") or []],
+            list(prep.messages_to_summarize) + list(prep.turn_prefix),
+            max_count=self.max_identifiers,
+            max_chars=self.identifier_chars,
         )
         carried = [p for p in prev.get("externalized") or [] if isinstance(p, Mapping)]
         pointers = [p.to_json() for p in tri.externalized]
