@@ -37,7 +37,7 @@ from ipython_compact.kernel.snapshot import SnapshotStore
 ARRAYS = 8
 ARRAY_MB = 50
 SMALL = 1000
-REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 
 
 def namespace() -> tuple[dict[str, Any], list[str], Any]:
