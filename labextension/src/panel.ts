@@ -267,7 +267,7 @@ export class CompactPanel extends Widget {
     if (m.namesAt !== null) {
       const ms = m.namesElapsedMs === null ? '' : ` · ${Math.round(m.namesElapsedMs)} ms`;
       const at = m.namesAt.toLocaleTimeString([], { hour12: false });
-      this._updated.textContent = `${at}${ms}`;
+      this._updated.textContent = at;
       this._updated.title = `The kernel answered at ${at}${ms ? `, probe took${ms.slice(2)}` : ''}`;
       this._updated.dataset.updatedAt = String(m.namesAt.getTime());
     } else {
