@@ -130,6 +130,7 @@ def test_apply_guard(checkpoint: str, required: list[str], missing: list[str]) -
         ("Please look at it.\nNever write to /data/raw!", ["Never write to /data/raw!"]),
         ("I prefer tabs over spaces", ["I prefer tabs over spaces"]),
         ("Just run the tests.", []),
+        ("Why must it be CUDA 12.4? Keep it.", ["Keep it."]),
         ("必须使用 CUDA 12.4。", ["必须使用 CUDA 12.4。"]),
     ],
 )
@@ -151,6 +152,13 @@ def test_anchors_are_recopied_from_raw_log_not_from_stored_text() -> None:
     assert fixed.constraints[0].text == "Always use CUDA 12.4 on the cluster."
     with pytest.raises(ValueError, match="not in the log"):
         resolve_anchors(drifted, lambda _id: None)
+
+
+def test_goal_skips_bare_commands() -> None:
+    command = msg("u0", "user", "/mode")
+    real = msg("u1", "user", "Refactor the loader, please.")
+    anchors = extract_anchors(AnchorSet(), [command, real], lambda _id: None)
+    assert anchors.goal is not None and anchors.goal.entry_id == "u1"
 
 
 def test_goal_is_kept_and_constraints_deduplicated() -> None:

@@ -8,9 +8,10 @@ the previous checkpoint.
 
 What must hold:
 - ``Anchor.text == entry_text(raw_entry)[start:end]`` for every anchor with an entry id.
-- The goal is the first user request on the path (kept once found; later compactions re-copy it).
-- Constraint sentences are user sentences with a constraint or preference marker, in log order,
-  without duplicates.
+- The goal is the first user request on the path (a bare ``/command`` is not a request; kept once
+  found; later compactions re-copy it).
+- Constraint sentences are user statements (not questions) with a constraint or preference marker,
+  in log order, without duplicates.
 - Pins: a ``pin`` entry pins its ``text`` (its own entry is the raw source) or another entry; an
   ``unpin`` with the same ``pin_id`` (or the same text/entry id) removes it.
 - Pure: no I/O; the caller passes the raw entries the references need.
@@ -136,16 +137,24 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
     for line in text.split("\n"):
         for m in _SENTENCE_RE.finditer(line):
             sentence = m.group(0).rstrip()
-            if _CONSTRAINT_RE.search(sentence) and len(sentence) <= CONSTRAINT_MAX_CHARS:
+            if _CONSTRAINT_RE.search(sentence) and len(sentence) <= CONSTRAINT_MAX_CHARS and not sentence.endswith(("?", "？")):
                 start = offset + m.start()
                 spans.append((start, start + len(sentence)))
         offset += len(line) + 1
     return spans
 
 
+_COMMAND_RE: Final = re.compile(r"^\s*/[\w:-]+(?:\s+\S+)?\s*$")
+
+
+def is_request(text: str) -> bool:
+    """True for a user message that states a request (not empty, not a bare ``/command``)."""
+    return bool(text.strip()) and not _COMMAND_RE.match(text)
+
+
 def _goal_from(entry: Entry) -> Anchor | None:
     text = entry_text(entry)
-    if not text.strip():
+    if not is_request(text):
         return None
     end = min(len(text), GOAL_MAX_CHARS)
     return Anchor("goal", text[:end], entry.id, 0, end)

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
-from ipython_compact.core.anchors import constraint_spans
+from ipython_compact.core.anchors import constraint_spans, is_request
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
@@ -167,7 +167,7 @@ def _extract(entries: Sequence[Entry], focus: str | None, open_before: Sequence[
         if role == "user":
             if not text.strip():
                 continue
-            if not out["Goal"]:
+            if not out["Goal"] and is_request(text):
                 out["Goal"].append(_clip(text, 600))
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
