@@ -251,6 +251,7 @@ class Compactor:
         if prep.previous_compaction_index >= 0:
             raw = path[prep.previous_compaction_index].data.get("details")
             previous_details = raw if isinstance(raw, Mapping) else {}
+            _check_details(path[prep.previous_compaction_index].id, previous_details)
         span = list(prep.messages_to_summarize) + list(prep.turn_prefix)
         tri = triage(
             span,
@@ -519,6 +520,19 @@ class Compactor:
     def compactions(self, session: str) -> list[Entry]:
         """Compaction entries on the current path, oldest first."""
         return [e for e in self.store.path(session) if e.kind == E.COMPACTION]
+
+
+def _check_details(entry_id: str, details: Mapping[str, Any]) -> None:
+    """Parse what a compaction carries forward; a malformed record is reported, never guessed around."""
+    try:
+        AnchorSet.from_json(details.get("anchors"))
+        Ledger.from_json(details.get("ledger"))
+        for item in details.get("identifiers") or []:
+            Identifier.from_json(item)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CompactionError(
+            f"the previous compaction (entry {entry_id}) has malformed details ({exc}); nothing was written"
+        ) from exc
 
 
 def _hit(entry: Entry) -> RecallHit:

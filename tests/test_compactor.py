@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ipython_compact.compactor import CompactionFailed, Compactor, NothingToCompact
+from ipython_compact.compactor import CompactionError, CompactionFailed, Compactor, NothingToCompact
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME
 from ipython_compact.core.offline_summary import missing_sections
@@ -257,4 +257,24 @@ def test_bad_reason_is_rejected_before_anything_is_written(store: SessionStore) 
     before = snapshot(store)
     with pytest.raises(ValueError, match="unknown compaction reason 'because'"):
         Compactor(store, settings=SETTINGS).compact("s", reason="because")
+    assert snapshot(store) == before
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        {"ledger": {"commands": [{"tool": "x"}]}},
+        {"anchors": {"goal": {"kind": "wish", "text": "x"}}},
+        {"identifiers": [{"text": "a.py", "cls": "planet"}]},
+    ],
+)
+def test_malformed_previous_details_are_reported_and_nothing_written(store: SessionStore, details: dict[str, Any]) -> None:
+    gen = TranscriptGenerator(12)
+    feed(store, gen, 6)
+    first_kept = store.path("s")[-4].id
+    bad = store.append("s", COMPACTION, {"summary": "## Goal\nx", "first_kept_entry_id": first_kept, "tokens_before": 1, "reason": "manual", "details": details})
+    feed(store, gen, 10)
+    before = snapshot(store)
+    with pytest.raises(CompactionError, match=f"previous compaction \\(entry {bad.id}\\) has malformed details"):
+        Compactor(store, settings=SETTINGS).compact("s")
     assert snapshot(store) == before
