@@ -273,7 +273,10 @@ class Compactor:
                 full = self.store.path(session)
                 ids = {e.id for e in span}
                 sources = [e for e in full if e.kind != E.COMPACTION and e.id not in ids] + span
-            anchor_set = extract_anchors(previous, sources, lookup)
+            try:
+                anchor_set = extract_anchors(previous, sources, lookup)
+            except ValueError as exc:
+                raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
         return _Work(prep, tri, history, prefix, anchor_set, previous_details, tokens)

@@ -107,7 +107,7 @@ def _summarizer(args: argparse.Namespace) -> Any:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import CompactionFailed, Compactor, NothingToCompact
+    from ipython_compact.compactor import CompactionError, CompactionFailed, Compactor, NothingToCompact
     from ipython_compact.core.settings import SettingsError
 
     try:
@@ -129,6 +129,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
             raise CliError(f"{exc}{where}", f"retry later, or: {PROG} compact --summarizer offline") from exc
+        except CompactionError as exc:
+            raise CliError(str(exc), f"check the log: {PROG} verify -s {session}") from exc
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
         return 0
