@@ -154,3 +154,17 @@ def test_push_extends_script() -> None:
     with ModelServer() as srv:
         srv.push("late")
         assert ask(client(srv)).choices[0].message.content == "late"
+
+
+def test_stop_closes_keep_alive_connections() -> None:
+    import threading
+
+    before = threading.active_count()
+    with ModelServer(script=["a", "b"]) as srv:
+        c = client(srv)
+        ask(c)
+        ask(c)
+    deadline = time.monotonic() + 3
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= before

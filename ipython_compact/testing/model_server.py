@@ -27,7 +27,9 @@ What must hold:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -201,6 +203,7 @@ class ModelServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._call_seq = 0
+        self._connections: set[Any] = set()
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> ModelServer:
@@ -221,6 +224,11 @@ class ModelServer:
         if httpd is not None:
             httpd.shutdown()
             httpd.server_close()
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for conn in connections:  # keep-alive connections would otherwise park handler threads
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -307,6 +315,18 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
             return
+
+        def setup(self) -> None:
+            super().setup()
+            with server._lock:
+                server._connections.add(self.connection)
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            finally:
+                with server._lock:
+                    server._connections.discard(self.connection)
 
         # -- plumbing
         def _send_json(self, status: int, payload: JSON, headers: Mapping[str, str] | None = None) -> None:
