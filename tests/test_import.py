@@ -134,15 +134,38 @@ def test_malformed_file_names_file_and_line_and_writes_nothing(
     assert export_text(store, "existing") == before
 
 
-def test_store_level_failure_leaves_no_session(store: SessionStore, tmp_path: Path) -> None:
-    # Valid JSONL shape, but an entry kind the log does not know: refused by the store, atomically.
+@pytest.mark.parametrize(
+    ("bad_entry", "message"),
+    [
+        ({"id": "b", "parent_id": "a", "kind": "mystery", "timestamp": "t", "data": {}}, r"odd\.jsonl:3: unknown entry kind 'mystery'"),
+        ({"id": "b", "parent_id": "a", "kind": "custom", "timestamp": "t", "data": {"x": float("nan")}}, r"odd\.jsonl:3: entry data cannot be stored"),
+    ],
+)
+def test_entries_the_store_would_refuse_are_named_by_line(
+    store: SessionStore, tmp_path: Path, bad_entry: dict[str, Any], message: str
+) -> None:
     source = write_jsonl(
         tmp_path / "odd.jsonl",
         [{"type": "ipython_compact_session", "version": 1, "name": "odd", "leaf_id": "b"},
          {"id": "a", "parent_id": None, "kind": "message", "timestamp": "t", "data": {"message": {"role": "user", "content": "x"}}},
-         {"id": "b", "parent_id": "a", "kind": "mystery", "timestamp": "t", "data": {}}],
+         bad_entry],
     )
-    with pytest.raises(Exception, match="unknown kind 'mystery'"):
+    with pytest.raises(ImportFormatError, match=message):
+        import_file(store, source)
+    assert store.sessions() == []
+
+
+def test_store_level_failure_leaves_no_session(store: SessionStore, tmp_path: Path) -> None:
+    # Well-formed file, but a compaction whose first kept entry is on another branch: the store
+    # refuses it inside the import transaction, so not even the session is created.
+    source = write_jsonl(
+        tmp_path / "branchy.jsonl",
+        [{"type": "ipython_compact_session", "version": 1, "name": "branchy", "leaf_id": "c"},
+         {"id": "a", "parent_id": None, "kind": "message", "timestamp": "t", "data": {"message": {"role": "user", "content": "x"}}},
+         {"id": "b", "parent_id": "a", "kind": "message", "timestamp": "t", "data": {"message": {"role": "user", "content": "y"}}},
+         {"id": "c", "parent_id": "a", "kind": "compaction", "timestamp": "t", "data": {"summary": "s", "first_kept_entry_id": "b"}}],
+    )
+    with pytest.raises(Exception, match="not on the path"):
         import_file(store, source)
     assert store.sessions() == []
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from ipython_compact.core.entries import Entry, path_to
+from ipython_compact.core.entries import KINDS, Entry, path_to
 from ipython_compact.core.pi_format import PiFormatError, parse_pi_session
 from ipython_compact.store.errors import ImportFormatError
 from ipython_compact.store.sqlite_store import SessionStore, random_entry_id
@@ -122,7 +122,10 @@ def _load_pi(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
     except PiFormatError as exc:
         raise ImportFormatError(f"{path}:{exc.line_number}: {exc.message}", path=path, line=exc.line_number) from exc
     name = None
-    for entry in session.entries:
+    # parse_pi_session keeps one entry per line after the header; fall back to "line 0" otherwise.
+    lines = [line for line, _ in objects[1:]] if len(objects) - 1 == len(session.entries) else [0] * len(session.entries)
+    for line, entry in zip(lines, session.entries, strict=True):
+        _check_storable(path, line, entry)
         if entry.kind == "session_info" and isinstance(entry.data.get("name"), str):
             name = entry.data["name"]
     return Transcript(path, "pi", list(session.entries), session.leaf_id, name, dict(session.header))
@@ -153,12 +156,28 @@ def _load_jsonl(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
         if obj["id"] in seen:
             raise ImportFormatError(f"{where}: duplicate entry id {obj['id']!r}", path=path, line=number)
         seen.add(obj["id"])
-        entries.append(Entry.from_json(obj))
+        entry = Entry.from_json(obj)
+        _check_storable(path, number, entry)
+        entries.append(entry)
     leaf = header.get("leaf_id")
     if leaf is not None and leaf not in seen:
         raise ImportFormatError(f"{path}:{line}: header leaf_id {leaf!r} is not an entry of the file", path=path, line=line)
     name = header.get("name") if isinstance(header.get("name"), str) else None
     return Transcript(path, "jsonl", entries, leaf, name, dict(header))
+
+
+def _check_storable(path: Path, line: int, entry: Entry) -> None:
+    """Refuse, with file and line, what the store would refuse later without them."""
+    if entry.kind not in KINDS:
+        raise ImportFormatError(
+            f"{path}:{line}: unknown entry kind {entry.kind!r} (expected one of {', '.join(sorted(KINDS))})",
+            path=path,
+            line=line,
+        )
+    try:
+        json.dumps(dict(entry.data), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ImportFormatError(f"{path}:{line}: entry data cannot be stored ({exc})", path=path, line=line) from exc
 
 
 def with_fresh_ids(entries: Sequence[Entry], avoid: set[str], new_id: Callable[[], str] = random_entry_id) -> tuple[list[Entry], dict[str, str]]:
