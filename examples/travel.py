@@ -2,7 +2,7 @@
 
 After each question it prints how many messages the model's context holds and how many entries
 the session log holds. The context stays bounded while the log keeps growing: a background
-compaction (question 5 crosses the background line), a manual compaction with focus "Keep the hotel shortlist" queued while
+compaction (question 4 crosses the background line), a manual compaction with focus "Keep the hotel shortlist" queued while
 the model is busy (question 6), and a provider overflow recovered by a blocking compaction
 (question 7). Finally it lists the compaction entries with their reasons.
 
@@ -27,16 +27,19 @@ from typing import Any
 
 import openai
 
-from ipython_compact.agent.engine import default_engine
+from ipython_compact.agent.engine import CompactorEngine
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, KERNEL_STATE, text_of_content
+from ipython_compact.core.prompts import SYSTEM_PROMPT as SUMMARIZER_PROMPT
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
+from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 WINDOW = 3000
-SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=950)
+SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=900)
 
 QUESTIONS = [
     "I'm planning a week in Lisbon in May. What is the weather like, and what should I pack?",
@@ -51,10 +54,11 @@ BUSY_QUESTION = 5  # the manual compaction is requested while this one is being 
 OVERFLOW_QUESTION = 6  # the provider answers this one with a context-length error first
 
 
-def _answer(topic: str, facts: list[str]) -> str:
+def _answer(topic: str, facts: list[str], *, closing: bool = True) -> str:
     lines = [f"Here is what I suggest for {topic}:"]
     lines += [f"- {f}" for f in facts]
-    lines.append("Tell me if you want me to go deeper on any of these, or adjust for your budget and pace.")
+    if closing:
+        lines.append("Tell me if you want me to go deeper on any of these, or adjust for your budget and pace.")
     return "\n".join(lines)
 
 
@@ -68,6 +72,11 @@ ANSWERS = {
         "Get a Viva Viagem card for metro, trams and trains; top it up with zapping credit.",
         "Holidays: 25 April and 1 May close some museums; Santo António festivities start late in the month.",
         "Evenings can be windy on the miradouros (viewpoints), so keep a light sweater for sunset.",
+        "Sunset is around 20:45 in late May, so evenings are long; dinner starts late, around 20:00.",
+        "Pickpockets work the crowded trams and Baixa streets: keep your phone in a front pocket.",
+        "Cards work almost everywhere, but small tascas and kiosks sometimes want cash.",
+        "Church visits need covered shoulders; a light scarf in the day bag solves it.",
+        "The city is hilly: plan walks downhill and use the elevadores and tram to go up.",
     ]),
     2: _answer("food", [
         "Pastéis de nata at Manteigaria (Chiado) and the original Pastéis de Belém.",
@@ -83,24 +92,17 @@ ANSWERS = {
         "Vegetarian options are growing: Ao 26 Vegan Food Project and Jardim dos Sentidos.",
     ]),
     3: _answer("day trips", [
-        "Sintra: Pena Palace, Quinta da Regaleira and the Moorish Castle; go early by train from Rossio.",
-        "Cascais and Estoril: beaches and a seaside walk to Boca do Inferno; 40 minutes by train.",
-        "Évora: Roman temple and the Chapel of Bones; a full day by bus or car.",
-        "Arrábida natural park and Setúbal for beaches and fresh fish.",
-        "Óbidos: a walled medieval town with ginjinha served in chocolate cups.",
-    ]),
+        "Sintra: Pena Palace and Quinta da Regaleira; go early by train from Rossio.",
+        "Cascais: beaches and the seaside walk to Boca do Inferno.",
+    ], closing=False),
     4: _answer("nightlife", [
-        "Bairro Alto: dozens of small bars; drinks are taken out into the narrow streets.",
-        "Pink Street (Rua Nova do Carvalho) in Cais do Sodré for late bars and clubs.",
-        "Park Bar on a car-park rooftop for sunset views over the 25 de Abril bridge.",
-        "A fado house in Alfama or Mouraria for a quieter, very Lisbon evening.",
-    ]),
+        "Bairro Alto for small bars; Pink Street in Cais do Sodré for late clubs.",
+        "A fado house in Alfama for a quieter evening.",
+    ], closing=False),
     5: _answer("quiet cafés near your hotels", [
-        "Near Memmo Alfama: Fábulas, a vaulted café with armchairs and board games.",
-        "Near The Lumiares in Bairro Alto: Café Tati, with jazz on some evenings.",
-        "Near Bairro Alto Hotel: Café A Brasileira for the historic room, early before the crowds.",
-        "Near Lisboa Pessoa: Copenhagen Coffee Lab for specialty coffee.",
-    ]),
+        "Fábulas near Memmo Alfama; Café Tati near The Lumiares.",
+        "Copenhagen Coffee Lab near Lisboa Pessoa.",
+    ], closing=False),
     6: _answer("a day-by-day week", [
         "Day 1: Alfama, the castle and a fado dinner.",
         "Day 2: Belém — the tower, the monastery and pastéis.",
@@ -132,16 +134,48 @@ HOTEL_ANSWER = _answer("where to stay", [
 ])
 
 
+SHORTLIST = "Memmo Alfama (210 EUR), The Lumiares (260 EUR), Bairro Alto Hotel (340 EUR), Lisboa Pessoa (190 EUR)"
+
+
+def _summary(number: int, focus: bool) -> str:
+    """The scripted summarizer's checkpoint: pi's sections (and the split-turn ones), kept short."""
+    critical = f"- Hotel shortlist, also in the kernel variable `hotels`: {SHORTLIST}." if focus else "- (none)"
+    return (
+        f"## Goal\nPlan a week in Lisbon in May (summary #{number}).\n\n"
+        "## Constraints & Preferences\n- Travelling in May.\n\n"
+        "## Progress\n### Done\n- [x] Weather, packing, where to stay, food, day trips.\n"
+        "### In Progress\n- [ ] The rest of the plan.\n### Blocked\n- (none)\n\n"
+        "## Key Decisions\n- Stay central (Alfama, Bairro Alto, Baixa).\n\n"
+        "## Next Steps\n1. Answer the next question.\n\n"
+        f"## Critical Context\n{critical}\n\n"
+        "## Original Request\nThe current question.\n\n## Early Progress\n- (none)\n\n"
+        "## Context for Suffix\n- (none)"
+    )
+
+
 class Script:
-    """Chooses the scripted reply from the request (the last user question and what came after)."""
+    """Plays both models: the travel planner (by the last question) and the summarizer (by its
+    system prompt), each answer a function of the request."""
 
     def __init__(self, busy_delay: float) -> None:
         self.busy_delay = busy_delay
         self.overflow_sent = False
+        self.summaries = 0
+        self.focus_seen: list[str] = []
         self.lock = threading.Lock()
 
     def __call__(self, req: RecordedRequest) -> Reply:
         messages = req.messages
+        system = str(messages[0].get("content", "")) if messages and messages[0].get("role") == "system" else ""
+        if system.startswith(SUMMARIZER_PROMPT[:40]):
+            prompt = str(messages[-1].get("content", ""))
+            with self.lock:
+                if "## Original Request\n[" not in prompt:  # a split turn's prefix call is not a new summary
+                    self.summaries += 1
+                focus = "Keep the hotel shortlist" in prompt
+                if focus:
+                    self.focus_seen.append("Keep the hotel shortlist")
+                return Reply(text=_summary(self.summaries, focus))
         last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user" and not str(m.get("content", "")).startswith(("Earlier parts", "<ipython"))), default=-1)
         question = str(messages[last_user].get("content", "")) if last_user >= 0 else ""
         index = next((i for i, q in enumerate(QUESTIONS) if q == question), None)
@@ -185,6 +219,7 @@ class TravelReport:
     live_while_busy: list[dict[str, Any]] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     kernel_notice: str | None = None
+    focus_reached_summarizer: bool = False
     db_path: str = ""
 
 
@@ -202,12 +237,15 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
             say(f"    · {ev.kind}: {ev.text}")
 
     store = SessionStore(db_path)
-    with ModelServer(Script(busy_delay), model="travel-model", context_window=WINDOW) as server, \
+    script = Script(busy_delay)
+    with ModelServer(script, model="travel-model", context_window=WINDOW) as server, \
             JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(db_path.parent)}) as kernel:
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
         agent = Agent(
             store=store, session="lisbon", client=client, model="travel-model", provider="local",
-            context_window=WINDOW, settings=settings, engine=default_engine(store, settings), kernel=kernel,
+            context_window=WINDOW, settings=settings, kernel=kernel,
+            engine=CompactorEngine(Compactor(store, OpenAISummarizer("travel-model", base_url=server.base_url,
+                                                                     api_key="local", max_retries=0), settings)),
             system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
             on_event=on_event, snapshot_dir=str(db_path.parent / "snapshots"),
         )
@@ -253,6 +291,7 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
                 })
             if e.kind == KERNEL_STATE:
                 report.kernel_notice = str(e.data.get("content"))
+        report.focus_reached_summarizer = bool(script.focus_seen)
         if echo:
             print_report(report, store)
     store.close()
