@@ -407,3 +407,26 @@ def test_compact_run_from_the_kernel_helper_is_honoured_at_turn_end(tmp_path: Pa
     assert [(c.data["reason"], c.data["details"]["focus"]) for c in comps] == [("requested", "keep the budget")]
     receipt = [e.message for e in store.path("t") if e.role == "toolResult"][-1]
     assert receipt is not None and "Continue working normally" in receipt["content"][0]["text"]
+
+
+def test_each_failure_keeps_less_verbatim_and_success_resets(tmp_path: Path, kernel: JupyterKernel) -> None:
+    asked: list[int | None] = []
+
+    class Flaky(CoreEngine):
+        def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+            asked.append(keep_recent_tokens)
+            if len(asked) <= 3:
+                raise RuntimeError("summarizer timed out")
+            return super().prepare(session, reason=reason, focus=focus, keep_recent_tokens=keep_recent_tokens)
+
+    with ModelServer(default=LONG) as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
+        agent.engine = Flaky(store, QUIET)
+        _fill(agent, 4)
+        states = [agent.compact().state for _ in range(4)]
+        agent.ask("one more")
+        assert agent.compact().state == "placed"
+    assert states == ["failed", "failed", "failed", "placed"]
+    assert asked == [None, 75, 37, 18, None]  # 150 tokens, then a half, a quarter, an eighth; reset after success
+    comp = next(e for e in store.path("t") if e.kind == COMPACTION)
+    assert comp.data["reason"] == "manual" and not comp.data["summary"].startswith("EMERGENCY")
