@@ -92,3 +92,17 @@ def test_every_entry_lands_once_and_tokens_add_up() -> None:
     assert t.tokens["encode"] + t.tokens["externalize"] + t.tokens["discard"] == 40
     assert t.tokens["keep"] == 10
     assert t.kept == tuple(kept)
+
+
+@pytest.mark.parametrize(
+    ("second_output", "discarded"),
+    [
+        ("same output", {"a2", "r2"}),  # identical rerun: the second pair adds nothing
+        ("new output", set()),  # same call, different result: both kept
+    ],
+)
+def test_identical_reruns_are_discarded(second_output: str, discarded: set[str]) -> None:
+    span = [call("a1", "c1", "ls()"), result("r1", "c1", "same output"), call("a2", "c2", "ls()"), result("r2", "c2", second_output)]
+    t = triage(span)
+    assert {d.entry_id for d in t.discarded} == discarded
+    assert all(d.reason == "duplicate of a1" for d in t.discarded)

@@ -8,7 +8,8 @@ checkpoint, and only last what is thrown away.
 - EXTERNALIZE: a tool output larger than a threshold is replaced, for the summarizer, by its head
   and a pointer ``[entry 123 · 24,013 lines · recall 123]``; the full text stays in the log and can
   be recalled by id.
-- DISCARD: an exact duplicate of an earlier message in the span (same role, same text), and a
+- DISCARD: an exact duplicate of an earlier message in the span (same role, same text), a repeated
+  identical run (the same single tool call with the same arguments and the same output), and a
   superseded attempt: a failed tool call followed later in the span by a call of the same tool on
   the same target that did not fail. Their errors still reach the ledger, which reads raw entries.
 
@@ -195,6 +196,21 @@ def triage(
         winner = to_summarize[later[0]].id
         discard.setdefault(call_entry.id, f"superseded by {winner}")
         discard.setdefault(result.id, f"superseded by {winner}")
+
+    # repeated identical runs: same single call (tool + arguments) and the same output as before
+    seen_runs: dict[str, str] = {}
+    for cid, (call_entry, tool, _) in calls.items():
+        run_result = results.get(cid)
+        msg = call_entry.message or {}
+        if run_result is None or len(tool_calls_of(msg)) != 1 or text_of_content(msg.get("content"), joiner=""):
+            continue
+        block = tool_calls_of(msg)[0]
+        key = canonical_json([tool, block.get("arguments"), bool((run_result.message or {}).get("isError")), entry_text(run_result)])
+        if key in seen_runs:
+            discard.setdefault(call_entry.id, f"duplicate of {seen_runs[key]}")
+            discard.setdefault(run_result.id, f"duplicate of {seen_runs[key]}")
+        else:
+            seen_runs[key] = call_entry.id
 
     encode: list[Entry] = []
     pointers: list[Pointer] = []
