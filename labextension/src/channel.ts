@@ -23,6 +23,9 @@ import { COMM_TARGET, isObject, Json, Op, PROTOCOL_VERSION, stringField } from '
 /** Default time a request may take before the panel gives up on it (ms). */
 export const REQUEST_TIMEOUT_MS = 5000;
 
+/** How long a kernel may take to start and answer kernel_info before connecting gives up (ms). */
+export const KERNEL_INFO_TIMEOUT_MS = 60000;
+
 /** A request failed: timed out, closed, or the kernel answered `ok: false`. */
 export class RequestError extends Error {
   /** Protocol error code, or `timeout` / `closed` / `not_loaded` for channel failures. */
@@ -92,7 +95,8 @@ export class CompactChannel {
     kernel: Kernel.IKernelConnection,
     timeoutMs: number = REQUEST_TIMEOUT_MS
   ): Promise<{ channel: CompactChannel; hello: Json }> {
-    await withTimeout(kernel.info, timeoutMs, 'kernel_info');
+    // A kernel that is still starting answers kernel_info late; that is not a failed request.
+    await withTimeout(kernel.info, Math.max(timeoutMs, KERNEL_INFO_TIMEOUT_MS), 'kernel_info');
     const comm = kernel.createComm(COMM_TARGET);
     let overSubshell = false;
     const wantsSubshell =
