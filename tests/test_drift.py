@@ -114,13 +114,9 @@ def test_apply_guard(checkpoint: str, required: list[str], missing: list[str]) -
     text, report = apply_guard(checkpoint, required)
     assert list(report.missing) == missing
     assert text.startswith(checkpoint)
-    for item in required:
-        assert item in text
-    if missing:
-        assert "<drift-guard" in text
-        assert strip_machine_blocks(text) == checkpoint
-    else:
-        assert text == checkpoint
+    assert all(item in text for item in required)
+    assert ("<drift-guard" in text) == bool(missing)
+    assert strip_machine_blocks(text) == checkpoint
 
 
 @pytest.mark.parametrize(
