@@ -3,8 +3,9 @@
 Why it is its own layer: the core decides (cut point, triage, anchors, ledger, drift guard) without
 I/O; the store persists; the summarizer writes prose. This module wires them in the order the five
 layers demand — fence off anchors and the recent tail first, then encode, externalize and discard —
-and is the only place that appends ``compaction``, ``branch_summary``, ``pin`` and failure
-``compaction_outcome`` entries for this pipeline.
+and appends the ``compaction`` (``compact``), ``branch_summary``, ``pin`` and failure
+``compaction_outcome`` entries of this pipeline; ``prepare`` hands the same payload to callers that
+place it themselves (the agent loop, at a turn boundary).
 
 What must hold:
 - History is never touched: a compaction only *appends* (the compaction entry, or on failure one
