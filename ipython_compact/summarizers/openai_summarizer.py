@@ -9,8 +9,9 @@ What must hold:
   ``floor(0.8 * reserve_tokens)`` (or half the reserve for a split turn's prefix).
 - Isolation: the request carries only the system prompt and one user message built by
   ``core.prompts`` — no conversation history as chat turns, no ``user`` id, no prompt cache key.
-- Bounded retries: at most ``1 + max_retries`` HTTP attempts, only for rate limits, 5xx, timeouts
-  and connection errors; the wait is ``Retry-After`` when the server sends it, else exponential
+- Bounded retries: at most ``1 + max_retries`` HTTP attempts per request (and at most
+  ``1 + input_retries`` request sizes, below), retrying only rate limits, 5xx, timeouts and
+  connection errors; the wait is ``Retry-After`` when the server sends it, else exponential
   backoff, and never more than ``max_wait`` seconds.
 - Input too long for the summarizer model (a context-length refusal): the oldest messages are left
   out (never the span's first user request) in proportion to the window the error names, with a
