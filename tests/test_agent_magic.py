@@ -76,3 +76,43 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
     finally:
         for name in ("prices", "total"):
             shell.user_ns.pop(name, None)
+
+
+@pytest.mark.slow
+def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
+    from ipython_compact.agent.kernel_tool import JupyterKernel
+
+    def reply(req: RecordedRequest) -> Reply:
+        last = req.messages[-1]
+        users = [m for m in req.messages if m["role"] == "user"]
+        if last["role"] == "tool":
+            return Reply(text=f"Done: {last['content']}")
+        if "compact" in str(users[-1]["content"]):
+            return Reply(tool_calls=(ToolCall("python", {"code": "compact.run('keep the prices')"}),))
+        return Reply(tool_calls=(ToolCall("python", {"code": "total = sum(prices)\nprint(total)"}),))
+
+    with ModelServer(reply) as srv, JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
+        assert k.extension_error is None
+        assert k.execute("prices = [3, 4, 5]").status == "ok"
+        k.execute("%config CompactConfig.compaction = {'keep_recent_tokens': 40, 'reserve_tokens': 1000}")
+        head = f"%%agent --model local --base-url {srv.base_url} --window 32000\n"
+        first = k.execute(head + "Sum my prices.", timeout=60)
+        assert first.status == "ok", first.text
+        assert "[tool_call] total = sum(prices)" in first.text and "[assistant] Done: 12" in first.text
+        assert k.execute("total").text == "12"  # the agent's code ran in the notebook's namespace
+        second = k.execute("%%agent\nNow compact the context please.", timeout=60)
+        assert second.status == "ok", second.text
+        assert "runs when the current turn ends" in second.text
+        assert "requested compaction placed" in second.text
+        # The second cell continued the same conversation.
+        assert any(m["role"] == "user" and m["content"] == "Sum my prices." for m in srv.chat_requests[-1].messages)
+    from ipython_compact.store import SessionStore
+
+    store = SessionStore(tmp_path / "sessions.db")
+    (session,) = [s.name for s in store.sessions()]
+    kinds = [e.kind for e in store.path(session)]
+    assert kinds[kinds.index("compaction") + 1 : kinds.index("compaction") + 3] == ["system", "kernel_state"]
+    notice = next(e.data["content"] for e in store.path(session) if e.kind == "kernel_state")
+    assert "These names are still defined: prices, total." in notice
+    assert "No state snapshot is configured" not in notice  # the extension keeps snapshots
+    store.close()

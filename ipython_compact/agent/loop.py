@@ -143,7 +143,8 @@ class Agent:
 
     ``client`` is an ``openai.OpenAI`` (any OpenAI-compatible base URL). ``context_window`` is
     the model's window in tokens; ``settings`` the compaction settings (``for_model`` applied).
-    ``snapshot_dir`` enables kernel snapshots after every successful cell (host kernels only).
+    ``snapshot_dir`` enables kernel snapshots after every successful cell (host kernels only);
+    ``snapshot_outcome`` instead reports snapshots someone else keeps (the notebook extension).
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class Agent:
         snapshot_dir: str | None = None,
         on_event: Callable[[AgentEvent], None] | None = None,
         request_timeout: float = 120.0,
+        snapshot_outcome: Callable[[], SnapshotOutcome | None] | None = None,
     ) -> None:
         self.store = store
         self.session = session
@@ -188,6 +190,7 @@ class Agent:
         self.snapshot_dir = snapshot_dir
         self.on_event = on_event
         self.request_timeout = request_timeout
+        self.snapshot_outcome = snapshot_outcome
         self.restarts = 0
         self.compactions: list[CompactionRecord] = []
         self.consecutive_failures = 0
@@ -657,7 +660,9 @@ class Agent:
         finally:
             self._live_end(task, error)
         self.compactions.append(record)
-        self._emit("compaction_end", f"{reason} compaction {record.state}", reason=reason, state=record.state, error=record.error)
+        why = f": {record.error}" if record.error else ""
+        self._emit("compaction_end", f"{reason} compaction {record.state}{why}", reason=reason, state=record.state,
+                   error=record.error)
         return record
 
     def _start_background(self, reason: str, focus: str | None) -> CompactionRecord:
@@ -758,7 +763,15 @@ class Agent:
             names = self.kernel.probe_names() if alive else None
         except Exception:
             names = None
-        snapshot = self._last_snapshot if self.snapshot_dir is not None else None
+        if self.snapshot_dir is not None:
+            snapshot = self._last_snapshot
+        elif self.snapshot_outcome is not None:  # snapshots kept by someone else (the kernel extension)
+            try:
+                snapshot = self.snapshot_outcome()
+            except Exception as exc:
+                snapshot = SnapshotOutcome(False, (), f"snapshot state unknown: {type(exc).__name__}")
+        else:
+            snapshot = None
         return state_notice(kernel_alive=alive, names=names, snapshot=snapshot)
 
     def _failure(self, reason: str, error: str) -> None:

@@ -27,6 +27,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from ipython_compact.agent.engine import CompactorEngine, default_engine
 from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
+from ipython_compact.core.state_notice import SnapshotOutcome
 
 USAGE = "usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] [--reset]"
 
@@ -96,8 +97,20 @@ class AgentMagics(Magics):  # type: ignore[misc]
         return Agent(
             store=store, session=session, client=client, model=model, context_window=window, settings=settings,
             engine=engine, kernel=InProcessKernel(self.shell), max_steps=int(opts.get("max_steps") or 12),
-            on_event=_print_event,
+            on_event=_print_event, snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
+
+    def _snapshot_outcome(self) -> SnapshotOutcome | None:
+        """What the extension's automatic snapshots can promise right now (for the state notice)."""
+        service = self.service
+        if not getattr(service.config, "auto_snapshot", False) and service.last_snapshot is None:
+            return None
+        if service.last_snapshot_error:
+            return SnapshotOutcome(False, (), service.last_snapshot_error)
+        report = service.last_snapshot
+        if report is None:
+            return SnapshotOutcome(False, (), "no snapshot has been written yet")
+        return SnapshotOutcome(True, tuple((s.name, s.reason) for s in report.skipped))
 
     @cell_magic  # type: ignore[misc]
     def agent(self, line: str, cell: str) -> None:
