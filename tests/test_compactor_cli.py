@@ -32,9 +32,11 @@ def test_demo_runs_offline_in_a_fresh_data_dir(tmp_path: Path) -> None:
     assert "[3] compacted:" in out
     assert "the log grows, the context stays bounded:" in out
     assert "hash chain intact" in out
+    assert "planted facts still verbatim in the model's context: goal 1/1, constraints 8/8, pinned text 1/1" in out
     assert "<anchors" in out and "Always use CUDA 12.4" in out
     again = run(tmp_path, "demo", "--rounds", "4", "--compactions", "1", "--keep-recent-tokens", "500").stdout
     assert "session 'demo-2'" in again
+    assert "goal 1/1" in again
 
 
 @pytest.mark.slow

@@ -271,6 +271,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         gen = TranscriptGenerator(seed=2026)
         compactor = Compactor(store, None, settings)
         rows: list[tuple[str, int, int, int]] = []
+        pinned: list[str] = []
 
         def measure(label: str) -> None:
             path = store.context_path(name)
@@ -284,6 +285,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 store.append_many(name, [("message", {"message": m}) for m in msgs])
             if k == 2:
                 pin = compactor.pin(name, text="The stakeholder review is on 2026-12-04; send the AUC table to Dana first.")
+                pinned.append(str(pin.data["text"]))
                 print(f"\npinned {pin.data['pin_id']}: {pin.data['text']}")
             measure(f"after {gen.round} turns")
             plan = compactor.plan(name)
@@ -315,6 +317,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"  {'moment':<24}{'log entries':>12}{'context msgs':>14}{'context tokens':>16}")
         for label, count, n_msgs, n_tokens in rows:
             print(f"  {label:<24}{count:>12,}{n_msgs:>14,}{n_tokens:>16,}")
+        view = "\n".join(json.dumps(m, ensure_ascii=False) for m in build_context(store.context_path(name)))
+        facts = gen.facts
+        checks = [("goal", [facts.goal]), ("constraints", facts.constraints), ("pinned text", pinned)]
+        checks += [(cls, values) for cls, values in sorted(facts.by_class.items())]
+        found = ", ".join(
+            f"{label} {sum(1 for v in values if json.dumps(v, ensure_ascii=False)[1:-1] in view)}/{len(values)}" for label, values in checks if values
+        )
+        print(f"\nplanted facts still verbatim in the model's context: {found}")
         report = store.verify(name)
         print(f"\nlog verified: {report.entries:,} entries, hash chain {'intact' if report.ok else 'BROKEN: ' + '; '.join(report.problems)}")
         print(f"next: {PROG} log -s {name} · {PROG} context -s {name} · {PROG} recall --query 'KeyError' -s {name}")
