@@ -116,3 +116,22 @@ def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
     assert "These names are still defined: prices, total." in notice
     assert "No state snapshot is configured" not in notice  # the extension keeps snapshots
     store.close()
+
+
+@pytest.mark.slow
+def test_interrupting_the_agent_cell_stops_the_turn(tmp_path: Path) -> None:
+    import threading
+
+    from ipython_compact.agent.kernel_tool import JupyterKernel
+
+    def reply(req: RecordedRequest) -> Reply:
+        return Reply(tool_calls=(ToolCall("python", {"code": "import time\ntime.sleep(30)"}),))
+
+    with ModelServer(reply) as srv, JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
+        timer = threading.Timer(1.0, k.interrupt)  # the user presses "interrupt" while the cell sleeps
+        timer.start()
+        out = k.execute(f"%%agent --model local --base-url {srv.base_url} --window 32000\nsleep", timeout=60)
+        timer.join()
+        assert "[stopped: interrupted]" in out.text
+        assert len(srv.chat_requests) == 1  # no further request after the interrupt
+        assert k.execute("1 + 1").text == "2"

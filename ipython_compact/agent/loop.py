@@ -538,6 +538,8 @@ class Agent:
             self._append_tool_result(call, result.text or "The kernel died while running this code.", True)
             return self._recover_kernel("the kernel died while running the last call")
         self._append_tool_result(call, result.text or "(no output)", result.is_error)
+        if result.status == "interrupted":
+            self._abort.set()  # the user interrupted the cell: the whole turn stops, cleanly
         self._collect_request()
         if result.status == "ok" and self.snapshot_dir is not None:
             self._snapshot()
