@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ipython_compact.core.entries import Entry
-from ipython_compact.core.ledger import Ledger, parse_error
+from ipython_compact.core.ledger import Ledger, code_file_ops, parse_error
 
 
 def m(eid: str, message: dict[str, Any]) -> Entry:
@@ -100,3 +100,29 @@ def test_bash_execution_and_bounds() -> None:
 )
 def test_parse_error(text: str, parsed: tuple[str, str] | None) -> None:
     assert parse_error(text) == parsed
+
+
+@pytest.mark.parametrize(
+    ("code", "reads", "writes"),
+    [
+        ('df = pd.read_csv("data/churn.csv")', ("data/churn.csv",), ()),
+        ("df.to_parquet('/work/derived/x.parquet', index=False)", (), ("/work/derived/x.parquet",)),
+        ('with open("out/log.txt", "w") as f:\n    f.write("x")', (), ("out/log.txt",)),
+        ("text = open('notes.txt').read()", ("notes.txt",), ()),
+        ('np.save("arr.npy", a)\nplt.savefig("fig.png")', (), ("arr.npy", "fig.png")),
+        ('cfg = Path("cfg.yaml").read_text()', ("cfg.yaml",), ()),
+        ("df = pd.read_csv(path_var)", (), ()),
+    ],
+)
+def test_code_file_ops(code: str, reads: tuple[str, ...], writes: tuple[str, ...]) -> None:
+    assert code_file_ops(code) == (reads, writes)
+
+
+@pytest.mark.parametrize(("is_error", "read", "modified"), [(False, ("in.csv",), ("out.csv",)), (True, (), ())])
+def test_python_cells_count_file_ops_only_when_they_succeed(is_error: bool, read: tuple[str, ...], modified: tuple[str, ...]) -> None:
+    code = 'df = pd.read_csv("in.csv")\ndf.to_csv("out.csv")'
+    led = Ledger().update([calls("a1", ("c1", "python", {"code": code})), res("r1", "c1", "Error" if is_error else "ok", error=is_error)])
+    assert (led.files_read, led.files_modified) == (read, modified)
+    assert Ledger.from_json(Ledger().update([calls("a1", ("c1", "python", {"code": code}))]).to_json()).update(
+        [res("r1", "c1", "ok")]
+    ).files_modified == ("out.csv",)

@@ -11,6 +11,8 @@ What must hold:
   them; a call whose result has not been seen yet stays ``pending`` and is settled later).
 - Lists are bounded (newest kept); totals keep counting, so nothing is silently forgotten.
 - Files: modified wins over read (a file written after being read is listed as modified only).
+  Besides read/write/edit tools, a Python cell's literal paths count (``pd.read_csv("a.csv")`` is a
+  read, ``df.to_parquet("b.parquet")`` a write) — but only when the cell succeeded.
 """
 
 from __future__ import annotations
@@ -35,6 +37,39 @@ MAX_REQUESTS: Final = 40
 MAX_FILES: Final = 200
 COMMAND_CHARS: Final = 160
 REQUEST_CHARS: Final = 240
+
+CODE_KEYS: Final = ("code", "source", "cell")
+_Q = r"""['"]([^'"\n]+)['"]"""
+_CODE_READS: Final = (
+    re.compile(r"\bread_(?:csv|parquet|json|pickle|feather|excel|table|hdf|sql_table|fwf|orc|stata|sas|xml)\(\s*(?:path\s*=\s*)?" + _Q),
+    re.compile(r"\bopen\(\s*" + _Q + r"\s*(?:\)|,\s*['\"]r[bt]?['\"])"),
+    re.compile(r"\b(?:np|numpy)\.(?:load|loadtxt|genfromtxt)\(\s*" + _Q),
+    re.compile(r"\bPath\(\s*" + _Q + r"\s*\)\.read_(?:text|bytes)\("),
+    re.compile(r"\b(?:json|yaml|pickle|dill|joblib)\.load\(\s*open\(\s*" + _Q),
+)
+_CODE_WRITES: Final = (
+    re.compile(r"\.to_(?:csv|parquet|json|pickle|feather|excel|hdf|orc|stata|xml)\(\s*(?:path(?:_or_buf)?\s*=\s*)?" + _Q),
+    re.compile(r"\bopen\(\s*" + _Q + r"\s*,\s*['\"][wax]\+?[bt]?['\"]"),
+    re.compile(r"\b(?:np|numpy)\.(?:save|savez|savez_compressed|savetxt)\(\s*" + _Q),
+    re.compile(r"\.savefig\(\s*" + _Q),
+    re.compile(r"\bPath\(\s*" + _Q + r"\s*\)\.write_(?:text|bytes)\("),
+    re.compile(r"\b(?:joblib|dill|pickle|torch)\.(?:dump|save)\([^)\n]*?,\s*(?:open\(\s*)?" + _Q),
+)
+
+
+def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(files read, files written) that a Python cell names literally (pandas/numpy/open/Path/...).
+
+    Only string literals count: a path built at run time is not guessed at.
+    """
+    reads: list[str] = []
+    writes: list[str] = []
+    for pattern in _CODE_WRITES:
+        writes.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in writes)
+    for pattern in _CODE_READS:
+        reads.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in reads and m.group(1) not in writes)
+    return tuple(reads), tuple(writes)
+
 
 _ERROR_LINE: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault))(?::[ \t]*(.*))?$")
 
@@ -106,7 +141,8 @@ class Ledger:
     command_failed: int = 0
     error_total: int = 0
     request_total: int = 0
-    _pending: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)  # (call_id, tool, path-or-"")
+    # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes)
+    _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
 
     # ---- folding ----------------------------------------------------------------------------
     def update(self, entries: Iterable[Entry]) -> Ledger:
@@ -115,7 +151,7 @@ class Ledger:
         commands = list(self.commands)
         errors = list(self.errors)
         requests = list(self.requests)
-        pending = {call_id: (tool, path) for call_id, tool, path in self._pending}
+        pending = {call_id: (tool, path, reads, writes) for call_id, tool, path, reads, writes in self._pending}
         totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
 
         def add_error(entry_id: str, text: str) -> None:
@@ -155,7 +191,9 @@ class Ledger:
                     assert isinstance(args, Mapping)
                     path = _path_of(args) or ""
                     call_id = str(call.get("id") or f"{entry.id}:{tool}")
-                    pending[call_id] = (tool, path)
+                    code = next((v for k in CODE_KEYS if isinstance(v := args.get(k), str)), "")
+                    reads, writes = code_file_ops(code) if code else ((), ())
+                    pending[call_id] = (tool, path, reads, writes)
                     command = _command_text(tool, args)
                     if command is not None:
                         totals["cmd"] += 1
@@ -167,7 +205,7 @@ class Ledger:
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
                 call_id = str(msg.get("toolCallId") or "")
-                tool, path = pending.pop(call_id, (str(msg.get("toolName", "")), ""))
+                tool, path, code_reads, code_writes = pending.pop(call_id, (str(msg.get("toolName", "")), "", (), ()))
                 is_error = bool(msg.get("isError"))
                 body = text_of_content(msg.get("content"))
                 if not is_error and "Traceback (most recent call last)" in body:
@@ -175,14 +213,17 @@ class Ledger:
                 settle(call_id, "error" if is_error else "ok")
                 if is_error:
                     add_error(entry.id, body)
-                elif path:
-                    if WRITE_TOOLS.match(tool):
-                        if path in read:
-                            read.remove(path)
-                        if path not in modified:
-                            modified.append(path)
-                    elif READ_TOOLS.match(tool) and path not in modified and path not in read:
-                        read.append(path)
+                else:
+                    wrote = ([path] if path and WRITE_TOOLS.match(tool) else []) + list(code_writes)
+                    looked = ([path] if path and READ_TOOLS.match(tool) else []) + list(code_reads)
+                    for written in wrote:
+                        if written in read:
+                            read.remove(written)
+                        if written not in modified:
+                            modified.append(written)
+                    for seen in looked:
+                        if seen not in modified and seen not in read:
+                            read.append(seen)
             elif role == "bashExecution":
                 command = str(msg.get("command", ""))
                 exit_code = msg.get("exitCode")
@@ -209,7 +250,7 @@ class Ledger:
             command_failed=totals["failed"],
             error_total=totals["err"],
             request_total=totals["req"],
-            _pending=tuple((k, t, p) for k, (t, p) in pending.items())[-MAX_COMMANDS:],
+            _pending=tuple((k, t, p, r, w) for k, (t, p, r, w) in pending.items())[-MAX_COMMANDS:],
         )
 
     # ---- persistence --------------------------------------------------------------------------
@@ -221,7 +262,7 @@ class Ledger:
             "errors": [{"entry_id": e.entry_id, "type": e.type, "message": e.message} for e in self.errors],
             "requests": [{"entry_id": r.entry_id, "text": r.text, "status": r.status} for r in self.requests],
             "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
-            "pending": [list(p) for p in self._pending],
+            "pending": [[k, t, p, list(r), list(w)] for k, t, p, r, w in self._pending],
         }
 
     @staticmethod
@@ -243,7 +284,10 @@ class Ledger:
                 command_failed=int(totals.get("failed", 0)),
                 error_total=int(totals.get("errors", 0)),
                 request_total=int(totals.get("requests", 0)),
-                _pending=tuple((str(p[0]), str(p[1]), str(p[2])) for p in obj.get("pending") or []),
+                _pending=tuple(
+                    (str(p[0]), str(p[1]), str(p[2]), tuple(str(x) for x in (p[3] if len(p) > 3 else [])), tuple(str(x) for x in (p[4] if len(p) > 4 else [])))
+                    for p in obj.get("pending") or []
+                ),
             )
         except (KeyError, TypeError, IndexError) as exc:
             raise ValueError(f"ledger details are malformed: {exc!r}") from exc
