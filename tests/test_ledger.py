@@ -126,3 +126,13 @@ def test_python_cells_count_file_ops_only_when_they_succeed(is_error: bool, read
     assert Ledger.from_json(Ledger().update([calls("a1", ("c1", "python", {"code": code}))]).to_json()).update(
         [res("r1", "c1", "ok")]
     ).files_modified == ("out.csv",)
+
+
+def test_kernel_names_from_successful_cells() -> None:
+    ok = [calls("a1", ("c1", "python", {"code": "df = load()\ndef clean(x):\n    return x"})), res("r1", "c1", "ok")]
+    bad = [calls("a2", ("c2", "python", {"code": "model = fit(df)"})), res("r2", "c2", "ValueError: nope", error=True)]
+    again = [calls("a3", ("c3", "python", {"code": "df = reload()"})), res("r3", "c3", "ok")]
+    led = Ledger().update(ok + bad + again)
+    assert led.names == ("clean", "df")
+    assert "kernel names defined by cells that succeeded (still in the kernel; reuse them): clean, df" in led.render()
+    assert Ledger.from_json(led.to_json()) == led

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from ipython_compact.core.drift import render_block
+from ipython_compact.core.drift import render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 
 Status = Literal["ok", "error", "pending"]
@@ -35,6 +35,7 @@ MAX_COMMANDS: Final = 40
 MAX_ERRORS: Final = 20
 MAX_REQUESTS: Final = 40
 MAX_FILES: Final = 200
+MAX_NAMES: Final = 120
 COMMAND_CHARS: Final = 160
 REQUEST_CHARS: Final = 240
 
@@ -112,6 +113,11 @@ def parse_error(text: str) -> tuple[str, str] | None:
     return last.group(1), (last.group(2) or "").strip()[:300]
 
 
+def _strs(row: Any, index: int) -> tuple[str, ...]:
+    """Field ``index`` of a stored pending row as strings (absent in older records: empty)."""
+    return tuple(str(x) for x in row[index]) if len(row) > index else ()
+
+
 def _command_text(tool: str, args: Mapping[str, Any]) -> str | None:
     for key in COMMAND_KEYS:
         value = args.get(key)
@@ -141,17 +147,19 @@ class Ledger:
     command_failed: int = 0
     error_total: int = 0
     request_total: int = 0
-    # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes)
-    _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
+    names: tuple[str, ...] = ()  # kernel names defined by cells that succeeded, oldest first
+    # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code names)
+    _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
 
     # ---- folding ----------------------------------------------------------------------------
     def update(self, entries: Iterable[Entry]) -> Ledger:
         read = list(self.files_read)
+        names = list(self.names)
         modified = list(self.files_modified)
         commands = list(self.commands)
         errors = list(self.errors)
         requests = list(self.requests)
-        pending = {call_id: (tool, path, reads, writes) for call_id, tool, path, reads, writes in self._pending}
+        pending = {call_id: (tool, path, reads, writes, defs) for call_id, tool, path, reads, writes, defs in self._pending}
         totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
 
         def add_error(entry_id: str, text: str) -> None:
@@ -193,7 +201,8 @@ class Ledger:
                     call_id = str(call.get("id") or f"{entry.id}:{tool}")
                     code = next((v for k in CODE_KEYS if isinstance(v := args.get(k), str)), "")
                     reads, writes = code_file_ops(code) if code else ((), ())
-                    pending[call_id] = (tool, path, reads, writes)
+                    defined = tuple(variables_in_code(code)) if code else ()
+                    pending[call_id] = (tool, path, reads, writes, defined)
                     command = _command_text(tool, args)
                     if command is not None:
                         totals["cmd"] += 1
@@ -205,7 +214,7 @@ class Ledger:
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
                 call_id = str(msg.get("toolCallId") or "")
-                tool, path, code_reads, code_writes = pending.pop(call_id, (str(msg.get("toolName", "")), "", (), ()))
+                tool, path, code_reads, code_writes, code_names = pending.pop(call_id, (str(msg.get("toolName", "")), "", (), (), ()))
                 is_error = bool(msg.get("isError"))
                 body = text_of_content(msg.get("content"))
                 if not is_error and "Traceback (most recent call last)" in body:
@@ -214,6 +223,10 @@ class Ledger:
                 if is_error:
                     add_error(entry.id, body)
                 else:
+                    for name in code_names:
+                        if name in names:
+                            names.remove(name)
+                        names.append(name)
                     wrote = ([path] if path and WRITE_TOOLS.match(tool) else []) + list(code_writes)
                     looked = ([path] if path and READ_TOOLS.match(tool) else []) + list(code_reads)
                     for written in wrote:
@@ -250,7 +263,8 @@ class Ledger:
             command_failed=totals["failed"],
             error_total=totals["err"],
             request_total=totals["req"],
-            _pending=tuple((k, t, p, r, w) for k, (t, p, r, w) in pending.items())[-MAX_COMMANDS:],
+            names=tuple(names[-MAX_NAMES:]),
+            _pending=tuple((k, t, p, r, w, d) for k, (t, p, r, w, d) in pending.items())[-MAX_COMMANDS:],
         )
 
     # ---- persistence --------------------------------------------------------------------------
@@ -261,8 +275,9 @@ class Ledger:
             "commands": [{"entry_id": c.entry_id, "tool": c.tool, "text": c.text, "status": c.status, "call_id": c.call_id} for c in self.commands],
             "errors": [{"entry_id": e.entry_id, "type": e.type, "message": e.message} for e in self.errors],
             "requests": [{"entry_id": r.entry_id, "text": r.text, "status": r.status} for r in self.requests],
+            "names": list(self.names),
             "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
-            "pending": [[k, t, p, list(r), list(w)] for k, t, p, r, w in self._pending],
+            "pending": [[k, t, p, list(r), list(w), list(d)] for k, t, p, r, w, d in self._pending],
         }
 
     @staticmethod
@@ -284,9 +299,9 @@ class Ledger:
                 command_failed=int(totals.get("failed", 0)),
                 error_total=int(totals.get("errors", 0)),
                 request_total=int(totals.get("requests", 0)),
+                names=tuple(str(n) for n in obj.get("names") or []),
                 _pending=tuple(
-                    (str(p[0]), str(p[1]), str(p[2]), tuple(str(x) for x in (p[3] if len(p) > 3 else [])), tuple(str(x) for x in (p[4] if len(p) > 4 else [])))
-                    for p in obj.get("pending") or []
+                    (str(p[0]), str(p[1]), str(p[2]), _strs(p, 3), _strs(p, 4), _strs(p, 5)) for p in obj.get("pending") or []
                 ),
             )
         except (KeyError, TypeError, IndexError) as exc:
@@ -299,6 +314,8 @@ class Ledger:
         if self.requests:
             lines.append(f"user requests ({self.request_total} total; done = already answered, do not redo):")
             lines.extend(f"- [{'x' if r.status == 'done' else ' '}] {r.text}  (entry {r.entry_id})" for r in self.requests)
+        if self.names:
+            lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + ", ".join(self.names))
         if self.files_modified:
             lines.append("files modified: " + ", ".join(self.files_modified))
         if self.files_read:
