@@ -12,7 +12,8 @@ server, which takes ``--summary-delay`` seconds per call (a real model takes sec
 
 "Blocked" is the time between a turn being ready to send (user message appended, or tool results
 appended) and its request leaving: the context build plus any compaction on the critical path.
-The kernel is a real IPython kernel (jupyter_client); the log a real SQLite file.
+The kernel is a real IPython kernel (jupyter_client); the log a real SQLite file. The price of
+background compaction shows too: it compacts earlier and so more often (``summarizer_calls``).
 
 Usage: python bench/bench_blocking.py [--turns 40] [--answer-delay 0.25] [--summary-delay 0.6]
 Prints one JSON document.
@@ -94,6 +95,7 @@ def run_once(background: bool, turns: int, answer_delay: float, summary_delay: f
         agent.wait_background()
         placed = [e.data.get("reason") for e in store.entries("bench") if e.kind == "compaction"]
         max_context = max(r.prompt_tokens for r in srv.chat_requests if r.body and r.body.get("tools"))
+        summarizer_calls = sum(1 for r in srv.chat_requests if not (r.body and r.body.get("tools")))
     store.close()
     ordered = sorted(blocked)
     return {
@@ -101,6 +103,7 @@ def run_once(background: bool, turns: int, answer_delay: float, summary_delay: f
         "turns": turns,
         "requests": len(blocked),
         "compactions_placed": len(placed),
+        "summarizer_calls": summarizer_calls,
         "blocked_total_s": round(sum(blocked), 4),
         "blocked_max_s": round(max(blocked), 4),
         "blocked_p50_s": round(statistics.median(blocked), 4),
