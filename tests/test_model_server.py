@@ -168,3 +168,11 @@ def test_stop_closes_keep_alive_connections() -> None:
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before
+
+
+def test_a_broken_callable_script_answers_500_with_the_reason() -> None:
+    def broken(req: RecordedRequest) -> str:
+        raise KeyError("no reply for this")
+
+    with ModelServer(script=broken) as srv, pytest.raises(openai.InternalServerError, match="script raised KeyError"):
+        ask(client(srv))

@@ -281,7 +281,10 @@ class ModelServer:
 
     def _next_reply(self, req: RecordedRequest) -> Reply:
         if self._script_fn is not None:
-            return _as_reply(self._script_fn(req))
+            try:
+                return _as_reply(self._script_fn(req))
+            except Exception as exc:  # a broken script must answer, not hang the client
+                return Reply.server_error(f"model server script raised {type(exc).__name__}: {exc}")
         with self._lock:
             if self._queue:
                 self._served += 1
