@@ -430,3 +430,23 @@ def test_each_failure_keeps_less_verbatim_and_success_resets(tmp_path: Path, ker
     assert asked == [None, 75, 37, 18, None]  # 150 tokens, then a half, a quarter, an eighth; reset after success
     comp = next(e for e in store.path("t") if e.kind == COMPACTION)
     assert comp.data["reason"] == "manual" and not comp.data["summary"].startswith("EMERGENCY")
+
+
+def test_usage_from_before_the_newest_compaction_never_triggers(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        return Reply(text=LONG, usage={"prompt_tokens": 2400}) if user == "big" else LONG  # over the 2000 line
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        _fill(agent, 2)
+        agent.ask("big")
+        assert agent.context_tokens()[0] > 2000  # fresh usage: the next request would compact
+        assert agent.compact().state == "placed"  # ... but a manual compaction came first
+        kept = store.context_path("t")
+        assert any(e.message and e.message.get("usage", {}).get("input") == 2400 for e in kept)  # still in view
+        tokens, ignored = agent.context_tokens()
+        assert tokens < 2000 and ignored is True  # its usage describes a context that no longer exists
+        events.clear()
+        assert agent.ask("next").stopped == "final"
+    assert [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION] == ["manual"]
+    assert not any(ev.kind == "compaction_start" for ev in events)

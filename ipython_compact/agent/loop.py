@@ -68,7 +68,7 @@ from ipython_compact.core.overflow import (
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.core.thresholds import threshold_lines
-from ipython_compact.core.tokens import estimate_context
+from ipython_compact.core.tokens import estimate_context, usage_of
 from ipython_compact.core.triggers import (
     EMERGENCY_HEADER,
     PreRequest,
@@ -76,6 +76,7 @@ from ipython_compact.core.triggers import (
     decide_turn_end,
     escalation,
     in_cooldown,
+    usage_is_stale,
 )
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -282,14 +283,18 @@ class Agent:
         return to_openai_messages(head + rest)
 
     def context_tokens(self) -> tuple[int, bool]:
-        """(estimated tokens of the next request, whether the usage anchor was stale).
+        """(estimated tokens of the next request, whether a stale usage anchor was ignored).
 
-        The estimate on a path never uses an anchor older than the newest compaction (the core
-        applies the stale guard), so the flag is informational.
+        The estimate never uses usage reported before the newest compaction (it describes a
+        context that no longer exists); the core's path estimate applies that guard and falls back
+        to per-message estimates. The flag says that this happened, for status displays.
         """
         view = self.store.context_view(self.session)
         est = estimate_context(view.entries, self.settings.estimator, tokens=view.tokens(self.settings.estimator))
-        return est.tokens, False
+        newest = max((i for i, e in enumerate(view.entries) if e.kind == COMPACTION), default=None)
+        anchors = [i for i, e in enumerate(view.entries) if usage_of(e.message) is not None]
+        ignored = bool(anchors) and usage_is_stale(anchors[-1], newest)
+        return est.tokens, ignored
 
     # ------------------------------------------------------------------ public turn API
     def ask(self, text: str) -> TurnResult:
@@ -418,7 +423,7 @@ class Agent:
                     return TurnResult("error", stop, steps, error=stop)
 
     def _before_request(self) -> None:
-        tokens, stale = self.context_tokens()
+        tokens, _ = self.context_tokens()
         lines = threshold_lines(self.context_window, self.settings)
         decision = decide(
             PreRequest(
@@ -426,7 +431,7 @@ class Agent:
                 tokens=tokens,
                 blocking_line=lines.blocking,
                 background_line=lines.background,
-                usage_stale=stale,
+                usage_stale=False,  # ``tokens`` never rests on stale usage (see context_tokens)
                 in_cooldown=in_cooldown(self._last_failure_at, time.monotonic(), self.cooldown_seconds),
                 compacted_this_request=self._compacted_for_request,
                 background_in_flight=self._bg_in_flight > 0,
