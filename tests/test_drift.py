@@ -178,3 +178,12 @@ def test_pins_and_unpins() -> None:
     assert apply_pins(active, pins[:2], {"u7": target}.get) == (active[0], Anchor("pin", "remember port 8765", None, 0, 18, "pin-1"))
     rendered = AnchorSet(pins=active).render()
     assert "the threshold is 0.42" in rendered and rendered.startswith("<anchors")
+
+
+def test_constraint_cap_drops_oldest_and_says_so() -> None:
+    users = [msg(f"u{i}", "user", f"Always keep log {i} under /var/log/app_{i}.") for i in range(10)]
+    anchors = extract_anchors(AnchorSet(), users, lambda _id: None, max_chars=120)
+    assert [a.entry_id for a in anchors.constraints] == ["u7", "u8", "u9"]
+    assert anchors.dropped == 7
+    assert anchors.goal is not None and anchors.goal.entry_id == "u0"
+    assert "7 older constraint sentence(s) left this block" in anchors.render()

@@ -115,6 +115,8 @@ class AnchorSet:
         if self.constraints:
             lines.append("[constraints and preferences, verbatim from the user]")
             lines.extend(f"- {a.text}  (entry {a.entry_id})" for a in self.constraints)
+        if self.dropped:
+            lines.append(f"({self.dropped} older constraint sentence(s) left this block to keep it small; they stay in the log)")
         for pin in self.pins:
             source = f"entry {pin.entry_id}" if pin.entry_id else "pinned text"
             lines.append(f"[pinned {pin.pin_id} · {source}]")
