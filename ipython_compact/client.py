@@ -257,6 +257,33 @@ class KernelClient:
         self.comm_id = None  # a comm opened before the target existed was closed by the kernel
         return self.request("hello", timeout=timeout).ok
 
+    def state_notice(self, *, snapshot: bool = True, timeout: float | None = None) -> str | None:
+        """The ``<ipython_state>`` notice from a live probe, for a host that compacted its own log.
+
+        None when the kernel is gone (nothing true can be said); when the probe does not answer,
+        the notice says the names are unknown. With ``snapshot`` a snapshot is taken first (a
+        busy kernel keeps its last one, reported as such).
+        """
+        from ipython_compact.core.state_notice import SnapshotOutcome
+        from ipython_compact.core.state_notice import state_notice as build
+
+        if not self.alive():
+            return None
+        outcome: SnapshotOutcome | None = None
+        if snapshot:
+            snap = self.request("snapshot", timeout=timeout)
+            if snap.ok:
+                skipped = [(s["name"], s["reason"]) for s in snap["snapshot"]["skipped"]]
+                outcome = SnapshotOutcome(True, skipped)
+            else:
+                why = snap.reason or (snap.error or {}).get("message") or snap.status
+                outcome = SnapshotOutcome(False, error=str(why))
+        names = self.request("names", timeout=timeout)
+        if names.status == "unknown" and not self.alive():
+            return None
+        listed = [n["name"] for n in names["names"]] if names.ok else None
+        return build(kernel_alive=True, names=listed, snapshot=outcome)
+
     def restart_and_restore(self, timeout: float = 60.0) -> Result:
         """Restart the kernel (needs a manager), reload the extension and restore the snapshot."""
         if self.manager is None:

@@ -64,6 +64,22 @@ def test_a_stopped_kernel_is_unknown_not_guessed(km: KernelManager) -> None:
         assert client.names(timeout=5).ok
 
 
+def test_state_notice_from_a_live_probe(km: KernelManager) -> None:
+    with KernelClient.for_manager(km, timeout=3.0) as client:
+        assert client.ensure_extension()
+        execute(km, "alpha = 1\ngen = (i for i in [1])")
+        notice = client.state_notice()
+        assert notice is not None and "These names are still defined:" in notice and "alpha" in notice
+        assert "gen (TypeError" in notice and "will not survive a restart" in notice
+        pid = km.provisioner.process.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            silent = client.state_notice(timeout=0.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert silent is not None and "could not be listed" in silent and "could not be written" in silent
+
+
 def test_a_dead_kernel_is_unknown(tmp_path: Path) -> None:
     with running_kernel(tmp_path) as manager:
         client = KernelClient.for_manager(manager, timeout=2.0)
