@@ -282,7 +282,7 @@ def test_restart_budget_stops_with_a_clear_message(tmp_path: Path) -> None:
         agent, _store, _ = _agent(tmp_path, srv, k, QUIET, max_restarts=1)
         result = agent.ask("crash")
     assert result.stopped == "error"
-    assert "restart budget (1) is used up" in result.text
+    assert "restart budget (1 restarts per 3600 s) is used up" in result.text
 
 
 @pytest.mark.parametrize(("switch", "expect_compaction"), [(True, False), (False, True)])
@@ -450,3 +450,19 @@ def test_usage_from_before_the_newest_compaction_never_triggers(tmp_path: Path, 
         assert agent.ask("next").stopped == "final"
     assert [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION] == ["manual"]
     assert not any(ev.kind == "compaction_start" for ev in events)
+
+
+def test_a_cell_past_the_tool_timeout_is_interrupted_and_reported(tmp_path: Path, kernel: JupyterKernel) -> None:
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if msgs[-1]["role"] == "tool":
+            return "it took too long"
+        return Reply(tool_calls=(ToolCall("python", {"code": "import time\ntime.sleep(20)"}),))
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET, tool_timeout=0.5)
+        result = agent.ask("slow")
+    assert result.stopped == "final"  # the model was told and answered; the turn was not aborted
+    out = [e.message for e in store.path("t") if e.role == "toolResult"][-1]
+    assert out is not None and out["isError"] is True
+    assert "[execution timed out after 0.5s and was interrupted]" in out["content"][0]["text"]
+    assert kernel.execute("21 * 2").text == "42"

@@ -144,6 +144,7 @@ class Agent:
 
     ``client`` is an ``openai.OpenAI`` (any OpenAI-compatible base URL). ``context_window`` is
     the model's window in tokens; ``settings`` the compaction settings (``for_model`` applied).
+    ``max_restarts`` bounds kernel restarts within ``restart_window_seconds`` (Prime: 3 per hour).
     ``snapshot_dir`` enables kernel snapshots after every successful cell (host kernels only);
     ``snapshot_outcome`` instead reports snapshots someone else keeps (the notebook extension).
     """
@@ -165,6 +166,7 @@ class Agent:
         tool_timeout: float | None = 120.0,
         cooldown_seconds: float = 30.0,
         max_restarts: int = 3,
+        restart_window_seconds: float = 3600.0,
         autonomous: bool = False,
         max_continuations: int = 3,
         snapshot_dir: str | None = None,
@@ -186,6 +188,8 @@ class Agent:
         self.tool_timeout = tool_timeout
         self.cooldown_seconds = cooldown_seconds
         self.max_restarts = max_restarts
+        self.restart_window_seconds = restart_window_seconds
+        self._restart_times: list[float] = []
         self.autonomous = autonomous
         self.max_continuations = max_continuations
         self.snapshot_dir = snapshot_dir
@@ -564,15 +568,18 @@ class Agent:
     def _recover_kernel(self, why: str) -> str | None:
         """Restart within the budget, restore the snapshot, tell the model; else a stop message."""
         restart = getattr(self.kernel, "restart", None)
-        if restart is None or self.restarts >= self.max_restarts:
+        now = time.monotonic()
+        recent = [t for t in self._restart_times if now - t < self.restart_window_seconds]
+        if restart is None or len(recent) >= self.max_restarts:
             message = (
-                f"The Python kernel stopped ({why}) and the restart budget ({self.max_restarts}) is used up; "
-                "stopping. Start a new kernel to continue."
+                f"The Python kernel stopped ({why}) and the restart budget ({self.max_restarts} restarts per "
+                f"{self.restart_window_seconds:g} s) is used up; stopping. Start a new kernel to continue."
             )
             self._append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": message, "display": True})
             self._emit("kernel_failed", message)
             return message
         self.restarts += 1
+        self._restart_times = [*recent, now]
         try:
             restart()
         except Exception as exc:
@@ -589,7 +596,7 @@ class Agent:
             restored = [str(n) for n in report.get("restored", [])]
             failed = [f"{n} ({r})" for n, r in report.get("failed", [])]
         lines = [f"<ipython_kernel_reset>\nThe Python kernel stopped ({why}) and was restarted "
-                 f"(restart {self.restarts} of {self.max_restarts})."]
+                 f"(restart {len(self._restart_times)} of {self.max_restarts} allowed per {self.restart_window_seconds:g} s)."]
         if self.snapshot_dir is None:
             lines.append("No snapshot is configured, so every name defined before is gone and must be recreated.")
         elif restored:
