@@ -252,3 +252,16 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     assert again["ok"] is False and again["error"]["code"] == "failed" and "nothing to compact" in again["error"]["message"]
     with pytest.raises(UsageError, match="%compact preview"):
         _run(ip, "now")
+
+
+def test_helper_run_compacts_when_the_cell_ends_not_during_it(ip: Any) -> None:
+    _run(ip, f"import {FIXTURE}")
+    service = extension_for(ip).service  # type: ignore[union-attr]
+    before = len(service.summaries(limit=0))
+    result = ip.run_cell("receipt = compact.run('keep the refactoring plan')\n"
+                         "compactions_during = get_ipython().run_line_magic('compact', 'status').data['compactions']")
+    assert result.success
+    assert ip.user_ns["receipt"]["scheduled"] is True
+    after = service.summaries(limit=0)
+    assert ip.user_ns["compactions_during"] == before  # nothing ran inside the cell
+    assert len(after) == before + 1 and after[-1]["reason"] == "requested"
