@@ -186,3 +186,21 @@ def test_open_files_and_non_string_names_are_skipped(tmp_path: Path) -> None:
         f.close()
     assert report.saved == ["ok"]
     assert {s.reason for s in report.skipped} == {"open file handles are not persisted", "not a string name"}
+
+
+class SlowToPickle:
+    def __reduce__(self) -> Any:
+        import time
+
+        time.sleep(30)
+        return (SlowToPickle, ())
+
+
+def test_a_value_that_hangs_while_serializing_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    import time
+
+    start = time.monotonic()
+    report = _store(tmp_path, name_timeout=0.3).save([("slow", SlowToPickle()), ("ok", 1)])
+    assert time.monotonic() - start < 5
+    assert report.saved == ["ok"]
+    assert report.skipped[0].name == "slow" and "longer than 0.3 s" in report.skipped[0].reason

@@ -31,6 +31,8 @@ class CompactConfig(Configurable):  # type: ignore[misc]
     snapshot_max_name_bytes = Int(512 << 20, help="Largest serialized value kept in a snapshot.").tag(config=True)
     snapshot_max_total_bytes = Int(2 << 30, help="Largest total snapshot size.").tag(config=True)
     snapshot_generations = Int(3, help="How many snapshot generations to keep.").tag(config=True)
+    snapshot_name_timeout = Float(5.0, help="Seconds one value may take to serialize before it is skipped.").tag(
+        config=True)
     snapshot_durable = Bool(True, help="fsync snapshot files before renaming them into place.").tag(config=True)
     probe_deadline = Float(0.2, help="Seconds the namespace probe may spend before it reports truncated.").tag(
         config=True)

@@ -117,7 +117,8 @@ class KernelService:
             self._snapshots = SnapshotStore(
                 paths.snapshots_dir() / B.snapshot_slug(self.session), load_or_create_key(paths.key_path()),
                 max_name_bytes=c.snapshot_max_name_bytes, max_total_bytes=c.snapshot_max_total_bytes,
-                generations=c.snapshot_generations, durable=c.snapshot_durable)
+                generations=c.snapshot_generations, durable=c.snapshot_durable,
+                name_timeout=c.snapshot_name_timeout or None)
         return self._snapshots
 
     def close(self) -> None:

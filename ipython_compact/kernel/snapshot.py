@@ -37,12 +37,13 @@ import os
 import pickle
 import queue
 import secrets
+import signal
 import struct
 import sys
 import threading
 import time
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,34 @@ class RestoreReport:
 
 class _CapExceeded(Exception):
     pass
+
+
+class _SerializeTimeout(BaseException):  # BaseException: user __reduce__ code must not swallow it
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Interrupt Python-level serialization code (a hostile ``__reduce__``) after ``seconds``.
+
+    Uses SIGALRM, so only on the main thread of a POSIX process; elsewhere it does nothing.
+    A C-level loop that never returns to the interpreter cannot be interrupted this way.
+    """
+    if (not seconds or threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "setitimer")):
+        yield
+        return
+
+    def fire(signum: int, frame: Any) -> None:
+        raise _SerializeTimeout
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class _CappedBuffer(io.RawIOBase):
@@ -319,6 +348,7 @@ class SnapshotStore:
         generations: int = 3,
         durable: bool = True,
         python: str | None = None,
+        name_timeout: float | None = 5.0,
     ) -> None:
         if len(key) < 16:
             raise SnapshotError("signing key must be at least 16 bytes")
@@ -332,6 +362,7 @@ class SnapshotStore:
         self.generations = generations
         self.durable = durable
         self.python = python or python_tag()
+        self.name_timeout = name_timeout
         self._cache: dict[str, _Cached] = {}
         self._small_index: dict[str, dict[str, Any]] | None = None
         self._present: set[str] = set()
@@ -631,7 +662,11 @@ class SnapshotStore:
                 continue
             cap = min(self.max_name_bytes, self.max_total_bytes - total)
             try:
-                fmt, chunks = self._serialize(value, cap)
+                with _time_limit(self.name_timeout):
+                    fmt, chunks = self._serialize(value, cap)
+            except _SerializeTimeout:
+                skipped.append(Skipped(name, f"took longer than {self.name_timeout:g} s to serialize"))
+                continue
             except _CapExceeded:
                 reason = ("exceeds the per-name snapshot size cap" if cap == self.max_name_bytes
                           else "exceeds the total snapshot size cap")
