@@ -20,7 +20,6 @@ import json
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 WINDOW = 3000
-SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=900)
+SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=920)
 
 QUESTIONS = [
     "I'm planning a week in Lisbon in May. What is the weather like, and what should I pack?",
@@ -91,14 +90,8 @@ ANSWERS = {
         "Couvert (bread, olives, cheese) put on the table is charged if you eat it; send it back if not.",
         "Vegetarian options are growing: Ao 26 Vegan Food Project and Jardim dos Sentidos.",
     ]),
-    3: _answer("day trips", [
-        "Sintra: Pena Palace and Quinta da Regaleira; go early by train from Rossio.",
-        "Cascais: beaches and the seaside walk to Boca do Inferno.",
-    ], closing=False),
-    4: _answer("nightlife", [
-        "Bairro Alto for small bars; Pink Street in Cais do Sodré for late clubs.",
-        "A fado house in Alfama for a quieter evening.",
-    ], closing=False),
+    3: _answer("day trips", ["Sintra's palaces; Cascais for the beach."], closing=False),
+    4: _answer("nightlife", ["Bairro Alto bars, or fado in Alfama."], closing=False),
     5: _answer("quiet cafés near your hotels", [
         "Fábulas near Memmo Alfama; Café Tati near The Lumiares.",
         "Copenhagen Coffee Lab near Lisboa Pessoa.",
@@ -155,14 +148,23 @@ def _summary(number: int, focus: bool) -> str:
 
 class Script:
     """Plays both models: the travel planner (by the last question) and the summarizer (by its
-    system prompt), each answer a function of the request."""
+    system prompt), each answer a function of the request.
 
-    def __init__(self, busy_delay: float) -> None:
-        self.busy_delay = busy_delay
+    The planner "thinks" while a compaction runs beside it: an answer requested while a
+    background compaction is in flight, and the answer to the busy question, are held until that
+    compaction's summary is queued (at most ``busy_timeout`` seconds). That makes the run the same
+    every time, however loaded the machine is.
+    """
+
+    def __init__(self, busy_timeout: float) -> None:
+        self.busy_timeout = busy_timeout
         self.overflow_sent = False
         self.summaries = 0
         self.focus_seen: list[str] = []
         self.lock = threading.Lock()
+        self.hold: threading.Event | None = None  # set when the running background summary is queued
+        self.busy_started = threading.Event()  # the busy question reached the model
+        self.manual_queued = threading.Event()  # the manual summary waits in the inbox
 
     def __call__(self, req: RecordedRequest) -> Reply:
         messages = req.messages
@@ -197,8 +199,13 @@ class Script:
                         error_message=(f"This model's maximum context length is {WINDOW} tokens. However, your messages "
                                        "resulted in 3112 tokens. Please reduce the length of the messages."),
                     )
-        delay = self.busy_delay if index == BUSY_QUESTION else 0.0
-        return Reply(text=ANSWERS[index], delay=delay)
+        hold = self.hold
+        if hold is not None:
+            hold.wait(self.busy_timeout)
+        if index == BUSY_QUESTION:
+            self.busy_started.set()
+            self.manual_queued.wait(self.busy_timeout)
+        return Reply(text=ANSWERS[index])
 
 
 @dataclass
@@ -223,7 +230,7 @@ class TravelReport:
     db_path: str = ""
 
 
-def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: CompactionSettings = SETTINGS) -> TravelReport:
+def run(db_path: Path, *, busy_timeout: float = 30.0, echo: bool = True, settings: CompactionSettings = SETTINGS) -> TravelReport:
     """Run the whole example against a fresh session log at ``db_path``."""
     report = TravelReport(db_path=str(db_path))
 
@@ -233,11 +240,19 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
             print(text, flush=True)
 
     def on_event(ev: AgentEvent) -> None:
+        if ev.kind == "compaction_start" and ev.text.startswith("background"):
+            script.hold = threading.Event()
+        elif ev.kind in ("compaction_queued", "compaction_end"):  # done, one way or another
+            if ev.data.get("reason") == "manual":
+                script.manual_queued.set()
+            elif script.hold is not None:
+                script.hold.set()
+                script.hold = None
         if ev.kind in ("compaction_start", "compaction_end", "compaction_queued", "compaction_stale", "overflow", "guard"):
             say(f"    · {ev.kind}: {ev.text}")
 
     store = SessionStore(db_path)
-    script = Script(busy_delay)
+    script = Script(busy_timeout)
     with ModelServer(script, model="travel-model", context_window=WINDOW) as server, \
             JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(db_path.parent)}) as kernel:
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
@@ -254,7 +269,7 @@ def run(db_path: Path, *, busy_delay: float = 1.5, echo: bool = True, settings: 
             say(f"{label}: {question}")
             if i == BUSY_QUESTION:
                 def ask_manual() -> None:
-                    time.sleep(min(0.3, busy_delay / 3))
+                    script.busy_started.wait(busy_timeout)
                     say("    (model is busy answering; requesting compact('Keep the hotel shortlist'))")
                     agent.compact("Keep the hotel shortlist")
                     report.live_while_busy = [

@@ -693,6 +693,8 @@ class Agent:
                 payload = self._prepare(reason, focus, blocking=False)
                 if payload is None:
                     record.state, record.error = "skipped", "nothing to compact"
+                    self._emit("compaction_end", f"{reason} compaction skipped: nothing to compact", reason=reason,
+                               state="skipped", error=record.error)
                     return
                 with self._state_lock:
                     if self._busy:
@@ -708,6 +710,8 @@ class Agent:
                 record.state, record.error = "failed", error
                 with self._state_lock:
                     self._failure(reason, error)
+                self._emit("compaction_end", f"{reason} compaction failed: {error}", reason=reason, state="failed",
+                           error=error)
             finally:
                 self._live_end(task, error)
                 with self._state_lock:
