@@ -460,12 +460,13 @@ class SnapshotStore:
                 raise SnapshotError(f"payload {path.name} is truncated or not a snapshot blob; not unpickled")
             buf = bytearray(size)
             view = memoryview(buf)
-            mac = _LaneMac(self._key, threaded=False)
+            mac = _LaneMac(self._key, threaded=size > _THREADED_ABOVE)
             end = size - _MAC_LEN
             pos = 0
             while pos < size:
                 n = f.readinto(view[pos : pos + _PIECE])
                 if not n:
+                    mac.close()
                     raise SnapshotError(f"payload {path.name} is truncated; not unpickled")
                 lo, hi = max(pos, len(MAGIC)), min(pos + n, end)
                 if lo < hi:
