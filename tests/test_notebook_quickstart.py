@@ -53,3 +53,11 @@ def test_quickstart_notebook_executes_with_a_restart(tmp_path: Path) -> None:
     assert "data" in restored and "double" in restored
     assert " ".join(_text(by_source['double(data).tolist(), notes["goal"]'].outputs[0]).split()) == (
         "([[0.0, 2.0, 4.0, 6.0], [8.0, 10.0, 12.0, 14.0], [16.0, 18.0, 20.0, 22.0]], 'demo')")
+    # nbconvert (HTML and Markdown) shows our fallbacks: the summary and the namespace table read as text
+    from nbconvert import HTMLExporter, MarkdownExporter
+
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert "ipython-compact-summary" in html and "&lt;ipython_state&gt;" in html
+    assert '<table class="ipython-compact">' in html
+    markdown, _ = MarkdownExporter().from_notebook_node(nb)
+    assert "These names are still defined:" in markdown

@@ -106,6 +106,8 @@ def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> 
               + (f'<details><summary>kernel state notice</summary><pre>{_h(notice)}</pre></details>' if notice else "")
               + "</div>")
     md = f"**{md_escape(head)}**\n\n```text\n{summary.replace('```', '` ` `')}\n```\n"
+    if notice:
+        md += f"\n```text\n{notice.replace('```', '` ` `')}\n```\n"
     payload = dict(compaction)
     if notice:
         payload["notice"] = notice
