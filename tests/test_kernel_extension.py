@@ -265,3 +265,15 @@ def test_helper_run_compacts_when_the_cell_ends_not_during_it(ip: Any) -> None:
     after = service.summaries(limit=0)
     assert ip.user_ns["compactions_during"] == before  # nothing ran inside the cell
     assert len(after) == before + 1 and after[-1]["reason"] == "requested"
+
+
+def test_a_user_name_compact_is_never_overwritten(ip: Any) -> None:
+    ip.run_line_magic("unload_ext", "ipython_compact")
+    ip.user_ns["compact"] = "mine"
+    ip.run_line_magic("load_ext", "ipython_compact")
+    assert ip.user_ns["compact"] == "mine"
+    assert ip.user_ns["_compact"] is ip.user_ns_hidden["_compact"]
+    ip.run_line_magic("unload_ext", "ipython_compact")
+    assert ip.user_ns["compact"] == "mine" and "_compact" not in ip.user_ns
+    del ip.user_ns["compact"]
+    ip.run_line_magic("load_ext", "ipython_compact")
