@@ -31,6 +31,7 @@ PROTOCOL = 1
 DEFAULT_TIMEOUT = 5.0
 
 Status = Literal["ok", "error", "unknown"]
+NOT_LOADED = "the ipython_compact extension is not loaded in this kernel; call ensure_extension()"
 
 
 @dataclass(frozen=True)
@@ -209,9 +210,13 @@ class KernelClient:
                     return Result("unknown", reason="the kernel died while the request was pending",
                                   channel=channel, elapsed_ms=(time.monotonic() - start) * 1000)
                 continue
+            content = msg.get("content", {})
+            if msg.get("msg_type") == "comm_close" and content.get("comm_id") == self.comm_id:
+                self.comm_id = None  # the kernel has no such target: the extension is not loaded
+                return Result("error", error={"code": "not_loaded", "message": NOT_LOADED}, reason=NOT_LOADED,
+                              channel=channel, elapsed_ms=(time.monotonic() - start) * 1000)
             if msg.get("msg_type") != "comm_msg":
                 continue
-            content = msg.get("content", {})
             reply = content.get("data", {})
             if content.get("comm_id") != self.comm_id or reply.get("id") != rid:
                 continue

@@ -80,6 +80,14 @@ def test_state_notice_from_a_live_probe(km: KernelManager) -> None:
         assert silent is not None and "could not be listed" in silent and "could not be written" in silent
 
 
+def test_a_kernel_without_the_extension_says_so(tmp_path: Path) -> None:
+    with running_kernel(tmp_path) as manager, KernelClient.for_manager(manager, timeout=3.0) as client:
+        result = client.request("hello")
+        assert result.status == "error" and result.error == {"code": "not_loaded", "message": result.reason}
+        assert client.ensure_extension()
+        assert client.request("hello").ok
+
+
 def test_a_dead_kernel_is_unknown(tmp_path: Path) -> None:
     with running_kernel(tmp_path) as manager:
         client = KernelClient.for_manager(manager, timeout=2.0)
