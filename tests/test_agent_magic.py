@@ -121,17 +121,26 @@ def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_interrupting_the_agent_cell_stops_the_turn(tmp_path: Path) -> None:
     import threading
+    import time
 
     from ipython_compact.agent.kernel_tool import JupyterKernel
 
+    asked = threading.Event()
+
     def reply(req: RecordedRequest) -> Reply:
+        asked.set()
         return Reply(tool_calls=(ToolCall("python", {"code": "import time\ntime.sleep(30)"}),))
 
+    def press_interrupt() -> None:  # the user presses "interrupt" while the agent's cell sleeps
+        asked.wait(30)
+        time.sleep(0.5)
+        k.interrupt()
+
     with ModelServer(reply) as srv, JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
-        timer = threading.Timer(1.0, k.interrupt)  # the user presses "interrupt" while the cell sleeps
-        timer.start()
+        presser = threading.Thread(target=press_interrupt)
+        presser.start()
         out = k.execute(f"%%agent --model local --base-url {srv.base_url} --window 32000\nsleep", timeout=60)
-        timer.join()
-        assert "[stopped: interrupted]" in out.text
+        presser.join()
+        assert "[stopped: interrupted]" in out.text, out.text
         assert len(srv.chat_requests) == 1  # no further request after the interrupt
         assert k.execute("1 + 1").text == "2"

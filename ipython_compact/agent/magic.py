@@ -126,7 +126,11 @@ class AgentMagics(Magics):  # type: ignore[misc]
         except ValueError as exc:
             print(f"%%agent: {exc}")
             return
-        result = self.current.ask(cell.strip())
+        try:
+            result = self.current.ask(cell.strip())
+        except KeyboardInterrupt:  # interrupted while waiting for the model: the turn ends cleanly
+            print("[stopped: interrupted] The turn was interrupted.")
+            return
         if result.stopped != "final":
             print(f"[stopped: {result.stopped}] {result.text}")
 
