@@ -72,19 +72,21 @@ export const namespaceRendererFactory: IRenderMime.IRendererFactory = {
   createRenderer: options => new NamespaceRenderer(options)
 };
 
+// Rank 10 puts these ahead of the standard HTML (50) and Markdown (60) renderers, so the
+// kernel's fallbacks are used only where this extension is not installed.
 const extensions: IRenderMime.IExtension[] = [
   {
     id: 'ipython-compact:summary-renderer',
     description: 'Renders ipython-compact compaction summaries.',
     rendererFactory: summaryRendererFactory,
-    rank: 80,
+    rank: 10,
     dataType: 'json'
   },
   {
     id: 'ipython-compact:namespace-renderer',
     description: 'Renders ipython-compact namespace listings.',
     rendererFactory: namespaceRendererFactory,
-    rank: 80,
+    rank: 10,
     dataType: 'json'
   }
 ];

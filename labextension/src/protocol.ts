@@ -79,6 +79,8 @@ export interface ICompaction {
   summary: string;
   first_kept_entry_id: string | null;
   kept_entries: unknown;
+  /** The `<ipython_state>` notice appended after this compaction, when the kernel sent it. */
+  notice: string | null;
 }
 
 /** The `status` reply, reduced to what the gauge shows. */
@@ -155,7 +157,8 @@ export function parseCompaction(value: unknown): ICompaction | null {
     tokens_after: numberField(value, 'tokens_after'),
     summary: stringField(value, 'summary') ?? '',
     first_kept_entry_id: stringField(value, 'first_kept_entry_id'),
-    kept_entries: value['kept_entries']
+    kept_entries: value['kept_entries'],
+    notice: stringField(value, 'notice')
   };
 }
 

@@ -182,5 +182,15 @@ export function renderCompactionCard(c: ICompaction, open: boolean): HTMLElement
   details.append(summaryLabel, renderSummaryText(c.summary || '(empty summary)'));
 
   card.append(head, kept, details);
+  if (c.notice) {
+    const notice = document.createElement('details');
+    notice.className = 'jp-IpythonCompact-notice';
+    const label = document.createElement('summary');
+    label.textContent = 'Kernel state notice';
+    const pre = document.createElement('pre');
+    pre.textContent = c.notice;
+    notice.append(label, pre);
+    card.appendChild(notice);
+  }
   return card;
 }

@@ -268,6 +268,29 @@ def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
     _shot(page, "10-summary-renderer")
 
 
+def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
+    _ensure_ready(page)
+    _run_cell(page, "zeta = 'z'\n%compact names")
+    table = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-names").last
+    table.wait_for()
+    assert table.locator('tr[data-name="zeta"]').count() == 1
+    cards = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card")
+    before = cards.count()
+    # A restart (previous test) reset the kernel's config: keep a small recent tail again.
+    _run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
+    _run_cell(page, SEED.strip())
+    _run_cell(page, "%compact now revenue")
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card').length > n",
+        arg=before, timeout=60_000)
+    card = cards.last
+    assert card.locator(".jp-IpythonCompact-reason").inner_text() == "manual"
+    assert "→" in card.locator(".jp-IpythonCompact-tokens").inner_text()
+    assert card.locator(".jp-IpythonCompact-summary").inner_text().strip() != ""
+    card.scroll_into_view_if_needed()
+    _shot(page, "11-magic-outputs")
+
+
 def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, lab_server: Any) -> None:
     # The same switch JupyterLab's "commsOverSubshells" setting flips; a kernel or a Lab without
     # subshells behaves this way: comm requests would queue behind the running cell.
@@ -298,7 +321,7 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, la
     assert _row(page, "epsilon").count() == 0
     assert page.get_attribute(PANEL, "data-busy") == "true"
     assert page.locator(f'{PANEL} button[data-action="snapshot"]').is_disabled()
-    _shot(page, "11-busy-without-subshells")
+    _shot(page, "12-busy-without-subshells")
     _wait_kernel_idle(page, timeout=20_000)
     _row(page, "epsilon").wait_for(timeout=10_000)
     assert page.locator(f"{PANEL} .jp-IpythonCompact-note").is_hidden()
