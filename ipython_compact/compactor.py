@@ -35,7 +35,7 @@ from ipython_compact.core.drift import (
     track_identifiers,
 )
 from ipython_compact.core.entries import Entry, entry_text
-from ipython_compact.core.ledger import Ledger
+from ipython_compact.core.ledger import MAX_FILES, Ledger
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
@@ -354,6 +354,9 @@ class Compactor:
         prev = work.previous_details
 
         ledger = Ledger.from_json(prev.get("ledger")).update(list(prep.messages_to_summarize) + list(prep.turn_prefix)) if self.use_ledger else Ledger()
+        if self.use_ledger:  # files the kernel saw cells open (custom entries written by kernel/fileops.py)
+            span = self.store.context_view(session).entries[prep.boundary_start : prep.first_kept_index]
+            ledger = _merge_kernel_file_ops(ledger, span)
         identifiers = track_identifiers(
             [Identifier.from_json(i) for i in prev.get("identifiers") or []],
             list(prep.messages_to_summarize) + list(prep.turn_prefix),
@@ -541,3 +544,27 @@ def _check_details(entry_id: str, details: Mapping[str, Any]) -> None:
 
 def _hit(entry: Entry) -> RecallHit:
     return RecallHit(entry.id, entry.kind, entry.role, entry_text(entry), entry.timestamp)
+
+
+KERNEL_FILE_OPS = "ipython_file_ops"
+
+
+def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
+    """Fold ``custom`` entries of type ``ipython_file_ops`` (files read/modified by cells) into the
+    ledger's file lists; a file written after being read counts as modified only."""
+    read, modified = list(ledger.files_read), list(ledger.files_modified)
+    for entry in entries:
+        data = entry.data.get("data") if entry.kind == E.CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS else None
+        if not isinstance(data, Mapping):
+            continue
+        for path in (p for p in data.get("modified") or [] if isinstance(p, str)):
+            if path in read:
+                read.remove(path)
+            if path not in modified:
+                modified.append(path)
+        for path in (p for p in data.get("read") or [] if isinstance(p, str)):
+            if path not in modified and path not in read:
+                read.append(path)
+    if (read, modified) == (list(ledger.files_read), list(ledger.files_modified)):
+        return ledger
+    return dataclasses.replace(ledger, files_read=tuple(read[-MAX_FILES:]), files_modified=tuple(modified[-MAX_FILES:]))
