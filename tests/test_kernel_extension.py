@@ -277,3 +277,29 @@ def test_a_user_name_compact_is_never_overwritten(ip: Any) -> None:
     assert ip.user_ns["compact"] == "mine" and "_compact" not in ip.user_ns
     del ip.user_ns["compact"]
     ip.run_line_magic("load_ext", "ipython_compact")
+
+
+def _synthetic_transcript(path: Path, turns: int = 30) -> Path:
+    rows: list[dict[str, Any]] = [{"type": "session", "id": "t", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}]
+    for i in range(turns):
+        rows.append({"type": "message", "timestamp": f"2026-01-01T00:00:{i:02d}.000Z", "message": {
+            "role": "user", "content": [{"type": "text", "text": f"step {i}: analyse chunk {i} " * 20}]}})
+        rows.append({"type": "message", "timestamp": f"2026-01-01T00:01:{i:02d}.000Z", "message": {
+            "role": "assistant", "content": [{"type": "text", "text": f"chunk {i} done " * 30}],
+            "usage": {"input": 100, "output": 10}, "stopReason": "stop"}})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_files_opened_by_cells_reach_the_compaction_ledger(ip: Any, tmp_path: Path) -> None:
+    src, out = tmp_path / "sales.csv", tmp_path / "report.txt"
+    src.write_text("a,b\n")
+    ip.run_cell(f"text = open({str(src)!r}).read()\nopen({str(out)!r}, 'w').write(text)")
+    _run(ip, f"import {_synthetic_transcript(tmp_path / 't.jsonl')}")
+    try:
+        ip.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 500}")
+        summary = _run(ip, "now").data["summary"]
+    finally:
+        ip.run_line_magic("config", "CompactConfig.compaction = {}")
+    assert f"files modified: {out}" in summary
+    assert str(src) in summary
