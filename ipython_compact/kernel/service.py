@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact import __version__, paths
-from ipython_compact.compactor import Compactor
+from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor
 from ipython_compact.core import entries as E
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
@@ -39,7 +39,7 @@ from ipython_compact.kernel.snapshot import (
 )
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
-FILE_OPS_TYPE = "ipython_file_ops"
+FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
 
 
 class Busy(Exception):
