@@ -116,16 +116,37 @@ def test_blocking_line_compacts_before_sending_then_baseline_and_notice(tmp_path
 
 
 def test_background_line_compacts_beside_the_conversation(tmp_path: Path, kernel: JupyterKernel) -> None:
+    import threading
+
     settings = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=1300)  # bg line 700
-    with ModelServer(default=Reply(text=LONG, delay=0.3)) as srv:
+    started, queued = threading.Event(), threading.Event()
+
+    def reply(req: RecordedRequest) -> Reply:
+        if started.is_set():  # the model "thinks" until the background summary is ready
+            assert queued.wait(30), "the background compaction never finished"
+        return Reply(text=LONG)
+
+    with ModelServer(reply) as srv:
         agent, store, events = _agent(tmp_path, srv, kernel, settings)
+
+        def on_event(ev: AgentEvent) -> None:
+            events.append(ev)
+            if ev.kind == "compaction_start":
+                started.set()
+            elif ev.kind == "compaction_queued":
+                queued.set()
+
+        agent.on_event = on_event
         _fill(agent, 4)
         agent.wait_background()
     comps = [e for e in store.path("t") if e.kind == COMPACTION]
-    assert comps and comps[0].data["details"]["blocking"] is False
+    assert len(comps) == 1 and comps[0].data["details"]["blocking"] is False
     kinds = [ev.kind for ev in events]
-    assert "compaction_queued" in kinds  # finished while the model was still answering
-    assert kinds.index("compaction_queued") < kinds.index("compaction_end")
+    # Started before a request, finished while the model was answering, placed at the turn's end.
+    assert kinds.index("compaction_start") < kinds.index("request", kinds.index("compaction_start"))
+    assert kinds.index("compaction_queued") < kinds.index("compaction_end") < kinds.index("turn_end", kinds.index("compaction_queued"))
+    end = next(ev for ev in events if ev.kind == "compaction_end")
+    assert "placed at the turn boundary" in end.text
 
 
 def test_overflow_is_removed_compacted_and_retried_once(tmp_path: Path, kernel: JupyterKernel) -> None:
@@ -240,6 +261,10 @@ def test_repeated_failures_end_in_a_labelled_emergency_shrink(tmp_path: Path, ke
     assert comp.data["reason"] == "emergency" and comp.data["summary"].startswith("EMERGENCY CONTEXT SHRINK")
     fails = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME and e.data["outcome"] == "failed"]
     assert [f.data["consecutive_failures"] for f in fails] == [1, 2, 3, 4]
+    status = agent.status()
+    assert status["consecutive_failures"] == 0 and status["last_failure"]["error"].endswith("summarizer unavailable")
+    assert [c["state"] for c in status["compactions"]] == ["failed"] * 4 + ["placed"]
+    assert status["tokens"] < status["blocking_line"] < status["window"]
 
 
 def test_cooldown_after_a_failure_holds_back_threshold_compaction(tmp_path: Path, kernel: JupyterKernel) -> None:
@@ -297,6 +322,9 @@ def test_an_overflow_from_a_smaller_model_does_not_count_after_a_switch(
         _fill(agent, 3)
         assert agent.ask("trigger").stopped == "error"  # compact, retry, overflow again: reported
         events.clear()
+        with pytest.raises(ValueError, match="not larger than reserve_tokens"):
+            agent.switch_model("tiny-model", 500)  # refused, nothing changed
+        assert agent.model == "local-model"
         if switch:
             agent.switch_model("bigger-model", 128_000)
         assert agent.ask("after").stopped == "final"

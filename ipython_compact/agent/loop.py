@@ -256,7 +256,11 @@ class Agent:
         self._append(GOAL, {"goal": goal, "active": goal is not None})
 
     def switch_model(self, model: str, context_window: int, provider: str | None = None) -> None:
-        """Change model (recorded as a ``model_change`` entry); overflow state of the old model lapses."""
+        """Change model (recorded as a ``model_change`` entry); overflow state of the old model lapses.
+
+        Raises ValueError (and changes nothing) when the settings cannot work with the new window.
+        """
+        threshold_lines(context_window, self._base_settings.for_model(provider or self.provider, model))
         self.provider = provider or self.provider
         self.model = model
         self.context_window = context_window
@@ -825,6 +829,29 @@ class Agent:
             self.store.live_end(self.session, task, error=error)
 
     # ------------------------------------------------------------------ reporting
+    def status(self) -> dict[str, Any]:
+        """Where the context stands: size, window, both lines, what is in flight, the last failure."""
+        tokens, stale_ignored = self.context_tokens()
+        lines = threshold_lines(self.context_window, self.settings)
+        live = self.store.live_status(self.session)
+        return {
+            "session": self.session,
+            "model": f"{self.provider}/{self.model}",
+            "tokens": tokens,
+            "stale_usage_ignored": stale_ignored,
+            "window": self.context_window,
+            "blocking_line": lines.blocking,
+            "background_line": lines.background,
+            "busy": self._busy,
+            "in_flight": [{"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking} for c in live.in_flight],
+            "last_failure": live.last_failure,
+            "consecutive_failures": self.consecutive_failures,
+            "overflow_recovery": self._recovery,
+            "compactions": [{"reason": r.reason, "blocking": r.blocking, "state": r.state, "error": r.error}
+                            for r in self.compactions],
+            "restarts": self.restarts,
+        }
+
     def compaction_entries(self) -> list[Entry]:
         return [e for e in self.log_entries() if e.kind == COMPACTION]
 
