@@ -244,6 +244,11 @@ def test_autonomous_mode_queues_a_continuation_after_compaction(tmp_path: Path, 
     continuations = [e for e in store.path("t") if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "continuation"]
     assert len(continuations) == 1
     assert "Plan the whole week in Lisbon" in last_system[0]["content"]  # the goal survives compaction
+    # A new agent on the same session (another process, say) carries the goal on from the log.
+    with ModelServer(default=LONG) as srv2:
+        again = Agent(store=store, session="t", client=openai.OpenAI(base_url=srv2.base_url, api_key="x", max_retries=0),
+                      model="local-model", context_window=3000, settings=QUIET, engine=CoreEngine(store, QUIET), kernel=kernel)
+        assert again.status()["session"] == "t" and again.goal == "Plan the whole week in Lisbon"
 
 
 def test_repeated_failures_end_in_a_labelled_emergency_shrink(tmp_path: Path, kernel: JupyterKernel) -> None:

@@ -217,7 +217,11 @@ class Agent:
             store.get_session(session)
         except KeyError:
             store.create_session(session)
-        if not any(e.kind == SYSTEM for e in store.path(session)):
+        path = store.path(session)
+        goal = next((e for e in reversed(path) if e.kind == GOAL), None)
+        if goal is not None and goal.data.get("active"):
+            self._goal = str(goal.data.get("goal"))  # a resumed session carries its goal on
+        if not any(e.kind == SYSTEM for e in path):
             self._append(SYSTEM, {"content": self._baseline_text()})
 
     # ------------------------------------------------------------------ settings & state
@@ -248,6 +252,11 @@ class Agent:
         return text
 
     def _goal_text(self) -> str | None:
+        return self._goal
+
+    @property
+    def goal(self) -> str | None:
+        """The goal kept outside the transcript (None when there is none)."""
         return self._goal
 
     def set_goal(self, goal: str | None) -> None:
