@@ -17,38 +17,31 @@ from typing import Any
 
 import pytest
 
+from ipython_compact.testing.jupyterlab import (
+    PANEL,
+    ensure_panel_ready,
+    names_updated_at,
+    open_panel,
+    run_cell,
+    wait_kernel_idle,
+    wait_notebook_kernel,
+    wait_panel_state,
+)
+
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-PANEL = "#ipython-compact-panel"
 NOTEBOOK = "compact-demo.ipynb"
-
-
-def _notebook_json() -> dict[str, Any]:
-    return {
-        "nbformat": 4, "nbformat_minor": 5,
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
-            "language_info": {"name": "python"},
-        },
-        "cells": [{"cell_type": "code", "id": "c0", "metadata": {}, "source": "", "outputs": [],
-                   "execution_count": None}],
-    }
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
 @pytest.fixture(scope="module")
 def page(lab_server: Any, browser: Any, screenshot_dir: Path) -> Iterator[Any]:
-    lab_server.api("PUT", f"/api/contents/{NOTEBOOK}",
-                   {"type": "notebook", "format": "json", "content": _notebook_json()})
+    lab_server.put_notebook(NOTEBOOK)
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
-    pg.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?token={lab_server.token}")
-    pg.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                         " && window.jupyterapp.shell.currentWidget.sessionContext"
-                         " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-                         " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
-                         timeout=60_000)
-    _wait_kernel_idle(pg)
+    pg.goto(lab_server.lab_url(NOTEBOOK))
+    wait_notebook_kernel(pg, NOTEBOOK)
     try:
         yield pg
     finally:
@@ -56,76 +49,23 @@ def page(lab_server: Any, browser: Any, screenshot_dir: Path) -> Iterator[Any]:
 
 
 def _shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(Path(__file__).resolve().parents[2] / "artifacts" / "screenshots" / f"{name}.png"))
-
-
-def _wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp.shell.currentWidget;"
-        " const k = w && w.sessionContext.session && w.sessionContext.session.kernel;"
-        " return !!k && k.status === 'idle'; }",
-        timeout=timeout,
-    )
-
-
-def _run_cell(page: Any, code: str, *, wait: bool = True) -> None:
-    """Put ``code`` in the active cell and run it as the user's Shift+Enter would (run, insert below).
-
-    With ``wait`` the call returns when the cell has finished; without it, as soon as it started.
-    """
-    page.evaluate(
-        """async ([code, wait]) => {
-            const app = window.jupyterapp;
-            const panel = app.shell.currentWidget;
-            app.shell.activateById(panel.id);
-            panel.content.activeCell.model.sharedModel.setSource(code);
-            const done = app.commands.execute('notebook:run-cell-and-insert-below');
-            if (wait) { await done; }
-        }""",
-        [code, wait],
-    )
-    if wait:
-        _wait_kernel_idle(page)
-
-
-def _open_panel(page: Any) -> None:
-    page.evaluate("() => window.jupyterapp.commands.execute('ipython-compact:open-panel')")
-    page.wait_for_selector(PANEL, state="visible")
-
-
-def _wait_state(page: Any, state: str, timeout: float = 30_000) -> None:
-    page.wait_for_selector(f'{PANEL}[data-state="{state}"]', timeout=timeout)
-
-
-def _ensure_ready(page: Any) -> None:
-    """Open the panel and, if this kernel has not loaded the extension yet, load it from the panel."""
-    _open_panel(page)
-    page.wait_for_function(
-        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
-    if page.get_attribute(PANEL, "data-state") == "not-loaded":
-        page.locator(f'{PANEL} button[data-action="load-extension"]').click()
-    _wait_state(page, "ready")
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
 def _row(page: Any, name: str) -> Any:
     return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
 
 
-def _updated_at(page: Any) -> int:
-    value = page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at")
-    return int(value) if value else 0
-
-
 def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
-    _open_panel(page)
-    _wait_state(page, "not-loaded")
+    open_panel(page)
+    wait_panel_state(page, "not-loaded")
     banner = page.locator(f"{PANEL} .jp-IpythonCompact-banner")
     assert "not loaded" in banner.inner_text()
     assert page.locator(f'{PANEL} button[data-action="compact"]').is_disabled()
     _shot(page, "01-panel-not-loaded")
 
     banner.locator('button[data-action="load-extension"]').click()
-    _wait_state(page, "ready")
+    wait_panel_state(page, "ready")
     assert page.locator(f"{PANEL} .jp-IpythonCompact-state").inner_text().lower() == "connected"
     # The gauge shows the kernel's own figures: a window and both threshold lines.
     page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
@@ -136,8 +76,8 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
 
 
 def test_variable_defined_in_a_cell_appears(page: Any) -> None:
-    _ensure_ready(page)
-    _run_cell(page, "alpha = [1, 2, 3]\nimport numpy as np\ngrid = np.zeros((3, 4))")
+    ensure_panel_ready(page)
+    run_cell(page, "alpha = [1, 2, 3]\nimport numpy as np\ngrid = np.zeros((3, 4))")
     _row(page, "alpha").wait_for()
     _row(page, "grid").wait_for()
     alpha_cells = _row(page, "alpha").locator("td").all_inner_texts()
@@ -149,10 +89,10 @@ def test_variable_defined_in_a_cell_appears(page: Any) -> None:
 
 
 def test_namespace_is_answered_while_a_long_cell_runs(page: Any) -> None:
-    _ensure_ready(page)
-    before = _updated_at(page)
+    ensure_panel_ready(page)
+    before = names_updated_at(page)
     started = time.monotonic()
-    _run_cell(page, "beta = 42\nimport time\ntime.sleep(8)", wait=False)
+    run_cell(page, "beta = 42\nimport time\ntime.sleep(8)", wait=False)
     page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
     # `beta` exists only inside the running cell: seeing it proves the request was answered mid-cell.
     _row(page, "beta").wait_for(timeout=6_000)
@@ -160,11 +100,11 @@ def test_namespace_is_answered_while_a_long_cell_runs(page: Any) -> None:
     still_busy = page.get_attribute(PANEL, "data-busy")
     assert still_busy == "true", "the cell had finished before the panel answered"
     assert elapsed < 7.5
-    assert _updated_at(page) > before
+    assert names_updated_at(page) > before
     note = page.inner_text(f"{PANEL} .jp-IpythonCompact-note")
     assert "subshell" in note
     _shot(page, "04-answered-while-cell-runs")
-    _wait_kernel_idle(page, timeout=20_000)
+    wait_kernel_idle(page, timeout=20_000)
     page.wait_for_selector(f'{PANEL}[data-busy="false"]')
 
 
@@ -188,9 +128,9 @@ del _seed_transcript
 
 
 def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> None:
-    _ensure_ready(page)
-    _run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
-    _run_cell(page, SEED.strip())
+    ensure_panel_ready(page)
+    run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
+    run_cell(page, SEED.strip())
     page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "revenue totals")
     page.locator(f'{PANEL} button[data-action="preview"]').click()
@@ -218,8 +158,8 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> Non
 
 
 def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> None:
-    _ensure_ready(page)
-    _run_cell(page, "gamma = {'city': 'Lyon', 'rows': 3}")
+    ensure_panel_ready(page)
+    run_cell(page, "gamma = {'city': 'Lyon', 'rows': 3}")
     _row(page, "gamma").wait_for()
     page.locator(f'{PANEL} button[data-action="snapshot"]').click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
@@ -229,7 +169,7 @@ def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> Non
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
-    _wait_kernel_idle(page)
+    wait_kernel_idle(page)
     assert _row(page, "gamma").count() == 0
     _shot(page, "08-restart-noticed")
 
@@ -239,7 +179,7 @@ def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> Non
     assert "gamma" in result
     assert page.locator(f"{PANEL} .jp-IpythonCompact-banner").is_hidden()
     # The value is really back in the kernel, not only listed.
-    _run_cell(page, "print(gamma['city'])")
+    run_cell(page, "print(gamma['city'])")
     outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
     assert any("Lyon" in o for o in outputs)
     _shot(page, "09-restored")
@@ -256,7 +196,7 @@ def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
         f"display({{'application/vnd.ipython-compact.summary+json': {json.dumps(payload)}, "
         "'text/plain': 'summary'}, raw=True)"
     )
-    _run_cell(page, code)
+    run_cell(page, code)
     out = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card").last
     out.wait_for()
     assert out.locator("h3, h4").first.inner_text() == "Goal"
@@ -269,17 +209,17 @@ def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
 
 
 def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
-    _ensure_ready(page)
-    _run_cell(page, "zeta = 'z'\n%compact names")
+    ensure_panel_ready(page)
+    run_cell(page, "zeta = 'z'\n%compact names")
     table = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-names").last
     table.wait_for()
     assert table.locator('tr[data-name="zeta"]').count() == 1
     cards = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card")
     before = cards.count()
     # A restart (previous test) reset the kernel's config: keep a small recent tail again.
-    _run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
-    _run_cell(page, SEED.strip())
-    _run_cell(page, "%compact now revenue")
+    run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
+    run_cell(page, SEED.strip())
+    run_cell(page, "%compact now revenue")
     page.wait_for_function(
         "(n) => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card').length > n",
         arg=before, timeout=60_000)
@@ -294,24 +234,19 @@ def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
 def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, lab_server: Any) -> None:
     # The same switch JupyterLab's "commsOverSubshells" setting flips; a kernel or a Lab without
     # subshells behaves this way: comm requests would queue behind the running cell.
-    lab_server.api("PUT", "/api/contents/no-subshells.ipynb",
-                   {"type": "notebook", "format": "json", "content": _notebook_json()})
+    lab_server.put_notebook("no-subshells.ipynb")
     page.evaluate("""async () => {
         const app = window.jupyterapp;
         app.serviceManager.kernels.commsOverSubshells = 'disabled';
         await app.commands.execute('docmanager:open', {path: 'no-subshells.ipynb'});
     }""")
-    page.wait_for_function("() => window.jupyterapp.shell.currentWidget.context.path === 'no-subshells.ipynb'"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
-                           timeout=60_000)
-    _wait_kernel_idle(page)
-    _ensure_ready(page)
+    wait_notebook_kernel(page, "no-subshells.ipynb")
+    ensure_panel_ready(page)
     assert "between cells" in page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail")
-    _run_cell(page, "delta = 1")
+    run_cell(page, "delta = 1")
     _row(page, "delta").wait_for()
 
-    _run_cell(page, "epsilon = 2\nimport time\ntime.sleep(6)", wait=False)
+    run_cell(page, "epsilon = 2\nimport time\ntime.sleep(6)", wait=False)
     page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
     note = page.locator(f"{PANEL} .jp-IpythonCompact-note")
     page.wait_for_function(
@@ -322,7 +257,7 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, la
     assert page.get_attribute(PANEL, "data-busy") == "true"
     assert page.locator(f'{PANEL} button[data-action="snapshot"]').is_disabled()
     _shot(page, "12-busy-without-subshells")
-    _wait_kernel_idle(page, timeout=20_000)
+    wait_kernel_idle(page, timeout=20_000)
     _row(page, "epsilon").wait_for(timeout=10_000)
     assert page.locator(f"{PANEL} .jp-IpythonCompact-note").is_hidden()
     page.evaluate("() => { window.jupyterapp.serviceManager.kernels.commsOverSubshells = 'perCommTarget'; }")

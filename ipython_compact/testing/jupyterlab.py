@@ -1,0 +1,227 @@
+"""A real JupyterLab server and Debian's Chromium, for the browser tests and the panel benchmark.
+
+Why in the package: the browser tests (tests/browser/) and bench/bench_panel_latency.py drive the
+same things — a ``jupyter lab`` on a random free port with a token and throwaway Jupyter
+directories, a headless Chromium that Playwright launches from ``/usr/bin/chromium`` (it cannot
+download browsers here), and a notebook whose cells are run the way Shift+Enter runs them.
+
+What must hold: nothing outside the temporary base directory is written (Jupyter config, data,
+runtime, settings, workspaces and ``IPYTHON_COMPACT_DIR`` all live under it), and leaving the
+context stops the server, which shuts down every kernel it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = os.environ.get("IPYTHON_COMPACT_CHROMIUM", "/usr/bin/chromium")
+PANEL = "#ipython-compact-panel"
+
+
+@dataclass(frozen=True)
+class LabServer:
+    """Where a running server listens and what it serves."""
+
+    url: str
+    token: str
+    root: Path
+    data_dir: Path
+    log_path: Path
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        """Call the server's REST API with the token; returns the decoded JSON (or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"{self.url}{path}", data=data, method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw else None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def lab_url(self, notebook: str) -> str:
+        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+
+    def put_notebook(self, name: str) -> None:
+        """Create an empty Python 3 notebook (its kernelspec makes Lab start the kernel on open)."""
+        self.api("PUT", f"/api/contents/{name}", {"type": "notebook", "format": "json", "content": empty_notebook()})
+
+
+def empty_notebook() -> dict[str, Any]:
+    return {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": [{"cell_type": "code", "id": "c0", "metadata": {}, "source": "", "outputs": [],
+                   "execution_count": None}],
+    }
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(server: LabServer, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}")
+        try:
+            server.api("GET", "/api/status")
+            return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            time.sleep(0.25)
+    raise RuntimeError(f"jupyter lab did not answer within {timeout} s:\n{server.log_tail()}")
+
+
+@contextmanager
+def running_lab(base: Path, *, env: Mapping[str, str] | None = None, timeout: float = 90) -> Iterator[LabServer]:
+    """Start ``jupyter lab`` with everything under ``base``; stop it (and its kernels) on exit."""
+    root, data_dir = base / "root", base / "compact-data"
+    jconfig = base / "jupyter-config"
+    for d in (root, data_dir, jconfig / "labconfig", base / "jupyter-data", base / "jupyter-runtime"):
+        d.mkdir(parents=True, exist_ok=True)
+    # The news prompt would cover the panel in screenshots; nothing else is changed.
+    (jconfig / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    full_env = {
+        **os.environ,
+        "IPYTHON_COMPACT_DIR": str(data_dir),
+        "JUPYTER_CONFIG_DIR": str(jconfig),
+        "JUPYTER_DATA_DIR": str(base / "jupyter-data"),
+        "JUPYTER_RUNTIME_DIR": str(base / "jupyter-runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(base / "lab-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(base / "lab-workspaces"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        **(env or {}),
+    }
+    full_env.pop("IPYTHON_COMPACT_SESSION", None)
+    log_path = base / "jupyter-lab.log"
+    server = LabServer(f"http://127.0.0.1:{port}", token, root, data_dir, log_path)
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "jupyter", "lab", "--no-browser",
+                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+                "--ServerApp.allow_root=True",
+                "--LabApp.expose_app_in_browser=True",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ],
+            cwd=root, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        _wait_ready(server, proc, timeout=timeout)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # the server shuts its kernels down, then exits
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def chromium(executable: str = CHROMIUM) -> Iterator[Any]:
+    """A headless Chromium launched by Playwright from the system binary."""
+    if not (Path(executable).exists() or shutil.which(executable)):
+        raise RuntimeError(f"Chromium not found at {executable}: run 'make system-deps' (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=executable, headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+# ---------------------------------------------------------------------- page helpers
+
+def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 60_000) -> None:
+    """Wait until the notebook in focus (optionally: this path) has a kernel that is idle."""
+    path_check = "" if path is None else f" && w.context.path === {json.dumps(path)}"
+    page.wait_for_function(
+        "() => { const a = window.jupyterapp; const w = a && a.shell.currentWidget;"
+        " const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
+        f" return !!k && k.status === 'idle'{path_check}; }}",
+        timeout=timeout,
+    )
+
+
+def wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
+    wait_notebook_kernel(page, None, timeout)
+
+
+def run_cell(page: Any, code: str, *, wait: bool = True) -> None:
+    """Put ``code`` in the active cell and run it as Shift+Enter would (run, insert below).
+
+    With ``wait`` the call returns when the cell has finished; without it, as soon as it started.
+    """
+    page.evaluate(
+        """async ([code, wait]) => {
+            const app = window.jupyterapp;
+            const panel = app.shell.currentWidget;
+            app.shell.activateById(panel.id);
+            panel.content.activeCell.model.sharedModel.setSource(code);
+            const done = app.commands.execute('notebook:run-cell-and-insert-below');
+            if (wait) { await done; }
+        }""",
+        [code, wait],
+    )
+    if wait:
+        wait_kernel_idle(page)
+
+
+def open_panel(page: Any) -> None:
+    page.evaluate("() => window.jupyterapp.commands.execute('ipython-compact:open-panel')")
+    page.wait_for_selector(PANEL, state="visible")
+
+
+def wait_panel_state(page: Any, state: str, timeout: float = 30_000) -> None:
+    page.wait_for_selector(f'{PANEL}[data-state="{state}"]', timeout=timeout)
+
+
+def ensure_panel_ready(page: Any) -> None:
+    """Open the panel and, if this kernel has not loaded the extension yet, load it from the panel."""
+    open_panel(page)
+    page.wait_for_function(
+        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
+    if page.get_attribute(PANEL, "data-state") == "not-loaded":
+        page.locator(f'{PANEL} button[data-action="load-extension"]').click()
+    wait_panel_state(page, "ready")
+
+
+def names_updated_at(page: Any) -> int:
+    """The browser-clock time (ms) of the panel's last answered namespace request, 0 if none."""
+    value = page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at")
+    return int(value) if value else 0
