@@ -499,3 +499,23 @@ def test_a_cell_past_the_tool_timeout_is_interrupted_and_reported(tmp_path: Path
     assert out is not None and out["isError"] is True
     assert "[execution timed out after 0.5s and was interrupted]" in out["content"][0]["text"]
     assert kernel.execute("21 * 2").text == "42"
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        (Reply.server_error("upstream exploded"), "The model request failed: upstream exploded"),
+        (Reply(status=401, error_message="Incorrect API key provided.", error_type="invalid_request_error",
+               error_code="invalid_api_key"), "The model request failed: Incorrect API key provided."),
+    ],
+)
+def test_a_failed_request_ends_the_turn_with_a_clear_error_and_is_logged(
+    tmp_path: Path, kernel: JupyterKernel, fault: Reply, expected: str
+) -> None:
+    with ModelServer([fault]) as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
+        result = agent.ask("hello")
+    assert (result.stopped, result.text) == ("error", expected)
+    last = store.path("t")[-1].message
+    assert last is not None and last["stopReason"] == "error" and last["errorStatus"] == fault.status
+    assert not [e for e in store.path("t") if e.kind == COMPACTION]  # not an overflow: nothing compacted

@@ -482,7 +482,10 @@ class Agent:
             return self._on_error(text, code if isinstance(code, str) else None, exc.status_code)
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             return self._on_error(f"{type(exc).__name__}: {exc}", None, None)
-        assistant = from_openai_completion(completion, provider=self.provider, model=self.model, timestamp=_now_iso())
+        try:
+            assistant = from_openai_completion(completion, provider=self.provider, model=self.model, timestamp=_now_iso())
+        except (ValueError, TypeError, AttributeError) as exc:
+            return self._on_error(f"the server's answer could not be read: {exc}", None, None)
         self._append_message(assistant)
         self._recovery = overflow_step(self._recovery, "success").state
         self._compacted_for_request = False  # the request went through: the next one may compact again
