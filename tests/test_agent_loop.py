@@ -54,15 +54,17 @@ def _script(fn: Callable[[str, list[dict[str, Any]]], Reply | str]) -> Callable[
 QUIET = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=0)
 
 
-def test_every_message_tool_call_result_and_usage_is_logged(tmp_path: Path, kernel: JupyterKernel) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_every_message_tool_call_result_and_usage_is_logged(tmp_path: Path, kernel: JupyterKernel, stream: bool) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if msgs[-1]["role"] == "tool":
             return "x is 42."
         return Reply(tool_calls=(ToolCall("python", {"code": "x = 41 + 1\nx"}),))
 
     with ModelServer(_script(reply)) as srv:
-        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET, stream=stream)
         result = agent.ask("What is x?")
+        assert all(bool((r.body or {}).get("stream")) is stream for r in srv.chat_requests)
     assert (result.stopped, result.text, result.steps) == ("final", "x is 42.", 2)
     roles = [e.role for e in store.path("t") if e.kind == "message"]
     assert roles == ["user", "assistant", "toolResult", "assistant"]
@@ -519,3 +521,18 @@ def test_a_failed_request_ends_the_turn_with_a_clear_error_and_is_logged(
     last = store.path("t")[-1].message
     assert last is not None and last["stopReason"] == "error" and last["errorStatus"] == fault.status
     assert not [e for e in store.path("t") if e.kind == COMPACTION]  # not an overflow: nothing compacted
+
+
+def test_interrupt_while_streaming_keeps_the_partial_answer_out_of_the_next_request(tmp_path: Path, kernel: JupyterKernel) -> None:
+    with ModelServer(default=LONG) as srv:
+        agent, store, _events = _agent(tmp_path, srv, kernel, QUIET, stream=True)
+        agent.on_event = lambda ev: agent.interrupt() if ev.kind == "assistant_delta" else None
+        result = agent.ask("tell me about Lisbon")
+        assert result.stopped == "interrupted"
+        partial = store.path("t")[-1].message
+        assert partial is not None and partial["stopReason"] == "aborted"
+        assert 0 < len(partial["content"][0]["text"]) < len(LONG)
+        agent.on_event = None
+        assert agent.ask("again").stopped == "final"
+        sent = srv.chat_requests[-1].messages
+    assert not any(m["role"] == "assistant" and m.get("content") == partial["content"][0]["text"] for m in sent)

@@ -19,6 +19,7 @@ from ipython_compact.testing.model_server import ModelServer, RecordedRequest, R
         ("--model m --window 3000", {"model": "m", "window": 3000}),
         ("--base-url http://127.0.0.1:1/v1 --max-steps 4 --reset", {"base_url": "http://127.0.0.1:1/v1", "max_steps": 4, "reset": True}),
         ("--session 'my notes'", {"session": "my notes"}),
+        ("--stream --model m", {"stream": True, "model": "m"}),
     ],
 )
 def test_parse_options(line: str, expected: dict[str, Any]) -> None:
@@ -61,6 +62,10 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
             assert shell.user_ns["total"] == 12  # ran in this very namespace
             assert "[tool_call] total = sum(prices)" in out
             assert "[assistant] The total is 12." in out
+            # Streaming: the same steps, the answer printed piece by piece (once).
+            shell.run_cell_magic("agent", f"--stream --model local --base-url {srv.base_url} --window 32000", "Sum again.")
+            out = capsys.readouterr().out
+            assert out.count("[assistant] The total is 12.") == 1 and srv.chat_requests[-1].body["stream"] is True
             # Empty cell and bad options: a clear message, nothing sent.
             before = len(srv.chat_requests)
             shell.run_cell_magic("agent", "", "   ")
@@ -72,7 +77,7 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
             assert len(srv.chat_requests) == before
         assert magics.current is not None
         entries = magics.current.store.entries("agent")
-        assert [e.role for e in entries if e.kind == "message"] == ["user", "assistant", "toolResult", "assistant"]
+        assert [e.role for e in entries if e.kind == "message"] == ["user", "assistant", "toolResult", "assistant"] * 2
     finally:
         for name in ("prices", "total"):
             shell.user_ns.pop(name, None)

@@ -11,6 +11,7 @@ import pytest
 from ipython_compact.agent import requests
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.openai_chat import (
+    StreamAccumulator,
     error_message,
     from_openai_completion,
     to_openai_messages,
@@ -150,3 +151,32 @@ def test_cap_text(text: str, limit: int, truncated: bool) -> None:
         assert "characters of output omitted" in out and out.startswith("x" * 60) and len(out) < len(text)
     else:
         assert out == text
+
+
+def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return {"choices": choices, "usage": usage}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "deltas", "message"),
+    [
+        ([_chunk({"role": "assistant", "content": ""}), _chunk({"content": "Hel"}), _chunk({"content": "lo"}),
+          _chunk({}, "stop"), _chunk(None, usage={"prompt_tokens": 5, "completion_tokens": 2})],
+         ["", "Hel", "lo", "", ""],
+         {"content": [{"type": "text", "text": "Hello"}], "stopReason": "stop", "usage": {"input": 5, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 7}}),
+        ([_chunk({"tool_calls": [{"index": 0, "id": "c9", "type": "function", "function": {"name": "python", "arguments": ""}}]}),
+          _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"code": '}}]}),
+          _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"1"}'}}]}), _chunk({}, "tool_calls")],
+         ["", "", "", ""],
+         {"content": [{"type": "toolCall", "id": "c9", "name": "python", "arguments": {"code": "1"}}], "stopReason": "toolUse"}),
+        # Cut short: what arrived, no usage (so no zero-usage anchor).
+        ([_chunk({"content": "par"})], ["par"], {"content": [{"type": "text", "text": "par"}], "stopReason": "stop"}),
+    ],
+)
+def test_stream_accumulator(chunks: list[dict[str, Any]], deltas: list[str], message: dict[str, Any]) -> None:
+    acc = StreamAccumulator()
+    assert [acc.add(c) for c in chunks] == deltas
+    msg = from_openai_completion(acc.completion(), provider="p", model="m", timestamp="t")
+    assert {k: msg.get(k) for k in message} == message
+    assert ("usage" in msg) is ("usage" in message)

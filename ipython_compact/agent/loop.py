@@ -40,6 +40,7 @@ from ipython_compact.agent.kernel_tool import ExecResult, KernelTool
 from ipython_compact.agent.openai_chat import (
     PYTHON_TOOL,
     PYTHON_TOOL_NAME,
+    StreamAccumulator,
     error_message,
     from_openai_completion,
     to_openai_messages,
@@ -173,6 +174,7 @@ class Agent:
         on_event: Callable[[AgentEvent], None] | None = None,
         request_timeout: float = 120.0,
         snapshot_outcome: Callable[[], SnapshotOutcome | None] | None = None,
+        stream: bool = False,
     ) -> None:
         self.store = store
         self.session = session
@@ -196,6 +198,7 @@ class Agent:
         self.on_event = on_event
         self.request_timeout = request_timeout
         self.snapshot_outcome = snapshot_outcome
+        self.stream = stream
         self.restarts = 0
         self.compactions: list[CompactionRecord] = []
         self.consecutive_failures = 0
@@ -470,10 +473,14 @@ class Agent:
 
         messages = self._request_messages()
         self._emit("request", f"{len(messages)} messages", messages=len(messages))
+        aborted = False
         try:
-            completion = self.client.chat.completions.create(
-                model=self.model, messages=messages, tools=[PYTHON_TOOL], timeout=self.request_timeout
-            )
+            if self.stream:
+                completion, aborted = self._streamed(messages)
+            else:
+                completion = self.client.chat.completions.create(
+                    model=self.model, messages=messages, tools=[PYTHON_TOOL], timeout=self.request_timeout
+                )
         except openai.APIStatusError as exc:
             body = exc.body if isinstance(exc.body, dict) else {}
             err = body.get("error", body) if isinstance(body, dict) else {}
@@ -482,10 +489,17 @@ class Agent:
             return self._on_error(text, code if isinstance(code, str) else None, exc.status_code)
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             return self._on_error(f"{type(exc).__name__}: {exc}", None, None)
+        except openai.APIError as exc:  # e.g. an error event in the middle of a stream
+            code = getattr(exc, "code", None)
+            return self._on_error(f"{type(exc).__name__}: {exc}", code if isinstance(code, str) else None, None)
         try:
             assistant = from_openai_completion(completion, provider=self.provider, model=self.model, timestamp=_now_iso())
         except (ValueError, TypeError, AttributeError) as exc:
             return self._on_error(f"the server's answer could not be read: {exc}", None, None)
+        if aborted:
+            assistant["stopReason"] = "aborted"  # logged, never sent again, never a usage anchor
+            self._append_message(assistant)
+            return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
         self._append_message(assistant)
         self._recovery = overflow_step(self._recovery, "success").state
         self._compacted_for_request = False  # the request went through: the next one may compact again
@@ -498,6 +512,28 @@ class Agent:
             with self._state_lock:
                 self._compact_now("overflow", None, auto=True)
         return assistant
+
+    def _streamed(self, messages: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+        """Stream one answer (text deltas become ``assistant_delta`` events); stops early, and says
+        so, when the turn is interrupted."""
+        acc = StreamAccumulator()
+        stream = self.client.chat.completions.create(
+            model=self.model, messages=messages, tools=[PYTHON_TOOL], timeout=self.request_timeout,
+            stream=True, stream_options={"include_usage": True},
+        )
+        aborted = False
+        try:
+            for chunk in stream:
+                delta = acc.add(chunk)
+                if delta:
+                    self._emit("assistant_delta", delta)
+                if self._abort.is_set():
+                    aborted = True
+                    break
+        finally:
+            with contextlib.suppress(Exception):
+                stream.close()
+        return acc.completion(), aborted
 
     def _on_error(self, text: str, code: str | None, status: int | None) -> TurnResult | None:
         msg = error_message(provider=self.provider, model=self.model, timestamp=_now_iso(), text=text, code=code, status=status)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, magics_class
@@ -29,7 +30,8 @@ from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
 from ipython_compact.core.state_notice import SnapshotOutcome
 
-USAGE = "usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] [--reset]"
+USAGE = ("usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] "
+         "[--stream] [--reset]")
 
 
 def parse_options(line: str) -> dict[str, Any]:
@@ -40,8 +42,8 @@ def parse_options(line: str) -> dict[str, Any]:
     takes = {"--model": str, "--base-url": str, "--window": int, "--max-steps": int, "--session": str}
     while i < len(words):
         word = words[i]
-        if word == "--reset":
-            opts["reset"] = True
+        if word in ("--reset", "--stream"):
+            opts[word[2:]] = True
             i += 1
             continue
         if word not in takes:
@@ -97,7 +99,8 @@ class AgentMagics(Magics):  # type: ignore[misc]
         return Agent(
             store=store, session=session, client=client, model=model, context_window=window, settings=settings,
             engine=engine, kernel=InProcessKernel(self.shell), max_steps=int(opts.get("max_steps") or 12),
-            on_event=_print_event, snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
+            on_event=_printer(bool(opts.get("stream"))), stream=bool(opts.get("stream")),
+            snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
 
     def _snapshot_outcome(self) -> SnapshotOutcome | None:
@@ -119,7 +122,8 @@ class AgentMagics(Magics):  # type: ignore[misc]
             opts = parse_options(line)
             if not cell.strip():
                 raise ValueError("the cell is empty: write the message for the agent below %%agent")
-            if self.current is None or opts.get("reset") or any(k in opts for k in ("model", "base_url", "window", "session")):
+            rebuild = ("model", "base_url", "window", "session", "stream")
+            if self.current is None or opts.get("reset") or any(k in opts for k in rebuild):
                 self.current = self._build(opts)
             elif "max_steps" in opts:
                 self.current.max_steps = int(opts["max_steps"])
@@ -140,9 +144,27 @@ _SHOWN = {"user", "assistant", "tool_call", "tool_result", "compaction_start", "
           "error", "continuation"}
 
 
-def _print_event(event: AgentEvent) -> None:
-    if event.kind in _SHOWN:
-        print(summarize_event(event), flush=True)
+def _printer(streaming: bool) -> Callable[[AgentEvent], None]:
+    """One line per step; with streaming, the model's text appears as it arrives."""
+    line_open = False
+
+    def show(event: AgentEvent) -> None:
+        nonlocal line_open
+        if event.kind == "assistant_delta":
+            if not line_open:
+                print("[assistant] ", end="")
+                line_open = True
+            print(event.text, end="", flush=True)
+            return
+        if line_open:
+            print(flush=True)
+            line_open = False
+        if event.kind == "assistant" and streaming:
+            return  # already shown piece by piece
+        if event.kind in _SHOWN:
+            print(summarize_event(event), flush=True)
+
+    return show
 
 
 def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:

@@ -13,7 +13,8 @@ What must hold:
 - Context-only roles (``custom``, ``compactionSummary``, ``branchSummary``, ``bashExecution``)
   reach the model as user messages; ``system`` messages are sent as system messages.
 - A reply converts to an assistant message carrying ``usage`` in pi's fields (``input``,
-  ``output``, ``cacheRead``, ``cacheWrite``, ``totalTokens``) and ``stopReason``.
+  ``output``, ``cacheRead``, ``cacheWrite``, ``totalTokens``) when the server reported usage, and
+  ``stopReason``. Streamed chunks fold into the same shape (``StreamAccumulator``).
 """
 
 from __future__ import annotations
@@ -130,18 +131,64 @@ def from_openai_completion(completion: Any, *, provider: str, model: str, timest
     stop = _STOP_REASONS.get(str(finish), "error")
     if stop == "stop" and any(b["type"] == "toolCall" for b in blocks):
         stop = "toolUse"
-    out: JSON = {
-        "role": "assistant",
-        "content": blocks,
-        "provider": provider,
-        "model": model,
-        "usage": usage_from_openai(as_dict.get("usage")),
-        "stopReason": stop,
-        "timestamp": timestamp,
-    }
+    out: JSON = {"role": "assistant", "content": blocks, "provider": provider, "model": model}
+    if as_dict.get("usage"):
+        # No usage at all (some servers, some streams) is left out rather than logged as zeros:
+        # a zero usage would anchor the context estimate at nothing.
+        out["usage"] = usage_from_openai(as_dict.get("usage"))
+    out["stopReason"] = stop
+    out["timestamp"] = timestamp
     if stop == "error":
         out["errorMessage"] = f"unexpected finish_reason {finish!r}"
     return out
+
+
+class StreamAccumulator:
+    """Folds streamed ``chat.completion.chunk`` objects (or dicts) into one completion dict that
+    :func:`from_openai_completion` reads, so streamed and plain answers are logged identically.
+
+    What must hold: text deltas concatenate in order; tool-call fragments join by their ``index``
+    (id and name from the first fragment, arguments appended); the last ``finish_reason`` and any
+    ``usage`` chunk win. A stream cut short yields what arrived, with ``finish_reason`` None.
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, JSON] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+
+    def add(self, chunk: Any) -> str:
+        """Take one chunk; returns its text delta ('' when none)."""
+        data: Mapping[str, Any] = chunk.model_dump() if hasattr(chunk, "model_dump") else chunk
+        if data.get("usage"):
+            self.usage = data["usage"]
+        delta_text = ""
+        for choice in data.get("choices") or []:
+            delta = choice.get("delta") or {}
+            piece = delta.get("content")
+            if isinstance(piece, str) and piece:
+                self.text.append(piece)
+                delta_text += piece
+            for frag in delta.get("tool_calls") or []:
+                index = int(frag.get("index") or 0)
+                call = self.calls.setdefault(index, {"id": None, "function": {"name": "", "arguments": ""}})
+                if frag.get("id"):
+                    call["id"] = frag["id"]
+                fn = frag.get("function") or {}
+                if fn.get("name"):
+                    call["function"]["name"] = fn["name"]
+                if fn.get("arguments"):
+                    call["function"]["arguments"] += fn["arguments"]
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return delta_text
+
+    def completion(self) -> JSON:
+        message: JSON = {"content": "".join(self.text) or None}
+        if self.calls:
+            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return {"choices": [{"message": message, "finish_reason": self.finish_reason}], "usage": self.usage}
 
 
 def error_message(*, provider: str, model: str, timestamp: str, text: str, code: str | None, status: int | None) -> JSON:
