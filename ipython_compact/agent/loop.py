@@ -28,14 +28,20 @@ What must hold:
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from ipython_compact.agent.events import (
+    AgentError,
+    AgentEvent,
+    CompactionRecord,
+    TurnResult,
+    summarize_event,
+)
+from ipython_compact.agent.kernel_reset import budget_exhausted, reset_notice, restart_budget, restart_failed
 from ipython_compact.agent.kernel_tool import ExecResult, KernelTool
 from ipython_compact.agent.openai_chat import (
     PYTHON_TOOL,
@@ -97,43 +103,6 @@ class CompactionEngine(Protocol):
     """
 
     def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None: ...
-
-
-@dataclass
-class AgentEvent:
-    """One step, for streaming into a cell or a terminal."""
-
-    kind: str
-    text: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-StopReason = Literal["final", "step_limit", "interrupted", "error"]
-
-
-@dataclass
-class TurnResult:
-    """How a turn ended: ``text`` is the final answer (or the error message)."""
-
-    stopped: StopReason
-    text: str
-    steps: int
-    error: str | None = None
-
-
-@dataclass
-class CompactionRecord:
-    """A compaction the loop ran or queued (``entry`` is set once placed)."""
-
-    reason: str
-    blocking: bool
-    entry: Entry | None = None
-    state: Literal["placed", "queued", "stale", "failed", "skipped"] = "placed"
-    error: str | None = None
-
-
-class AgentError(RuntimeError):
-    """The agent cannot go on (restart budget exhausted, bad configuration)."""
 
 
 def _now_iso() -> str:
@@ -621,47 +590,36 @@ class Agent:
         """Restart within the budget, restore the snapshot, tell the model; else a stop message."""
         restart = getattr(self.kernel, "restart", None)
         now = time.monotonic()
-        recent = [t for t in self._restart_times if now - t < self.restart_window_seconds]
-        if restart is None or len(recent) >= self.max_restarts:
-            message = (
-                f"The Python kernel stopped ({why}) and the restart budget ({self.max_restarts} restarts per "
-                f"{self.restart_window_seconds:g} s) is used up; stopping. Start a new kernel to continue."
-            )
-            self._append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": message, "display": True})
-            self._emit("kernel_failed", message)
-            return message
+        allowed, recent = restart_budget(self._restart_times, now, self.max_restarts, self.restart_window_seconds)
+        if restart is None or not allowed:
+            return self._kernel_failed(budget_exhausted(why, self.max_restarts, self.restart_window_seconds))
         self.restarts += 1
         self._restart_times = [*recent, now]
         try:
             restart()
         except Exception as exc:
-            message = f"The Python kernel stopped ({why}) and could not be restarted ({type(exc).__name__}: {exc}); stopping."
-            self._append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": message, "display": True})
-            self._emit("kernel_failed", message)
-            return message
+            return self._kernel_failed(restart_failed(why, f"{type(exc).__name__}: {exc}"))
         self._begin_kernel_turn()  # the new process has not heard of the running turn
         restored: list[str] = []
-        failed: list[str] = []
+        failed: list[tuple[str, str]] = []
         restore = getattr(self.kernel, "restore", None)
         if restore is not None and self.snapshot_dir is not None:
             report = restore(self.snapshot_dir) or {}
             restored = [str(n) for n in report.get("restored", [])]
-            failed = [f"{n} ({r})" for n, r in report.get("failed", [])]
-        lines = [f"<ipython_kernel_reset>\nThe Python kernel stopped ({why}) and was restarted "
-                 f"(restart {len(self._restart_times)} of {self.max_restarts} allowed per {self.restart_window_seconds:g} s)."]
-        if self.snapshot_dir is None:
-            lines.append("No snapshot is configured, so every name defined before is gone and must be recreated.")
-        elif restored:
-            lines.append(f"Restored from the last snapshot: {', '.join(sorted(restored))}.")
-        else:
-            lines.append("Nothing was restored from a snapshot; recreate what you need.")
-        if failed:
-            lines.append(f"Could not be restored: {', '.join(failed)}.")
-        lines.append("Anything defined after the last successful cell must be recreated.\n</ipython_kernel_reset>")
-        text = "\n".join(lines)
+            failed = [(str(n), str(r)) for n, r in report.get("failed", [])]
+            if report.get("error"):
+                failed.append(("(snapshot)", str(report["error"])))
+        text = reset_notice(why, number=len(self._restart_times), max_restarts=self.max_restarts,
+                            window_seconds=self.restart_window_seconds, snapshots=self.snapshot_dir is not None,
+                            restored=restored, failed=failed)
         self._append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": text, "display": True})
         self._emit("kernel_restart", text, restored=restored)
         return None
+
+    def _kernel_failed(self, message: str) -> str:
+        self._append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": message, "display": True})
+        self._emit("kernel_failed", message)
+        return message
 
     # ------------------------------------------------------------------ compaction
     def compact(self, focus: str | None = None, *, wait: bool = False) -> CompactionRecord:
@@ -906,16 +864,6 @@ class Agent:
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""
         return len(self._request_messages()), len(self.log_entries())
-
-
-def summarize_event(event: AgentEvent) -> str:
-    """One line per event, for terminals and cell output."""
-    text = event.text if len(event.text) <= 300 else event.text[:297] + "..."
-    return f"[{event.kind}] {text}" if text else f"[{event.kind}]"
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, indent=1, default=str)
 
 
 __all__: Sequence[str] = (
