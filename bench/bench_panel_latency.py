@@ -1,0 +1,128 @@
+"""How fresh the JupyterLab panel's namespace is while a cell runs: subshell comm vs main shell.
+
+A real ``jupyter lab`` and Debian's Chromium (the same harness as the browser tests). In each
+case the panel's refresh button is clicked and the time until the table shows a fresh answer is
+taken from the browser clock (click → the panel's ``data-updated-at`` moves).
+
+- ``idle``: no cell running, comm on its subshell (JupyterLab's default ``perCommTarget``).
+- ``busy_subshell``: a ``time.sleep`` cell is running; the request travels on the subshell and
+  is answered mid-cell.
+- ``busy_main_shell``: the same with ``commsOverSubshells = 'disabled'`` (a Lab or kernel without
+  subshells): the panel says "Kernel busy" and the table is fresh again only when the cell ends,
+  so the figure is the time the table stays stale after the click.
+
+Usage: python bench/bench_panel_latency.py [--samples 15] [--cell-seconds 4]
+Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ipython_compact.testing.jupyterlab import (  # noqa: E402
+    PANEL,
+    chromium,
+    ensure_panel_ready,
+    run_cell,
+    running_lab,
+    wait_kernel_idle,
+    wait_notebook_kernel,
+)
+
+
+def _click_to_fresh_ms(page: Any, timeout_ms: float) -> float:
+    """Click refresh; return ms until the namespace table carries a newer answer."""
+    t0 = page.evaluate("() => Date.now()")
+    page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
+    page.wait_for_function(
+        f"(t0) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt || 0) >= t0",
+        arg=t0, timeout=timeout_ms, polling=5,
+    )
+    updated = int(page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at"))
+    return float(updated - t0)
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"n": len(values), "median_ms": round(statistics.median(values), 1),
+            "p95_ms": round(p95, 1), "max_ms": round(ordered[-1], 1)}
+
+
+def _notebook(lab: Any, browser: Any, name: str, comms: str) -> Any:
+    lab.put_notebook(name)
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    # A workspace of its own, so Lab does not restore the other case's notebook over this one.
+    page.goto(lab.url + f"/lab/workspaces/{Path(name).stem}?reset&token={lab.token}")
+    page.wait_for_function("() => !!window.jupyterapp && !!window.jupyterapp.serviceManager", timeout=60_000)
+    page.evaluate(
+        """async ([name, comms]) => {
+            const app = window.jupyterapp;
+            await app.restored;  // Lab applies its own commsOverSubshells setting by then
+            app.serviceManager.kernels.commsOverSubshells = comms;
+            await app.commands.execute('docmanager:open', {path: name});
+        }""",
+        [name, comms],
+    )
+    wait_notebook_kernel(page, name)
+    ensure_panel_ready(page)
+    detail = page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail")
+    expected = "between cells" if comms == "disabled" else "while cells run"
+    if expected not in detail:
+        raise RuntimeError(f"{name}: panel says {detail!r}, expected {expected!r}")
+    run_cell(page, "import numpy as np\nxs = list(range(1000))\ngrid = np.zeros((100, 100))")
+    return page
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=15, help="clicks per subshell case")
+    ap.add_argument("--cell-seconds", type=float, default=4.0, help="length of the running cell")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, running_lab(Path(tmp)) as lab, chromium() as browser:
+        page = _notebook(lab, browser, "subshell.ipynb", "perCommTarget")
+        idle = [_click_to_fresh_ms(page, 10_000) for _ in range(args.samples)]
+
+        busy: list[float] = []
+        while len(busy) < args.samples:
+            run_cell(page, f"import time\ntime.sleep({args.cell_seconds})", wait=False)
+            page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
+            deadline = time.monotonic() + args.cell_seconds - 1.0
+            while len(busy) < args.samples and time.monotonic() < deadline:
+                busy.append(_click_to_fresh_ms(page, 10_000))
+            wait_kernel_idle(page, timeout=60_000)
+        page.close()
+
+        page = _notebook(lab, browser, "main-shell.ipynb", "disabled")
+        stale: list[float] = []
+        for _ in range(3):
+            run_cell(page, f"import time\ntime.sleep({args.cell_seconds})", wait=False)
+            page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
+            time.sleep(0.5)
+            stale.append(_click_to_fresh_ms(page, (args.cell_seconds + 30) * 1000))
+            wait_kernel_idle(page, timeout=60_000)
+        page.close()
+
+    print(json.dumps({
+        "benchmark": "panel namespace freshness (click refresh -> fresh table), real JupyterLab + Chromium",
+        "cell_seconds": args.cell_seconds,
+        "idle": _stats(idle),
+        "busy_subshell": _stats(busy),
+        "busy_main_shell": {**_stats(stale), "note": "no subshell: the table is stale until the cell ends"},
+        "speedup_busy_median": round(statistics.median(stale) / max(statistics.median(busy), 0.1), 1),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
