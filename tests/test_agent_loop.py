@@ -75,6 +75,16 @@ def test_every_message_tool_call_result_and_usage_is_logged(tmp_path: Path, kern
     assert [ev.kind for ev in events].count("tool_call") == 1
 
 
+@pytest.mark.parametrize("bad", ["", "   ", None, 42])
+def test_an_empty_message_is_refused_before_anything_is_logged(tmp_path: Path, kernel: JupyterKernel, bad: Any) -> None:
+    with ModelServer(default="hi") as srv:
+        agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
+        before = len(store.entries("t"))
+        with pytest.raises(ValueError, match="must be non-empty text"):
+            agent.ask(bad)
+        assert len(store.entries("t")) == before and not srv.chat_requests
+
+
 def test_step_limit_stops_a_tool_loop(tmp_path: Path, kernel: JupyterKernel) -> None:
     with ModelServer(default=Reply(tool_calls=(ToolCall("python", {"code": "1"}),))) as srv:
         agent, _store, _ = _agent(tmp_path, srv, kernel, QUIET, max_steps=3)

@@ -290,7 +290,10 @@ class Agent:
         """Run one user turn to a final answer, the step limit, an interrupt or an error.
 
         In autonomous mode with a goal, continuations queued by compactions run as further turns.
+        An empty or non-string message is refused (ValueError) before anything is logged.
         """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"the message for the agent must be non-empty text, got {text!r}")
         result = self._turn({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": _now_iso()})
         continued = 0
         while self.autonomous and self._continuations and continued < self.max_continuations and result.stopped != "error":
