@@ -194,7 +194,9 @@ class KernelService:
                 "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
                 "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
                 "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
-                "kept_entries": sum(1 for k in path[i + 1 :] if k.kind == E.MESSAGE),
+                # Kept verbatim = the messages from the first kept entry up to this compaction.
+                "kept_entries": sum(1 for k in path[_index_of(path, e.data.get("first_kept_entry_id"), i):i]
+                                    if k.kind == E.MESSAGE),
             })
         return out[-limit:] if limit > 0 else out
 
@@ -363,6 +365,11 @@ class KernelService:
         with contextlib.suppress(Exception):
             self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
         return data
+
+
+def _index_of(path: list[E.Entry], entry_id: Any, default: int) -> int:
+    """Index of ``entry_id`` in ``path`` (``default`` when absent)."""
+    return next((j for j, x in enumerate(path) if x.id == entry_id), default)
 
 
 def _jsonable(obj: Any) -> dict[str, Any]:
