@@ -64,6 +64,8 @@ export class PanelModel {
   notebookLabel = '';
   hello: Json | null = null;
   status: IStatus | null = null;
+  /** Why the last `status` request failed ('' when it did not). */
+  statusError = '';
   names: INameInfo[] = [];
   namesTruncated = false;
   namesElapsedMs: number | null = null;
@@ -376,9 +378,12 @@ export class PanelModel {
       const reply = await channel.request('status');
       if (channel === this._channel) {
         this.status = parseStatus(reply);
+        this.statusError = '';
       }
     } catch (err) {
-      console.warn('ipython-compact: status failed', err);
+      if (channel === this._channel) {
+        this.statusError = describeError(err, 'status');
+      }
     }
     this._changed.emit();
   }
@@ -494,6 +499,7 @@ export class PanelModel {
   private _clearAnswers(): void {
     this.hello = null;
     this.status = null;
+    this.statusError = '';
     this.names = [];
     this.namesAt = null;
     this.namesElapsedMs = null;

@@ -168,6 +168,9 @@ export class CompactPanel extends Widget {
     const s = this._model.status;
     const g = this._gauge;
     g.textContent = '';
+    if (this._model.statusError) {
+      g.appendChild(el('div', 'jp-IpythonCompact-problem', this._model.statusError));
+    }
     if (s === null || s.window === null || s.window <= 0) {
       g.appendChild(el('div', 'jp-IpythonCompact-empty', 'No context figures yet.'));
       return;
