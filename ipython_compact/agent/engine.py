@@ -28,6 +28,7 @@ class CoreEngine:
         self.settings = settings
 
     def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+        """The compaction payload for the session's current path, or None when nothing is to summarize."""
         settings = self.settings if keep_recent_tokens is None else replace(self.settings, keep_recent_tokens=keep_recent_tokens)
         path = self.store.path(session)
         prep = prepare_compaction(path, settings)
@@ -58,6 +59,7 @@ class CompactorEngine:
         self.compactor = compactor
 
     def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+        """``Compactor.prepare``: triage, summary, drift guard; writes nothing."""
         result: dict[str, Any] | None = self.compactor.prepare(
             session, reason=reason, focus=focus, keep_recent_tokens=keep_recent_tokens
         )

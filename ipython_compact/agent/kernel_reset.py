@@ -25,6 +25,7 @@ def restart_budget(times: Sequence[float], now: float, max_restarts: int, window
 
 
 def budget_exhausted(why: str, max_restarts: int, window_seconds: float) -> str:
+    """The stop message once the restart budget is used up."""
     return (
         f"The Python kernel stopped ({why}) and the restart budget ({max_restarts} restarts per "
         f"{window_seconds:g} s) is used up; stopping. Start a new kernel to continue."
@@ -32,6 +33,7 @@ def budget_exhausted(why: str, max_restarts: int, window_seconds: float) -> str:
 
 
 def restart_failed(why: str, error: str) -> str:
+    """The stop message when a restart itself failed."""
     return f"The Python kernel stopped ({why}) and could not be restarted ({error}); stopping."
 
 

@@ -48,6 +48,7 @@ class ExecResult:
 
     @property
     def is_error(self) -> bool:
+        """Anything but a clean run (error, timeout, interrupt, death) is reported to the model as an error."""
         return self.status != "ok"
 
 
@@ -72,13 +73,33 @@ def _safe_repr(value: Any) -> str:
 class KernelTool(Protocol):
     """What the loop needs from a kernel."""
 
-    def execute(self, code: str, timeout: float | None = None) -> ExecResult: ...
-    def interrupt(self) -> None: ...
-    def is_alive(self) -> bool: ...
-    def probe_names(self) -> list[str] | None: ...
-    def begin_turn(self) -> None: ...
-    def end_turn(self) -> None: ...
-    def take_compaction_request(self) -> dict[str, Any] | None: ...
+    def execute(self, code: str, timeout: float | None = None) -> ExecResult:
+        """Run ``code``; never raises for user errors (they come back as ``status="error"``)."""
+        ...
+
+    def interrupt(self) -> None:
+        """Ask the running cell to stop (SIGINT); a no-op when nothing can be interrupted."""
+        ...
+
+    def is_alive(self) -> bool:
+        """False once the kernel process is gone."""
+        ...
+
+    def probe_names(self) -> list[str] | None:
+        """User-defined names right now (the ``%who`` rule), or None when the kernel cannot say."""
+        ...
+
+    def begin_turn(self) -> None:
+        """Open an agent turn in the kernel, so ``compact.run()`` schedules instead of refusing."""
+        ...
+
+    def end_turn(self) -> None:
+        """Close the turn; a request still pending stays for ``take_compaction_request``."""
+        ...
+
+    def take_compaction_request(self) -> dict[str, Any] | None:
+        """The model's pending ``compact.run()`` request (``{"instructions": ...}``), handed over once."""
+        ...
 
 
 @dataclass
@@ -189,6 +210,7 @@ class JupyterKernel:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> JupyterKernel:
+        """Start the kernel process, wait until it answers, load the extension."""
         import os
 
         from jupyter_client.manager import KernelManager
@@ -219,6 +241,7 @@ class JupyterKernel:
                 self.extension_error = res.text
 
     def shutdown(self) -> None:
+        """Stop the kernel this object started (politely, then by force)."""
         kc, km = self._kc, self._km
         self._kc = self._km = None
         if kc is not None:

@@ -199,10 +199,12 @@ class Agent:
     # ------------------------------------------------------------------ settings & state
     @property
     def settings(self) -> CompactionSettings:
+        """The compaction settings for the current model (``model_overrides`` applied)."""
         return self._base_settings.for_model(self.provider, self.model)
 
     @property
     def busy(self) -> bool:
+        """True while a turn runs (manual compactions then queue instead of placing at once)."""
         return self._busy
 
     def _emit(self, kind: str, text: str = "", **data: Any) -> None:
@@ -862,6 +864,7 @@ class Agent:
         }
 
     def compaction_entries(self) -> list[Entry]:
+        """Every compaction entry of the session, oldest first."""
         return [e for e in self.log_entries() if e.kind == COMPACTION]
 
     def counts(self) -> tuple[int, int]:

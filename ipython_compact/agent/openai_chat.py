@@ -185,6 +185,7 @@ class StreamAccumulator:
         return delta_text
 
     def completion(self) -> JSON:
+        """The folded answer, shaped like a non-streamed chat completion."""
         message: JSON = {"content": "".join(self.text) or None}
         if self.calls:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]

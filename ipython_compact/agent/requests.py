@@ -42,6 +42,7 @@ def end_turn() -> None:
 
 
 def turn_active() -> bool:
+    """True between ``begin_turn`` and ``end_turn`` (the kernel helper asks before scheduling)."""
     with _lock:
         return _turn_active
 
