@@ -546,3 +546,35 @@ def test_interrupt_while_streaming_keeps_the_partial_answer_out_of_the_next_requ
         assert agent.ask("again").stopped == "final"
         sent = srv.chat_requests[-1].messages
     assert not any(m["role"] == "assistant" and m.get("content") == partial["content"][0]["text"] for m in sent)
+
+
+@pytest.mark.parametrize(("manual_fails", "placed"), [(False, ["manual"]), (True, ["requested"])])
+def test_a_manual_compaction_during_the_turn_covers_the_models_request(
+    tmp_path: Path, kernel: JupyterKernel, manual_fails: bool, placed: list[str]
+) -> None:
+    class Engine(CoreEngine):
+        def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+            if reason == "manual" and manual_fails:
+                raise RuntimeError("summarizer unavailable")
+            return super().prepare(session, reason=reason, focus=focus, keep_recent_tokens=keep_recent_tokens)
+
+    def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
+        if user == "compact now":
+            return "done" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+        return LONG
+
+    with ModelServer(_script(reply)) as srv:
+        agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
+        agent.engine = Engine(store, QUIET)
+        _fill(agent, 3)
+
+        def on_event(ev: AgentEvent) -> None:
+            events.append(ev)
+            if ev.kind == "tool_call":
+                agent.compact("keep the user's focus")  # the user asks too, while the model works
+
+        agent.on_event = on_event
+        assert agent.ask("compact now").stopped == "final"
+    assert [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION] == placed
+    covered = any(ev.kind == "compaction_dropped" and "covered" in ev.text for ev in events)
+    assert covered is not manual_fails

@@ -331,8 +331,15 @@ class Agent:
             action = decide_turn_end(requested=self._requested is not None, aborted=aborted)
             compacted = False
             requested, self._requested = self._requested, None
+            if action == "run_requested" and self._manual_in_flight():
+                self.wait_background()  # a manual compaction the user asked for this turn may cover it
             with self._state_lock:
-                if action == "run_requested" and requested is not None:
+                if action == "run_requested" and self._manual_in_flight():
+                    # A successful manual compaction satisfies the model's request (Prime's rule); a
+                    # failed one would have left the request standing.
+                    self._emit("compaction_dropped", "model-requested compaction covered by the manual one",
+                               reason="requested")
+                elif action == "run_requested" and requested is not None:
                     self._emit("compaction_start", "model-requested compaction (end of turn)", reason="requested")
                     rec = self._compact_now("requested", requested.get("instructions"), auto=False)
                     compacted = rec.state == "placed"
@@ -638,6 +645,10 @@ class Agent:
         if wait:
             self.wait_background()
         return record
+
+    def _manual_in_flight(self) -> bool:
+        """A manual compaction started while busy that has not been placed or settled yet."""
+        return any(r.reason == "manual" and r.state == "queued" for r in self.compactions)
 
     def wait_background(self, timeout: float | None = 30.0) -> None:
         """Join background compaction workers (examples, tests, shutdown)."""
