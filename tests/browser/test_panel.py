@@ -263,3 +263,16 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, la
     _row(page, "epsilon").wait_for(timeout=10_000)
     assert page.locator(f"{PANEL} .jp-IpythonCompact-note").is_hidden()
     page.evaluate("() => { window.jupyterapp.serviceManager.kernels.commsOverSubshells = 'perCommTarget'; }")
+
+
+def test_panel_follows_the_dark_theme(page: Any) -> None:
+    open_panel(page)
+    background = f"() => getComputedStyle(document.querySelector('{PANEL}')).backgroundColor"
+    light = page.evaluate(background)
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    page.wait_for_function(f"(light) => ({background})() !== light", arg=light, timeout=10_000)
+    page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
+    _shot(page, "13-dark-theme")
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)
