@@ -113,10 +113,40 @@ export class PanelModel {
     context.iopubMessage.connect(this._onIopub, this);
     void context.ready.then(() => {
       if (this._context === context) {
-        void this.connect();
+        this._autoConnect();
       }
     });
     this._setState('connecting', 'waiting for the kernel');
+  }
+
+  /**
+   * The panel is shown (true) or hidden (false). Nothing is sent to a kernel
+   * until the panel has been shown: a notebook whose user never opens the
+   * panel gets no comm and no subshell. Restarts are still noticed meanwhile.
+   */
+  setActive(active: boolean): void {
+    this._active = active;
+    if (!active) {
+      this._stopPolling();
+      return;
+    }
+    const context = this._context;
+    if (context === null) {
+      return;
+    }
+    void context.ready.then(() => {
+      if (this._context !== context || !this._active) {
+        return;
+      }
+      if (this._channel === null) {
+        void this.connect();
+      } else {
+        void this.refresh();
+        if (this.mainBusy) {
+          this._startPolling();
+        }
+      }
+    });
   }
 
   /**
@@ -346,6 +376,9 @@ export class PanelModel {
     args: Json,
     describe: (reply: Json) => string
   ): Promise<void> {
+    if (this._channel === null) {
+      await this.connect();
+    }
     const channel = this._channel;
     if (channel === null) {
       this.lastAction = { action, ok: false, text: `Not connected: cannot ${action}.`, reply: null };
@@ -411,7 +444,14 @@ export class PanelModel {
     this._dropChannel();
     this.mainBusy = false;
     this._clearAnswers();
-    void this.connect();
+    this._autoConnect();
+  }
+
+  /** Connect on the model's own initiative only while the panel is shown. */
+  private _autoConnect(): void {
+    if (this._active) {
+      void this.connect();
+    }
   }
 
   private _onStatusChanged(_: ISessionContext, status: Kernel.Status): void {
@@ -425,7 +465,7 @@ export class PanelModel {
       this._dropChannel();
       this._setState('dead', 'the kernel is dead');
     } else if (status === 'idle' && (this.state === 'restarting' || this.state === 'dead')) {
-      void this.connect();
+      this._autoConnect();
     }
   }
 
@@ -453,9 +493,9 @@ export class PanelModel {
       this.namesError = '';
       if (this._channel === null) {
         if (this.state !== 'loading') {
-          void this.connect();
+          this._autoConnect();
         }
-      } else {
+      } else if (this._active) {
         void this.refresh();
       }
       this._changed.emit();
@@ -463,7 +503,7 @@ export class PanelModel {
   }
 
   private _startPolling(): void {
-    if (this._poll !== null || this._channel === null) {
+    if (this._poll !== null || this._channel === null || !this._active) {
       return;
     }
     void this.refreshNames();
@@ -523,6 +563,7 @@ export class PanelModel {
   private _namesInFlight = false;
   private _poll: number | null = null;
   private _disposed = false;
+  private _active = false;
   private _changed = new Signal<this, void>(this);
 }
 

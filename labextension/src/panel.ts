@@ -7,6 +7,7 @@
  * text from the kernel goes in through `textContent`.
  */
 import { LabIcon } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { PanelModel } from './model';
@@ -119,6 +120,16 @@ export class CompactPanel extends Widget {
   dispose(): void {
     this._model.changed.disconnect(this._render, this);
     super.dispose();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._model.setActive(true);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._model.setActive(false);
   }
 
   private _render(): void {

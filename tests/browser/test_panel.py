@@ -57,7 +57,19 @@ def _row(page: Any, name: str) -> Any:
     return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
 
 
+def _subshells(page: Any) -> list[str]:
+    return list(page.evaluate(
+        """async () => {
+            const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+            const reply = await k.requestListSubshell({}).done;
+            return reply.content.subshell_id;
+        }"""))
+
+
 def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
+    # Until the panel is shown it sends nothing: no comm, no subshell in the user's kernel.
+    page.wait_for_timeout(1_000)
+    assert _subshells(page) == []
     open_panel(page)
     wait_panel_state(page, "not-loaded")
     banner = page.locator(f"{PANEL} .jp-IpythonCompact-banner")
@@ -74,6 +86,7 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
     assert page.locator(f"{PANEL} .jp-IpythonCompact-line-blocking").count() == 1
     assert page.locator(f"{PANEL} .jp-IpythonCompact-line-background").count() == 1
     _shot(page, "02-panel-connected")
+    assert len(_subshells(page)) == 1
 
 
 def test_variable_defined_in_a_cell_appears(page: Any) -> None:
