@@ -22,13 +22,19 @@ FailureCode = Literal[
 
 @dataclass(frozen=True)
 class SummaryInput:
-    """What to summarize. ``entries`` are in log order; ``max_tokens`` is the output budget."""
+    """What to summarize. ``entries`` are in log order; ``max_tokens`` is the output budget.
+
+    ``anchors`` are the texts the checkpoint already carries verbatim in its ``<anchors>`` block
+    (goal, constraints, pins); a summarizer may refer to them instead of repeating them. Empty when
+    there is no anchor layer, and then the summary must state the goal and constraints itself.
+    """
 
     entries: Sequence[Entry]
     kind: SummaryKind = "history"
     previous_summary: str | None = None
     focus: str | None = None
     max_tokens: int = 13107
+    anchors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
