@@ -40,6 +40,11 @@ MACHINE_TAGS: Final = (
     "recent-state-anchor",
 )
 
+# the guard's working set: how many exact strings, and how many characters, it may carry at most
+# (the identifier block is part of the checkpoint's hard size budget; see ``track_identifiers``)
+MAX_TRACKED: Final = 64
+MAX_TRACKED_CHARS: Final = 2400
+
 _BLOCK_RE: Final = re.compile(
     r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
     re.DOTALL,
