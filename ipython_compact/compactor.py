@@ -28,6 +28,8 @@ from ipython_compact.core import entries as E
 from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.drift import (
+    MAX_TRACKED,
+    MAX_TRACKED_CHARS,
     Identifier,
     apply_guard,
     render_block,
@@ -45,7 +47,7 @@ from ipython_compact.core.triage import Pointer, Triage, pointer_text, triage
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
-MAX_CARRIED_POINTERS = 30
+MAX_CARRIED_POINTERS = 8
 
 
 class CompactionError(RuntimeError):
@@ -211,8 +213,8 @@ class Compactor:
         ledger: bool = True,
         externalize_lines: int = 200,
         externalize_chars: int = 8000,
-        max_identifiers: int = 400,
-        identifier_chars: int = 16000,
+        max_identifiers: int = MAX_TRACKED,
+        identifier_chars: int = MAX_TRACKED_CHARS,
     ) -> None:
         self.store = store
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
@@ -336,7 +338,7 @@ class Compactor:
         history_text: str | None = None
         if work.history or not prep.is_split_turn:
             res = self.summarizer.summarize(
-                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens)
+                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()))
             )
             results.append(res)
             history_text = res.text
