@@ -154,11 +154,17 @@ export class PanelModel {
    * attempt; a newer kernel makes an older attempt's result be ignored.
    */
   connect(): Promise<void> {
-    if (this._connecting === null) {
-      this._connecting = this._connect().finally(() => {
-        this._connecting = null;
-      });
+    const kernel = this._kernel();
+    if (this._connecting !== null) {
+      // An attempt for another kernel (the user switched notebooks) is
+      // discarded when it ends; connect to this one after it.
+      return this._connectingFor === kernel ? this._connecting : this._connecting.then(() => this.connect());
     }
+    this._connectingFor = kernel;
+    this._connecting = this._connect().finally(() => {
+      this._connecting = null;
+      this._connectingFor = null;
+    });
     return this._connecting;
   }
 
@@ -560,6 +566,7 @@ export class PanelModel {
   private _channel: CompactChannel | null = null;
   private _channelKernel: Kernel.IKernelConnection | null = null;
   private _connecting: Promise<void> | null = null;
+  private _connectingFor: Kernel.IKernelConnection | null = null;
   private _namesInFlight = false;
   private _poll: number | null = null;
   private _disposed = false;
