@@ -77,21 +77,34 @@ _VERSIONISH_WORDS: Final = frozenset({"in", "at", "of", "to", "the", "and", "or"
 
 @dataclass(frozen=True)
 class Identifier:
-    """An exact string that must survive, its class, and the entry it was last seen in."""
+    """An exact string that must survive, its class, and where and how often it was seen.
+
+    ``last`` is a position in the stream of folded entries (1 = the first entry ever folded; it only
+    grows), ``mentions`` counts the entries that named it. Both feed ``relevance``.
+    """
 
     text: str
     cls: IdentifierClass
     entry_id: str | None = None
+    mentions: int = 1
+    last: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "cls": self.cls, "entry_id": self.entry_id}
+        return {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Identifier:
         cls = str(obj.get("cls", "id"))
         if cls not in ("path", "version", "error", "id", "commit", "variable", "url"):
             raise ValueError(f"identifier {obj!r}: unknown class {cls!r}")
-        return Identifier(str(obj["text"]), cls, None if obj.get("entry_id") is None else str(obj["entry_id"]))  # type: ignore[arg-type]
+        try:
+            mentions, last = int(obj.get("mentions", 1)), int(obj.get("last", 0))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"identifier {obj!r}: mentions and last must be integers") from exc
+        if mentions < 1 or last < 0:
+            raise ValueError(f"identifier {obj!r}: mentions must be >= 1 and last >= 0")
+        entry_id = None if obj.get("entry_id") is None else str(obj["entry_id"])
+        return Identifier(str(obj["text"]), cls, entry_id, mentions, last)  # type: ignore[arg-type]
 
 
 def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
@@ -175,26 +188,62 @@ def entry_identifiers(entry: Entry, *, tool_result_chars: int = 4000) -> list[Id
     return out
 
 
+# one extra mention is worth this many entries of recency (capped), so a path named in many turns
+# outlives a one-off id named once a little later
+MENTION_WEIGHT: Final = 40
+MENTION_CAP: Final = 4
+
+
+def relevance(ident: Identifier) -> int:
+    """How much an identifier deserves a place in the bounded working set (higher = keep).
+
+    Recency of the last mention, plus a capped bonus for being mentioned in several entries.
+    """
+    return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP)
+
+
 def track_identifiers(
-    previous: Sequence[Identifier], entries: Iterable[Entry], *, max_count: int = 400, max_chars: int = 16000
+    previous: Sequence[Identifier],
+    entries: Iterable[Entry],
+    *,
+    max_count: int = MAX_TRACKED,
+    max_chars: int = MAX_TRACKED_CHARS,
 ) -> list[Identifier]:
     """Carry the tracked set forward: previous identifiers plus those in ``entries``.
 
-    Ordered oldest-seen first; a re-seen identifier moves to the end. When over ``max_count`` or
-    ``max_chars`` the least recently seen are dropped (the set stays bounded across compactions).
+    Each entry advances a position counter (continuing from the previous set's newest ``last``); an
+    identifier seen again gets the new position and one more mention. When the set is over
+    ``max_count`` identifiers or ``max_chars`` characters (+3 per item for its line), the least
+    relevant leave first (``relevance``: recency, then mentions; ties: older first). Identifiers of
+    the newest entries therefore always stay, and the set, and the guard block built from it,
+    reaches a fixed size instead of growing with the session. The result is ordered by last
+    mention, oldest first (deterministic).
     """
     order: dict[str, Identifier] = {ident.text: ident for ident in previous}
+    tick = max((ident.last for ident in previous), default=0)
     for entry in entries:
+        tick += 1
+        seen: set[str] = set()
         for ident in entry_identifiers(entry):
-            order.pop(ident.text, None)
-            order[ident.text] = ident
-    items = list(order.values())
-    total = sum(len(i.text) + 3 for i in items)
-    drop = 0
-    while drop < len(items) and (len(items) - drop > max_count or total > max_chars):
-        total -= len(items[drop].text) + 3
-        drop += 1
-    return items[drop:]
+            if ident.text in seen:
+                continue
+            seen.add(ident.text)
+            old = order.pop(ident.text, None)
+            mentions = 1 if old is None else old.mentions + 1
+            order[ident.text] = Identifier(ident.text, ident.cls, ident.entry_id, mentions, tick)
+    items = list(order.values())  # insertion order = last mention, oldest first
+    rank = sorted(range(len(items)), key=lambda i: (relevance(items[i]), i), reverse=True)
+    keep: set[int] = set()
+    chars = 0
+    for i in rank:
+        cost = len(items[i].text) + 3
+        if len(keep) >= max_count:
+            break
+        if chars + cost > max_chars:
+            continue  # a long one that does not fit; shorter, less relevant ones still may
+        keep.add(i)
+        chars += cost
+    return [item for i, item in enumerate(items) if i in keep]
 
 
 def strip_machine_blocks(text: str) -> str:

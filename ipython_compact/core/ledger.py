@@ -38,6 +38,15 @@ MAX_FILES: Final = 200
 MAX_NAMES: Final = 120
 COMMAND_CHARS: Final = 160
 REQUEST_CHARS: Final = 240
+# what ``render`` shows (the stored lists above stay longer; totals count everything)
+SHOW_OPEN: Final = 10
+SHOW_DONE: Final = 4
+SHOW_DONE_IDS: Final = 8
+SHOW_REQUEST_CHARS: Final = 160
+SHOW_NAMES: Final = 20
+SHOW_FILES: Final = 20
+SHOW_COMMANDS: Final = 10
+SHOW_ERRORS: Final = 6
 
 CODE_KEYS: Final = ("code", "source", "cell")
 _Q = r"""['"]([^'"\n]+)['"]"""
@@ -309,22 +318,56 @@ class Ledger:
 
     # ---- rendering ----------------------------------------------------------------------------
     def render(self) -> str:
-        """The ``<ledger>`` machine block the model reads after compaction."""
+        """The ``<ledger>`` machine block the model reads after compaction.
+
+        Every section has its own budget (``SHOW_*``) so the block reaches a fixed size early in a
+        session and stays there: open requests verbatim, the newest done ones verbatim, older done
+        ones as a count plus the newest ids (recallable); a failed attempt followed by the same
+        command succeeding is one line; the newest names, files, commands and errors, with totals.
+        """
         lines: list[str] = []
         if self.requests:
-            lines.append(f"user requests ({self.request_total} total; done = already answered, do not redo):")
-            lines.extend(f"- [{'x' if r.status == 'done' else ' '}] {r.text}  (entry {r.entry_id})" for r in self.requests)
+            open_ = [r for r in self.requests if r.status == "open"]
+            done = [r for r in self.requests if r.status == "done"]
+            done_total = max(len(done), self.request_total - len(open_))
+            lines.append(f"user requests ({self.request_total} total: {done_total} done, {len(open_)} open; done = already answered, do not redo):")
+            shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
+            earlier = done_total - len(shown_done)
+            if earlier > 0:
+                older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
+                ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
+                lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
+            lines.extend(f"- [x] {_clip(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id})" for r in shown_done)
+            lines.extend(f"- [ ] {r.text}  (entry {r.entry_id})" for r in open_[-SHOW_OPEN:])
+            if len(open_) > SHOW_OPEN:
+                lines.append(f"- [ ] ... and {len(open_) - SHOW_OPEN} older open request(s) (entries {', '.join(r.entry_id for r in open_[:-SHOW_OPEN][-SHOW_DONE_IDS:])})")
         if self.names:
-            lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + ", ".join(self.names))
+            lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
         if self.files_modified:
-            lines.append("files modified: " + ", ".join(self.files_modified))
+            lines.append("files modified: " + _newest(self.files_modified, SHOW_FILES))
         if self.files_read:
-            lines.append("files read: " + ", ".join(self.files_read))
+            lines.append("files read: " + _newest(self.files_read, SHOW_FILES))
         if self.commands:
-            shown = len(self.commands)
-            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {shown}):")
-            lines.extend(f"- {c.status}: {c.tool}: {c.text}  (entry {c.entry_id})" for c in self.commands)
+            merged: list[tuple[CommandRecord, int]] = []  # (record, failed attempts just before it)
+            for c in self.commands:
+                if merged and c.status == "ok" and merged[-1][0].status == "error" and (merged[-1][0].tool, merged[-1][0].text) == (c.tool, c.text):
+                    merged[-1] = (c, merged[-1][1] + 1)
+                else:
+                    merged.append((c, 0))
+            shown = merged[-SHOW_COMMANDS:]
+            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {len(shown)}):")
+            lines.extend(
+                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry {c.entry_id})" for c, n in shown
+            )
         if self.errors:
-            lines.append(f"errors ({self.error_total} total; last {len(self.errors)} distinct):")
-            lines.extend(f"- {e.type}: {e.message}  (entry {e.entry_id})" for e in self.errors)
+            shown_errors = self.errors[-SHOW_ERRORS:]
+            lines.append(f"errors ({self.error_total} total; last {len(shown_errors)} distinct):")
+            lines.extend(f"- {e.type}: {e.message}  (entry {e.entry_id})" for e in shown_errors)
         return render_block("ledger", lines)
+
+
+def _newest(items: tuple[str, ...], limit: int) -> str:
+    """The newest ``limit`` items, comma-separated, with a count of the older ones left out."""
+    shown = items[-limit:]
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" (+{more} older, not listed)" if more else "")
