@@ -18,6 +18,7 @@ from ipython_compact.store.errors import (
 )
 from ipython_compact.store.sqlite_store import (
     LEAF,
+    BranchPaths,
     ContextView,
     InboxItem,
     LiveCompaction,
@@ -30,6 +31,7 @@ from ipython_compact.store.sqlite_store import (
 
 __all__ = [
     "LEAF",
+    "BranchPaths",
     "ContextView",
     "CorruptDatabaseError",
     "DatabaseLockedError",

@@ -14,6 +14,12 @@ What the schema guarantees:
   read from the leaf back to that id only.
 - ``hash`` chains an entry to its parent (tree integrity); ``chain`` chains entries of a session
   in append order (nothing appended can vanish without ``verify`` noticing).
+- ``mark`` (migration 0002) is the id of the nearest entry at or above this one whose kind is in
+  ``MARK_KINDS`` (NULL = none). Marked kinds are the rare ones the product looks up by kind
+  (compactions, pins, goals, system baselines...); following ``mark`` from a leaf visits exactly
+  the marked entries of its root→leaf path, so "the compactions / pins on this branch" costs one
+  step per such entry, not one per entry of the history. Like ``context_head`` it is derived
+  from the tree (not hashed) and ``verify`` recomputes it.
 """
 
 from __future__ import annotations
@@ -124,7 +130,57 @@ def _split_statements(script: str) -> list[str]:
     return statements
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration("0001_initial_schema", _initial_schema),)
+MARK_KINDS: frozenset[str] = frozenset(
+    {
+        "compaction",
+        "branch_summary",
+        "compaction_outcome",
+        "pin",
+        "goal",
+        "system",
+        "model_change",
+        "thinking_level_change",
+        "session_info",
+    }
+)
+"""Kinds linked by the ``mark`` chain. Frozen with migration 0002: changing the set needs a new
+migration that recomputes ``mark`` (stored values would otherwise disagree with ``verify``)."""
+
+_NO_UPDATE_TRIGGER = """
+CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+BEGIN
+    SELECT RAISE(ABORT, 'entries are append-only: UPDATE is not allowed');
+END
+"""
+
+
+def _mark_chain(conn: sqlite3.Connection) -> None:
+    """Add ``entries.mark`` and fill it for entries written before this migration.
+
+    The backfill is the only write to existing entry rows the project ever makes: the append-only
+    trigger is lifted for it and restored in the same transaction, and only the new derived
+    column is set (content, links and hashes are untouched). Parents precede children in ``seq``
+    order (``_insert`` refuses a missing parent), so one pass in that order suffices.
+    """
+    conn.execute("ALTER TABLE entries ADD COLUMN mark TEXT")
+    conn.execute("DROP TRIGGER entries_no_update")
+    marks: dict[tuple[int, str], str | None] = {}
+    updates: list[tuple[str, int]] = []
+    for seq, sid, entry_id, parent_id, kind in conn.execute(
+        "SELECT seq, session_id, id, parent_id, kind FROM entries ORDER BY seq"
+    ).fetchall():
+        mark = entry_id if kind in MARK_KINDS else marks.get((sid, parent_id)) if parent_id is not None else None
+        marks[(sid, entry_id)] = mark
+        if mark is not None:
+            updates.append((mark, seq))
+    conn.executemany("UPDATE entries SET mark = ? WHERE seq = ?", updates)
+    conn.execute(_NO_UPDATE_TRIGGER.strip())
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial_schema", _initial_schema),
+    Migration("0002_mark_chain", _mark_chain),
+)
 
 
 def applied(conn: sqlite3.Connection) -> list[str]:

@@ -46,6 +46,7 @@ from ipython_compact.store.errors import (
     UnknownEntryError,
     UnknownSessionError,
 )
+from ipython_compact.store.migrations import MARK_KINDS
 
 Estimator = Literal["density", "chars4"]
 ESTIMATORS: tuple[Estimator, ...] = ("density", "chars4")
@@ -149,10 +150,25 @@ class LiveStatus:
 
 
 @dataclass(frozen=True)
+class BranchPaths:
+    """The two ends of a branch move, each read only back to where they meet.
+
+    ``old`` runs from the common ancestor to the old leaf, ``target`` from the common ancestor to
+    the target entry (both oldest first, both starting with the ancestor). Without a common
+    ancestor (separate roots) both are whole root→leaf paths and ``common_ancestor_id`` is None.
+    """
+
+    old: list[Entry]
+    target: list[Entry]
+    common_ancestor_id: str | None
+
+
+@dataclass(frozen=True)
 class _ParentInfo:
     depth: int
     context_head: str | None
     hash: str
+    mark: str | None = None
 
 
 @dataclass
@@ -482,9 +498,9 @@ class SessionStore:
         if info is not None:
             return info
         row = conn.execute(
-            "SELECT depth, context_head, hash FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+            "SELECT depth, context_head, hash, mark FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
         ).fetchone()
-        return None if row is None else _ParentInfo(int(row[0]), row[1], str(row[2]))
+        return None if row is None else _ParentInfo(int(row[0]), row[1], str(row[2]), row[3])
 
     def _is_ancestor_or_self(
         self, conn: sqlite3.Connection, sid: int, ancestor: str, start: str | None, cache: _Batch
@@ -530,12 +546,14 @@ class SessionStore:
         ).fetchone():
             raise InvalidEntryError(f"{where}: an entry with this id already exists in the session", path=self.db_path)
         if entry.parent_id is None:
-            depth, head, parent_hash = 0, None, ""
+            depth, head, parent_hash, mark = 0, None, "", None
         else:
             parent = self._parent_info(conn, sid, entry.parent_id, cache)
             if parent is None:
                 raise InvalidEntryError(f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db_path)
-            depth, head, parent_hash = parent.depth + 1, parent.context_head, parent.hash
+            depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
+        if entry.kind in MARK_KINDS:
+            mark = stored.id
         if entry.kind == COMPACTION:
             first_kept = stored.data.get("first_kept_entry_id")
             if not isinstance(first_kept, str) or not first_kept:
@@ -549,7 +567,7 @@ class SessionStore:
         new_tip = chain_hash(tip, hash_)
         cur = conn.execute(
             "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
-            " depth, context_head, hash, chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " depth, context_head, hash, chain, mark) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 sid,
                 stored.id,
@@ -563,13 +581,14 @@ class SessionStore:
                 head,
                 hash_,
                 new_tip,
+                mark,
             ),
         )
         text = entry_text(stored)
         if text:
             conn.execute("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
         cache.last_seq = int(cur.lastrowid or 0)
-        cache.info[stored.id] = _ParentInfo(depth, head, hash_)
+        cache.info[stored.id] = _ParentInfo(depth, head, hash_, mark)
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
 
@@ -656,44 +675,190 @@ class SessionStore:
             )
         return rows
 
+    def _walk_links(
+        self, conn: sqlite3.Connection, sid: int, leaf: str, stop_at: str | None, limit: int = -1
+    ) -> list[tuple[str, str | None, str]]:
+        """``(id, parent_id, kind)`` from ``leaf`` up to ``stop_at`` inclusive (or the root, or
+        ``limit`` rows), oldest first. Reads no entry bodies; one indexed lookup per row."""
+        rows: list[tuple[str, str | None, str]] = conn.execute(
+            """
+            WITH RECURSIVE up(n, id, parent_id, kind) AS (
+                SELECT 0, id, parent_id, kind FROM entries WHERE session_id = :sid AND id = :leaf
+                UNION ALL
+                SELECT up.n + 1, e.id, e.parent_id, e.kind
+                FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
+                WHERE up.id IS NOT :stop AND (:limit < 0 OR up.n + 1 < :limit)
+            )
+            SELECT id, parent_id, kind FROM up ORDER BY n DESC
+            """,
+            {"sid": sid, "leaf": leaf, "stop": stop_at, "limit": limit},
+        ).fetchall()
+        if not rows:
+            raise UnknownEntryError(f"no entry {leaf!r} in the session", path=self.db_path)
+        complete = rows[0][1] is None or (stop_at is not None and rows[0][0] == stop_at)
+        if not complete and not (limit >= 0 and len(rows) >= limit):
+            raise StoreError(
+                f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is missing "
+                "(run `ipython-compact verify`)",
+                path=self.db_path,
+            )
+        return rows
+
+    def _marked(self, conn: sqlite3.Connection, sid: int, leaf: str, min_depth: int) -> list[tuple[str, str]]:
+        """``(id, kind)`` of the marked entries (``MARK_KINDS``) on the path to ``leaf`` at depth
+        ``min_depth`` or deeper, oldest first: a walk along the ``mark`` chain, one step per
+        marked entry whatever the length of the history in between."""
+        rows = conn.execute(
+            """
+            WITH RECURSIVE m(n, id, kind, depth, next) AS (
+                SELECT 0, e.id, e.kind, e.depth, p.mark
+                FROM entries s
+                JOIN entries e ON e.session_id = :sid AND e.id = s.mark
+                LEFT JOIN entries p ON p.session_id = :sid AND p.id = e.parent_id
+                WHERE s.session_id = :sid AND s.id = :leaf
+                UNION ALL
+                SELECT m.n + 1, e.id, e.kind, e.depth, p.mark
+                FROM m
+                JOIN entries e ON e.session_id = :sid AND e.id = m.next
+                LEFT JOIN entries p ON p.session_id = :sid AND p.id = e.parent_id
+                WHERE m.depth > :min_depth
+            )
+            SELECT id, kind, depth FROM m ORDER BY n DESC
+            """,
+            {"sid": sid, "leaf": leaf, "min_depth": min_depth},
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows if int(r[2]) >= min_depth]
+
+    def _start(self, conn: sqlite3.Connection, session: str, leaf: str | None) -> tuple[int, str | None]:
+        sid, current_leaf, _, _ = self._session_row(conn, session)
+        return sid, leaf or current_leaf
+
+    def _depth(self, conn: sqlite3.Connection, sid: int, session: str, entry_id: str) -> int:
+        row = conn.execute("SELECT depth FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        if row is None:
+            raise UnknownEntryError(f"no entry {entry_id!r} in session {session!r}", path=self.db_path)
+        return int(row[0])
+
+    def _ids_of_kinds(
+        self, conn: sqlite3.Connection, sid: int, session: str, leaf: str, kinds: Collection[str], from_id: str | None
+    ) -> list[str]:
+        """Ids of the path entries of ``kinds`` from ``from_id`` (inclusive; None = the root) to
+        ``leaf``, oldest first. Marked kinds follow the ``mark`` chain; others walk the span's
+        links (ids and kinds only)."""
+        wanted = set(kinds)
+        if not wanted:
+            self._depth(conn, sid, session, leaf)  # an unknown leaf is still an error
+            if from_id is not None:
+                self._require_ancestor(conn, sid, session, from_id, leaf)
+            return []
+        if wanted <= MARK_KINDS:
+            min_depth = 0
+            self._depth(conn, sid, session, leaf)
+            if from_id is not None:
+                self._require_ancestor(conn, sid, session, from_id, leaf)
+                min_depth = self._depth(conn, sid, session, from_id)
+            return [i for i, kind in self._marked(conn, sid, leaf, min_depth) if kind in wanted]
+        rows = self._walk_links(conn, sid, leaf, from_id)
+        if from_id is not None and rows[0][0] != from_id:
+            raise UnknownEntryError(f"entry {from_id!r} is not on the path to {leaf!r} in session {session!r}", path=self.db_path)
+        return [r[0] for r in rows if r[2] in wanted]
+
+    def _require_ancestor(self, conn: sqlite3.Connection, sid: int, session: str, ancestor: str, leaf: str) -> None:
+        self._depth(conn, sid, session, ancestor)
+        if not self._is_ancestor_or_self(conn, sid, ancestor, leaf, _Batch()):
+            raise UnknownEntryError(f"entry {ancestor!r} is not on the path to {leaf!r} in session {session!r}", path=self.db_path)
+
     def path(self, session: str, leaf: str | None = None, *, kinds: Collection[str] | None = None) -> list[Entry]:
         """Entries from the root to ``leaf`` (default: the session's leaf), oldest first.
 
-        With ``kinds``, only the path's entries of those kinds are returned (and parsed): the
-        walk reads ids and kinds only, so finding the pins or compactions of a 100k-entry
-        branch does not decode 100k entry bodies.
+        Without ``kinds`` this reads and parses the whole branch: use it for exports and
+        displays of everything, never on a hot path. With ``kinds``, only the path's entries of
+        those kinds are parsed; kinds in ``MARK_KINDS`` (compactions, pins, goals, system
+        baselines...) are found by following the ``mark`` chain, at a cost that follows how many
+        of them there are rather than the length of the history.
         """
         with self._read() as conn:
-            sid, current_leaf, _, _ = self._session_row(conn, session)
-            start = leaf or current_leaf
+            sid, start = self._start(conn, session, leaf)
             if start is None:
                 return []
             if kinds is None:
                 return [_row_entry(r) for r in self._walk_up(conn, sid, start, None)]
-            links = {
-                row[0]: (row[1], row[2])
-                for row in conn.execute("SELECT id, parent_id, kind FROM entries WHERE session_id = ?", (sid,))
-            }
-            wanted = set(kinds)
-            chosen: list[str] = []
-            current: str | None = start
-            steps = 0
-            while current is not None:
-                link = links.get(current)
-                if link is None:
-                    raise StoreError(
-                        f"{self.db_path}: broken parent link: entry {current!r} is missing from session {session!r} "
-                        "(run `ipython-compact verify`)",
-                        path=self.db_path,
-                    )
-                if link[1] in wanted:
-                    chosen.append(current)
-                current = link[0]
-                steps += 1
-                if steps > len(links):
-                    raise StoreError(f"{self.db_path}: cycle in the parent links of session {session!r}", path=self.db_path)
-            chosen.reverse()
-            return self._cached_entries(conn, sid, chosen)
+            return self._cached_entries(conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, None))
+
+    def span(
+        self, session: str, from_id: str, leaf: str | None = None, *, kinds: Collection[str] | None = None
+    ) -> list[Entry]:
+        """Path entries from ``from_id`` (inclusive) to ``leaf`` (default: the session's leaf),
+        oldest first; with ``kinds`` only those. Equal to the slice of ``path(session, leaf)``
+        starting at ``from_id``, read in time proportional to the span (not the history).
+
+        Raises ``UnknownEntryError`` when ``from_id`` is not on the path to the leaf.
+        """
+        with self._read() as conn:
+            sid, start = self._start(conn, session, leaf)
+            if start is None:
+                raise UnknownEntryError(f"session {session!r} is empty: no path from {from_id!r}", path=self.db_path)
+            if kinds is not None:
+                return self._cached_entries(conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, from_id))
+            rows = self._walk_links(conn, sid, start, from_id)
+            if rows[0][0] != from_id:
+                raise UnknownEntryError(
+                    f"entry {from_id!r} is not on the path to {start!r} in session {session!r}", path=self.db_path
+                )
+            return self._cached_entries(conn, sid, [r[0] for r in rows])
+
+    def count_on_path(
+        self, session: str, kinds: Collection[str], *, leaf: str | None = None, from_id: str | None = None
+    ) -> int:
+        """How many path entries (from ``from_id`` inclusive, or the root, to the leaf) are of
+        ``kinds``; nothing is parsed. Marked kinds cost one step per marked entry."""
+        with self._read() as conn:
+            sid, start = self._start(conn, session, leaf)
+            if start is None:
+                return 0
+            return len(self._ids_of_kinds(conn, sid, session, start, kinds, from_id))
+
+    def path_length(self, session: str, leaf: str | None = None) -> int:
+        """Number of entries on the root→leaf path (0 for an empty session), from the stored depth."""
+        with self._read() as conn:
+            sid, start = self._start(conn, session, leaf)
+            return 0 if start is None else self._depth(conn, sid, session, start) + 1
+
+    def path_tail(self, session: str, limit: int, leaf: str | None = None) -> list[Entry]:
+        """The newest ``limit`` entries of the root→leaf path, oldest first (``path(...)[-limit:]``
+        for ``limit`` > 0; an empty list for 0). Reads only those entries."""
+        if limit < 0:
+            raise ValueError(f"limit must be 0 or more, got {limit}")
+        with self._read() as conn:
+            sid, start = self._start(conn, session, leaf)
+            if start is None or limit == 0:
+                return []
+            return self._cached_entries(conn, sid, [r[0] for r in self._walk_links(conn, sid, start, None, limit)])
+
+    def branch_paths(self, session: str, target_id: str, leaf: str | None = None) -> BranchPaths:
+        """The paths of ``leaf`` (default: the session's leaf) and ``target_id`` back to their
+        deepest common ancestor, found by walking both up together (the deeper one first until
+        the depths agree), so moving between nearby branches never reads the shared history."""
+        with self._read() as conn:
+            sid, start = self._start(conn, session, leaf)
+            depth_b = self._depth(conn, sid, session, target_id)
+            if start is None:
+                whole = self._walk_links(conn, sid, target_id, None)
+                return BranchPaths([], self._cached_entries(conn, sid, [r[0] for r in whole]), None)
+            depth_a = self._depth(conn, sid, session, start)
+            a: str | None = start
+            b: str | None = target_id
+            batch = _Batch()
+            while a is not None and b is not None and a != b:
+                step_a, step_b = depth_a >= depth_b, depth_b >= depth_a
+                if step_a:
+                    a, depth_a = self._parent_of(conn, sid, a, batch), depth_a - 1
+                if step_b:
+                    b, depth_b = self._parent_of(conn, sid, b, batch), depth_b - 1
+            ancestor = a if a is not None and a == b else None
+            old = self._cached_entries(conn, sid, [r[0] for r in self._walk_links(conn, sid, start, ancestor)])
+            target = self._cached_entries(conn, sid, [r[0] for r in self._walk_links(conn, sid, target_id, ancestor)])
+        return BranchPaths(old, target, ancestor)
 
     def context_view(self, session: str, leaf: str | None = None) -> ContextView:
         """Entries from the newest compaction's head (its first kept entry) to the leaf, with
@@ -854,11 +1019,11 @@ class SessionStore:
     def _verify_session(
         self, conn: sqlite3.Connection, sid: int, name: str, leaf_id: str | None, count: int, tip: str, problems: list[str]
     ) -> int:
-        seen: dict[str, tuple[str, str | None]] = {}  # id -> (hash, context_head)
+        seen: dict[str, tuple[str, str | None, str | None]] = {}  # id -> (hash, context_head, mark)
         chain = ""
         n = 0
         rows = conn.execute(
-            f"SELECT {_ENTRY_COLUMNS}, context_head, hash, chain FROM entries WHERE session_id = ? ORDER BY seq", (sid,)
+            f"SELECT {_ENTRY_COLUMNS}, context_head, hash, chain, mark FROM entries WHERE session_id = ? ORDER BY seq", (sid,)
         )
         for row in rows:
             n += 1
@@ -867,16 +1032,20 @@ class SessionStore:
             except (ValueError, TypeError) as exc:
                 problems.append(f"{name}: entry {row[0]!r} has unreadable data ({exc})")
                 continue
-            stored_head, stored_hash, stored_chain = row[7], row[8], row[9]
+            stored_head, stored_hash, stored_chain, stored_mark = row[7], row[8], row[9], row[10]
             if entry.parent_id is None:
-                parent_hash, head = "", None
+                parent_hash, head, mark = "", None, None
             elif entry.parent_id in seen:
-                parent_hash, head = seen[entry.parent_id]
+                parent_hash, head, mark = seen[entry.parent_id]
             else:
                 problems.append(f"{name}: entry {entry.id!r} names parent {entry.parent_id!r}, which is missing")
-                parent_hash, head = "?", None
+                parent_hash, head, mark = "?", None, None
             if entry.kind == COMPACTION:
                 head = entry.data.get("first_kept_entry_id")
+            if entry.kind in MARK_KINDS:
+                mark = entry.id
+            if mark != stored_mark:
+                problems.append(f"{name}: entry {entry.id!r} has mark {stored_mark!r}, expected {mark!r}")
             if entry_hash(parent_hash, entry) != stored_hash:
                 problems.append(f"{name}: entry {entry.id!r} does not match its hash (altered)")
             if head != stored_head:
@@ -885,7 +1054,7 @@ class SessionStore:
             if chain != stored_chain:
                 problems.append(f"{name}: append chain breaks at entry {entry.id!r} (an earlier entry was removed or reordered)")
                 chain = stored_chain
-            seen[entry.id] = (stored_hash, stored_head)
+            seen[entry.id] = (stored_hash, stored_head, stored_mark)
         if n != count:
             problems.append(f"{name}: {n} entries stored but the session recorded {count} (entries lost or added)")
         if chain != tip:

@@ -1,0 +1,232 @@
+"""Hot-path queries return exactly what the full root→leaf path computation returns.
+
+Every query that replaced a ``store.path(session)`` on a hot path (kinds via the mark chain,
+spans, counts, tails, branch paths, the context view as preparation input) is compared with the
+whole-path computation on real SQLite files holding branched sessions with several compactions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.core.context import collect_branch_entries
+from ipython_compact.core.entries import Entry
+from ipython_compact.core.preparation import prepare_compaction
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore, UnknownEntryError, migrations
+from ipython_compact.store.migrations import MARK_KINDS
+
+
+def _clock() -> Any:
+    counter = itertools.count()
+    return lambda: f"2026-01-01T00:{next(counter) // 60 % 60:02d}:{next(counter) % 60:02d}.000Z"
+
+
+def _ids() -> Any:
+    counter = itertools.count(1)
+    return lambda: f"h{next(counter):05d}"
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"message": {"role": "user", "content": text}}
+
+
+def _assistant(text: str, tool: bool = False) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if tool:
+        content.append({"type": "toolCall", "id": f"c-{text[:6]}", "name": "read", "arguments": {"path": f"/f/{text[:6]}.py"}})
+    return {"message": {"role": "assistant", "content": content}}
+
+
+def _tool(text: str) -> dict[str, Any]:
+    return {"message": {"role": "toolResult", "toolCallId": "c", "toolName": "read", "content": [{"type": "text", "text": text}]}}
+
+
+def _grow(store: SessionStore, session: str, turns: int, tag: str, compact_every: int) -> list[Entry]:
+    """Turns of user / assistant(+tool) messages with pins, goals, system notices and compactions."""
+    made: list[Entry] = []
+    for t in range(turns):
+        made.append(store.append(session, "message", _user(f"{tag} question {t} " + "words " * (t % 7 + 3))))
+        if t % 3 == 1:
+            made.append(store.append(session, "message", _assistant(f"{tag}call{t} reading", tool=True)))
+            made.append(store.append(session, "message", _tool(f"{tag} contents {t} " + "x = 1\n" * (t % 5 + 2))))
+        made.append(store.append(session, "message", _assistant(f"{tag} answer {t} " + "detail " * (t % 4 + 2))))
+        if t % 5 == 2:
+            made.append(store.append(session, "pin", {"action": "pin", "text": f"{tag} pin {t}", "pin_id": f"pin-{t}"}))
+        if t % 11 == 4:
+            made.append(store.append(session, "goal", {"goal": f"{tag} goal {t}", "active": True}))
+        if t % 9 == 0:
+            made.append(store.append(session, "kernel_state", {"content": f"<ipython_state>{t}</ipython_state>"}))
+        if t and t % compact_every == 0:
+            keep = next(e for e in reversed(made[:-2]) if e.kind == "message" and e.data["message"]["role"] == "user")
+            made.append(store.append(session, "compaction", {"summary": f"{tag} up to {t}", "first_kept_entry_id": keep.id}))
+            made.append(store.append(session, "system", {"content": f"baseline after {t}"}))
+    return made
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A session with a trunk and three branches (one off a compacted region, one off a branch).
+    Built once: every test here only reads it."""
+    store = SessionStore(tmp_path_factory.mktemp("hot") / "hot.db", clock=_clock(), new_id=_ids(), cache_entries=64)
+    store.create_session("s")
+    trunk = _grow(store, "s", 40, "trunk", 7)
+    store.set_leaf("s", trunk[25].id)
+    side = _grow(store, "s", 25, "side", 6)
+    store.set_leaf("s", trunk[-10].id)
+    late = _grow(store, "s", 12, "late", 5)
+    store.set_leaf("s", side[8].id)
+    nested = _grow(store, "s", 9, "nested", 4)
+    store.create_session("other")
+    _grow(store, "other", 10, "other", 3)
+    leaves = {"trunk": trunk[-1].id, "side": side[-1].id, "late": late[-1].id, "nested": nested[-1].id}
+    yield store, leaves, trunk
+    store.close()
+
+
+KIND_SETS = [
+    {"compaction"},
+    {"pin"},
+    {"goal", "system"},
+    {"compaction", "pin", "goal", "system", "branch_summary"},
+    {"message"},
+    {"kernel_state", "pin"},
+    set(),
+]
+
+
+@pytest.mark.parametrize("kinds", KIND_SETS, ids=lambda k: "+".join(sorted(k)) or "none")
+@pytest.mark.parametrize("leaf", ["trunk", "side", "late", "nested"])
+def test_path_by_kind_and_counts_equal_the_full_path(tree: Any, leaf: str, kinds: set[str]) -> None:
+    store, leaves, _ = tree
+    full = store.path("s", leaves[leaf])
+    expected = [e for e in full if e.kind in kinds]
+    assert store.path("s", leaves[leaf], kinds=kinds) == expected
+    assert store.count_on_path("s", kinds, leaf=leaves[leaf]) == len(expected)
+    assert store.path_length("s", leaves[leaf]) == len(full)
+
+
+@pytest.mark.parametrize("kinds", [None, *KIND_SETS[:5]])
+@pytest.mark.parametrize("leaf", ["trunk", "side", "nested"])
+def test_span_equals_the_slice_of_the_full_path(tree: Any, leaf: str, kinds: set[str] | None) -> None:
+    store, leaves, _ = tree
+    full = store.path("s", leaves[leaf])
+    for start in (0, 1, len(full) // 3, len(full) - 5, len(full) - 1):
+        piece = full[start:]
+        expected = piece if kinds is None else [e for e in piece if e.kind in kinds]
+        assert store.span("s", full[start].id, leaves[leaf], kinds=kinds) == expected
+        if kinds is not None:
+            assert store.count_on_path("s", kinds, leaf=leaves[leaf], from_id=full[start].id) == len(expected)
+
+
+@pytest.mark.parametrize("kinds", [None, {"compaction"}, {"message"}])
+def test_span_from_an_entry_off_the_path_is_an_error(tree: Any, kinds: set[str] | None) -> None:
+    store, leaves, _ = tree
+    off_path = store.path("s", leaves["late"])[-3].id
+    with pytest.raises(UnknownEntryError, match="not on the path"):
+        store.span("s", off_path, leaves["side"], kinds=kinds)
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 20, 10_000])
+@pytest.mark.parametrize("leaf", ["trunk", "nested"])
+def test_path_tail_equals_the_end_of_the_full_path(tree: Any, leaf: str, limit: int) -> None:
+    store, leaves, _ = tree
+    full = store.path("s", leaves[leaf])
+    assert store.path_tail("s", limit, leaves[leaf]) == (full[-limit:] if limit else [])
+
+
+@pytest.mark.parametrize(
+    ("old", "target"),
+    [("trunk", "side"), ("side", "trunk"), ("nested", "side"), ("side", "nested"), ("late", "nested"), ("trunk", "trunk")],
+)
+def test_branch_paths_collect_what_the_full_paths_collect(tree: Any, old: str, target: str) -> None:
+    store, leaves, trunk = tree
+    for target_id in (leaves[target], trunk[3].id, store.path("s", leaves[target])[-4].id):
+        old_full = store.path("s", leaves[old])
+        target_full = store.path("s", target_id)
+        paths = store.branch_paths("s", target_id, leaves[old])
+        assert collect_branch_entries(paths.old, paths.target) == collect_branch_entries(old_full, target_full)
+        assert paths.old[-1:] == old_full[-1:]
+        assert paths.target[-1].id == target_id
+        assert len(paths.old) + len(paths.target) < len(old_full) + len(target_full) or target_id == trunk[3].id
+
+
+def test_branch_paths_between_separate_roots_are_the_whole_paths(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "roots.db", clock=_clock(), new_id=_ids()) as store:
+        store.create_session("s")
+        first = _grow(store, "s", 4, "one", 100)
+        store.set_leaf("s", None)
+        second = _grow(store, "s", 3, "two", 100)
+        paths = store.branch_paths("s", first[-1].id, second[-1].id)
+        assert (paths.old, paths.target, paths.common_ancestor_id) == (second, first, None)
+
+
+@pytest.mark.parametrize("keep", [40, 150, 600, 5000])
+@pytest.mark.parametrize("leaf", ["trunk", "side", "late", "nested"])
+@pytest.mark.parametrize("estimator", ["density", "chars4"])
+def test_preparation_on_the_context_view_equals_preparation_on_the_full_path(
+    tree: Any, leaf: str, keep: int, estimator: str
+) -> None:
+    store, leaves, _ = tree
+    settings = CompactionSettings(keep_recent_tokens=keep, estimator=estimator)  # type: ignore[arg-type]
+    full = store.path("s", leaves[leaf])
+    view = store.context_view("s", leaves[leaf])
+    on_full = prepare_compaction(full, settings)
+    on_view = prepare_compaction(view.entries, settings, tokens=view.tokens(settings.estimator))
+    assert (on_full is None) == (on_view is None)
+    if on_full is None or on_view is None:
+        return
+    offset = view.offset
+    assert on_view.first_kept_entry_id == on_full.first_kept_entry_id
+    assert on_view.messages_to_summarize == on_full.messages_to_summarize
+    assert on_view.turn_prefix == on_full.turn_prefix
+    assert on_view.kept == on_full.kept
+    assert (on_view.is_split_turn, on_view.previous_summary, on_view.tokens_before) == (
+        on_full.is_split_turn, on_full.previous_summary, on_full.tokens_before)
+    assert (on_view.read_files, on_view.modified_files) == (on_full.read_files, on_full.modified_files)
+    assert on_view.first_kept_index + offset == on_full.first_kept_index
+    assert on_view.boundary_start + offset == on_full.boundary_start
+
+
+def test_marks_survive_the_migration_of_an_older_database(tmp_path: Path) -> None:
+    """A database written before the mark chain existed is back-filled once, and agrees."""
+    db = tmp_path / "old.db"
+    with SessionStore(db, clock=_clock(), new_id=_ids()) as store:
+        store.create_session("s")
+        trunk = _grow(store, "s", 20, "trunk", 6)
+        store.set_leaf("s", trunk[12].id)
+        _grow(store, "s", 8, "side", 3)
+        expected = {k: store.path("s", kinds=k) for k in (frozenset({"compaction"}), frozenset({"pin", "goal"}))}
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE entries DROP COLUMN mark")
+    conn.execute("DELETE FROM migrations WHERE name = '0002_mark_chain'")
+    conn.commit()
+    conn.close()
+    with SessionStore(db) as store:
+        assert store.verify().ok, store.verify().problems
+        for kinds, entries in expected.items():
+            assert store.path("s", kinds=kinds) == entries
+        with pytest.raises(Exception, match="append-only"):
+            store._conn.execute("UPDATE entries SET mark = NULL")
+    assert "0002_mark_chain" in [m.name for m in migrations.MIGRATIONS]
+    assert {"compaction", "pin", "goal", "system"} <= MARK_KINDS
+
+
+def test_verify_notices_a_wrong_mark(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with SessionStore(db, clock=_clock(), new_id=_ids()) as store:
+        store.create_session("s")
+        _grow(store, "s", 8, "t", 3)
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TRIGGER entries_no_update")
+    conn.execute("UPDATE entries SET mark = NULL WHERE seq = (SELECT MAX(seq) FROM entries)")
+    conn.commit()
+    conn.close()
+    with SessionStore(db) as store:
+        report = store.verify()
+    assert any("has mark" in p for p in report.problems), report.problems
