@@ -23,6 +23,7 @@ LABEXT_SRC := $(wildcard labextension/src/*.ts labextension/style/*) labextensio
 LABEXT_BUILT := ipython_compact/labextension/package.json
 
 labextension/node_modules/.package-lock.json: labextension/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: the JupyterLab extension needs Node 20 + npm"; exit 1; }
 	cd labextension && npm ci --no-audit --no-fund --loglevel=error
 
 $(LABEXT_BUILT): $(VENV)/.installed labextension/node_modules/.package-lock.json $(LABEXT_SRC)
