@@ -453,9 +453,9 @@ class Compactor:
     def summarize_branch(self, session: str, target_id: str, *, focus: str | None = None) -> Entry:
         """Leave the current branch for ``target_id``: summarize what is left behind and append a
         ``branch_summary`` entry under ``target_id`` (which becomes the leaf's parent)."""
-        old_path = self.store.path(session)
-        target_path = self.store.path(session, target_id)
-        collected = collect_branch_entries(old_path, target_path)
+        paths = self.store.branch_paths(session, target_id)  # both sides back to the common ancestor only
+        old_path = paths.old
+        collected = collect_branch_entries(old_path, paths.target)
         entries = tuple(e for e in collected.entries if entry_message(e) is not None and e.kind != E.COMPACTION)
         if not entries:
             raise NothingToCompact(f"nothing to summarize: the current leaf is already on the path to {target_id!r}")
@@ -497,7 +497,7 @@ class Compactor:
 
     def active_pins(self, session: str) -> tuple[Anchor, ...]:
         """Pins in force on the session's current path (text pins and entry pins)."""
-        pins = [e for e in self.store.path(session) if e.kind == E.PIN]
+        pins = self.store.path(session, kinds=(E.PIN,))
         return apply_pins((), pins, self._lookup(session))
 
     def pin(self, session: str, *, text: str | None = None, entry_id: str | None = None) -> Entry:
@@ -511,7 +511,7 @@ class Compactor:
                 self.store.get(entry_id, session)
             except Exception as exc:
                 raise ValueError(f"cannot pin entry {entry_id!r} in session {session!r}: {exc}") from exc
-        count = sum(1 for e in self.store.path(session) if e.kind == E.PIN and e.data.get("action", "pin") == "pin")
+        count = sum(1 for e in self.store.path(session, kinds=(E.PIN,)) if e.data.get("action", "pin") == "pin")
         data: dict[str, Any] = {"action": "pin", "pin_id": f"pin-{count + 1}"}
         if text is not None:
             data["text"] = text
@@ -528,7 +528,7 @@ class Compactor:
 
     def compactions(self, session: str) -> list[Entry]:
         """Compaction entries on the current path, oldest first."""
-        return [e for e in self.store.path(session) if e.kind == E.COMPACTION]
+        return self.store.path(session, kinds=(E.COMPACTION,))  # type: ignore[no-any-return]
 
 
 def _check_details(entry_id: str, details: Mapping[str, Any]) -> None:

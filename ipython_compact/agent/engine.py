@@ -30,8 +30,8 @@ class CoreEngine:
     def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
         """The compaction payload for the session's current path, or None when nothing is to summarize."""
         settings = self.settings if keep_recent_tokens is None else replace(self.settings, keep_recent_tokens=keep_recent_tokens)
-        path = self.store.path(session)
-        prep = prepare_compaction(path, settings)
+        view = self.store.context_view(session)  # from the previous compaction's first-kept entry: all preparation reads
+        prep = prepare_compaction(view.entries, settings, tokens=view.tokens(settings.estimator))
         if prep is None or not (prep.messages_to_summarize or prep.turn_prefix):
             return None
         summary = offline_summary(

@@ -189,7 +189,7 @@ class Agent:
             store.get_session(session)
         except KeyError:
             store.create_session(session)
-        path = store.path(session)
+        path = store.path(session, kinds=(GOAL, SYSTEM))  # marked kinds: cost follows their count, not the history
         goal = next((e for e in reversed(path) if e.kind == GOAL), None)
         if goal is not None and goal.data.get("active"):
             self._goal = str(goal.data.get("goal"))  # a resumed session carries its goal on

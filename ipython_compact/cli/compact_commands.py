@@ -196,7 +196,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         session = pick_session(store, args.session)
-        compactions = [e for e in store.path(session) if e.kind == COMPACTION]
+        compactions = store.path(session, kinds=(COMPACTION,))
         if args.compaction_id:
             try:
                 entry = store.get(args.compaction_id, session)

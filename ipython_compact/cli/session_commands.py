@@ -187,27 +187,29 @@ def _preview(entry: Entry, width: int = 70) -> str:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise CliError("--limit must be 0 or more", f"{PROG} log --limit 20")
     with open_store(args) as store:
         session = pick_session(store, args.session)
-        path = store.path(session)
+        length = store.path_length(session)
+        # --limit reads only the newest entries; without it the user asked for the whole branch
+        shown = store.path(session) if args.limit is None else store.path_tail(session, args.limit)
         view = store.context_view(session)
-        tokens = store.token_counts(session, path, "density") if path else []
+        tokens = store.token_counts(session, shown, "density") if shown else []
     in_view = {e.id for e in view.entries}
-    indexed = list(enumerate(path))
-    if args.limit is not None:
-        if args.limit < 0:
-            raise CliError("--limit must be 0 or more", f"{PROG} log --limit 20")
-        indexed = indexed[len(indexed) - args.limit :] if args.limit else []
+    first = length - len(shown)
+    indexed = list(enumerate(shown, start=first))
     if args.json:
         for index, entry in indexed:
-            print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view, "tokens": tokens[index]},
-                             ensure_ascii=False))
+            print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view,
+                              "tokens": tokens[index - first]}, ensure_ascii=False))
         return 0
-    print(f"session {session!r}: {len(path)} entries on the current branch, {len(view.entries)} in the model's view "
+    print(f"session {session!r}: {length} entries on the current branch, {len(view.entries)} in the model's view "
           "(│ in view, · compacted)")
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
-        print(f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} {tokens[index]:>7,}  {_preview(entry)}")
+        print(f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} "
+              f"{tokens[index - first]:>7,}  {_preview(entry)}")
     return 0
 
 

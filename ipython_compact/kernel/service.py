@@ -157,7 +157,6 @@ class KernelService:
             lines: Any = threshold_lines(window, settings)
         except ValueError as exc:  # a misconfigured window: report it instead of failing the status
             lines, problem = None, str(exc)
-        path = self.store.path(self.session)
         live = self.store.live_status(self.session)
         snap = self.snapshots.latest_manifest()
         return {
@@ -168,8 +167,8 @@ class KernelService:
             "blocking_line": None if lines is None else lines.blocking,
             "background_line": None if lines is None else lines.background,
             "problem": problem,
-            "entries": len(path),
-            "compactions": sum(1 for e in path if e.kind == E.COMPACTION),
+            "entries": self.store.path_length(self.session),  # stored depth: no walk
+            "compactions": self.store.count_on_path(self.session, (E.COMPACTION,)),  # mark chain: one step each
             "in_flight": [
                 {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking, "started_at": c.started_at}
                 for c in live.in_flight
@@ -184,24 +183,31 @@ class KernelService:
 
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[dict[str, Any]]:
-        path = self.store.path(self.session)
+        compactions = self.store.path(self.session, kinds=(E.COMPACTION,))  # mark chain, not the whole branch
         out = []
-        for i, e in enumerate(path):
-            if e.kind != E.COMPACTION:
-                continue
+        for e in compactions[-limit:] if limit > 0 else compactions:
             details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
             out.append({
                 "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
                 "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
                 "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
                 # Kept verbatim = the messages from the first kept entry up to this compaction.
-                "kept_entries": sum(1 for k in path[_index_of(path, e.data.get("first_kept_entry_id"), i):i]
-                                    if k.kind == E.MESSAGE),
+                "kept_entries": self._kept_messages(e),
             })
-        return out[-limit:] if limit > 0 else out
+        return out
+
+    def _kept_messages(self, compaction: E.Entry) -> int:
+        """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
+        first_kept = compaction.data.get("first_kept_entry_id")
+        if not isinstance(first_kept, str):
+            return 0
+        try:
+            return int(self.store.count_on_path(self.session, (E.MESSAGE,), leaf=compaction.id, from_id=first_kept))
+        except KeyError:  # not on the path (a damaged log): nothing counted as kept
+            return 0
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
-        path = self.store.path(self.session)
+        path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
         return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
                  "text": E.entry_text(e)[:160]} for e in path[-limit:]]
 
@@ -365,11 +371,6 @@ class KernelService:
         with contextlib.suppress(Exception):
             self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
         return data
-
-
-def _index_of(path: list[E.Entry], entry_id: Any, default: int) -> int:
-    """Index of ``entry_id`` in ``path`` (``default`` when absent)."""
-    return next((j for j, x in enumerate(path) if x.id == entry_id), default)
 
 
 def _jsonable(obj: Any) -> dict[str, Any]:
