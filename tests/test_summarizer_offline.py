@@ -69,7 +69,7 @@ def test_rolling_update_keeps_previous_items_and_moves_done() -> None:
     assert sec["Goal"] == ["Goal: build X. Never touch prod."]
     assert sec["Constraints & Preferences"] == ["Never touch prod."]
     assert sec["In Progress"] == []
-    assert "Also add tests" in sec["Done"]
+    assert sec["Done"] == ["Goal: build X. Never touch prod.", "Also add tests → All finished."]  # one line per request
     assert sec["Key Decisions"] == ["I decided to use sqlite because it is local."]
 
 

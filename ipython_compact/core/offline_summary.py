@@ -9,11 +9,17 @@ summarizers alike.
 Rules (per span, in log order):
 - Goal: the first user request (kept from the previous checkpoint once known).
 - Constraints & Preferences: user sentences with a constraint/preference marker (``core.anchors``).
-- Progress: user requests answered in the span are Done, unanswered ones In Progress; assistant
-  sentences reporting completion are Done; errors not followed by a success are Blocked.
-- Key Decisions / Next Steps: assistant sentences with decision / plan markers (Next Steps are
-  replaced by the newest span's when it has any: plans go stale).
-- Critical Context: sentences matching the focus text, pointers to externalized outputs, errors.
+- Progress: one Done line per finished request (the request, then ``→`` the outcome the assistant
+  reported for it), unanswered requests In Progress, errors not followed by a success Blocked.
+  Done keeps the newest ``CAPS["Done"]`` lines and counts the older ones in one line.
+- Key Decisions: assistant sentences that choose or explain ("I'll use X because Y", "decided",
+  "switching to", "instead of", "root cause").
+- Next Steps: the newest assistant intent ("next I will", "then", "I'll", "plan to", ...), replacing
+  older ones (plans go stale).
+- Critical Context: sentences matching the focus text, pointers to externalized outputs.
+- Anchors: when the caller says which texts the checkpoint already carries verbatim (``anchors``),
+  sections do not repeat them: Goal and anchored constraints become one reference line, and
+  anchored constraint sentences are cut from request lines.
 
 What must hold:
 - Deterministic: same entries, previous summary, focus and budget → byte-identical text.
@@ -46,23 +52,35 @@ REQUIRED_SECTIONS: Final[Mapping[str, tuple[str, ...]]] = {
 # per-section caps (items); the newest items win
 CAPS: Final[Mapping[str, int]] = {
     "Constraints & Preferences": 40,
-    "Done": 16,
+    "Done": 8,
     "In Progress": 10,
     "Blocked": 8,
-    "Key Decisions": 20,
+    "Key Decisions": 12,
     "Next Steps": 8,
-    "Critical Context": 24,
+    "Critical Context": 12,
     "Early Progress": 20,
     "Context for Suffix": 20,
 }
 ITEM_CHARS: Final = 240
+REQUEST_CHARS: Final = 140  # a request as it appears in a Done / In Progress line
+OUTCOME_CHARS: Final = 120  # the outcome after "→"
+# reference lines (parenthesized, naming <anchors>) stand in for anchored text and are not items
+ANCHORED_GOAL: Final = "(the goal: the first user request, verbatim in <anchors>)"
+ANCHORED_REST: Final = "(the other constraints: verbatim in <anchors>)"
+_REFERENCE: Final = re.compile(r"^\(.*<anchors>.*\)$")
+_EARLIER_DONE: Final = re.compile(r"^\((\d+) earlier finished request\(s\) not listed")
 # sections shrunk first when the text exceeds its budget
 SHRINK_ORDER: Final = ("Critical Context", "Done", "Key Decisions", "Early Progress", "Context for Suffix", "Blocked", "Constraints & Preferences", "In Progress", "Next Steps")
 
 _SENTENCE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
 _DONE: Final = re.compile(r"(?i)\b(done|fixed|implemented|created|wrote|added|passed|passes|works now|completed|resolved|verified|confirmed|succeeded|finished)\b")
-_DECISION: Final = re.compile(r"(?i)\b(decided?|decision|chose|choose|going with|will use|switch(?:ed)? to|instead of|root cause|the cause|because)\b")
-_NEXT: Final = re.compile(r"(?i)\b(next|then i(?:'ll| will)|todo|to do:|need to|plan to|will now|remaining|after that)\b")
+_DECISION: Final = re.compile(
+    r"(?i)\b(decided?|decision|chose|choose|opted|settled on|going with|go with|(?:will|'ll|let's|we'll) use|"
+    r"switch(?:ed|ing)? (?:to|from)|instead of|rather than|root cause|the cause|because|in favou?r of)\b"
+)
+_NEXT: Final = re.compile(
+    r"(?i)\b(next|then i(?:'ll| will)|i(?:'ll| will| am going to|'m going to)|let me|todo|to do:|need to|plan to|will now|remaining|after that)\b"
+)
 _POINTER: Final = re.compile(r"\[entry [^\]]+ · [\d,]+ lines · recall [^\]]+\]")
 _ERROR: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::[ \t]*.{0,200})?)$")
 _HEADING: Final = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
@@ -92,7 +110,8 @@ def missing_sections(text: str, kind: str = "history") -> list[str]:
 
 
 def parse_checkpoint(text: str) -> dict[str, list[str]]:
-    """Section name → item texts (list markers and checkboxes removed; "(none)" dropped)."""
+    """Section name → item texts (list markers and checkboxes removed; "(none)" and reference
+    lines to ``<anchors>`` dropped). A split turn's sections (Original Request, ...) are included."""
     sections: dict[str, list[str]] = {}
     current: str | None = None
     for raw in text.splitlines():
@@ -102,12 +121,11 @@ def parse_checkpoint(text: str) -> dict[str, list[str]]:
             current = m.group(2).strip()
             sections.setdefault(current, [])
             continue
-        if current is None or not line or line.lower() in ("(none)", "none"):
+        if current is None or not line or line.lower() in ("(none)", "none") or _REFERENCE.match(line):
             continue
         item = _ITEM_PREFIX.sub("", line)
         if item.lower().startswith("**turn context") or line == "---":
-            current = None
-            continue
+            continue  # the split-turn part follows; its sections have their own names
         sections[current].append(item)
     return sections
 
@@ -122,10 +140,14 @@ def _merge(old: Sequence[str], new: Sequence[str], cap: int) -> list[str]:
     return out[-cap:] if cap > 0 else []
 
 
-def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]]) -> str:
+def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]], refs: Mapping[str, str] | None = None) -> str:
+    """The checkpoint text; ``refs`` adds a reference line (to <anchors>) after a section's items."""
+    refs = refs or {}
+
     def bullets(name: str, marker: str = "- ") -> str:
         items = sections.get(name) or []
-        return "\n".join(f"{marker}{i}" for i in items) if items else "(none)"
+        lines = [f"{marker}{i}" for i in items] + ([refs[name]] if name in refs else [])
+        return "\n".join(lines) if lines else "(none)"
 
     if kind == "turn_prefix":
         parts = [
@@ -136,7 +158,7 @@ def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]]) -> str:
         return "\n\n".join(parts)
     steps = sections.get("Next Steps") or []
     parts = [
-        "## Goal\n" + ("\n".join(sections.get("Goal") or []) or "(none)"),
+        "## Goal\n" + ("\n".join(sections.get("Goal") or []) or refs.get("Goal", "(none)")),
         "## Constraints & Preferences\n" + bullets("Constraints & Preferences"),
         "## Progress\n### Done\n" + bullets("Done", "- [x] ") + "\n\n### In Progress\n" + bullets("In Progress", "- [ ] ") + "\n\n### Blocked\n" + bullets("Blocked"),
         "## Key Decisions\n" + bullets("Key Decisions"),
@@ -146,12 +168,54 @@ def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]]) -> str:
     return "\n\n".join(parts)
 
 
-def _extract(entries: Sequence[Entry], focus: str | None, open_before: Sequence[str] = ()) -> dict[str, list[str]]:
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Anchored:
+    """Which texts the checkpoint already carries verbatim (whitespace-insensitive containment)."""
+
+    def __init__(self, anchors: Sequence[str]) -> None:
+        self.blob = "\n".join(_norm(a) for a in anchors if a.strip())
+
+    def __bool__(self) -> bool:
+        return bool(self.blob)
+
+    def has(self, text: str) -> bool:
+        core = _norm(text).removesuffix("…").rstrip()
+        return bool(self.blob) and bool(core) and core in self.blob
+
+    def strip_from(self, text: str) -> str:
+        """``text`` without its constraint sentences that are anchored (the rest as written)."""
+        if not self.blob:
+            return text
+        cut = [(s, e) for s, e in constraint_spans(text) if self.has(text[s:e])]
+        if not cut:
+            return text
+        out, pos = [], 0
+        for s, e in cut:
+            out.append(text[pos:s])
+            pos = e
+        out.append(text[pos:])
+        return "".join(out)
+
+
+def _request_line(text: str, anchored: _Anchored) -> str:
+    if anchored.has(text):
+        return "the goal request (verbatim in <anchors>)"
+    return _clip(anchored.strip_from(text), REQUEST_CHARS) or _clip(text, REQUEST_CHARS)
+
+
+def _extract(
+    entries: Sequence[Entry], focus: str | None, open_before: Sequence[str] = (), anchored: _Anchored | None = None
+) -> dict[str, list[str]]:
     """Items found in the span, per section. ``open_before`` are requests still open from the
-    previous checkpoint: a final answer in this span settles them as Done."""
+    previous checkpoint (already in their line form): a final answer in this span settles them."""
+    anchored = anchored or _Anchored(())
     out: dict[str, list[str]] = {name: [] for name in ("Goal", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
     focus_words = [w.lower() for w in re.findall(r"\w{4,}", focus or "")]
     open_requests: list[str] = list(open_before)
+    outcome: str | None = None  # what the assistant last reported as finished for the open requests
     pending_errors: dict[str, str] = {}  # tool name -> error line
     next_steps: list[str] = []
     call_tools: dict[str, str] = {}
@@ -171,24 +235,36 @@ def _extract(entries: Sequence[Entry], focus: str | None, open_before: Sequence[
                 out["Goal"].append(_clip(text, 600))
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
-            open_requests.append(_clip(text, 200))
+            line = _request_line(text, anchored)
+            if line not in open_requests:
+                open_requests.append(line)
         elif role == "assistant":
             calls = tool_calls_of(msg)
             for call in calls:
                 call_tools[str(call.get("id") or "")] = str(call.get("name", ""))
             fresh_next: list[str] = []
+            reported: list[str] = []
             for sentence in _sentences(text):
+                if sentence.endswith("?"):
+                    continue
                 if _DECISION.search(sentence):
                     out["Key Decisions"].append(_clip(sentence))
                 elif _NEXT.search(sentence):
                     fresh_next.append(_clip(sentence))
-                elif _DONE.search(sentence):
-                    out["Done"].append(_clip(sentence))
+                else:
+                    reported.append(sentence)
             if fresh_next:
                 next_steps = fresh_next
-            if not calls and text.strip() and msg.get("stopReason") not in ("error", "aborted", "toolUse"):
-                out["Done"].extend(open_requests)
+            done_now = [r for r in reported if _DONE.search(r)]
+            final = not calls and text.strip() and msg.get("stopReason") not in ("error", "aborted", "toolUse")
+            if done_now or (final and reported):
+                outcome = " ".join(done_now or reported)
+            if final:
+                for i, request in enumerate(open_requests):
+                    last = i == len(open_requests) - 1
+                    out["Done"].append(f"{request} → {_clip(outcome, OUTCOME_CHARS)}" if last and outcome else request)
                 open_requests = []
+                outcome = None
         elif role in ("toolResult", "bashExecution"):
             tool = call_tools.get(str(msg.get("toolCallId") or ""), str(msg.get("toolName") or "bash"))
             failed = bool(msg.get("isError")) or (role == "bashExecution" and msg.get("exitCode") not in (0, None))
@@ -210,21 +286,46 @@ def _extract(entries: Sequence[Entry], focus: str | None, open_before: Sequence[
     return out
 
 
-def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int) -> str:
-    text = _render(kind, sections)
+def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs: Mapping[str, str] | None = None) -> str:
+    text = _render(kind, sections, refs)
     guard = 0
     while len(text) > max_chars and guard < 10000:
         guard += 1
         for name in SHRINK_ORDER:
-            if sections.get(name):
-                sections[name].pop(0)
-                break
+            items = sections.get(name)
+            if not items:
+                continue
+            m = _EARLIER_DONE.match(items[0]) if name == "Done" else None
+            if m is None:
+                items.pop(0)
+            elif len(items) > 1:  # fold the oldest listed line into the count
+                items[:2] = [f"({int(m.group(1)) + 1} earlier finished request(s) not listed; the log has them)"]
+            else:
+                items.pop(0)
+            break
         else:
             break
-        text = _render(kind, sections)
+        text = _render(kind, sections, refs)
     if len(text) > max_chars:
         text = text[: max(0, max_chars - 1)] + "…" if max_chars > 0 else ""
     return text
+
+
+def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int) -> list[str]:
+    """Done lines, newest ``cap`` kept; the ones that leave are counted in a first line."""
+    earlier = 0
+    items: list[str] = []
+    for item in previous:
+        m = _EARLIER_DONE.match(item)
+        if m:
+            earlier += int(m.group(1))
+        else:
+            items.append(item)
+    merged = _merge(items, found, len(items) + len(found))
+    keep = merged[-cap:] if cap > 0 else []
+    earlier += len(merged) - len(keep)
+    head = [f"({earlier} earlier finished request(s) not listed; the log has them)"] if earlier else []
+    return head + keep
 
 
 def offline_summary(
@@ -234,33 +335,50 @@ def offline_summary(
     focus: str | None = None,
     max_chars: int = 12000,
     kind: SummaryKind = "history",
+    anchors: Sequence[str] = (),
 ) -> str:
     """The checkpoint for ``entries`` (folded into ``previous_summary`` when given).
 
     ``previous_summary`` must already be stripped of machine blocks (``core.drift``); for
     ``kind="turn_prefix"`` it is ignored (a turn prefix stands alone, as with the model prompts).
+    ``anchors`` are texts the checkpoint carries verbatim in its ``<anchors>`` block; the sections
+    refer to them instead of repeating them (empty: the sections state goal and constraints).
     """
+    anchored = _Anchored(anchors)
     prev = parse_checkpoint(previous_summary or "") if kind != "turn_prefix" else {}
-    found = _extract(entries, focus, prev.get("In Progress", []))
+    # a split turn's request (summarized last time as the turn prefix) is still open unless done now
+    open_before = prev.get("In Progress", []) + [_request_line(r, anchored) for r in prev.get("Original Request", [])[:1]]
+    found = _extract(entries, focus, open_before, anchored)
     if kind == "turn_prefix":
+        original = found["Goal"][:1]
+        within = _Anchored(original)  # the request is shown whole: do not repeat its parts
+        in_progress = [r for r in found["In Progress"] if not within.has(r)]
         sections = {
-            "Original Request": found["Goal"][:1],
-            "Early Progress": (found["Done"] + [f"(in progress) {r}" for r in found["In Progress"]] + [f"(blocked) {b}" for b in found["Blocked"]])[-CAPS["Early Progress"] :],
-            "Context for Suffix": (found["Constraints & Preferences"] + found["Key Decisions"] + found["Next Steps"] + found["Critical Context"])[-CAPS["Context for Suffix"] :],
+            "Original Request": original,
+            "Early Progress": (found["Done"] + [f"(in progress) {r}" for r in in_progress] + [f"(blocked) {b}" for b in found["Blocked"]])[-CAPS["Early Progress"] :],
+            "Context for Suffix": (
+                [c for c in found["Constraints & Preferences"] if not within.has(c)] + found["Key Decisions"] + found["Next Steps"] + found["Critical Context"]
+            )[-CAPS["Context for Suffix"] :],
         }
         return _fit(kind, sections, max_chars)
-    done = _merge(prev.get("Done", []), found["Done"], CAPS["Done"])
-    done_set = set(done)
-    in_progress = [i for i in _merge([], found["In Progress"], CAPS["In Progress"]) if i not in done_set]
-    blocked_new = found["Blocked"]
+    goal = [g for g in prev.get("Goal", [])][:3] or found["Goal"]
+    constraints = _merge(prev.get("Constraints & Preferences", []), found["Constraints & Preferences"], CAPS["Constraints & Preferences"])
+    refs: dict[str, str] = {}
+    if anchored:
+        goal_was_anchored = previous_summary is not None and ANCHORED_GOAL in previous_summary and not prev.get("Goal")
+        if goal_was_anchored or not goal or all(anchored.has(g) for g in goal):
+            goal, refs["Goal"] = [], ANCHORED_GOAL
+        if any(anchored.has(c) for c in constraints):
+            constraints = [c for c in constraints if not anchored.has(c)]
+            refs["Constraints & Preferences"] = ANCHORED_REST if constraints else ANCHORED_REST.replace("other ", "")
     merged = {
-        "Goal": [g for g in prev.get("Goal", [])][:3] or found["Goal"],
-        "Constraints & Preferences": _merge(prev.get("Constraints & Preferences", []), found["Constraints & Preferences"], CAPS["Constraints & Preferences"]),
-        "Done": done,
-        "In Progress": in_progress,
-        "Blocked": _merge([], blocked_new, CAPS["Blocked"]) if entries else prev.get("Blocked", [])[-CAPS["Blocked"] :],
+        "Goal": goal,
+        "Constraints & Preferences": constraints,
+        "Done": _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"]),
+        "In Progress": found["In Progress"][-CAPS["In Progress"] :],
+        "Blocked": _merge([], found["Blocked"], CAPS["Blocked"]) if entries else prev.get("Blocked", [])[-CAPS["Blocked"] :],
         "Key Decisions": _merge(prev.get("Key Decisions", []), found["Key Decisions"], CAPS["Key Decisions"]),
         "Next Steps": (found["Next Steps"] or prev.get("Next Steps", []))[-CAPS["Next Steps"] :],
         "Critical Context": _merge(prev.get("Critical Context", []), found["Critical Context"], CAPS["Critical Context"]),
     }
-    return _fit(kind, merged, max_chars)
+    return _fit(kind, merged, max_chars, refs)

@@ -31,5 +31,6 @@ class OfflineSummarizer:
             focus=request.focus,
             max_chars=budget,
             kind=request.kind,
+            anchors=request.anchors,
         )
         return SummaryResult(text=text, summarizer=self.name, model=None, usage={}, attempts=1, finish_reason="stop")
