@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.testing.globalipapp import get_ipython, start_ipython
+from IPython import get_ipython
+from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.agent.magic import AgentMagics, parse_options
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
@@ -149,3 +150,22 @@ def test_interrupting_the_agent_cell_stops_the_turn(tmp_path: Path) -> None:
         assert "[stopped: interrupted]" in out.text, out.text
         assert len(srv.chat_requests) == 1  # no further request after the interrupt
         assert k.execute("1 + 1").text == "2"
+
+
+@pytest.mark.slow
+def test_unload_ext_in_a_real_kernel_removes_agent_and_compact_and_load_restores_them(tmp_path: Path) -> None:
+    from ipython_compact.agent.kernel_tool import JupyterKernel
+
+    probe = ("print(sorted(n for n in ('agent', 'compact') if n in get_ipython().magics_manager.magics['cell']"
+             " or n in get_ipython().magics_manager.magics['line']))")
+    with JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
+        assert k.extension_error is None
+        assert "['agent', 'compact']" in k.execute(probe).text
+        assert k.execute("%unload_ext ipython_compact").status == "ok"
+        assert "[]" in k.execute(probe).text
+        gone = k.execute("%%agent --model local\nhello")
+        assert "agent" in gone.text and "not found" in gone.text, gone.text
+        assert "not found" in k.execute("%compact status").text
+        assert k.execute("%load_ext ipython_compact").status == "ok"
+        assert "['agent', 'compact']" in k.execute(probe).text
+        assert "no model" in k.execute("%%agent\nhello").text  # the cell magic answers again

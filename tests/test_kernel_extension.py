@@ -303,3 +303,35 @@ def test_files_opened_by_cells_reach_the_compaction_ledger(ip: Any, tmp_path: Pa
         ip.run_line_magic("config", "CompactConfig.compaction = {}")
     assert f"files modified: {out}" in summary
     assert str(src) in summary
+
+
+def test_unload_removes_the_agent_and_compact_magics_and_load_brings_them_back(ip: Any) -> None:
+    manager = ip.magics_manager
+    assert "agent" in manager.magics["cell"] and "compact" in manager.magics["line"]
+    ip.run_line_magic("unload_ext", "ipython_compact")
+    assert "agent" not in manager.magics["cell"] and "agent" not in manager.magics["line"]
+    assert "compact" not in manager.magics["line"] and "compact" not in manager.magics["cell"]
+    assert {"AgentMagics", "CompactMagics"}.isdisjoint(manager.registry)
+    with pytest.raises(UsageError, match="agent"):
+        ip.run_cell_magic("agent", "", "hello")
+    with pytest.raises(UsageError, match="compact"):
+        ip.run_line_magic("compact", "status")
+    ip.run_line_magic("load_ext", "ipython_compact")
+    assert manager.magics["cell"]["agent"].__self__ is manager.registry["AgentMagics"]
+    assert manager.magics["line"]["compact"].__self__ is manager.registry["CompactMagics"]
+    ip.run_line_magic("reload_ext", "ipython_compact")
+    assert sum(getattr(fn, "__self__", None).__class__.__name__ == "AgentMagics"
+               for fn in manager.magics["cell"].values()) == 1
+
+
+def test_unload_leaves_a_magic_of_the_same_name_registered_by_someone_else(ip: Any) -> None:
+    def agent(line: str, cell: str) -> str:
+        return "theirs"
+
+    ip.register_magic_function(agent, "cell", "agent")
+    ip.run_line_magic("unload_ext", "ipython_compact")
+    try:
+        assert ip.run_cell_magic("agent", "", "x") == "theirs"
+    finally:
+        del ip.magics_manager.magics["cell"]["agent"]
+        ip.run_line_magic("load_ext", "ipython_compact")

@@ -18,6 +18,7 @@ runs nothing; the cell's own text is only ever sent to the model, never executed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Callable
@@ -115,6 +116,14 @@ class AgentMagics(Magics):  # type: ignore[misc]
         if report is None:
             return SnapshotOutcome(False, (), "no snapshot has been written yet")
         return SnapshotOutcome(True, tuple((s.name, s.reason) for s in report.skipped))
+
+    def close(self) -> None:
+        """Drop the agent (the extension calls this on unload); a running background compaction
+        is given a moment to finish so it does not write to the log after the unload."""
+        agent, self.current = self.current, None
+        if agent is not None:
+            with contextlib.suppress(Exception):  # unload must not fail because a compaction did
+                agent.wait_background(timeout=5.0)
 
     @cell_magic  # type: ignore[misc]
     def agent(self, line: str, cell: str) -> None:

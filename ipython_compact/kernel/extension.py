@@ -1,9 +1,12 @@
 """``load(ip)`` / ``unload(ip)``: register and remove everything the extension adds.
 
-Loading adds: the ``CompactConfig`` configurable, the ``%compact`` magic, ``pre_run_cell`` /
-``post_run_cell`` hooks (automatic snapshot, file tracking, end-of-cell compaction requests), the
-``ipython_compact`` comm target, and the hidden ``compact`` helper. Unloading removes each of
-them, so ``%reload_ext`` leaves exactly one of everything.
+Loading adds: the ``CompactConfig`` configurable, the ``%compact`` line magic, the ``%%agent`` cell
+magic, ``pre_run_cell`` / ``post_run_cell`` hooks (automatic snapshot, file tracking, end-of-cell
+compaction requests), the ``ipython_compact`` comm target, and the hidden ``compact`` helper.
+Unloading removes each of them (every line and cell magic bound to one of our ``Magics`` objects,
+and their registry entries), so ``%reload_ext`` leaves exactly one of everything and
+``%unload_ext`` leaves none. A magic someone else registered under the same name later is not ours
+and is left alone.
 
 Automatic snapshots are debounced on the main thread's event loop and skipped while a cell runs,
 so nothing is pickled while user code mutates the namespace.
@@ -18,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from ipython_compact.agent.magic import register_agent_magic
+from ipython_compact.agent.magic import AgentMagics, register_agent_magic
 from ipython_compact.kernel import fileops
 from ipython_compact.kernel.comm_handler import TARGET, CommHandler
 from ipython_compact.kernel.config import CompactConfig
@@ -43,13 +46,14 @@ class Extension:
         self._timer: Any = None
         self._last_sync_snapshot = 0.0
         self.comm_manager: Any = None
+        self.agent_magics: AgentMagics | None = None
 
     # ------------------------------------------------------------------ register
     def register(self) -> None:
         ip = self.ip
         ip.configurables.append(self.config)
         ip.register_magics(self.magics)
-        register_agent_magic(ip, self.service)  # %%agent (ipython_compact.agent.magic)
+        self.agent_magics = register_agent_magic(ip, self.service)  # %%agent (ipython_compact.agent.magic)
         ip.events.register("pre_run_cell", self.pre_run_cell)
         ip.events.register("post_run_cell", self.post_run_cell)
         self._bind_helper()
@@ -79,15 +83,14 @@ class Extension:
         for event, fn in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
             with contextlib.suppress(ValueError):
                 ip.events.unregister(event, fn)
-        line = ip.magics_manager.magics.get("line", {})
-        if getattr(line.get("compact"), "__self__", None) is self.magics:
-            del line["compact"]
-        with contextlib.suppress(ValueError):
-            ip.magics_manager.registry.pop(type(self.magics).__name__, None)
+        for magics in (self.magics, self.agent_magics):
+            if magics is not None:
+                _unregister_magics(ip, magics)
+        if self.agent_magics is not None:
+            self.agent_magics.close()
+            self.agent_magics = None
         with contextlib.suppress(ValueError):
             ip.configurables.remove(self.config)
-        with contextlib.suppress(ValueError):
-            ip.configurables.remove(self.magics)
         if self.comm_manager is not None:
             self.comm.close_all()
             with contextlib.suppress(Exception):
@@ -161,6 +164,23 @@ class Extension:
             self.service.snapshot(record=False)
         except Exception as exc:
             log.debug("automatic snapshot failed: %s", exc)
+
+
+def _unregister_magics(ip: Any, magics: Any) -> None:
+    """Remove every line and cell magic bound to ``magics`` and its registry entry.
+
+    Only entries that are still ours are removed: a magic of the same name registered later by
+    someone else stays.
+    """
+    manager = ip.magics_manager
+    for table in manager.magics.values():
+        for name in [n for n, fn in table.items() if getattr(fn, "__self__", None) is magics]:
+            del table[name]
+    key = type(magics).__name__
+    if manager.registry.get(key) is magics:
+        del manager.registry[key]
+    with contextlib.suppress(ValueError):
+        ip.configurables.remove(magics)
 
 
 def _comm_manager(ip: Any) -> Any:
