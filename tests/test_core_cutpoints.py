@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from core_paths import path_of
 
-from ipython_compact.core.cutpoints import CutPoint, find_cut_point, is_cut_point
+from ipython_compact.core.cutpoints import CutPoint, default_fallback, find_cut_point, is_cut_point
+from ipython_compact.core.preparation import prepare_compaction
+from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_entry_tokens
 
 # u0 a1 t2 a3 u4 a5 t6 a7 t8 a9   (tokens in the second field)
@@ -93,3 +95,68 @@ def test_range_is_respected() -> None:
 def test_bad_arguments(start: int, end: int, keep: int, tokens: list[int] | None, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         find_cut_point(path_of(*TURNS), start, end, keep, tokens=tokens)
+
+
+# One huge trailing tool result: the newest entries alone exceed the budget, no cut point after.
+HUGE_TAIL: list[tuple[Any, ...]] = [("u", 10), ("a", 10), ("u", 10), ("ac", 10, "read", "x"), ("t", 5000)]
+
+
+@pytest.mark.parametrize(
+    ("specs", "start", "keep", "align", "keep_all", "last_cut"),
+    [
+        # pi keeps everything (nothing to summarize: the stuck session); Prime cuts at the last cut point
+        (HUGE_TAIL, 0, 100, False, CutPoint(0, -1, False), CutPoint(3, 2, True)),
+        ([("u", 10), ("ac", 10, "read", "x"), ("t", 5000)], 0, 100, False, CutPoint(0, -1, False), CutPoint(1, 0, True)),
+        # the last cut point before the crossing may be a user message: a clean cut
+        ([("u", 10), ("a", 10), ("u", 10), ("t", 5000)], 0, 100, False, CutPoint(0, -1, False), CutPoint(2, -1, False)),
+        # within a range, Prime's fallback never reaches before the start
+        (HUGE_TAIL, 2, 100, False, CutPoint(2, -1, False), CutPoint(3, 2, True)),
+        # with turn alignment the split cut moves back to its (cheap) turn start
+        (HUGE_TAIL, 0, 100, True, CutPoint(0, -1, False), CutPoint(2, -1, False)),
+        # the rules agree whenever a cut point follows the crossing, the budget is never reached,
+        # or there is no cut point at all
+        (TURNS, 0, 60, False, CutPoint(9, 4, True), CutPoint(9, 4, True)),
+        (TURNS, 0, 10_000, False, CutPoint(0, -1, False), CutPoint(0, -1, False)),
+        ([("u", 10), ("a", 10), ("u", 5000)], 0, 100, False, CutPoint(2, -1, False), CutPoint(2, -1, False)),
+        ([("t", 5), ("t", 5000)], 0, 1, False, CutPoint(0, -1, False), CutPoint(0, -1, False)),
+        # setting changes before the fallback cut are kept with it (backward extension)
+        ([("u", 10), ("a", 10), ("mc",), ("u", 10), ("t", 5000)], 0, 100, False, CutPoint(0, -1, False), CutPoint(2, 0, True)),
+    ],
+)
+def test_fallback_rules(
+    specs: list[tuple[Any, ...]], start: int, keep: int, align: bool, keep_all: CutPoint, last_cut: CutPoint
+) -> None:
+    path = path_of(*specs)
+    for rule, expected in (("keep_all", keep_all), ("last_cut", last_cut)):
+        got = find_cut_point(path, start, len(path), keep, estimator="chars4", align_turns=align, fallback=rule)  # type: ignore[arg-type]
+        assert got == expected, rule
+
+
+@pytest.mark.parametrize(
+    ("estimator", "rule", "expected"),
+    [
+        ("chars4", "keep_all", CutPoint(0, -1, False)),  # the pi-compatible path keeps pi's rule
+        ("density", "last_cut", CutPoint(3, 2, True)),  # the product's default takes Prime's
+    ],
+)
+def test_default_fallback_follows_the_estimator(estimator: str, rule: str, expected: CutPoint) -> None:
+    path = path_of(*HUGE_TAIL)
+    assert default_fallback(estimator) == rule
+    assert find_cut_point(path, 0, len(path), 100, estimator=estimator) == expected
+
+
+@pytest.mark.parametrize(
+    ("estimator", "compacts", "first_kept"),
+    [("chars4", False, None), ("density", True, "e3")],
+)
+def test_a_huge_trailing_tool_result_no_longer_leaves_nothing_to_compact(
+    estimator: str, compacts: bool, first_kept: str | None
+) -> None:
+    prep = prepare_compaction(path_of(*HUGE_TAIL), CompactionSettings(keep_recent_tokens=100, estimator=estimator))  # type: ignore[arg-type]
+    assert (prep is not None) == compacts
+    assert (None if prep is None else prep.first_kept_entry_id) == first_kept
+
+
+def test_unknown_fallback_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown cut fallback 'sometimes'"):
+        find_cut_point(path_of(*TURNS), 0, 10, 10, fallback="sometimes")  # type: ignore[arg-type]

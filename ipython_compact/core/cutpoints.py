@@ -11,6 +11,14 @@ Rules (pi's, with the differences named):
   skipped); at the first index where the sum reaches ``keep_recent_tokens``, cut at the first
   valid cut point at or after it. If the budget is never reached, keep everything (cut at the first
   cut point); if there is no cut point at all, the cut is ``start``.
+- Fallback when the budget is reached but no valid cut point follows the crossing (the newest
+  entries alone exceed ``keep_recent_tokens``, e.g. one huge trailing tool result): pi's rule
+  (``"keep_all"``) keeps everything, so an overflow or blocking compaction finds nothing to
+  summarize and the session stays stuck; Prime's rule (``"last_cut"``) cuts at the last valid cut
+  point before the crossing, keeping less than the budget would ask but always making room.
+  The default follows the estimator: ``chars4`` is the pi-compatible path and keeps pi's rule;
+  the density estimator (the product's default, used by the agent engine and the Compactor)
+  takes Prime's. An explicit ``fallback`` overrides either.
 - Extend the cut backwards over entries that are not messages (model/thinking changes, labels,
   custom state, our system/kernel notices...) until a ``message`` entry or a ``compaction``.
 - Split turn: if the cut is not a user message, the turn start is the nearest preceding ``user`` or
@@ -34,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
 from ipython_compact.core.messages import USER_SIDE_KINDS, in_context
@@ -45,6 +53,14 @@ CUT_ROLES: Final = frozenset({"user", "assistant", "bashExecution", "custom", "b
 TURN_START_ROLES: Final = frozenset({"user", "bashExecution"})
 #: Prime's TURN_ALIGNMENT_EXTRA_SHARE: extra kept cost allowed, as a share of keep_recent_tokens.
 TURN_ALIGNMENT_EXTRA_SHARE: Final = 1.0
+
+CutFallback = Literal["keep_all", "last_cut"]
+CUT_FALLBACKS: Final = ("keep_all", "last_cut")
+
+
+def default_fallback(estimator: Estimator | str) -> CutFallback:
+    """pi's rule on the pi-compatible ``chars4`` path, Prime's everywhere else (see module docs)."""
+    return "keep_all" if estimator == "chars4" else "last_cut"
 
 
 @dataclass(frozen=True)
@@ -100,14 +116,22 @@ def find_cut_point(
     tokens: Sequence[int] | None = None,
     estimator: Estimator | str = "density",
     align_turns: bool = False,
+    fallback: CutFallback | None = None,
 ) -> CutPoint:
-    """The cut for ``path[start:end]`` that keeps about ``keep_recent_tokens`` (see module docs)."""
+    """The cut for ``path[start:end]`` that keeps about ``keep_recent_tokens`` (see module docs).
+
+    ``fallback`` (default: ``default_fallback(estimator)``) decides what happens when the budget
+    is reached with no valid cut point after the crossing.
+    """
     if not 0 <= start <= end <= len(path):
         raise ValueError(f"bad range [{start}, {end}) for a path of {len(path)} entries")
     if tokens is not None and len(tokens) != len(path):
         raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
     if keep_recent_tokens < 0:
         raise ValueError(f"keep_recent_tokens must be >= 0, got {keep_recent_tokens}")
+    rule = default_fallback(estimator) if fallback is None else fallback
+    if rule not in CUT_FALLBACKS:
+        raise ValueError(f"unknown cut fallback {rule!r}; expected one of {', '.join(CUT_FALLBACKS)}")
 
     def cost(i: int) -> int:
         if not _counts(path[i]):
@@ -129,6 +153,11 @@ def find_cut_point(
             if is_cut_point(path[c]):
                 cut = c
                 break
+        if cut < 0 and rule == "last_cut":  # Prime: the last valid cut point before the crossing
+            for c in range(crossed - 1, start - 1, -1):
+                if is_cut_point(path[c]):
+                    cut = c
+                    break
     if cut < 0:  # budget never reached, or nothing cuttable after the crossing: keep everything
         for c in range(start, end):
             if is_cut_point(path[c]):
