@@ -47,7 +47,7 @@ from ipython_compact.core.triage import Pointer, Triage, pointer_text, triage
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
-MAX_CARRIED_POINTERS = 8
+MAX_CARRIED_POINTERS = 6
 
 
 class CompactionError(RuntimeError):
