@@ -230,3 +230,95 @@ def test_verify_notices_a_wrong_mark(tmp_path: Path) -> None:
     with SessionStore(db) as store:
         report = store.verify()
     assert any("has mark" in p for p in report.problems), report.problems
+
+
+# ------------------------------------------------------------------ the callers, end to end
+
+
+def _service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: str) -> Any:
+    """A real ``KernelService`` on a real database, with a bare namespace for a shell."""
+    from types import SimpleNamespace
+
+    from ipython_compact.kernel.config import CompactConfig
+    from ipython_compact.kernel.service import KernelService
+
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    return KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session=session))
+
+
+def test_service_status_summaries_and_log_equal_the_full_path_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    service = _service(tmp_path, monkeypatch, "svc")
+    try:
+        store = service.store
+        trunk = _grow(store, "svc", 30, "trunk", 6)
+        store.set_leaf("svc", trunk[20].id)
+        _grow(store, "svc", 14, "side", 4)
+        full = store.path("svc")
+        status = service.status()
+        assert (status["entries"], status["compactions"]) == (len(full), sum(1 for e in full if e.kind == "compaction"))
+        for limit in (0, 1, 2, 50):
+            summaries = service.summaries(limit)
+            compactions = [(i, e) for i, e in enumerate(full) if e.kind == "compaction"]
+            expected = compactions[-limit:] if limit > 0 else compactions
+            assert [s["id"] for s in summaries] == [e.id for _, e in expected]
+            ids = [x.id for x in full]
+            assert [s["kept_entries"] for s in summaries] == [
+                sum(1 for k in full[ids.index(e.data["first_kept_entry_id"]) : i] if k.kind == "message") for i, e in expected
+            ]
+        for limit in (1, 7, 10_000):
+            assert [row["id"] for row in service.log(limit)] == [e.id for e in full[-limit:]]
+    finally:
+        service.close()
+
+
+def test_compactor_pins_compactions_and_branch_summary_follow_the_current_path(tmp_path: Path) -> None:
+    from ipython_compact.compactor import Compactor
+
+    with SessionStore(tmp_path / "c.db", clock=_clock(), new_id=_ids()) as store:
+        store.create_session("s")
+        trunk = _grow(store, "s", 24, "trunk", 6)
+        store.set_leaf("s", trunk[15].id)
+        side = _grow(store, "s", 10, "side", 4)
+        compactor = Compactor(store)
+        full = store.path("s")
+        assert compactor.compactions("s") == [e for e in full if e.kind == "compaction"]
+        from ipython_compact.core.anchors import apply_pins
+
+        pins_on_path = [e for e in full if e.kind == "pin"]
+        assert compactor.active_pins("s") == apply_pins((), pins_on_path, compactor._lookup("s"))
+        pinned = compactor.pin("s", text="new pin")
+        assert pinned.data["pin_id"] == f"pin-{len(pins_on_path) + 1}"
+        expected = collect_branch_entries(store.path("s"), store.path("s", trunk[-1].id))
+        summary = compactor.summarize_branch("s", trunk[-1].id)
+        assert summary.parent_id == trunk[-1].id
+        assert summary.data["from_id"] == pinned.id
+        assert summary.data["details"]["entries"] == sum(
+            1 for e in expected.entries if e.kind != "compaction" and e.kind in ("message", "custom_message", "branch_summary", "system", "kernel_state")
+        )
+        assert side[-1].id in {e.id for e in expected.entries}
+
+
+@pytest.mark.parametrize("estimator", ["density", "chars4"])
+def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path, estimator: str) -> None:
+    """The stuck session: with Prime's fallback (the product default) the Compactor and the agent's
+    core engine make room; the pi-compatible chars4 path keeps pi's rule (nothing to compact)."""
+    from ipython_compact.agent.engine import CoreEngine
+    from ipython_compact.compactor import Compactor, NothingToCompact
+
+    settings = CompactionSettings(keep_recent_tokens=2000, estimator=estimator)  # type: ignore[arg-type]
+    with SessionStore(tmp_path / "stuck.db", clock=_clock(), new_id=_ids()) as store:
+        store.create_session("s")
+        _grow(store, "s", 6, "early", 100)
+        store.append("s", "message", _user("load the big file"))
+        call = store.append("s", "message", _assistant("bigcall reading", tool=True))
+        store.append("s", "message", _tool("row,value\n" * 4000))
+        engine_payload = CoreEngine(store, settings).prepare("s", reason="overflow", focus=None, keep_recent_tokens=None)
+        if estimator == "chars4":
+            assert engine_payload is None
+            with pytest.raises(NothingToCompact):
+                Compactor(store, None, settings).compact("s", reason="overflow")
+            return
+        assert engine_payload is not None and engine_payload["first_kept_entry_id"] == call.id
+        result = Compactor(store, None, settings).compact("s", reason="overflow")
+        assert result.entry.data["first_kept_entry_id"] == call.id
+        assert store.context_view("s").entries[0].id == call.id
