@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -136,3 +137,58 @@ def test_kernel_names_from_successful_cells() -> None:
     assert led.names == ("clean", "df")
     assert "kernel names defined by cells that succeeded (still in the kernel; reuse them): clean, df" in led.render()
     assert Ledger.from_json(led.to_json()) == led
+
+
+def _rounds(n: int, *, retry_every: int = 0) -> list[Entry]:
+    """``n`` answered requests, each with one cell (optionally failing once and retried)."""
+    out: list[Entry] = []
+    for i in range(n):
+        out.append(user(f"u{i:04d}", f"request {i:04d}: look at part {i:04d}"))
+        out.append(calls(f"c{i:04d}", (f"k{i:04d}", "python", {"code": f"frame_{i:04d} = load({i})"})))
+        if retry_every and i % retry_every == 0:
+            out.append(res(f"e{i:04d}", f"k{i:04d}", f"KeyError: 'col_{i:04d}'", error=True))
+            out.append(calls(f"d{i:04d}", (f"j{i:04d}", "python", {"code": f"frame_{i:04d} = load({i})"})))
+            out.append(res(f"s{i:04d}", f"j{i:04d}", "ok"))
+        else:
+            out.append(res(f"r{i:04d}", f"k{i:04d}", "ok"))
+        out.append(answer(f"a{i:04d}", f"Finished part {i:04d}."))
+    return out
+
+
+def test_render_lists_newest_done_requests_and_counts_the_rest_with_ids() -> None:
+    led = Ledger().update([*_rounds(30), user("u9999", "Now plot it")])
+    lines = led.render().splitlines()
+    assert lines[1] == "user requests (31 total: 30 done, 1 open; done = already answered, do not redo):"
+    newest_ids = ", ".join(f"u{i:04d}" for i in range(18, 26))  # the 8 newest of the ones not listed
+    assert lines[2] == f"- [x] 26 earlier request(s) done (newest: entries {newest_ids}; recall by id)"
+    assert lines[3:7] == [f"- [x] request {i:04d}: look at part {i:04d}  (entry u{i:04d})" for i in range(26, 30)]
+    assert lines[7] == "- [ ] Now plot it  (entry u9999)"
+    assert "request 0025" not in led.render()
+
+
+def test_render_folds_a_failed_attempt_into_the_retry_that_succeeded() -> None:
+    text = Ledger().update(_rounds(3, retry_every=2)).render()
+    assert "- ok after 1 failed attempt(s): python: frame_0000 = load(0)  (entry d0000)" in text
+    assert "- ok: python: frame_0001 = load(1)  (entry c0001)" in text
+    assert "- ok after 1 failed attempt(s): python: frame_0002 = load(2)  (entry d0002)" in text
+    assert "commands and cells run (5 total, 2 failed; last 3):" in text
+    assert "errors (2 total; last 2 distinct):" in text
+
+
+def test_render_shows_the_newest_names_with_a_count_of_older_ones() -> None:
+    text = Ledger().update(_rounds(30)).render()
+    names = ", ".join(f"frame_{i:04d}" for i in range(18, 30))
+    assert f"kernel names defined by cells that succeeded (still in the kernel; reuse them): {names} (+18 older, not listed)" in text
+
+
+@pytest.mark.parametrize("rounds", [80, 160, 320])
+def test_render_reaches_a_fixed_size(rounds: int) -> None:
+    """Past the section budgets, a longer session renders the same ledger shape: only numbers differ."""
+
+    def shape(text: str) -> str:
+        return re.sub(r"\d+", "#", text)
+
+    base = Ledger().update(_rounds(40, retry_every=4)).render()
+    text = Ledger().update(_rounds(rounds, retry_every=4)).render()
+    assert len(shape(text)) == len(shape(base))
+    assert len(text) - len(base) <= 20  # the digits of totals, counts and entry numbers

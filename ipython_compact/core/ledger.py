@@ -260,7 +260,7 @@ class Ledger:
         open_ids = {id(r) for r in [r for r in requests if r.status == "open"][-MAX_REQUESTS:]}
         room = MAX_REQUESTS - len(open_ids)
         done = [r for r in requests if r.status == "done"]
-        done_ids = {id(r) for r in done[len(done) - room :]} if room > 0 else set()
+        done_ids = {id(r) for r in done[max(0, len(done) - room) :]} if room > 0 else set()
         requests = [r for r in requests if id(r) in open_ids or id(r) in done_ids]
         return Ledger(
             files_read=tuple(read[-MAX_FILES:]),
