@@ -15,6 +15,8 @@ from ipython_compact.core.anchors import (
     resolve_anchors,
 )
 from ipython_compact.core.drift import (
+    MAX_TRACKED,
+    MAX_TRACKED_CHARS,
     Identifier,
     apply_guard,
     entry_identifiers,
@@ -86,10 +88,85 @@ def test_track_identifiers_is_bounded_and_recency_ordered() -> None:
     entries = [msg(f"u{i}", "user", f"look at /data/part_{i}.csv") for i in range(50)]
     tracked = track_identifiers([], entries, max_count=10)
     assert [t.text for t in tracked] == [f"/data/part_{i}.csv" for i in range(40, 50)]
+    assert [t.last for t in tracked] == list(range(41, 51))  # positions continue across entries
     again = track_identifiers(tracked, [msg("u99", "user", "back to /data/part_40.csv")], max_count=10)
-    assert again[-1].text == "/data/part_40.csv"
+    assert again[-1] == Identifier("/data/part_40.csv", "path", "u99", mentions=2, last=51)
     assert len(again) == 10
     assert Identifier.from_json(again[0].to_json()) == again[0]
+
+
+@pytest.mark.parametrize(
+    ("early_mentions", "later", "kept"),
+    [
+        (1, 3, False),  # a one-off mention is evicted by newer ones
+        (4, 3, True),  # mentioned in 4 entries: 3 mentions × MENTION_WEIGHT of recency bonus
+        (4, 200, False),  # the bonus is capped: a long stretch without it evicts it too
+        (50, 200, False),
+    ],
+)
+def test_relevance_keeps_often_mentioned_identifiers_a_while(early_mentions: int, later: int, kept: bool) -> None:
+    early = [msg(f"e{i}", "user", "load data/churn.csv") for i in range(early_mentions)]
+    fill = [msg(f"f{i}", "user", f"see DATA-{1000 + i}") for i in range(later)]
+    tracked = track_identifiers([], early + fill, max_count=3)
+    assert len(tracked) == 3
+    assert ("data/churn.csv" in [t.text for t in tracked]) is kept
+    assert tracked[-1].text == f"DATA-{1000 + later - 1}"  # the newest always stays
+
+
+def test_char_budget_skips_what_does_not_fit_and_fills_with_the_rest() -> None:
+    entries = [msg("u1", "user", "see DATA-1001"), msg("u2", "user", "see /" + "x/" * 40 + "big.csv"), msg("u3", "user", "see DATA-1003")]
+    tracked = track_identifiers([], entries, max_count=10, max_chars=40)
+    assert [t.text for t in tracked] == ["DATA-1001", "DATA-1003"]
+    assert sum(len(t.text) + 3 for t in tracked) <= 40
+
+
+def test_working_set_reaches_a_fixed_size() -> None:
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    gen = TranscriptGenerator(seed=7, big_output_lines=20)
+    tracked: list[Identifier] = []
+    sizes: list[int] = []
+    for span in range(30):
+        entries = [msg(f"s{span}m{i}", "user", text) for i, text in enumerate(_texts(gen.rounds(6)))]
+        tracked = track_identifiers(tracked, entries, max_count=MAX_TRACKED, max_chars=MAX_TRACKED_CHARS)
+        sizes.append(sum(len(t.text) + 3 for t in tracked))
+    assert max(sizes) <= MAX_TRACKED_CHARS
+    assert all(len(t.text) >= 3 for t in tracked)
+    assert min(sizes[10:]) >= 0.8 * max(sizes)  # full early, then flat
+
+
+def _texts(rounds: Any) -> list[str]:
+    out: list[str] = []
+    for messages in rounds:
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, list):
+                out.extend(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("text"))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        ({"text": "a.py", "cls": "path", "entry_id": "e1"}, Identifier("a.py", "path", "e1", 1, 0)),  # older record
+        ({"text": "a.py", "cls": "path", "entry_id": None, "mentions": 3, "last": 9}, Identifier("a.py", "path", None, 3, 9)),
+    ],
+)
+def test_identifier_from_json(obj: dict[str, Any], expected: Identifier) -> None:
+    assert Identifier.from_json(obj) == expected
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"text": "a.py", "cls": "file"}, "unknown class 'file'"),
+        ({"text": "a.py", "cls": "path", "mentions": "many"}, "mentions and last must be integers"),
+        ({"text": "a.py", "cls": "path", "mentions": 0}, "mentions must be >= 1"),
+    ],
+)
+def test_identifier_from_json_rejects_bad_records(obj: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Identifier.from_json(obj)
 
 
 def test_machine_blocks_round_trip_and_strip() -> None:
