@@ -9,7 +9,13 @@ its history grows 100-fold. Measured per size:
   transaction each, 500 of them into a side session of the same database file);
 - threshold check: context size (newest usage anchor + stored estimates after it) + decision;
 - plan: what a compaction would summarize/keep (``core.preparation.prepare_compaction``);
-- context-view build: the model's message list (``core.context.build_context``).
+- context-view build: the model's message list (``core.context.build_context``);
+- what a user actually triggers, through the product's own objects on the same database
+  (``user_ops``): ``Compactor.plan`` (``%compact preview``), a full offline ``Compactor.compact``
+  (each round moves the leaf back and compacts again, so every round does the same work; the
+  compaction lands on a side branch), the kernel service's ``status`` (``%compact status`` and the
+  panel's poll), and the agent's pre-request threshold check (``Agent._before_request``: context
+  estimate from the store + threshold decision). Goal: each at 100k entries within 2x of 1k.
 
 "store" walks the SQLite file every round (what the product does) and reuses parsed entries
 from the store's cache; "store_cold" empties that cache first (a fresh process); "memory" runs
@@ -39,6 +45,7 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ipython_compact.compactor import Compactor  # noqa: E402
 from ipython_compact.core.context import build_context  # noqa: E402
 from ipython_compact.core.entries import Entry  # noqa: E402
 from ipython_compact.core.pi_format import entry_to_pi  # noqa: E402
@@ -179,6 +186,65 @@ def measure_ours(db: Path, path: list[Entry], settings: CompactionSettings, roun
     return result
 
 
+USER_OPS: Final = ("compactor_plan", "compactor_compact", "service_status", "agent_threshold_check")
+
+
+def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dict[str, Any]:
+    """The operations a user triggers, through ``Compactor``, ``KernelService`` and ``Agent``.
+
+    ``db`` must be ``paths.database_path()`` of the data directory ``IPYTHON_COMPACT_DIR`` points
+    at (the kernel service opens it by itself, as in a kernel). Runs last: the agent appends its
+    system baseline when it binds to a session that has none, and compactions land on side
+    branches; the session's leaf is put back afterwards.
+    """
+    from types import SimpleNamespace
+
+    import openai
+
+    from ipython_compact.agent.engine import CompactorEngine
+    from ipython_compact.agent.loop import Agent
+    from ipython_compact.kernel.config import CompactConfig
+    from ipython_compact.kernel.service import KernelService
+
+    store = SessionStore(db)
+    leaf = store.leaf(SESSION)
+    assert leaf is not None
+    compactor = Compactor(store, None, settings)
+
+    def compact() -> object:
+        store.set_leaf(SESSION, leaf)  # same starting point every round: same work
+        return compactor.compact(SESSION, reason="manual")
+
+    config = CompactConfig(session=SESSION, context_window=WINDOW, compaction={"estimator": ESTIMATOR})
+    service = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), config)
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=0)  # never called
+    plan = compactor.plan(SESSION)
+    compacted = compact()
+    store.set_leaf(SESSION, leaf)
+    status = service.status()
+    agent = Agent(store=store, session=SESSION, client=client, model="bench", context_window=WINDOW,
+                  engine=CompactorEngine(compactor), kernel=None, settings=settings)  # type: ignore[arg-type]
+    ops: dict[str, Callable[[], object]] = {
+        "compactor_plan": lambda: compactor.plan(SESSION),
+        "compactor_compact": compact,
+        "service_status": service.status,
+        "agent_threshold_check": agent._before_request,
+    }
+    result: dict[str, Any] = {
+        "plan_summarize_entries": plan.summarize.entries,
+        "plan_keep_entries": plan.keep.entries,
+        "compaction_tokens_after": compacted.tokens_after,  # type: ignore[attr-defined]
+        "status_entries": status["entries"],
+        "status_compactions": status["compactions"],
+        "status_tokens": status["tokens"],
+    }
+    result["ms"], result["min_ms"] = timings(ops, rounds)
+    store.set_leaf(SESSION, leaf)
+    service.close()
+    store.close()
+    return result
+
+
 def measure_pi(pi_file: Path, settings: CompactionSettings, rounds: int) -> dict[str, Any]:
     node = shutil.which("node")
     if node is None:
@@ -213,13 +279,17 @@ def run(sizes: list[int], rounds: int, with_pi: bool, fixture: Path) -> dict[str
             copies = max(1, round(size / len(template)))
             entries = replicate(template, copies)
             db = workdir / f"bench-{size}.db"
+            data_dir = workdir / f"data-{size}"
+            data_dir.mkdir(mode=0o700)
+            os.environ["IPYTHON_COMPACT_DIR"] = str(data_dir)
+            db = data_dir / "sessions.db"  # paths.database_path(): the kernel service opens it itself
             append = build_store(db, entries)
             ours = measure_ours(db, entries, settings, rounds)
             row: dict[str, Any] = {
                 "target_entries": size,
                 "entries": len(entries),
                 "copies_of_fixture": copies,
-                "db_megabytes": round(sum(p.stat().st_size for p in workdir.glob(f"bench-{size}.db*")) / 1e6, 1),
+                "db_megabytes": round(sum(p.stat().st_size for p in data_dir.glob("sessions.db*")) / 1e6, 1),
                 "append": append,
                 **ours,
             }
@@ -240,8 +310,8 @@ def run(sizes: list[int], rounds: int, with_pi: bool, fixture: Path) -> dict[str
                     "first_kept_entry_id": pi.get("first_kept_entry_id") == row["first_kept_entry_id"],
                     "messages_to_summarize": pi.get("messages_to_summarize") == row["messages_to_summarize"],
                 }
-            for path in workdir.glob(f"bench-{size}.db*"):
-                path.unlink()
+            row["user_ops"] = measure_user_ops(db, settings, rounds)
+            shutil.rmtree(data_dir, ignore_errors=True)
             row["load_average_1min"] = round(os.getloadavg()[0], 2)
             results.append(row)
             print(f"measured {len(entries)} entries", file=sys.stderr)
@@ -279,6 +349,12 @@ def goals(results: list[dict[str, Any]]) -> dict[str, Any]:
         "plan_cold_largest_ms": large["store_cold_ms"]["plan"],
         "plan_cold_under_50ms": large["store_cold_ms"]["plan"] < 50.0,
     }
+    for op in USER_OPS:
+        by_median = large["user_ops"]["ms"][op] / max(small["user_ops"]["ms"][op], 1e-9)
+        by_minimum = large["user_ops"]["min_ms"][op] / max(small["user_ops"]["min_ms"][op], 1e-9)
+        out[f"{op}_growth_largest_over_smallest"] = round(by_median, 2)
+        out[f"{op}_growth_by_minimum"] = round(by_minimum, 2)
+        out[f"{op}_within_2x"] = by_median <= 2.0
     ratios = large.get("pi_over_ours")
     if ratios:
         out["threshold_check_not_slower_than_pi_at_largest"] = (ratios["threshold_check_store"] or 0) >= 1.0
