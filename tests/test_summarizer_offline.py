@@ -6,11 +6,17 @@ from typing import Any
 
 import pytest
 
-from ipython_compact.core.entries import Entry
-from ipython_compact.core.offline_summary import missing_sections, offline_summary, parse_checkpoint
+from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.offline_summary import (
+    ANCHORED_GOAL,
+    CAPS,
+    missing_sections,
+    offline_summary,
+    parse_checkpoint,
+)
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.summarizers import OfflineSummarizer, Summarizer, SummaryInput
-from ipython_compact.testing.transcripts import GOAL, TranscriptGenerator
+from ipython_compact.testing.transcripts import CONSTRAINTS, GOAL, TranscriptGenerator
 
 
 def entries_of(rounds: int, seed: int = 3) -> list[Entry]:
@@ -101,3 +107,100 @@ def test_adapter_and_split_turn_merge() -> None:
     assert len(summarizer.summarize(SummaryInput(span, "history", None, None, 10)).text) <= 40
     with pytest.raises(ValueError, match="max_chars must be positive"):
         OfflineSummarizer(max_chars=0)
+
+
+def test_one_done_line_per_finished_request() -> None:
+    span = entries_of(12)
+    done = parse_checkpoint(offline_summary(span))["Done"]
+    # a repeated request answered the same way is one line
+    requests = sorted({entry_text(e) for e in span if (e.message or {}).get("role") == "user"})
+    assert len(done) == min(len(requests), CAPS["Done"]) + (1 if len(requests) > CAPS["Done"] else 0)
+    listed = [d for d in done if not d.startswith("(")]
+    assert all(not d.startswith("Done with step") for d in listed)  # the answer is the outcome, not a line
+    assert all(" → " in d for d in listed)  # request → the outcome the assistant reported
+    assert sum(" → Done with step " in d for d in listed) >= len(listed) - 1
+    assert done[0] == f"({len(requests) - CAPS['Done']} earlier finished request(s) not listed; the log has them)"
+
+
+def test_done_count_rolls_forward_and_survives_the_budget() -> None:
+    first = offline_summary([m("u1", "user", "task one"), m("a1", "assistant", "Finished one.", stopReason="stop")])
+    text = first
+    for i in range(2, 13):
+        text = offline_summary([m(f"u{i}", "user", f"task {i}"), m(f"a{i}", "assistant", f"Finished {i}.", stopReason="stop")], previous_summary=text)
+    done = parse_checkpoint(text)["Done"]
+    assert done == ["(4 earlier finished request(s) not listed; the log has them)"] + [f"task {i} → Finished {i}." for i in range(5, 13)]
+    small = offline_summary([m("u13", "user", "task 13")], previous_summary=text, max_chars=560)
+    assert len(small) <= 560
+    assert parse_checkpoint(small)["Done"][0].startswith("(")  # the count is folded into, never dropped
+    assert int(parse_checkpoint(small)["Done"][0][1:].split()[0]) + len(parse_checkpoint(small)["Done"]) - 1 == 12
+
+
+def test_anchored_goal_and_constraints_are_referred_to_not_repeated() -> None:
+    span = entries_of(12)
+    anchors = (GOAL, *CONSTRAINTS)
+    plain = offline_summary(span)
+    anchored = offline_summary(span, anchors=anchors)
+    assert GOAL in plain and CONSTRAINTS[0] in plain
+    assert GOAL not in anchored
+    assert all(c not in anchored for c in CONSTRAINTS)  # not in sections, not inside request lines
+    sections = parse_checkpoint(anchored)
+    assert sections["Goal"] == [] and sections["Constraints & Preferences"] == []
+    assert ANCHORED_GOAL in anchored
+    rolled = offline_summary(entries_of(20)[len(span) :], previous_summary=anchored, anchors=anchors)
+    assert ANCHORED_GOAL in rolled and parse_checkpoint(rolled)["Goal"] == []  # a later span's first request is not the goal
+
+
+def test_unanchored_constraints_stay_listed_beside_the_reference() -> None:
+    span = [m("u1", "user", "Build it. Never touch prod. Always run the linter."), m("a1", "assistant", "Built.", stopReason="stop")]
+    text = offline_summary(span, anchors=("Build it. Never touch prod.", "Never touch prod."))
+    assert parse_checkpoint(text)["Constraints & Preferences"] == ["Always run the linter."]
+    assert "(the other constraints: verbatim in <anchors>)" in text
+
+
+@pytest.mark.parametrize(
+    ("sentence", "decision"),
+    [
+        ("I'll use LightGBM because it handles missing values natively.", True),
+        ("Switching to the parquet loader for speed.", True),
+        ("We decided to keep the 2026-Q3 holdout untouched.", True),
+        ("Going with 5 folds instead of 10.", True),
+        ("The root cause is a stale cache.", True),
+        ("Let's use the cached frame rather than reloading it.", True),
+        ("The loader reads 12 files.", False),
+        ("Should I use XGBoost instead?", False),
+    ],
+)
+def test_key_decisions_from_assistant_text(sentence: str, decision: bool) -> None:
+    text = offline_summary([m("u1", "user", "Train it"), m("a1", "assistant", f"Looked at the data. {sentence}", stopReason="stop")])
+    assert (parse_checkpoint(text)["Key Decisions"] == [sentence]) is decision
+    assert parse_checkpoint(text)["Key Decisions"] in ([sentence], [])
+
+
+@pytest.mark.parametrize(
+    ("answers", "steps"),
+    [
+        (["Next I will plot the AUC.", "Loaded it."], ["Next I will plot the AUC."]),  # no new intent: the last one stands
+        (["Next I will plot the AUC.", "Then I'll write the report."], ["Then I'll write the report."]),  # the newest wins
+        (["Loaded it.", "Let me check the holdout split. I will rerun it after that."], ["Let me check the holdout split.", "I will rerun it after that."]),
+    ],
+)
+def test_next_steps_from_the_newest_intent(answers: list[str], steps: list[str]) -> None:
+    span = [m(f"a{i}", "assistant", text, stopReason="stop") for i, text in enumerate(answers)]
+    assert parse_checkpoint(offline_summary([m("u0", "user", "go"), *span]))["Next Steps"] == steps
+
+
+def test_split_turn_request_is_settled_by_the_next_span() -> None:
+    prefix = offline_summary([m("u1", "user", "Refit the model on all folds"), m("a1", "assistant", "I will load the folds.")], kind="turn_prefix")
+    previous = combine_split_turn(offline_summary([m("u0", "user", "Build it"), m("a0", "assistant", "Built.", stopReason="stop")]), prefix)
+    assert "(in progress)" not in prefix  # the request is shown once, as the Original Request
+    text = offline_summary([m("a2", "assistant", "Refit done on all folds.", stopReason="stop")], previous_summary=previous)
+    assert parse_checkpoint(text)["Done"] == ["Build it → Built.", "Refit the model on all folds → Refit done on all folds."]
+    assert parse_checkpoint(text)["In Progress"] == []
+
+
+def test_adapter_passes_the_anchors() -> None:
+    span = entries_of(4)
+    with_anchors = OfflineSummarizer().summarize(SummaryInput(span, "history", None, None, 4000, (GOAL,)))
+    without = OfflineSummarizer().summarize(SummaryInput(span, "history", None, None, 4000))
+    assert ANCHORED_GOAL in with_anchors.text and GOAL not in with_anchors.text
+    assert parse_checkpoint(without.text)["Goal"] == [GOAL]
