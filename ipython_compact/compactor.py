@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipython_compact.core import entries as E
-from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors
+from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors, user_text
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.drift import (
     MAX_TRACKED,
@@ -273,9 +273,12 @@ class Compactor:
             sources: list[Entry] = span
             if prep.previous_compaction_index >= 0 and "anchors" not in previous_details:
                 # a compaction made without anchors (pi import): read the goal etc. from the raw log
-                full = self.store.path(session)
                 ids = {e.id for e in span}
-                sources = [e for e in full if e.kind != E.COMPACTION and e.id not in ids] + span
+                sources = [
+                    *_anchor_history(self.store, session, path[0]),
+                    *(e for e in path if e.kind != E.COMPACTION and e.id not in ids),
+                    *span,
+                ]
             try:
                 anchor_set = extract_anchors(previous, sources, lookup)
             except ValueError as exc:
@@ -529,6 +532,34 @@ class Compactor:
     def compactions(self, session: str) -> list[Entry]:
         """Compaction entries on the current path, oldest first."""
         return self.store.path(session, kinds=(E.COMPACTION,))  # type: ignore[no-any-return]
+
+
+_ANCHOR_HISTORY: dict[tuple[str, str, str, int], tuple[Entry, ...]] = {}
+_ANCHOR_HISTORY_SLOTS = 16
+
+
+def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
+    """The entries before the context view's ``head`` that anchor extraction can use (pins and
+    user messages, compactions left out), oldest first.
+
+    Only needed while the newest compaction carries no anchors (a pi import); reading them costs
+    one walk over the history, so the result is kept per (database, session, head): the ancestors
+    of an entry never change in an append-only tree, so a kept result stays exact. Other entries
+    are dropped because ``extract_anchors`` skips them (same anchors, far less memory).
+    """
+    if head.parent_id is None:
+        return ()
+    key = (str(getattr(store, "db_path", id(store))), session, head.id, store.path_length(session, head.id))
+    found = _ANCHOR_HISTORY.pop(key, None)
+    if found is None:
+        found = tuple(
+            e for e in store.path(session, head.parent_id)
+            if e.kind == E.PIN or (e.kind != E.COMPACTION and user_text(e) is not None)
+        )
+    _ANCHOR_HISTORY[key] = found  # newest last
+    while len(_ANCHOR_HISTORY) > _ANCHOR_HISTORY_SLOTS:
+        del _ANCHOR_HISTORY[next(iter(_ANCHOR_HISTORY))]
+    return found
 
 
 def _check_details(entry_id: str, details: Mapping[str, Any]) -> None:

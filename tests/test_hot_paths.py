@@ -322,3 +322,37 @@ def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path,
         result = Compactor(store, None, settings).compact("s", reason="overflow")
         assert result.entry.data["first_kept_entry_id"] == call.id
         assert store.context_view("s").entries[0].id == call.id
+
+
+def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_path: Path) -> None:
+    """A compaction without anchors (pi import) sends the Compactor to the raw log for the goal,
+    constraints and pins; reading only the history before the view (kept per head) gives the
+    anchors the whole-path computation gives, on every call."""
+    from ipython_compact.compactor import Compactor
+    from ipython_compact.core.anchors import AnchorSet, extract_anchors
+
+    with SessionStore(tmp_path / "a.db", clock=_clock(), new_id=_ids()) as store:
+        store.create_session("s")
+        store.append("s", "message", _user("Goal: clean the sales table. Always use UTF-8 and never drop rows."))
+        made = _grow(store, "s", 30, "early", 1000)
+        store.append("s", "message", _user("You must keep the index column. Prefer polars over pandas."))
+        store.append("s", "pin", {"action": "pin", "text": "deadline friday", "pin_id": "pin-1"})
+        tail = _grow(store, "s", 12, "late", 1000)
+        store.append("s", "compaction", {"summary": "imported", "first_kept_entry_id": tail[6].id, "tokens_before": 1})
+        _grow(store, "s", 20, "after", 1000)
+        settings = CompactionSettings(keep_recent_tokens=300)
+        compactor = Compactor(store, None, settings)
+        plans = [compactor.plan("s") for _ in range(2)]
+        full = store.path("s")
+        view = store.context_view("s")
+        prep = prepare_compaction(view.entries, settings, tokens=view.tokens(settings.estimator))
+        assert prep is not None
+        span = [*prep.messages_to_summarize, *prep.turn_prefix]
+        ids = {e.id for e in span}
+        expected = extract_anchors(
+            AnchorSet(), [e for e in full if e.kind != "compaction" and e.id not in ids] + span, lambda i: store.get(i, "s")
+        )
+        assert plans[0].anchors.goal is not None and plans[0].anchors.constraints
+        assert [p.anchors.goal for p in plans] == [expected.goal] * 2
+        assert [p.anchors.constraints for p in plans] == [expected.constraints] * 2
+        assert made and len(full) > len(view.entries)
