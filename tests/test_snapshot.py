@@ -204,3 +204,49 @@ def test_a_value_that_hangs_while_serializing_is_skipped_with_a_reason(tmp_path:
     assert time.monotonic() - start < 5
     assert report.saved == ["ok"]
     assert report.skipped[0].name == "slow" and "longer than 0.3 s" in report.skipped[0].reason
+
+
+@pytest.mark.parametrize("elements", [300_000, 3_000_000], ids=["2.4MB-one-thread", "24MB-two-lanes"])
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_an_in_place_edit_of_one_element_anywhere_in_a_large_array_is_seen(tmp_path: Path, elements: int,
+                                                                         where: str) -> None:
+    arr = np.arange(float(elements))
+    store = _store(tmp_path)
+    first = store.save([("arr", arr)])
+    again = store.save([("arr", arr)])
+    assert again.unchanged == ["arr"] and again.written_bytes == 0
+    assert again.verified_bytes == first.bytes  # proven unchanged by hashing every byte, not by samples
+    index = {"first": 0, "middle": elements // 2 + 7, "last": elements - 1}[where]
+    arr[index] = -1.0  # in place: same object, same address, same shape
+    edited = store.save([("arr", arr)])
+    assert edited.unchanged == [] and edited.written_bytes == first.bytes
+    values, report = _store(tmp_path).load()
+    assert report.restored == ["arr"] and values["arr"][index] == -1.0
+    np.testing.assert_array_equal(values["arr"], arr)
+
+
+def test_a_full_snapshot_is_fsynced_and_restores(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path / "snap", KEY, durable=True)
+    arr = np.arange(3_000_000.0)
+    report = store.save([("arr", arr), ("small", {"k": 1})])
+    assert report.saved == ["arr", "small"] and store._unsynced == []
+    values, _ = SnapshotStore(tmp_path / "snap", KEY, durable=True).load()
+    np.testing.assert_array_equal(values["arr"], arr)
+    assert values["small"] == {"k": 1}
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (b"a" * (2 << 20), b"a" * ((2 << 20) - 1) + b"b"),
+        ("a" * (2 << 20), "a" * (1 << 20) + "b" + "a" * ((1 << 20) - 1)),
+    ],
+    ids=["bytes", "str"],
+)
+def test_large_immutable_values_are_compared_by_full_content(tmp_path: Path, before: Any, after: Any) -> None:
+    store = _store(tmp_path)
+    store.save([("v", before)])
+    assert store.save([("v", before)]).unchanged == ["v"]
+    assert store.save([("v", after)]).unchanged == []
+    values, _ = _store(tmp_path).load()
+    assert values["v"] == after
