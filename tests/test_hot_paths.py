@@ -193,8 +193,9 @@ def test_preparation_on_the_context_view_equals_preparation_on_the_full_path(
     assert on_view.boundary_start + offset == on_full.boundary_start
 
 
-def test_marks_survive_the_migration_of_an_older_database(tmp_path: Path) -> None:
-    """A database written before the mark chain existed is back-filled once, and agrees."""
+@pytest.mark.parametrize(("column", "migration"), [("mark", "0002_mark_chain"), ("compactions", "0003_compaction_counts")])
+def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Path, column: str, migration: str) -> None:
+    """A database written before a derived column existed is back-filled once, and agrees."""
     db = tmp_path / "old.db"
     with SessionStore(db, clock=_clock(), new_id=_ids()) as store:
         store.create_session("s")
@@ -202,34 +203,41 @@ def test_marks_survive_the_migration_of_an_older_database(tmp_path: Path) -> Non
         store.set_leaf("s", trunk[12].id)
         _grow(store, "s", 8, "side", 3)
         expected = {k: store.path("s", kinds=k) for k in (frozenset({"compaction"}), frozenset({"pin", "goal"}))}
+        count = store.count_on_path("s", ("compaction",))
     conn = sqlite3.connect(db)
-    conn.execute("ALTER TABLE entries DROP COLUMN mark")
-    conn.execute("DELETE FROM migrations WHERE name = '0002_mark_chain'")
+    conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")
+    conn.execute("DELETE FROM migrations WHERE name = ?", (migration,))
     conn.commit()
     conn.close()
     with SessionStore(db) as store:
         assert store.verify().ok, store.verify().problems
         for kinds, entries in expected.items():
             assert store.path("s", kinds=kinds) == entries
+        assert store.count_on_path("s", ("compaction",)) == count == len(expected[frozenset({"compaction"})])
         with pytest.raises(Exception, match="append-only"):
-            store._conn.execute("UPDATE entries SET mark = NULL")
-    assert "0002_mark_chain" in [m.name for m in migrations.MIGRATIONS]
+            store._conn.execute(f"UPDATE entries SET {column} = NULL")
+    assert migration in [m.name for m in migrations.MIGRATIONS]
     assert {"compaction", "pin", "goal", "system"} <= MARK_KINDS
 
 
-def test_verify_notices_a_wrong_mark(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [("UPDATE entries SET mark = NULL WHERE seq = (SELECT MAX(seq) FROM entries)", "has mark"),
+     ("UPDATE entries SET compactions = 7 WHERE seq = 3", "compactions on its path")],
+)
+def test_verify_notices_a_wrong_derived_column(tmp_path: Path, sql: str, problem: str) -> None:
     db = tmp_path / "m.db"
     with SessionStore(db, clock=_clock(), new_id=_ids()) as store:
         store.create_session("s")
         _grow(store, "s", 8, "t", 3)
     conn = sqlite3.connect(db)
     conn.execute("DROP TRIGGER entries_no_update")
-    conn.execute("UPDATE entries SET mark = NULL WHERE seq = (SELECT MAX(seq) FROM entries)")
+    conn.execute(sql)
     conn.commit()
     conn.close()
     with SessionStore(db) as store:
         report = store.verify()
-    assert any("has mark" in p for p in report.problems), report.problems
+    assert any(problem in p for p in report.problems), report.problems
 
 
 # ------------------------------------------------------------------ the callers, end to end

@@ -20,6 +20,9 @@ What the schema guarantees:
   the marked entries of its root→leaf path, so "the compactions / pins on this branch" costs one
   step per such entry, not one per entry of the history. Like ``context_head`` it is derived
   from the tree (not hashed) and ``verify`` recomputes it.
+- ``compactions`` (migration 0003) counts the compaction entries on the root→entry path, this
+  entry included, so "how many compactions on this branch" (the status every panel poll shows)
+  is one row read. Derived and verified like ``mark``.
 """
 
 from __future__ import annotations
@@ -177,9 +180,28 @@ def _mark_chain(conn: sqlite3.Connection) -> None:
     conn.execute(_NO_UPDATE_TRIGGER.strip())
 
 
+def _compaction_counts(conn: sqlite3.Connection) -> None:
+    """Add ``entries.compactions`` and fill it for older entries (same one-pass back-fill, with
+    the append-only trigger lifted only inside this transaction, as in ``_mark_chain``)."""
+    conn.execute("ALTER TABLE entries ADD COLUMN compactions INTEGER NOT NULL DEFAULT 0")
+    conn.execute("DROP TRIGGER entries_no_update")
+    counts: dict[tuple[int, str], int] = {}
+    updates: list[tuple[int, int]] = []
+    for seq, sid, entry_id, parent_id, kind in conn.execute(
+        "SELECT seq, session_id, id, parent_id, kind FROM entries ORDER BY seq"
+    ).fetchall():
+        count = (counts.get((sid, parent_id), 0) if parent_id is not None else 0) + (kind == "compaction")
+        counts[(sid, entry_id)] = count
+        if count:
+            updates.append((count, seq))
+    conn.executemany("UPDATE entries SET compactions = ? WHERE seq = ?", updates)
+    conn.execute(_NO_UPDATE_TRIGGER.strip())
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial_schema", _initial_schema),
     Migration("0002_mark_chain", _mark_chain),
+    Migration("0003_compaction_counts", _compaction_counts),
 )
 
 

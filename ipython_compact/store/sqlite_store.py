@@ -169,6 +169,7 @@ class _ParentInfo:
     context_head: str | None
     hash: str
     mark: str | None = None
+    compactions: int = 0
 
 
 @dataclass
@@ -498,9 +499,10 @@ class SessionStore:
         if info is not None:
             return info
         row = conn.execute(
-            "SELECT depth, context_head, hash, mark FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+            "SELECT depth, context_head, hash, mark, compactions FROM entries WHERE session_id = ? AND id = ?",
+            (sid, entry_id),
         ).fetchone()
-        return None if row is None else _ParentInfo(int(row[0]), row[1], str(row[2]), row[3])
+        return None if row is None else _ParentInfo(int(row[0]), row[1], str(row[2]), row[3], int(row[4]))
 
     def _is_ancestor_or_self(
         self, conn: sqlite3.Connection, sid: int, ancestor: str, start: str | None, cache: _Batch
@@ -546,14 +548,17 @@ class SessionStore:
         ).fetchone():
             raise InvalidEntryError(f"{where}: an entry with this id already exists in the session", path=self.db_path)
         if entry.parent_id is None:
-            depth, head, parent_hash, mark = 0, None, "", None
+            depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
         else:
             parent = self._parent_info(conn, sid, entry.parent_id, cache)
             if parent is None:
                 raise InvalidEntryError(f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db_path)
             depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
+            compactions = parent.compactions
         if entry.kind in MARK_KINDS:
             mark = stored.id
+        if entry.kind == COMPACTION:
+            compactions += 1
         if entry.kind == COMPACTION:
             first_kept = stored.data.get("first_kept_entry_id")
             if not isinstance(first_kept, str) or not first_kept:
@@ -567,7 +572,7 @@ class SessionStore:
         new_tip = chain_hash(tip, hash_)
         cur = conn.execute(
             "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
-            " depth, context_head, hash, chain, mark) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " depth, context_head, hash, chain, mark, compactions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 sid,
                 stored.id,
@@ -582,13 +587,14 @@ class SessionStore:
                 hash_,
                 new_tip,
                 mark,
+                compactions,
             ),
         )
         text = entry_text(stored)
         if text:
             conn.execute("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
         cache.last_seq = int(cur.lastrowid or 0)
-        cache.info[stored.id] = _ParentInfo(depth, head, hash_, mark)
+        cache.info[stored.id] = _ParentInfo(depth, head, hash_, mark, compactions)
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
 
@@ -816,7 +822,25 @@ class SessionStore:
             sid, start = self._start(conn, session, leaf)
             if start is None:
                 return 0
+            if set(kinds) == {COMPACTION}:  # stored running count: one or two row reads
+                total = self._compactions(conn, sid, session, start)
+                if from_id is None:
+                    return total
+                self._require_ancestor(conn, sid, session, from_id, start)
+                return total - self._compactions(conn, sid, session, from_id) + int(
+                    self._kind(conn, sid, from_id) == COMPACTION
+                )
             return len(self._ids_of_kinds(conn, sid, session, start, kinds, from_id))
+
+    def _compactions(self, conn: sqlite3.Connection, sid: int, session: str, entry_id: str) -> int:
+        row = conn.execute("SELECT compactions FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        if row is None:
+            raise UnknownEntryError(f"no entry {entry_id!r} in session {session!r}", path=self.db_path)
+        return int(row[0])
+
+    def _kind(self, conn: sqlite3.Connection, sid: int, entry_id: str) -> str | None:
+        row = conn.execute("SELECT kind FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        return None if row is None else str(row[0])
 
     def path_length(self, session: str, leaf: str | None = None) -> int:
         """Number of entries on the root→leaf path (0 for an empty session), from the stored depth."""
@@ -1019,11 +1043,13 @@ class SessionStore:
     def _verify_session(
         self, conn: sqlite3.Connection, sid: int, name: str, leaf_id: str | None, count: int, tip: str, problems: list[str]
     ) -> int:
-        seen: dict[str, tuple[str, str | None, str | None]] = {}  # id -> (hash, context_head, mark)
+        seen: dict[str, tuple[str, str | None, str | None, int]] = {}  # id -> (hash, context_head, mark, compactions)
         chain = ""
         n = 0
         rows = conn.execute(
-            f"SELECT {_ENTRY_COLUMNS}, context_head, hash, chain, mark FROM entries WHERE session_id = ? ORDER BY seq", (sid,)
+            f"SELECT {_ENTRY_COLUMNS}, context_head, hash, chain, mark, compactions FROM entries WHERE session_id = ? "
+            "ORDER BY seq",
+            (sid,),
         )
         for row in rows:
             n += 1
@@ -1032,20 +1058,23 @@ class SessionStore:
             except (ValueError, TypeError) as exc:
                 problems.append(f"{name}: entry {row[0]!r} has unreadable data ({exc})")
                 continue
-            stored_head, stored_hash, stored_chain, stored_mark = row[7], row[8], row[9], row[10]
+            stored_head, stored_hash, stored_chain, stored_mark, stored_count = row[7], row[8], row[9], row[10], row[11]
             if entry.parent_id is None:
-                parent_hash, head, mark = "", None, None
+                parent_hash, head, mark, ncomp = "", None, None, 0
             elif entry.parent_id in seen:
-                parent_hash, head, mark = seen[entry.parent_id]
+                parent_hash, head, mark, ncomp = seen[entry.parent_id]
             else:
                 problems.append(f"{name}: entry {entry.id!r} names parent {entry.parent_id!r}, which is missing")
-                parent_hash, head, mark = "?", None, None
+                parent_hash, head, mark, ncomp = "?", None, None, 0
             if entry.kind == COMPACTION:
                 head = entry.data.get("first_kept_entry_id")
             if entry.kind in MARK_KINDS:
                 mark = entry.id
             if mark != stored_mark:
                 problems.append(f"{name}: entry {entry.id!r} has mark {stored_mark!r}, expected {mark!r}")
+            ncomp += entry.kind == COMPACTION
+            if ncomp != stored_count:
+                problems.append(f"{name}: entry {entry.id!r} counts {stored_count} compactions on its path, expected {ncomp}")
             if entry_hash(parent_hash, entry) != stored_hash:
                 problems.append(f"{name}: entry {entry.id!r} does not match its hash (altered)")
             if head != stored_head:
@@ -1054,7 +1083,7 @@ class SessionStore:
             if chain != stored_chain:
                 problems.append(f"{name}: append chain breaks at entry {entry.id!r} (an earlier entry was removed or reordered)")
                 chain = stored_chain
-            seen[entry.id] = (stored_hash, stored_head, stored_mark)
+            seen[entry.id] = (stored_hash, stored_head, stored_mark, int(stored_count))
         if n != count:
             problems.append(f"{name}: {n} entries stored but the session recorded {count} (entries lost or added)")
         if chain != tip:
