@@ -192,3 +192,10 @@ def test_render_reaches_a_fixed_size(rounds: int) -> None:
     text = Ledger().update(_rounds(rounds, retry_every=4)).render()
     assert len(shape(text)) == len(shape(base))
     assert len(text) - len(base) <= 20  # the digits of totals, counts and entry numbers
+
+
+def test_render_folds_a_request_repeated_verbatim() -> None:
+    session = [*_rounds(3), user("q1", "Where are we?"), answer("b1", "On step 3."), user("q2", "Where are we?"), answer("b2", "Still 3.")]
+    text = Ledger().update(session).render()
+    assert "- [x] Where are we?  (asked 2 times: entries q1, q2)" in text
+    assert text.count("Where are we?") == 1

@@ -337,7 +337,18 @@ class Ledger:
                 older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
                 ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
                 lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
-            lines.extend(f"- [x] {_clip(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id})" for r in shown_done)
+            same: list[list[RequestRecord]] = []  # a request repeated verbatim is one line
+            for r in shown_done:
+                if same and same[-1][0].text == r.text:
+                    same[-1].append(r)
+                else:
+                    same.append([r])
+            lines.extend(
+                f"- [x] {_clip(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
+                if len(g) == 1
+                else f"- [x] {_clip(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
+                for g in same
+            )
             lines.extend(f"- [ ] {r.text}  (entry {r.entry_id})" for r in open_[-SHOW_OPEN:])
             if len(open_) > SHOW_OPEN:
                 lines.append(f"- [ ] ... and {len(open_) - SHOW_OPEN} older open request(s) (entries {', '.join(r.entry_id for r in open_[:-SHOW_OPEN][-SHOW_DONE_IDS:])})")
