@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipython_compact.core import entries as E
-from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors, user_text
+from ipython_compact.core.anchors import (
+    Anchor,
+    AnchorSet,
+    apply_pins,
+    constraint_spans,
+    extract_anchors,
+    is_request,
+    user_text,
+)
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.drift import (
     MAX_TRACKED,
@@ -540,22 +548,31 @@ _ANCHOR_HISTORY_SLOTS = 16
 
 def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
     """The entries before the context view's ``head`` that anchor extraction can use (pins and
-    user messages, compactions left out), oldest first.
+    user messages that can give the goal or a constraint, compactions left out), oldest first.
 
     Only needed while the newest compaction carries no anchors (a pi import); reading them costs
     one walk over the history, so the result is kept per (database, session, head): the ancestors
     of an entry never change in an append-only tree, so a kept result stays exact. Other entries
-    are dropped because ``extract_anchors`` skips them (same anchors, far less memory).
+    are dropped because ``extract_anchors`` takes nothing from them: it reads pins, the goal from
+    the first user request (none is carried: the compaction had no anchors) and constraint
+    sentences of user messages — same anchors, far less to keep and to re-read.
     """
     if head.parent_id is None:
         return ()
     key = (str(getattr(store, "db_path", id(store))), session, head.id, store.path_length(session, head.id))
     found = _ANCHOR_HISTORY.pop(key, None)
     if found is None:
-        found = tuple(
-            e for e in store.path(session, head.parent_id)
-            if e.kind == E.PIN or (e.kind != E.COMPACTION and user_text(e) is not None)
-        )
+        kept: list[Entry] = []
+        goal_seen = False
+        for e in store.path(session, head.parent_id):
+            if e.kind == E.PIN:
+                kept.append(e)
+            elif e.kind != E.COMPACTION and user_text(e) is not None:
+                text = entry_text(e)
+                if constraint_spans(text) or (not goal_seen and is_request(text)):
+                    goal_seen = goal_seen or is_request(text)
+                    kept.append(e)
+        found = tuple(kept)
     _ANCHOR_HISTORY[key] = found  # newest last
     while len(_ANCHOR_HISTORY) > _ANCHOR_HISTORY_SLOTS:
         del _ANCHOR_HISTORY[next(iter(_ANCHOR_HISTORY))]
