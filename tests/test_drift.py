@@ -205,6 +205,9 @@ def test_apply_guard(checkpoint: str, required: list[str], missing: list[str]) -
         ("Just run the tests.", []),
         ("Why must it be CUDA 12.4? Keep it.", ["Keep it."]),
         ("必须使用 CUDA 12.4。", ["必须使用 CUDA 12.4。"]),
+        ("Load it. Use polars, not pandas.", ["Use polars, not pandas."]),
+        ("Please use uv instead of pip.", ["Please use uv instead of pip."]),
+        ("I use it daily, not weekly.", []),  # a statement, not an instruction
     ],
 )
 def test_constraint_spans(text: str, sentences: list[str]) -> None:

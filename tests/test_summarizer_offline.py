@@ -204,3 +204,48 @@ def test_adapter_passes_the_anchors() -> None:
     without = OfflineSummarizer().summarize(SummaryInput(span, "history", None, None, 4000))
     assert ANCHORED_GOAL in with_anchors.text and GOAL not in with_anchors.text
     assert parse_checkpoint(without.text)["Goal"] == [GOAL]
+
+
+def _call(eid: str, cid: str, code: str, text: str) -> Entry:
+    content = [{"type": "text", "text": text}, {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}}]
+    return Entry(eid, None, "message", "t", {"message": {"role": "assistant", "content": content, "stopReason": "toolUse"}})
+
+
+def _result(eid: str, cid: str, text: str, error: bool = False) -> Entry:
+    return m(eid, "toolResult", text, toolCallId=cid, toolName="python", isError=error)
+
+
+SALES = [
+    m("u1", "user", "Find why revenue dropped in March. Use polars, not pandas."),
+    _call("a1", "c1", "df = pl.read_parquet('sales.parquet')", "I'll use polars because the file is 4 GB."),
+    _result("r1", "c1", "shape: (41_000_000, 12)"),
+    _call("a2", "c2", "df.group_by('month')", "Let me aggregate by month."),
+    _result("r2", "c2", "Traceback (most recent call last):\nColumnNotFoundError: month", error=True),
+    _call("a3", "c3", "df = add_month(df)", "The month column does not exist; switching to deriving it from date."),
+    _result("r3", "c3", "ok"),
+    m("a4", "assistant", "Revenue fell 18% in March. The root cause is a missing store feed. Next I will check April.", stopReason="stop"),
+    m("u2", "user", "Check April too, and write report.md."),
+    _call("a5", "c4", "check_april(df)", "I will compare April against the feed log."),
+    _result("r4", "c4", "April complete"),
+    m("a6", "assistant", "April is complete; only March is affected. I wrote report.md. Then I'll wait for your review.", stopReason="stop"),
+]
+
+
+def test_a_realistic_span_reads_well() -> None:
+    anchors = ("Find why revenue dropped in March. Use polars, not pandas.", "Use polars, not pandas.")
+    sections = parse_checkpoint(offline_summary(SALES, anchors=anchors))
+    assert sections["Goal"] == [] and sections["Constraints & Preferences"] == []
+    assert sections["Done"] == [
+        "the goal request (verbatim in <anchors>) → Revenue fell 18% in March.",
+        "Check April too, and write report.md. → April is complete; only March is affected. I wrote report.md.",
+    ]
+    assert sections["Key Decisions"] == [
+        "I'll use polars because the file is 4 GB.",
+        "The month column does not exist; switching to deriving it from date.",
+        "The root cause is a missing store feed.",
+    ]
+    assert sections["Next Steps"] == ["Then I'll wait for your review."]
+    assert sections["Blocked"] == []  # the failed cell was followed by a success
+    plain = parse_checkpoint(offline_summary(SALES))
+    assert plain["Constraints & Preferences"] == ["Use polars, not pandas."]
+    assert plain["Done"][0] == "Find why revenue dropped in March. Use polars, not pandas. → Revenue fell 18% in March."

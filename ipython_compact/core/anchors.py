@@ -37,6 +37,7 @@ _CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(must|must not|mustn't|never|always|do not|don't|dont|avoid|only use|use only|prefer|preferably|"
     r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
     r"keep (?:it|the|all|every)|stick to|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
+    r"|^(?:please )?use [\w.=-]+(?: [\w.=-]+){0,3},? (?:not|instead of|rather than)\b"
     r"|必须|不要|务必|禁止|只能|保持"
 )
 _SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")

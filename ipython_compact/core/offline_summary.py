@@ -255,10 +255,11 @@ def _extract(
                     reported.append(sentence)
             if fresh_next:
                 next_steps = fresh_next
-            done_now = [r for r in reported if _DONE.search(r)]
             final = not calls and text.strip() and msg.get("stopReason") not in ("error", "aborted", "toolUse")
-            if done_now or (final and reported):
-                outcome = " ".join(done_now or reported)
+            # the outcome: the final answer's report, else the last completion reported mid-turn
+            progress = reported if final else [r for r in reported if _DONE.search(r)]
+            if progress:
+                outcome = " ".join(progress)
             if final:
                 for i, request in enumerate(open_requests):
                     last = i == len(open_requests) - 1
