@@ -555,7 +555,8 @@ def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
     of an entry never change in an append-only tree, so a kept result stays exact. Other entries
     are dropped because ``extract_anchors`` takes nothing from them: it reads pins, the goal from
     the first user request (none is carried: the compaction had no anchors) and constraint
-    sentences of user messages — same anchors, far less to keep and to re-read.
+    sentences of user messages, each sentence from its first occurrence only — same anchors, far
+    less to keep and to re-read.
     """
     if head.parent_id is None:
         return ()
@@ -564,13 +565,16 @@ def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
     if found is None:
         kept: list[Entry] = []
         goal_seen = False
+        sentences: set[str] = set()
         for e in store.path(session, head.parent_id):
             if e.kind == E.PIN:
                 kept.append(e)
             elif e.kind != E.COMPACTION and user_text(e) is not None:
                 text = entry_text(e)
-                if constraint_spans(text) or (not goal_seen and is_request(text)):
+                new = {text[a:b] for a, b in constraint_spans(text)} - sentences
+                if new or (not goal_seen and is_request(text)):
                     goal_seen = goal_seen or is_request(text)
+                    sentences |= new
                     kept.append(e)
         found = tuple(kept)
     _ANCHOR_HISTORY[key] = found  # newest last

@@ -344,9 +344,11 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
         store.append("s", "message", _user("Goal: clean the sales table. Always use UTF-8 and never drop rows."))
         made = _grow(store, "s", 30, "early", 1000)
         store.append("s", "message", _user("You must keep the index column. Prefer polars over pandas."))
+        store.append("s", "message", _user("Always use UTF-8 and never drop rows. Do not print secrets."))  # one repeat, one new
         store.append("s", "pin", {"action": "pin", "text": "deadline friday", "pin_id": "pin-1"})
         tail = _grow(store, "s", 12, "late", 1000)
         store.append("s", "compaction", {"summary": "imported", "first_kept_entry_id": tail[6].id, "tokens_before": 1})
+        store.append("s", "message", _user("You must keep the index column. Never use tabs."))
         _grow(store, "s", 20, "after", 1000)
         settings = CompactionSettings(keep_recent_tokens=300)
         compactor = Compactor(store, None, settings)
@@ -360,7 +362,7 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
         expected = extract_anchors(
             AnchorSet(), [e for e in full if e.kind != "compaction" and e.id not in ids] + span, lambda i: store.get(i, "s")
         )
-        assert plans[0].anchors.goal is not None and plans[0].anchors.constraints
+        assert plans[0].anchors.goal is not None and len(plans[0].anchors.constraints) >= 4
         assert [p.anchors.goal for p in plans] == [expected.goal] * 2
         assert [p.anchors.constraints for p in plans] == [expected.constraints] * 2
         assert made and len(full) > len(view.entries)
