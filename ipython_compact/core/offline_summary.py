@@ -23,8 +23,11 @@ Rules (per span, in log order):
 
 What must hold:
 - Deterministic: same entries, previous summary, focus and budget → byte-identical text.
-- Rolling: items of the previous checkpoint are kept (bounded per section, newest win), In Progress
-  items that became Done move.
+- Rolling: items of the previous checkpoint are kept (bounded per section, newest win; Done lines
+  that leave are added to the count line, never silently dropped), In Progress items and a split
+  turn's Original Request that became Done move.
+- One line per finished request: the assistant's own "done" sentences are the outcome of a request,
+  never lines of their own.
 - Hard budget: ``len(result) <= max_chars`` always.
 - Fast: linear in the span's text (a 1,000-entry span well under a second).
 """
