@@ -267,3 +267,31 @@ def test_constraint_cap_drops_oldest_and_says_so() -> None:
     assert anchors.dropped == 7
     assert anchors.goal is not None and anchors.goal.entry_id == "u0"
     assert "7 older constraint sentence(s) left this block" in anchors.render()
+
+
+def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
+    """Real store and Compactor: after a few compactions the checkpoint and its guard block stay flat."""
+    import re
+
+    from ipython_compact.compactor import Compactor
+    from ipython_compact.core.settings import CompactionSettings
+    from ipython_compact.store import SessionStore
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    store = SessionStore(tmp_path / "s.db")
+    store.create_session("s")
+    gen = TranscriptGenerator(seed=11, big_output_lines=300)
+    compactor = Compactor(store, None, CompactionSettings(keep_recent_tokens=1000))
+    sizes: list[int] = []
+    for _ in range(24):
+        for messages in gen.rounds(6):
+            store.append_many("s", [("message", {"message": m}) for m in messages])
+        result = compactor.compact("s", reason="threshold")
+        block = re.search(r"<drift-guard[^>]*>\n(.*?)\n</drift-guard>", result.summary, re.DOTALL)
+        assert block is None or sum(len(line) + 3 for line in block.group(1).splitlines()) <= MAX_TRACKED_CHARS
+        assert all(t in result.summary for t in (i["text"] for i in result.details["identifiers"]))
+        sizes.append(len(result.summary))
+    late = sizes[10:]
+    assert max(late) <= 1.15 * min(late), sizes
+    assert store.verify("s").ok
+    store.close()
