@@ -19,9 +19,10 @@ What must hold:
 - Incremental, and an edit is never missed: a value whose fingerprint matches the previous
   snapshot is not serialized again. Fingerprints cover the full content: a digest of every byte
   for ``bytes``, ``str`` and arrays up to 1 MiB, the C pickler's bytes for builtin containers. A
-  larger numpy array that is the same object as last time is re-hashed in full and compared with
-  the signature of the blob written for it (hashing only, no write): an in-place edit of a single
-  element anywhere is seen. That check costs a hash pass over the array (~2 GB/s per core), the
+  larger numpy array whose 64 sampled blocks differ is written at once; one that is the same
+  object as last time with the same samples is re-hashed in full and compared with the signature
+  of the blob written for it (hashing only, no write): an in-place edit of a single element
+  anywhere is seen. That check costs a hash pass over the array (~2 GB/s per core), the
   price of not trusting samples. Values with no fingerprint are serialized each time, and a
   new payload is kept only when its bytes changed (same signature, same file).
 - Signing costs about as much CPU as writing, so it overlaps with the write: the body is split
@@ -63,7 +64,7 @@ _MAC_LEN = 32
 _FMT_DILL = b"d"
 _FMT_OOB = b"n"
 _FMT_PICKLE = b"p"
-_SMALL = 1 << 20  # arrays up to this many bytes carry a content digest in their fingerprint
+_SMALL = 1 << 20  # bodies up to this size share a pack file; arrays up to it are digested in full
 _SAMPLES = 64
 _SAMPLE_BLOCK = 4096
 _PIECE = 4 << 20  # read unit; also the lane width of the file signature (part of the file format)
