@@ -215,7 +215,7 @@ def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any
 
 # a flat second half: the fitted growth over the whole second half stays under 5% of its mean
 MAX_HALF_GROWTH = 0.05
-STEADY_BY = 10
+STEADY_BY = 25  # the first half of the 50-compaction run
 
 
 def goals_of(s: dict[str, Any], all_recallable: bool) -> dict[str, bool]:

@@ -126,13 +126,13 @@ def test_working_set_reaches_a_fixed_size() -> None:
     gen = TranscriptGenerator(seed=7, big_output_lines=20)
     tracked: list[Identifier] = []
     sizes: list[int] = []
-    for span in range(30):
+    for span in range(45):
         entries = [msg(f"s{span}m{i}", "user", text) for i, text in enumerate(_texts(gen.rounds(6)))]
         tracked = track_identifiers(tracked, entries, max_count=MAX_TRACKED, max_chars=MAX_TRACKED_CHARS)
         sizes.append(sum(len(t.text) + 3 for t in tracked))
     assert max(sizes) <= MAX_TRACKED_CHARS
     assert all(len(t.text) >= 3 for t in tracked)
-    assert min(sizes[10:]) >= 0.8 * max(sizes)  # full early, then flat
+    assert min(sizes[25:]) >= 0.8 * max(sizes)  # full within the first half, then flat
 
 
 def _texts(rounds: Any) -> list[str]:
@@ -283,7 +283,7 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
     gen = TranscriptGenerator(seed=11, big_output_lines=300)
     compactor = Compactor(store, None, CompactionSettings(keep_recent_tokens=1000))
     sizes: list[int] = []
-    for _ in range(24):
+    for _ in range(40):
         for messages in gen.rounds(6):
             store.append_many("s", [("message", {"message": m}) for m in messages])
         result = compactor.compact("s", reason="threshold")
@@ -291,7 +291,7 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
         assert block is None or sum(len(line) + 3 for line in block.group(1).splitlines()) <= MAX_TRACKED_CHARS
         assert all(t in result.summary for t in (i["text"] for i in result.details["identifiers"]))
         sizes.append(len(result.summary))
-    late = sizes[10:]
+    late = sizes[25:]
     assert max(late) <= 1.15 * min(late), sizes
     assert store.verify("s").ok
     store.close()

@@ -41,9 +41,11 @@ MACHINE_TAGS: Final = (
 )
 
 # the guard's working set: how many exact strings, and how many characters, it may carry at most
+# (160 strings / 6,400 chars ≈ 1,600 tokens, an eighth of the default summary budget: full within
+# ~20 compactions of a busy session, then flat)
 # (the identifier block is part of the checkpoint's hard size budget; see ``track_identifiers``)
-MAX_TRACKED: Final = 64
-MAX_TRACKED_CHARS: Final = 2400
+MAX_TRACKED: Final = 160
+MAX_TRACKED_CHARS: Final = 6400
 
 _BLOCK_RE: Final = re.compile(
     r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
