@@ -366,3 +366,15 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
         assert [p.anchors.goal for p in plans] == [expected.goal] * 2
         assert [p.anchors.constraints for p in plans] == [expected.constraints] * 2
         assert made and len(full) > len(view.entries)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "roles"),
+    [(None, {"user"}), ({"message", "pin"}, {"user"}), ({"message"}, {"assistant", "toolResult"}), ({"pin"}, {"user"}), (None, set())],
+)
+@pytest.mark.parametrize("leaf", ["trunk", "nested"])
+def test_path_by_role_equals_filtering_the_full_path(tree: Any, leaf: str, kinds: set[str] | None, roles: set[str]) -> None:
+    store, leaves, _ = tree
+    full = store.path("s", leaves[leaf])
+    expected = [e for e in full if (kinds is None or e.kind in kinds) and (e.kind != "message" or e.role in roles)]
+    assert store.path("s", leaves[leaf], kinds=kinds, roles=roles) == expected

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
+from ipython_compact.core.entries import COMPACTION, KINDS, MESSAGE, Entry, canonical_json, entry_text
 from ipython_compact.core.tokens import estimate_entry_tokens
 from ipython_compact.store import migrations
 from ipython_compact.store.errors import (
@@ -774,22 +774,65 @@ class SessionStore:
         if not self._is_ancestor_or_self(conn, sid, ancestor, leaf, _Batch()):
             raise UnknownEntryError(f"entry {ancestor!r} is not on the path to {leaf!r} in session {session!r}", path=self.db_path)
 
-    def path(self, session: str, leaf: str | None = None, *, kinds: Collection[str] | None = None) -> list[Entry]:
+    def path(
+        self,
+        session: str,
+        leaf: str | None = None,
+        *,
+        kinds: Collection[str] | None = None,
+        roles: Collection[str] | None = None,
+    ) -> list[Entry]:
         """Entries from the root to ``leaf`` (default: the session's leaf), oldest first.
 
         Without ``kinds`` this reads and parses the whole branch: use it for exports and
         displays of everything, never on a hot path. With ``kinds``, only the path's entries of
         those kinds are parsed; kinds in ``MARK_KINDS`` (compactions, pins, goals, system
         baselines...) are found by following the ``mark`` chain, at a cost that follows how many
-        of them there are rather than the length of the history.
+        of them there are rather than the length of the history. ``roles`` keeps only ``message``
+        entries whose message has one of those roles (other kinds still by ``kinds``; all kinds
+        when ``kinds`` is None): the role is read inside SQLite, so only the chosen are parsed.
         """
         with self._read() as conn:
             sid, start = self._start(conn, session, leaf)
             if start is None:
                 return []
+            if roles is not None:
+                return self._cached_entries(conn, sid, self._ids_by_role(conn, sid, start, kinds, roles))
             if kinds is None:
                 return [_row_entry(r) for r in self._walk_up(conn, sid, start, None)]
             return self._cached_entries(conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, None))
+
+    def _ids_by_role(
+        self, conn: sqlite3.Connection, sid: int, leaf: str, kinds: Collection[str] | None, roles: Collection[str]
+    ) -> list[str]:
+        rows = conn.execute(
+            """
+            WITH RECURSIVE up(n, id, parent_id, kind, data) AS (
+                SELECT 0, id, parent_id, kind, data FROM entries WHERE session_id = :sid AND id = :leaf
+                UNION ALL
+                SELECT up.n + 1, e.id, e.parent_id, e.kind, e.data
+                FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
+            )
+            SELECT id, parent_id, kind, CASE WHEN kind = 'message' THEN json_extract(data, '$.message.role') END
+            FROM up ORDER BY n DESC
+            """,
+            {"sid": sid, "leaf": leaf},
+        ).fetchall()
+        if not rows:
+            raise UnknownEntryError(f"no entry {leaf!r} in the session", path=self.db_path)
+        if rows[0][1] is not None:
+            raise StoreError(
+                f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is missing "
+                "(run `ipython-compact verify`)",
+                path=self.db_path,
+            )
+        wanted_roles = set(roles)
+        wanted_kinds = None if kinds is None else set(kinds)
+        return [
+            r[0]
+            for r in rows
+            if (wanted_kinds is None or r[2] in wanted_kinds) and (r[2] != MESSAGE or str(r[3]) in wanted_roles)
+        ]
 
     def span(
         self, session: str, from_id: str, leaf: str | None = None, *, kinds: Collection[str] | None = None
