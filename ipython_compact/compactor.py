@@ -566,7 +566,7 @@ def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
         kept: list[Entry] = []
         goal_seen = False
         sentences: set[str] = set()
-        for e in store.path(session, head.parent_id):
+        for e in store.path(session, head.parent_id, kinds=(E.PIN, E.MESSAGE), roles=("user",)):  # roles read in SQL
             if e.kind == E.PIN:
                 kept.append(e)
             elif e.kind != E.COMPACTION and user_text(e) is not None:
