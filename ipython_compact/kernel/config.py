@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Int, Unicode
+from traitlets import Bool, Dict, Enum, Float, Int, Unicode
 from traitlets.config import Configurable
 
 
@@ -33,6 +33,17 @@ class CompactConfig(Configurable):  # type: ignore[misc]
     snapshot_generations = Int(3, help="How many snapshot generations to keep.").tag(config=True)
     snapshot_name_timeout = Float(5.0, help="Seconds one value may take to serialize before it is skipped.").tag(
         config=True)
+    verify_unchanged = Enum(
+        ["sampled", "full"], default_value="sampled",
+        help="How AUTOMATIC snapshots prove a large array (> 1 MiB) unchanged: 'sampled' trusts 64 sampled "
+             "blocks (nearly free, but an in-place edit between them is missed until the next full "
+             "verification); 'full' re-hashes every byte each time. Explicit snapshots always verify fully.",
+    ).tag(config=True)
+    full_verify_every = Int(
+        10, min=1,
+        help="With verify_unchanged = 'sampled', every Nth automatic snapshot verifies fully, so an edit the "
+             "samples missed is in the snapshot at most N automatic snapshots later (1 = always full).",
+    ).tag(config=True)
     snapshot_durable = Bool(True, help="fsync snapshot files before renaming them into place.").tag(config=True)
     probe_deadline = Float(0.2, help="Seconds the namespace probe may spend before it reports truncated.").tag(
         config=True)

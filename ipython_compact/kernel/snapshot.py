@@ -16,15 +16,28 @@ What must hold:
   or truncated file is refused, not loaded. The key is per-user (``paths.key_path()``, 0600).
 - Writes are atomic (temp file, rename; every new payload fsynced once after all are written,
   then the manifest written, fsynced and renamed last), files are 0600.
-- Incremental, and an edit is never missed: a value whose fingerprint matches the previous
-  snapshot is not serialized again. Fingerprints cover the full content: a digest of every byte
-  for ``bytes``, ``str`` and arrays up to 1 MiB, the C pickler's bytes for builtin containers. A
-  larger numpy array whose 64 sampled blocks differ is written at once; one that is the same
-  object as last time with the same samples is re-hashed in full and compared with the signature
-  of the blob written for it (hashing only, no write): an in-place edit of a single element
-  anywhere is seen. That check costs a hash pass over the array (~2 GB/s per core), the
-  price of not trusting samples. Values with no fingerprint are serialized each time, and a
-  new payload is kept only when its bytes changed (same signature, same file).
+- Incremental: a value whose fingerprint matches the previous snapshot is not serialized again.
+  Fingerprints cover the full content — a digest of every byte for ``bytes``, ``str`` and arrays
+  up to 1 MiB, the C pickler's bytes for builtin containers — except for numpy arrays over 1 MiB,
+  whose fingerprint is the array's identity plus 64 sampled 4 KiB blocks. A large array whose
+  samples differ is written at once. One that is the same object with the same samples is handled
+  by the save's ``verify`` mode:
+  - ``"full"`` (explicit snapshots: ``%compact snapshot``, the comm ``snapshot`` op, the snapshot
+    before a compaction notice): the array is re-hashed in full and compared with the signature of
+    the blob written for it last time (hashing only, no write), so an in-place edit of one element
+    anywhere is seen. Costs a hash pass over the array (~2 GB/s per core).
+  - ``"sampled"`` (automatic snapshots after cells, the debounced hot path): the sample match is
+    trusted and the array is not read further — nearly free. An in-place edit that touches none
+    of the sampled blocks is then MISSED: the generation keeps the array's previous content.
+  Bound on a missed edit: the kernel verifies fully at every explicit snapshot and at least at
+  every ``full_verify_every``-th automatic one (``automatic_verification``), so an edit missed by
+  a sampled generation is caught by the next full verification — at most ``full_verify_every``
+  automatic snapshots after the edit (10 by default), sooner if anything snapshots explicitly.
+  Until then, a restore brings back the array as it was before the edit. Each manifest and report
+  records ``verification`` ("sampled" only when at least one array was trusted on its samples,
+  listed in ``sampled``) and ``last_full_verification`` (generation and timestamp).
+  Values with no fingerprint are serialized each time, and a new payload is kept only when its
+  bytes changed (same signature, same file).
 - Signing costs about as much CPU as writing, so it overlaps with the write: the body is split
   into two lanes of alternating 4 MiB pieces (see ``_LaneMac``); each lane hashes a slice and
   then ``pwrite``s it while it is still in the cache, straight from the array's own buffer
@@ -70,6 +83,7 @@ _SAMPLE_BLOCK = 4096
 _PIECE = 4 << 20  # read unit; also the lane width of the file signature (part of the file format)
 _SUB = 1 << 19  # a lane hashes then writes this much at a time, while it is still in the CPU cache
 _THREADED_ABOVE = 16 << 20  # bodies larger than this run their two lanes on two threads
+VERIFY_MODES = ("sampled", "full")  # how a large array that looks unchanged is proven so (see the module doc)
 
 _FILE_TYPES: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
 
@@ -131,6 +145,9 @@ class SnapshotReport:
     path: str
     elapsed_ms: float
     verified_bytes: int = 0  # bytes of large arrays re-hashed in full to prove them unchanged (or not)
+    verification: str = "full"  # "sampled" when an array in ``sampled`` was trusted on its samples alone
+    sampled: list[str] = field(default_factory=list)  # large arrays taken as unchanged on samples, unread
+    last_full_verification: dict[str, Any] | None = None  # {"generation", "timestamp"} of the newest full one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +160,9 @@ class SnapshotReport:
             "path": self.path,
             "elapsed_ms": round(self.elapsed_ms, 3),
             "verified_bytes": self.verified_bytes,
+            "verification": self.verification,
+            "sampled": list(self.sampled),
+            "last_full_verification": None if self.last_full_verification is None else dict(self.last_full_verification),
         }
 
 
@@ -267,9 +287,9 @@ def fingerprint(value: Any) -> tuple[Any, ...] | None:
     None means "no such key": the value is serialized and compared by its bytes. Every key covers
     the full content except the one for large arrays, ``("ndv", ...)``: identity, address, shape,
     dtype and a digest of spread samples. Unequal means surely changed (written at once, no
-    verification pass); equal means only "same array object, maybe unchanged" — the snapshot then
-    verifies every byte against the signature of the blob it wrote last time (see ``_save``), so
-    an in-place edit anywhere in the array is never missed.
+    verification pass); equal means only "same array object, maybe unchanged" — a ``"full"``
+    save then verifies every byte against the signature of the blob it wrote last time, a
+    ``"sampled"`` save trusts it (see the module docstring for the bound on what that can miss).
     """
     cls = type(value)
     nd = _ndarray_type()
@@ -484,6 +504,8 @@ class SnapshotStore:
         self.name_timeout = name_timeout
         self._cache: dict[str, _Cached] = {}
         self._small_index: dict[str, dict[str, Any]] | None = None
+        self._last_full: dict[str, Any] | None = None  # newest fully verified generation (from the manifests)
+        self._sampled_since_full = 0  # sampled generations written since then
         self._present: set[str] = set()
         self._refs_by_gen: dict[int, set[str]] = {}
         self._unsynced: list[Path] = []
@@ -732,10 +754,43 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ save
     def save(self, items: Iterable[tuple[str, Any]], *, full: bool = False, skip: Mapping[str, str] | None = None,
-             timestamp: str | None = None) -> SnapshotReport:
-        """Snapshot ``(name, value)`` pairs as a new generation; ``skip`` adds names with fixed reasons."""
+             timestamp: str | None = None, verify: str = "full") -> SnapshotReport:
+        """Snapshot ``(name, value)`` pairs as a new generation; ``skip`` adds names with fixed reasons.
+
+        ``full`` serializes and writes every value again. ``verify`` says how a large array that
+        looks unchanged (same object, same samples) is treated: ``"full"`` (the default, and what
+        every explicit snapshot must use) re-hashes it to prove it; ``"sampled"`` trusts the
+        samples, which can miss an in-place edit until the next ``"full"`` save (module docstring).
+        """
+        if verify not in VERIFY_MODES:
+            raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
         with self._lock:
-            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp)
+            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify)
+
+    def automatic_verification(self, mode: str, every: int) -> str:
+        """The ``verify`` mode for the next automatic snapshot under ``mode`` and ``full_verify_every``.
+
+        ``"full"`` when ``mode`` is ``"full"``, or when ``every - 1`` sampled generations have been
+        written since the newest fully verified one (so at least every ``every``-th automatic
+        snapshot verifies fully; ``every == 1`` means always). The count is read from the newest
+        manifest once, so it carries over a kernel restart.
+        """
+        if mode not in VERIFY_MODES:
+            raise SnapshotError(f"verification mode must be one of {', '.join(map(repr, VERIFY_MODES))}, got {mode!r}")
+        if every < 1:
+            raise SnapshotError(f"full_verify_every must be at least 1, got {every}")
+        if mode == "full":
+            return "full"
+        with self._lock:
+            self._known_small()
+            return "full" if self._sampled_since_full + 1 >= every else "sampled"
+
+    @property
+    def last_full_verification(self) -> dict[str, Any] | None:
+        """``{"generation", "timestamp"}`` of the newest fully verified generation, or None if none is known."""
+        with self._lock:
+            self._known_small()
+            return None if self._last_full is None else dict(self._last_full)
 
     @staticmethod
     def _ref_file(ref: Mapping[str, Any]) -> str:
@@ -745,18 +800,26 @@ class SnapshotStore:
         return self._ref_file(ref) in self._present
 
     def _known_small(self) -> dict[str, dict[str, Any]]:
-        """Packed bodies of the newest manifest by their mac, so an identical small value is not rewritten."""
+        """Packed bodies of the newest manifest by their mac, so an identical small value is not rewritten.
+
+        The first call also reads the verification history from that manifest (newest full
+        verification, sampled generations since); a manifest without it counts as not verified.
+        """
         if self._small_index is None:
             self._small_index = {}
-            manifest = self.latest_manifest()
-            for entry in (manifest or {}).get("names", {}).values():
+            manifest = self.latest_manifest() or {}
+            for entry in manifest.get("names", {}).values():
                 ref = entry.get("ref", {})
                 if "pack" in ref and isinstance(ref.get("mac"), str):
                     self._small_index[ref["mac"]] = dict(ref)
+            last = manifest.get("last_full_verification")
+            self._last_full = dict(last) if isinstance(last, dict) else None
+            since = manifest.get("sampled_since_full")
+            self._sampled_since_full = since if type(since) is int and since >= 0 else 0
         return self._small_index
 
     def _save(self, items: list[tuple[str, Any]], *, full: bool, skip: dict[str, str],
-              timestamp: str | None) -> SnapshotReport:
+              timestamp: str | None, verify: str) -> SnapshotReport:
         start = time.perf_counter()
         entries: dict[str, dict[str, Any]] = {}
         saved: list[str] = []
@@ -765,6 +828,7 @@ class SnapshotStore:
         total = 0
         written = 0
         verified = 0
+        trusted: list[str] = []  # large arrays taken as unchanged on their samples (verify="sampled")
         new_cache: dict[str, _Cached] = {}
         known_small = self._known_small()
         self._present = set(os.listdir(self.blobs))
@@ -787,7 +851,7 @@ class SnapshotStore:
                 hit = self._cache.get(name)
                 cached = hit if (not full and fp is not None and hit is not None and hit.fingerprint == fp
                                  and self._ref_exists(hit.ref)) else None
-                if cached is not None and fp is not None and fp[0] != "ndv":
+                if cached is not None and fp is not None and (fp[0] != "ndv" or verify == "sampled"):
                     if total + cached.size > self.max_total_bytes:
                         skipped.append(Skipped(name, "exceeds the total snapshot size cap"))
                         continue
@@ -796,6 +860,8 @@ class SnapshotStore:
                     new_cache[name] = cached
                     saved.append(name)
                     unchanged.append(name)
+                    if fp[0] == "ndv":  # trusted on samples: an edit between them is missed until a full save
+                        trusted.append(name)
                     continue
                 cap = min(self.max_name_bytes, self.max_total_bytes - total)
                 try:
@@ -864,6 +930,13 @@ class SnapshotStore:
         self._sync_new_files()
         gens = self.manifests()
         generation = (gens[-1] + 1) if gens else 1
+        # A generation is fully verified unless it trusted an array on samples (nothing else can be stale).
+        verification = "sampled" if trusted else "full"
+        if verification == "full":
+            last_full: dict[str, Any] | None = {"generation": generation, "timestamp": timestamp}
+            since = 0
+        else:
+            last_full, since = self._last_full, self._sampled_since_full + 1
         manifest = {
             "version": MANIFEST_VERSION,
             "generation": generation,
@@ -873,6 +946,10 @@ class SnapshotStore:
             "names": entries,
             "skipped": [s.to_json() for s in skipped],
             "bytes": total,
+            "verification": verification,
+            "sampled": sorted(trusted),
+            "last_full_verification": last_full,
+            "sampled_since_full": since,
         }
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
         signature = self._sign_text(text)
@@ -884,9 +961,11 @@ class SnapshotStore:
         self._fsync_dir(self.blobs)
         self._fsync_dir(self.directory)
         self._cache = new_cache
+        self._last_full, self._sampled_since_full = last_full, since
         self._prune()
         return SnapshotReport(generation, saved, unchanged, skipped, total, written, str(final),
-                              (time.perf_counter() - start) * 1000.0, verified)
+                              (time.perf_counter() - start) * 1000.0, verified, verification, sorted(trusted),
+                              None if last_full is None else dict(last_full))
 
     def _prune(self) -> None:
         gens = self.manifests()
