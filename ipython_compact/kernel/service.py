@@ -177,6 +177,8 @@ class KernelService:
             "snapshot": None if snap is None else {
                 "generation": snap.get("generation"), "timestamp": snap.get("timestamp"),
                 "names": len(snap.get("names", {})), "skipped": snap.get("skipped", []), "bytes": snap.get("bytes"),
+                "verification": snap.get("verification"),  # "sampled" | "full" (null: written before modes existed)
+                "last_full_verification": snap.get("last_full_verification"),  # {generation, timestamp} | null
             },
             "version": __version__,
         }
@@ -325,8 +327,13 @@ class KernelService:
         return notice
 
     # ------------------------------------------------------------------ snapshots
-    def snapshot(self, *, full: bool = False, record: bool = True) -> SnapshotReport:
-        """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log."""
+    def snapshot(self, *, full: bool = False, record: bool = True, automatic: bool = False) -> SnapshotReport:
+        """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log.
+
+        Explicit snapshots (the default) always verify fully. ``automatic`` (the debounced one after
+        cells) follows ``CompactConfig.verify_unchanged`` / ``full_verify_every``: sampled checks,
+        with every Nth automatic snapshot verifying fully (``SnapshotStore.automatic_verification``).
+        """
         self._main_and_idle("snapshot")
         lock = self._lock("snapshot")
         if not lock.acquire(blocking=False):
@@ -334,7 +341,10 @@ class KernelService:
         try:
             items = user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
             try:
-                report = self.snapshots.save(items, full=full, timestamp=_now())
+                verify = (self.snapshots.automatic_verification(self.config.verify_unchanged,
+                                                                self.config.full_verify_every)
+                          if automatic and not full else "full")
+                report = self.snapshots.save(items, full=full, timestamp=_now(), verify=verify)
             except (OSError, SnapshotError) as exc:
                 self.last_snapshot_error = f"{type(exc).__name__}: {exc}"
                 raise
