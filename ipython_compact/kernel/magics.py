@@ -63,6 +63,17 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+SNAPSHOT_VERIFICATION = (
+    "This snapshot verifies fully: a large array (> 1 MiB) that looks unchanged is re-hashed, so an "
+    "in-place edit anywhere in it is saved. Automatic snapshots after cells are cheaper: with "
+    "CompactConfig.verify_unchanged = 'sampled' (the default) they trust 64 sampled blocks, so an "
+    "in-place edit between the samples is missed until the next full verification — every "
+    "CompactConfig.full_verify_every-th automatic snapshot (default 10) or any explicit one, such as "
+    "this command. Until then a restore returns that array as it was before the edit. `%compact status` "
+    "shows when the last full verification happened."
+)
+
+
 def _build_parsers() -> dict[str, _Parser]:
     p: dict[str, _Parser] = {}
     for name, text in SUBCOMMANDS.items():
@@ -70,7 +81,8 @@ def _build_parsers() -> dict[str, _Parser]:
     p["now"].add_argument("focus", nargs="*", help="focus text for the summary")
     p["preview"].add_argument("focus", nargs="*", help="focus text for the summary")
     p["names"].add_argument("--limit", type=int, default=None, help="list at most this many names")
-    p["snapshot"].add_argument("--full", action="store_true", help="serialize every value again")
+    p["snapshot"].add_argument("--full", action="store_true", help="serialize and write every value again")
+    p["snapshot"].epilog = SNAPSHOT_VERIFICATION
     p["restore"].add_argument("names", nargs="*", help="only these names (default: all)")
     p["log"].add_argument("-n", type=int, default=20, help="how many entries (default 20)")
     p["show"].add_argument("entry_id", help="the entry id (see %%compact log)")
