@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ipython_compact.kernel.snapshot import SnapshotError, SnapshotStore, load_or_create_key
+from ipython_compact.kernel.snapshot import SnapshotError, SnapshotStore, fingerprint, load_or_create_key
 
 KEY = b"k" * 32
 
@@ -72,7 +72,7 @@ def test_size_caps_skip_with_reason(tmp_path: Path, kw: dict[str, int], value: A
 
 def test_incremental_save_reuses_unchanged_values_and_sees_changes(tmp_path: Path) -> None:
     arr = np.ones(1_000_000)
-    data = {"arr": arr, "b": b"x" * 100, "lst": [1, 2, 3]}
+    data: dict[str, Any] = {"arr": arr, "b": b"x" * 100, "lst": [1, 2, 3]}
     store = _store(tmp_path)
     first = store.save(data.items())
     assert first.unchanged == [] and first.written_bytes > 8_000_000
@@ -263,3 +263,136 @@ def test_an_array_whose_samples_changed_is_written_without_a_verification_pass(t
     assert edited.unchanged == [] and edited.verified_bytes == 0 and edited.written_bytes == first.bytes
     values, _ = _store(tmp_path).load()
     np.testing.assert_array_equal(values["arr"], arr)
+
+
+# ---------------------------------------------------------------- verification modes (sampled / full)
+
+_BETWEEN_SAMPLES = 1_500_007  # an element of a 3,000,000-float array outside every sampled block
+
+
+def _edit_between_samples(arr: Any) -> None:
+    before = fingerprint(arr)
+    arr[_BETWEEN_SAMPLES] = -1.0
+    assert fingerprint(arr) == before  # the samples cannot see this edit
+
+
+def test_sampled_mode_misses_an_edit_between_samples_and_the_next_full_verification_catches_it(
+        tmp_path: Path) -> None:
+    arr = np.arange(3_000_000.0)
+    store = _store(tmp_path)
+    first = store.save([("arr", arr)], timestamp="t1")
+    _edit_between_samples(arr)
+    # First half: the sampled save trusts the samples, reads nothing else, and keeps the old content.
+    sampled = store.save([("arr", arr)], verify="sampled", timestamp="t2")
+    assert sampled.verification == "sampled" and sampled.sampled == ["arr"]
+    assert sampled.unchanged == ["arr"] and sampled.written_bytes == 0 and sampled.verified_bytes == 0
+    assert sampled.last_full_verification == {"generation": first.generation, "timestamp": "t1"}
+    values, _ = _store(tmp_path).load()
+    assert values["arr"][_BETWEEN_SAMPLES] == float(_BETWEEN_SAMPLES)  # the miss, as documented
+    # Second half: the next full verification re-hashes every byte, sees the edit and writes it.
+    full = store.save([("arr", arr)], verify="full", timestamp="t3")
+    assert full.verification == "full" and full.sampled == [] and full.unchanged == []
+    assert full.verified_bytes == first.bytes and full.written_bytes == first.bytes
+    assert full.last_full_verification == {"generation": full.generation, "timestamp": "t3"}
+    values, report = _store(tmp_path).load()
+    assert report.restored == ["arr"] and values["arr"][_BETWEEN_SAMPLES] == -1.0
+    np.testing.assert_array_equal(values["arr"], arr)
+
+
+@pytest.mark.parametrize("verify", ["sampled", "full"])
+def test_an_edit_the_samples_see_is_written_in_either_mode(tmp_path: Path, verify: str) -> None:
+    arr = np.arange(3_000_000.0)
+    store = _store(tmp_path)
+    first = store.save([("arr", arr)])
+    arr *= 2  # every sampled block changes
+    edited = store.save([("arr", arr)], verify=verify)
+    assert edited.unchanged == [] and edited.written_bytes == first.bytes and edited.verified_bytes == 0
+    assert edited.verification == "full" and edited.sampled == []  # nothing was trusted on samples
+    values, _ = _store(tmp_path).load()
+    np.testing.assert_array_equal(values["arr"], arr)
+
+
+@pytest.mark.parametrize(
+    ("every", "expected"),
+    [
+        (1, "FFFFFFF"),
+        (3, "FSSFSSF"),
+        (4, "FSSSFSS"),
+        (10, "FSSSSSSSSSFSS"),
+    ],
+)
+def test_every_nth_automatic_snapshot_verifies_fully(tmp_path: Path, every: int, expected: str) -> None:
+    """The first save has nothing to trust (full); after a full one, every-1 sampled ones, then full."""
+    arr = np.arange(300_000.0)  # 2.4 MB: a sampled fingerprint
+    store = _store(tmp_path)
+    reports = [store.save([("arr", arr)], verify=store.automatic_verification("sampled", every)) for _ in expected]
+    assert "".join("F" if r.verification == "full" else "S" for r in reports) == expected
+    for i, r in enumerate(reports):
+        assert r.unchanged == ([] if i == 0 else ["arr"]) and r.written_bytes == (r.bytes if i == 0 else 0)
+        assert r.sampled == (["arr"] if r.verification == "sampled" else [])
+        assert r.verified_bytes == (0 if i == 0 or r.verification == "sampled" else r.bytes)
+
+
+@pytest.mark.parametrize("how", ["explicit-default", "automatic-in-full-mode"])
+def test_explicit_saves_and_full_mode_always_verify_every_byte(tmp_path: Path, how: str) -> None:
+    arr = np.arange(300_000.0)
+    store = _store(tmp_path)
+    first = store.save([("arr", arr)])
+    for _ in range(3):
+        if how == "explicit-default":
+            report = store.save([("arr", arr)])
+        else:
+            report = store.save([("arr", arr)], verify=store.automatic_verification("full", 10))
+        assert report.verification == "full" and report.sampled == [] and report.verified_bytes == first.bytes
+
+
+def test_an_explicit_full_verification_restarts_the_count_and_the_count_survives_a_restart(tmp_path: Path) -> None:
+    arr = np.arange(300_000.0)
+    store = _store(tmp_path)
+
+    def auto(s: SnapshotStore) -> str:
+        return s.save([("arr", arr)], verify=s.automatic_verification("sampled", 3)).verification
+
+    assert [auto(store), auto(store)] == ["full", "sampled"]
+    assert store.save([("arr", arr)]).verification == "full"  # explicit
+    assert [auto(store), auto(store), auto(store)] == ["sampled", "sampled", "full"]
+    assert auto(store) == "sampled"
+    restarted = _store(tmp_path)  # a new kernel: the count is read back from the newest manifest
+    assert [restarted.automatic_verification("sampled", n) for n in (3, 2)] == ["sampled", "full"]  # 1 since
+    assert restarted.last_full_verification == {"generation": 6, "timestamp": None}
+
+
+def test_the_manifest_records_the_verification_of_each_generation(tmp_path: Path) -> None:
+    arr = np.arange(300_000.0)
+    store = _store(tmp_path)
+    store.save([("arr", arr), ("x", 1)], timestamp="t1")
+    store.save([("arr", arr), ("x", 1)], verify="sampled", timestamp="t2")
+    store.save([("arr", arr), ("x", 2)], verify="sampled", timestamp="t3")
+    rows = [(m["generation"], m["verification"], m["sampled"], m["last_full_verification"], m["sampled_since_full"])
+            for m in map(store.read_manifest, store.manifests())]
+    assert rows == [
+        (1, "full", [], {"generation": 1, "timestamp": "t1"}, 0),
+        (2, "sampled", ["arr"], {"generation": 1, "timestamp": "t1"}, 1),
+        (3, "sampled", ["arr"], {"generation": 1, "timestamp": "t1"}, 2),
+    ]
+    latest = store.latest_manifest()
+    assert latest is not None and latest["generation"] == 3
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: s.save([("x", 1)], verify="fast"), "verify must be one of 'sampled', 'full', got 'fast'"),
+        (lambda s: s.automatic_verification("fast", 10), "verification mode must be one of"),
+        (lambda s: s.automatic_verification("sampled", 0), "full_verify_every must be at least 1, got 0"),
+    ],
+    ids=["save-mode", "auto-mode", "auto-every"],
+)
+def test_a_bad_verification_setting_is_refused_and_nothing_changes(tmp_path: Path, call: Any, message: str) -> None:
+    store = _store(tmp_path)
+    store.save([("x", 1)])
+    with pytest.raises(SnapshotError, match=message):
+        call(store)
+    assert store.manifests() == [1]
+    values, _ = _store(tmp_path).load()
+    assert values == {"x": 1}
