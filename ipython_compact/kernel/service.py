@@ -168,7 +168,7 @@ class KernelService:
             "background_line": None if lines is None else lines.background,
             "problem": problem,
             "entries": self.store.path_length(self.session),  # stored depth: no walk
-            "compactions": self.store.count_on_path(self.session, (E.COMPACTION,)),  # mark chain: one step each
+            "compactions": self.store.count_on_path(self.session, (E.COMPACTION,)),  # stored running count: one row
             "in_flight": [
                 {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking, "started_at": c.started_at}
                 for c in live.in_flight
