@@ -94,6 +94,50 @@ def test_automatic_snapshot_is_debounced_after_cells(km: KernelManager, client: 
     assert after is not None and after["generation"] == gen_before + 1
 
 
+def _next_snapshot(client: KernelClient, after: int, timeout: float = 15.0) -> dict[str, Any]:
+    """The status' snapshot once a generation newer than ``after`` exists (the automatic one is debounced)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        snap = client.status()["snapshot"]
+        if snap is not None and snap["generation"] > after:
+            return dict(snap)
+        time.sleep(0.1)
+    raise AssertionError(f"no snapshot generation after {after} within {timeout} s")
+
+
+def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(km: KernelManager, client: KernelClient,
+                                                                          data_dir: Path) -> None:
+    """%config sets the mode; an edit between the samples is missed by the sampled automatic
+    snapshots and saved by the third one (full_verify_every = 3); explicit snapshots are full."""
+    from ipython_compact.kernel.snapshot import SnapshotStore, load_or_create_key
+
+    gen = (client.status()["snapshot"] or {"generation": 0})["generation"]
+    execute(km, "%config CompactConfig.snapshot_debounce = 0.2\n%config CompactConfig.verify_unchanged = 'sampled'\n"
+                "%config CompactConfig.full_verify_every = 3\nimport numpy as np\nwide = np.arange(3_000_000.0)")
+    gen = _next_snapshot(client, gen)["generation"]
+    explicit = client.request("snapshot")
+    assert explicit.ok and explicit["snapshot"]["verification"] == "full" and explicit["snapshot"]["sampled"] == []
+    full_gen = explicit["snapshot"]["generation"]
+    assert full_gen > gen and explicit["snapshot"]["last_full_verification"]["generation"] == full_gen
+    store = SnapshotStore(Path(explicit["snapshot"]["path"]).parent, load_or_create_key(data_dir / "key"))
+
+    def saved_element() -> float:
+        values, report = store.load(names=["wide"])
+        assert report.restored == ["wide"]
+        return float(values["wide"][1_500_007])
+
+    execute(km, "wide[1_500_007] = -1.0")  # in place, between the sampled blocks
+    seen: list[tuple[str, int, float]] = []
+    for cell in ("tick = 1", "tick = 2", None):
+        snap = _next_snapshot(client, full_gen + len(seen))
+        seen.append((snap["verification"], snap["last_full_verification"]["generation"], saved_element()))
+        if cell is not None:
+            execute(km, cell)
+    assert seen == [("sampled", full_gen, 1_500_007.0), ("sampled", full_gen, 1_500_007.0),
+                    ("full", full_gen + 3, -1.0)]
+    execute(km, "%config CompactConfig.snapshot_debounce = 1.5")
+
+
 def test_restart_binds_the_same_session_and_restores(km: KernelManager, client: KernelClient) -> None:
     execute(km, "import numpy as np\nkept = np.arange(5)\ndef twice(x):\n    return 2 * x\nstream = (i for i in [1])")
     snap = client.request("snapshot")
