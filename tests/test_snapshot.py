@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +397,44 @@ def test_a_bad_verification_setting_is_refused_and_nothing_changes(tmp_path: Pat
     assert store.manifests() == [1]
     values, _ = _store(tmp_path).load()
     assert values == {"x": 1}
+
+
+# ---------------------------------------------------------------- the kernel side's wiring (in-process shell)
+
+
+@pytest.fixture()
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"verify-{tmp_path.name}")
+    ip = start_ipython() or get_ipython()  # type: ignore[no-untyped-call]
+    for name in [n for n in ip.user_ns if not n.startswith("_") and n not in ip.user_ns_hidden]:
+        del ip.user_ns[name]
+    ip.run_line_magic("load_ext", "ipython_compact")
+    yield ip
+    ip.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell: Any) -> None:
+    from ipython_compact.kernel.extension import extension_for
+
+    ext = extension_for(shell)
+    assert ext is not None
+    shell.run_line_magic("config", "CompactConfig.full_verify_every = 100")
+    shell.user_ns["wide"] = np.arange(300_000.0)
+    service = ext.service
+    auto = [service.snapshot(record=False, automatic=True).verification for _ in range(3)]
+    assert auto == ["full", "sampled", "sampled"]  # the first has nothing to trust
+    status = shell.run_line_magic("compact", "status").data["snapshot"]
+    assert status["verification"] == "sampled" and status["last_full_verification"]["generation"] == 1
+    magic = shell.run_line_magic("compact", "snapshot").data  # explicit: always a full verification
+    assert magic["verification"] == "full" and magic["sampled"] == []
+    assert 2_400_000 <= magic["verified_bytes"] < 2_400_000 + 4096  # the array re-hashed (plus its pickle header)
+    status = shell.run_line_magic("compact", "status").data["snapshot"]
+    assert status["last_full_verification"]["generation"] == magic["generation"] == 4
+    shell.run_line_magic("config", "CompactConfig.verify_unchanged = 'full'")
+    assert service.snapshot(record=False, automatic=True).verification == "full"
+    help_text = shell.run_line_magic("compact", "snapshot --help").data
+    assert "missed until the next full verification" in help_text and "full_verify_every" in help_text
