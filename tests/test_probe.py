@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ipython_compact.kernel.probe import describe, probe_namespace, user_names
+from ipython_compact.kernel.probe import DTYPE_TEXT_MAX, describe, probe_namespace, readable_dtype, user_names
 
 
 class SlowRepr:
@@ -72,7 +72,7 @@ class ListSub(list[int]):
         ([1, 2, 3], {"type": "list", "kind": "data", "length": 3}),
         ({"a": 1}, {"type": "dict", "kind": "data", "length": 1}),
         (np.zeros((3, 4), dtype=np.float32), {"type": "ndarray", "module": "numpy", "kind": "data",
-                                              "shape": [3, 4], "dtype": "<f4", "length": 3, "bytes": 48}),
+                                              "shape": [3, 4], "dtype": "float32", "length": 3, "bytes": 48}),
         (json, {"type": "module", "kind": "module"}),
         (len, {"type": "builtin_function_or_method", "kind": "function"}),
         (lambda: 0, {"type": "function", "kind": "function"}),
@@ -143,3 +143,61 @@ def test_probe_deadline_marks_truncated() -> None:
     result = probe_namespace(ns, {}, deadline_s=0.0)
     assert result.truncated is True
     assert len(result.names) < 5000
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        (np.float64, "float64"),
+        (np.int32, "int32"),
+        (np.bool_, "bool"),
+        (np.complex128, "complex128"),
+        ("M8[ns]", "datetime64[ns]"),
+        ("m8[s]", "timedelta64[s]"),
+        ("O", "object"),
+        ("U5", "str[5]"),
+        ("S3", "bytes[3]"),
+        ("V8", "void[8]"),
+        (np.dtype((np.float32, (2, 3))), "float32[2,3]"),
+        ([("x", "<f8"), ("y", "<i4")], "{x: float64, y: int32}"),
+        ([("a", "f8"), ("b", "i4"), ("c", "U3"), ("d", "M8[ns]"), ("e", "f4")], "{a: float64, b: int32, c: str[3], +2}"),
+        ([("z", [("p", [("q", [("r", "f4")])])])], "{z: {p: {q: …}}}"),
+        (">f8" if np.little_endian else "<f8", "float64 (>)" if np.little_endian else "float64 (<)"),
+    ],
+    ids=["float64", "int32", "bool", "complex128", "datetime64", "timedelta64", "object", "str", "bytes", "void",
+         "subarray", "structured", "structured_shortened", "structured_nested_depth", "foreign_byte_order"],
+)
+def test_readable_dtype_names(dtype: Any, expected: str) -> None:
+    assert readable_dtype(np.dtype(dtype), np) == expected
+
+
+def test_structured_dtype_with_long_field_names_is_cut_to_the_limit() -> None:
+    dt = np.dtype([("a_very_long_field_name_" + "x" * 40, "f8"), ("b", "i4")])
+    text = readable_dtype(dt, np)
+    assert text is not None
+    assert len(text) == DTYPE_TEXT_MAX and text.endswith("…}")
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [
+        (np.zeros(3), "float64"),
+        (np.zeros(2, dtype=np.int32), "int32"),
+        (np.array(["2026-01-01"], dtype="datetime64[ns]"), "datetime64[ns]"),
+        (np.zeros(2, dtype=[("x", "f8"), ("y", "i4")]), "{x: float64, y: int32}"),
+    ],
+    ids=["float64", "int32", "datetime64", "structured"],
+)
+def test_probe_sends_readable_dtype_for_arrays(value: Any, dtype: str) -> None:
+    assert describe("a", value).to_json()["dtype"] == dtype
+
+
+class NotNumpyDtype:
+    """Looks nothing like a numpy dtype; readable_dtype must refuse it without touching it."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise AssertionError(f"user code ran: {name}")
+
+
+def test_readable_dtype_refuses_objects_that_are_not_numpy_dtypes() -> None:
+    assert readable_dtype(NotNumpyDtype(), np) is None

@@ -12,6 +12,8 @@ What must hold:
   names through ``type``'s own descriptors (a metaclass cannot intercept them); lengths through
   the builtin slot (``list.__len__(v)``); array facts through the base class's C descriptors, and
   only for classes already imported (numpy, pandas, torch) — the probe never imports them.
+- dtypes are sent as their readable names (``float64``, ``datetime64[ns]``), read from
+  ``np.dtype``'s descriptors only for numpy's own dtype classes (see ``readable_dtype``).
 - The namespace is copied atomically before iterating, so a cell that adds names concurrently
   cannot raise "dictionary changed size".
 - A deadline bounds the work; past it the result says ``truncated``.
@@ -139,6 +141,73 @@ def _kind(cls: type) -> str:
     return "object"
 
 
+#: Longest structured-dtype description the probe sends; longer ones end in an ellipsis.
+DTYPE_TEXT_MAX = 60
+_STRUCT_FIELDS_SHOWN = 3
+
+
+def _is_numpy_dtype(dtype: Any, np: Any) -> bool:
+    """True only for dtype objects whose class numpy itself defines (``np.dtype`` or ``numpy.dtypes.*``).
+
+    A class from anywhere else (a third-party or user DType) could run its own code from a
+    descriptor, so its name is not read.
+    """
+    cls = type(dtype)
+    if cls is np.dtype:
+        return True
+    if not issubclass(cls, np.dtype):
+        return False
+    try:
+        return _MODULE(cls) == "numpy.dtypes" and vars(sys.modules["numpy.dtypes"]).get(_QUALNAME(cls)) is cls
+    except Exception:
+        return False
+
+
+def readable_dtype(dtype: Any, np: Any, *, depth: int = 0) -> str | None:
+    """A person's name for a numpy dtype: ``float64``, ``int32``, ``datetime64[ns]``, ``str[5]``,
+    ``float32[2,3]`` for a sub-array, ``{x: float64, y: int32, +2}`` for a structured dtype.
+
+    Read through ``np.dtype``'s own C descriptors and only for numpy's own dtype classes, so no
+    user code runs; ``None`` for anything else (the caller falls back). Non-native byte order is
+    marked with a trailing ``(>)`` or ``(<)`` because the same name then means other bytes.
+    """
+    if not _is_numpy_dtype(dtype, np):
+        return None
+    d = np.dtype.__dict__
+    fields = d["fields"].__get__(dtype)
+    if fields is not None:
+        names = d["names"].__get__(dtype) or ()
+        parts: list[str] = []
+        for field in names[:_STRUCT_FIELDS_SHOWN]:
+            sub = fields[field][0]
+            inner = readable_dtype(sub, np, depth=depth + 1) if depth < 2 else None
+            parts.append(f"{field}: {inner if inner is not None else '…'}")
+        if len(names) > _STRUCT_FIELDS_SHOWN:
+            parts.append(f"+{len(names) - _STRUCT_FIELDS_SHOWN}")
+        text = "{" + ", ".join(parts) + "}"
+        return text if len(text) <= DTYPE_TEXT_MAX else text[: DTYPE_TEXT_MAX - 2] + "…}"
+    sub_dtype = d["subdtype"].__get__(dtype)
+    if sub_dtype is not None:
+        base, shape = sub_dtype
+        inner = readable_dtype(base, np, depth=depth + 1) if depth < 2 else None
+        return f"{inner if inner is not None else '?'}[{','.join(str(int(n)) for n in shape)}]"
+    kind = d["kind"].__get__(dtype)
+    size = int(d["itemsize"].__get__(dtype))
+    if kind == "U":
+        name = f"str[{size // 4}]"
+    elif kind == "S":
+        name = f"bytes[{size}]"
+    elif kind == "V":
+        name = f"void[{size}]"
+    else:
+        name = str(d["name"].__get__(dtype))
+    order = d["byteorder"].__get__(dtype)
+    native = "<" if sys.byteorder == "little" else ">"
+    if order in ("<", ">") and order != native:
+        name += f" ({order})"
+    return name
+
+
 def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | None, int | None, int | None]:
     """Shape/dtype/length/bytes for known array types, via base-class descriptors only."""
     np = sys.modules.get("numpy")
@@ -146,9 +215,10 @@ def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | N
         base = np.ndarray.__dict__
         shape = tuple(int(s) for s in base["shape"].__get__(value))
         dtype = base["dtype"].__get__(value)
-        return shape, str(np.dtype.__dict__["str"].__get__(dtype)), (shape[0] if shape else None), int(
-            base["nbytes"].__get__(value)
-        )
+        name = readable_dtype(dtype, np)
+        if name is None:  # not numpy's own dtype class: its C-level type string only
+            name = str(np.dtype.__dict__["str"].__get__(dtype))
+        return shape, name, (shape[0] if shape else None), int(base["nbytes"].__get__(value))
     pd = sys.modules.get("pandas")
     if pd is not None:
         if cls is pd.DataFrame:
@@ -156,11 +226,15 @@ def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | N
             return shape, None, shape[0], None
         if cls is pd.Series:
             n = len(value.index)
-            return (n,), str(value.dtype), n, None
+            series_dtype = value.dtype
+            readable = readable_dtype(series_dtype, np) if np is not None else None
+            return (n,), readable if readable is not None else str(series_dtype), n, None
     torch = sys.modules.get("torch")
     if torch is not None and cls is getattr(torch, "Tensor", None):
         shape = tuple(int(s) for s in value.shape)
-        return shape, str(value.dtype), (shape[0] if shape else None), int(value.element_size() * value.nelement())
+        name = str(value.dtype)
+        name = name[len("torch."):] if name.startswith("torch.") else name
+        return shape, name, (shape[0] if shape else None), int(value.element_size() * value.nelement())
     return None, None, None, None
 
 
