@@ -37,7 +37,7 @@ def run(tmp_path: Path, *args: str, check: int | None = 0) -> subprocess.Complet
 
 def test_import_list_log_verify_in_the_default_data_dir(tmp_path: Path) -> None:
     out = run(tmp_path, "import", str(LARGE)).stdout
-    assert "imported 1018 entries (pi) into new session 'large-session'" in out
+    assert "imported 1,018 entries (pi) into new session 'large-session'" in out
     again = json.loads(run(tmp_path, "import", str(LARGE), "--session", "copy", "--json").stdout)
     assert (again["session"], again["imported"], again["created"], again["format"]) == ("copy", 1018, True, "pi")
     assert (tmp_path / "data" / "sessions.db").exists()
@@ -47,8 +47,8 @@ def test_import_list_log_verify_in_the_default_data_dir(tmp_path: Path) -> None:
     assert len(log_lines) == 1018
     assert json.loads(log_lines[0])["index"] == 0
     table = run(tmp_path, "log", "-n", "3", "-s", "large-session").stdout.splitlines()
-    assert len(table) == 4 and "1018 entries" in table[0]
-    assert run(tmp_path, "verify").stdout.startswith("ok: 2036 entries in 2 session(s)")
+    assert len(table) == 4 and "1,018 entries" in table[0]
+    assert run(tmp_path, "verify").stdout.startswith("ok: 2,036 entries in 2 session(s)")
     assert json.loads(run(tmp_path, "verify", "--json", "-s", "copy").stdout)["entries"] == 1018
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,9 +78,16 @@ def database_from(args: argparse.Namespace) -> Path:
     db = getattr(args, "db", None)
     if db:
         return Path(db).expanduser()
-    from ipython_compact.paths import database_path
+    from ipython_compact.paths import ENV_DIR, data_dir
 
-    return database_path()
+    try:
+        return data_dir() / "sessions.db"
+    except OSError as exc:
+        where = exc.filename or os.environ.get(ENV_DIR) or "the data directory"
+        raise CliError(
+            f"cannot create the data directory {where}: {exc.strerror or exc}",
+            f"point {ENV_DIR} at a writable directory, or pass a database file: {PROG} --db PATH ...",
+        ) from exc
 
 
 def open_store(args: argparse.Namespace) -> SessionStore:
@@ -116,13 +124,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DatabaseLockedError as exc:
         return _fail(str(exc), "wait for the other process to finish, then run the same command again")
     except StoreError as exc:
-        return _fail(str(exc), f"pass another database: {PROG} --db PATH ..." if exc.path else None)
+        if exc.path is None:
+            return _fail(str(exc), None)
+        db = Path(exc.path)
+        reason = _read_only_reason(db)
+        if reason:
+            return _fail(reason, f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && {PROG} --db /tmp/{db.name} ...")
+        return _fail(str(exc), f"pass another database: {PROG} --db PATH ...")
+    except OSError as exc:
+        # A file the user named (an export target, an import source) cannot be opened or written.
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
     except BrokenPipeError:
         # Output piped into `head` and closed early: not an error worth a traceback.
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
         return 130
+
+
+def _read_only_reason(db: Path) -> str | None:
+    """Why SQLite cannot open ``db`` when the cause is a read-only place, else None.
+
+    SQLite in WAL mode writes ``-wal``/``-shm`` files beside the database even to read it, so a
+    read-only directory makes every command fail with SQLite's terse "unable to open database file"."""
+    folder = db.parent if str(db.parent) else Path(".")
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        return (f"{db}: the directory {folder} is read-only; SQLite needs to write its journal files "
+                "beside the database, even to read it")
+    if db.is_file() and not os.access(db, os.W_OK):
+        return f"{db}: the database file is read-only"
+    return None
 
 
 def _fail(message: str, hint: str | None) -> int:

@@ -148,6 +148,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from ipython_compact.compactor import Compactor
 
+    if args.text is not None and not args.text.strip():
+        raise CliError("the text to pin is empty", f"{PROG} pin 'never write into /data/raw'")
     with open_store(args) as store:
         session = pick_session(store, args.session)
         compactor = Compactor(store)
@@ -175,6 +177,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     if (args.entry_id is None) == (args.query is None):
         raise CliError("give an ENTRY_ID or --query WORDS (one of them)", f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'")
+    if args.limit < 1:
+        raise CliError(f"--limit must be 1 or more, got {args.limit}", f"{PROG} recall --query WORDS --limit 5")
     with open_store(args) as store:
         session = pick_session(store, args.session)
         try:
@@ -222,7 +226,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(_compaction_json(entry) | {"summary": entry.data.get("summary")}, ensure_ascii=False, indent=2))
         return 0
     d = _compaction_json(entry)
-    print(f"compaction {entry.id} · {entry.timestamp} · reason {d['reason']} · {d['tokens_before']:,} tokens before · first kept {d['first_kept_entry_id']}")
+    print(f"compaction {entry.id} · {entry.timestamp} · reason {d['reason'] or 'not recorded'} · "
+          f"{d['tokens_before']:,} tokens before · first kept {d['first_kept_entry_id'] or '-'}")
     print(str(entry.data.get("summary", "")))
     return 0
 

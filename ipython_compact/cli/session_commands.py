@@ -113,7 +113,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
         return 0
     where = "new session" if result.created else "existing session (appended after its leaf)"
-    print(f"imported {result.imported} entries ({result.format}) into {where} {result.session!r}; leaf {result.leaf_id}")
+    print(f"imported {result.imported:,} entries ({result.format}) into {where} {result.session!r}; leaf {result.leaf_id}")
     if result.renamed_ids:
         print(f"  {result.renamed_ids} ids were already taken in that session and got fresh ones")
     return 0
@@ -149,7 +149,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     table = [("SESSION", "ENTRIES", "IN VIEW", "~TOKENS", "LEAF", "LAST ACTIVITY")]
     for r in rows:
         table.append(
-            (r["name"], str(r["entries"]), str(r["context_entries"]), f"{r['context_tokens']:,}", r["leaf_id"] or "-",
+            (r["name"], f"{r['entries']:,}", f"{r['context_entries']:,}", f"{r['context_tokens']:,}", r["leaf_id"] or "-",
              r["last_timestamp"] or r["created_at"])
         )
     _print_table(table, right=(1, 2, 3))
@@ -182,6 +182,10 @@ def _preview(entry: Entry, width: int = 70) -> str:
         text = f"[first kept {entry.data.get('first_kept_entry_id')}] {text}"
     elif entry.kind == "model_change":
         text = f"{entry.data.get('provider')}/{entry.data.get('model_id')}"
+    elif entry.kind == "pin":
+        action, pin_id = entry.data.get("action", "pin"), entry.data.get("pin_id", "?")
+        target = f"entry {entry.data['entry_id']}" if entry.data.get("entry_id") else repr(text)
+        text = f"unpin {pin_id}" if action == "unpin" else f"{pin_id}: {target}"
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
 
@@ -204,7 +208,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view,
                               "tokens": tokens[index - first]}, ensure_ascii=False))
         return 0
-    print(f"session {session!r}: {length} entries on the current branch, {len(view.entries)} in the model's view "
+    print(f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the model's view "
           "(│ in view, · compacted)")
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
@@ -226,7 +230,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         return 0
     estimate = estimate_context(view.entries, args.estimator, tokens=view.tokens(args.estimator))
     start = f"from entry {view.head_id} (newest compaction's first kept entry)" if view.head_id else "from the root"
-    print(f"session {session!r}: {len(messages)} messages, ~{estimate.tokens:,} tokens ({args.estimator}); view starts {start}")
+    print(f"session {session!r}: {len(messages):,} messages, ~{estimate.tokens:,} tokens ({args.estimator}); view starts {start}")
     for index, message in enumerate(messages, start=1):
         print()
         print(message_text(index, message))
@@ -279,6 +283,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     report = _plan_report(path, tokens, settings, prep, positions, offset)
     report["source"] = source
     if args.window is not None:
+        if args.window <= 0:
+            raise CliError(f"--window must be a positive number of tokens, got {args.window}", f"{PROG} plan --window 128000")
         lines = threshold_lines(args.window, settings)
         report["window"] = args.window
         report["threshold_lines"] = {"blocking": lines.blocking, "background": lines.background}
@@ -393,11 +399,14 @@ def cmd_export(args: argparse.Namespace) -> int:
             return 0
         if args.output.is_dir():
             raise CliError(f"{args.output} is a directory", f"{PROG} export --session {session} -o {args.output / (session + '.jsonl')}")
+        if not args.output.parent.is_dir():
+            raise CliError(f"cannot write {args.output}: the directory {args.output.parent} does not exist",
+                           f"create it first (mkdir -p {args.output.parent}) or pick another path: {PROG} export -o FILE")
         tmp = args.output.with_name(args.output.name + ".partial")
         with tmp.open("w", encoding="utf-8") as out:
             count = export_jsonl(store, session, out)
         tmp.replace(args.output)  # never leave a half-written export under the real name
-    print(f"exported {count} entries of session {session!r} to {args.output}", file=sys.stderr)
+    print(f"exported {count:,} entries of session {session!r} to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -409,7 +418,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2))
         return 0 if report.ok else 1
     if report.ok:
-        print(f"ok: {report.entries} entries in {report.sessions} session(s) of {where} verified; nothing lost or altered")
+        print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified; nothing lost or altered")
         return 0
     print(f"FAILED: {len(report.problems)} problem(s) in {where}:")
     for problem in report.problems:

@@ -1,0 +1,119 @@
+"""Acceptance pass of the ``ipython-compact`` command: user mistakes found by running it as a
+newcomer would. Each must exit 2 with ``error:`` + ``try:`` on stderr, no traceback, and leave the
+stored log byte-for-byte as it was. Real subprocesses, real SQLite files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pi"
+BEFORE = FIXTURES / "before-compaction.jsonl"
+SCRIPT = Path(sys.executable).parent / "ipython-compact"
+
+
+def run(data: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(data)}
+    done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120)
+    if check is not None:
+        assert done.returncode == check, f"exit {done.returncode}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr}"
+    return done
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory holding one imported session 'work'."""
+    data = tmp_path_factory.mktemp("cli-errors") / "data"
+    run(data, "import", str(BEFORE), "--session", "work")
+    return data
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment", "hint"),
+    [
+        (("plan", "-s", "work", "--window", "0"), "--window must be a positive number of tokens, got 0", "plan --window 128000"),
+        (("plan", "-s", "work", "--window", "-100"), "got -100", "plan --window 128000"),
+        (("export", "-s", "work", "-o", "/no/such/dir/out.jsonl"), "the directory /no/such/dir does not exist", "mkdir -p /no/such/dir"),
+        (("recall", "-s", "work", "-q", "theme", "-n", "0"), "--limit must be 1 or more, got 0", "--limit 5"),
+        (("recall", "-s", "work", "-q", "theme", "-n", "-3"), "--limit must be 1 or more, got -3", "--limit 5"),
+        (("pin", "-s", "work", "   "), "the text to pin is empty", "ipython-compact pin '"),
+        (("recall", "-s", "work", "nosuchid"), "no entry 'nosuchid'", "ipython-compact log -s work"),
+        (("show", "-s", "work", "nosuchid"), "no entry 'nosuchid'", "show --list"),
+        (("compact", "-s", "ghost"), "no session named 'ghost'", "ipython-compact sessions"),
+    ],
+    ids=["window-0", "window-negative", "export-missing-dir", "recall-limit-0", "recall-limit-negative", "pin-blank",
+         "recall-unknown-id", "show-unknown-id", "unknown-session"],
+)
+def test_mistakes_exit_2_with_a_hint_and_change_nothing(stored: Path, args: tuple[str, ...], fragment: str, hint: str) -> None:
+    db = stored / "sessions.db"
+    before = digest(db)
+    done = run(stored, *args, check=2)
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("ipython-compact: error:") and fragment in done.stderr
+    assert "  try: " in done.stderr and hint in done.stderr
+    assert digest(db) == before
+    assert not Path("/no/such/dir/out.jsonl.partial").exists()
+
+
+@pytest.mark.parametrize("below", ["a-file/sub", "a-file"], ids=["under-a-file", "is-a-file"])
+def test_a_data_dir_that_cannot_be_created_is_named(tmp_path: Path, below: str) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    done = run(tmp_path / below, "sessions", check=2)
+    assert "Traceback" not in done.stderr
+    assert f"cannot create the data directory {tmp_path / below}" in done.stderr
+    assert "IPYTHON_COMPACT_DIR" in done.stderr and "--db PATH" in done.stderr
+
+
+def test_read_only_data_dir_says_why_and_what_to_do(tmp_path: Path) -> None:
+    """A read-only filesystem (a tmpfs mounted read-only); root ignores file modes, so a mount is the
+    only honest read-only place. Needs root and mount rights: skipped without them."""
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    try:
+        run(mnt, "import", str(BEFORE), "--session", "work")
+        before = digest(mnt / "sessions.db")
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        for args in (("sessions",), ("pin", "-s", "work", "hello")):
+            done = run(mnt, *args, check=2)
+            assert "Traceback" not in done.stderr
+            assert f"the directory {mnt} is read-only" in done.stderr
+            assert f"cp {mnt / 'sessions.db'} /tmp/sessions.db" in done.stderr
+        assert digest(mnt / "sessions.db") == before
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_log_shows_what_each_pin_entry_did(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    run(data, "import", str(BEFORE), "--session", "work")
+    first = json.loads(run(data, "log", "-s", "work", "-n", "1", "--json").stdout)["id"]
+    run(data, "pin", "-s", "work", "never write into /data/raw")
+    run(data, "pin", "-s", "work", "--entry", first)
+    run(data, "pin", "-s", "work", "--unpin", "pin-1")
+    rows = run(data, "log", "-s", "work", "-n", "3").stdout.splitlines()[1:]
+    assert rows[0].endswith("pin-1: 'never write into /data/raw'")
+    assert rows[1].endswith(f"pin-2: entry {first}")
+    assert rows[2].endswith("unpin pin-1")
+
+
+def test_human_output_has_thousands_separators_and_no_none(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    imported = run(data, "import", str(BEFORE), "--session", "work").stdout
+    assert imported.startswith("imported 1,002 entries (pi)")
+    assert run(data, "verify").stdout.startswith("ok: 1,002 entries in 1 session(s)")
+    assert "1,002" in run(data, "sessions").stdout
+    assert "1,002 entries on the current branch" in run(data, "log", "-n", "1").stdout
+    shown = run(data, "show", "-s", "work").stdout.splitlines()[0]  # pi's compaction records no reason
+    assert "reason not recorded" in shown and "None" not in shown
