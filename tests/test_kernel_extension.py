@@ -73,7 +73,9 @@ def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
         ("show no-such-id", "%compact log"),
         ("recall", "one of them"),
         ("--bogus", "%compact --help"),
-        ("pin", "%compact pin"),
+        ('pin "   "', "%compact pin"),
+        ("log -n -3", "-n must be 0 or more, got -3"),
+        ("recall --limit 0 -q x", "--limit must be 1 or more, got 0"),
         ("unpin nope", "active: none"),
         ('export "unterminated', "quotes"),
         ("export /no/such/dir/file.jsonl", "does not exist"),
@@ -335,3 +337,82 @@ def test_unload_leaves_a_magic_of_the_same_name_registered_by_someone_else(ip: A
     finally:
         del ip.magics_manager.magics["cell"]["agent"]
         ip.run_line_magic("load_ext", "ipython_compact")
+
+
+# ---------------------------------------------------------------------------- plain-text rendering (acceptance)
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "-"),
+        (True, "yes"),
+        (False, "no"),
+        (128000, "128,000"),
+        (7, "7"),
+        (2.349, "2.35"),
+        (1234.5, "1,234"),
+        ("text", "text"),
+        ([], "none"),
+        (["df", "np", "x"], "df, np, x"),
+        ({"generation": 2, "timestamp": "2026-11-29T18:34:19Z"}, "generation 2; timestamp 2026-11-29T18:34:19Z"),
+        ({"generation": 1, "skipped": [], "bytes": 24263}, "generation 1; skipped none; bytes 24,263"),
+    ],
+)
+def test_cells_read_as_text_not_json(value: Any, shown: str) -> None:
+    assert D.cell_text(value) == shown
+
+
+def test_table_rows_stay_one_line_each() -> None:
+    long = "line one\nline two\n" + "x" * 500
+    plain = D.rows_bundle("t", ["id", "text"], [["a", long], ["b", "short"]])._repr_mimebundle_()[0]["text/plain"]
+    lines = plain.splitlines()
+    assert len(lines) == 4 and lines[2].startswith("a   line one line two xxx") and lines[2].endswith("…")
+    assert lines[3].split() == ["b", "short"]
+    assert len(lines[2]) == len("a   ") + D.PLAIN_CELL_WIDTH
+
+
+def test_status_and_snapshot_read_well_in_a_terminal(ip: Any) -> None:
+    ip.run_cell("import numpy as np\nx = np.zeros((1000, 3))")
+    snapshot = _run(ip, "snapshot")._repr_mimebundle_()[0]["text/plain"]
+    status = _run(ip, "status")._repr_mimebundle_()[0]["text/plain"]
+    for plain in (snapshot, status):
+        assert "null" not in plain and "[" not in plain and "{" not in plain
+    assert "128,000" in status and "111,616" in status
+    saved = next(line for line in snapshot.splitlines() if line.startswith("saved "))
+    assert saved.split()[1:] == ["np,", "x"]
+
+
+def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
+    _run(ip, f"import {FIXTURE}")
+    log = _run(ip, "log -n 5")._repr_mimebundle_()[0]["text/plain"].splitlines()
+    assert len(log) == 1 + 1 + 5  # title, header, one line per entry even for multi-line outputs
+    entry_id = _run(ip, "log -n 0").data[0]["id"]
+    shown = _run(ip, f"show {entry_id}")
+    plain = shown._repr_mimebundle_()[0]["text/plain"]
+    assert plain.startswith(f"Entry {entry_id} · message · ") and '{"message"' not in plain
+    assert shown._repr_mimebundle_()[0]["application/json"]["id"] == entry_id
+    head = _run(ip, "now")._repr_mimebundle_()[0]["text/plain"].splitlines()[0]
+    assert head.startswith("Compaction ") and "(manual)" in head
+    before, after = head.split(": ", 1)[1].removesuffix(" tokens").split(" → ")
+    assert "," in before and int(before.replace(",", "")) > int(after.replace(",", ""))
+
+
+def test_pin_alone_lists_the_pins_like_the_command_line(ip: Any) -> None:
+    assert _run(ip, "pin")._repr_mimebundle_()[0]["text/plain"].startswith("No active pins.")
+    _run(ip, f"pin {EVIL}")
+    listed = _run(ip, "pin")._repr_mimebundle_()[0]
+    assert EVIL in listed["text/plain"] and "&lt;script&gt;" in listed["text/html"] and "<script>" not in listed["text/html"]
+
+
+def test_preview_with_nothing_to_compact_does_not_point_at_itself(ip: Any) -> None:
+    with pytest.raises(UsageError) as err:
+        _run(ip, "preview")
+    assert "nothing to compact" in str(err.value) and "%compact status" in str(err.value)
+    assert "Type `%compact preview`" not in str(err.value)
+
+
+def test_entry_bundle_escapes_html() -> None:
+    entry = {"id": "e1", "parent_id": None, "kind": "message", "timestamp": "t",
+             "data": {"message": {"role": "user", "content": EVIL}}}
+    bundle = D.entry_bundle(entry)._repr_mimebundle_()[0]
+    assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
+    assert bundle["text/plain"] == f"Entry e1 · message · user · t\n\n{EVIL}"

@@ -47,16 +47,49 @@ class Rendered:
         return str(self.bundle.get("text/plain", ""))
 
 
+PLAIN_CELL_WIDTH = 100
+HTML_CELL_WIDTH = 300
+
+
+def cell_text(value: Any) -> str:
+    """A value as a person reads it: ``1,234`` not ``1234``, ``-`` not ``null``, lists and mappings
+    as ``a, b`` / ``key value; key value`` instead of raw JSON. Strings are returned unchanged."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k} {cell_text(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(cell_text(v) for v in value) or "none"
+    return str(value)
+
+
+def one_line(text: str, width: int) -> str:
+    """Whitespace (newlines included) collapsed to single spaces, cut to ``width`` with an ellipsis,
+    so a multi-line log text cannot break a table's rows apart."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, str, str]:
-    """HTML, Markdown and plain-text renderings of one table."""
+    """HTML, Markdown and plain-text renderings of one table; every cell is one line."""
+    html_rows = [[one_line(cell_text(c), HTML_CELL_WIDTH) for c in r] for r in rows]
+    plain_rows = [[one_line(cell_text(c), PLAIN_CELL_WIDTH) for c in r] for r in rows]
     head = "".join(f"<th>{_h(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in html_rows)
     html_t = f'<table class="ipython-compact"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     md = "| " + " | ".join(md_escape(h) for h in headers) + " |\n|" + "---|" * len(headers) + "\n"
-    md += "".join("| " + " | ".join(md_escape(str(c)) for c in r) + " |\n" for r in rows)
-    widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]
+    md += "".join("| " + " | ".join(md_escape(c) for c in r) + " |\n" for r in html_rows)
+    widths = [max([len(str(h))] + [len(r[i]) for r in plain_rows]) for i, h in enumerate(headers)]
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in plain_rows]
     return html_t, md, "\n".join(lines)
 
 
@@ -95,11 +128,15 @@ def names_bundle(payload: Mapping[str, Any]) -> Rendered:
                     dict(payload))
 
 
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
+
+
 def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> Rendered:
     """One compaction (as in the ``summaries`` op) with its summary text."""
     summary = str(compaction.get("summary", ""))
-    head = (f"Compaction {compaction.get('id', '?')} ({compaction.get('reason', '?')}): "
-            f"{compaction.get('tokens_before', '?')} → {compaction.get('tokens_after', '?')} tokens")
+    head = (f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
+            f"{_count(compaction.get('tokens_before'))} → {_count(compaction.get('tokens_after'))} tokens")
     plain = f"{head}\n\n{summary}" + (f"\n\n{notice}" if notice else "")
     html_t = (f'<div class="ipython-compact-summary"><p><strong>{_h(head)}</strong></p>'
               f'<pre style="white-space:pre-wrap">{_h(summary)}</pre>'
@@ -116,11 +153,7 @@ def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> 
 
 def mapping_bundle(title: str, data: Mapping[str, Any], *, mime: str | None = None) -> Rendered:
     """A titled key/value listing (status, snapshot and restore reports)."""
-    rows = []
-    for k, v in data.items():
-        text = v if isinstance(v, str) else json.dumps(v, default=str)
-        rows.append([k, text if len(text) <= 300 else text[:297] + "..."])
-    h, md, txt = _table(["field", "value"], rows)
+    h, md, txt = _table(["field", "value"], [[k, v] for k, v in data.items()])
     bundle: dict[str, Any] = {"text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
                               "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}",
                               "application/json": json.loads(json.dumps(dict(data), default=str))}
@@ -141,3 +174,20 @@ def rows_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
     h, md, txt = _table(headers, rows)
     return Rendered({"text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
                      "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}"}, data)
+
+
+def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
+    """One log entry (``Entry.to_json()``): a one-line header, then its whole text — a message's
+    content, tool calls included — never the raw JSON record (that stays in ``application/json``)."""
+    from ipython_compact.core.entries import Entry, entry_text
+
+    record = Entry.from_json(entry)
+    text = entry_text(record)
+    facts = [record.kind] + ([str(record.role)] if record.role else []) + [record.timestamp]
+    if record.parent_id:
+        facts.append(f"parent {record.parent_id}")
+    title = f"Entry {record.id} · " + " · ".join(facts)
+    shown = text_bundle(text or "(no text)", title=title)
+    shown.bundle["application/json"] = json.loads(json.dumps(dict(entry), default=str))
+    shown.data = dict(entry)
+    return shown

@@ -53,7 +53,7 @@ SUBCOMMANDS: dict[str, str] = {
     "log": "The newest entries of the session log.",
     "show": "One log entry in full.",
     "recall": "The original text of compacted entries, by id or by search.",
-    "pin": "Keep a text verbatim through every compaction (--list shows pins).",
+    "pin": "Keep a text verbatim through every compaction (alone or with --list: the active pins).",
     "unpin": "Remove a pin by its id.",
     "tree": "The branch tips of the session tree.",
     "branch": "Move the session's leaf to an entry (start a branch there).",
@@ -84,11 +84,11 @@ def _build_parsers() -> dict[str, _Parser]:
     p["snapshot"].add_argument("--full", action="store_true", help="serialize and write every value again")
     p["snapshot"].epilog = SNAPSHOT_VERIFICATION
     p["restore"].add_argument("names", nargs="*", help="only these names (default: all)")
-    p["log"].add_argument("-n", type=int, default=20, help="how many entries (default 20)")
+    p["log"].add_argument("-n", type=int, default=20, help="how many entries (default 20; 0 for all)")
     p["show"].add_argument("entry_id", help="the entry id (see %%compact log)")
     p["recall"].add_argument("entry_id", nargs="?", help="an entry id")
     p["recall"].add_argument("--query", "-q", help="full-text search instead of an id")
-    p["recall"].add_argument("--limit", type=int, default=5)
+    p["recall"].add_argument("--limit", type=int, default=5, help="at most this many search hits (default 5)")
     p["pin"].add_argument("text", nargs="*", help="the text to keep verbatim")
     p["pin"].add_argument("--list", action="store_true", help="list active pins")
     p["unpin"].add_argument("pin_id", help="the pin id (see %%compact pin --list)")
@@ -148,8 +148,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except Busy as exc:
             raise UsageError(f"%compact {name}: {exc}") from None
         except CompactionError as exc:
-            raise UsageError(f"%compact {name}: {exc}. Type `%compact preview` to see what would be compacted."
-                             ) from None
+            hint = ("Nothing was changed; `%compact status` shows the tokens in context." if name == "preview"
+                    else "Type `%compact preview` to see what would be compacted.")
+            raise UsageError(f"%compact {name}: {exc}. {hint}") from None
         except Unavailable as exc:
             raise UsageError(f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."
                              ) from None
@@ -175,6 +176,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
     def _status(self, a: argparse.Namespace) -> Any:
         return D.mapping_bundle(f"Session {self.service.session}", self.service.status())
 
+    @staticmethod
+    def _at_least(value: int | None, low: int, option: str) -> None:
+        if value is not None and value < low:
+            raise ValueError(f"{option} must be {low} or more, got {value}")
+
     def _names(self, a: argparse.Namespace) -> Any:
         if a.limit is not None and a.limit < 0:
             raise ValueError("--limit must be 0 or more")
@@ -192,27 +198,31 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", report.to_json())
 
     def _log(self, a: argparse.Namespace) -> Any:
+        self._at_least(a.n, 0, "-n")
         rows = self.service.log(limit=a.n)
         return D.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
                              [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows], rows)
 
     def _show(self, a: argparse.Namespace) -> Any:
         entry = self.service.show(a.entry_id)
-        return D.mapping_bundle(f"Entry {a.entry_id}", entry)
+        return D.entry_bundle(entry)
 
     def _recall(self, a: argparse.Namespace) -> Any:
         if (a.entry_id is None) == (a.query is None):
             raise ValueError("give an entry id or --query TEXT (one of them)")
+        self._at_least(a.limit, 1, "--limit")
         hits = self.service.recall(entry_id=a.entry_id, query=a.query, limit=a.limit)
         return D.text_bundle("\n\n".join(f"[{h['id']}] {h['kind']} {h['role'] or ''}\n{h['text']}" for h in hits)
                              or "No matching entries.", title=f"{len(hits)} recalled")
 
     def _pin(self, a: argparse.Namespace) -> Any:
-        if a.list:
+        if a.list or not a.text:
             pins = self.service.pins()
+            if not pins:
+                return D.text_bundle("No active pins. Pin a text with `%compact pin TEXT`.")
             return D.rows_bundle("Active pins", ["pin id", "text"], [[k, v] for k, v in pins.items()], pins)
         text = " ".join(a.text)
-        if not text:
+        if not text.strip():
             raise ValueError("give the text to pin, e.g. `%compact pin the API key lives in env var X`")
         return D.mapping_bundle("Pinned", self.service.pin(text))
 
