@@ -18,8 +18,11 @@ A host program::
         print(agent.ask("Load data.csv and tell me the best month.").text)
 
 In a notebook: ``%load_ext ipython_compact`` then a ``%%agent --model NAME`` cell.
-Modules: ``loop`` (the turn loop and every compaction trigger), ``engine`` (compaction without
-placement), ``kernel_tool`` (in-process and jupyter_client kernels), ``openai_chat`` (wire format),
-``requests`` (``compact.run()`` hand-over), ``kernel_state`` (snapshot glue run inside the kernel),
-``magic`` (``%%agent``). The pure decisions live in ``core.triggers`` and ``core.overflow``.
+Modules: ``loop`` (the public ``Agent`` and the turn itself), ``state`` (shared attributes, log
+and events), ``scheduling`` (when a compaction runs and where it lands), ``recovery`` (overflow and
+the failure ladder), ``model_request`` (one request on the wire), ``tool_calls`` (code in the kernel,
+kernel restarts), ``engine`` (compaction without placement), ``kernel_tool`` (in-process and
+jupyter_client kernels), ``openai_chat`` (wire format), ``requests`` (``compact.run()`` hand-over),
+``kernel_state`` (snapshot glue run inside the kernel), ``kernel_reset`` (restart wording and
+budget), ``magic`` (``%%agent``). The pure decisions live in ``core.triggers`` and ``core.overflow``.
 """
