@@ -117,3 +117,16 @@ def test_human_output_has_thousands_separators_and_no_none(tmp_path: Path) -> No
     assert "1,002 entries on the current branch" in run(data, "log", "-n", "1").stdout
     shown = run(data, "show", "-s", "work").stdout.splitlines()[0]  # pi's compaction records no reason
     assert "reason not recorded" in shown and "None" not in shown
+
+
+@pytest.mark.parametrize("args", [("context", "-s", "work"), ("recall", "-s", "work", "-q", "theme"), ("export", "-s", "work")])
+def test_output_piped_into_head_ends_quietly(stored: Path, args: tuple[str, ...]) -> None:
+    """`ipython-compact context | head -1`: the reader closes the pipe early; that is no error."""
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(stored)}
+    proc = subprocess.Popen([str(SCRIPT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert "Traceback" not in stderr and "error" not in stderr

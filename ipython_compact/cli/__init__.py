@@ -131,16 +131,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reason:
             return _fail(reason, f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && {PROG} --db /tmp/{db.name} ...")
         return _fail(str(exc), f"pass another database: {PROG} --db PATH ...")
-    except OSError as exc:
-        # A file the user named (an export target, an import source) cannot be opened or written.
-        where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
     except BrokenPipeError:
         # Output piped into `head` and closed early: not an error worth a traceback.
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:
+        # A file the user named (an export target, an import source) cannot be opened or written.
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
 
 
 def _read_only_reason(db: Path) -> str | None:
