@@ -403,11 +403,13 @@ def test_pin_alone_lists_the_pins_like_the_command_line(ip: Any) -> None:
     assert EVIL in listed["text/plain"] and "&lt;script&gt;" in listed["text/html"] and "<script>" not in listed["text/html"]
 
 
-def test_preview_with_nothing_to_compact_does_not_point_at_itself(ip: Any) -> None:
-    with pytest.raises(UsageError) as err:
-        _run(ip, "preview")
-    assert "nothing to compact" in str(err.value) and "%compact status" in str(err.value)
-    assert "Type `%compact preview`" not in str(err.value)
+def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> None:
+    """A newcomer's third README line on a fresh session: a dry run's answer, not a UsageError."""
+    plain = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
+    assert plain.startswith("Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact")
+    assert "The context holds 0 tokens" in plain and "%compact status" in plain
+    with pytest.raises(UsageError, match="Type `%compact preview` to see what would be compacted"):
+        _run(ip, "now")
 
 
 def test_entry_bundle_escapes_html() -> None:

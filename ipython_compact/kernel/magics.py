@@ -168,7 +168,16 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return D.summary_bundle(shown, result.get("notice"))
 
     def _preview(self, a: argparse.Namespace) -> Any:
-        plan = self.service.preview(" ".join(a.focus) or None)
+        from ipython_compact.compactor import NothingToCompact
+
+        try:
+            plan = self.service.preview(" ".join(a.focus) or None)
+        except NothingToCompact as exc:
+            # A dry run's honest answer, not a mistake: a fresh session has nothing to compact yet.
+            tokens = self.service.status().get("tokens")
+            return D.text_bundle(f"Nothing would be compacted now: {exc}. The context holds "
+                                 f"{D.cell_text(tokens)} tokens; `%compact status` shows the threshold lines.",
+                                 title="Compaction preview (nothing changed)")
         shown = D.text_bundle(plan.get("text") or json.dumps(plan, indent=1), title="Compaction preview (nothing changed)")
         shown.data = plan
         return shown
