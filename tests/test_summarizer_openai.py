@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
+from ipython_compact.compactor import Compactor
+from ipython_compact.core.anchors import AnchorSet
 from ipython_compact.core.entries import Entry
+from ipython_compact.core.prompts import ANCHORS_NOTE
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore
 from ipython_compact.summarizers import SummarizerError, SummaryInput
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer, retry_after_seconds
-from ipython_compact.testing import ModelServer, Reply
+from ipython_compact.testing import ModelServer, RecordedRequest, Reply
+from ipython_compact.testing.transcripts import GOAL, TranscriptGenerator
 
 CHECKPOINT = """## Goal
 Train the churn model.
@@ -198,3 +205,93 @@ def test_input_that_never_fits_fails_clearly_and_bounded() -> None:
         assert info.value.code == "context_length"
         assert "maximum context length is 200 tokens" in str(info.value)
         assert len(srv.chat_requests) == 3
+
+
+ANCHORS = ("Train the churn model.", "Always use CUDA 12.4.", "Pinned: the holdout is weeks 40-52.")
+
+
+@pytest.mark.parametrize(("anchors", "noted"), [(ANCHORS, True), ((), False)])
+def test_anchors_go_into_the_request_with_the_note_not_to_restate_them(anchors: tuple[str, ...], noted: bool) -> None:
+    with ModelServer(script=[CHECKPOINT]) as srv:
+        result = make(srv).summarize(SummaryInput(span(), "history", None, None, 1000, anchors))
+        assert result.text == CHECKPOINT
+        user_text = str(srv.chat_requests[0].messages[1]["content"])
+    assert (ANCHORS_NOTE in user_text) is noted
+    assert ("<anchors>\n- " in user_text) is noted
+    for text in anchors:
+        assert f"- {text}" in user_text
+
+
+def test_anchors_stay_in_the_request_when_the_input_is_shrunk() -> None:
+    with ModelServer(script=[CHECKPOINT], context_window=3000) as srv:
+        make(srv).summarize(SummaryInput(long_span(), "history", None, None, 1000, ANCHORS))
+        sent = srv.chat_requests
+        assert len(sent) >= 2  # the first request did not fit
+        final = str(sent[-1].messages[1]["content"])
+    assert "older message(s) were left out" in final
+    assert ANCHORS_NOTE in final and all(f"- {text}" in final for text in ANCHORS)
+
+
+# What a model that follows the note writes: section headings kept, anchors referred to, not restated.
+REFERRING = """## Goal
+(see <anchors>)
+
+## Constraints & Preferences
+- (see <anchors>)
+
+## Progress
+### Done
+- [x] Explored the data and fitted a first model.
+
+### In Progress
+- [ ] Tuning.
+
+### Blocked
+- (none)
+
+## Key Decisions
+- **Gradient boosting**: best first score.
+
+## Next Steps
+1. Tune and evaluate.
+
+## Critical Context
+- (none)"""
+PREFIX = "## Original Request\nTune.\n\n## Early Progress\n- Started.\n\n## Context for Suffix\n- (none)"
+
+
+def referring_or_prefix(req: RecordedRequest) -> str:
+    """The history checkpoint, or a turn-prefix summary when the cut split a turn."""
+    return PREFIX if "FIRST PART" in str(req.messages[-1]["content"]) else REFERRING
+
+
+def test_compaction_sends_the_anchors_and_the_drift_guard_keeps_them_in_the_checkpoint(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "log.db")
+    store.create_session("s")
+    gen = TranscriptGenerator(11, big_output_every=0)
+    for msgs in gen.rounds(12):
+        store.append_many("s", [("message", {"message": m}) for m in msgs])
+    with ModelServer(script=referring_or_prefix) as srv:
+        compactor = Compactor(store, make(srv), CompactionSettings(keep_recent_tokens=800))
+        compactor.pin("s", text="Report the AUC with 3 decimals")
+        before = [e.to_json() for e in store.entries("s")]
+        result = compactor.compact("s")
+        requests = [str(r.messages[1]["content"]) for r in srv.chat_requests]
+    anchors = AnchorSet.from_json(result.details["anchors"]).texts()
+    assert GOAL in anchors and "Report the AUC with 3 decimals" in anchors
+    assert len(anchors) >= 3  # goal, at least one constraint, the pin
+    history = [text for text in requests if "<conversation>" in text and "FIRST PART" not in text]
+    assert len(history) == 1
+    assert ANCHORS_NOTE in history[0]
+    for text in anchors:
+        assert f"- {text}" in history[0]  # each anchor shown verbatim to the model
+        assert text not in REFERRING  # ... which, as told, did not restate it
+        assert text in result.summary  # ... and the checkpoint still holds it verbatim
+    drift = result.details["drift"]
+    assert drift["checked"] >= len(anchors)  # the guard verified the anchors too
+    assert not set(drift["missing"]) & set(anchors)
+    assert REFERRING in result.summary
+    after = [e.to_json() for e in store.entries("s")]
+    assert after[: len(before)] == before  # append-only
+    assert store.verify("s").ok
+    store.close()

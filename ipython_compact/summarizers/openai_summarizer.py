@@ -17,6 +17,10 @@ What must hold:
   out (never the span's first user request) in proportion to the window the error names, with a
   note saying so, at most ``input_retries`` times; compaction then still succeeds when it is
   needed most. The elided text stays in the log.
+- Anchors: ``SummaryInput.anchors`` (the texts the checkpoint's ``<anchors>`` block carries
+  verbatim) go into the request with ``core.prompts.ANCHORS_NOTE``, so the model refers to them
+  instead of restating them; that the checkpoint still holds them is the drift guard's job (the
+  Compactor), not the model's.
 - A reply is accepted only if ``finish_reason == "stop"``, the text is non-empty, it has the
   required sections and it calls no tool. Anything else raises ``SummarizerError`` with a message
   that says which rule failed. Usage is summed over all attempts that got a reply.
@@ -139,6 +143,7 @@ class OpenAISummarizer:
             kernel_note=self.kernel_note,
             machine_blocks_note=True,
             max_tokens=cap,
+            anchors=request.anchors,
         )
         return [{"role": "system", "content": built.system}, {"role": "user", "content": built.user}]
 
