@@ -43,7 +43,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer?.add(panel, PANEL_ID);
 
     const follow = (nb: NotebookPanel | null): void => {
-      model.setSession(nb ? nb.sessionContext : null, nb ? nb.context.path : '');
+      model.follow(nb ? nb.sessionContext : null, nb ? nb.context.path : '');
     };
     tracker.currentChanged.connect((_, nb) => follow(nb));
     follow(tracker.currentWidget);
@@ -62,16 +62,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     app.commands.addCommand(CommandIDs.loadExtension, {
       label: 'Load ipython_compact in the current kernel',
-      execute: () => model.loadExtension()
+      execute: () => model.current.loadExtension()
     });
     app.commands.addCommand(CommandIDs.snapshot, {
       label: 'Snapshot the kernel namespace (ipython-compact)',
-      isEnabled: () => model.state === 'ready',
-      execute: () => model.snapshot()
+      isEnabled: () => model.current.state === 'ready',
+      execute: () => model.current.snapshot()
     });
     app.commands.addCommand(CommandIDs.restore, {
       label: 'Restore the kernel namespace from the last snapshot (ipython-compact)',
-      execute: () => model.restore()
+      execute: () => model.current.restore()
     });
     for (const command of Object.values(CommandIDs)) {
       palette?.addItem({ command, category: 'Context compaction' });

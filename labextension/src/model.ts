@@ -1,11 +1,18 @@
 /**
- * The panel's model: follows one notebook's session, keeps one channel to its
- * kernel, and holds the last answers the kernel gave.
+ * The panel's models.
+ *
+ * `NotebookModel` belongs to one notebook's session context for as long as
+ * that notebook is open: it keeps one channel to its kernel, the last answers
+ * the kernel gave, and what the user has pending there (a noticed restart, the
+ * last action's result, the recall search). `PanelModel` keeps one
+ * `NotebookModel` per open notebook and says which one the panel shows, so
+ * switching notebooks and back finds each one as it was left; a restart in a
+ * notebook the panel is not showing is still noticed.
  *
  * Nothing here computes a figure of its own: tokens, thresholds, names and
- * summaries are what the kernel replied. The model only decides *when* to ask
+ * summaries are what the kernel replied. The models only decide *when* to ask
  * (after each cell, every few seconds while a cell runs on a kernel with
- * subshells, after a restart) and remembers what state the connection is in,
+ * subshells, after a restart) and remember what state the connection is in,
  * so the view can say "not loaded", "busy" or "restarted" plainly.
  */
 import { ISessionContext } from '@jupyterlab/apputils';
@@ -21,8 +28,10 @@ import {
   Json,
   numberField,
   Op,
+  IRecallHit,
   parseCompaction,
   parseNames,
+  parseRecallHits,
   parseStatus
 } from './protocol';
 
@@ -52,7 +61,26 @@ export const BUSY_POLL_MS = 2000;
 /** The magic the "load" button runs; a normal, user-initiated execute request. */
 export const LOAD_CODE = '%load_ext ipython_compact';
 
-export class PanelModel {
+/** One open notebook's connection, answers and pending user state. */
+export class NotebookModel {
+  constructor(context: ISessionContext | null, label: string) {
+    this._context = context;
+    this.notebookLabel = label;
+    if (context === null) {
+      return;
+    }
+    context.kernelChanged.connect(this._onKernelChanged, this);
+    context.statusChanged.connect(this._onStatusChanged, this);
+    context.iopubMessage.connect(this._onIopub, this);
+    this.state = 'connecting';
+    this.stateDetail = 'waiting for the kernel';
+    void context.ready.then(() => {
+      if (!this._disposed) {
+        this._autoConnect();
+      }
+    });
+  }
+
   /** Fires whenever anything the view shows has changed. */
   get changed(): ISignal<this, void> {
     return this._changed;
@@ -82,41 +110,24 @@ export class PanelModel {
   restartNoticed = false;
   /** An action is in flight (buttons are disabled). */
   pendingAction = '';
+  /** What the user typed as focus text for this notebook (kept across notebook switches). */
+  focusText = '';
+  /** What the recall box holds for this notebook. */
+  recallText = '';
+  /** The last recall: what was asked, the hits, or why it failed. */
+  recallAsked = '';
+  recallHits: IRecallHit[] = [];
+  recallError = '';
+  recallPending = false;
 
   /** Whether requests are answered while a cell runs (comm on a subshell). */
   get liveWhileBusy(): boolean {
     return this._channel !== null && this._channel.overSubshell;
   }
 
-  /** Follow another notebook's session (or none). */
-  setSession(context: ISessionContext | null, label: string): void {
-    if (context === this._context) {
-      return;
-    }
-    if (this._context) {
-      this._context.kernelChanged.disconnect(this._onKernelChanged, this);
-      this._context.statusChanged.disconnect(this._onStatusChanged, this);
-      this._context.iopubMessage.disconnect(this._onIopub, this);
-    }
-    this._dropChannel();
-    this._context = context;
-    this.notebookLabel = label;
-    this.restartNoticed = false;
-    this.mainBusy = false;
-    this._clearAnswers();
-    if (context === null) {
-      this._setState('no-notebook', '');
-      return;
-    }
-    context.kernelChanged.connect(this._onKernelChanged, this);
-    context.statusChanged.connect(this._onStatusChanged, this);
-    context.iopubMessage.connect(this._onIopub, this);
-    void context.ready.then(() => {
-      if (this._context === context) {
-        this._autoConnect();
-      }
-    });
-    this._setState('connecting', 'waiting for the kernel');
+  /** The session context this model belongs to (null for the "no notebook" model). */
+  get context(): ISessionContext | null {
+    return this._context;
   }
 
   /**
@@ -312,6 +323,67 @@ export class PanelModel {
     });
   }
 
+  /**
+   * Recall original log text. A single word is tried as an entry id first (an
+   * externalized pointer reads `recall 1a2b3c4d`); when no entry has that id,
+   * or the text has spaces, it is a full-text query. The kernel decides what
+   * matches; the panel only shows the hits.
+   */
+  async recall(text: string, asEntryId = false): Promise<void> {
+    const wanted = text.trim();
+    this.recallText = wanted;
+    if (wanted === '') {
+      this.recallAsked = '';
+      this.recallHits = [];
+      this.recallError = 'Type an entry id or words to search for.';
+      this._changed.emit();
+      return;
+    }
+    if (this._channel === null) {
+      await this.connect();
+    }
+    const channel = this._channel;
+    if (channel === null) {
+      this.recallError = 'Not connected: cannot recall.';
+      this._changed.emit();
+      return;
+    }
+    this.recallPending = true;
+    this.recallError = '';
+    this._changed.emit();
+    try {
+      let hits: IRecallHit[] | null = null;
+      let asked = `query “${wanted}”`;
+      if (asEntryId || /^[\w.:-]+$/.test(wanted)) {
+        try {
+          hits = parseRecallHits(await channel.request('recall', { entry_id: wanted, limit: 20 }));
+          asked = `entry ${wanted}`;
+        } catch (err) {
+          if (asEntryId || !(err instanceof RequestError) || err.code !== 'failed') {
+            throw err;
+          }
+          hits = null; // no entry with that id: search for the text instead
+        }
+        if (hits !== null && hits.length === 0 && !asEntryId) {
+          hits = null;
+        }
+      }
+      if (hits === null) {
+        hits = parseRecallHits(await channel.request('recall', { query: wanted, limit: 20 }));
+        asked = `query “${wanted}”`;
+      }
+      this.recallAsked = asked;
+      this.recallHits = hits;
+    } catch (err) {
+      this.recallAsked = wanted;
+      this.recallHits = [];
+      this.recallError = describeError(err, 'recall');
+    } finally {
+      this.recallPending = false;
+      this._changed.emit();
+    }
+  }
+
   /** Hide the restart banner without restoring. */
   dismissRestart(): void {
     this.restartNoticed = false;
@@ -323,8 +395,15 @@ export class PanelModel {
       return;
     }
     this._disposed = true;
-    this.setSession(null, '');
+    const context = this._context;
+    if (context !== null) {
+      context.kernelChanged.disconnect(this._onKernelChanged, this);
+      context.statusChanged.disconnect(this._onStatusChanged, this);
+      context.iopubMessage.disconnect(this._onIopub, this);
+    }
+    this._dropChannel();
     this._stopPolling();
+    this._context = null;
     Signal.clearData(this);
   }
 
@@ -554,6 +633,9 @@ export class PanelModel {
     this.compactions = [];
     this.preview = null;
     this.lastAction = null;
+    this.recallAsked = '';
+    this.recallHits = [];
+    this.recallError = '';
   }
 
   private _setState(state: ConnectionState, detail: string): void {
@@ -562,7 +644,7 @@ export class PanelModel {
     this._changed.emit();
   }
 
-  private _context: ISessionContext | null = null;
+  private _context: ISessionContext | null;
   private _channel: CompactChannel | null = null;
   private _channelKernel: Kernel.IKernelConnection | null = null;
   private _connecting: Promise<void> | null = null;
@@ -570,6 +652,94 @@ export class PanelModel {
   private _namesInFlight = false;
   private _poll: number | null = null;
   private _disposed = false;
+  private _active = false;
+  private _changed = new Signal<this, void>(this);
+}
+
+/**
+ * Which notebook the panel shows, and one `NotebookModel` per open notebook.
+ *
+ * What must hold: a model lives exactly as long as its notebook's session
+ * context (it is dropped and its channel closed when the context is
+ * disposed); only the shown model is active (polls, refreshes after cells);
+ * the others keep listening for restarts so their banners survive a switch.
+ */
+export class PanelModel {
+  /** Fires when the shown notebook changes or the shown model changes. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** The model of the notebook the panel shows (an empty one when none). */
+  get current(): NotebookModel {
+    return this._current;
+  }
+
+  /** How many notebooks have a model (for tests and the bench). */
+  get size(): number {
+    return this._models.size;
+  }
+
+  /** Show this notebook's model (creating it on first sight), or the empty one. */
+  follow(context: ISessionContext | null, label: string): void {
+    const next = context === null ? this._empty : this._modelFor(context);
+    next.notebookLabel = context === null ? '' : label;
+    if (next === this._current) {
+      this._changed.emit();
+      return;
+    }
+    this._current.setActive(false);
+    this._current = next;
+    next.setActive(this._active);
+    this._changed.emit();
+  }
+
+  /** The panel is shown or hidden: only the shown notebook's model is ever active. */
+  setActive(active: boolean): void {
+    this._active = active;
+    this._current.setActive(active);
+  }
+
+  dispose(): void {
+    for (const model of this._models.values()) {
+      model.dispose();
+    }
+    this._models.clear();
+    this._empty.dispose();
+    Signal.clearData(this);
+  }
+
+  private _modelFor(context: ISessionContext): NotebookModel {
+    let model = this._models.get(context);
+    if (model === undefined) {
+      const created = new NotebookModel(context, '');
+      created.changed.connect(this._onModelChanged, this);
+      context.disposed.connect(() => this._forget(context, created));
+      this._models.set(context, created);
+      model = created;
+    }
+    return model;
+  }
+
+  private _forget(context: ISessionContext, model: NotebookModel): void {
+    this._models.delete(context);
+    model.changed.disconnect(this._onModelChanged, this);
+    model.dispose();
+    if (this._current === model) {
+      this._current = this._empty;
+      this._changed.emit();
+    }
+  }
+
+  private _onModelChanged(sender: NotebookModel): void {
+    if (sender === this._current) {
+      this._changed.emit();
+    }
+  }
+
+  private _models = new Map<ISessionContext, NotebookModel>();
+  private _empty = new NotebookModel(null, '');
+  private _current: NotebookModel = this._empty;
   private _active = false;
   private _changed = new Signal<this, void>(this);
 }

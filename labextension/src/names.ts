@@ -46,7 +46,7 @@ export function renderNamesTable(names: INameInfo[]): HTMLElement {
   const table = document.createElement('table');
   table.className = 'jp-IpythonCompact-names';
   const head = table.createTHead().insertRow();
-  for (const label of ['Name', 'Type', 'Shape / size']) {
+  for (const label of ['Name', 'Type', 'Size']) {
     const th = document.createElement('th');
     th.textContent = label;
     head.appendChild(th);
@@ -58,15 +58,27 @@ export function renderNamesTable(names: INameInfo[]): HTMLElement {
     const name = row.insertCell();
     name.className = 'jp-IpythonCompact-name';
     name.textContent = info.name;
+    name.title = info.name;
     const type = row.insertCell();
     type.className = 'jp-IpythonCompact-type';
     type.textContent = info.type;
-    if (info.module) {
-      type.title = `${info.module}.${info.type}`;
-    }
+    type.title = info.module ? `${info.module}.${info.type}` : info.type;
     const size = row.insertCell();
     size.className = 'jp-IpythonCompact-size';
-    size.textContent = describeSize(info);
+    // Short parts stay whole; a narrow panel wraps between "(3, 4)", "float64" and "96 B".
+    const parts = describeSize(info).split(' · ').filter(p => p !== '');
+    parts.forEach((part, i) => {
+      if (i > 0) {
+        size.appendChild(document.createTextNode(' · '));
+      }
+      const span = document.createElement('span');
+      if (part.length <= 24) {
+        span.className = 'jp-IpythonCompact-sizePart';
+      }
+      span.textContent = part;
+      size.appendChild(span);
+    });
+    size.title = describeSize(info);
   }
   return table;
 }

@@ -3,17 +3,29 @@
  * compaction timeline for the notebook that has focus.
  *
  * The skeleton is built once (so the focus text a user is typing survives a
- * refresh) and each section is redrawn from the model when it changes. All
- * text from the kernel goes in through `textContent`.
+ * refresh) and each section is redrawn from the shown notebook's model when it
+ * changes. Text a user typed (focus, recall) is kept per notebook. All text
+ * from the kernel goes in through `textContent`.
  */
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { PanelModel } from './model';
+import { NotebookModel, PanelModel } from './model';
 import { renderNamesTable } from './names';
-import { isObject, Json } from './protocol';
-import { formatTokens, renderCompactionCard } from './summary';
+import { IRecallHit, isObject, Json } from './protocol';
+import { formatTimestamp, formatTokens, renderCompactionCard } from './summary';
+
+/** Characters of a recall hit shown before "show all". */
+export const RECALL_EXCERPT_CHARS = 360;
+
+/** Characters of a long label (a session id, a path) kept; the head is cut, the tail is what differs. */
+const LABEL_TAIL_CHARS = 36;
+
+/** `…` plus the last characters of a long label (the full text goes in the tooltip). */
+export function tail(text: string, keep: number = LABEL_TAIL_CHARS): string {
+  return text.length <= keep ? text : `…${text.slice(text.length - keep + 1)}`;
+}
 
 /** The panel's id in the shell (used by the open command and the tests). */
 export const PANEL_ID = 'ipython-compact-panel';
@@ -92,25 +104,42 @@ export class CompactPanel extends Widget {
     this._focus.type = 'text';
     this._focus.placeholder = 'Focus for the summary';
     this._focus.setAttribute('aria-label', 'Focus text for compaction');
+    this._focus.addEventListener('input', () => {
+      this._model.current.focusText = this._focus.value;
+    });
     const row = el('div', 'jp-IpythonCompact-buttons');
     this._buttons = [
-      button('Compact', 'compact', () => void this._model.compact(this._focus.value.trim())),
-      button('Preview', 'preview', () => void this._model.previewPlan(this._focus.value.trim())),
-      button('Snapshot', 'snapshot', () => void this._model.snapshot()),
-      button('Restore', 'restore', () => void this._model.restore())
+      button('Compact', 'compact', () => void this._model.current.compact(this._focus.value.trim())),
+      button('Preview', 'preview', () => void this._model.current.previewPlan(this._focus.value.trim())),
+      button('Snapshot', 'snapshot', () => void this._model.current.snapshot()),
+      button('Restore', 'restore', () => void this._model.current.restore())
     ];
     row.append(...this._buttons);
     actions.body.append(this._focus, row, this._result);
 
     const ns = section('Namespace', 'namespace');
-    const refresh = button('↻', 'refresh-names', () => void this._model.refreshNames());
+    const refresh = button('↻', 'refresh-names', () => void this._model.current.refreshNames());
     refresh.title = 'Refresh the namespace now';
     refresh.classList.add('jp-IpythonCompact-iconButton');
     ns.head.append(this._updated, refresh);
     ns.body.append(this._nsNote, this._nsTable);
 
     const timeline = section('Compaction timeline', 'timeline');
-    timeline.body.append(this._timeline);
+    const recallForm = el('form', 'jp-IpythonCompact-recallForm');
+    this._recallInput.type = 'search';
+    this._recallInput.placeholder = 'Recall: entry id or words';
+    this._recallInput.setAttribute('aria-label', 'Recall original log text by entry id or search words');
+    this._recallInput.addEventListener('input', () => {
+      this._model.current.recallText = this._recallInput.value;
+    });
+    this._recallButton.type = 'submit';
+    this._recallButton.dataset.action = 'recall';
+    recallForm.append(this._recallInput, this._recallButton);
+    recallForm.addEventListener('submit', event => {
+      event.preventDefault();
+      void this._model.current.recall(this._recallInput.value);
+    });
+    timeline.body.append(recallForm, this._recall, this._timeline);
 
     this.node.append(header, this._banner, gauge.root, actions.root, ns.root, timeline.root);
     model.changed.connect(this._render, this);
@@ -132,23 +161,41 @@ export class CompactPanel extends Widget {
     this._model.setActive(false);
   }
 
+  /** Run a recall for a pointer clicked in a summary, and bring the hits into view. */
+  private _recallEntry(entryId: string): void {
+    const m = this._model.current;
+    this._recallInput.value = entryId;
+    void m.recall(entryId, true).then(() => {
+      this._recall.scrollIntoView({ block: 'nearest' });
+    });
+  }
+
   private _render(): void {
-    const m = this._model;
+    const m = this._model.current;
+    if (m !== this._shown) {
+      // Another notebook: show what the user had typed there.
+      this._shown = m;
+      this._focus.value = m.focusText;
+      this._recallInput.value = m.recallText;
+    }
     this.node.dataset.state = m.state;
+    this.node.dataset.notebook = m.notebookLabel;
     this.node.dataset.busy = String(m.mainBusy);
     this._stateChip.dataset.state = m.state;
     this._stateChip.textContent = STATE_LABELS[m.state] ?? m.state;
     this._notebook.textContent = m.notebookLabel || 'Open a notebook to see its kernel.';
+    this._notebook.title = m.notebookLabel;
     this._stateDetail.textContent = m.stateDetail;
     this._renderBanner();
     this._renderGauge();
     this._renderActions();
     this._renderNamespace();
+    this._renderRecall();
     this._renderTimeline();
   }
 
   private _renderBanner(): void {
-    const m = this._model;
+    const m = this._model.current;
     this._banner.textContent = '';
     this._banner.hidden = true;
     delete this._banner.dataset.kind;
@@ -176,11 +223,11 @@ export class CompactPanel extends Widget {
   }
 
   private _renderGauge(): void {
-    const s = this._model.status;
+    const s = this._model.current.status;
     const g = this._gauge;
     g.textContent = '';
-    if (this._model.statusError) {
-      g.appendChild(el('div', 'jp-IpythonCompact-problem', this._model.statusError));
+    if (this._model.current.statusError) {
+      g.appendChild(el('div', 'jp-IpythonCompact-problem', this._model.current.statusError));
     }
     if (s === null || s.window === null || s.window <= 0) {
       g.appendChild(el('div', 'jp-IpythonCompact-empty', 'No context figures yet.'));
@@ -228,7 +275,7 @@ export class CompactPanel extends Widget {
     figures.appendChild(legend);
     const facts: string[] = [];
     if (s.session) {
-      const session = el('div', 'jp-IpythonCompact-session', `session ${s.session}`);
+      const session = el('div', 'jp-IpythonCompact-session', `session ${tail(s.session)}`);
       session.title = s.session;
       figures.appendChild(session);
     }
@@ -251,7 +298,7 @@ export class CompactPanel extends Widget {
   }
 
   private _renderActions(): void {
-    const m = this._model;
+    const m = this._model.current;
     // Without a subshell a request would only queue behind the running cell.
     const usable = m.state === 'ready' && m.pendingAction === '' && !(m.mainBusy && !m.liveWhileBusy);
     for (const b of this._buttons) {
@@ -277,7 +324,7 @@ export class CompactPanel extends Widget {
   }
 
   private _renderNamespace(): void {
-    const m = this._model;
+    const m = this._model.current;
     if (m.namesAt !== null) {
       const ms = m.namesElapsedMs === null ? '' : ` · ${Math.round(m.namesElapsedMs)} ms`;
       const at = m.namesAt.toLocaleTimeString([], { hour12: false });
@@ -310,15 +357,53 @@ export class CompactPanel extends Widget {
   }
 
   private _renderTimeline(): void {
-    const m = this._model;
+    const m = this._model.current;
     this._timeline.textContent = '';
     if (m.compactions.length === 0) {
       this._timeline.appendChild(el('div', 'jp-IpythonCompact-empty', 'No compactions yet.'));
       return;
     }
+    const onRecall = (entryId: string): void => this._recallEntry(entryId);
     m.compactions.forEach((c, i) => {
-      this._timeline.appendChild(renderCompactionCard(c, i === m.compactions.length - 1));
+      this._timeline.appendChild(renderCompactionCard(c, i === m.compactions.length - 1, onRecall));
     });
+  }
+
+  private _renderRecall(): void {
+    const m = this._model.current;
+    const box = this._recall;
+    box.textContent = '';
+    this._recallButton.disabled = m.recallPending || !(m.state === 'ready' || m.state === 'not-loaded');
+    box.hidden = !m.recallPending && m.recallError === '' && m.recallAsked === '';
+    if (m.recallPending) {
+      box.dataset.kind = 'pending';
+      box.appendChild(el('p', 'jp-IpythonCompact-recallNote', 'recall…'));
+      return;
+    }
+    if (m.recallError) {
+      box.dataset.kind = 'error';
+      box.appendChild(el('p', 'jp-IpythonCompact-recallNote', m.recallError));
+      return;
+    }
+    if (m.recallAsked === '') {
+      delete box.dataset.kind;
+      return;
+    }
+    box.dataset.kind = 'ok';
+    const count = m.recallHits.length;
+    const head = el('div', 'jp-IpythonCompact-recallHead');
+    head.append(
+      el('span', 'jp-IpythonCompact-recallNote', `${count} ${count === 1 ? 'hit' : 'hits'} for ${m.recallAsked}`),
+      button('×', 'clear-recall', () => {
+        m.recallAsked = '';
+        m.recallHits = [];
+        this._renderRecall();
+      })
+    );
+    box.appendChild(head);
+    for (const hit of m.recallHits) {
+      box.appendChild(renderHit(hit));
+    }
   }
 
   private _model: PanelModel;
@@ -334,6 +419,42 @@ export class CompactPanel extends Widget {
   private _nsNote = el('div', 'jp-IpythonCompact-note');
   private _nsTable = el('div', 'jp-IpythonCompact-nsTable');
   private _timeline = el('div', 'jp-IpythonCompact-timelineBody');
+  private _recallInput = el('input', 'jp-IpythonCompact-recallInput jp-mod-styled');
+  private _recallButton = el('button', 'jp-IpythonCompact-button jp-mod-styled', 'Recall');
+  private _recall = el('div', 'jp-IpythonCompact-recall');
+  private _shown: NotebookModel | null = null;
+}
+
+/** One recall hit: id, role or kind, time, and the text (an excerpt, the rest on request). */
+function renderHit(hit: IRecallHit): HTMLElement {
+  const node = el('div', 'jp-IpythonCompact-hit');
+  node.dataset.entryId = hit.id;
+  const head = el('div', 'jp-IpythonCompact-hitHead');
+  head.append(
+    el('code', 'jp-IpythonCompact-hitId', hit.id),
+    el('span', 'jp-IpythonCompact-hitRole', hit.role ?? hit.kind)
+  );
+  const when = formatTimestamp(hit.timestamp);
+  if (when) {
+    head.appendChild(el('span', 'jp-IpythonCompact-when', when));
+  }
+  node.appendChild(head);
+  const text = hit.text;
+  const excerpt = el(
+    'div',
+    'jp-IpythonCompact-hitText',
+    text.length > RECALL_EXCERPT_CHARS ? `${text.slice(0, RECALL_EXCERPT_CHARS).trimEnd()}…` : text || '(no text)'
+  );
+  node.appendChild(excerpt);
+  if (text.length > RECALL_EXCERPT_CHARS) {
+    const more = button(`Show all ${text.length.toLocaleString('en-US')} characters`, 'recall-more', () => {
+      excerpt.textContent = text;
+      more.remove();
+    });
+    more.classList.add('jp-IpythonCompact-linkButton');
+    node.appendChild(more);
+  }
+  return node;
 }
 
 /** The preview reply's four buckets as a small table of what each holds. */

@@ -178,3 +178,39 @@ export function parseStatus(value: Json): IStatus {
     snapshot: isObject(snapshot) ? snapshot : null
   };
 }
+
+/** One `recall` hit: an original log entry, its text as the kernel extracted it. */
+export interface IRecallHit {
+  id: string;
+  kind: string;
+  role: string | null;
+  text: string;
+  timestamp: string | number | null;
+}
+
+/** Parse the `recall` reply's hits; rows without an id are dropped. */
+export function parseRecallHits(value: Json): IRecallHit[] {
+  const rows = value['hits'];
+  if (!Array.isArray(rows)) {
+    return [];
+  }
+  const hits: IRecallHit[] = [];
+  for (const row of rows) {
+    if (!isObject(row)) {
+      continue;
+    }
+    const id = stringField(row, 'id');
+    if (id === null) {
+      continue;
+    }
+    const ts = row['timestamp'];
+    hits.push({
+      id,
+      kind: stringField(row, 'kind') ?? '',
+      role: stringField(row, 'role'),
+      text: stringField(row, 'text') ?? '',
+      timestamp: typeof ts === 'string' || typeof ts === 'number' ? ts : null
+    });
+  }
+  return hits;
+}

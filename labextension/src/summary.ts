@@ -15,9 +15,54 @@ const BULLET = /^\s*[-*+]\s+(.*)$/;
 const NUMBERED = /^\s*\d+[.)]\s+(.*)$/;
 const FENCE = /^\s*(```|~~~)/;
 const INLINE = /(\*\*[^*]+\*\*|`[^`]+`)/;
+/** An externalized pointer's tail, `recall 1a2b3c4d`; the id must hold a digit (not "recall by id"). */
+const POINTER = /\b(recall ([\w:-]*\d[\w:-]*|[0-9a-f]{8}\b))/;
+/** A machine block's opening or closing line, `<ledger>` / `<anchors note="...">` / `</ledger>`. */
+const BLOCK_OPEN = /^<([a-z][\w-]*)(\s[^>]*)?>$/;
+const BLOCK_CLOSE = /^<\/([a-z][\w-]*)>$/;
+/** The blocks the checkpoint format writes; any other tag-looking line stays plain text. */
+const MACHINE_BLOCKS = new Set([
+  'anchors',
+  'ledger',
+  'externalized',
+  'ipython_state',
+  'drift-guard',
+  'read-files',
+  'modified-files'
+]);
+
+/** Called with an entry id when a `recall <id>` pointer in a summary is clicked. */
+export type RecallHandler = (entryId: string) => void;
+
+/** Append plain text, turning `recall <id>` pointers into buttons when a handler is given. */
+function appendText(parent: HTMLElement, text: string, onRecall?: RecallHandler): void {
+  if (onRecall === undefined) {
+    parent.appendChild(document.createTextNode(text));
+    return;
+  }
+  let rest = text;
+  for (let match = POINTER.exec(rest); match !== null; match = POINTER.exec(rest)) {
+    if (match.index > 0) {
+      parent.appendChild(document.createTextNode(rest.slice(0, match.index)));
+    }
+    const entryId = match[2];
+    const link = document.createElement('button');
+    link.type = 'button';
+    link.className = 'jp-IpythonCompact-recallLink';
+    link.dataset.entryId = entryId;
+    link.textContent = match[1];
+    link.title = `Show the original text of entry ${entryId}`;
+    link.addEventListener('click', () => onRecall(entryId));
+    parent.appendChild(link);
+    rest = rest.slice(match.index + match[1].length);
+  }
+  if (rest !== '') {
+    parent.appendChild(document.createTextNode(rest));
+  }
+}
 
 /** Append `text` to `parent`, turning `**x**` into <strong> and `` `x` `` into <code>. */
-export function appendInline(parent: HTMLElement, text: string): void {
+export function appendInline(parent: HTMLElement, text: string, onRecall?: RecallHandler): void {
   for (const part of text.split(INLINE)) {
     if (part === '') {
       continue;
@@ -31,18 +76,19 @@ export function appendInline(parent: HTMLElement, text: string): void {
       code.textContent = part.slice(1, -1);
       parent.appendChild(code);
     } else {
-      parent.appendChild(document.createTextNode(part));
+      appendText(parent, part, onRecall);
     }
   }
 }
 
 /** Build the DOM for a summary text. The returned element holds only our nodes. */
-export function renderSummaryText(text: string): HTMLElement {
+export function renderSummaryText(text: string, onRecall?: RecallHandler): HTMLElement {
   const root = document.createElement('div');
   root.className = 'jp-IpythonCompact-summary';
   let list: HTMLElement | null = null;
   let paragraph: HTMLElement | null = null;
   let fence: string[] | null = null;
+  let block: { name: string; body: HTMLElement } | null = null;
 
   const closeBlocks = (): void => {
     list = null;
@@ -61,6 +107,34 @@ export function renderSummaryText(text: string): HTMLElement {
       }
       continue;
     }
+    if (block !== null) {
+      const close = BLOCK_CLOSE.exec(line.trim());
+      if (close !== null && close[1] === block.name) {
+        block = null;
+      } else {
+        const row = document.createElement('div');
+        appendInline(row, line, onRecall);
+        block.body.appendChild(row);
+      }
+      continue;
+    }
+    const open = BLOCK_OPEN.exec(line.trim());
+    if (open !== null && MACHINE_BLOCKS.has(open[1])) {
+      // <anchors>, <ledger>, <externalized>, <ipython_state>: machine blocks, shown as a labelled box.
+      closeBlocks();
+      const box = document.createElement('div');
+      box.className = 'jp-IpythonCompact-block';
+      box.dataset.block = open[1];
+      const label = document.createElement('div');
+      label.className = 'jp-IpythonCompact-blockLabel';
+      label.textContent = open[1].replace(/[_-]/g, ' ');
+      const body = document.createElement('div');
+      body.className = 'jp-IpythonCompact-blockBody';
+      box.append(label, body);
+      root.appendChild(box);
+      block = { name: open[1], body };
+      continue;
+    }
     if (FENCE.test(line)) {
       closeBlocks();
       fence = [];
@@ -75,7 +149,7 @@ export function renderSummaryText(text: string): HTMLElement {
       closeBlocks();
       const level = Math.min(6, heading[1].length + 2);
       const h = document.createElement(`h${level}`);
-      appendInline(h, heading[2]);
+      appendInline(h, heading[2], onRecall);
       root.appendChild(h);
       continue;
     }
@@ -90,7 +164,7 @@ export function renderSummaryText(text: string): HTMLElement {
         root.appendChild(list);
       }
       const li = document.createElement('li');
-      appendInline(li, item[1]);
+      appendInline(li, item[1], onRecall);
       list.appendChild(li);
       continue;
     }
@@ -101,7 +175,7 @@ export function renderSummaryText(text: string): HTMLElement {
     } else {
       paragraph.appendChild(document.createElement('br'));
     }
-    appendInline(paragraph, line.trim());
+    appendInline(paragraph, line.trim(), onRecall);
   }
   if (fence !== null) {
     // An unclosed fence still shows its text rather than dropping it.
@@ -150,9 +224,10 @@ export function keptDescription(kept: unknown, firstKept: string | null): string
 
 /**
  * One compaction as a card: reason, tokens before → after, what was kept and
- * the rendered summary. Used by the panel timeline and the mime renderer.
+ * the rendered summary. Used by the panel timeline (which passes `onRecall`, so
+ * `recall <id>` pointers become buttons) and the mime renderer (plain text).
  */
-export function renderCompactionCard(c: ICompaction, open: boolean): HTMLElement {
+export function renderCompactionCard(c: ICompaction, open: boolean, onRecall?: RecallHandler): HTMLElement {
   const card = document.createElement('div');
   card.className = 'jp-IpythonCompact-card';
   card.dataset.compactionId = c.id;
@@ -179,7 +254,7 @@ export function renderCompactionCard(c: ICompaction, open: boolean): HTMLElement
   details.open = open;
   const summaryLabel = document.createElement('summary');
   summaryLabel.textContent = 'Summary';
-  details.append(summaryLabel, renderSummaryText(c.summary || '(empty summary)'));
+  details.append(summaryLabel, renderSummaryText(c.summary || '(empty summary)', onRecall));
 
   card.append(head, kept, details);
   if (c.notice) {

@@ -1,0 +1,218 @@
+"""The panel across two notebooks, and the recall box, in real Chromium against real kernels.
+
+Per-notebook state: a restart noticed in one notebook still offers restore after the user looked
+at another notebook and came back, while the other notebook never shows that banner; what the
+user typed (focus text) stays with its notebook. Recall: clicking an externalized pointer
+(``recall <id>``) in a compaction summary shows that entry's original text; a typed query or id
+finds entries; text from the log is shown as text, never as markup. Screenshots of each step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.testing.jupyterlab import (
+    PANEL,
+    ensure_panel_ready,
+    run_cell,
+    wait_kernel_idle,
+    wait_notebook_kernel,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+NB_A = "switch-a.ipynb"
+NB_B = "switch-b.ipynb"
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+# A transcript whose first tool output (401 lines) is externalized by compaction: the summary then
+# holds the pointer "[entry <id> · 401 lines · recall <id>]". One message carries hostile markup.
+SEED = """
+def _seed_big_output():
+    from ipython_compact import paths
+    from ipython_compact.store import SessionStore
+    session = compact.status()["session"]
+    store = SessionStore(paths.database_path())
+    log = "\\n".join(f"build step {i}: ok" for i in range(400)) + "\\nFAILED: linker could not find libquartz"
+    items = [
+        ("message", {"message": {"role": "user", "timestamp": 1765233665000, "content": [
+            {"type": "text", "text": "Read the build log and find why the nightly job failed."}]}}),
+        ("message", {"message": {"role": "assistant", "timestamp": 1765233665100, "stopReason": "toolUse",
+            "content": [{"type": "toolCall", "id": "call-1", "name": "python",
+                         "arguments": {"code": "print(open('build.log').read())"}}]}}),
+        ("message", {"message": {"role": "toolResult", "toolCallId": "call-1", "toolName": "python",
+            "isError": False, "timestamp": 1765233665200, "content": [{"type": "text", "text": log}]}}),
+        ("message", {"message": {"role": "user", "timestamp": 1765233665300, "content": [{"type": "text",
+            "text": 'zebrafish note <img src=x onerror="window.__recallPwned=1"> keep this'}]}}),
+    ]
+    for i in range(10):
+        items.append(("message", {"message": {"role": "user", "timestamp": 1765233666000 + i,
+            "content": [{"type": "text", "text": f"Step {i}: check the quartz library path and rerun. " * 6}]}}))
+        items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233666500 + i,
+            "content": [{"type": "text", "text": f"Checked step {i}; the quartz path is still missing. " * 6}]}}))
+    store.append_many(session, items)
+    store.close()
+_seed_big_output()
+del _seed_big_output
+"""
+
+
+@pytest.fixture(scope="module")
+def page(lab_server: Any, browser: Any, screenshot_dir: Path) -> Iterator[Any]:
+    lab_server.put_notebook(NB_A)
+    lab_server.put_notebook(NB_B)
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    pg.goto(lab_server.lab_url(NB_A))
+    wait_notebook_kernel(pg, NB_A)
+    pg.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(NB_B)}}})")
+    wait_notebook_kernel(pg, NB_B)
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def _show(page: Any, path: str) -> None:
+    """Bring the notebook at ``path`` to the front and wait until the panel follows it."""
+    page.evaluate(
+        """(path) => {
+            const app = window.jupyterapp;
+            for (const w of app.shell.widgets('main')) {
+                if (w.context && w.context.path === path) { app.shell.activateById(w.id); return; }
+            }
+            throw new Error('no open notebook ' + path);
+        }""",
+        path,
+    )
+    page.wait_for_selector(f'{PANEL}[data-notebook="{path}"]', state="attached")
+    wait_notebook_kernel(page, path)
+
+
+def _row(page: Any, name: str) -> Any:
+    return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
+
+
+def _banner(page: Any) -> Any:
+    return page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]')
+
+
+def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> None:
+    _show(page, NB_A)
+    ensure_panel_ready(page)
+    run_cell(page, "kappa = {'unit': 'kelvin'}")
+    _row(page, "kappa").wait_for()
+    page.fill(f"{PANEL} .jp-IpythonCompact-focus", "focus for A")
+    page.locator(f'{PANEL} button[data-action="snapshot"]').click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
+
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    _banner(page).wait_for(timeout=60_000)
+    wait_kernel_idle(page)
+
+    # The other notebook: its own kernel, no restart there, nothing typed there.
+    _show(page, NB_B)
+    ensure_panel_ready(page)
+    assert _banner(page).count() == 0
+    assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == ""
+    assert "switch-b.ipynb" in page.inner_text(f"{PANEL} .jp-IpythonCompact-notebook")
+    _shot(page, "14-other-notebook-no-banner")
+
+    # Back to the restarted notebook: the offer to restore is still there, and so is the focus text.
+    _show(page, NB_A)
+    _banner(page).wait_for(timeout=10_000)
+    assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == "focus for A"
+    _shot(page, "15-restart-banner-kept")
+    page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
+    _row(page, "kappa").wait_for(timeout=30_000)
+    assert "kappa" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
+    assert _banner(page).count() == 0
+
+
+def test_a_restart_in_a_notebook_not_shown_is_noticed(page: Any) -> None:
+    _show(page, NB_A)
+    # Restart B's kernel while the panel shows A; A shows no banner, B does once it is shown.
+    page.evaluate(
+        """async (path) => {
+            for (const w of window.jupyterapp.shell.widgets('main')) {
+                if (w.context && w.context.path === path) { await w.sessionContext.session.kernel.restart(); }
+            }
+        }""",
+        NB_B,
+    )
+    page.wait_for_timeout(500)
+    assert _banner(page).count() == 0
+    _show(page, NB_B)
+    _banner(page).wait_for(timeout=30_000)
+    page.locator(f'{PANEL} button[data-action="dismiss-restart"]').click()
+    assert _banner(page).count() == 0
+
+
+def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> None:
+    _show(page, NB_A)
+    ensure_panel_ready(page)
+    run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
+    run_cell(page, SEED.strip())
+    page.fill(f"{PANEL} .jp-IpythonCompact-focus", "")
+    page.locator(f'{PANEL} button[data-action="compact"]').click()
+    card = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card").last
+    card.wait_for(timeout=60_000)
+
+    # The externalized pointer is a button; clicking it recalls that entry's original text.
+    link = card.locator(".jp-IpythonCompact-recallLink").first
+    link.wait_for()
+    entry_id = link.get_attribute("data-entry-id")
+    assert entry_id and re.fullmatch(r"[\w:-]+", entry_id)
+    assert link.inner_text() == f"recall {entry_id}"
+    link.click()
+    hit = page.locator(f'{PANEL} .jp-IpythonCompact-recall[data-kind="ok"] .jp-IpythonCompact-hit')
+    hit.first.wait_for(timeout=10_000)
+    assert hit.count() == 1
+    assert hit.first.get_attribute("data-entry-id") == entry_id
+    assert hit.first.locator(".jp-IpythonCompact-hitRole").inner_text().lower() == "toolresult"
+    text = hit.first.locator(".jp-IpythonCompact-hitText")
+    assert text.inner_text().startswith("build step 0: ok")
+    assert "libquartz" not in text.inner_text(), "a long hit starts as an excerpt"
+    assert page.input_value(f"{PANEL} .jp-IpythonCompact-recallInput") == entry_id
+    hit.first.scroll_into_view_if_needed()
+    _shot(page, "16-recall-pointer")
+    hit.first.locator('button[data-action="recall-more"]').click()
+    assert "FAILED: linker could not find libquartz" in text.inner_text()
+
+    # A typed query: the hostile message is found and shown as text.
+    page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", "zebrafish")
+    page.press(f"{PANEL} .jp-IpythonCompact-recallInput", "Enter")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recall').textContent.includes('zebrafish')")
+    found = page.locator(f"{PANEL} .jp-IpythonCompact-recall .jp-IpythonCompact-hit")
+    assert found.count() >= 1
+    assert '<img src=x onerror="window.__recallPwned=1">' in found.first.inner_text()
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-recall img").count() == 0
+    assert page.evaluate("() => window.__recallPwned === undefined")
+    assert "for query" in page.inner_text(f"{PANEL} .jp-IpythonCompact-recallHead")
+    _shot(page, "17-recall-query")
+
+    # A typed entry id is looked up as an id; an unknown word finds nothing, plainly.
+    page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", entry_id)
+    page.press(f"{PANEL} .jp-IpythonCompact-recallInput", "Enter")
+    page.wait_for_function(
+        f"(id) => document.querySelector('{PANEL} .jp-IpythonCompact-recallHead')?.textContent.includes('entry ' + id)",
+        arg=entry_id)
+    assert found.count() == 1 and found.first.get_attribute("data-entry-id") == entry_id
+    page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", "xylophoneabsent")
+    page.press(f"{PANEL} .jp-IpythonCompact-recallInput", "Enter")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recallHead')?.textContent.startsWith('0 hits')")
+    assert found.count() == 0
