@@ -148,8 +148,13 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except Busy as exc:
             raise UsageError(f"%compact {name}: {exc}") from None
         except CompactionError as exc:
-            hint = ("Nothing was changed; `%compact status` shows the tokens in context." if name == "preview"
-                    else "Type `%compact preview` to see what would be compacted.")
+            from ipython_compact.compactor import NothingToCompact
+
+            if isinstance(exc, NothingToCompact):
+                hint = ("Nothing was changed. History to compact comes from `%%agent` turns or "
+                        "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")
+            else:
+                hint = "Type `%compact preview` to see what would be compacted."
             raise UsageError(f"%compact {name}: {exc}. {hint}") from None
         except Unavailable as exc:
             raise UsageError(f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."
@@ -220,7 +225,13 @@ class CompactMagics(Magics):  # type: ignore[misc]
         if (a.entry_id is None) == (a.query is None):
             raise ValueError("give an entry id or --query TEXT (one of them)")
         self._at_least(a.limit, 1, "--limit")
-        hits = self.service.recall(entry_id=a.entry_id, query=a.query, limit=a.limit)
+        try:
+            hits = self.service.recall(entry_id=a.entry_id, query=a.query, limit=a.limit)
+        except ValueError as exc:
+            if a.entry_id is None:
+                raise
+            raise UsageError(f"%compact recall: {exc}. Type `%compact log` to see entry ids, "
+                             "or `%compact recall --query WORDS` to search.") from None
         return D.text_bundle("\n\n".join(f"[{h['id']}] {h['kind']} {h['role'] or ''}\n{h['text']}" for h in hits)
                              or "No matching entries.", title=f"{len(hits)} recalled")
 

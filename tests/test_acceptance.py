@@ -1,0 +1,152 @@
+"""A newcomer follows README.md verbatim: the notebook lines in a real kernel (jupyter_client), the
+agent snippet against a local OpenAI-compatible server, and ``%compact`` in terminal IPython.
+
+What must hold: every README line runs (the only error is the placeholder recall id, and it says
+what to type); each result is a display with text/plain, text/html and text/markdown; the HTML
+of anything user-named is escaped; the terminal text has no raw JSON or ``null``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+import pytest
+from kernel_fixtures import running_kernel
+
+from ipython_compact.testing.model_server import Reply, ToolCall
+
+README = Path(__file__).parent.parent / "README.md"
+FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def readme_block(language: str, marker: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (block,) = [b for b in blocks if marker in b]
+    return str(block)
+
+
+def notebook_lines() -> list[str]:
+    """The README's notebook block, one magic per line, comments stripped as IPython would."""
+    lines = []
+    for raw in readme_block("python", "%load_ext ipython_compact").splitlines():
+        code = re.sub(r"\s+#.*$", "", raw).strip()
+        if code:
+            lines.append(code)
+    return lines
+
+
+def run_cell(km: Any, code: str, timeout: float = 60.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The execute_reply content and every display/execute_result/error message of one cell."""
+    kc = km.client()
+    kc.start_channels()
+    try:
+        msg_id = kc.execute(code)
+        outputs: list[dict[str, Any]] = []
+        while True:
+            try:
+                msg = kc.get_iopub_msg(timeout=timeout)
+            except Empty:  # pragma: no cover - a hung kernel
+                pytest.fail(f"no output for {code!r} within {timeout}s")
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] in ("display_data", "execute_result", "error", "stream"):
+                outputs.append({"type": msg["msg_type"], **msg["content"]})
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        reply = kc.get_shell_msg(timeout=timeout)
+        return dict(reply["content"]), outputs
+    finally:
+        kc.stop_channels()
+
+
+@pytest.mark.slow
+def test_readme_notebook_lines_run_verbatim_in_a_real_kernel(tmp_path: Path) -> None:
+    lines = notebook_lines()
+    assert lines[0] == "%load_ext ipython_compact" and lines[-1] == "%compact --help"
+    with running_kernel(tmp_path / "data", IPYTHON_COMPACT_SESSION="readme") as km:
+        setup, _ = run_cell(km, f"import numpy as np\nprices = np.arange(12.0)\n%load_ext ipython_compact\n%compact import {FIXTURE}")
+        assert setup["status"] == "ok"  # a session with history, as after some %%agent turns
+        for line in lines:
+            reply, outputs = run_cell(km, line)
+            if line.startswith("%compact recall 1a2b3c4d"):
+                # the placeholder id from the README: a clear usage error, not a traceback
+                assert reply["status"] == "error" and reply["ename"] == "UsageError"
+                assert "no entry '1a2b3c4d'" in reply["evalue"] and "%compact log" in reply["evalue"]
+                continue
+            assert reply["status"] == "ok", f"{line}: {reply.get('ename')}: {reply.get('evalue')}"
+            if line == "%load_ext ipython_compact":
+                continue
+            shown = [o for o in outputs if o["type"] in ("display_data", "execute_result")]
+            assert len(shown) == 1, f"{line}: {outputs}"
+            data = shown[0]["data"]
+            assert {"text/plain", "text/html", "text/markdown"} <= set(data), line
+            plain = data["text/plain"]
+            if "application/vnd.ipython-compact.summary+json" not in data:  # a summary may quote /dev/null
+                assert not re.search(r"(^|\s)null($|\s)", plain) and "{\"" not in plain, f"{line}:\n{plain}"
+            assert "<img" not in data["text/html"] and "<script" not in data["text/html"], line
+            if line.startswith("%compact Keep"):
+                assert "application/vnd.ipython-compact.summary+json" in data
+                assert re.match(r"Compaction \w+ \(manual\): \d{1,3}(,\d{3})+ → [\d,]+ tokens", plain)
+        run_cell(km, f"%compact pin {EVIL}")
+        reply, outputs = run_cell(km, "%compact pin --list")
+        (pins,) = [o for o in outputs if o["type"] == "execute_result"]
+        assert EVIL in pins["data"]["text/plain"]
+        assert "&lt;img" in pins["data"]["text/html"] and "<img" not in pins["data"]["text/html"]
+
+
+@pytest.mark.slow
+def test_readme_agent_snippet_runs_verbatim(tmp_path: Path) -> None:
+    """The 'For agent builders' block, unchanged, against a local server set through the
+    environment variables openai.OpenAI() reads."""
+    snippet = readme_block("python", "Agent(")
+    script = [Reply(tool_calls=[ToolCall("python", {"code": "best = 'March'\nprint(best)"})]), "The best month is March."]
+    code = (
+        "import os, sys\n"
+        "from ipython_compact.testing.model_server import ModelServer, Reply, ToolCall\n"
+        f"with ModelServer(script={script!r}) as srv:\n"
+        "    os.environ['OPENAI_BASE_URL'] = srv.base_url\n"
+        "    os.environ['OPENAI_API_KEY'] = 'test'\n"
+        f"    exec(compile({snippet!r}, 'README', 'exec'), {{}})\n"
+        "    print('requests', len(srv.requests))\n"
+    )
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
+    env.pop("OPENAI_BASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-2:] == ["The best month is March.", "requests 2"]
+    assert (tmp_path / "sessions.db").is_file() and (tmp_path / "snapshots").is_dir()
+
+
+@pytest.mark.slow
+def test_terminal_ipython_reads_well(tmp_path: Path) -> None:
+    """`printf '...' | ipython --simple-prompt`: aligned tables, separators, no JSON dumps."""
+    script = "\n".join([
+        "%load_ext ipython_compact",
+        f"%compact import {FIXTURE}",
+        "x = 5",
+        "%compact status",
+        "%compact log -n 3",
+        "%compact snapshot",
+        "%compact pin --list",
+        "%compact status --bogus",
+    ]) + "\n"
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data"), "IPYTHON_COMPACT_SESSION": "term"}
+    ipython = Path(sys.executable).parent / "ipython"
+    done = subprocess.run([str(ipython), "--simple-prompt", "--no-banner", "--colors=NoColor", "--HistoryManager.enabled=False"],
+                          input=script, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = done.stdout
+    assert "Traceback" not in out + done.stderr and "null" not in out
+    assert "imported  1,002" in out
+    assert re.search(r"^window +128,000$", out, re.M)
+    assert re.search(r"^saved +x$", out, re.M)
+    log = out.split("Last 3 entries of term\n", 1)[1].splitlines()
+    assert log[0].split() == ["id", "kind", "role", "text"]
+    assert [len(row) > 0 and row[:8].isalnum() for row in log[1:4]] == [True, True, True]
+    assert "UsageError: %compact status: unrecognized arguments: --bogus. Type `%compact status --help` for usage." in (
+        done.stderr + out)
