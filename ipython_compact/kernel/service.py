@@ -150,7 +150,11 @@ class KernelService:
 
         settings = self.settings()
         view = self.store.context_view(self.session)
-        tokens = sum(view.tokens(settings.estimator))
+        from ipython_compact.core.tokens import estimate_context
+
+        # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
+        # estimates after it — not a plain sum, which disagreed with `%compact preview`.
+        tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
         window = int(self.config.context_window)
         problem = None
         try:
