@@ -418,3 +418,11 @@ def test_entry_bundle_escapes_html() -> None:
     bundle = D.entry_bundle(entry)._repr_mimebundle_()[0]
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
     assert bundle["text/plain"] == f"Entry e1 · message · user · t\n\n{EVIL}"
+
+
+def test_status_tokens_agree_with_the_preview(ip: Any) -> None:
+    """Found in the acceptance pass: status summed estimates while preview used the usage anchor."""
+    _run(ip, f"import {FIXTURE}")
+    status = _run(ip, "status").data["tokens"]
+    preview = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
+    assert f"context now: {status:,} tokens" in preview
