@@ -4,6 +4,7 @@ handler's request validation, the helper object, configuration, bindings and MIM
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -252,7 +253,7 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     assert summaries["ok"] and summaries["compactions"][-1]["id"] == payload["id"]
     again = handler.handle({"v": 1, "id": "c", "op": "compact"})
     assert again["ok"] is False and again["error"]["code"] == "failed" and "nothing to compact" in again["error"]["message"]
-    with pytest.raises(UsageError, match="nothing to compact.*%compact status"):
+    with pytest.raises(UsageError, match=r"nothing to compact.*%compact status"):
         _run(ip, "now")
 
 
@@ -408,7 +409,7 @@ def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> 
     plain = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
     assert plain.startswith("Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact")
     assert "The context holds 0 tokens" in plain and "%compact status" in plain
-    with pytest.raises(UsageError, match="History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`"):
+    with pytest.raises(UsageError, match=re.escape("History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`")):
         _run(ip, "now")
 
 
@@ -426,3 +427,12 @@ def test_status_tokens_agree_with_the_preview(ip: Any) -> None:
     status = _run(ip, "status").data["tokens"]
     preview = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
     assert f"context now: {status:,} tokens" in preview
+
+
+def test_restore_of_a_name_the_snapshot_lacks_says_so(ip: Any) -> None:
+    ip.run_cell("kept = 1")
+    _run(ip, "snapshot")
+    with pytest.raises(UsageError, match=r"not in snapshot generation \d+: ghost; `%compact restore` with no names"):
+        _run(ip, "restore ghost")
+    plain = _run(ip, "restore kept ghost")._repr_mimebundle_()[0]["text/plain"]
+    assert "restored         kept" in plain and "not_in_snapshot  ghost" in plain

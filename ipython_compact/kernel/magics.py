@@ -209,7 +209,15 @@ class CompactMagics(Magics):  # type: ignore[misc]
         if report.generation is None:
             detail = "; ".join(report.refused) or "no snapshot exists for this session yet"
             raise ValueError(f"nothing to restore ({detail}); take one with `%compact snapshot`")
-        return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", report.to_json())
+        shown = report.to_json()
+        accounted = set(report.restored) | {s.name for s in report.failed} | {s.name for s in report.quarantined}
+        missing = [n for n in a.names if n not in accounted]
+        if missing and not accounted:
+            raise ValueError(f"not in snapshot generation {report.generation}: {', '.join(missing)}; "
+                             "`%compact restore` with no names brings back everything it holds")
+        if missing:
+            shown["not_in_snapshot"] = missing
+        return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", shown)
 
     def _log(self, a: argparse.Namespace) -> Any:
         self._at_least(a.n, 0, "-n")
