@@ -137,9 +137,7 @@ class CompactionScheduling(AgentState):
                     record.entry = self._place(payload)
                     record.state = "placed"
             except Exception as exc:
-                live.error = record.error = f"{type(exc).__name__}: {exc}"
-                record.state = "failed"
-                self._failure(reason, record.error)
+                self._failed(record, live, exc)
         self.compactions.append(record)
         self._ended(reason, record.state, f": {record.error}" if record.error else "", record.error)
         return record
@@ -169,11 +167,8 @@ class CompactionScheduling(AgentState):
                         record.state = "placed"
                         self._ended(reason, "placed", " (idle)")
             except Exception as exc:
-                live.error = record.error = f"{type(exc).__name__}: {exc}"
-                record.state = "failed"
-                with self._state_lock:
-                    self._failure(reason, record.error)
-                self._ended(reason, "failed", f": {record.error}", record.error)
+                error = self._failed(record, live, exc)
+                self._ended(reason, "failed", f": {error}", error)
             finally:
                 live.end()
                 with self._state_lock:
@@ -201,6 +196,15 @@ class CompactionScheduling(AgentState):
             details.setdefault("focus", focus)
         payload["details"] = details
         return payload
+
+    def _failed(self, record: CompactionRecord, live: _LiveTask, exc: Exception) -> str:
+        """A compaction raised: mark its record and live task failed, count it; the error text."""
+        error = f"{type(exc).__name__}: {exc}"
+        live.error = record.error = error
+        record.state = "failed"
+        with self._state_lock:
+            self._failure(record.reason, error)
+        return error
 
     def _failure(self, reason: str, error: str) -> None:
         """Count a failed compaction (cooldown, ladder) and record it in the log."""
