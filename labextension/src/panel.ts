@@ -27,6 +27,25 @@ export function tail(text: string, keep: number = LABEL_TAIL_CHARS): string {
   return text.length <= keep ? text : `…${text.slice(text.length - keep + 1)}`;
 }
 
+/**
+ * A session id short enough for one line: `notebook:/long/dir/x.ipynb` becomes
+ * `notebook:…/x.ipynb` (the part that tells two notebooks apart); others keep their tail.
+ */
+export function shortSession(session: string, keep: number = LABEL_TAIL_CHARS): string {
+  if (session.length <= keep) {
+    return session;
+  }
+  const slash = session.lastIndexOf('/');
+  const colon = session.indexOf(':');
+  if (slash > 0 && colon >= 0 && colon < slash) {
+    const short = `${session.slice(0, colon + 1)}…${session.slice(slash)}`;
+    if (short.length <= keep) {
+      return short;
+    }
+  }
+  return tail(session, keep);
+}
+
 /** The panel's id in the shell (used by the open command and the tests). */
 export const PANEL_ID = 'ipython-compact-panel';
 
@@ -127,7 +146,7 @@ export class CompactPanel extends Widget {
     const timeline = section('Compaction timeline', 'timeline');
     const recallForm = el('form', 'jp-IpythonCompact-recallForm');
     this._recallInput.type = 'search';
-    this._recallInput.placeholder = 'Recall: entry id or words';
+    this._recallInput.placeholder = 'Entry id or words';
     this._recallInput.setAttribute('aria-label', 'Recall original log text by entry id or search words');
     this._recallInput.addEventListener('input', () => {
       this._model.current.recallText = this._recallInput.value;
@@ -275,7 +294,7 @@ export class CompactPanel extends Widget {
     figures.appendChild(legend);
     const facts: string[] = [];
     if (s.session) {
-      const session = el('div', 'jp-IpythonCompact-session', `session ${tail(s.session)}`);
+      const session = el('div', 'jp-IpythonCompact-session', `session ${shortSession(s.session)}`);
       session.title = s.session;
       figures.appendChild(session);
     }
@@ -447,11 +466,13 @@ function renderHit(hit: IRecallHit): HTMLElement {
   );
   node.appendChild(excerpt);
   if (text.length > RECALL_EXCERPT_CHARS) {
-    const more = button(`Show all ${text.length.toLocaleString('en-US')} characters`, 'recall-more', () => {
+    const more = el('button', 'jp-IpythonCompact-linkButton', `Show all (${text.length.toLocaleString('en-US')} chars)`);
+    more.type = 'button';
+    more.dataset.action = 'recall-more';
+    more.addEventListener('click', () => {
       excerpt.textContent = text;
       more.remove();
     });
-    more.classList.add('jp-IpythonCompact-linkButton');
     node.appendChild(more);
   }
   return node;
