@@ -130,3 +130,28 @@ def test_output_piped_into_head_ends_quietly(stored: Path, args: tuple[str, ...]
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0
     assert "Traceback" not in stderr and "error" not in stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("pin", "-s", "work", "text", "--entry", "x"), ("pin", "-s", "work", "--entry", "x", "--unpin", "pin-1"),
+     ("pin", "-s", "work", "text", "--unpin", "pin-1")],
+    ids=["text+entry", "entry+unpin", "text+unpin"],
+)
+def test_pin_refuses_two_actions_at_once(stored: Path, args: tuple[str, ...]) -> None:
+    before = digest(stored / "sessions.db")
+    done = run(stored, *args, check=2)
+    assert "give one of TEXT, --entry or --unpin, not " in done.stderr and "  try: " in done.stderr
+    assert digest(stored / "sessions.db") == before
+
+
+@pytest.mark.parametrize(("extra", "expected"), [((), "nothing would be compacted: nothing to compact"),
+                                                  (("--json",), '{"compactable": false, "reason": "nothing to compact')])
+def test_dry_run_with_nothing_to_compact_answers_with_exit_0(tmp_path: Path, extra: tuple[str, ...], expected: str) -> None:
+    data = tmp_path / "data"
+    run(data, "import", str(BEFORE), "--session", "work")
+    run(data, "compact", "-s", "work")
+    before = digest(data / "sessions.db")
+    assert run(data, "compact", "-s", "work", "--dry-run", *extra).stdout.startswith(expected)
+    assert run(data, "compact", "-s", "work", check=2).stderr.startswith("ipython-compact: error: nothing to compact")
+    assert digest(data / "sessions.db") == before

@@ -125,6 +125,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 return 0
             result = compactor.compact(session, reason="manual", focus=args.focus)
         except NothingToCompact as exc:
+            if args.dry_run:  # a dry run's honest answer, as `plan` gives it: not an error
+                print(json.dumps({"compactable": False, "reason": str(exc)}) if args.json else f"nothing would be compacted: {exc}")
+                return 0
             raise CliError(str(exc), f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000") from exc
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
@@ -148,6 +151,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_pin(args: argparse.Namespace) -> int:
     from ipython_compact.compactor import Compactor
 
+    given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
+    if len(given) > 1:
+        raise CliError(f"give one of TEXT, --entry or --unpin, not {' and '.join(given)}",
+                       f"{PROG} pin 'TEXT'   or   {PROG} pin --entry ID   or   {PROG} pin --unpin pin-N")
     if args.text is not None and not args.text.strip():
         raise CliError("the text to pin is empty", f"{PROG} pin 'never write into /data/raw'")
     with open_store(args) as store:
