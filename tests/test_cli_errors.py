@@ -155,3 +155,31 @@ def test_dry_run_with_nothing_to_compact_answers_with_exit_0(tmp_path: Path, ext
     assert run(data, "compact", "-s", "work", "--dry-run", *extra).stdout.startswith(expected)
     assert run(data, "compact", "-s", "work", check=2).stderr.startswith("ipython-compact: error: nothing to compact")
     assert digest(data / "sessions.db") == before
+
+
+def test_a_transcript_passed_as_db_is_named_and_left_alone(tmp_path: Path) -> None:
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_bytes(BEFORE.read_bytes())
+    done = run(tmp_path / "data", "--db", str(transcript), "sessions", check=2)
+    assert f"{transcript} is a JSONL transcript, not a database" in done.stderr
+    assert f"ipython-compact import {transcript}" in done.stderr
+    assert transcript.read_bytes() == BEFORE.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl"]
+
+
+@pytest.mark.parametrize("command", ["import", "plan"])
+@pytest.mark.parametrize(
+    ("second_line", "fragment"),
+    [
+        ('{"type":"message"}', ":2: message entry: 'timestamp' must be a non-empty string"),
+        ("[1, 2]", ":2: expected a JSON object, got list"),
+        ("{broken", ":2: invalid JSON"),
+    ],
+    ids=["missing-fields", "not-an-object", "bad-json"],
+)
+def test_a_bad_line_is_named_with_what_to_fix(tmp_path: Path, command: str, second_line: str, fragment: str) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(BEFORE.read_text(encoding="utf-8").splitlines()[0] + "\n" + second_line + "\n", encoding="utf-8")
+    done = run(tmp_path / "data", command, str(bad), check=2)
+    assert fragment in done.stderr and f"try: fix line 2 of {bad}" in done.stderr
+    assert json.loads(run(tmp_path / "data", "sessions", "--json").stdout) == []  # nothing stored

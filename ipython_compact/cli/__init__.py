@@ -128,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(str(exc), None)
         db = Path(exc.path)
         reason = _read_only_reason(db)
+        if _looks_like_jsonl(db):
+            return _fail(f"{db} is a JSONL transcript, not a database",
+                         f"import it into the database: {PROG} import {db}   (--db takes a .db file)")
         if reason:
             return _fail(reason, f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && {PROG} --db /tmp/{db.name} ...")
         return _fail(str(exc), f"pass another database: {PROG} --db PATH ...")
@@ -141,6 +144,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A file the user named (an export target, an import source) cannot be opened or written.
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
+
+
+def _looks_like_jsonl(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(1) == b"{"
+    except OSError:
+        return False
 
 
 def _read_only_reason(db: Path) -> str | None:

@@ -103,12 +103,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         try:
             result = import_file(store, args.file, session=args.session, format=args.format)
         except ImportFormatError as exc:
-            hint = f"check the file, or force a format: {PROG} import {args.file} --format pi|jsonl"
-            if "no such file" in str(exc):
-                hint = f"check the path: ls {args.file}"
-            elif exc.line is not None and "JSON" in str(exc):
-                hint = f"fix line {exc.line} of {args.file} (each line must be one JSON object)"
-            raise CliError(str(exc), hint) from exc
+            raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     if args.json:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
         return 0
@@ -117,6 +112,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     if result.renamed_ids:
         print(f"  {result.renamed_ids} ids were already taken in that session and got fresh ones")
     return 0
+
+
+def _format_hint(exc: Any, file: Path, command: str) -> str:
+    """What to do about an unreadable transcript: the path, the line, or the format."""
+    line = getattr(exc, "line", None)
+    if "no such file" in str(exc):
+        return f"check the path: ls {file}"
+    if line is not None and line > 1:
+        return f"fix line {line} of {file} (each line must be one JSON object of the session format)"
+    if line is not None and "JSON" in str(exc):
+        return f"fix line {line} of {file} (each line must be one JSON object)"
+    return f"check the file, or force a format: {PROG} {command} {file} --format pi|jsonl"
 
 
 # -------------------------------------------------------------------------------------- sessions
@@ -259,7 +266,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         try:
             transcript = load_transcript(args.file, args.format)
         except ImportFormatError as exc:
-            raise CliError(str(exc), f"check the file, or force a format: {PROG} plan {args.file} --format pi|jsonl") from exc
+            raise CliError(str(exc), _format_hint(exc, args.file, "plan")) from exc
         try:
             path = transcript.path()
         except ValueError as exc:
