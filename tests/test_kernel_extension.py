@@ -436,3 +436,13 @@ def test_restore_of_a_name_the_snapshot_lacks_says_so(ip: Any) -> None:
         _run(ip, "restore ghost")
     plain = _run(ip, "restore kept ghost")._repr_mimebundle_()[0]["text/plain"]
     assert "restored         kept" in plain and "not_in_snapshot  ghost" in plain
+
+
+def test_import_of_a_bad_line_names_the_line_and_stores_nothing(ip: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(FIXTURE.read_text(encoding="utf-8").splitlines()[0] + "\n{broken\n", encoding="utf-8")
+    before = _run(ip, "status").data["entries"]
+    with pytest.raises(UsageError) as err:
+        _run(ip, f"import {bad}")
+    assert "bad.jsonl:2: invalid JSON" in str(err.value) and f"Nothing was imported; fix line 2 of {bad}" in str(err.value)
+    assert _run(ip, "status").data["entries"] == before

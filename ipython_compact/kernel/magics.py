@@ -270,7 +270,15 @@ class CompactMagics(Magics):  # type: ignore[misc]
         source = Path(a.path).expanduser()
         if not source.is_file():
             raise ValueError(f"file {source} does not exist")
-        return D.mapping_bundle("Imported", self.service.import_transcript(source))
+        from ipython_compact.store import ImportFormatError
+
+        try:
+            imported = self.service.import_transcript(source)
+        except ImportFormatError as exc:
+            where = f"fix line {exc.line} of {source}" if exc.line is not None else "check the file"
+            raise UsageError(f"%compact import: {exc}. Nothing was imported; {where} "
+                             "(a pi session or an ipython-compact export, one JSON object per line).") from None
+        return D.mapping_bundle("Imported", imported)
 
     def _export(self, a: argparse.Namespace) -> Any:
         target = Path(a.path).expanduser()
