@@ -202,6 +202,22 @@ def run_cell(page: Any, code: str, *, wait: bool = True) -> None:
         wait_kernel_idle(page)
 
 
+def show_notebook(page: Any, path: str, timeout: float = 30_000) -> None:
+    """Bring the open notebook at ``path`` to the front; return when the panel follows it and its kernel is idle."""
+    page.evaluate(
+        """(path) => {
+            const app = window.jupyterapp;
+            for (const w of app.shell.widgets('main')) {
+                if (w.context && w.context.path === path) { app.shell.activateById(w.id); return; }
+            }
+            throw new Error('no open notebook ' + path);
+        }""",
+        path,
+    )
+    page.wait_for_selector(f"{PANEL}[data-notebook={json.dumps(path)}]", state="attached", timeout=timeout)
+    wait_notebook_kernel(page, path, timeout)
+
+
 def open_panel(page: Any) -> None:
     page.evaluate("() => window.jupyterapp.commands.execute('ipython-compact:open-panel')")
     page.wait_for_selector(PANEL, state="visible")

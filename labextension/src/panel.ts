@@ -146,7 +146,7 @@ export class CompactPanel extends Widget {
     const timeline = section('Compaction timeline', 'timeline');
     const recallForm = el('form', 'jp-IpythonCompact-recallForm');
     this._recallInput.type = 'search';
-    this._recallInput.placeholder = 'Entry id or words';
+    this._recallInput.placeholder = 'id or words';
     this._recallInput.setAttribute('aria-label', 'Recall original log text by entry id or search words');
     this._recallInput.addEventListener('input', () => {
       this._model.current.recallText = this._recallInput.value;

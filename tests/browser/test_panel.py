@@ -24,6 +24,7 @@ from ipython_compact.testing.jupyterlab import (
     names_updated_at,
     open_panel,
     run_cell,
+    show_notebook,
     wait_kernel_idle,
     wait_notebook_kernel,
     wait_panel_state,
@@ -280,6 +281,8 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, la
 
 def test_panel_follows_the_dark_theme(page: Any) -> None:
     open_panel(page)
+    # The notebook with a namespace and a timeline, so the dark screenshot shows every part.
+    show_notebook(page, NOTEBOOK)
     background = f"() => getComputedStyle(document.querySelector('{PANEL}')).backgroundColor"
     light = page.evaluate(background)
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")

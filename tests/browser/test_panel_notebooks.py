@@ -21,6 +21,7 @@ from ipython_compact.testing.jupyterlab import (
     PANEL,
     ensure_panel_ready,
     run_cell,
+    show_notebook,
     wait_kernel_idle,
     wait_notebook_kernel,
 )
@@ -84,22 +85,6 @@ def _shot(page: Any, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
-def _show(page: Any, path: str) -> None:
-    """Bring the notebook at ``path`` to the front and wait until the panel follows it."""
-    page.evaluate(
-        """(path) => {
-            const app = window.jupyterapp;
-            for (const w of app.shell.widgets('main')) {
-                if (w.context && w.context.path === path) { app.shell.activateById(w.id); return; }
-            }
-            throw new Error('no open notebook ' + path);
-        }""",
-        path,
-    )
-    page.wait_for_selector(f'{PANEL}[data-notebook="{path}"]', state="attached")
-    wait_notebook_kernel(page, path)
-
-
 def _row(page: Any, name: str) -> Any:
     return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
 
@@ -109,7 +94,7 @@ def _banner(page: Any) -> Any:
 
 
 def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> None:
-    _show(page, NB_A)
+    show_notebook(page, NB_A)
     ensure_panel_ready(page)
     run_cell(page, "kappa = {'unit': 'kelvin'}")
     _row(page, "kappa").wait_for()
@@ -123,7 +108,7 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> No
     wait_kernel_idle(page)
 
     # The other notebook: its own kernel, no restart there, nothing typed there.
-    _show(page, NB_B)
+    show_notebook(page, NB_B)
     ensure_panel_ready(page)
     assert _banner(page).count() == 0
     assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == ""
@@ -131,7 +116,7 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> No
     _shot(page, "14-other-notebook-no-banner")
 
     # Back to the restarted notebook: the offer to restore is still there, and so is the focus text.
-    _show(page, NB_A)
+    show_notebook(page, NB_A)
     _banner(page).wait_for(timeout=10_000)
     assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == "focus for A"
     _shot(page, "15-restart-banner-kept")
@@ -142,7 +127,7 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> No
 
 
 def test_a_restart_in_a_notebook_not_shown_is_noticed(page: Any) -> None:
-    _show(page, NB_A)
+    show_notebook(page, NB_A)
     # Restart B's kernel while the panel shows A; A shows no banner, B does once it is shown.
     page.evaluate(
         """async (path) => {
@@ -154,14 +139,14 @@ def test_a_restart_in_a_notebook_not_shown_is_noticed(page: Any) -> None:
     )
     page.wait_for_timeout(500)
     assert _banner(page).count() == 0
-    _show(page, NB_B)
+    show_notebook(page, NB_B)
     _banner(page).wait_for(timeout=30_000)
     page.locator(f'{PANEL} button[data-action="dismiss-restart"]').click()
     assert _banner(page).count() == 0
 
 
 def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> None:
-    _show(page, NB_A)
+    show_notebook(page, NB_A)
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
     run_cell(page, SEED.strip())
