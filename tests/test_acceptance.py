@@ -7,8 +7,10 @@ of anything user-named is escaped; the terminal text has no raw JSON or ``null``
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +152,30 @@ def test_terminal_ipython_reads_well(tmp_path: Path) -> None:
     assert [len(row) > 0 and row[:8].isalnum() for row in log[1:4]] == [True, True, True]
     assert "UsageError: %compact status: unrecognized arguments: --bogus. Type `%compact status --help` for usage." in (
         done.stderr + out)
+
+
+def test_readme_command_line_examples_run(tmp_path: Path) -> None:
+    """The 'On the command line' block, in order, with its placeholder file replaced by a pi fixture
+    and the optional `[...]` parts left out; run from the repository root as the README assumes."""
+    block = readme_block("bash", "ipython-compact verify")
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
+    commands = []
+    for raw in block.splitlines():
+        line = re.sub(r"\s+#.*$", "", raw).strip()
+        line = re.sub(r"\s*\[[^\]]*\]", "", line)
+        line = re.sub(r"(?<=import )session\.jsonl", str(FIXTURE), line)
+        if line:
+            commands.append(line)
+    assert [c.split()[1] for c in commands] == ["import", "plan", "context", "compact", "recall", "verify"]
+    script = Path(sys.executable).parent / "ipython-compact"
+    outputs = {}
+    for line in commands:
+        argv = [str(script), *shlex.split(line)[1:]]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=README.parent)
+        assert done.returncode == 0, f"{line}\n{done.stderr}"
+        assert "Traceback" not in done.stderr
+        outputs[line.split()[1]] = done.stdout
+    assert outputs["import"].startswith("imported 1,002 entries (pi) into new session 'work'")
+    assert json.loads(outputs["plan"])["compactable"] is True
+    assert outputs["compact"].startswith("compacted session 'work': ")
+    assert outputs["verify"].startswith("ok: ")
