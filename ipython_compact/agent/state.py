@@ -3,8 +3,10 @@
 Why a base of its own: the loop is split by concern (``scheduling`` decides when a compaction
 runs and where it lands, ``recovery`` handles an overflowing prompt, ``model_request`` sends the
 context, ``tool_calls`` runs code and revives a dead kernel, ``loop`` sequences a turn). Each part
-is a mixin over this class, so the shared attributes are declared once, with their meaning, and
-the parts talk only through what is declared here.
+is a mixin over this class, so the shared attributes are declared once, with their meaning.
+The parts depend on each other in one direction: ``model_request`` builds on ``recovery``;
+``recovery`` and ``model_request`` reach ``scheduling`` only through ``_compact_blocking``,
+declared below; ``loop.Agent`` mixes them all in.
 
 What must hold:
 - Every entry goes through ``_append`` (the session log is the single record; nothing is kept
