@@ -446,3 +446,18 @@ def test_import_of_a_bad_line_names_the_line_and_stores_nothing(ip: Any, tmp_pat
         _run(ip, f"import {bad}")
     assert "bad.jsonl:2: invalid JSON" in str(err.value) and f"Nothing was imported; fix line 2 of {bad}" in str(err.value)
     assert _run(ip, "status").data["entries"] == before
+
+
+def test_export_into_a_directory_is_a_usage_error_and_writes_nothing(ip: Any, tmp_path: Path) -> None:
+    place = tmp_path / "place"
+    place.mkdir()
+    with pytest.raises(UsageError, match=re.escape(f"{place} is a directory; give a file name, e.g. `%compact export {place}/session.jsonl`")):
+        _run(ip, f"export {place}")
+    assert list(place.iterdir()) == [] and not (tmp_path / "place.tmp").exists()
+
+
+def test_export_that_cannot_be_written_is_a_usage_error_not_a_traceback(ip: Any, tmp_path: Path) -> None:
+    (tmp_path / "out.jsonl.tmp").mkdir()  # the temporary file's name is taken by a directory: open() fails
+    with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl.tmp: Is a directory. Nothing was changed")):
+        _run(ip, f"export {tmp_path}/out.jsonl")
+    assert not (tmp_path / "out.jsonl").exists()

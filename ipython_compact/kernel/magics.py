@@ -163,6 +163,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
             raise UsageError(f"%compact {name}: {exc}. Type `%compact log` to see entry ids.") from None
         except ValueError as exc:
             raise UsageError(f"%compact {name}: {exc}. Type `%compact {name} --help` for usage.") from None
+        except OSError as exc:  # a file the user named cannot be read or written
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise UsageError(f"%compact {name}: {where}{exc.strerror or exc}. Nothing was changed; "
+                             "check the path and its permissions.") from None
 
     # ------------------------------------------------------------------ handlers
     def _now(self, a: argparse.Namespace) -> Any:
@@ -282,6 +286,8 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
     def _export(self, a: argparse.Namespace) -> Any:
         target = Path(a.path).expanduser()
+        if target.is_dir():
+            raise ValueError(f"{target} is a directory; give a file name, e.g. `%compact export {target / 'session.jsonl'}`")
         if not target.parent.is_dir():
             raise ValueError(f"directory {target.parent} does not exist")
         count = self.service.export(target)
