@@ -10,6 +10,11 @@ taken from the browser clock (click → the panel's ``data-updated-at`` moves).
 - ``busy_main_shell``: the same with ``commsOverSubshells = 'disabled'`` (a Lab or kernel without
   subshells): the panel says "Kernel busy" and the table is fresh again only when the cell ends,
   so the figure is the time the table stays stale after the click.
+- ``switch``: the panel keeps one model per open notebook. Switching back to a notebook shows its
+  kept table at once (``return_kept``) and a fresh answer shortly after (``return_fresh``); side by
+  side, ``first_connect`` is what a panel without kept state pays on every switch: open the comm
+  (and its subshell), say hello, read names/status/timeline, for a kernel that already has the
+  extension loaded.
 
 Usage: python bench/bench_panel_latency.py [--samples 15] [--cell-seconds 4]
 Prints one JSON document.
@@ -84,6 +89,62 @@ def _notebook(lab: Any, browser: Any, name: str, comms: str) -> Any:
     return page
 
 
+# Timed inside the page (performance.now, checked every animation frame): no Python round trip in the figure.
+_WAIT_FOR_JS = """(selector, since) => new Promise((resolve, reject) => {
+    const limit = performance.now() + 30000;
+    const check = () => {
+        const node = document.querySelector(selector);
+        const ok = node !== null && (since === null || Number(node.dataset.updatedAt || 0) >= since);
+        if (ok) { resolve(performance.now()); }
+        else if (performance.now() > limit) { reject(new Error('timed out waiting for ' + selector)); }
+        else { requestAnimationFrame(check); }
+    };
+    check();
+})"""
+
+
+def _switch_ms(page: Any, path: str, name: str) -> tuple[float, float]:
+    """Show ``path``; ms until its row ``name`` is in the table, and until a fresh answer arrives."""
+    kept, fresh = page.evaluate(
+        f"""async ([path, rowSel, updSel]) => {{
+            const waitFor = {_WAIT_FOR_JS};
+            const app = window.jupyterapp;
+            const w = app.shell.widgets('main').find(x => x.context && x.context.path === path);
+            const since = Date.now();
+            const t0 = performance.now();
+            app.shell.activateById(w.id);
+            const kept = await waitFor(rowSel, null) - t0;
+            const fresh = await waitFor(updSel, since) - t0;
+            return [kept, fresh];
+        }}""",
+        [path, f'{PANEL}[data-notebook="{path}"] .jp-IpythonCompact-names tr[data-name="{name}"]',
+         f"{PANEL} .jp-IpythonCompact-updated"],
+    )
+    wait_notebook_kernel(page, path)
+    return float(kept), float(fresh)
+
+
+def _first_connect_ms(page: Any, lab: Any, path: str) -> float:
+    """A new notebook whose kernel loaded the extension while the panel was hidden: ms from showing
+    the panel to its table holding the notebook's names (a full connect)."""
+    lab.put_notebook(path)
+    page.evaluate("() => window.jupyterapp.shell.collapseRight()")
+    page.wait_for_selector(PANEL, state="hidden")
+    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(path)}}})")
+    wait_notebook_kernel(page, path)
+    run_cell(page, "%load_ext ipython_compact\nmarker_first = 1")
+    took = page.evaluate(
+        f"""async (rowSel) => {{
+            const waitFor = {_WAIT_FOR_JS};
+            const t0 = performance.now();
+            window.jupyterapp.commands.execute('ipython-compact:open-panel');
+            return await waitFor(rowSel, null) - t0;
+        }}""",
+        f'{PANEL} .jp-IpythonCompact-names tr[data-name="marker_first"]',
+    )
+    return float(took)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=15, help="clicks per subshell case")
@@ -102,6 +163,16 @@ def main() -> None:
             while len(busy) < args.samples and time.monotonic() < deadline:
                 busy.append(_click_to_fresh_ms(page, 10_000))
             wait_kernel_idle(page, timeout=60_000)
+
+        first = [_first_connect_ms(page, lab, f"first-{i}.ipynb") for i in range(3)]
+        run_cell(page, "marker_other = 1")
+        kept: list[float] = []
+        fresh: list[float] = []
+        for _ in range(args.samples):
+            for path, name in (("subshell.ipynb", "grid"), ("first-2.ipynb", "marker_other")):
+                k, f = _switch_ms(page, path, name)
+                kept.append(k)
+                fresh.append(f)
         page.close()
 
         page = _notebook(lab, browser, "main-shell.ipynb", "disabled")
@@ -121,6 +192,12 @@ def main() -> None:
         "busy_subshell": _stats(busy),
         "busy_main_shell": {**_stats(stale), "note": "no subshell: the table is stale until the cell ends"},
         "speedup_busy_median": round(statistics.median(stale) / max(statistics.median(busy), 0.1), 1),
+        "switch": {
+            "return_kept": _stats(kept),
+            "return_fresh": _stats(fresh),
+            "first_connect": {**_stats(first), "note": "what a panel without per-notebook state pays per switch"},
+            "speedup_kept_vs_connect_median": round(statistics.median(first) / max(statistics.median(kept), 0.1), 1),
+        },
     }, indent=2))
 
 
