@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +184,19 @@ def test_a_bad_line_is_named_with_what_to_fix(tmp_path: Path, command: str, seco
     done = run(tmp_path / "data", command, str(bad), check=2)
     assert fragment in done.stderr and f"try: fix line 2 of {bad}" in done.stderr
     assert json.loads(run(tmp_path / "data", "sessions", "--json").stdout) == []  # nothing stored
+
+
+def _subparsers() -> dict[str, Any]:
+    from ipython_compact.cli import build_parser
+
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if a.dest == "command"]
+    return dict(action.choices)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("command", sorted(_subparsers()))
+def test_every_option_of_every_command_is_explained(command: str) -> None:
+    sub = _subparsers()[command]
+    bare = [a.option_strings or [a.dest] for a in sub._actions if not a.help]
+    assert bare == [], f"{command}: options without help text: {bare}"
+    assert sub.format_help().startswith(f"usage: ipython-compact {command}")

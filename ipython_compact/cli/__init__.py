@@ -53,7 +53,7 @@ def db_option(parser: argparse.ArgumentParser, *, default: object = None) -> Non
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Context compaction for LLM agents in a Python kernel: inspect and plan session logs.",
+        description="Context compaction for LLM agents in a Python kernel: import, inspect, plan and compact session logs.",
         epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

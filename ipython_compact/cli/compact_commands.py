@@ -36,8 +36,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
     p.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
     p.add_argument("--dry-run", action="store_true", help="print the plan only; write nothing")
-    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N")
-    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N")
+    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N",
+                   help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})")
+    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N",
+                   help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_compact)
 
@@ -59,17 +61,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Give ENTRY_ID (as in a pointer '[entry ID · N lines · recall ID]') or --query WORDS.",
     )
     _session(p)
-    p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID")
-    p.add_argument("-q", "--query", metavar="WORDS")
-    p.add_argument("-n", "--limit", type=int, default=5, metavar="N")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID", help="an entry id (see `log`)")
+    p.add_argument("-q", "--query", metavar="WORDS", help="full-text search instead of an id")
+    p.add_argument("-n", "--limit", type=int, default=5, metavar="N", help="at most N search hits (default 5)")
+    p.add_argument("--json", action="store_true", help="print the hits as JSON")
     p.set_defaults(func=cmd_recall)
 
     p = subparsers.add_parser("show", help="a compaction's summary (default: the newest)")
     _session(p)
-    p.add_argument("compaction_id", nargs="?", metavar="ID")
+    p.add_argument("compaction_id", nargs="?", metavar="ID", help="a compaction entry id (see --list)")
     p.add_argument("--list", action="store_true", help="list the compactions on the current branch")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(func=cmd_show)
 
     p = subparsers.add_parser(
@@ -80,8 +82,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "and how the context stays bounded while the log grows.",
     )
     p.add_argument("--rounds", type=int, default=16, metavar="N", help="agent turns added before each compaction")
-    p.add_argument("--compactions", type=int, default=3, metavar="K")
-    p.add_argument("--keep-recent-tokens", type=int, default=3000, metavar="N")
+    p.add_argument("--compactions", type=int, default=3, metavar="K", help="how many compactions to run (default 3)")
+    p.add_argument("--keep-recent-tokens", type=int, default=3000, metavar="N",
+                   help="newest tokens kept verbatim (default 3,000, small so the demo compacts often)")
     p.add_argument("--full-summary", action="store_true", help="print the final summary without trimming")
     p.set_defaults(func=cmd_demo)
 

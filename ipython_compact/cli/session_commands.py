@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Read FILE whole and store it in one transaction; a malformed file stores nothing. "
         "Into an existing session the entries are appended after its leaf.",
     )
-    p.add_argument("file", metavar="FILE", type=Path)
+    p.add_argument("file", metavar="FILE", type=Path, help="a pi session (.jsonl, v1-v3) or an ipython-compact export")
     p.add_argument("--session", metavar="NAME", help="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -71,9 +71,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _session_option(p)
     p.add_argument("--format", choices=FORMATS, default="auto", help="FILE format (default: detect)")
     defaults = CompactionSettings()
-    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N")
-    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N")
-    p.add_argument("--estimator", choices=("density", "chars4"), default=defaults.estimator)
+    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N",
+                   help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})")
+    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N",
+                   help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})")
+    p.add_argument("--estimator", choices=("density", "chars4"), default=defaults.estimator,
+                   help=f"token estimator (default {defaults.estimator})")
     p.add_argument("--window", type=int, metavar="TOKENS", help="model context window: also show the threshold decision")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
