@@ -243,6 +243,14 @@ class SessionStore:
             raise self._translate(exc) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            # Another program's SQLite file: refuse it before the WAL switch rewrites its header.
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            if tables and "migrations" not in tables:
+                raise StoreError(
+                    f"{self.db_path}: a SQLite database of another program (tables: {', '.join(tables[:5])}), "
+                    "not an ipython-compact one; it was left untouched",
+                    path=self.db_path,
+                )
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.db_path}: could not switch the database to WAL mode (got {mode})", path=self.db_path)
@@ -255,6 +263,9 @@ class SessionStore:
         except ValueError as exc:
             conn.close()
             raise StoreError(f"{self.db_path}: {exc}", path=self.db_path) from exc
+        except StoreError:
+            conn.close()
+            raise
         return conn
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
