@@ -200,3 +200,20 @@ def test_every_option_of_every_command_is_explained(command: str) -> None:
     bare = [a.option_strings or [a.dest] for a in sub._actions if not a.help]
     assert bare == [], f"{command}: options without help text: {bare}"
     assert sub.format_help().startswith(f"usage: ipython-compact {command}")
+
+
+def test_another_programs_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE entries (x)")
+    conn.execute("INSERT INTO entries VALUES (1)")
+    conn.commit()
+    conn.close()
+    before = digest(other)
+    for args in (("sessions",), ("import", str(BEFORE))):
+        done = run(tmp_path / "data", "--db", str(other), *args, check=2)
+        assert f"{other}: a SQLite database of another program (tables: entries), not an ipython-compact one" in done.stderr
+        assert "  try: pass another database" in done.stderr
+    assert digest(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
