@@ -451,7 +451,10 @@ function renderHit(hit: IRecallHit): HTMLElement {
   const head = el('div', 'jp-IpythonCompact-hitHead');
   head.append(
     el('code', 'jp-IpythonCompact-hitId', hit.id),
-    el('span', 'jp-IpythonCompact-hitRole', hit.role ?? hit.kind)
+    // `toolResult` reads as "tool result"; the kernel's value is in the tooltip.
+    Object.assign(el('span', 'jp-IpythonCompact-hitRole', (hit.role ?? hit.kind).replace(/([a-z])([A-Z])/g, '$1 $2')), {
+      title: hit.role ?? hit.kind
+    })
   );
   const when = formatTimestamp(hit.timestamp);
   if (when) {

@@ -166,7 +166,7 @@ def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> Non
     hit.first.wait_for(timeout=10_000)
     assert hit.count() == 1
     assert hit.first.get_attribute("data-entry-id") == entry_id
-    assert hit.first.locator(".jp-IpythonCompact-hitRole").inner_text().lower() == "toolresult"
+    assert hit.first.locator(".jp-IpythonCompact-hitRole").inner_text().lower() == "tool result"
     text = hit.first.locator(".jp-IpythonCompact-hitText")
     assert text.inner_text().startswith("build step 0: ok")
     assert "libquartz" not in text.inner_text(), "a long hit starts as an excerpt"
