@@ -461,3 +461,21 @@ def test_export_that_cannot_be_written_is_a_usage_error_not_a_traceback(ip: Any,
     with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl.tmp: Is a directory. Nothing was changed")):
         _run(ip, f"export {tmp_path}/out.jsonl")
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_damaged_database_is_a_usage_error_and_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "damaged"
+    data.mkdir()
+    (data / "sessions.db").write_bytes(b"garbage, not SQLite\n")
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(data))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "damaged")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        with pytest.raises(UsageError) as err:
+            shell.run_line_magic("compact", "status")
+        assert "not a usable ipython-compact database" in str(err.value)
+        assert "Nothing was changed; move the file aside, or point IPYTHON_COMPACT_DIR" in str(err.value)
+        assert (data / "sessions.db").read_bytes() == b"garbage, not SQLite\n"
+    finally:
+        shell.run_line_magic("unload_ext", "ipython_compact")

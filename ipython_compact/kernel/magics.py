@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from ipython_compact.compactor import CompactionError
 from ipython_compact.kernel import display as D
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.store.errors import DatabaseLockedError, StoreError
 
 
 class _HelpShown(Exception):
@@ -163,6 +164,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
             raise UsageError(f"%compact {name}: {exc}. Type `%compact log` to see entry ids.") from None
         except ValueError as exc:
             raise UsageError(f"%compact {name}: {exc}. Type `%compact {name} --help` for usage.") from None
+        except DatabaseLockedError as exc:
+            raise UsageError(f"%compact {name}: {exc}. Nothing was changed; run it again in a moment.") from None
+        except StoreError as exc:  # the session database itself is unusable (damaged, not ours, read-only)
+            raise UsageError(f"%compact {name}: {exc}. Nothing was changed; move the file aside, or point "
+                             "IPYTHON_COMPACT_DIR at another directory and restart the kernel.") from None
         except OSError as exc:  # a file the user named cannot be read or written
             where = f"{exc.filename}: " if exc.filename else ""
             raise UsageError(f"%compact {name}: {where}{exc.strerror or exc}. Nothing was changed; "
