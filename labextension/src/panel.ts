@@ -392,7 +392,8 @@ export class CompactPanel extends Widget {
     const m = this._model.current;
     const box = this._recall;
     box.textContent = '';
-    this._recallButton.disabled = m.recallPending || !(m.state === 'ready' || m.state === 'not-loaded');
+    // Same rule as the actions: only when connected, and not queued behind a cell without a subshell.
+    this._recallButton.disabled = m.recallPending || m.state !== 'ready' || (m.mainBusy && !m.liveWhileBusy);
     box.hidden = !m.recallPending && m.recallError === '' && m.recallAsked === '';
     if (m.recallPending) {
       box.dataset.kind = 'pending';
