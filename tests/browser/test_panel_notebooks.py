@@ -119,6 +119,10 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> No
     show_notebook(page, NB_A)
     _banner(page).wait_for(timeout=10_000)
     assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == "focus for A"
+    # The panel reconnects on return; the fresh kernel has not loaded the extension yet.
+    page.wait_for_function(
+        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
+    assert _banner(page).count() == 1
     _shot(page, "15-restart-banner-kept")
     page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
     _row(page, "kappa").wait_for(timeout=30_000)
