@@ -148,7 +148,7 @@ def test_export_import_round_trip_through_the_command(tmp_path: Path) -> None:
 def test_import_into_existing_session_appends_after_the_leaf(tmp_path: Path) -> None:
     run(tmp_path, "import", str(LARGE), "--session", "s")
     out = run(tmp_path, "import", str(LARGE), "--session", "s").stdout
-    assert "existing session (appended after its leaf) 's'" in out
+    assert "existing session 's' (appended after its leaf)" in out
     assert "1018 ids were already taken" in out
     assert len(run(tmp_path, "log", "--json").stdout.splitlines()) == 2036
 

@@ -217,3 +217,13 @@ def test_another_programs_sqlite_file_is_refused_untouched(tmp_path: Path) -> No
         assert f"{other}: a SQLite database of another program (tables: entries), not an ipython-compact one" in done.stderr
         assert "  try: pass another database" in done.stderr
     assert digest(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+def test_import_twice_with_the_short_session_option_reads_well(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = run(data, "import", str(BEFORE), "-s", "a").stdout
+    second = run(data, "import", str(BEFORE), "-s", "a").stdout.splitlines()
+    assert first.startswith("imported 1,002 entries (pi) into new session 'a'; leaf ")
+    assert second[0].startswith("imported 1,002 entries (pi) into existing session 'a' (appended after its leaf); leaf ")
+    assert second[1] == "  1,002 ids were already taken in that session and got fresh ones"
+    assert run(data, "verify").stdout.startswith("ok: 2,004 entries in 1 session(s)")

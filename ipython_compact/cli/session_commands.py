@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Into an existing session the entries are appended after its leaf.",
     )
     p.add_argument("file", metavar="FILE", type=Path, help="a pi session (.jsonl, v1-v3) or an ipython-compact export")
-    p.add_argument("--session", metavar="NAME", help="target session (default: the file's session name or stem)")
+    p.add_argument("-s", "--session", metavar="NAME", help="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
@@ -110,10 +110,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
         return 0
-    where = "new session" if result.created else "existing session (appended after its leaf)"
-    print(f"imported {result.imported:,} entries ({result.format}) into {where} {result.session!r}; leaf {result.leaf_id}")
+    where = f"new session {result.session!r}" if result.created else f"existing session {result.session!r} (appended after its leaf)"
+    print(f"imported {result.imported:,} entries ({result.format}) into {where}; leaf {result.leaf_id}")
     if result.renamed_ids:
-        print(f"  {result.renamed_ids} ids were already taken in that session and got fresh ones")
+        print(f"  {result.renamed_ids:,} ids were already taken in that session and got fresh ones")
     return 0
 
 
