@@ -205,3 +205,19 @@ def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> Non
     page.wait_for_function(
         f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recallHead')?.textContent.startsWith('0 hits')")
     assert found.count() == 0
+
+
+def test_after_closing_a_notebook_the_panel_follows_the_next_one(page: Any) -> None:
+    show_notebook(page, NB_B)
+    # Saved first, so closing asks nothing.
+    page.evaluate("""async () => {
+        const app = window.jupyterapp;
+        await app.commands.execute('docmanager:save');
+        await app.commands.execute('application:close');
+    }""")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(NB_B)}", timeout=10_000)
+    show_notebook(page, NB_A)
+    ensure_panel_ready(page)
+    _row(page, "kappa").wait_for()
+    assert page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]').count() == 0
