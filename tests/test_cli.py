@@ -149,7 +149,7 @@ def test_import_into_existing_session_appends_after_the_leaf(tmp_path: Path) -> 
     run(tmp_path, "import", str(LARGE), "--session", "s")
     out = run(tmp_path, "import", str(LARGE), "--session", "s").stdout
     assert "existing session 's' (appended after its leaf)" in out
-    assert "1018 ids were already taken" in out
+    assert "1,018 ids were already taken" in out
     assert len(run(tmp_path, "log", "--json").stdout.splitlines()) == 2036
 
 
