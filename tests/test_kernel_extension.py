@@ -479,3 +479,9 @@ def test_a_damaged_database_is_a_usage_error_and_is_left_alone(tmp_path: Path, m
         assert (data / "sessions.db").read_bytes() == b"garbage, not SQLite\n"
     finally:
         shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_names_lengths_have_separators(ip: Any) -> None:
+    ip.run_cell("big = list(range(123456))")
+    plain = _run(ip, "names")._repr_mimebundle_()[0]["text/plain"]
+    assert re.search(r"^big +list +\w+ +len 123,456\b", plain, re.M), plain

@@ -115,7 +115,7 @@ def names_bundle(payload: Mapping[str, Any]) -> Rendered:
         if n.get("dtype"):
             facts.append(str(n["dtype"]))
         if n.get("length") is not None and n.get("shape") is None:
-            facts.append(f"len {n['length']}")
+            facts.append(f"len {cell_text(n['length'])}")
         rows.append([n["name"], n["type"], n.get("kind", ""), ", ".join(facts), _fmt_bytes(n.get("bytes"))])
     title = f"{len(names)} name{'s' if len(names) != 1 else ''}" + (" (truncated)" if payload.get("truncated") else "")
     if not names:
