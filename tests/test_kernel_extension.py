@@ -485,3 +485,29 @@ def test_names_lengths_have_separators(ip: Any) -> None:
     ip.run_cell("big = list(range(123456))")
     plain = _run(ip, "names")._repr_mimebundle_()[0]["text/plain"]
     assert re.search(r"^big +list +\w+ +len 123,456\b", plain, re.M), plain
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "gist"),
+    [
+        ("model_change", {"provider": "openai", "model_id": "gpt-4o"}, "openai/gpt-4o"),
+        ("thinking_level_change", {"thinking_level": "off"}, "thinking level off"),
+        ("snapshot", {"generation": 2, "saved": 3, "bytes": 24241}, "snapshot generation 2: 3 names, 23.7 KiB"),
+        ("pin", {"action": "pin", "pin_id": "pin-1", "text": "keep"}, "pin-1: 'keep'"),
+        ("pin", {"action": "pin", "pin_id": "pin-2", "entry_id": "ab12"}, "pin-2: entry ab12"),
+        ("pin", {"action": "unpin", "pin_id": "pin-1"}, "unpin pin-1"),
+        ("custom", {"custom_type": "ipython_file_ops", "data": {"read": ["a.csv"], "modified": []}},
+         "files read: a.csv; modified: none"),
+        ("custom", {"custom_type": "other"}, "other"),
+        ("branch_summary", {}, ""),
+    ],
+)
+def test_entries_without_text_get_a_gist(kind: str, data: dict[str, Any], gist: str) -> None:
+    assert D.entry_gist({"id": "e", "parent_id": None, "kind": kind, "timestamp": "t", "data": data}) == gist
+
+
+def test_log_rows_of_textless_entries_are_described(ip: Any) -> None:
+    ip.run_cell("x = 1")
+    _run(ip, "snapshot")
+    plain = _run(ip, "log -n 1")._repr_mimebundle_()[0]["text/plain"].splitlines()
+    assert re.match(r"^\w+ +snapshot +snapshot generation \d+: 1 names, ", plain[2]), plain

@@ -191,3 +191,27 @@ def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
     shown.bundle["application/json"] = json.loads(json.dumps(dict(entry), default=str))
     shown.data = dict(entry)
     return shown
+
+
+def entry_gist(entry: Mapping[str, Any]) -> str:
+    """A one-line description of an entry that carries no text (``Entry.to_json()`` shape), so a log
+    row says what happened instead of staying blank."""
+    kind, data = str(entry.get("kind", "")), entry.get("data") or {}
+    if not isinstance(data, Mapping):
+        return ""
+    if kind == "model_change":
+        return f"{data.get('provider', '?')}/{data.get('model_id', '?')}"
+    if kind == "thinking_level_change":
+        return f"thinking level {data.get('thinking_level', '?')}"
+    if kind == "snapshot":
+        return (f"snapshot generation {cell_text(data.get('generation'))}: {cell_text(data.get('saved'))} names, "
+                f"{_fmt_bytes(data.get('bytes')) or '?'}")
+    if kind == "pin":
+        target = f"entry {data['entry_id']}" if data.get("entry_id") else repr(data.get("text", ""))
+        return f"unpin {data.get('pin_id', '?')}" if data.get("action") == "unpin" else f"{data.get('pin_id', '?')}: {target}"
+    if kind == "custom" and data.get("custom_type") == "ipython_file_ops" and isinstance(data.get("data"), Mapping):
+        ops = data["data"]
+        return f"files read: {cell_text(ops.get('read'))}; modified: {cell_text(ops.get('modified'))}"
+    if kind == "custom":
+        return str(data.get("custom_type", ""))
+    return ""

@@ -232,8 +232,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
     def _log(self, a: argparse.Namespace) -> Any:
         self._at_least(a.n, 0, "-n")
         rows = self.service.log(limit=a.n)
+        # Entries without text (snapshots, model changes, file records) are described, not left blank.
+        texts = [r["text"] or D.entry_gist(self.service.show(r["id"])) for r in rows]
         return D.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
-                             [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows], rows)
+                             [[r["id"], r["kind"], r["role"] or "", t] for r, t in zip(rows, texts, strict=True)], rows)
 
     def _show(self, a: argparse.Namespace) -> Any:
         entry = self.service.show(a.entry_id)
