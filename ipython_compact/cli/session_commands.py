@@ -192,10 +192,10 @@ def _preview(entry: Entry, width: int = 70) -> str:
         text = f"[first kept {entry.data.get('first_kept_entry_id')}] {text}"
     elif entry.kind == "model_change":
         text = f"{entry.data.get('provider')}/{entry.data.get('model_id')}"
-    elif entry.kind == "pin":
-        action, pin_id = entry.data.get("action", "pin"), entry.data.get("pin_id", "?")
-        target = f"entry {entry.data['entry_id']}" if entry.data.get("entry_id") else repr(text)
-        text = f"unpin {pin_id}" if action == "unpin" else f"{pin_id}: {target}"
+    elif not text or entry.kind == "pin":
+        from ipython_compact.kernel.display import entry_gist
+
+        text = entry_gist(entry.to_json())  # what a textless entry did (pins, snapshots, file records)
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
 
