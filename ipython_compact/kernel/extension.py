@@ -203,7 +203,15 @@ def load(ip: Any) -> None:
     """Register everything on ``ip``; a second load without unload is a no-op."""
     if id(ip) in _EXTENSIONS:
         return
-    ext = Extension(ip)
+    try:
+        ext = Extension(ip)
+    except OSError as exc:  # the data directory cannot be created: say so, without a traceback
+        from IPython.core.error import UsageError
+
+        from ipython_compact.paths import ENV_DIR
+
+        raise UsageError(f"ipython_compact: cannot create the data directory {exc.filename}: {exc.strerror or exc}. "
+                         f"Point {ENV_DIR} at a writable directory, then `%load_ext ipython_compact` again.") from None
     ext.register()
     _EXTENSIONS[id(ip)] = ext
 
