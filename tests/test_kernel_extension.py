@@ -511,3 +511,14 @@ def test_log_rows_of_textless_entries_are_described(ip: Any) -> None:
     _run(ip, "snapshot")
     plain = _run(ip, "log -n 1")._repr_mimebundle_()[0]["text/plain"].splitlines()
     assert re.match(r"^\w+ +snapshot +snapshot generation \d+: 1 names, ", plain[2]), plain
+
+
+def test_load_with_an_uncreatable_data_dir_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "a-file" / "sub"))
+    shell = start_ipython() or get_ipython()
+    with pytest.raises(UsageError, match=re.escape(f"cannot create the data directory {tmp_path}/a-file/sub: Not a directory. "
+                                                   "Point IPYTHON_COMPACT_DIR at a writable directory")):
+        shell.run_line_magic("load_ext", "ipython_compact")
+    assert "compact" not in shell.magics_manager.magics["line"]
+    assert extension_for(shell) is None
