@@ -179,3 +179,27 @@ def test_readme_command_line_examples_run(tmp_path: Path) -> None:
     assert json.loads(outputs["plan"])["compactable"] is True
     assert outputs["compact"].startswith("compacted session 'work': ")
     assert outputs["verify"].startswith("ok: ")
+
+
+def test_read_only_data_dir_in_terminal_ipython(tmp_path: Path) -> None:
+    """A read-only filesystem (tmpfs remounted read-only: root ignores file modes). Skipped without
+    the rights to mount. `%compact` says why and what to do; cells keep running."""
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(mnt), "IPYTHON_COMPACT_SESSION": "ro"}
+    try:
+        subprocess.run([str(Path(sys.executable).parent / "ipython-compact"), "import", str(FIXTURE), "-s", "ro"],
+                       env=env, check=True, capture_output=True, timeout=60)
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        script = "%load_ext ipython_compact\nx = 41\n%compact status\nprint(x + 1)\n"
+        done = subprocess.run([str(Path(sys.executable).parent / "ipython"), "--simple-prompt", "--no-banner",
+                               "--colors=NoColor", "--HistoryManager.enabled=False"],
+                              input=script, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    both = done.stdout + done.stderr
+    assert "Traceback" not in both
+    assert f"UsageError: %compact status: {mnt}/sessions.db: the directory {mnt} is read-only" in both
+    assert "point IPYTHON_COMPACT_DIR at a writable directory" in both and "42" in done.stdout

@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.path is None:
             return _fail(str(exc), None)
         db = Path(exc.path)
-        reason = _read_only_reason(db)
+        reason = read_only_reason(db)
         if _looks_like_jsonl(db):
             return _fail(f"{db} is a JSONL transcript, not a database",
                          f"import it into the database: {PROG} import {db}   (--db takes a .db file)")
@@ -154,7 +154,7 @@ def _looks_like_jsonl(path: Path) -> bool:
         return False
 
 
-def _read_only_reason(db: Path) -> str | None:
+def read_only_reason(db: Path) -> str | None:
     """Why SQLite cannot open ``db`` when the cause is a read-only place, else None.
 
     SQLite in WAL mode writes ``-wal``/``-shm`` files beside the database even to read it, so a

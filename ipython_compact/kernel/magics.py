@@ -167,6 +167,12 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except DatabaseLockedError as exc:
             raise UsageError(f"%compact {name}: {exc}. Nothing was changed; run it again in a moment.") from None
         except StoreError as exc:  # the session database itself is unusable (damaged, not ours, read-only)
+            from ipython_compact.cli import read_only_reason
+
+            reason = read_only_reason(Path(exc.path)) if exc.path is not None else None
+            if reason:
+                raise UsageError(f"%compact {name}: {reason}. Nothing was changed; point IPYTHON_COMPACT_DIR at a "
+                                 "writable directory and restart the kernel.") from None
             raise UsageError(f"%compact {name}: {exc}. Nothing was changed; move the file aside, or point "
                              "IPYTHON_COMPACT_DIR at another directory and restart the kernel.") from None
         except OSError as exc:  # a file the user named cannot be read or written
