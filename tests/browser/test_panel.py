@@ -230,6 +230,10 @@ def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
     table = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-names").last
     table.wait_for()
     assert table.locator('tr[data-name="zeta"]').count() == 1
+    # The probe's readable dtype, not numpy's type string ('<f8').
+    assert "float64" in table.locator('tr[data-name="grid"]').inner_text()
+    table.scroll_into_view_if_needed()
+    _shot(page, "11a-names-output")
     cards = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card")
     before = cards.count()
     # A restart (previous test) reset the kernel's config: keep a small recent tail again.
