@@ -227,3 +227,24 @@ def test_import_twice_with_the_short_session_option_reads_well(tmp_path: Path) -
     assert second[0].startswith("imported 1,002 entries (pi) into existing session 'a' (appended after its leaf); leaf ")
     assert second[1] == "  1,002 ids were already taken in that session and got fresh ones"
     assert run(data, "verify").stdout.startswith("ok: 2,004 entries in 1 session(s)")
+
+
+def test_demo_names_its_database_in_the_commands_it_suggests(tmp_path: Path) -> None:
+    """`make demo` sets IPYTHON_COMPACT_DIR; the suggested commands must find the demo without it."""
+    data = tmp_path / "data"
+    last = run(data, "demo", "--compactions", "1").stdout.splitlines()[-1]
+    db = data / "sessions.db"
+    assert last == (f"next: ipython-compact log -s demo --db {db} · ipython-compact context -s demo --db {db} · "
+                    f"ipython-compact recall --query 'KeyError' -s demo --db {db}")
+    env = {k: v for k, v in os.environ.items() if k != "IPYTHON_COMPACT_DIR"}
+    env["HOME"] = str(tmp_path / "home")  # the default data dir, empty: only --db can find the demo
+    shown = subprocess.run([str(SCRIPT), "log", "-s", "demo", "--db", str(db), "-n", "1"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.startswith("session 'demo': ")
+
+
+def test_demo_too_short_to_compact_says_so(tmp_path: Path) -> None:
+    done = run(tmp_path / "data", "demo", "--rounds", "4", "--compactions", "1", check=2)
+    assert "Traceback" not in done.stderr
+    assert "nothing to compact in session 'demo'" in done.stderr and "(after 4 turns with --keep-recent-tokens 3,000)" in done.stderr
+    assert "  try: ipython-compact demo --rounds 16" in done.stderr

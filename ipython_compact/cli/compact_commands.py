@@ -262,7 +262,7 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compactor import Compactor, NothingToCompact
     from ipython_compact.core.tokens import estimate_context
     from ipython_compact.testing.transcripts import TranscriptGenerator
 
@@ -270,6 +270,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise CliError("--rounds and --compactions must be positive", f"{PROG} demo --rounds 16 --compactions 3")
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     db = database_from(args)
+    from ipython_compact.paths import ENV_DIR
+
+    # `make demo` sets IPYTHON_COMPACT_DIR; a user's shell usually does not, so the commands shown
+    # name the database, or they would look in the default data directory and find no 'demo'.
+    at = f" --db {db}" if (getattr(args, "db", None) or os.environ.get(ENV_DIR)) else ""
     rule = "─" * 78
     with open_store(args) as store:
         names = {s.name for s in store.sessions()}
@@ -303,7 +308,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 pinned.append(str(pin.data["text"]))
                 print(f"\npinned {pin.data['pin_id']}: {pin.data['text']}")
             measure(f"after {gen.round} turns")
-            plan = compactor.plan(name)
+            try:
+                plan = compactor.plan(name)
+            except NothingToCompact as exc:
+                raise CliError(f"{exc} (after {gen.round} turns with --keep-recent-tokens {args.keep_recent_tokens:,})",
+                               f"{PROG} demo --rounds 16   (more turns per compaction, or a smaller --keep-recent-tokens)") from exc
             print(f"\n[{k}] dry run ({PROG} compact --dry-run):")
             print(textwrap.indent(plan.render(), "  "))
             result = compactor.compact(name, reason="manual")
@@ -314,18 +323,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
             measure(f"after compaction {k}")
         assert result is not None
-        print(f"\n{rule}\nthe newest checkpoint ({PROG} show -s {name}):\n{rule}")
+        print(f"\n{rule}\nthe newest checkpoint ({PROG} show -s {name}{at}):\n{rule}")
         summary = result.summary
         if not args.full_summary and len(summary) > 6000:
             cut = summary.rfind("\n", 0, 6000)
-            summary = summary[:cut] + f"\n[... {len(result.summary) - cut:,} more characters: {PROG} show -s {name}]"
+            summary = summary[:cut] + f"\n[... {len(result.summary) - cut:,} more characters: {PROG} show -s {name}{at}]"
         print(summary)
         pointers = result.details.get("externalized") or []
         if pointers:
             target = str(pointers[-1]["entry_id"])
             (hit,) = compactor.recall(name, entry_id=target)
             lines = hit.text.splitlines()
-            print(f"\n{rule}\nrecall of an externalized output ({PROG} recall {target} -s {name}): {len(lines):,} lines, first 3:")
+            print(f"\n{rule}\nrecall of an externalized output ({PROG} recall {target} -s {name}{at}): {len(lines):,} lines, first 3:")
             for line in lines[:3]:
                 print(f"  {line}")
         print(f"\n{rule}\nthe log grows, the context stays bounded:")
@@ -342,5 +351,5 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"\nplanted facts still verbatim in the model's context: {found}")
         report = store.verify(name)
         print(f"\nlog verified: {report.entries:,} entries, hash chain {'intact' if report.ok else 'BROKEN: ' + '; '.join(report.problems)}")
-        print(f"next: {PROG} log -s {name} · {PROG} context -s {name} · {PROG} recall --query 'KeyError' -s {name}")
+        print(f"next: {PROG} log -s {name}{at} · {PROG} context -s {name}{at} · {PROG} recall --query 'KeyError' -s {name}{at}")
     return 0
