@@ -221,3 +221,18 @@ def test_after_closing_a_notebook_the_panel_follows_the_next_one(page: Any) -> N
     ensure_panel_ready(page)
     _row(page, "kappa").wait_for()
     assert page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]').count() == 0
+
+
+def test_a_long_name_stays_on_one_line_with_the_full_name_in_its_tooltip(page: Any) -> None:
+    show_notebook(page, NB_A)
+    ensure_panel_ready(page)
+    long_name = "quarterly_revenue_by_region_after_currency_adjustment"
+    run_cell(page, f"{long_name} = [1.5, 2.5]")
+    cell = _row(page, long_name).locator(".jp-IpythonCompact-name")
+    cell.wait_for()
+    assert cell.get_attribute("title") == long_name
+    box = cell.bounding_box()
+    short = _row(page, "kappa").locator(".jp-IpythonCompact-name").bounding_box()
+    assert box is not None and short is not None
+    assert abs(box["height"] - short["height"]) < 2, "the long name wrapped"
+    assert cell.evaluate("(td) => td.scrollWidth > td.clientWidth"), "the cell should be cut with an ellipsis"
