@@ -248,3 +248,11 @@ def test_demo_too_short_to_compact_says_so(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "nothing to compact in session 'demo'" in done.stderr and "(after 4 turns with --keep-recent-tokens 3,000)" in done.stderr
     assert "  try: ipython-compact demo --rounds 16" in done.stderr
+
+
+def test_recall_header_counts_lines_in_english(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    run(data, "import", str(BEFORE), "-s", "work")
+    pinned = run(data, "pin", "-s", "work", "one line only").stdout.split("(entry ", 1)[1].split(")", 1)[0]
+    header = run(data, "recall", "-s", "work", pinned).stdout.splitlines()[0]
+    assert header.startswith(f"── entry {pinned} · pin · ") and header.endswith(" · 1 line")

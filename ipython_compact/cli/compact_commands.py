@@ -202,7 +202,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         print(f"no entries match {args.query!r}")
     for hit in hits:
         role = f" {hit.role}" if hit.role else ""
-        print(f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {len(hit.text.splitlines()):,} lines")
+        count = len(hit.text.splitlines())
+        print(f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {count:,} line{'' if count == 1 else 's'}")
         print(hit.text)
     return 0
 
