@@ -256,3 +256,10 @@ def test_recall_header_counts_lines_in_english(tmp_path: Path) -> None:
     pinned = run(data, "pin", "-s", "work", "one line only").stdout.split("(entry ", 1)[1].split(")", 1)[0]
     header = run(data, "recall", "-s", "work", pinned).stdout.splitlines()[0]
     assert header.startswith(f"── entry {pinned} · pin · ") and header.endswith(" · 1 line")
+
+
+@pytest.mark.parametrize(("forced", "command"), [("jsonl", "import"), ("jsonl", "plan")])
+def test_a_wrongly_forced_format_suggests_auto(tmp_path: Path, forced: str, command: str) -> None:
+    done = run(tmp_path / "data", command, str(BEFORE), "--format", forced, check=2)
+    assert "before-compaction.jsonl:1: first line must be" in done.stderr
+    assert f"try: let it detect the format from line 1: ipython-compact {command} {BEFORE} --format auto" in done.stderr

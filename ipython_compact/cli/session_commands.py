@@ -122,6 +122,8 @@ def _format_hint(exc: Any, file: Path, command: str) -> str:
     line = getattr(exc, "line", None)
     if "no such file" in str(exc):
         return f"check the path: ls {file}"
+    if line == 1 and "first line must be" in str(exc):
+        return f"let it detect the format from line 1: {PROG} {command} {file} --format auto"
     if line is not None and line > 1:
         return f"fix line {line} of {file} (each line must be one JSON object of the session format)"
     if line is not None and "JSON" in str(exc):
