@@ -138,6 +138,18 @@ def test_file_opens_in_cells_are_recorded_for_the_ledger(ip: Any, tmp_path: Path
     assert entries[-1].data["data"] == {"read": [str(src)], "modified": [str(out)]}
 
 
+def test_files_written_by_compact_itself_are_not_the_users(ip: Any, tmp_path: Path) -> None:
+    """`%compact export FILE` inside a cell writes a file, but that is our work, not the cell's."""
+    src = tmp_path / "mine.txt"
+    src.write_text("x")
+    out = tmp_path / "export.jsonl"
+    ip.run_cell(f"_ = open({str(src)!r}).read()\nget_ipython().run_line_magic('compact', 'export {out}')")
+    assert out.exists()
+    service = extension_for(ip).service  # type: ignore[union-attr]
+    entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
+    assert entries[-1].data["data"] == {"read": [str(src)], "modified": []}
+
+
 def test_session_switch_is_remembered(ip: Any, tmp_path: Path) -> None:
     _run(ip, "session other-session")
     assert extension_for(ip).service.session == "other-session"  # type: ignore[union-attr]

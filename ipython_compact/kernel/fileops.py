@@ -18,6 +18,7 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _installed = False
@@ -52,6 +53,16 @@ class FileOpsRecorder:
             mode is None and isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
         with self._lock:
             (self.written if write else self.read)[full] = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The extension's own work inside a cell (``%compact export FILE``) is not the user's file activity."""
+        previous = self.in_cell
+        self.in_cell = False
+        try:
+            yield
+        finally:
+            self.in_cell = previous
 
     def take(self) -> tuple[list[str], list[str]]:
         """``(read, modified)`` since the last take; a file both read and written counts as modified."""

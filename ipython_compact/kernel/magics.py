@@ -145,7 +145,8 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except _HelpShown as shown:
             return D.text_bundle(shown.text)
         try:
-            return self.handlers[name](args)
+            with self.service.fileops.paused():
+                return self.handlers[name](args)
         except Busy as exc:
             raise UsageError(f"%compact {name}: {exc}") from None
         except CompactionError as exc:
