@@ -228,11 +228,18 @@ def test_a_long_name_stays_on_one_line_with_the_full_name_in_its_tooltip(page: A
     ensure_panel_ready(page)
     long_name = "quarterly_revenue_by_region_after_currency_adjustment"
     run_cell(page, f"{long_name} = [1.5, 2.5]")
-    cell = _row(page, long_name).locator(".jp-IpythonCompact-name")
-    cell.wait_for()
-    assert cell.get_attribute("title") == long_name
-    box = cell.bounding_box()
-    short = _row(page, "kappa").locator(".jp-IpythonCompact-name").bounding_box()
-    assert box is not None and short is not None
-    assert abs(box["height"] - short["height"]) < 2, "the long name wrapped"
-    assert cell.evaluate("(td) => td.scrollWidth > td.clientWidth"), "the cell should be cut with an ellipsis"
+    _row(page, long_name).wait_for()
+    # Measured in one go inside the page: the table is redrawn on every answer.
+    facts = page.wait_for_function(
+        """([panel, longName]) => {
+            const cell = (n) => document.querySelector(`${panel} .jp-IpythonCompact-names tr[data-name="${n}"] td`);
+            const long = cell(longName), short = cell('kappa');
+            if (!long || !short) { return null; }
+            return {title: long.title, longHeight: long.getBoundingClientRect().height,
+                    shortHeight: short.getBoundingClientRect().height, cut: long.scrollWidth > long.clientWidth};
+        }""",
+        arg=[PANEL, long_name],
+    ).json_value()
+    assert facts["title"] == long_name
+    assert abs(facts["longHeight"] - facts["shortHeight"]) < 2, "the long name wrapped"
+    assert facts["cut"], "the cell should be cut with an ellipsis"
