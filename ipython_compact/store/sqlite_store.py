@@ -32,9 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ipython_compact.core.entries import COMPACTION, KINDS, MESSAGE, Entry, canonical_json, entry_text
+from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
 from ipython_compact.store import migrations
 from ipython_compact.store.errors import (
@@ -47,9 +48,6 @@ from ipython_compact.store.errors import (
     UnknownSessionError,
 )
 from ipython_compact.store.migrations import MARK_KINDS
-
-Estimator = Literal["density", "chars4"]
-ESTIMATORS: tuple[Estimator, ...] = ("density", "chars4")
 
 
 class _Default(enum.Enum):
