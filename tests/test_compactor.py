@@ -278,3 +278,27 @@ def test_malformed_previous_details_are_reported_and_nothing_written(store: Sess
     with pytest.raises(CompactionError, match=f"previous compaction \\(entry {bad.id}\\) has malformed details"):
         Compactor(store, settings=SETTINGS).compact("s")
     assert snapshot(store) == before
+
+
+def file_ops(store: SessionStore, read: list[str], modified: list[str]) -> None:
+    """What kernel/fileops.py appends after a cell that opened files."""
+    store.append("s", "custom", {"custom_type": "ipython_file_ops", "data": {"read": read, "modified": modified}})
+
+
+def test_kernel_file_ops_of_the_summarized_span_are_folded_into_the_ledger(store: SessionStore) -> None:
+    gen = TranscriptGenerator(13, big_output_every=0)
+    feed(store, gen, 2)
+    file_ops(store, ["/w/in.csv", "/w/notes.md"], [])
+    feed(store, gen, 2)
+    file_ops(store, ["/w/more.csv"], ["/w/in.csv"])  # read earlier, written now: modified only
+    feed(store, gen, 12)
+    file_ops(store, ["/w/tail.csv"], ["/w/tail-out.csv"])  # in the kept tail: not summarized yet
+    feed(store, gen, 2)
+    compactor = Compactor(store, settings=CompactionSettings(keep_recent_tokens=800))
+    ledger = compactor.compact("s").details["ledger"]
+    assert ledger["files_read"] == ["/w/notes.md", "/w/more.csv"]
+    assert ledger["files_modified"] == ["/w/in.csv"]
+    feed(store, gen, 12)
+    ledger = compactor.compact("s").details["ledger"]  # the next span folds the tail's record, once
+    assert ledger["files_read"] == ["/w/notes.md", "/w/more.csv", "/w/tail.csv"]
+    assert ledger["files_modified"] == ["/w/in.csv", "/w/tail-out.csv"]
