@@ -15,6 +15,7 @@ from ipython_compact.store import (
     InvalidEntryError,
     SessionExistsError,
     SessionStore,
+    StoreError,
     UnknownEntryError,
     UnknownSessionError,
     migrations,
@@ -291,6 +292,28 @@ def test_verify_detects_a_removed_branch_tip(tmp_path: Path) -> None:
         report = s.verify()
     assert not report.ok
     assert any("entries lost" in p or "chain" in p for p in report.problems)
+
+
+READERS = {
+    "path": lambda s: s.path("s"),
+    "path_by_role": lambda s: s.path("s", roles={"user"}),
+    "path_by_kind": lambda s: s.path("s", kinds={"message"}),
+    "context_view": lambda s: s.context_view("s"),
+    "path_tail": lambda s: s.path_tail("s", 100),
+}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_a_missing_parent_is_reported_by_every_path_reader_not_read_as_a_shorter_path(tmp_path: Path, reader: str) -> None:
+    path = tmp_path / "log.db"
+    with SessionStore(path, clock=_clock(), new_id=_ids()) as s:
+        s.create_session("s")
+        made = [s.append("s", "message", user(f"question {i}")) for i in range(8)]
+    _tamper(path, f"DELETE FROM entries WHERE id = '{made[3].id}'")
+    with SessionStore(path) as s:
+        with pytest.raises(StoreError, match=rf"broken parent link: '{made[4].id}' names parent '{made[3].id}'"):
+            READERS[reader](s)
+        assert [e.id for e in s.path_tail("s", 3)] == [e.id for e in made[5:]]  # the intact tail still reads
 
 
 def test_database_file_is_owner_only_and_migrations_are_named(tmp_path: Path) -> None:

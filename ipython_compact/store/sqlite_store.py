@@ -682,13 +682,18 @@ class SessionStore:
         ).fetchall()
         if not rows:
             raise UnknownEntryError(f"no entry {leaf!r} in the session", path=self.db_path)
-        if rows[0][1] is not None and (stop_at is None or rows[0][0] != stop_at):
+        self._check_reached_top(rows[0], stop_at)
+        return rows
+
+    def _check_reached_top(self, top: Sequence[Any], stop_at: str | None) -> None:
+        """Raise when a walk up (``top`` = its oldest row, ``(id, parent_id, ...)``) ended neither
+        at the root nor at ``stop_at``: a parent link points at a missing entry."""
+        if top[1] is not None and (stop_at is None or top[0] != stop_at):
             raise StoreError(
-                f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is missing "
+                f"{self.db_path}: broken parent link: {top[0]!r} names parent {top[1]!r}, which is missing "
                 "(run `ipython-compact verify`)",
                 path=self.db_path,
             )
-        return rows
 
     def _walk_links(
         self, conn: sqlite3.Connection, sid: int, leaf: str, stop_at: str | None, limit: int = -1
@@ -710,13 +715,8 @@ class SessionStore:
         ).fetchall()
         if not rows:
             raise UnknownEntryError(f"no entry {leaf!r} in the session", path=self.db_path)
-        complete = rows[0][1] is None or (stop_at is not None and rows[0][0] == stop_at)
-        if not complete and not (limit >= 0 and len(rows) >= limit):
-            raise StoreError(
-                f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is missing "
-                "(run `ipython-compact verify`)",
-                path=self.db_path,
-            )
+        if not (limit >= 0 and len(rows) >= limit):  # a walk cut short by ``limit`` is complete by design
+            self._check_reached_top(rows[0], stop_at)
         return rows
 
     def _marked(self, conn: sqlite3.Connection, sid: int, leaf: str, min_depth: int) -> list[tuple[str, str]]:
@@ -829,12 +829,7 @@ class SessionStore:
         ).fetchall()
         if not rows:
             raise UnknownEntryError(f"no entry {leaf!r} in the session", path=self.db_path)
-        if rows[0][1] is not None:
-            raise StoreError(
-                f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is missing "
-                "(run `ipython-compact verify`)",
-                path=self.db_path,
-            )
+        self._check_reached_top(rows[0], None)
         wanted_roles = set(roles)
         wanted_kinds = None if kinds is None else set(kinds)
         return [
@@ -969,12 +964,7 @@ class SessionStore:
                 """,
                 {"sid": sid, "leaf": start, "stop": head},
             ).fetchall()
-            if rows[0][1] is not None and (head is None or rows[0][0] != head):
-                raise StoreError(
-                    f"{self.db_path}: broken parent link: {rows[0][0]!r} names parent {rows[0][1]!r}, which is "
-                    "missing (run `ipython-compact verify`)",
-                    path=self.db_path,
-                )
+            self._check_reached_top(rows[0], head)
             entries = self._cached_entries(conn, sid, [r[0] for r in rows])
         return ContextView(
             session=session,
