@@ -187,9 +187,12 @@ class RecallHit:
 
 @dataclass(frozen=True)
 class _Work:
-    """Everything decided before the summarizer runs."""
+    """Everything decided before the summarizer runs. ``path`` is the context view it was decided
+    on (``prep``'s indices point into it); ``span`` is the summarized part, turn prefix included."""
 
     prep: Preparation
+    path: tuple[Entry, ...]
+    span: tuple[Entry, ...]
     triage: Triage
     history: tuple[Entry, ...]
     prefix: tuple[Entry, ...]
@@ -252,7 +255,7 @@ class Compactor:
         if keep_recent_tokens is not None:
             settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
         view = self.store.context_view(session)
-        path: list[Entry] = list(view.entries)
+        path = tuple(view.entries)
         counts = view.tokens(settings.estimator)
         prep = prepare_compaction(path, settings, tokens=counts)
         if prep is None:
@@ -263,7 +266,7 @@ class Compactor:
             raw = path[prep.previous_compaction_index].data.get("details")
             previous_details = raw if isinstance(raw, Mapping) else {}
             _check_details(path[prep.previous_compaction_index].id, previous_details)
-        span = list(prep.messages_to_summarize) + list(prep.turn_prefix)
+        span = (*prep.messages_to_summarize, *prep.turn_prefix)
         tri = triage(
             span,
             prep.kept,
@@ -278,7 +281,7 @@ class Compactor:
         if self.use_anchors:
             lookup = self._lookup(session)
             previous = AnchorSet.from_json(previous_details.get("anchors"))
-            sources: list[Entry] = span
+            sources: Sequence[Entry] = span
             if prep.previous_compaction_index >= 0 and "anchors" not in previous_details:
                 # a compaction made without anchors (pi import): read the goal etc. from the raw log
                 ids = {e.id for e in span}
@@ -293,7 +296,7 @@ class Compactor:
                 raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        return _Work(prep, tri, history, prefix, anchor_set, previous_details, tokens)
+        return _Work(prep, path, span, tri, history, prefix, anchor_set, previous_details, tokens)
 
     def plan(self, session: str, focus: str | None = None, *, keep_recent_tokens: int | None = None) -> Plan:
         """The dry run: what would be summarized, kept, externalized and discarded. Writes nothing.
@@ -340,7 +343,7 @@ class Compactor:
         work = self._work(session, keep_recent_tokens)
         if work is None:
             return None
-        return self._payload(session, reason, focus, work)
+        return self._payload(reason, focus, work)
 
     def _summarize(self, work: _Work, focus: str | None) -> tuple[str, list[SummaryResult]]:
         prep = work.prep
@@ -361,18 +364,18 @@ class Compactor:
             return combine_split_turn(history_text, res.text), results
         return history_text or "", results
 
-    def _payload(self, session: str, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
+    def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
         narrative, results = self._summarize(work, focus)
         prev = work.previous_details
 
-        ledger = Ledger.from_json(prev.get("ledger")).update(list(prep.messages_to_summarize) + list(prep.turn_prefix)) if self.use_ledger else Ledger()
-        if self.use_ledger:  # files the kernel saw cells open (custom entries written by kernel/fileops.py)
-            span = self.store.context_view(session).entries[prep.boundary_start : prep.first_kept_index]
-            ledger = _merge_kernel_file_ops(ledger, span)
+        ledger = Ledger()
+        if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
+            ledger = Ledger.from_json(prev.get("ledger")).update(work.span)
+            ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
         identifiers = track_identifiers(
             [Identifier.from_json(i) for i in prev.get("identifiers") or []],
-            list(prep.messages_to_summarize) + list(prep.turn_prefix),
+            work.span,
             max_count=self.max_identifiers,
             max_chars=self.identifier_chars,
         )
@@ -449,7 +452,7 @@ class Compactor:
             raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
         plan = self._plan_of(session, focus, work)
         try:
-            payload = self._payload(session, reason, focus, work)
+            payload = self._payload(reason, focus, work)
         except SummarizerError as exc:
             outcome = self.store.append(
                 session,
