@@ -237,6 +237,11 @@ def ensure_panel_ready(page: Any) -> None:
     wait_panel_state(page, "ready")
 
 
+def name_row(page: Any, name: str) -> Any:
+    """The panel's namespace-table row for ``name`` (a Playwright locator; it may match nothing yet)."""
+    return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
+
+
 def names_updated_at(page: Any) -> int:
     """The browser-clock time (ms) of the panel's last answered namespace request, 0 if none."""
     value = page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at")

@@ -6,18 +6,21 @@ own root directory, Jupyter directories and ``IPYTHON_COMPACT_DIR`` under a temp
 and one Chromium; both are stopped at the end (the server shuts down its kernels). The machinery
 is ``ipython_compact.testing.jupyterlab``, shared with bench/bench_panel_latency.py.
 
-Screenshots of each step go to ``artifacts/screenshots/`` (gitignored) for a person to look at.
+Each test module says which notebooks it works in (a module-scoped ``notebooks`` fixture) and
+gets one ``page``: a browser context of its own with those notebooks open, the last one in front.
+Screenshots of each step go to ``artifacts/screenshots/`` (gitignored) for a person to look at,
+through the ``shot`` fixture.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ipython_compact.testing.jupyterlab import LabServer, chromium, running_lab
+from ipython_compact.testing.jupyterlab import LabServer, chromium, running_lab, wait_notebook_kernel
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
@@ -44,3 +47,38 @@ def browser() -> Iterator[Any]:
 def screenshot_dir() -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS
+
+
+@pytest.fixture(scope="module")
+def notebooks() -> tuple[str, ...]:
+    """The notebooks a module's ``page`` opens, in order; every browser test module overrides this."""
+    raise pytest.UsageError("a browser test module must define a module-scoped 'notebooks' fixture")
+
+
+@pytest.fixture(scope="module")
+def page(lab_server: LabServer, browser: Any, notebooks: tuple[str, ...]) -> Iterator[Any]:
+    """One browser context per module with ``notebooks`` open (each with an idle kernel)."""
+    for name in notebooks:
+        lab_server.put_notebook(name)
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        pg.goto(lab_server.lab_url(notebooks[0]))
+        wait_notebook_kernel(pg, notebooks[0])
+        for name in notebooks[1:]:
+            pg.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", name)
+            wait_notebook_kernel(pg, name)
+        yield pg
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def shot(page: Any, screenshot_dir: Path) -> Callable[[str], None]:
+    """Save what the page shows now as ``<name>.png`` in the screenshot directory."""
+
+    def take(name: str) -> None:
+        page.screenshot(path=str(screenshot_dir / f"{name}.png"))
+
+    return take

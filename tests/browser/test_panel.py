@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from ipython_compact.testing.jupyterlab import (
     PANEL,
     ensure_panel_ready,
+    name_row,
     names_updated_at,
     open_panel,
     run_cell,
@@ -33,29 +33,11 @@ from ipython_compact.testing.jupyterlab import (
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 NOTEBOOK = "compact-demo.ipynb"
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
 @pytest.fixture(scope="module")
-def page(lab_server: Any, browser: Any, screenshot_dir: Path) -> Iterator[Any]:
-    lab_server.put_notebook(NOTEBOOK)
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    pg.goto(lab_server.lab_url(NOTEBOOK))
-    wait_notebook_kernel(pg, NOTEBOOK)
-    try:
-        yield pg
-    finally:
-        context.close()
-
-
-def _shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-
-
-def _row(page: Any, name: str) -> Any:
-    return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
+def notebooks() -> tuple[str, ...]:
+    return (NOTEBOOK,)
 
 
 def _subshells(page: Any) -> list[str]:
@@ -67,7 +49,7 @@ def _subshells(page: Any) -> list[str]:
         }"""))
 
 
-def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
+def test_panel_opens_and_offers_to_load_the_extension(page: Any, shot: Callable[[str], None]) -> None:
     # Until the panel is shown it sends nothing: no comm, no subshell in the user's kernel.
     page.wait_for_timeout(1_000)
     assert _subshells(page) == []
@@ -76,7 +58,7 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
     banner = page.locator(f"{PANEL} .jp-IpythonCompact-banner")
     assert "not loaded" in banner.inner_text()
     assert page.locator(f'{PANEL} button[data-action="compact"]').is_disabled()
-    _shot(page, "01-panel-not-loaded")
+    shot("01-panel-not-loaded")
 
     banner.locator('button[data-action="load-extension"]').click()
     wait_panel_state(page, "ready")
@@ -86,31 +68,31 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any) -> None:
     assert "tokens" in page.inner_text(f"{PANEL} .jp-IpythonCompact-tokenCount")
     assert page.locator(f"{PANEL} .jp-IpythonCompact-line-blocking").count() == 1
     assert page.locator(f"{PANEL} .jp-IpythonCompact-line-background").count() == 1
-    _shot(page, "02-panel-connected")
+    shot("02-panel-connected")
     assert len(_subshells(page)) == 1
 
 
-def test_variable_defined_in_a_cell_appears(page: Any) -> None:
+def test_variable_defined_in_a_cell_appears(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "alpha = [1, 2, 3]\nimport numpy as np\ngrid = np.zeros((3, 4))")
-    _row(page, "alpha").wait_for()
-    _row(page, "grid").wait_for()
-    alpha_cells = _row(page, "alpha").locator("td").all_inner_texts()
-    grid_cells = _row(page, "grid").locator("td").all_inner_texts()
+    name_row(page, "alpha").wait_for()
+    name_row(page, "grid").wait_for()
+    alpha_cells = name_row(page, "alpha").locator("td").all_inner_texts()
+    grid_cells = name_row(page, "grid").locator("td").all_inner_texts()
     assert alpha_cells[1] == "list"
     assert "len 3" in alpha_cells[2]
     assert "(3, 4)" in grid_cells[2]
-    _shot(page, "03-variable-appears")
+    shot("03-variable-appears")
 
 
-def test_namespace_is_answered_while_a_long_cell_runs(page: Any) -> None:
+def test_namespace_is_answered_while_a_long_cell_runs(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     before = names_updated_at(page)
     started = time.monotonic()
     run_cell(page, "beta = 42\nimport time\ntime.sleep(8)", wait=False)
     page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
     # `beta` exists only inside the running cell: seeing it proves the request was answered mid-cell.
-    _row(page, "beta").wait_for(timeout=6_000)
+    name_row(page, "beta").wait_for(timeout=6_000)
     elapsed = time.monotonic() - started
     still_busy = page.get_attribute(PANEL, "data-busy")
     assert still_busy == "true", "the cell had finished before the panel answered"
@@ -118,7 +100,7 @@ def test_namespace_is_answered_while_a_long_cell_runs(page: Any) -> None:
     assert names_updated_at(page) > before
     note = page.inner_text(f"{PANEL} .jp-IpythonCompact-note")
     assert "subshell" in note
-    _shot(page, "04-answered-while-cell-runs")
+    shot("04-answered-while-cell-runs")
     wait_kernel_idle(page, timeout=20_000)
     page.wait_for_selector(f'{PANEL}[data-busy="false"]')
 
@@ -142,7 +124,7 @@ del _seed_transcript
 """
 
 
-def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> None:
+def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
     run_cell(page, SEED.strip())
@@ -154,7 +136,7 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> Non
     assert "tokens" in plan.locator('tr[data-bucket="summarize"]').inner_text()
     assert "tokens" in plan.locator('tr[data-bucket="keep"]').inner_text()
     assert page.locator(f"{PANEL} .jp-IpythonCompact-card").count() == 0, "preview must not compact"
-    _shot(page, "05-preview")
+    shot("05-preview")
     page.locator(f'{PANEL} button[data-action="compact"]').click()
     card = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card")
     card.first.wait_for(timeout=60_000)
@@ -170,27 +152,27 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any) -> Non
     # The plan kept the recent tail verbatim; the card says how much (the kernel counts it).
     assert re.search(r"\b[1-9]\d* kept messages?\b", card.first.locator(".jp-IpythonCompact-kept").inner_text())
     card.first.scroll_into_view_if_needed()
-    _shot(page, "06-compaction-timeline")
+    shot("06-compaction-timeline")
 
 
-def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> None:
+def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "gamma = {'city': 'Lyon', 'rows': 3}")
-    _row(page, "gamma").wait_for()
+    name_row(page, "gamma").wait_for()
     page.locator(f'{PANEL} button[data-action="snapshot"]').click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
     assert "saved" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
-    _shot(page, "07-snapshot-saved")
+    shot("07-snapshot-saved")
 
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
     wait_kernel_idle(page)
-    assert _row(page, "gamma").count() == 0
-    _shot(page, "08-restart-noticed")
+    assert name_row(page, "gamma").count() == 0
+    shot("08-restart-noticed")
 
     page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
-    _row(page, "gamma").wait_for(timeout=30_000)
+    name_row(page, "gamma").wait_for(timeout=30_000)
     result = page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
     assert "gamma" in result
     assert page.locator(f"{PANEL} .jp-IpythonCompact-banner").is_hidden()
@@ -198,10 +180,10 @@ def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any) -> Non
     run_cell(page, "print(gamma['city'])")
     outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
     assert any("Lyon" in o for o in outputs)
-    _shot(page, "09-restored")
+    shot("09-restored")
 
 
-def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
+def test_summary_renderer_shows_hostile_text_as_text(page: Any, shot: Callable[[str], None]) -> None:
     payload = {
         "id": "e-x", "timestamp": "2026-01-01T00:00:00Z", "reason": "threshold",
         "tokens_before": 120000, "tokens_after": 18000, "first_kept_entry_id": "e-9", "kept_entries": 4,
@@ -221,10 +203,10 @@ def test_summary_renderer_shows_hostile_text_as_text(page: Any) -> None:
     assert "<img src=x" in out.inner_text()
     assert page.evaluate("() => window.__pwned === undefined")
     out.scroll_into_view_if_needed()
-    _shot(page, "10-summary-renderer")
+    shot("10-summary-renderer")
 
 
-def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
+def test_compact_magic_outputs_use_the_renderers(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "zeta = 'z'\n%compact names")
     table = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-names").last
@@ -233,7 +215,7 @@ def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
     # The probe's readable dtype, not numpy's type string ('<f8').
     assert "float64" in table.locator('tr[data-name="grid"]').inner_text()
     table.scroll_into_view_if_needed()
-    _shot(page, "11a-names-output")
+    shot("11a-names-output")
     cards = page.locator(".jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card")
     before = cards.count()
     # A restart (previous test) reset the kernel's config: keep a small recent tail again.
@@ -248,10 +230,10 @@ def test_compact_magic_outputs_use_the_renderers(page: Any) -> None:
     assert "→" in card.locator(".jp-IpythonCompact-tokens").inner_text()
     assert card.locator(".jp-IpythonCompact-summary").inner_text().strip() != ""
     card.scroll_into_view_if_needed()
-    _shot(page, "11-magic-outputs")
+    shot("11-magic-outputs")
 
 
-def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, lab_server: Any) -> None:
+def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, shot: Callable[[str], None], lab_server: Any) -> None:
     # The same switch JupyterLab's "commsOverSubshells" setting flips; a kernel or a Lab without
     # subshells behaves this way: comm requests would queue behind the running cell.
     lab_server.put_notebook("no-subshells.ipynb")
@@ -264,7 +246,7 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, la
     ensure_panel_ready(page)
     assert "between cells" in page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail")
     run_cell(page, "delta = 1")
-    _row(page, "delta").wait_for()
+    name_row(page, "delta").wait_for()
 
     run_cell(page, "epsilon = 2\nimport time\ntime.sleep(6)", wait=False)
     page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
@@ -273,17 +255,17 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, la
         f"() => document.querySelector('{PANEL} .jp-IpythonCompact-note').textContent.includes('Kernel busy')",
         timeout=5_000)
     assert "no subshells" in note.inner_text()
-    assert _row(page, "epsilon").count() == 0
+    assert name_row(page, "epsilon").count() == 0
     assert page.get_attribute(PANEL, "data-busy") == "true"
     assert page.locator(f'{PANEL} button[data-action="snapshot"]').is_disabled()
-    _shot(page, "12-busy-without-subshells")
+    shot("12-busy-without-subshells")
     wait_kernel_idle(page, timeout=20_000)
-    _row(page, "epsilon").wait_for(timeout=10_000)
+    name_row(page, "epsilon").wait_for(timeout=10_000)
     assert page.locator(f"{PANEL} .jp-IpythonCompact-note").is_hidden()
     page.evaluate("() => { window.jupyterapp.serviceManager.kernels.commsOverSubshells = 'perCommTarget'; }")
 
 
-def test_panel_follows_the_dark_theme(page: Any) -> None:
+def test_panel_follows_the_dark_theme(page: Any, shot: Callable[[str], None]) -> None:
     open_panel(page)
     # The notebook with a namespace and a timeline, so the dark screenshot shows every part.
     show_notebook(page, NOTEBOOK)
@@ -293,6 +275,6 @@ def test_panel_follows_the_dark_theme(page: Any) -> None:
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
     page.wait_for_function(f"(light) => ({background})() !== light", arg=light, timeout=10_000)
     page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
-    _shot(page, "13-dark-theme")
+    shot("13-dark-theme")
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)

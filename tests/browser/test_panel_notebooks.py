@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,17 +19,21 @@ import pytest
 from ipython_compact.testing.jupyterlab import (
     PANEL,
     ensure_panel_ready,
+    name_row,
     run_cell,
     show_notebook,
     wait_kernel_idle,
-    wait_notebook_kernel,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 NB_A = "switch-a.ipynb"
 NB_B = "switch-b.ipynb"
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def notebooks() -> tuple[str, ...]:
+    return (NB_A, NB_B)
 
 # A transcript whose first tool output (401 lines) is externalized by compaction: the summary then
 # holds the pointer "[entry <id> · 401 lines · recall <id>]". One message carries hostile markup.
@@ -64,40 +67,16 @@ del _seed_big_output
 """
 
 
-@pytest.fixture(scope="module")
-def page(lab_server: Any, browser: Any, screenshot_dir: Path) -> Iterator[Any]:
-    lab_server.put_notebook(NB_A)
-    lab_server.put_notebook(NB_B)
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    pg.goto(lab_server.lab_url(NB_A))
-    wait_notebook_kernel(pg, NB_A)
-    pg.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(NB_B)}}})")
-    wait_notebook_kernel(pg, NB_B)
-    try:
-        yield pg
-    finally:
-        context.close()
-
-
-def _shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-
-
-def _row(page: Any, name: str) -> Any:
-    return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
-
 
 def _banner(page: Any) -> Any:
     return page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]')
 
 
-def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> None:
+def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any, shot: Callable[[str], None]) -> None:
     show_notebook(page, NB_A)
     ensure_panel_ready(page)
     run_cell(page, "kappa = {'unit': 'kelvin'}")
-    _row(page, "kappa").wait_for()
+    name_row(page, "kappa").wait_for()
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "focus for A")
     page.locator(f'{PANEL} button[data-action="snapshot"]').click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
@@ -113,7 +92,7 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> No
     assert _banner(page).count() == 0
     assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == ""
     assert "switch-b.ipynb" in page.inner_text(f"{PANEL} .jp-IpythonCompact-notebook")
-    _shot(page, "14-other-notebook-no-banner")
+    shot("14-other-notebook-no-banner")
 
     # Back to the restarted notebook: the offer to restore is still there, and so is the focus text.
     show_notebook(page, NB_A)
@@ -123,9 +102,9 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any) -> No
     page.wait_for_function(
         f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
     assert _banner(page).count() == 1
-    _shot(page, "15-restart-banner-kept")
+    shot("15-restart-banner-kept")
     page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
-    _row(page, "kappa").wait_for(timeout=30_000)
+    name_row(page, "kappa").wait_for(timeout=30_000)
     assert "kappa" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
     assert _banner(page).count() == 0
 
@@ -149,7 +128,7 @@ def test_a_restart_in_a_notebook_not_shown_is_noticed(page: Any) -> None:
     assert _banner(page).count() == 0
 
 
-def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> None:
+def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any, shot: Callable[[str], None]) -> None:
     show_notebook(page, NB_A)
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
@@ -176,7 +155,7 @@ def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> Non
     assert "libquartz" not in text.inner_text(), "a long hit starts as an excerpt"
     assert page.input_value(f"{PANEL} .jp-IpythonCompact-recallInput") == entry_id
     hit.first.scroll_into_view_if_needed()
-    _shot(page, "16-recall-pointer")
+    shot("16-recall-pointer")
     hit.first.locator('button[data-action="recall-more"]').click()
     assert "FAILED: linker could not find libquartz" in text.inner_text()
 
@@ -191,7 +170,7 @@ def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any) -> Non
     assert page.locator(f"{PANEL} .jp-IpythonCompact-recall img").count() == 0
     assert page.evaluate("() => window.__recallPwned === undefined")
     assert "for query" in page.inner_text(f"{PANEL} .jp-IpythonCompact-recallHead")
-    _shot(page, "17-recall-query")
+    shot("17-recall-query")
 
     # A typed entry id is looked up as an id; an unknown word finds nothing, plainly.
     page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", entry_id)
@@ -219,8 +198,8 @@ def test_after_closing_a_notebook_the_panel_follows_the_next_one(page: Any) -> N
         f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(NB_B)}", timeout=10_000)
     show_notebook(page, NB_A)
     ensure_panel_ready(page)
-    _row(page, "kappa").wait_for()
-    assert page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]').count() == 0
+    name_row(page, "kappa").wait_for()
+    assert _banner(page).count() == 0
 
 
 def test_a_long_name_stays_on_one_line_with_the_full_name_in_its_tooltip(page: Any) -> None:
@@ -228,7 +207,7 @@ def test_a_long_name_stays_on_one_line_with_the_full_name_in_its_tooltip(page: A
     ensure_panel_ready(page)
     long_name = "quarterly_revenue_by_region_after_currency_adjustment"
     run_cell(page, f"{long_name} = [1.5, 2.5]")
-    _row(page, long_name).wait_for()
+    name_row(page, long_name).wait_for()
     # Measured in one go inside the page: the table is redrawn on every answer.
     facts = page.wait_for_function(
         """([panel, longName]) => {
