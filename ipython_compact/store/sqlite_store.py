@@ -568,7 +568,6 @@ class SessionStore:
             mark = stored.id
         if entry.kind == COMPACTION:
             compactions += 1
-        if entry.kind == COMPACTION:
             first_kept = stored.data.get("first_kept_entry_id")
             if not isinstance(first_kept, str) or not first_kept:
                 raise InvalidEntryError(f"{where}: a compaction needs data.first_kept_entry_id", path=self.db_path)
@@ -1173,7 +1172,7 @@ class SessionStore:
             head = conn.execute(
                 "SELECT context_head FROM entries WHERE session_id = ? AND id = ?", (sid, leaf)
             ).fetchone()[0]
-            live_ids = {r[0] for r in self._walk_up(conn, sid, leaf, head)}
+            live_ids = {r[0] for r in self._walk_links(conn, sid, leaf, head)}  # ids only: no entry bodies
             live_ids.discard(head)
         now = self._clock()
         stale: list[InboxItem] = []
