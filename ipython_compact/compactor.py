@@ -572,7 +572,7 @@ def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
         for e in store.path(session, head.parent_id, kinds=(E.PIN, E.MESSAGE), roles=("user",)):  # roles read in SQL
             if e.kind == E.PIN:
                 kept.append(e)
-            elif e.kind != E.COMPACTION and user_text(e) is not None:
+            elif user_text(e) is not None:
                 text = entry_text(e)
                 new = {text[a:b] for a, b in constraint_spans(text)} - sentences
                 if new or (not goal_seen and is_request(text)):
