@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ipython_compact.core.entries import BRANCH_SUMMARY, COMPACTION, JSON, Entry
+from ipython_compact.core.entries import BRANCH_SUMMARY, COMPACTION, JSON, Entry, newest_compaction_index
 from ipython_compact.core.messages import (
     SUMMARY_PREFIX,
     entry_message,
@@ -43,13 +43,6 @@ __all__ = [
 ]
 
 
-def _newest_compaction(path: Sequence[Entry]) -> int:
-    for i in range(len(path) - 1, -1, -1):
-        if path[i].kind == COMPACTION:
-            return i
-    return -1
-
-
 def _first_kept(path: Sequence[Entry], compaction_index: int) -> int:
     first_kept_id = path[compaction_index].data.get("first_kept_entry_id")
     for i in range(compaction_index - 1, -1, -1):
@@ -60,7 +53,7 @@ def _first_kept(path: Sequence[Entry], compaction_index: int) -> int:
 
 def context_start_index(path: Sequence[Entry]) -> int:
     """Index of the first path entry the model's view depends on (0 without a compaction)."""
-    c = _newest_compaction(path)
+    c = newest_compaction_index(path)
     return 0 if c < 0 else _first_kept(path, c)
 
 
@@ -69,7 +62,7 @@ def view_indices(path: Sequence[Entry]) -> list[int]:
 
     With a compaction the first index is the compaction itself (its summary heads the view).
     """
-    c = _newest_compaction(path)
+    c = newest_compaction_index(path)
     if c < 0:
         return [i for i, e in enumerate(path) if in_context(e)]
     out = [c]

@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -181,10 +181,9 @@ def path_to(entries_by_id: Mapping[str, Entry], leaf_id: str | None) -> list[Ent
     return path
 
 
-def newest_compaction_index(path: Iterable[Entry]) -> int:
-    """Index of the newest compaction entry in ``path``, or -1."""
-    found = -1
-    for i, entry in enumerate(path):
-        if entry.kind == COMPACTION:
-            found = i
-    return found
+def newest_compaction_index(path: Sequence[Entry]) -> int:
+    """Index of the newest compaction entry in ``path``, or -1 (scans from the leaf back)."""
+    for i in range(len(path) - 1, -1, -1):
+        if path[i].kind == COMPACTION:
+            return i
+    return -1

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipython_compact.core.cutpoints import find_cut_point, is_turn_start
-from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry, newest_compaction_index
 from ipython_compact.core.messages import in_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context
@@ -124,11 +124,7 @@ def prepare_compaction(
         return None
     if tokens is not None and len(tokens) != len(path):
         raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
-    previous = -1
-    for i in range(len(path) - 1, -1, -1):
-        if path[i].kind == COMPACTION:
-            previous = i
-            break
+    previous = newest_compaction_index(path)
     previous_summary: str | None = None
     boundary_start = 0
     if previous >= 0:
