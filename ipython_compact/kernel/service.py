@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from ipython_compact.kernel.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
+from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
@@ -48,10 +48,6 @@ class Busy(Exception):
 
 class Unavailable(Exception):
     """A part the operation needs is not installed or not configured; the message says which."""
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
 
 
 class KernelService:
