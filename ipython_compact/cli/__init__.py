@@ -78,10 +78,10 @@ def database_from(args: argparse.Namespace) -> Path:
     db = getattr(args, "db", None)
     if db:
         return Path(db).expanduser()
-    from ipython_compact.paths import ENV_DIR, data_dir
+    from ipython_compact.paths import ENV_DIR, database_path
 
     try:
-        return data_dir() / "sessions.db"
+        return database_path()
     except OSError as exc:
         where = exc.filename or os.environ.get(ENV_DIR) or "the data directory"
         raise CliError(
