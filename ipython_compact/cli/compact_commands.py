@@ -153,6 +153,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     from ipython_compact.compactor import Compactor
+    from ipython_compact.kernel.display import one_line
 
     given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
     if len(given) > 1:
@@ -178,7 +179,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
             print(f"no active pins in session {session!r}")
         for pin in pins:
             source = f"entry {pin.entry_id}" if pin.entry_id else "text"
-            print(f"{pin.pin_id} ({source}): {_one_line(pin.text, 100)}")
+            print(f"{pin.pin_id} ({source}): {one_line(pin.text, 100)}")
     return 0
 
 
@@ -255,11 +256,6 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
         "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
         "summarizer": details.get("summarizer"),
     }
-
-
-def _one_line(text: str, limit: int) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

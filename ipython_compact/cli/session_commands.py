@@ -189,17 +189,16 @@ def _describe(entry: Entry) -> str:
 
 
 def _preview(entry: Entry, width: int = 70) -> str:
+    from ipython_compact.kernel.display import entry_gist, one_line  # `log` only: kept off start-up
+
     text = entry_text(entry)
     if entry.kind == COMPACTION:
         text = f"[first kept {entry.data.get('first_kept_entry_id')}] {text}"
     elif entry.kind == "model_change":
         text = f"{entry.data.get('provider')}/{entry.data.get('model_id')}"
     elif not text or entry.kind == "pin":
-        from ipython_compact.kernel.display import entry_gist
-
         text = entry_gist(entry.to_json())  # what a textless entry did (pins, snapshots, file records)
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return one_line(text, width)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
