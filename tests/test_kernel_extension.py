@@ -534,3 +534,13 @@ def test_load_with_an_uncreatable_data_dir_says_what_to_do(tmp_path: Path, monke
         shell.run_line_magic("load_ext", "ipython_compact")
     assert "compact" not in shell.magics_manager.magics["line"]
     assert extension_for(shell) is None
+
+
+def test_branch_to_an_entry_on_the_current_path_moves_the_leaf_without_a_summary(ip: Any) -> None:
+    _run(ip, "snapshot")
+    _run(ip, "snapshot")
+    first, second = (r["id"] for r in _run(ip, "log -n 2").data)
+    moved = _run(ip, f"branch {first}").data
+    assert moved["leaf"] == first and moved["branch_summary"] is None
+    assert [r["id"] for r in _run(ip, "log -n 1").data] == [first]  # the log now ends at the entry
+    assert [t["id"] for t in _run(ip, "tree").data] == [second]  # the left-behind tip stays, unsummarized

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact import __version__, paths
-from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor
+from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
@@ -229,9 +229,8 @@ class KernelService:
             try:
                 entry = self._compactor().summarize_branch(self.session, entry_id)
                 return {"leaf": entry.id, "branch_summary": entry.id}
-            except Exception as exc:
-                if type(exc).__name__ != "NothingToCompact":
-                    raise
+            except NothingToCompact:
+                pass
         self.store.set_leaf(self.session, entry_id)
         return {"leaf": str(self.store.leaf(self.session)), "branch_summary": None}
 
