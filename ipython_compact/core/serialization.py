@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
+from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.messages import to_llm
 from ipython_compact.core.tokens import js_json, js_length
 
@@ -52,14 +53,6 @@ def _pi_truncate(text: str, limit: int = TOOL_RESULT_HEAD_CHARS) -> str:
     return f"{head}\n\n[... {length - limit} more characters truncated]"
 
 
-def _texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    if not isinstance(content, list):
-        return []
-    return [b["text"] for b in content if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)]
-
-
 def _arguments(args: Any) -> str:
     if not isinstance(args, Mapping):
         return "" if args is None else js_json(args)
@@ -81,11 +74,11 @@ def serialize_conversation(messages: Iterable[Mapping[str, Any]], *, mode: Seria
         role = message.get("role")
         content = message.get("content")
         if role == "user":
-            text = "".join(_texts(content))
+            text = text_of_content(content, joiner="")
             if text:
                 parts.append(f"[User]: {text}")
         elif role == "system" and not pi:
-            text = "".join(_texts(content))
+            text = text_of_content(content, joiner="")
             if text:
                 parts.append(f"[System]: {text}")
         elif role == "assistant":
@@ -116,7 +109,7 @@ def serialize_conversation(messages: Iterable[Mapping[str, Any]], *, mode: Seria
             if calls:
                 parts.append("[Assistant tool calls]: " + "; ".join(calls))
         elif role == "toolResult":
-            text = "".join(_texts(content))
+            text = text_of_content(content, joiner="")
             if not text:
                 continue
             if pi:
