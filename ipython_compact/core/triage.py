@@ -151,9 +151,10 @@ def triage(
             continue
         if role == "toolResult":
             continue  # tool results pair with calls; handled via supersession only
-        key = f"{role}\x00{entry_text(entry)}"
-        if not entry_text(entry).strip():
+        text = entry_text(entry)
+        if not text.strip():
             continue
+        key = f"{role}\x00{text}"
         if key in first_seen:
             discard[entry.id] = f"duplicate of {first_seen[key]}"
         else:
