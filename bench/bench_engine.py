@@ -288,7 +288,6 @@ def run(sizes: list[int], rounds: int, with_pi: bool, fixture: Path) -> dict[str
         for size in sizes:
             copies = max(1, round(size / len(template)))
             entries = replicate(template, copies)
-            db = workdir / f"bench-{size}.db"
             data_dir = workdir / f"data-{size}"
             data_dir.mkdir(mode=0o700)
             os.environ["IPYTHON_COMPACT_DIR"] = str(data_dir)
