@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ipython_compact.compactor import CompactionError
+from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel import display as D
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.store.errors import DatabaseLockedError, StoreError
@@ -150,8 +150,6 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except Busy as exc:
             raise UsageError(f"%compact {name}: {exc}") from None
         except CompactionError as exc:
-            from ipython_compact.compactor import NothingToCompact
-
             if isinstance(exc, NothingToCompact):
                 hint = ("Nothing was changed. History to compact comes from `%%agent` turns or "
                         "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")
@@ -190,8 +188,6 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return D.summary_bundle(shown, result.get("notice"))
 
     def _preview(self, a: argparse.Namespace) -> Any:
-        from ipython_compact.compactor import NothingToCompact
-
         try:
             plan = self.service.preview(" ".join(a.focus) or None)
         except NothingToCompact as exc:
@@ -213,8 +209,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
             raise ValueError(f"{option} must be {low} or more, got {value}")
 
     def _names(self, a: argparse.Namespace) -> Any:
-        if a.limit is not None and a.limit < 0:
-            raise ValueError("--limit must be 0 or more")
+        self._at_least(a.limit, 0, "--limit")
         return D.names_bundle(self.service.names(limit=a.limit).to_json())
 
     def _snapshot(self, a: argparse.Namespace) -> Any:
@@ -238,11 +233,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
     def _log(self, a: argparse.Namespace) -> Any:
         self._at_least(a.n, 0, "-n")
-        rows = self.service.log(limit=a.n)
-        # Entries without text (snapshots, model changes, file records) are described, not left blank.
-        texts = [r["text"] or D.entry_gist(self.service.show(r["id"])) for r in rows]
+        rows = self.service.log(limit=a.n)  # entries without text come described, not blank
         return D.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
-                             [[r["id"], r["kind"], r["role"] or "", t] for r, t in zip(rows, texts, strict=True)], rows)
+                             [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows], rows)
 
     def _show(self, a: argparse.Namespace) -> Any:
         entry = self.service.show(a.entry_id)

@@ -209,9 +209,12 @@ class KernelService:
             return 0
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
+        from ipython_compact.kernel.display import entry_gist
+
         path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
         return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
-                 "text": E.entry_text(e)[:160]} for e in path[-limit:]]
+                 "text": E.entry_text(e)[:160] or entry_gist(e.to_json())} for e in path[-limit:]]
 
     def show(self, entry_id: str) -> dict[str, Any]:
         entry = self.store.get(entry_id, self.session)
