@@ -134,14 +134,18 @@ def test_hook_made_compaction_details_are_not_merged() -> None:
     assert merged.read_files == ("hook.py",)
 
 
-@pytest.mark.parametrize("keep", [1, 10, 60, 10_000])
-def test_stored_counts_and_tokens_before(keep: int) -> None:
+@pytest.mark.parametrize(("keep", "first_kept"), [(1, 7), (10, 7), (60, 6), (10_000, None)])
+def test_stored_counts_and_tokens_before(keep: int, first_kept: int | None) -> None:
     path = path_of(("u", 30), ("a", 10), ("c", 0, "s" * 40), ("u", 20), ("ac", 5, "edit", "b.py"), ("t", 40), ("a", 10), ("u", 10))
     stored = [estimate_entry_tokens(e, "chars4") for e in path]
     assert prepare_compaction(path, settings(keep), tokens=stored) == prepare_compaction(path, settings(keep))
     prep = prepare_compaction(path, settings(keep))
-    if prep is not None:
-        assert prep.tokens_before == estimate_context(path, "chars4").tokens
+    if first_kept is None:  # everything fits in the budget: nothing to compact
+        assert prep is None
+        return
+    assert prep is not None
+    assert prep.first_kept_index == first_kept
+    assert prep.tokens_before == estimate_context(path, "chars4").tokens == 140
 
 
 def test_turn_alignment_setting_is_used() -> None:
