@@ -290,7 +290,7 @@ class KernelService:
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
         plan = self._compactor().plan(self.session, focus=focus)
-        return {**_jsonable(plan), "text": plan.render() if hasattr(plan, "render") else ""}
+        return {**_jsonable(plan), "text": plan.render()}
 
     def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any]:
         lock = self._lock("compact")
@@ -308,8 +308,7 @@ class KernelService:
         """Append the ``<ipython_state>`` notice from a live probe (and a fresh snapshot when allowed)."""
         outcome: SnapshotOutcome | None
         try:
-            self._main_and_idle("snapshot")
-            report = self.snapshot()
+            report = self.snapshot()  # raises Busy off the main thread while a cell runs
             outcome = SnapshotOutcome(True, [(s.name, s.reason) for s in report.skipped])
         except Busy:
             last = self.last_snapshot
