@@ -59,7 +59,7 @@ class CompactHelper:
             raise ValueError("recall needs an entry id or a search text")
         try:
             return self._service.recall(entry_id=id_or_query)
-        except Exception:
+        except ValueError:  # not an entry id of this session (Compactor.recall): search instead
             return self._service.recall(query=id_or_query, limit=limit)
 
     def pin(self, text: str) -> dict[str, Any]:
