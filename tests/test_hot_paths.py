@@ -166,7 +166,9 @@ def test_branch_paths_between_separate_roots_are_the_whole_paths(tmp_path: Path)
         assert (paths.old, paths.target, paths.common_ancestor_id) == (second, first, None)
 
 
-@pytest.mark.parametrize("keep", [40, 150, 600, 5000])
+# 1, 10 and 40 plan a compaction on every leaf, 150 on the trunk only, 5000 on none (the contexts
+# are short, compacted every few turns): both branches of the comparison below are exercised.
+@pytest.mark.parametrize("keep", [1, 10, 40, 150, 5000])
 @pytest.mark.parametrize("leaf", ["trunk", "side", "late", "nested"])
 @pytest.mark.parametrize("estimator", ["density", "chars4"])
 def test_preparation_on_the_context_view_equals_preparation_on_the_full_path(
