@@ -50,6 +50,11 @@ def db_option(parser: argparse.ArgumentParser, *, default: object = None) -> Non
     )
 
 
+def session_option(parser: argparse.ArgumentParser, help_text: str = "session name (default: the most recently active)") -> None:
+    """``-s/--session NAME``, spelled the same by every command that works on one session."""
+    parser.add_argument("-s", "--session", metavar="NAME", help=help_text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,

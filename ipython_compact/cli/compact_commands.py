@@ -14,7 +14,7 @@ import os
 import textwrap
 from typing import Any
 
-from ipython_compact.cli import PROG, CliError, database_from, open_store, pick_session
+from ipython_compact.cli import PROG, CliError, database_from, open_store, pick_session, session_option
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "History is never changed: the compaction is a new entry. --dry-run shows what would be summarized, "
         "kept, externalized and discarded.",
     )
-    _session(p)
+    session_option(p)
     p.add_argument("--summarizer", choices=("auto", "offline", "openai"), default="auto",
                    help="auto: openai when IPYTHON_COMPACT_MODEL is set, else offline (default)")
     p.add_argument("--model", help="model for --summarizer openai (default: $IPYTHON_COMPACT_MODEL)")
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Pinned text (or the text of a pinned entry) is copied verbatim from the log into every "
         "later compaction. Without arguments, list the active pins.",
     )
-    _session(p)
+    session_option(p)
     p.add_argument("text", nargs="?", help="text to pin")
     p.add_argument("--entry", metavar="ID", help="pin an entry of the log instead of text")
     p.add_argument("--unpin", metavar="PIN_ID", help="remove an active pin (pin-N)")
@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the original text of logged entries, by id or full-text query",
         description="Give ENTRY_ID (as in a pointer '[entry ID · N lines · recall ID]') or --query WORDS.",
     )
-    _session(p)
+    session_option(p)
     p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID", help="an entry id (see `log`)")
     p.add_argument("-q", "--query", metavar="WORDS", help="full-text search instead of an id")
     p.add_argument("-n", "--limit", type=int, default=5, metavar="N", help="at most N search hits (default 5)")
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_recall)
 
     p = subparsers.add_parser("show", help="a compaction's summary (default: the newest)")
-    _session(p)
+    session_option(p)
     p.add_argument("compaction_id", nargs="?", metavar="ID", help="a compaction entry id (see --list)")
     p.add_argument("--list", action="store_true", help="list the compactions on the current branch")
     p.add_argument("--json", action="store_true", help="print as JSON")
@@ -87,10 +87,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="newest tokens kept verbatim (default 3,000, small so the demo compacts often)")
     p.add_argument("--full-summary", action="store_true", help="print the final summary without trimming")
     p.set_defaults(func=cmd_demo)
-
-
-def _session(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-s", "--session", metavar="NAME", help="session name (default: the most recently active)")
 
 
 def _summarizer(args: argparse.Namespace) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.cli import PROG, CliError, open_store, pick_session
+from ipython_compact.cli import PROG, CliError, open_store, pick_session, session_option
 from ipython_compact.cli.message_text import message_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "Into an existing session the entries are appended after its leaf.",
     )
     p.add_argument("file", metavar="FILE", type=Path, help="a pi session (.jsonl, v1-v3) or an ipython-compact export")
-    p.add_argument("-s", "--session", metavar="NAME", help="target session (default: the file's session name or stem)")
+    session_option(p, help_text="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "log", help="the session's entries from the root to the leaf", description="One line per entry on the "
         "current branch. '│' marks entries the model still sees; '·' marks compacted ones."
     )
-    _session_option(p)
+    session_option(p)
     p.add_argument("-n", "--limit", type=int, metavar="N", help="only the last N entries")
     p.add_argument("--json", action="store_true", help="print the entries as JSON lines")
     p.set_defaults(func=cmd_log)
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="What the model would receive now: the newest compaction summary, then every kept and "
         "later message, in full.",
     )
-    _session_option(p)
+    session_option(p)
     p.add_argument("--json", action="store_true", help="print the message list as JSON")
     p.add_argument("--estimator", choices=("density", "chars4"), default="density", help="token estimator for the header")
     p.set_defaults(func=cmd_context)
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Plan a compaction without running it, for a stored session or directly for a transcript FILE.",
     )
     p.add_argument("file", metavar="FILE", type=Path, nargs="?", help="a pi JSONL or ipython-compact export (no database needed)")
-    _session_option(p)
+    session_option(p)
     p.add_argument("--format", choices=FORMATS, default="auto", help="FILE format (default: detect)")
     defaults = CompactionSettings()
     p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N",
@@ -82,18 +82,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_plan)
 
     p = subparsers.add_parser("export", help="write a session as ipython-compact JSONL (lossless)")
-    _session_option(p)
+    session_option(p)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser("verify", help="recompute the hash chain: prove nothing was lost or altered")
-    _session_option(p, help_text="only this session (default: all)")
+    session_option(p, help_text="only this session (default: all)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)
-
-
-def _session_option(parser: argparse.ArgumentParser, help_text: str = "session name (default: the most recently active)") -> None:
-    parser.add_argument("-s", "--session", metavar="NAME", help=help_text)
 
 
 # ---------------------------------------------------------------------------------------- import
