@@ -70,7 +70,8 @@ _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
 _VARIABLE_RE: Final = re.compile(
     r"(?m)^(?:(?:def|class)\s+([A-Za-z]\w*)|([A-Za-z]\w*)(?:\s*,\s*[A-Za-z]\w*)*\s*(?::[^=\n]+)?=(?!=)|(?:from\s+\S+\s+)?import\s+[\w.]+\s+as\s+([A-Za-z]\w*))"
 )
-_CODE_KEYS: Final = ("code", "source", "cell")
+#: Tool-call argument keys whose value is Python source (the ledger reads the same keys).
+CODE_KEYS: Final = ("code", "source", "cell")
 _TOOL_WORDS: Final = frozenset(
     ["python", "cuda", "cudnn", "node", "nodejs", "npm", "numpy", "pandas", "scipy", "torch", "pytorch", "jax", "tensorflow", "gcc", "clang", "llvm", "java", "go", "rust", "ruby", "ubuntu", "debian", "fedora", "alpine", "postgres", "postgresql", "mysql", "sqlite", "redis", "django", "flask", "fastapi", "react", "vue", "version", "release", "ipython", "jupyterlab", "jupyter", "ipykernel", "openai", "dill", "pip", "setuptools", "transformers", "docker", "kubernetes"]
 )
@@ -173,7 +174,7 @@ def entry_identifiers(entry: Entry, *, tool_result_chars: int = 4000) -> list[Id
             if isinstance(args, Mapping):
                 for key, value in args.items():
                     if isinstance(value, str):
-                        (codes if key in _CODE_KEYS else texts).append(value)
+                        (codes if key in CODE_KEYS else texts).append(value)
     elif role == "toolResult":
         body = text_of_content(msg.get("content"))
         texts.append(body[:tool_result_chars])

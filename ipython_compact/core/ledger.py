@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from ipython_compact.core.drift import render_block, variables_in_code
+from ipython_compact.core.drift import CODE_KEYS, render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 
 Status = Literal["ok", "error", "pending"]
@@ -48,7 +48,6 @@ SHOW_FILES: Final = 20
 SHOW_COMMANDS: Final = 10
 SHOW_ERRORS: Final = 6
 
-CODE_KEYS: Final = ("code", "source", "cell")
 _Q = r"""['"]([^'"\n]+)['"]"""
 _CODE_READS: Final = (
     re.compile(r"\bread_(?:csv|parquet|json|pickle|feather|excel|table|hdf|sql_table|fwf|orc|stata|sas|xml)\(\s*(?:path\s*=\s*)?" + _Q),
