@@ -40,7 +40,9 @@ _CONSTRAINT_RE: Final = re.compile(
     r"|^(?:please )?use [\w.=-]+(?: [\w.=-]+){0,3},? (?:not|instead of|rather than)\b"
     r"|必须|不要|务必|禁止|只能|保持"
 )
-_SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
+#: One sentence of a line: up to a sentence mark followed by a space or the end (the offline
+#: summarizer splits with the same rule).
+SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     offset = 0
     for line in text.split("\n"):
-        for m in _SENTENCE_RE.finditer(line):
+        for m in SENTENCE_RE.finditer(line):
             sentence = m.group(0).rstrip()
             if _CONSTRAINT_RE.search(sentence) and len(sentence) <= CONSTRAINT_MAX_CHARS and not sentence.endswith(("?", "？")):
                 start = offset + m.start()

@@ -106,7 +106,9 @@ class RequestRecord:
     status: Literal["done", "open"]
 
 
-def _clip(text: str, limit: int) -> str:
+def one_line(text: str, limit: int) -> str:
+    """``text`` with its whitespace runs collapsed to single spaces, cut to ``limit`` characters
+    (the last one an ellipsis when anything was cut)."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
@@ -131,7 +133,7 @@ def _command_text(tool: str, args: Mapping[str, Any]) -> str | None:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
             lines = value.strip().splitlines()
-            head = _clip(lines[0], COMMAND_CHARS)
+            head = one_line(lines[0], COMMAND_CHARS)
             return head if len(lines) == 1 else f"{head} (+{len(lines) - 1} lines)"
     return None
 
@@ -176,7 +178,7 @@ class Ledger:
                 first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
                 if not first:
                     return
-                parsed = ("Error", _clip(first, 300))
+                parsed = ("Error", one_line(first, 300))
             totals["err"] += 1
             record = ErrorRecord(entry_id, parsed[0], parsed[1])
             errors[:] = [e for e in errors if (e.type, e.message) != (record.type, record.message)] + [record]
@@ -198,7 +200,7 @@ class Ledger:
                 text = text_of_content(msg.get("content"))
                 if text.strip():
                     totals["req"] += 1
-                    requests.append(RequestRecord(entry.id, _clip(text, REQUEST_CHARS), "open"))
+                    requests.append(RequestRecord(entry.id, one_line(text, REQUEST_CHARS), "open"))
             elif role == "assistant":
                 calls = tool_calls_of(msg)
                 for call in calls:
@@ -250,7 +252,7 @@ class Ledger:
                 exit_code = msg.get("exitCode")
                 failed = isinstance(exit_code, int) and exit_code != 0
                 totals["cmd"] += 1
-                commands.append(CommandRecord(entry.id, "bash", _clip(command, COMMAND_CHARS), "error" if failed else "ok"))
+                commands.append(CommandRecord(entry.id, "bash", one_line(command, COMMAND_CHARS), "error" if failed else "ok"))
                 if failed:
                     totals["failed"] += 1
                     add_error(entry.id, str(msg.get("output", "")) or f"exit code {exit_code}")
@@ -343,9 +345,9 @@ class Ledger:
                 else:
                     same.append([r])
             lines.extend(
-                f"- [x] {_clip(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
+                f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
                 if len(g) == 1
-                else f"- [x] {_clip(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
+                else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
                 for g in same
             )
             lines.extend(f"- [ ] {r.text}  (entry {r.entry_id})" for r in open_[-SHOW_OPEN:])

@@ -38,8 +38,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
-from ipython_compact.core.anchors import constraint_spans, is_request
+from ipython_compact.core.anchors import SENTENCE_RE, constraint_spans, is_request
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
+from ipython_compact.core.ledger import one_line
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
 
@@ -75,7 +76,6 @@ _EARLIER_DONE: Final = re.compile(r"^\((\d+) earlier finished request\(s\) not l
 # sections shrunk first when the text exceeds its budget
 SHRINK_ORDER: Final = ("Critical Context", "Done", "Key Decisions", "Early Progress", "Context for Suffix", "Blocked", "Constraints & Preferences", "In Progress", "Next Steps")
 
-_SENTENCE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
 _DONE: Final = re.compile(r"(?i)\b(done|fixed|implemented|created|wrote|added|passed|passes|works now|completed|resolved|verified|confirmed|succeeded|finished)\b")
 _DECISION: Final = re.compile(
     r"(?i)\b(decided?|decision|chose|choose|opted|settled on|going with|go with|(?:will|'ll|let's|we'll) use|"
@@ -91,13 +91,12 @@ _ITEM_PREFIX: Final = re.compile(r"^(?:[-*]\s+(?:\[[ xX]\]\s+)?|\d+\.\s+)")
 
 
 def _clip(text: str, limit: int = ITEM_CHARS) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def _sentences(text: str) -> Iterable[str]:
     for line in text.split("\n"):
-        for m in _SENTENCE.finditer(line):
+        for m in SENTENCE_RE.finditer(line):
             yield m.group(0).rstrip()
 
 
