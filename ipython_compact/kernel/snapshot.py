@@ -843,7 +843,11 @@ class SnapshotStore:
                     skipped.append(Skipped(name, "open file handles are not persisted"))
                     continue
                 try:
-                    fp = fingerprint(value)
+                    with deadline.limit():  # pickles builtin containers: their items' __reduce__ may hang
+                        fp = fingerprint(value)
+                except _SerializeTimeout:
+                    skipped.append(Skipped(name, f"took longer than {self.name_timeout:g} s to serialize"))
+                    continue
                 except Exception:
                     fp = None
                 code = carries_code(value)
