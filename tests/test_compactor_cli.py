@@ -59,6 +59,10 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     assert "Never push to main without review" in shown and "## Goal" in shown
     listed = run(tmp_path, "show", "-s", "pi", "--list").stdout
     assert result["id"] in listed and "manual" in listed
+    assert [row.split()[0] for row in listed.splitlines()][-1] == result["id"]  # the imported pi ones, then ours
+    oldest = listed.split()[0]
+    by_id = run(tmp_path, "show", "-s", "pi", oldest).stdout
+    assert by_id.startswith(f"compaction {oldest} · ") and "Never push to main without review" not in by_id
 
     hits = json.loads(run(tmp_path, "recall", "-s", "pi", "--query", "tui-renderer", "--json", "-n", "2").stdout)
     assert len(hits) == 2 and all("tui-renderer" in h["text"].lower() for h in hits)

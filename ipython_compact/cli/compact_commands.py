@@ -206,9 +206,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from ipython_compact.compactor import Compactor
+
     with open_store(args) as store:
         session = pick_session(store, args.session)
-        compactions = store.path(session, kinds=(COMPACTION,))
         if args.compaction_id:
             try:
                 entry = store.get(args.compaction_id, session)
@@ -217,6 +218,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             if entry.kind != COMPACTION:
                 raise CliError(f"entry {entry.id} is a {entry.kind!r} entry, not a compaction", f"{PROG} show --list -s {session}")
             compactions = [entry]
+        else:
+            compactions = Compactor(store).compactions(session)
     if args.list:
         if args.json:
             print(json.dumps([_compaction_json(e) for e in compactions], ensure_ascii=False, indent=2))
