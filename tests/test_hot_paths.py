@@ -225,7 +225,8 @@ def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Pa
 @pytest.mark.parametrize(
     ("sql", "problem"),
     [("UPDATE entries SET mark = NULL WHERE seq = (SELECT MAX(seq) FROM entries)", "has mark"),
-     ("UPDATE entries SET compactions = 7 WHERE seq = 3", "compactions on its path")],
+     ("UPDATE entries SET compactions = 7 WHERE seq = 3", "compactions on its path"),
+     ("UPDATE entries SET context_head = NULL WHERE seq = (SELECT MAX(seq) FROM entries)", "has context head")],
 )
 def test_verify_notices_a_wrong_derived_column(tmp_path: Path, sql: str, problem: str) -> None:
     db = tmp_path / "m.db"

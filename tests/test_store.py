@@ -265,6 +265,7 @@ def _tamper(path: Path, *sql: str) -> None:
         ("DELETE FROM entries WHERE seq = (SELECT MAX(seq) FROM entries)", "leaf"),
         ("DELETE FROM entries WHERE seq = 4", "append chain breaks"),
         ("UPDATE entries SET parent_id = NULL WHERE seq = 5", "does not match its hash"),
+        ("UPDATE sessions SET chain_tip = 'f00d'", "append chain ends at"),
     ],
 )
 def test_verify_detects_tampering(tmp_path: Path, sql: str, problem: str) -> None:
