@@ -61,6 +61,7 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     assert result["id"] in listed and "manual" in listed
     assert [row.split()[0] for row in listed.splitlines()][-1] == result["id"]  # the imported pi ones, then ours
     oldest = listed.split()[0]
+    assert " -> 0 tokens" not in listed and " ->       - tokens" in listed.splitlines()[0]  # pi records no tokens_after
     by_id = run(tmp_path, "show", "-s", "pi", oldest).stdout
     assert by_id.startswith(f"compaction {oldest} · ") and "Never push to main without review" not in by_id
 

@@ -228,7 +228,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"no compactions in session {session!r}")
         for e in compactions:
             d = _compaction_json(e)
-            print(f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {d['tokens_after'] or 0:>7,} tokens  {d['summarizer'] or ''}")
+            after = "-" if d["tokens_after"] is None else f"{d['tokens_after']:,}"  # pi's compactions do not record it
+            print(f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {after:>7} tokens  {d['summarizer'] or ''}")
         return 0
     if not compactions:
         raise CliError(f"session {session!r} has no compaction yet", f"{PROG} compact -s {session}")
