@@ -281,6 +281,23 @@ def _content_digest(view: memoryview | bytes) -> bytes:
 _PLAIN: frozenset[type] = frozenset({list, dict, tuple, set, frozenset, int, float, complex, bool, type(None)})
 
 
+def _plain_pickle(value: Any) -> bytes | None:
+    """The C pickler's bytes for a builtin value (``_PLAIN``), or None when it cannot pickle it.
+
+    These bytes are both the value's fingerprint source and its payload: ``_save`` pickles once.
+    """
+    try:
+        return pickle.dumps(value, protocol=5)
+    except Exception:
+        return None
+
+
+def _plain_key(data: bytes) -> tuple[Any, ...]:
+    # builtin containers and scalars: the C pickler's bytes are a cheap, exact content key
+    # (a few microseconds for small values, far below dill's pure-Python pickler)
+    return ("p", hashlib.blake2b(data, digest_size=16).digest())
+
+
 def fingerprint(value: Any) -> tuple[Any, ...] | None:
     """A key that is equal only when the value's content is equal, computed without dill.
 
@@ -304,13 +321,8 @@ def fingerprint(value: Any) -> tuple[Any, ...] | None:
     if cls is bytes:
         return ("b", len(value), _content_digest(value))
     if cls in _PLAIN:
-        # builtin containers and scalars: the C pickler's bytes are a cheap, exact content key
-        # (a few microseconds for small values, far below dill's pure-Python pickler)
-        try:
-            data = pickle.dumps(value, protocol=5)
-        except Exception:
-            return None
-        return ("p", hashlib.blake2b(data, digest_size=16).digest())
+        data = _plain_pickle(value)
+        return None if data is None else _plain_key(data)
     if cls is str:  # hashed in full at any size: an id can be reused by a different string
         return ("s", len(value), _content_digest(value.encode("utf-8", "surrogatepass")))
     return None
@@ -666,7 +678,8 @@ class SnapshotStore:
         return body
 
     # ------------------------------------------------------------------ serialization
-    def _serialize(self, value: Any, cap: int) -> tuple[str, list[memoryview | bytes]]:
+    def _serialize(self, value: Any, cap: int, plain: bytes | None) -> tuple[str, list[memoryview | bytes]]:
+        """``(format, body chunks)``; ``plain`` is ``_plain_pickle(value)`` already made for a builtin value."""
         nd = _ndarray_type()
         arr: Any = value
         if nd is not None and type(arr) is nd and not arr.dtype.hasobject:
@@ -686,15 +699,10 @@ class SnapshotStore:
                 pos = start + len(v)
             head = _FMT_OOB + struct.pack("<II", len(meta), len(views)) + meta + b"".join(table)
             return "oob", [head, *parts]
-        if type(value) in _PLAIN:  # builtin values: the C pickler is exact and far faster than dill
-            try:
-                data = pickle.dumps(value, protocol=5)
-            except Exception:
-                data = None
-            if data is not None:
-                if len(data) + 1 > cap:
-                    raise _CapExceeded
-                return "pickle", [_FMT_PICKLE + data]
+        if plain is not None:  # builtin values: the C pickler is exact and far faster than dill
+            if len(plain) + 1 > cap:
+                raise _CapExceeded
+            return "pickle", [_FMT_PICKLE + plain]
         sink = _CappedBuffer(cap)
         dill.dump(value, sink, protocol=pickle.HIGHEST_PROTOCOL)
         return "dill", [_FMT_DILL + b"".join(sink.parts)]
@@ -842,9 +850,14 @@ class SnapshotStore:
                 if issubclass(type(value), _FILE_TYPES):
                     skipped.append(Skipped(name, "open file handles are not persisted"))
                     continue
+                plain: bytes | None = None
                 try:
                     with deadline.limit():  # pickles builtin containers: their items' __reduce__ may hang
-                        fp = fingerprint(value)
+                        if type(value) in _PLAIN:
+                            plain = _plain_pickle(value)
+                            fp = None if plain is None else _plain_key(plain)
+                        else:
+                            fp = fingerprint(value)
                 except _SerializeTimeout:
                     skipped.append(Skipped(name, f"took longer than {self.name_timeout:g} s to serialize"))
                     continue
@@ -870,7 +883,7 @@ class SnapshotStore:
                 cap = min(self.max_name_bytes, self.max_total_bytes - total)
                 try:
                     with deadline.limit():
-                        fmt, chunks = self._serialize(value, cap)
+                        fmt, chunks = self._serialize(value, cap, plain)
                 except _SerializeTimeout:
                     skipped.append(Skipped(name, f"took longer than {self.name_timeout:g} s to serialize"))
                     continue
