@@ -49,9 +49,6 @@ class Facts:
         if value not in bucket:
             bucket.append(value)
 
-    def identifiers(self) -> list[tuple[str, str]]:
-        return [(cls, v) for cls, values in sorted(self.by_class.items()) for v in values]
-
 
 def _user(text: str, ts: int) -> JSON:
     return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ts}
