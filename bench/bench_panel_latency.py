@@ -17,7 +17,7 @@ taken from the browser clock (click → the panel's ``data-updated-at`` moves).
   extension loaded.
 
 Usage: python bench/bench_panel_latency.py [--samples 15] [--cell-seconds 4]
-Prints one JSON document.
+Prints one JSON document; ``goals`` checks the claims above as booleans.
 """
 
 from __future__ import annotations
@@ -185,18 +185,27 @@ def main() -> None:
             wait_kernel_idle(page, timeout=60_000)
         page.close()
 
+    busy_ms, stale_ms = statistics.median(busy), statistics.median(stale)
+    kept_ms, first_ms = statistics.median(kept), statistics.median(first)
     print(json.dumps({
         "benchmark": "panel namespace freshness (click refresh -> fresh table), real JupyterLab + Chromium",
         "cell_seconds": args.cell_seconds,
         "idle": _stats(idle),
         "busy_subshell": _stats(busy),
         "busy_main_shell": {**_stats(stale), "note": "no subshell: the table is stale until the cell ends"},
-        "speedup_busy_median": round(statistics.median(stale) / max(statistics.median(busy), 0.1), 1),
+        "speedup_busy_median": round(stale_ms / max(busy_ms, 0.1), 1),
         "switch": {
             "return_kept": _stats(kept),
             "return_fresh": _stats(fresh),
             "first_connect": {**_stats(first), "note": "what a panel without per-notebook state pays per switch"},
-            "speedup_kept_vs_connect_median": round(statistics.median(first) / max(statistics.median(kept), 0.1), 1),
+            "speedup_kept_vs_connect_median": round(first_ms / max(kept_ms, 0.1), 1),
+        },
+        # What the docstring claims, checked on the figures above.
+        "goals": {
+            # clicks stop 1 s before the cell ends, so an answer within 1 s came mid-cell
+            "busy_subshell_median_under_1s": busy_ms < 1000,
+            "busy_subshell_faster_than_main_shell": busy_ms < stale_ms,
+            "switch_back_kept_faster_than_first_connect": kept_ms < first_ms,
         },
     }, indent=2))
 
