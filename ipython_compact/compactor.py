@@ -298,15 +298,18 @@ class Compactor:
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
         return _Work(prep, path, span, tri, history, prefix, anchor_set, previous_details, tokens)
 
+    def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
+        work = self._work(session, keep_recent_tokens)
+        if work is None:
+            raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
+        return work
+
     def plan(self, session: str, focus: str | None = None, *, keep_recent_tokens: int | None = None) -> Plan:
         """The dry run: what would be summarized, kept, externalized and discarded. Writes nothing.
 
         Raises ``NothingToCompact`` when there is nothing to summarize.
         """
-        work = self._work(session, keep_recent_tokens)
-        if work is None:
-            raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
-        return self._plan_of(session, focus, work)
+        return self._plan_of(session, focus, self._work_or_raise(session, keep_recent_tokens))
 
     def _plan_of(self, session: str, focus: str | None, work: _Work) -> Plan:
         prep, tri = work.prep, work.triage
@@ -338,8 +341,7 @@ class Compactor:
         Returns None when there is nothing to compact. Raises ``SummarizerError`` when the
         summarizer fails (nothing is written; ``compact()`` records the failure).
         """
-        if reason not in E.COMPACTION_REASONS:
-            raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(E.COMPACTION_REASONS))}")
+        _check_reason(reason)
         work = self._work(session, keep_recent_tokens)
         if work is None:
             return None
@@ -445,11 +447,8 @@ class Compactor:
         Raises ``NothingToCompact`` (nothing written) or ``CompactionFailed`` (one
         ``compaction_outcome`` entry written, naming the failure).
         """
-        if reason not in E.COMPACTION_REASONS:
-            raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(E.COMPACTION_REASONS))}")
-        work = self._work(session, keep_recent_tokens)
-        if work is None:
-            raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
+        _check_reason(reason)
+        work = self._work_or_raise(session, keep_recent_tokens)
         plan = self._plan_of(session, focus, work)
         try:
             payload = self._payload(reason, focus, work)
@@ -597,6 +596,11 @@ def _check_details(entry_id: str, details: Mapping[str, Any]) -> None:
         raise CompactionError(
             f"the previous compaction (entry {entry_id}) has malformed details ({exc}); nothing was written"
         ) from exc
+
+
+def _check_reason(reason: str) -> None:
+    if reason not in E.COMPACTION_REASONS:
+        raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(E.COMPACTION_REASONS))}")
 
 
 def _hit(entry: Entry) -> RecallHit:

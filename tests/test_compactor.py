@@ -252,11 +252,12 @@ def test_branch_summary(store: SessionStore, kind: str) -> None:
     assert store.verify("s").ok
 
 
-def test_bad_reason_is_rejected_before_anything_is_written(store: SessionStore) -> None:
+@pytest.mark.parametrize("method", ["compact", "prepare"])
+def test_bad_reason_is_rejected_before_anything_is_written(store: SessionStore, method: str) -> None:
     feed(store, TranscriptGenerator(10), 10)
     before = snapshot(store)
     with pytest.raises(ValueError, match="unknown compaction reason 'because'"):
-        Compactor(store, settings=SETTINGS).compact("s", reason="because")
+        getattr(Compactor(store, settings=SETTINGS), method)("s", reason="because")
     assert snapshot(store) == before
 
 
