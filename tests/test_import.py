@@ -112,6 +112,7 @@ MALFORMED: list[tuple[str, bytes, str]] = [
     ("future-version", b'{"type":"session","id":"x","timestamp":"t","version":9}\n', r":1: unsupported pi session version"),
     ("jsonl-bad-parent", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":"q","kind":"message","timestamp":"t","data":{}}\n', r":2: parent_id 'q'"),
     ("jsonl-no-kind", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"timestamp":"t","data":{}}\n', r":2: entry needs a non-empty 'kind'"),
+    ("jsonl-dup-id", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"kind":"label","timestamp":"t","data":{}}\n{"id":"a","parent_id":"a","kind":"label","timestamp":"t","data":{}}\n', r":3: duplicate entry id 'a'"),
     ("jsonl-bad-leaf", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":"zz"}\n', r":1: header leaf_id 'zz'"),
     ("jsonl-version", b'{"type":"ipython_compact_session","version":7}\n', r":1: unsupported export version 7"),
 ]
