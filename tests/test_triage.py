@@ -88,6 +88,14 @@ def test_superseded_attempts(second_code: str, second_error: bool, discarded: se
     assert all(d.reason.startswith("superseded by") for d in t.discarded)
 
 
+def test_a_failed_call_sharing_its_message_with_another_call_is_not_superseded() -> None:
+    # Discarding a1 would orphan r9, the result of a1's other call: pairs go together or not at all.
+    blocks = [{"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}} for cid, code in (("c1", "load()"), ("c9", "other()"))]
+    both = Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": blocks, "stopReason": "toolUse"}})
+    span = [both, result("r1", "c1", "KeyError: 'x'", True), result("r9", "c9", "fine"), call("a2", "c2", "load()"), result("r2", "c2", "ok")]
+    assert triage(span).discarded == ()
+
+
 def test_every_entry_lands_once_and_tokens_add_up() -> None:
     span = [user("u1", "a"), user("u2", "a"), call("a1", "c1", "x"), result("r1", "c1", "y\n" * 300)]
     kept = [user("k1", "tail")]
