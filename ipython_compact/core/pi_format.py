@@ -216,8 +216,6 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
                 data["first_kept_entry_id"] = ids[value - 1]
             else:
                 extra[key] = value
-        if entry_type == MESSAGE and version < 3 and data["message"].get("role") == "hookMessage":
-            data["message"] = {**data["message"], "role": "custom"}
         if entry_type == COMPACTION and not isinstance(data.get("first_kept_entry_id"), str):
             raise PiFormatError(line, "compaction entry has no firstKeptEntryId")
         if extra:
