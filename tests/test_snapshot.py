@@ -170,6 +170,23 @@ def test_code_from_other_python_is_quarantined_data_returns(tmp_path: Path) -> N
     assert "2.7" in report.quarantined[0].reason
 
 
+def test_session_code_inside_a_builtin_container_travels_by_value(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    exec("def bump(x):\n    return x + 1\n", ns)  # defined in the session, as a cell would
+    monkeypatch.setattr(sys.modules["__main__"], "bump", ns["bump"], raising=False)
+    items = [("fns", [ns["bump"]]), ("table", {"f": ns["bump"], "n": 1})]
+    _store(tmp_path).save(items)
+    _store(tmp_path / "older", python="2.7").save(items)
+    monkeypatch.delattr(sys.modules["__main__"], "bump")  # a restarted kernel does not have it
+    values, report = _store(tmp_path).load()
+    assert report.failed == [] and values["fns"][0](1) == 2 and values["table"]["f"](2) == 3
+    values, report = _store(tmp_path / "older").load()  # code in a container is quarantined like code alone
+    assert sorted(q.name for q in report.quarantined) == ["fns", "table"] and values == {}
+
+
 def test_key_file_is_created_owner_only_and_reused(tmp_path: Path) -> None:
     path = tmp_path / "d" / "key"
     key = load_or_create_key(path)

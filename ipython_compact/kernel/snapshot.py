@@ -282,14 +282,18 @@ _PLAIN: frozenset[type] = frozenset({list, dict, tuple, set, frozenset, int, flo
 
 
 def _plain_pickle(value: Any) -> bytes | None:
-    """The C pickler's bytes for a builtin value (``_PLAIN``), or None when it cannot pickle it.
+    """The C pickler's bytes for a builtin value (``_PLAIN``), or None when dill must take it.
 
     These bytes are both the value's fingerprint source and its payload: ``_save`` pickles once.
+    None also when the bytes name ``__main__``: the C pickler stores a function, class or instance
+    defined in the session by reference, which a restarted kernel cannot resolve; dill carries it
+    by value. (A string that merely contains ``__main__`` takes the dill path too; still exact.)
     """
     try:
-        return pickle.dumps(value, protocol=5)
+        data = pickle.dumps(value, protocol=5)
     except Exception:
         return None
+    return None if b"__main__" in data else data
 
 
 def _plain_key(data: bytes) -> tuple[Any, ...]:
@@ -884,6 +888,8 @@ class SnapshotStore:
                 try:
                     with deadline.limit():
                         fmt, chunks = self._serialize(value, cap, plain)
+                    if fmt == "dill" and type(value) in _PLAIN:  # a container dill had to take holds code
+                        code = meta["code"] = True
                 except _SerializeTimeout:
                     skipped.append(Skipped(name, f"took longer than {self.name_timeout:g} s to serialize"))
                     continue
