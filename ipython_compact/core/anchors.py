@@ -167,12 +167,11 @@ def _goal_from(entry: Entry) -> Anchor | None:
 
 def _pin_anchor(pin: Entry, lookup: Callable[[str], Entry | None]) -> Anchor | None:
     pin_id = str(pin.data.get("pin_id") or pin.id)
+    text = pin.data.get("text")
+    if isinstance(text, str) and text:  # the pin entry itself is the raw source
+        end = min(len(text), PIN_MAX_CHARS)
+        return Anchor("pin", text[:end], None, 0, end, pin_id)
     target = pin.data.get("entry_id")
-    if isinstance(pin.data.get("text"), str) and pin.data["text"]:
-        text = str(pin.data["text"])
-        source_text = text  # the pin entry itself is the raw source
-        end = min(len(source_text), PIN_MAX_CHARS)
-        return Anchor("pin", source_text[:end], None, 0, end, pin_id)
     if isinstance(target, str):
         raw = lookup(target)
         if raw is None:
