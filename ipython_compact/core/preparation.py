@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipython_compact.core.cutpoints import find_cut_point, is_turn_start
-from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry, newest_compaction_index
+from ipython_compact.core.entries import COMPACTION, Entry, newest_compaction_index
 from ipython_compact.core.messages import in_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context
@@ -163,8 +163,9 @@ def prepare_compaction(
     if previous >= 0:
         merge_details_files(path[previous].data, read, edited)
     for entry in (*to_summarize, *prefix):
-        if entry.kind == MESSAGE and entry.data["message"].get("role") == "assistant":  # only tool calls name files
-            track_file_ops(entry.data["message"], read, written, edited)
+        message = entry.message
+        if message is not None:  # track_file_ops reads only assistant tool calls
+            track_file_ops(message, read, written, edited)
     read_files, modified_files = file_lists(read, written, edited)
 
     return Preparation(
