@@ -278,12 +278,9 @@ export class NotebookModel {
       const saved = countOf(snap['saved']);
       const skipped = Array.isArray(snap['skipped']) ? snap['skipped'] : [];
       const gen = numberField(snap, 'generation');
-      const skippedText = skipped
-        .map(s => (isObject(s) ? `${String(s['name'])} (${String(s['reason'])})` : String(s)))
-        .join(', ');
       return (
         `Snapshot${gen === null ? '' : ` generation ${gen}`}: saved ${saved} ${saved === 1 ? 'name' : 'names'}` +
-        (skipped.length ? `; skipped ${skippedText}` : '') +
+        (skipped.length ? `; skipped ${namesWithReasons(skipped)}` : '') +
         '.'
       );
     });
@@ -309,12 +306,7 @@ export class NotebookModel {
       let text = `Restored ${restored.length} ${restored.length === 1 ? 'name' : 'names'}`;
       text += restored.length ? `: ${restored.join(', ')}.` : '.';
       if (failed.length) {
-        text +=
-          ' Not restored: ' +
-          failed
-            .map(f => (isObject(f) ? `${String(f['name'])} (${String(f['reason'])})` : String(f)))
-            .join(', ') +
-          '.';
+        text += ` Not restored: ${namesWithReasons(failed)}.`;
       }
       if (quarantined.length) {
         text += ` Quarantined: ${quarantined.join(', ')}.`;
@@ -675,11 +667,6 @@ export class PanelModel {
     return this._current;
   }
 
-  /** How many notebooks have a model (for tests and the bench). */
-  get size(): number {
-    return this._models.size;
-  }
-
   /** Show this notebook's model (creating it on first sight), or the empty one. */
   follow(context: ISessionContext | null, label: string): void {
     const next = context === null ? this._empty : this._modelFor(context);
@@ -750,6 +737,11 @@ function countOf(value: unknown): number {
     return value.length;
   }
   return typeof value === 'number' ? value : 0;
+}
+
+/** `[{name, reason}, ...]` (as `skipped` and `failed` are sent) as "a (why), b (why)". */
+function namesWithReasons(items: unknown[]): string {
+  return items.map(i => (isObject(i) ? `${String(i['name'])} (${String(i['reason'])})` : String(i))).join(', ');
 }
 
 function describeError(err: unknown, what: string): string {
