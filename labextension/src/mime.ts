@@ -14,43 +14,33 @@ import { NAMESPACE_MIME, parseCompaction, parseNames, SUMMARY_MIME } from './pro
 import { renderCompactionCard } from './summary';
 import { renderNamesTable } from './names';
 
-/** Renders one `application/vnd.ipython-compact.summary+json` output. */
-export class SummaryRenderer extends Widget implements IRenderMime.IRenderer {
-  constructor(options: IRenderMime.IRendererOptions) {
+/**
+ * Renders one output of the mime type it was made for: the data is handed to
+ * `render` (which parses it and builds the DOM with text nodes only).
+ */
+export class JsonOutputRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions, render: (data: unknown) => HTMLElement) {
     super();
     this._mimeType = options.mimeType;
+    this._render = render;
     this.addClass('jp-IpythonCompact-output');
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.textContent = '';
-    const compaction = parseCompaction(model.data[this._mimeType]);
-    if (compaction === null) {
-      this.node.appendChild(problem('This compaction output is not an object; nothing to show.'));
-    } else {
-      this.node.appendChild(renderCompactionCard(compaction, true));
-    }
+    this.node.replaceChildren(this._render(model.data[this._mimeType]));
     return Promise.resolve();
   }
 
   private _mimeType: string;
+  private _render: (data: unknown) => HTMLElement;
 }
 
-/** Renders one `application/vnd.ipython-compact.namespace+json` output. */
-export class NamespaceRenderer extends Widget implements IRenderMime.IRenderer {
-  constructor(options: IRenderMime.IRendererOptions) {
-    super();
-    this._mimeType = options.mimeType;
-    this.addClass('jp-IpythonCompact-output');
-  }
-
-  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this.node.textContent = '';
-    this.node.appendChild(renderNamesTable(parseNames(model.data[this._mimeType])));
-    return Promise.resolve();
-  }
-
-  private _mimeType: string;
+/** One `application/vnd.ipython-compact.summary+json` output. */
+function renderSummary(data: unknown): HTMLElement {
+  const compaction = parseCompaction(data);
+  return compaction === null
+    ? problem('This compaction output is not an object; nothing to show.')
+    : renderCompactionCard(compaction, true);
 }
 
 function problem(text: string): HTMLElement {
@@ -63,13 +53,13 @@ function problem(text: string): HTMLElement {
 export const summaryRendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
   mimeTypes: [SUMMARY_MIME],
-  createRenderer: options => new SummaryRenderer(options)
+  createRenderer: options => new JsonOutputRenderer(options, renderSummary)
 };
 
 export const namespaceRendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
   mimeTypes: [NAMESPACE_MIME],
-  createRenderer: options => new NamespaceRenderer(options)
+  createRenderer: options => new JsonOutputRenderer(options, data => renderNamesTable(parseNames(data)))
 };
 
 // Rank 10 puts these ahead of the standard HTML (50) and Markdown (60) renderers, so the
