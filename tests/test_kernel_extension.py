@@ -282,6 +282,14 @@ def test_helper_run_compacts_when_the_cell_ends_not_during_it(ip: Any) -> None:
     assert len(after) == before + 1 and after[-1]["reason"] == "requested"
 
 
+def test_helper_run_outside_a_turn_coalesces_like_the_agent_registry(ip: Any) -> None:
+    helper = ip.user_ns["compact"]
+    for text in ("keep a", "keep b", "keep a", None):
+        assert helper.run(text)["scheduled"] is True
+    assert helper.take_pending() == {"instructions": "keep a\nkeep b"}  # same rule as agent.requests.coalesce
+    assert helper.take_pending() is None
+
+
 def test_a_user_name_compact_is_never_overwritten(ip: Any) -> None:
     ip.run_line_magic("unload_ext", "ipython_compact")
     ip.user_ns["compact"] = "mine"

@@ -47,6 +47,17 @@ def turn_active() -> bool:
         return _turn_active
 
 
+def coalesce(pending: dict[str, Any] | None, instructions: str | None) -> dict[str, Any]:
+    """The pending request after one more ``compact.run(instructions)``: new instructions are
+    appended on a new line unless already there. Also used by the notebook helper's per-cell queue."""
+    if pending is None:
+        return {"instructions": instructions}
+    prev = pending.get("instructions")
+    if instructions and instructions not in (prev or ""):
+        return {"instructions": f"{prev}\n{instructions}" if prev else instructions}
+    return pending
+
+
 def request(instructions: str | None = None) -> dict[str, Any]:
     """Record a model-requested compaction; returns the receipt shown to the model."""
     global _pending
@@ -55,11 +66,7 @@ def request(instructions: str | None = None) -> dict[str, Any]:
     with _lock:
         if not _turn_active:
             return {"scheduled": False, "reason": "no active agent turn; nothing would run the compaction"}
-        if _pending is None:
-            _pending = {"instructions": instructions}
-        elif instructions and instructions not in (_pending.get("instructions") or ""):
-            prev = _pending.get("instructions")
-            _pending = {"instructions": f"{prev}\n{instructions}" if prev else instructions}
+        _pending = coalesce(_pending, instructions)
     return {"scheduled": True, "note": RECEIPT}
 
 

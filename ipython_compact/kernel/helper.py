@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipython_compact.agent import requests
 from ipython_compact.kernel.service import KernelService
-
-RECEIPT = "Compaction runs when the current turn ends; you resume automatically afterwards. Continue working normally."
 
 
 class CompactHelper:
@@ -38,16 +37,10 @@ class CompactHelper:
         if instructions is not None and not isinstance(instructions, str):
             return {"scheduled": False,
                     "reason": f"instructions must be a string or None, got {type(instructions).__name__}"}
-        from ipython_compact.agent import requests
-
         if requests.turn_active():
             return requests.request(instructions)
-        if self.pending is None:
-            self.pending = {"instructions": instructions}
-        elif instructions:
-            prev = self.pending.get("instructions")
-            self.pending = {"instructions": f"{prev}\n{instructions}" if prev else instructions}
-        return {"scheduled": True, "note": RECEIPT}
+        self.pending = requests.coalesce(self.pending, instructions)
+        return {"scheduled": True, "note": requests.RECEIPT}
 
     def take_pending(self) -> dict[str, Any] | None:
         pending, self.pending = self.pending, None
