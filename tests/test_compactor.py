@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from ipython_compact.compactor import CompactionError, CompactionFailed, Compactor, NothingToCompact
+from ipython_compact.compactor import (
+    MAX_CARRIED_POINTERS,
+    CompactionError,
+    CompactionFailed,
+    Compactor,
+    NothingToCompact,
+)
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME
 from ipython_compact.core.offline_summary import missing_sections
@@ -303,3 +309,20 @@ def test_kernel_file_ops_of_the_summarized_span_are_folded_into_the_ledger(store
     ledger = compactor.compact("s").details["ledger"]  # the next span folds the tail's record, once
     assert ledger["files_read"] == ["/w/notes.md", "/w/more.csv", "/w/tail.csv"]
     assert ledger["files_modified"] == ["/w/in.csv", "/w/tail-out.csv"]
+
+
+def test_externalized_pointers_are_carried_into_later_checkpoints_up_to_the_cap(store: SessionStore) -> None:
+    gen = TranscriptGenerator(14, big_output_every=3, big_output_lines=300)
+    compactor = Compactor(store, settings=CompactionSettings(keep_recent_tokens=600))
+    carried: list[str] = []
+    for _ in range(3):
+        feed(store, gen, 9)
+        result = compactor.compact("s")
+        new = [p.entry_id for p in result.plan.externalize]
+        assert new  # every span has big outputs of its own
+        carried = [i for i in carried if i not in new] + new
+        ids = [p["entry_id"] for p in result.details["externalized"]]
+        assert ids == carried[-MAX_CARRIED_POINTERS:]
+        for entry_id in ids:
+            assert f"recall {entry_id}" in result.summary
+    assert len(carried) > MAX_CARRIED_POINTERS  # the cap was reached
