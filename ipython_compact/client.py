@@ -10,7 +10,8 @@ What must hold:
 - Every request returns within its timeout (default 5 s). A kernel that is dead or silent yields a
   ``Result`` with ``status == "unknown"`` and the reason; never a guessed answer.
 - The client uses its own connection (own sockets), so it never consumes another client's IOPub.
-- Nothing is executed in the kernel except ``%load_ext ipython_compact`` by ``ensure_extension``.
+- The client executes nothing in the kernel on its own: only ``%load_ext ipython_compact`` in
+  ``ensure_extension``, and whatever code a caller passes to ``execute`` itself.
 """
 
 from __future__ import annotations
@@ -137,27 +138,24 @@ class KernelClient:
         kc.shell_channel.send(msg)
         return str(msg["header"]["msg_id"])
 
-    def _control_reply(self, msg_id: str, timeout: float) -> dict[str, Any] | None:
+    @staticmethod
+    def _reply(channel: Any, msg_id: str, timeout: float) -> dict[str, Any] | None:
+        """The reply to ``msg_id`` on ``channel`` (replies to other requests are dropped); None on timeout."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
-                reply = self._kc.control_channel.get_msg(timeout=left)
+                reply = channel.get_msg(timeout=left)
             except queue.Empty:
                 return None
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 return dict(reply)
         return None
 
+    def _control_reply(self, msg_id: str, timeout: float) -> dict[str, Any] | None:
+        return self._reply(self._kc.control_channel, msg_id, timeout)
+
     def _shell_reply(self, msg_id: str, timeout: float) -> dict[str, Any] | None:
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                reply = self._kc.shell_channel.get_msg(timeout=left)
-            except queue.Empty:
-                return None
-            if reply.get("parent_header", {}).get("msg_id") == msg_id:
-                return dict(reply)
-        return None
+        return self._reply(self._kc.shell_channel, msg_id, timeout)
 
     def kernel_info(self, timeout: float | None = None) -> dict[str, Any] | None:
         msg_id = self._send_shell("kernel_info_request", {}, subshell=False)
@@ -238,11 +236,12 @@ class KernelClient:
     def status(self, **kw: Any) -> Result:
         return self.request("status", **kw)
 
-    def execute(self, code: str, *, timeout: float = 30.0, subshell: bool = False) -> dict[str, Any] | None:
+    def execute(self, code: str, *, timeout: float = 30.0, subshell: bool = False, silent: bool = False
+                ) -> dict[str, Any] | None:
         """Run code on the main shell (or the subshell) and wait for its reply; None on timeout."""
-        msg_id = self._send_shell("execute_request", {"code": code, "silent": False, "store_history": False,
+        msg_id = self._send_shell("execute_request", {"code": code, "silent": silent, "store_history": False,
                                                       "user_expressions": {}, "allow_stdin": False,
-                                                      "stop_on_error": True}, subshell=subshell)
+                                                      "stop_on_error": not silent}, subshell=subshell)
         reply = self._shell_reply(msg_id, timeout)
         return None if reply is None else dict(reply["content"])
 
@@ -254,10 +253,7 @@ class KernelClient:
         if self.use_subshell and self.detect_subshells() and self.subshell_id is None:
             self.subshell_id = self._create_subshell()
         code = "get_ipython().extension_manager.load_extension('ipython_compact')"
-        msg_id = self._send_shell("execute_request", {"code": code, "silent": True, "store_history": False,
-                                                      "user_expressions": {}, "allow_stdin": False,
-                                                      "stop_on_error": False}, subshell=True)
-        if self._shell_reply(msg_id, timeout) is None:
+        if self.execute(code, timeout=timeout, subshell=True, silent=True) is None:
             return False
         self.comm_id = None  # a comm opened before the target existed was closed by the kernel
         return self.request("hello", timeout=timeout).ok
