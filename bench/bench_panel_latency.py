@@ -38,6 +38,7 @@ from ipython_compact.testing.jupyterlab import (  # noqa: E402
     PANEL,
     chromium,
     ensure_panel_ready,
+    names_updated_at,
     run_cell,
     running_lab,
     wait_kernel_idle,
@@ -53,8 +54,7 @@ def _click_to_fresh_ms(page: Any, timeout_ms: float) -> float:
         f"(t0) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt || 0) >= t0",
         arg=t0, timeout=timeout_ms, polling=5,
     )
-    updated = int(page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at"))
-    return float(updated - t0)
+    return float(names_updated_at(page) - t0)
 
 
 def _stats(values: list[float]) -> dict[str, Any]:
