@@ -172,7 +172,8 @@ def test_missing_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize(
     ("headers", "seconds"),
-    [({"Retry-After": "3"}, 3.0), ({"retry-after-ms": "250"}, 0.25), ({"Retry-After": "soon"}, None), ({}, None)],
+    [({"Retry-After": "3"}, 3.0), ({"retry-after-ms": "250"}, 0.25), ({"Retry-After": "soon"}, None), ({}, None),
+     ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0), ({"retry-after-ms": "x", "Retry-After": "2"}, 2.0)],
 )
 def test_retry_after_parsing(headers: dict[str, str], seconds: float | None) -> None:
     assert retry_after_seconds(headers) == seconds
