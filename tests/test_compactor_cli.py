@@ -90,3 +90,9 @@ def test_openai_summarizer_from_the_command_line(tmp_path: Path) -> None:
     assert "manual compaction failed" in err and "after 4 attempts" in err and "HTTP 429" in err and "recorded as entry" in err
     log = run(tmp_path, "log", "-s", "pi", "-n", "1", "--json").stdout
     assert json.loads(log.splitlines()[-1])["kind"] == "compaction_outcome"
+    sections = "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] d\n\n### In Progress\n(none)\n\n" \
+        "### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)"
+    with ModelServer(default=sections) as srv:  # --summarizer auto picks openai when IPYTHON_COMPACT_MODEL is set
+        env = {"IPYTHON_COMPACT_MODEL": "env-model", "OPENAI_BASE_URL": srv.base_url}
+        done = json.loads(run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--json", env=env).stdout)
+        assert (done["summarizer"], (srv.chat_requests[0].body or {})["model"]) == ("openai", "env-model")

@@ -91,10 +91,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _summarizer(args: argparse.Namespace) -> Any:
     from ipython_compact.summarizers import OfflineSummarizer, SummarizerError
+    from ipython_compact.summarizers.base import ENV_MODEL
 
     kind = args.summarizer
     if kind == "auto":
-        kind = "openai" if (args.model or os.environ.get("IPYTHON_COMPACT_MODEL")) else "offline"
+        kind = "openai" if (args.model or os.environ.get(ENV_MODEL)) else "offline"
     if kind == "offline":
         return OfflineSummarizer()
     from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer

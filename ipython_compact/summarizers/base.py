@@ -15,6 +15,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.offline_summary import SummaryKind
 
+ENV_MODEL = "IPYTHON_COMPACT_MODEL"  # the summarizer model; here so choosing a summarizer needs no ``openai`` import
+
 FailureCode = Literal[
     "config", "context_length", "rate_limited", "server_error", "timeout", "connection", "http_error", "length", "empty", "tool_call", "missing_sections", "bad_reply"
 ]

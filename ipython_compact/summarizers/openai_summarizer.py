@@ -42,9 +42,14 @@ from ipython_compact.core.offline_summary import missing_sections
 from ipython_compact.core.overflow import is_context_overflow
 from ipython_compact.core.prompts import build_summary_request
 from ipython_compact.core.serialization import serialize_conversation
-from ipython_compact.summarizers.base import FailureCode, SummarizerError, SummaryInput, SummaryResult
+from ipython_compact.summarizers.base import (
+    ENV_MODEL,
+    FailureCode,
+    SummarizerError,
+    SummaryInput,
+    SummaryResult,
+)
 
-ENV_MODEL = "IPYTHON_COMPACT_MODEL"
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
 
