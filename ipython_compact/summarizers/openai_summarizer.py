@@ -158,9 +158,9 @@ class OpenAISummarizer:
         usage: dict[str, int] = {}
         attempts = 0
         elided = 0
+        # the first user message (the request that started the span) is never elided
+        first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
         for shrink in range(self.input_retries + 1):
-            # the first user message (the request that started the span) is never elided
-            first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
             kept = messages[elided:]
             if first_user is not None and first_user < elided:
                 kept = [messages[first_user], *kept]
