@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ipython_compact.agent import requests as compact_requests
 from ipython_compact.agent.kernel_reset import budget_exhausted, reset_notice, restart_budget, restart_failed
 from ipython_compact.agent.kernel_tool import ExecResult
 from ipython_compact.agent.openai_chat import PYTHON_TOOL_NAME
@@ -96,11 +97,7 @@ class ToolCalls(AgentState):
             got = None
         if got is None:
             return
-        if self._requested is None:
-            self._requested = dict(got)
-        else:
-            prev, new = self._requested.get("instructions"), got.get("instructions")
-            self._requested["instructions"] = "\n".join(x for x in (prev, new) if x) or None
+        self._requested = compact_requests.coalesce(self._requested, got.get("instructions"))
         self._emit("compaction_requested", "the model asked for compaction; it runs when this turn ends")
 
     # ------------------------------------------------------------------ snapshots and restarts
