@@ -169,3 +169,20 @@ def test_unload_ext_in_a_real_kernel_removes_agent_and_compact_and_load_restores
         assert k.execute("%load_ext ipython_compact").status == "ok"
         assert "['agent', 'compact']" in k.execute(probe).text
         assert "no model" in k.execute("%%agent\nhello").text  # the cell magic answers again
+
+
+def test_agent_cell_uses_the_extensions_summarizer_setting_and_refuses_an_unknown_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "agent-summarizer")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        shell.run_line_magic("config", "CompactConfig.summarizer = 'bogus'")
+        shell.run_cell_magic("agent", "--model m --base-url http://127.0.0.1:9/v1", "hello")
+        out = capsys.readouterr().out
+        assert "%%agent: unknown summarizer 'bogus'" in out  # the same check as %compact; nothing is sent
+    finally:
+        shell.run_line_magic("config", "CompactConfig.summarizer = 'offline'")  # the shell's config outlives unload
+        shell.run_line_magic("unload_ext", "ipython_compact")

@@ -29,7 +29,6 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from ipython_compact.agent.engine import CompactorEngine, default_engine
 from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
-from ipython_compact.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
 
 USAGE = ("usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] "
@@ -88,7 +87,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
             store = self.service.store
             session = opts.get("session") or self.service.session
             settings = self.service.settings()
-            engine: Any = CompactorEngine(Compactor(store, _summarizer(config), settings))
+            engine: Any = CompactorEngine(self.service._compactor())  # the summarizer %compact uses
         else:
             from ipython_compact import paths
             from ipython_compact.store import SessionStore
@@ -175,18 +174,6 @@ def _printer(streaming: bool) -> Callable[[AgentEvent], None]:
             print(summarize_event(event), flush=True)
 
     return show
-
-
-def _summarizer(config: Any) -> Any:
-    """The summarizer the extension is configured with (``CompactConfig.summarizer``)."""
-    kind = getattr(config, "summarizer", "offline")
-    if kind == "openai":
-        from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
-
-        return OpenAISummarizer(getattr(config, "model", "") or None, base_url=getattr(config, "base_url", "") or None)
-    from ipython_compact.summarizers import OfflineSummarizer
-
-    return OfflineSummarizer()
 
 
 def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:
