@@ -132,10 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.path is None:
             return _fail(str(exc), None)
         db = Path(exc.path)
-        reason = read_only_reason(db)
         if _looks_like_jsonl(db):
             return _fail(f"{db} is a JSONL transcript, not a database",
                          f"import it into the database: {PROG} import {db}   (--db takes a .db file)")
+        reason = read_only_reason(db)
         if reason:
             return _fail(reason, f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && {PROG} --db /tmp/{db.name} ...")
         return _fail(str(exc), f"pass another database: {PROG} --db PATH ...")
