@@ -295,7 +295,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             path = store.context_path(name)
             messages = build_context(path)
             tokens = estimate_context(messages).tokens
-            rows.append((label, len(store.entries(name)), len(messages), tokens))
+            rows.append((label, store.get_session(name).entry_count, len(messages), tokens))  # a stored count, not a read of every entry
 
         result = None
         for k in range(1, args.compactions + 1):
