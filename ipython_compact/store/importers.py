@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core.entries import KINDS, Entry, path_to
 from ipython_compact.core.pi_format import PiFormatError, parse_pi_session
-from ipython_compact.store.errors import ImportFormatError
+from ipython_compact.store.errors import ImportFormatError, UnknownSessionError
 from ipython_compact.store.sqlite_store import SessionStore, random_entry_id
 
 Format = Literal["auto", "pi", "jsonl"]
@@ -215,7 +215,7 @@ def import_transcript(store: SessionStore, transcript: Transcript, session: str 
         store.get_session(name)
         created = False
         existing = store.entry_ids(name)
-    except KeyError:
+    except UnknownSessionError:
         pass
     entries, renamed = with_fresh_ids(transcript.entries, existing)
     leaf = None if transcript.leaf_id is None else renamed.get(transcript.leaf_id, transcript.leaf_id)
