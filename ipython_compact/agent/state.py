@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ipython_compact.agent.events import AgentEvent, CompactionRecord
@@ -33,6 +32,7 @@ from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.tokens import estimate_context, usage_of
 from ipython_compact.core.triggers import usage_is_stale
+from ipython_compact.store.sqlite_store import utc_now
 
 
 class CompactionEngine(Protocol):
@@ -47,8 +47,8 @@ class CompactionEngine(Protocol):
 
 
 def now_iso() -> str:
-    """The wall-clock timestamp stored on messages (UTC, milliseconds, ``Z``)."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The wall-clock timestamp stored on messages: the store's own format (UTC, milliseconds, ``Z``)."""
+    return utc_now()
 
 
 class AgentState:
