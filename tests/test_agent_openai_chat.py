@@ -141,16 +141,17 @@ def test_model_request_registry(registry: None, active: bool, calls: list[Any], 
 
 
 @pytest.mark.parametrize(
-    ("text", "limit", "truncated"),
-    [("short", 100, False), ("x" * 100, 100, False), ("x" * 1000, 90, True), ("abc", 0, False)],
+    ("text", "limit", "expected", "truncated"),
+    [
+        ("short", 100, "short", False),
+        ("x" * 100, 100, "x" * 100, False),
+        ("x" * 1000, 90, "x" * 60 + "\n... [910 characters of output omitted] ...\n" + "x" * 30, True),
+        ("ab" * 50 + "tail", 30, "ab" * 10 + "\n... [74 characters of output omitted] ...\n" + "abababtail", True),
+        ("abc", 0, "abc", False),
+    ],
 )
-def test_cap_text(text: str, limit: int, truncated: bool) -> None:
-    out, cut = cap_text(text, limit)
-    assert cut is truncated
-    if truncated:
-        assert "characters of output omitted" in out and out.startswith("x" * 60) and len(out) < len(text)
-    else:
-        assert out == text
+def test_cap_text(text: str, limit: int, expected: str, truncated: bool) -> None:
+    assert cap_text(text, limit) == (expected, truncated)  # head 2/3, tail 1/3 of the limit, the cut counted
 
 
 def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
