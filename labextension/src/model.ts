@@ -55,6 +55,13 @@ export interface IActionResult {
   reply: Json | null;
 }
 
+/**
+ * How long an action waits for its reply (ms): a preview, snapshot or restore
+ * does more than a probe; a compaction may call a model.
+ */
+export const ACTION_TIMEOUT_MS = 30000;
+export const COMPACT_TIMEOUT_MS = 120000;
+
 /** How often the namespace is re-read while a cell runs (ms). */
 export const BUSY_POLL_MS = 2000;
 
@@ -466,8 +473,7 @@ export class NotebookModel {
     this.preview = null;
     this._changed.emit();
     try {
-      // Compaction may call a model; give it more time than a probe.
-      const timeout = action === 'compact' ? 120000 : action === 'preview' ? 30000 : REQUEST_TIMEOUT_MS * 6;
+      const timeout = action === 'compact' ? COMPACT_TIMEOUT_MS : ACTION_TIMEOUT_MS;
       const reply = await channel.request(action, args, timeout);
       this.lastAction = { action, ok: true, text: describe(reply), reply };
     } catch (err) {
