@@ -63,7 +63,8 @@ pytest: setup pi-reference
 
 test: setup system-deps lint pytest
 
-bench: setup
+# bench_engine compares with pi (skipped without pi-reference); bench_panel_latency drives Chromium.
+bench: setup pi-reference system-deps
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
