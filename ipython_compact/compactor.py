@@ -186,6 +186,18 @@ class RecallHit:
 
 
 @dataclass(frozen=True)
+class _Carried:
+    """What the previous compaction carries forward, parsed once. ``had_anchors`` is False for a
+    compaction made without an anchor layer (a pi import), whose anchors must come from the log."""
+
+    anchors: AnchorSet = field(default_factory=AnchorSet)
+    had_anchors: bool = False
+    ledger: Ledger = field(default_factory=Ledger)
+    identifiers: tuple[Identifier, ...] = ()
+    externalized: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class _Work:
     """Everything decided before the summarizer runs. ``path`` is the context view it was decided
     on (``prep``'s indices point into it); ``span`` is the summarized part, turn prefix included."""
@@ -197,7 +209,7 @@ class _Work:
     history: tuple[Entry, ...]
     prefix: tuple[Entry, ...]
     anchors: AnchorSet
-    previous_details: Mapping[str, Any]
+    carried: _Carried
     view_tokens: Mapping[str, int]
 
 
@@ -261,11 +273,9 @@ class Compactor:
         if prep is None:
             return None
         tokens = _tokens_of(path, counts)
-        previous_details: Mapping[str, Any] = {}
+        carried = _Carried()
         if prep.previous_compaction_index >= 0:
-            raw = path[prep.previous_compaction_index].data.get("details")
-            previous_details = raw if isinstance(raw, Mapping) else {}
-            _check_details(path[prep.previous_compaction_index].id, previous_details)
+            carried = _carried_from(path[prep.previous_compaction_index])
         span = (*prep.messages_to_summarize, *prep.turn_prefix)
         tri = triage(
             span,
@@ -280,9 +290,8 @@ class Compactor:
         anchor_set = AnchorSet()
         if self.use_anchors:
             lookup = self._lookup(session)
-            previous = AnchorSet.from_json(previous_details.get("anchors"))
             sources: Sequence[Entry] = span
-            if prep.previous_compaction_index >= 0 and "anchors" not in previous_details:
+            if prep.previous_compaction_index >= 0 and not carried.had_anchors:
                 # a compaction made without anchors (pi import): read the goal etc. from the raw log
                 ids = {e.id for e in span}
                 sources = [
@@ -291,12 +300,12 @@ class Compactor:
                     *span,
                 ]
             try:
-                anchor_set = extract_anchors(previous, sources, lookup)
+                anchor_set = extract_anchors(carried.anchors, sources, lookup)
             except ValueError as exc:
                 raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        return _Work(prep, path, span, tri, history, prefix, anchor_set, previous_details, tokens)
+        return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens)
 
     def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
         work = self._work(session, keep_recent_tokens)
@@ -369,19 +378,19 @@ class Compactor:
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
         narrative, results = self._summarize(work, focus)
-        prev = work.previous_details
+        prev = work.carried
 
         ledger = Ledger()
         if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
-            ledger = Ledger.from_json(prev.get("ledger")).update(work.span)
+            ledger = prev.ledger.update(work.span)
             ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
         identifiers = track_identifiers(
-            [Identifier.from_json(i) for i in prev.get("identifiers") or []],
+            prev.identifiers,
             work.span,
             max_count=self.max_identifiers,
             max_chars=self.identifier_chars,
         )
-        carried = [p for p in prev.get("externalized") or [] if isinstance(p, Mapping)]
+        carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]
         new_ids = {p["entry_id"] for p in pointers}
         all_pointers = ([p for p in carried if p.get("entry_id") not in new_ids] + pointers)[-MAX_CARRIED_POINTERS:]
@@ -585,16 +594,21 @@ def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
     return found
 
 
-def _check_details(entry_id: str, details: Mapping[str, Any]) -> None:
+def _carried_from(compaction: Entry) -> _Carried:
     """Parse what a compaction carries forward; a malformed record is reported, never guessed around."""
+    raw = compaction.data.get("details")
+    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     try:
-        AnchorSet.from_json(details.get("anchors"))
-        Ledger.from_json(details.get("ledger"))
-        for item in details.get("identifiers") or []:
-            Identifier.from_json(item)
+        return _Carried(
+            anchors=AnchorSet.from_json(details.get("anchors")),
+            had_anchors="anchors" in details,
+            ledger=Ledger.from_json(details.get("ledger")),
+            identifiers=tuple(Identifier.from_json(item) for item in details.get("identifiers") or []),
+            externalized=tuple(p for p in details.get("externalized") or [] if isinstance(p, Mapping)),
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CompactionError(
-            f"the previous compaction (entry {entry_id}) has malformed details ({exc}); nothing was written"
+            f"the previous compaction (entry {compaction.id}) has malformed details ({exc}); nothing was written"
         ) from exc
 
 
