@@ -12,16 +12,15 @@ from pathlib import Path
 ENV_DIR = "IPYTHON_COMPACT_DIR"
 
 
-def data_dir(create: bool = True) -> Path:
-    """The data directory; created with mode 0700 when missing and ``create`` is true."""
+def data_dir() -> Path:
+    """The data directory; created with mode 0700 when missing."""
     override = os.environ.get(ENV_DIR)
     if override:
         path = Path(override).expanduser()
     else:
         base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         path = Path(base) / "ipython-compact"
-    if create:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 
 
