@@ -326,3 +326,18 @@ def test_externalized_pointers_are_carried_into_later_checkpoints_up_to_the_cap(
         for entry_id in ids:
             assert f"recall {entry_id}" in result.summary
     assert len(carried) > MAX_CARRIED_POINTERS  # the cap was reached
+
+
+@pytest.mark.parametrize(("count", "chars"), [(0, 10_000), (3, 10_000), (50, 40)])
+def test_identifier_budget_bounds_what_the_checkpoint_tracks(store: SessionStore, count: int, chars: int) -> None:
+    feed(store, TranscriptGenerator(15), 20)
+    details = Compactor(store, settings=SETTINGS, max_identifiers=count, identifier_chars=chars).compact("s").details
+    texts = [i["text"] for i in details["identifiers"]]
+    assert len(texts) <= count and sum(len(t) for t in texts) <= chars
+    assert texts or count == 0  # a non-zero budget keeps some
+
+
+@pytest.mark.parametrize("bad", [{"max_identifiers": -1}, {"identifier_chars": -5}])
+def test_a_negative_identifier_budget_is_refused(store: SessionStore, bad: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match="identifier budget must be non-negative"):
+        Compactor(store, **bad)
