@@ -513,9 +513,14 @@ class Compactor:
         assert query is not None
         if not query.strip():
             raise ValueError("recall query is empty")
-        hits = self.store.search(query, session=session, limit=max(1, limit) * 2)
-        out = [_hit(h.entry) for h in hits if h.entry.kind not in (E.COMPACTION, E.COMPACTION_OUTCOME)]
-        return out[: max(1, limit)]
+        want = max(1, limit)
+        fetch = want * 2
+        while True:  # checkpoints quote their sources (pins, identifiers) and can outrank them: widen until filled
+            hits = self.store.search(query, session=session, limit=fetch)
+            out = [_hit(h.entry) for h in hits if h.entry.kind not in (E.COMPACTION, E.COMPACTION_OUTCOME)]
+            if len(out) >= want or len(hits) < fetch:
+                return out[:want]
+            fetch *= 4
 
     def active_pins(self, session: str) -> tuple[Anchor, ...]:
         """Pins in force on the session's current path (text pins and entry pins)."""

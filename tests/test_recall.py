@@ -63,3 +63,24 @@ def test_recall_errors(compacted: Any, kwargs: dict[str, str], message: str) -> 
     _, compactor, _ = compacted
     with pytest.raises(ValueError, match=message):
         compactor.recall("s", **kwargs)
+
+
+def test_query_hits_are_not_crowded_out_by_checkpoints_quoting_the_same_words(tmp_path: Path) -> None:
+    """A pinned sentence is copied into every checkpoint; those summaries rank above a long source
+    output with the same word, yet ``limit`` counts source entries only."""
+    store = SessionStore(tmp_path / "log.db")
+    store.create_session("s")
+    text = "\n".join(f"row {i} " + "lorem ipsum " * 8 for i in range(400)) + "\nthreshold zetamarker reached"
+    big = store.append("s", "message", {"message": {"role": "toolResult", "toolCallId": "z", "toolName": "python",
+                                                    "content": [{"type": "text", "text": text}], "isError": False}})
+    compactor = Compactor(store, settings=CompactionSettings(keep_recent_tokens=400))
+    pin = compactor.pin("s", text="Alert when zetamarker fires")
+    gen = TranscriptGenerator(17, big_output_every=0)
+    for _ in range(6):
+        for msgs in gen.rounds(5):
+            store.append_many("s", [("message", {"message": m}) for m in msgs])
+        compactor.compact("s")
+    ranked = [h.entry.kind for h in store.search("zetamarker", session="s", limit=50)]
+    assert ranked.count("compaction") > 4 and ranked[-1] == "message"  # the source ranks below the checkpoints
+    assert [h.id for h in compactor.recall("s", query="zetamarker", limit=2)] == [pin.id, big.id]
+    store.close()
