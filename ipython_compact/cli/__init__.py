@@ -2,7 +2,6 @@
 
 Subcommands live in small modules listed in ``COMMAND_MODULES``; each exposes
 ``register(subparsers)`` which adds its parsers and sets ``func`` (``(args) -> int``) on them.
-A listed module that is not installed yet is skipped, so the command works while the tree grows.
 
 What must hold:
 - ``--db PATH`` works before or after the subcommand; without it the database is
@@ -65,13 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_option(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        module.register(subparsers)
+        importlib.import_module(module_name).register(subparsers)
     # Accept --db after the subcommand too (SUPPRESS keeps a global --db from being overwritten).
     for sub in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in sub._actions):
