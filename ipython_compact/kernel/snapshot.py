@@ -278,7 +278,8 @@ def _content_digest(view: memoryview | bytes) -> bytes:
     return hashlib.sha256(view).digest()
 
 
-_PLAIN: frozenset[type] = frozenset({list, dict, tuple, set, frozenset, int, float, complex, bool, type(None)})
+_CONTAINERS: frozenset[type] = frozenset({list, dict, tuple, set, frozenset})
+_PLAIN: frozenset[type] = _CONTAINERS | {int, float, complex, bool, type(None)}
 
 
 def _plain_pickle(value: Any) -> bytes | None:
@@ -856,12 +857,15 @@ class SnapshotStore:
                     continue
                 plain: bytes | None = None
                 try:
-                    with deadline.limit():  # pickles builtin containers: their items' __reduce__ may hang
-                        if type(value) in _PLAIN:
+                    if type(value) not in _PLAIN:
+                        fp = fingerprint(value)
+                    else:
+                        if type(value) in _CONTAINERS:  # an item's __reduce__ (user code) runs here and may hang
+                            with deadline.limit():
+                                plain = _plain_pickle(value)
+                        else:  # a builtin scalar: no user code, so no timer to arm
                             plain = _plain_pickle(value)
-                            fp = None if plain is None else _plain_key(plain)
-                        else:
-                            fp = fingerprint(value)
+                        fp = None if plain is None else _plain_key(plain)
                 except _SerializeTimeout:
                     skipped.append(Skipped(name, f"took longer than {self.name_timeout:g} s to serialize"))
                     continue
