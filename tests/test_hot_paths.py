@@ -381,3 +381,30 @@ def test_path_by_role_equals_filtering_the_full_path(tree: Any, leaf: str, kinds
     full = store.path("s", leaves[leaf])
     expected = [e for e in full if (kinds is None or e.kind in kinds) and (e.kind != "message" or e.role in roles)]
     assert store.path("s", leaves[leaf], kinds=kinds, roles=roles) == expected
+
+
+@pytest.mark.parametrize("after_newest", [None, "compaction", "pin", "no_such_kind"])
+@pytest.mark.parametrize("kinds", [None, *KIND_SETS], ids=lambda k: "all" if k is None else "+".join(sorted(k)) or "none")
+def test_entries_by_kind_and_since_the_newest_equal_filtering_every_entry(
+    tree: Any, kinds: set[str] | None, after_newest: str | None
+) -> None:
+    """The agent's pre-turn overflow check reads only what came after the newest compaction."""
+    store = tree[0]
+    every = store.entries("s")
+    start = 0
+    if after_newest is not None:
+        start = max((i + 1 for i, e in enumerate(every) if e.kind == after_newest), default=0)
+    expected = [e for e in every[start:] if kinds is None or e.kind in kinds]
+    assert store.entries("s", kinds=kinds, after_newest=after_newest) == expected
+    assert store.entry_count("s") == len(every)
+
+
+def test_kind_lookups_use_the_kind_index(tree: Any) -> None:
+    """Cost must not grow with the history: SQLite answers these from ``entries_kind``."""
+    conn = tree[0]._conn
+    plans = [
+        " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", (1, "compaction")))
+        for sql in ("SELECT MAX(seq) FROM entries WHERE session_id = ? AND kind = ?",
+                    "SELECT seq FROM entries WHERE session_id = ? AND kind IN (?) ORDER BY seq")
+    ]
+    assert all("entries_kind" in plan for plan in plans), plans

@@ -293,11 +293,12 @@ class Agent(ModelRequests, ToolCalls, CompactionScheduling):
 
     def compaction_entries(self) -> list[Entry]:
         """Every compaction entry of the session, oldest first."""
-        return [e for e in self.log_entries() if e.kind == COMPACTION]
+        entries: list[Entry] = self.store.entries(self.session, kinds=(COMPACTION,))
+        return entries
 
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""
-        return len(self._request_messages()), len(self.log_entries())
+        return len(self._request_messages()), self.store.entry_count(self.session)
 
 
 __all__: Sequence[str] = (

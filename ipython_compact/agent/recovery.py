@@ -65,9 +65,8 @@ class OverflowRecovery(AgentState):
     def _pre_prompt_overflow_check(self) -> None:
         """Before a new turn's first request: an unrecovered overflow from the *current* model
         (newer than the newest compaction) compacts first; one from another model does not count."""
-        entries = self.log_entries()
-        newest = max((i for i, e in enumerate(entries) if e.kind == COMPACTION), default=-1)
-        last = next((e.message for e in reversed(entries[newest + 1 :]) if e.role == "assistant" and e.message), None)
+        since = self.store.entries(self.session, after_newest=COMPACTION)
+        last = next((e.message for e in reversed(since) if e.role == "assistant" and e.message), None)
         if last is None or not message_is_overflow(last, self.context_window):
             return
         same = last.get("model") == self.model and last.get("provider") == self.provider

@@ -198,10 +198,18 @@ def _compaction_counts(conn: sqlite3.Connection) -> None:
     conn.execute(_NO_UPDATE_TRIGGER.strip())
 
 
+def _kind_index(conn: sqlite3.Connection) -> None:
+    """Index entries by kind in append order, so "the newest compaction of the session" and "every
+    entry of kind K" are index lookups, not scans of the whole history (the agent asks before
+    every turn)."""
+    conn.execute("CREATE INDEX entries_kind ON entries(session_id, kind, seq)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial_schema", _initial_schema),
     Migration("0002_mark_chain", _mark_chain),
     Migration("0003_compaction_counts", _compaction_counts),
+    Migration("0004_kind_index", _kind_index),
 )
 
 

@@ -626,12 +626,40 @@ class SessionStore:
             raise UnknownEntryError(f"entry id {entry_id!r} exists in several sessions: name the session", path=self.db_path)
         return _row_entry(rows[0])
 
-    def entries(self, session: str) -> list[Entry]:
-        """Every entry of the session, in append order (parents before children)."""
+    def entries(
+        self, session: str, *, kinds: Iterable[str] | None = None, after_newest: str | None = None
+    ) -> list[Entry]:
+        """Entries of the session in append order (parents before children), branches included.
+
+        ``kinds`` keeps only those kinds; ``after_newest=K`` keeps only entries appended after the
+        newest entry of kind ``K`` (all when there is none). Both are index lookups (migration
+        ``0004_kind_index``), so "what happened since the last compaction" costs what came after
+        it, not the whole history.
+        """
         with self._read() as conn:
             sid = self._session_row(conn, session)[0]
-            rows = conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE session_id = ? ORDER BY seq", (sid,))
+            where = "session_id = ?"
+            params: list[Any] = [sid]
+            if after_newest is not None:
+                row = conn.execute(
+                    "SELECT MAX(seq) FROM entries WHERE session_id = ? AND kind = ?", (sid, after_newest)
+                ).fetchone()
+                if row[0] is not None:
+                    where += " AND seq > ?"
+                    params.append(row[0])
+            if kinds is not None:
+                wanted = sorted(set(kinds))
+                if not wanted:
+                    return []
+                where += f" AND kind IN ({', '.join('?' * len(wanted))})"
+                params.extend(wanted)
+            rows = conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE {where} ORDER BY seq", params)
             return [_row_entry(r) for r in rows]
+
+    def entry_count(self, session: str) -> int:
+        """How many entries the session holds (all branches); one row read."""
+        with self._read() as conn:
+            return int(self._session_row(conn, session)[2])
 
     def entry_ids(self, session: str) -> set[str]:
         """Every id used in the session (cheap: no entry bodies are read)."""
