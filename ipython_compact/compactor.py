@@ -626,7 +626,7 @@ def _hit(entry: Entry) -> RecallHit:
     return RecallHit(entry.id, entry.kind, entry.role, entry_text(entry), entry.timestamp)
 
 
-KERNEL_FILE_OPS = "ipython_file_ops"
+KERNEL_FILE_OPS = E.KERNEL_FILE_OPS  # re-exported: the kernel service writes these entries
 
 
 def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:

@@ -150,7 +150,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     from ipython_compact.compactor import Compactor
-    from ipython_compact.kernel.display import one_line
+    from ipython_compact.core.ledger import one_line
 
     given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
     if len(given) > 1:

@@ -185,7 +185,8 @@ def _describe(entry: Entry) -> str:
 
 
 def _preview(entry: Entry, width: int = 70) -> str:
-    from ipython_compact.kernel.display import entry_gist, one_line  # `log` only: kept off start-up
+    from ipython_compact.core.ledger import one_line
+    from ipython_compact.kernel.display import entry_gist  # `log` only: kept off start-up
 
     text = entry_text(entry)
     if entry.kind == COMPACTION:

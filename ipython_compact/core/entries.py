@@ -40,6 +40,9 @@ PIN: Final = "pin"  # pin / unpin of text or an entry; not in context
 GOAL: Final = "goal"  # goal / state kept outside the transcript; not in context
 COMPACTION_OUTCOME: Final = "compaction_outcome"  # failed / skipped / cancelled compaction
 
+# ``custom`` entries of this ``custom_type`` record the files a kernel cell opened (fed to the ledger)
+KERNEL_FILE_OPS: Final = "ipython_file_ops"
+
 PI_KINDS: Final = frozenset(
     {MESSAGE, COMPACTION, BRANCH_SUMMARY, MODEL_CHANGE, THINKING_LEVEL_CHANGE, CUSTOM, CUSTOM_MESSAGE, LABEL, SESSION_INFO}
 )

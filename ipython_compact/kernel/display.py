@@ -18,6 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipython_compact.core.entries import KERNEL_FILE_OPS
+from ipython_compact.core.ledger import one_line  # one cell per line: tables never break apart
+
 SUMMARY_MIME = "application/vnd.ipython-compact.summary+json"
 NAMESPACE_MIME = "application/vnd.ipython-compact.namespace+json"
 
@@ -69,13 +72,6 @@ def cell_text(value: Any) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         return ", ".join(cell_text(v) for v in value) or "none"
     return str(value)
-
-
-def one_line(text: str, width: int) -> str:
-    """Whitespace (newlines included) collapsed to single spaces, cut to ``width`` with an ellipsis,
-    so a multi-line log text cannot break a table's rows apart."""
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, str, str]:
@@ -209,7 +205,7 @@ def entry_gist(entry: Mapping[str, Any]) -> str:
     if kind == "pin":
         target = f"entry {data['entry_id']}" if data.get("entry_id") else repr(data.get("text", ""))
         return f"unpin {data.get('pin_id', '?')}" if data.get("action") == "unpin" else f"{data.get('pin_id', '?')}: {target}"
-    if kind == "custom" and data.get("custom_type") == "ipython_file_ops" and isinstance(data.get("data"), Mapping):
+    if kind == "custom" and data.get("custom_type") == KERNEL_FILE_OPS and isinstance(data.get("data"), Mapping):
         ops = data["data"]
         return f"files read: {cell_text(ops.get('read'))}; modified: {cell_text(ops.get('modified'))}"
     if kind == "custom":
