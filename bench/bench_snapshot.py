@@ -49,7 +49,14 @@ from typing import Any
 import dill
 import numpy as np
 
-from ipython_compact.kernel.snapshot import _PIECE, MAGIC, SnapshotStore, _LaneMac, _sign_chunks, fingerprint
+from ipython_compact.namespace.snapshot import (
+    _PIECE,
+    MAGIC,
+    SnapshotStore,
+    _LaneMac,
+    _sign_chunks,
+    fingerprint,
+)
 
 ARRAYS = 8
 ARRAY_MB = 50

@@ -9,7 +9,7 @@ import pytest
 from IPython import get_ipython
 from IPython.testing.globalipapp import start_ipython
 
-from ipython_compact.agent.magic import AgentMagics, parse_options
+from ipython_compact.kernel.agent_magic import AgentMagics, parse_options
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 

@@ -109,7 +109,7 @@ def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(km: Ke
                                                                           data_dir: Path) -> None:
     """%config sets the mode; an edit between the samples is missed by the sampled automatic
     snapshots and saved by the third one (full_verify_every = 3); explicit snapshots are full."""
-    from ipython_compact.kernel.snapshot import SnapshotStore, load_or_create_key
+    from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
 
     gen = (client.status()["snapshot"] or {"generation": 0})["generation"]
     execute(km, "%config CompactConfig.snapshot_debounce = 0.2\n%config CompactConfig.verify_unchanged = 'sampled'\n"

@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ipython_compact.kernel.probe import DTYPE_TEXT_MAX, describe, probe_namespace, readable_dtype, user_names
+from ipython_compact.namespace.probe import (
+    DTYPE_TEXT_MAX,
+    describe,
+    probe_namespace,
+    readable_dtype,
+    user_names,
+)
 
 
 class SlowRepr:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ipython_compact.kernel.snapshot import SnapshotError, SnapshotStore, fingerprint, load_or_create_key
+from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore, fingerprint, load_or_create_key
 
 KEY = b"k" * 32
 

@@ -19,7 +19,7 @@ _stores: dict[str, Any] = {}
 
 
 def _store(directory: str) -> Any:
-    from ipython_compact.kernel.snapshot import SnapshotStore, load_or_create_key
+    from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
     from ipython_compact.paths import key_path
 
     store = _stores.get(directory)
@@ -40,7 +40,7 @@ def _shell() -> Any:
 def snapshot_json(directory: str) -> str:
     """Save the user's names; JSON ``{"ok", "saved", "skipped": [[name, reason]], "error"?}``."""
     try:
-        from ipython_compact.kernel.probe import user_names
+        from ipython_compact.namespace.probe import user_names
 
         shell = _shell()
         report = _store(directory).save(user_names(shell.user_ns, shell.user_ns_hidden))

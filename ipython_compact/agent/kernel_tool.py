@@ -154,7 +154,7 @@ class InProcessKernel:
         return True
 
     def probe_names(self) -> list[str] | None:
-        from ipython_compact.kernel.probe import probe_namespace
+        from ipython_compact.namespace.probe import probe_namespace
 
         try:
             return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden).name_list
@@ -172,7 +172,7 @@ class InProcessKernel:
 
 
 _PROBE_EXPR = (
-    "__import__('json').dumps(__import__('ipython_compact.kernel.probe', fromlist=['probe_namespace'])"
+    "__import__('json').dumps(__import__('ipython_compact.namespace.probe', fromlist=['probe_namespace'])"
     ".probe_namespace(get_ipython().user_ns, get_ipython().user_ns_hidden).name_list)"
 )
 _REQUESTS = "__import__('ipython_compact.agent.requests', fromlist=['take'])"

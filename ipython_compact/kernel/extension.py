@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
-from ipython_compact.agent.magic import AgentMagics, register_agent_magic
 from ipython_compact.kernel import fileops
+from ipython_compact.kernel.agent_magic import AgentMagics, register_agent_magic
 from ipython_compact.kernel.comm_handler import TARGET, CommHandler
 from ipython_compact.kernel.config import CompactConfig
 from ipython_compact.kernel.helper import CompactHelper
@@ -53,7 +53,7 @@ class Extension:
         ip = self.ip
         ip.configurables.append(self.config)
         ip.register_magics(self.magics)
-        self.agent_magics = register_agent_magic(ip, self.service)  # %%agent (ipython_compact.agent.magic)
+        self.agent_magics = register_agent_magic(ip, self.service)  # %%agent (ipython_compact.kernel.agent_magic)
         ip.events.register("pre_run_cell", self.pre_run_cell)
         ip.events.register("post_run_cell", self.post_run_cell)
         self._bind_helper()

@@ -28,8 +28,8 @@ from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel.config import CompactConfig
 from ipython_compact.kernel.fileops import FileOpsRecorder
-from ipython_compact.kernel.probe import ProbeResult, probe_namespace, user_names
-from ipython_compact.kernel.snapshot import (
+from ipython_compact.namespace.probe import ProbeResult, probe_namespace, user_names
+from ipython_compact.namespace.snapshot import (
     RestoreReport,
     SnapshotError,
     SnapshotReport,
