@@ -251,7 +251,7 @@ def test_a_full_snapshot_is_fsynced_and_restores(tmp_path: Path) -> None:
     store = SnapshotStore(tmp_path / "snap", KEY, durable=True)
     arr = np.arange(3_000_000.0)
     report = store.save([("arr", arr), ("small", {"k": 1})])
-    assert report.saved == ["arr", "small"] and store._unsynced == []
+    assert report.saved == ["arr", "small"] and store._files.unsynced == []
     values, _ = SnapshotStore(tmp_path / "snap", KEY, durable=True).load()
     np.testing.assert_array_equal(values["arr"], arr)
     assert values["small"] == {"k": 1}
