@@ -135,7 +135,8 @@ def test_damaged_payload_is_refused_before_unpickling(tmp_path: Path, damage: An
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: calls.append(a))
     values, report = store.load()
     assert values == {} and calls == []
-    assert report.failed[0].name == "v" and "not unpickled" in report.failed[0].reason
+    # The only generation's payload did not verify: the generation is refused (no older one to fall back to).
+    assert report.generation is None and len(report.refused) == 1 and "not unpickled" in report.refused[0]
 
 
 def test_tampered_manifest_is_refused(tmp_path: Path) -> None:

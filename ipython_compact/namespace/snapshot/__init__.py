@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from ipython_compact.namespace.snapshot.fingerprints import carries_code, fingerprint
 from ipython_compact.namespace.snapshot.keys import load_or_create_key
+from ipython_compact.namespace.snapshot.manifests import MANIFEST_VERSION, GenerationInfo
 from ipython_compact.namespace.snapshot.reports import (
     RestoreReport,
     Skipped,
@@ -58,9 +59,22 @@ from ipython_compact.namespace.snapshot.reports import (
     python_tag,
 )
 from ipython_compact.namespace.snapshot.signing import MAGIC
-from ipython_compact.namespace.snapshot.store import MANIFEST_VERSION, VERIFY_MODES, SnapshotStore
+from ipython_compact.namespace.snapshot.store import PROCESS_ID, VERIFY_MODES, SnapshotLedger, SnapshotStore
 
 __all__ = [
-    "MAGIC", "MANIFEST_VERSION", "VERIFY_MODES", "RestoreReport", "Skipped", "SnapshotError", "SnapshotReport",
-    "SnapshotStore", "carries_code", "fingerprint", "load_or_create_key", "python_tag",
+    "MAGIC",
+    "MANIFEST_VERSION",
+    "PROCESS_ID",
+    "VERIFY_MODES",
+    "GenerationInfo",
+    "RestoreReport",
+    "Skipped",
+    "SnapshotError",
+    "SnapshotLedger",
+    "SnapshotReport",
+    "SnapshotStore",
+    "carries_code",
+    "fingerprint",
+    "load_or_create_key",
+    "python_tag",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 
 import dill
 
-from ipython_compact.namespace.snapshot.fingerprints import ndarray_type
+from ipython_compact.namespace.snapshot.fingerprints import ndarray_type, pandas_types
 from ipython_compact.namespace.snapshot.reports import SnapshotError
 from ipython_compact.namespace.snapshot.signing import MAGIC
 
@@ -108,11 +108,22 @@ def serialize(value: Any, cap: int, plain: bytes | None) -> tuple[str, list[memo
     """``(format, body chunks)``; ``plain`` is ``plain_pickle(value)`` already made for a builtin value."""
     nd = ndarray_type()
     arr: Any = value
+    meta: bytes | None = None
+    buffers: list[pickle.PickleBuffer] = []
     if nd is not None and type(arr) is nd and not arr.dtype.hasobject:
         if arr.nbytes > cap:
             raise CapExceeded
-        buffers: list[pickle.PickleBuffer] = []
         meta = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    elif type(value) in pandas_types():  # by reference to pandas' classes, arrays out of band
+        try:
+            meta = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        except Exception:
+            meta = None
+        if meta is not None and b"__main__" in meta:  # holds a session object: dill carries it by value
+            meta = None
+        if meta is not None and len(meta) + sum(b.raw().nbytes for b in buffers) > cap:
+            raise CapExceeded
+    if meta is not None:
         views = [b.raw() for b in buffers]
         # Buffers start on 64-byte file offsets so restored arrays are aligned in memory.
         pos = 1 + 8 + len(meta) + 16 * len(views)

@@ -20,7 +20,7 @@ from typing import Any
 SMALL = 1 << 20  # bodies up to this size share a pack file; arrays up to it are digested in full
 _SAMPLES = 64
 _SAMPLE_BLOCK = 4096
-SAMPLED_KINDS = frozenset({"ndv"})  # keys that cover samples, not every byte
+SAMPLED_KINDS = frozenset({"ndv", "pdv"})  # keys that cover samples, not every byte
 
 def ndarray_type() -> Any:
     np = sys.modules.get("numpy")
@@ -68,11 +68,80 @@ def plain_key(data: bytes) -> tuple[Any, ...]:
     return ("p", hashlib.blake2b(data, digest_size=16).digest())
 
 
+def pandas_types() -> tuple[type, ...]:
+    """``(DataFrame, Series)`` when pandas is imported (never imported here), else ``()``."""
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return ()
+    return (pd.DataFrame, pd.Series)
+
+
+def _array_key(arr: Any) -> tuple[Any, ...] | None:
+    """The ``nd``/``ndv`` key of a C- or Fortran-contiguous array without Python objects."""
+    if arr.dtype.hasobject:
+        return None
+    if not arr.flags.c_contiguous:
+        if not arr.flags.f_contiguous:
+            return None
+        arr = arr.T  # same bytes, C order
+    ident = (id(arr.base if arr.base is not None else arr), arr.__array_interface__["data"][0], arr.shape,
+             arr.dtype.str)
+    view = memoryview(arr).cast("B") if arr.nbytes else memoryview(b"")
+    if arr.nbytes > SMALL:
+        return ("ndv", *ident, _sampled_digest(view))
+    return ("nd", *ident, _content_digest(view))
+
+
+def _labels_key(labels: Any) -> tuple[Any, ...] | None:
+    """A key for a pandas index: its range, its array, or its pickled labels when few."""
+    nd = ndarray_type()
+    if type(labels).__name__ == "RangeIndex":
+        return ("range", labels.start, labels.stop, labels.step, labels.name)
+    values = getattr(labels, "_values", None)
+    if nd is not None and type(values) is nd and not values.dtype.hasobject:
+        key = _array_key(values)
+        return None if key is None else ("idx", key, labels.name)
+    if len(labels) <= 4096:
+        data = plain_pickle([*list(labels), labels.name])
+        return None if data is None else plain_key(data)
+    return None
+
+
+def _pandas_key(value: Any) -> tuple[Any, ...] | None:
+    """A key for a DataFrame or Series from its blocks' arrays (identity + samples, like arrays).
+
+    None (serialize and compare bytes) when a block holds Python objects or an array type this
+    cannot see into; reading pandas internals that changed shape also gives None, never an error.
+    """
+    try:
+        nd = ndarray_type()
+        blocks = []
+        for block in value._mgr.blocks:
+            arr = block.values
+            arr = getattr(arr, "_ndarray", arr)  # datetime/timedelta arrays wrap an ndarray
+            if nd is None or type(arr) is not nd:
+                return None
+            key = _array_key(arr)
+            if key is None:
+                return None
+            blocks.append((key, str(block.dtype), block.mgr_locs.as_array.tobytes()))
+        axes = [_labels_key(value.index)]
+        axes.append(_labels_key(value.columns) if hasattr(value, "columns") else plain_key(
+            plain_pickle([value.name]) or b"?"))
+        if any(a is None for a in axes):
+            return None
+        kind = "pdv" if any(b[0][0] == "ndv" for b in blocks) else "pd"
+        return (kind, type(value).__name__, id(value), tuple(blocks), tuple(axes))
+    except Exception:
+        return None
+
+
 def fingerprint(value: Any) -> tuple[Any, ...] | None:
     """A key that is equal only when the value's content is equal, computed without dill.
 
     None means "no such key": the value is serialized and compared by its bytes. Every key covers
-    the full content except the one for large arrays, ``("ndv", ...)``: identity, address, shape,
+    the full content except the one for large arrays, ``("ndv", ...)``, and for pandas objects
+    holding one, ``("pdv", ...)``: identity, address, shape,
     dtype and a digest of spread samples. Unequal means surely changed (written at once, no
     verification pass); equal means only "same array object, maybe unchanged" — a ``"full"``
     save then verifies every byte against the signature of the blob it wrote last time, a
@@ -88,6 +157,8 @@ def fingerprint(value: Any) -> tuple[Any, ...] | None:
         if value.nbytes > SMALL:
             return ("ndv", *ident, _sampled_digest(view))
         return ("nd", *ident, _content_digest(view))
+    if cls in pandas_types():
+        return _pandas_key(value)
     if cls is bytes:
         return ("b", len(value), _content_digest(value))
     if cls in PLAIN:

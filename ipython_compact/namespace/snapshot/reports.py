@@ -72,6 +72,9 @@ class RestoreReport:
     failed: list[Skipped] = field(default_factory=list)
     quarantined: list[Skipped] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # restored, but with something the user must know
+    process: str | None = None  # the kernel process that wrote the restored generation
+    available: list[str] = field(default_factory=list)  # every name the restored generation holds
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,4 +83,7 @@ class RestoreReport:
             "failed": [f.to_json() for f in self.failed],
             "quarantined": [q.to_json() for q in self.quarantined],
             "refused": list(self.refused),
+            "warnings": list(self.warnings),
+            "process": self.process,
+            "available": list(self.available),
         }

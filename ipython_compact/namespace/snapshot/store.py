@@ -1,28 +1,52 @@
-"""The snapshot store of one session: generations, manifests, pruning, save and restore.
+"""The snapshot store of one session: generations, manifests, pruning, listing, save and restore.
 
 Layout under one directory (``paths.snapshots_dir() / <session slug>``, mode 0700): ``blobs/``
-(payloads, see ``blobs.py``) and ``manifest-<generation>.json`` — the signed list of names →
-payload references, skip reasons and the Python version that wrote them. A few generations are
-kept; payloads no kept manifest references are deleted.
+(payloads, see ``blobs.py``), ``manifest-<generation>.json`` (signed, see ``manifests.py``) and
+``.lock`` (see ``locking.py``).
+
+What must hold:
+- Many writers: a save holds the folder's exclusive lock from listing payloads to pruning, so
+  generation numbers are unique and increasing (above every number on disk and every number the
+  session log recorded) and no writer deletes a payload a kept manifest needs.
+- Which generations are kept: the newest ``generations`` ones, plus the newest snapshot (and the
+  newest one holding user work) of every kernel process that no later process took over by
+  restoring it, until the user restores or discards it. A fresh kernel's automatic snapshots,
+  taken while an earlier process's work is waiting to be restored, are *provisional*: they never
+  supersede or prune that work, and a default restore skips them.
+- Temporary files left by a writer that died are removed by the next save (any ``*.tmp`` in the
+  folder while the writer lock is held belongs to no live writer).
+- Every manifest's digest is handed to the ``ledger`` (the session log), and restore compares
+  what is on disk with what the ledger recorded (``restore.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
+import hashlib
 import json
 import os
+import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import dill
 
-from ipython_compact.namespace.snapshot.blobs import BlobFiles, ref_file
-from ipython_compact.namespace.snapshot.codec import Deadline, deserialize
+from ipython_compact.namespace.snapshot.blobs import TEMP_SUFFIX, BlobFiles, ref_file
+from ipython_compact.namespace.snapshot.codec import Deadline
 from ipython_compact.namespace.snapshot.decide import Cached, Decision, SaveRun
+from ipython_compact.namespace.snapshot.locking import folder_lock, make_private_dirs
+from ipython_compact.namespace.snapshot.manifests import (
+    MANIFEST_VERSION,
+    GenerationInfo,
+    Manifest,
+    ManifestReader,
+    Scan,
+    generations_on_disk,
+    manifest_name,
+)
 from ipython_compact.namespace.snapshot.reports import (
     RestoreReport,
     Skipped,
@@ -30,10 +54,20 @@ from ipython_compact.namespace.snapshot.reports import (
     SnapshotReport,
     python_tag,
 )
+from ipython_compact.namespace.snapshot.restore import choose_and_load
 from ipython_compact.namespace.snapshot.signing import sign_text
 
-MANIFEST_VERSION = 1
-VERIFY_MODES = ("sampled", "full")  # how a large array that looks unchanged is proven so (see the package doc)
+VERIFY_MODES = ("sampled", "full")  # how a large value that looks unchanged is proven so (see the package doc)
+PROCESS_ID = f"{os.getpid()}-{secrets.token_hex(4)}"  # this OS process, as manifests name it
+PROCESS_STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class SnapshotLedger(Protocol):
+    """Where manifest digests are recorded outside the snapshot folder (the session log)."""
+
+    def record(self, generation: int, digest: str) -> None: ...
+
+    def recorded(self) -> dict[int, str]: ...
 
 
 class SnapshotStore:
@@ -44,12 +78,17 @@ class SnapshotStore:
         directory: Path,
         key: bytes,
         *,
+        session: str | None = None,
+        process: str | None = None,
+        root: Path | None = None,
+        ledger: SnapshotLedger | None = None,
         max_name_bytes: int = 512 << 20,
         max_total_bytes: int = 2 << 30,
         generations: int = 3,
         durable: bool = True,
         python: str | None = None,
         name_timeout: float | None = 5.0,
+        lock_timeout: float = 60.0,
     ) -> None:
         if len(key) < 16:
             raise SnapshotError("signing key must be at least 16 bytes")
@@ -57,6 +96,9 @@ class SnapshotStore:
             raise SnapshotError(f"generations must be at least 1, got {generations}")
         self.directory = Path(directory)
         self.blobs = self.directory / "blobs"
+        self.session = session if session is not None else self.directory.name
+        self.process = process or PROCESS_ID
+        self.ledger = ledger
         self._key = key
         self.max_name_bytes = max_name_bytes
         self.max_total_bytes = max_total_bytes
@@ -64,64 +106,107 @@ class SnapshotStore:
         self.durable = durable
         self.python = python or python_tag()
         self.name_timeout = name_timeout
+        self.lock_timeout = lock_timeout
         self._cache: dict[str, Cached] = {}
         self._small_index: dict[str, dict[str, Any]] | None = None
         self._last_full: dict[str, Any] | None = None  # newest fully verified generation (from the manifests)
         self._sampled_since_full = 0  # sampled generations written since then
-        self._refs_by_gen: dict[int, set[str]] = {}
-        self._files = BlobFiles(self.blobs, key, durable=durable)
+        self._pending: bool | None = None  # an earlier process's work waits to be restored (None: not yet known)
+        self._supersedes: set[str] = set()  # earlier processes this one took over (restored or discarded)
+        self._high = 0  # the highest generation this store has seen or written
         self._lock = threading.Lock()
-        for d in (self.directory, self.blobs):
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.chmod(d, 0o700)
+        make_private_dirs(self.directory, root)
+        make_private_dirs(self.blobs, self.directory)
+        self._files = BlobFiles(self.blobs, key, durable=durable)
+        self._manifests = ManifestReader(self.directory, key, self.session)
 
     # ------------------------------------------------------------------ manifests
     def manifests(self) -> list[int]:
-        """Generations on disk, oldest first."""
-        gens = []
-        for p in self.directory.glob("manifest-*.json"):
-            with contextlib.suppress(ValueError):
-                gens.append(int(p.stem.split("-", 1)[1]))
-        return sorted(gens)
+        """Generation numbers of the files on disk (valid or not), oldest first."""
+        return generations_on_disk(self.directory)
 
     def _manifest_path(self, generation: int) -> Path:
-        return self.directory / f"manifest-{generation:08d}.json"
+        return self.directory / manifest_name(generation)
 
     def read_manifest(self, generation: int) -> dict[str, Any]:
-        """The verified manifest of one generation; SnapshotError if it is unreadable or altered."""
-        path = self._manifest_path(generation)
+        """The verified manifest of one generation; SnapshotError saying why it cannot be used."""
+        return self._manifests.read(generation).data
+
+    def _recorded(self) -> dict[int, str]:
+        if self.ledger is None:
+            return {}
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SnapshotError(f"manifest {path.name} cannot be read: {exc}") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("manifest"), dict) or not isinstance(doc.get("hmac"), str):
-            raise SnapshotError(f"manifest {path.name} is malformed")
-        text = json.dumps(doc["manifest"], sort_keys=True, separators=(",", ":"))
-        if not hmac.compare_digest(sign_text(self._key, text), doc["hmac"]):
-            raise SnapshotError(f"manifest {path.name} failed its signature check; refusing to use it")
-        manifest: dict[str, Any] = doc["manifest"]
-        return manifest
+            return {int(g): str(d) for g, d in self.ledger.recorded().items()}
+        except Exception:  # an unreadable log: no record to compare with (restore says so nowhere worse)
+            return {}
+
+    def _scan(self) -> Scan:
+        scan = self._manifests.scan(self._recorded())
+        if scan.valid:
+            self._high = max(self._high, scan.valid[-1].generation)
+        return scan
 
     def latest_manifest(self) -> dict[str, Any] | None:
-        for gen in reversed(self.manifests()):
-            with contextlib.suppress(SnapshotError):
-                return self.read_manifest(gen)
-        return None
+        """The newest verified manifest of any process, or None."""
+        scan = self._scan()
+        return scan.valid[-1].data if scan.valid else None
+
+    def _start(self, scan: Scan) -> None:
+        """Once per store: is an earlier kernel process's work waiting to be restored?"""
+        if self._pending is None:
+            superseded = scan.superseded() | self._supersedes
+            self._pending = any(m.candidate and m.process != self.process and m.process not in superseded
+                                for m in scan.valid)
+
+    @property
+    def pending(self) -> bool:
+        """True while an earlier kernel's snapshot waits to be restored or discarded by this process."""
+        with self._lock:
+            self._start(self._scan())
+            return bool(self._pending)
+
+    def generations_info(self) -> list[GenerationInfo]:
+        """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
+        scan = self._scan()
+        self._files.refresh()
+        rows: dict[int, GenerationInfo] = {}
+        for m in scan.valid:
+            missing = sorted({ref_file(e["ref"]) for e in m.names.values()} - self._files.present)
+            pid = m.data.get("pid")
+            rows[m.generation] = GenerationInfo(
+                m.generation, m.data.get("timestamp"), m.process, pid if isinstance(pid, int) else None,
+                m.data.get("origin"), m.provisional, sorted(m.names), int(m.data.get("bytes") or 0), not missing,
+                f"payloads missing: {', '.join(missing[:3])}" if missing else None, m.process == self.process)
+        for bad in scan.invalid:
+            rows[bad.generation] = GenerationInfo(bad.generation, None, None, None, None, False, [], 0, False,
+                                                  bad.reason, False)
+        return [rows[g] for g in sorted(rows)]
 
     # ------------------------------------------------------------------ save
     def save(self, items: Iterable[tuple[str, Any]], *, full: bool = False, skip: Mapping[str, str] | None = None,
-             timestamp: str | None = None, verify: str = "full") -> SnapshotReport:
+             timestamp: str | None = None, verify: str = "full", automatic: bool = False) -> SnapshotReport:
         """Snapshot ``(name, value)`` pairs as a new generation; ``skip`` adds names with fixed reasons.
 
-        ``full`` serializes and writes every value again. ``verify`` says how a large array that
+        ``full`` serializes and writes every value again. ``verify`` says how a large value that
         looks unchanged (same object, same samples) is treated: ``"full"`` (the default, and what
         every explicit snapshot must use) re-hashes it to prove it; ``"sampled"`` trusts the
-        samples, which can miss an in-place edit until the next ``"full"`` save (module docstring).
+        samples, which can miss an in-place edit until the next ``"full"`` save (package doc).
+        ``automatic`` marks the debounced snapshots after cells: while an earlier process's work
+        waits to be restored they are provisional (module doc).
         """
         if verify not in VERIFY_MODES:
             raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
-        with self._lock:
-            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify)
+        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout):
+            self._remove_stale_temps()
+            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify,
+                              automatic=automatic)
+
+    def _remove_stale_temps(self) -> None:
+        for d in (self.directory, self.blobs):
+            for name in os.listdir(d):
+                if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                    with contextlib.suppress(OSError):
+                        os.unlink(d / name)
 
     def automatic_verification(self, mode: str, every: int) -> str:
         """The ``verify`` mode for the next automatic snapshot under ``mode`` and ``full_verify_every``.
@@ -156,7 +241,8 @@ class SnapshotStore:
         """
         if self._small_index is None:
             self._small_index = {}
-            manifest = self.latest_manifest() or {}
+            scan = self._scan()
+            manifest = scan.valid[-1].data if scan.valid else {}
             for entry in manifest.get("names", {}).values():
                 ref = entry.get("ref", {})
                 if "pack" in ref and isinstance(ref.get("mac"), str):
@@ -167,9 +253,15 @@ class SnapshotStore:
             self._sampled_since_full = since if type(since) is int and since >= 0 else 0
         return self._small_index
 
+    def _next_generation(self) -> int:
+        recorded = self._recorded()
+        on_disk = self.manifests()
+        return max([self._high, *on_disk, *recorded]) + 1
+
     def _save(self, items: list[tuple[str, Any]], *, full: bool, skip: dict[str, str],
-              timestamp: str | None, verify: str) -> SnapshotReport:
+              timestamp: str | None, verify: str, automatic: bool) -> SnapshotReport:
         start = time.perf_counter()
+        self._start(self._scan())
         known_small = self._known_small()
         self._files.refresh()
         self._files.unsynced = []
@@ -203,22 +295,9 @@ class SnapshotStore:
                     new_cache[d.name] = d.cache
                 if d.small is not None:
                     small.append(d)
-        if small:
-            pack_id = self._files.store_pack([d.small[0] for d in small if d.small is not None])
-            offset = 0
-            for d in small:
-                assert d.small is not None and d.entry is not None
-                body, digest, fp = d.small
-                ref = {"pack": pack_id, "offset": offset, "length": len(body), "mac": digest}
-                offset += len(body)
-                d.entry["ref"] = ref
-                known_small[digest] = ref
-                written += len(body)
-                if fp is not None:
-                    new_cache[d.name] = Cached(fp, ref, len(body), d.entry["format"], d.entry["code"])
+        written += self._write_pack(small, known_small, new_cache)
         self._files.sync_new()
-        gens = self.manifests()
-        generation = (gens[-1] + 1) if gens else 1
+        generation = self._next_generation()
         # A generation is fully verified unless it trusted a value on samples (nothing else can be stale).
         verification = "sampled" if trusted else "full"
         if verification == "full":
@@ -228,7 +307,14 @@ class SnapshotStore:
             last_full, since = self._last_full, self._sampled_since_full + 1
         manifest = {
             "version": MANIFEST_VERSION,
+            "session": self.session,
             "generation": generation,
+            "process": self.process,
+            "pid": os.getpid(),
+            "started": PROCESS_STARTED,
+            "origin": "automatic" if automatic else "explicit",
+            "provisional": bool(automatic and self._pending),
+            "supersedes": sorted(self._supersedes),
             "timestamp": timestamp,
             "python": self.python,
             "dill": str(getattr(dill, "__version__", "?")),
@@ -240,15 +326,7 @@ class SnapshotStore:
             "last_full_verification": last_full,
             "sampled_since_full": since,
         }
-        text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
-        signature = sign_text(self._key, text)
-        doc = ('{"hmac":"' + signature + '","manifest":' + text + "}").encode()
-        self._refs_by_gen[generation] = {ref_file(e["ref"]) for e in entries.values()}
-        final = self._manifest_path(generation)
-        tmp, _ = self._files.write_temp(self.directory, [doc], False)
-        os.replace(tmp, final)
-        self._files.fsync_dir(self.blobs)
-        self._files.fsync_dir(self.directory)
+        final = self._write_manifest(generation, manifest)
         self._cache = new_cache
         self._last_full, self._sampled_since_full = last_full, since
         self._prune()
@@ -256,66 +334,101 @@ class SnapshotStore:
                               (time.perf_counter() - start) * 1000.0, verified, verification, sorted(trusted),
                               None if last_full is None else dict(last_full))
 
+    def _write_pack(self, small: list[Decision], known_small: dict[str, dict[str, Any]],
+                    new_cache: dict[str, Cached]) -> int:
+        """Write the save's small bodies as one pack and fill in their references; bytes written."""
+        if not small:
+            return 0
+        pack_id = self._files.store_pack([d.small[0] for d in small if d.small is not None])
+        offset = 0
+        for d in small:
+            assert d.small is not None and d.entry is not None
+            body, digest, fp = d.small
+            ref = {"pack": pack_id, "offset": offset, "length": len(body), "mac": digest}
+            offset += len(body)
+            d.entry["ref"] = ref
+            known_small[digest] = ref
+            if fp is not None:
+                new_cache[d.name] = Cached(fp, ref, len(body), d.entry["format"], d.entry["code"])
+        return offset
+
+    def _write_manifest(self, generation: int, manifest: dict[str, Any]) -> Path:
+        text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+        doc = ('{"hmac":"' + sign_text(self._key, text) + '","manifest":' + text + "}").encode()
+        final = self._manifest_path(generation)
+        tmp, _ = self._files.write_temp(self.directory, [doc], False)
+        os.replace(tmp, final)
+        self._files.fsync_dir(self.blobs)
+        self._files.fsync_dir(self.directory)
+        self._high = max(self._high, generation)
+        if self.ledger is not None:
+            self.ledger.record(generation, hashlib.sha256(doc).hexdigest())
+        return final
+
     def _prune(self) -> None:
-        gens = self.manifests()
-        for gen in gens[: -self.generations]:
-            with contextlib.suppress(OSError):
-                self._manifest_path(gen).unlink()
-        keep: set[str] = set()
-        kept = self.manifests()
-        self._refs_by_gen = {g: r for g, r in self._refs_by_gen.items() if g in kept}
-        for gen in kept:
-            if gen not in self._refs_by_gen:  # written by another process: read it once
-                try:
-                    self._refs_by_gen[gen] = {ref_file(e["ref"]) for e in self.read_manifest(gen)["names"].values()}
-                except (SnapshotError, KeyError, TypeError):
-                    return  # an unreadable manifest: keep every file rather than guess
-            keep |= self._refs_by_gen[gen]
+        """Delete manifests nothing keeps (module doc), then payloads no kept manifest references."""
+        scan = self._scan()
+        superseded = scan.superseded() | self._supersedes
+        keep = {m.generation for m in scan.valid[-self.generations:]}
+        for process in {m.process for m in scan.valid} - (superseded - {self.process}):
+            mine = [m for m in scan.valid if m.process == process]
+            keep.add(mine[-1].generation)
+            work = [m for m in mine if m.candidate]
+            if work and process != self.process:
+                keep.add(work[-1].generation)
+        for m in scan.valid:
+            if m.generation not in keep:
+                with contextlib.suppress(OSError):
+                    self._manifest_path(m.generation).unlink()
+        refs = {ref_file(e["ref"]) for m in scan.valid if m.generation in keep for e in m.names.values()}
         if self._small_index is not None:
-            self._small_index = {m: r for m, r in self._small_index.items() if f"{r['pack']}.pack" in keep}
-        self._files.remove_except(keep)
+            self._small_index = {m: r for m, r in self._small_index.items() if f"{r['pack']}.pack" in refs}
+        self._files.remove_except(refs)
+
+    def discard(self, generation: int) -> list[int]:
+        """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations removed."""
+        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout):
+            scan = self._scan()
+            target = scan.by_generation().get(generation)
+            if target is None:
+                raise SnapshotError(f"there is no valid snapshot generation {generation}; `%compact snapshots` lists them")
+            if target.process == self.process:
+                raise SnapshotError(f"generation {generation} is this kernel's own snapshot; only an earlier "
+                                    "kernel's snapshots can be discarded")
+            gone = [m.generation for m in scan.valid if m.process == target.process]
+            for gen in gone:
+                with contextlib.suppress(OSError):
+                    self._manifest_path(gen).unlink()
+            self._supersedes.add(target.process)
+            self._pending = None
+            self._start(self._scan())
+            self._prune()
+            return gone
 
     # ------------------------------------------------------------------ restore
-    def load(self, *, generation: int | None = None, names: Iterable[str] | None = None) -> tuple[dict[str, Any], RestoreReport]:
-        """Verified values of the newest valid generation (or ``generation``), with a report."""
-        report = RestoreReport(generation=None)
-        candidates = [generation] if generation is not None else list(reversed(self.manifests()))
-        manifest: dict[str, Any] | None = None
-        for gen in candidates:
-            try:
-                manifest = self.read_manifest(gen)
-                report.generation = gen
-                break
-            except SnapshotError as exc:
-                report.refused.append(str(exc))
-        values: dict[str, Any] = {}
-        if manifest is None:
+    def load(self, *, generation: int | None = None, names: Iterable[str] | None = None,
+             namespace: dict[str, Any] | None = None) -> tuple[dict[str, Any], RestoreReport]:
+        """Verified values of the newest snapshot holding user work (or ``generation``), with a report.
+
+        With ``namespace`` each value is bound as soon as it loads, so later values whose
+        ``__setstate__``/``__reduce__`` need a restored global find it (``restore.py``).
+        """
+        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout):
+            scan = self._scan()
+            self._start(scan)
+            values, report, chosen = choose_and_load(
+                scan, self._recorded(), self._files, generation=generation,
+                names=None if names is None else list(names), namespace=namespace)
+            if chosen is not None:  # this process took the chosen snapshot's work over
+                if chosen.process != self.process:
+                    self._supersedes |= {chosen.process, *chosen.supersedes}
+                self._pending = False
             return values, report
-        wanted = None if names is None else set(names)
-        packs: dict[str, bytes] = {}
-        same_python = manifest.get("python") == python_tag()
-        for name, entry in manifest.get("names", {}).items():
-            if wanted is not None and name not in wanted:
-                continue
-            if entry.get("code") and not same_python:
-                report.quarantined.append(Skipped(
-                    name, f"code written by Python {manifest.get('python')} is not loaded in Python {python_tag()}"))
-                continue
-            try:
-                body = self._files.read_ref(entry.get("ref"), packs)
-                values[name] = deserialize(body)
-            except SnapshotError as exc:
-                report.failed.append(Skipped(name, str(exc)))
-                continue
-            except Exception as exc:
-                report.failed.append(Skipped(name, f"{type(exc).__name__}: {str(exc)[:200]}"))
-                continue
-            report.restored.append(name)
-        return values, report
 
     def restore_into(self, namespace: dict[str, Any], *, generation: int | None = None,
                      names: Iterable[str] | None = None) -> RestoreReport:
         """Load and bind values into ``namespace``; nothing is bound for names that failed."""
-        values, report = self.load(generation=generation, names=names)
-        namespace.update(values)
-        return report
+        return self.load(generation=generation, names=names, namespace=namespace)[1]
+
+
+__all__ = ["PROCESS_ID", "VERIFY_MODES", "GenerationInfo", "Manifest", "SnapshotLedger", "SnapshotStore"]
