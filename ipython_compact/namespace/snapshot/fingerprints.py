@@ -97,7 +97,7 @@ def _labels_key(labels: Any) -> tuple[Any, ...] | None:
     nd = ndarray_type()
     if type(labels).__name__ == "RangeIndex":
         return ("range", labels.start, labels.stop, labels.step, labels.name)
-    values = getattr(labels, "_values", None)
+    values: Any = getattr(labels, "_values", None)
     if nd is not None and type(values) is nd and not values.dtype.hasobject:
         key = _array_key(values)
         return None if key is None else ("idx", key, labels.name)
