@@ -161,7 +161,7 @@ class Extension:
         if self.service.executing or threading.current_thread() is not threading.main_thread():
             return
         try:
-            self.service.snapshot(record=False, automatic=True)  # sampled checks, every Nth verifies fully
+            self.service.automatic_snapshot()  # sampled checks, every Nth verifies fully; skipped while empty
         except Exception as exc:
             log.debug("automatic snapshot failed: %s", exc)
 

@@ -45,6 +45,7 @@ class SnapshotReport:
     verification: str = "full"  # "sampled" when a value in ``sampled`` was trusted on its samples alone
     sampled: list[str] = field(default_factory=list)  # large values taken as unchanged on samples, unread
     last_full_verification: dict[str, Any] | None = None  # {"generation", "timestamp"} of the newest full one
+    manifest_digest: str = ""  # sha256 of the manifest file, as the session log records it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,7 @@ class SnapshotReport:
             "verification": self.verification,
             "sampled": list(self.sampled),
             "last_full_verification": None if self.last_full_verification is None else dict(self.last_full_verification),
+            "manifest_digest": self.manifest_digest,
         }
 
 

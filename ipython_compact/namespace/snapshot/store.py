@@ -326,13 +326,13 @@ class SnapshotStore:
             "last_full_verification": last_full,
             "sampled_since_full": since,
         }
-        final = self._write_manifest(generation, manifest)
+        final, digest = self._write_manifest(generation, manifest)
         self._cache = new_cache
         self._last_full, self._sampled_since_full = last_full, since
         self._prune()
         return SnapshotReport(generation, saved, unchanged, skipped, run.total, written, str(final),
                               (time.perf_counter() - start) * 1000.0, verified, verification, sorted(trusted),
-                              None if last_full is None else dict(last_full))
+                              None if last_full is None else dict(last_full), digest)
 
     def _write_pack(self, small: list[Decision], known_small: dict[str, dict[str, Any]],
                     new_cache: dict[str, Cached]) -> int:
@@ -352,7 +352,7 @@ class SnapshotStore:
                 new_cache[d.name] = Cached(fp, ref, len(body), d.entry["format"], d.entry["code"])
         return offset
 
-    def _write_manifest(self, generation: int, manifest: dict[str, Any]) -> Path:
+    def _write_manifest(self, generation: int, manifest: dict[str, Any]) -> tuple[Path, str]:
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
         doc = ('{"hmac":"' + sign_text(self._key, text) + '","manifest":' + text + "}").encode()
         final = self._manifest_path(generation)
@@ -361,9 +361,10 @@ class SnapshotStore:
         self._files.fsync_dir(self.blobs)
         self._files.fsync_dir(self.directory)
         self._high = max(self._high, generation)
+        digest = hashlib.sha256(doc).hexdigest()
         if self.ledger is not None:
-            self.ledger.record(generation, hashlib.sha256(doc).hexdigest())
-        return final
+            self.ledger.record(generation, digest)
+        return final, digest
 
     def _prune(self) -> None:
         """Delete manifests nothing keeps (module doc), then payloads no kept manifest references."""
