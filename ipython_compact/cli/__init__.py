@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipython_compact import __version__
+from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
     from ipython_compact.store import SessionStore

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact import __version__
 from ipython_compact.compactor import CompactionError
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.version import __version__
 
 TARGET = "ipython_compact"
 PROTOCOL = 1
