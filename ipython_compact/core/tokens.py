@@ -10,7 +10,7 @@ Two estimators:
 ``chars4`` — pi's rule, exactly as ``@mariozechner/pi-coding-agent`` 0.73.1 computes it (the
 version ``tests/test_pi_compat.py`` runs): ``ceil(chars / 4)`` where chars are JavaScript string
 lengths (UTF-16 code units); user → text blocks only (**images in user messages are not counted**,
-as in that reference; PI-NEW counts them); assistant → text + thinking + tool name + compact JSON of
+as in that reference; pi's later estimate.ts counts them); assistant → text + thinking + tool name + compact JSON of
 the arguments; custom / toolResult → text + 4800 per image; bashExecution → command + output;
 summaries → summary text; our ``system`` → its text.
 
