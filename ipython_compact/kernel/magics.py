@@ -25,6 +25,7 @@ from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel import display as D
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.paths import read_only_reason
 from ipython_compact.store.errors import DatabaseLockedError, ImportFormatError, StoreError
 
 COMMANDS = Registry("%compact")
@@ -42,8 +43,6 @@ SNAPSHOT_VERIFICATION = (
 
 def _store_error(name: str, exc: BaseException) -> str:
     """The session database itself is unusable (damaged, not ours, read-only)."""
-    from ipython_compact.cli import read_only_reason
-
     path = getattr(exc, "path", None)
     reason = read_only_reason(Path(path)) if path is not None else None
     if reason:
