@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython import get_ipython
+from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.kernel.agent_magic import AgentMagics, parse_options
@@ -31,13 +33,15 @@ def test_parse_options(line: str, expected: dict[str, Any]) -> None:
     ("line", "message"),
     [
         ("--bogus 1", "unknown option '--bogus'"),
-        ("--window", "option --window needs a value"),
-        ("--window big", "option --window needs an integer, got 'big'"),
-        ("--max-steps 0", "option --max-steps must be positive"),
+        ("--windw 3", "did you mean `--window`?"),
+        ("--window", "argument --window: expected one argument"),
+        ("--window big", "argument --window: needs an integer, got 'big'"),
+        ("--max-steps 0", "argument --max-steps: must be positive"),
+        ("stray", "unexpected argument 'stray'"),
     ],
 )
 def test_parse_options_errors(line: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UsageError, match=re.escape(message)):
         parse_options(line)
 
 

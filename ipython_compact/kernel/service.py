@@ -24,6 +24,7 @@ from typing import Any
 from ipython_compact import paths
 from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
+from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel.config import CompactConfig
@@ -211,8 +212,6 @@ class KernelService:
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
-        from ipython_compact.kernel.display import entry_gist
-
         path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
         return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
                  "text": E.entry_text(e)[:160] or entry_gist(e.to_json())} for e in path[-limit:]]
