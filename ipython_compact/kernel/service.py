@@ -412,7 +412,8 @@ class KernelService:
                 return (f"restored nothing: {where}; no snapshot could be used automatically, but generations "
                         f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
                         f"`%compact restore --generation N`; {elsewhere}")
-            return f"restored nothing: {where} and found no snapshot; {elsewhere}"
+            return (f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
+                    f"{elsewhere}")
         return (f"restored nothing from generation {report.generation}: it holds "
                 f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others")
 
