@@ -332,3 +332,15 @@ def test_an_unchanged_data_frame_is_not_rewritten_and_an_edit_is(tmp_path: Path)
     values, _ = _store(tmp_path).load()
     pd.testing.assert_frame_equal(values["df"], df)
     assert first.written_bytes > 0
+
+
+def test_an_automatic_snapshot_that_repeats_the_newest_writes_no_generation(tmp_path: Path) -> None:
+    df, arr = _frame(300_000), np.arange(300_000.0)
+    store = _store(tmp_path)
+    first = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)
+    second = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)  # trusted on samples: written
+    third = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)  # repeats the second: not written
+    assert second.generation == first.generation + 1 and second.verification == "sampled"
+    assert third.generation == second.generation and third.written_bytes == 0 and store.manifests()[-1] == 2
+    arr[0] = 5.0  # a sampled block changes: a new generation
+    assert store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True).generation == 3

@@ -296,7 +296,20 @@ class SnapshotStore:
                 if d.small is not None:
                     small.append(d)
         written += self._write_pack(small, known_small, new_cache)
+        wrote_payloads = bool(self._files.unsynced)
         self._files.sync_new()
+        if wrote_payloads:
+            self._files.fsync_dir(self.blobs)
+        same = (self._same_as_newest(entries, skipped, "sampled" if trusted else "full")
+                if automatic and not wrote_payloads else None)
+        if same is not None:  # nothing changed since this process's newest snapshot: no new generation
+            self._cache = new_cache
+            if trusted:
+                self._sampled_since_full += 1
+            return SnapshotReport(same.generation, saved, unchanged, skipped, run.total, 0,
+                                  str(self._manifest_path(same.generation)), (time.perf_counter() - start) * 1000.0,
+                                  verified, "sampled" if trusted else "full", sorted(trusted),
+                                  None if self._last_full is None else dict(self._last_full), same.digest)
         generation = self._next_generation()
         # A generation is fully verified unless it trusted a value on samples (nothing else can be stale).
         verification = "sampled" if trusted else "full"
@@ -334,6 +347,23 @@ class SnapshotStore:
                               (time.perf_counter() - start) * 1000.0, verified, verification, sorted(trusted),
                               None if last_full is None else dict(last_full), digest)
 
+    def _same_as_newest(self, entries: dict[str, dict[str, Any]], skipped: list[Skipped],
+                        verification: str) -> Manifest | None:
+        """The newest manifest on disk when this process wrote it and it holds exactly ``entries``.
+
+        An automatic snapshot that would repeat it is not written: an unchanged namespace then
+        costs its fingerprints and no fsync, and buries nothing.
+        """
+        scan = self._scan()
+        newest = scan.valid[-1] if scan.valid else None
+        if (newest is None or newest.process != self.process or newest.names != entries
+                or newest.provisional != bool(self._pending) or newest.supersedes != self._supersedes
+                or newest.data.get("skipped") != [s.to_json() for s in skipped]
+                or newest.data.get("verification") != verification
+                or (scan.invalid and scan.invalid[-1].generation > newest.generation)):
+            return None
+        return newest
+
     def _write_pack(self, small: list[Decision], known_small: dict[str, dict[str, Any]],
                     new_cache: dict[str, Cached]) -> int:
         """Write the save's small bodies as one pack and fill in their references; bytes written."""
@@ -358,7 +388,6 @@ class SnapshotStore:
         final = self._manifest_path(generation)
         tmp, _ = self._files.write_temp(self.directory, [doc], False)
         os.replace(tmp, final)
-        self._files.fsync_dir(self.blobs)
         self._files.fsync_dir(self.directory)
         self._high = max(self._high, generation)
         digest = hashlib.sha256(doc).hexdigest()
