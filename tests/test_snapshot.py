@@ -459,3 +459,19 @@ def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell:
     assert service.snapshot(record=False, automatic=True).verification == "full"
     help_text = shell.run_line_magic("compact", "snapshot --help").data
     assert "missed until the next full verification" in help_text and "full_verify_every" in help_text
+
+
+def test_an_automatic_snapshot_problem_is_told_once_as_one_sentence(shell: Any, capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    from ipython_compact.kernel.extension import extension_for
+
+    ext = extension_for(shell)
+    assert ext is not None
+    shell.user_ns["kept"] = 1
+    (tmp_path / "data" / "key").write_bytes(b"short")
+    (tmp_path / "data" / "key").chmod(0o600)
+    ext._auto_snapshot()
+    ext._auto_snapshot()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "automatic snapshot was not written" in err[0] and "expected 32" in err[0]
+    assert "Traceback" not in capsys.readouterr().err

@@ -109,6 +109,7 @@ def _writer(directory: str, process: str, rounds: int, out: Any) -> None:
     out.put(gens)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_one_session_never_share_a_generation_or_lose_a_kept_ones_payloads(
         tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
@@ -183,6 +184,7 @@ def test_a_manifest_whose_digest_differs_from_the_recorded_one_is_refused(tmp_pa
 # ---------------------------------------------------------------- 5: crash and filesystem hygiene
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_snapshot_leaves_no_temporary_file_after_the_next_save(tmp_path: Path) -> None:
     code = (
         "import numpy as np, sys\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -45,6 +46,7 @@ class Extension:
         self.magics = CompactMagics(ip, self.service)
         self._timer: Any = None
         self._last_sync_snapshot = 0.0
+        self._auto_error: str | None = None  # the last automatic-snapshot problem told to the user
         self.comm_manager: Any = None
         self.agent_magics: AgentMagics | None = None
 
@@ -162,8 +164,12 @@ class Extension:
             return
         try:
             self.service.automatic_snapshot()  # sampled checks, every Nth verifies fully; skipped while empty
-        except Exception as exc:
-            log.debug("automatic snapshot failed: %s", exc)
+            self._auto_error = None
+        except Exception as exc:  # said once per distinct problem: one sentence with what to do
+            text = f"ipython_compact: the automatic snapshot was not written: {exc}"
+            if text != self._auto_error:
+                print(text, file=sys.stderr)
+            self._auto_error = text
 
 
 def _unregister_magics(ip: Any, magics: Any) -> None:
