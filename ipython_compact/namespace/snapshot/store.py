@@ -167,10 +167,11 @@ class SnapshotStore:
 
     def generations_info(self) -> list[GenerationInfo]:
         """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
-        scan = self._scan()
-        self._files.refresh()
+        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout):
+            scan = self._scan()
+            self._files.refresh()
         rows: dict[int, GenerationInfo] = {}
-        for m in scan.valid:
+        for m in scan.valid:  # payload presence was listed under the lock; the rest is in memory
             missing = sorted({ref_file(e["ref"]) for e in m.names.values()} - self._files.present)
             pid = m.data.get("pid")
             rows[m.generation] = GenerationInfo(
