@@ -4,11 +4,13 @@ Why: the kernel outlives compactions but not crashes or restarts. A snapshot let
 kernel get its data back, and lets the ``<ipython_state>`` notice say truthfully which names would
 not survive a restart.
 
-Layout under one directory (``paths.snapshots_dir() / <session>``, mode 0700):
+Layout under one directory (``<data dir>/snapshots/<session slug>``, mode 0700):
 - ``blobs/<id>.blob`` — one serialized value: ``MAGIC + body + HMAC``; ``id`` is the hex HMAC of
-  the body, so identical values share a blob across generations.
-- ``manifest-<generation>.json`` — the signed list of names → blob ids, skip reasons and the
-  Python version that wrote them. A few generations are kept; unreferenced blobs are deleted.
+  the body, so identical values share a blob across generations (``blobs.py``).
+- ``manifest-<generation>.json`` — the signed list of names → blob ids, skip reasons, the Python
+  version that wrote them, and the session, generation and kernel process it belongs to
+  (``manifests.py``). Which generations are kept and which one a restore picks: ``store.py`` and
+  ``restore.py``; the threat model: ``docs/snapshots.md``.
 
 What must hold:
 - One value per blob: an unpicklable value is skipped with its reason and never sinks the rest.
@@ -18,8 +20,9 @@ What must hold:
   then the manifest written, fsynced and renamed last), files are 0600.
 - Incremental: a value whose fingerprint matches the previous snapshot is not serialized again.
   Fingerprints cover the full content — a digest of every byte for ``bytes``, ``str`` and arrays
-  up to 1 MiB, the C pickler's bytes for builtin containers — except for numpy arrays over 1 MiB,
-  whose fingerprint is the array's identity plus 64 sampled 4 KiB blocks. A large array whose
+  up to 1 MiB, the C pickler's bytes for builtin containers — except for numpy arrays over 1 MiB
+  (and pandas frames and series built on such arrays), whose fingerprint is the object's identity
+  plus 64 sampled 4 KiB blocks per array. A large array whose
   samples differ is written at once. One that is the same object with the same samples is handled
   by the save's ``verify`` mode:
   - ``"full"`` (explicit snapshots: ``%compact snapshot``, the comm ``snapshot`` op, the snapshot
