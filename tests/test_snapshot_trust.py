@@ -62,6 +62,18 @@ def test_a_fresh_kernels_automatic_snapshots_neither_supersede_nor_prune_the_pre
     assert values == {"data": [1, 2, 3], "x": 41} and report.process == "old"
 
 
+def test_work_of_a_kernel_that_never_restored_is_kept_and_pointed_at(tmp_path: Path) -> None:
+    _store(tmp_path, "first").save([("x", 41)])
+    second = _store(tmp_path, "second")  # worked without restoring, then died
+    second.save([("y", 1)], automatic=True)
+    second.save([("y", 2), ("z", 3)], automatic=True)
+    values, report = _store(tmp_path, "third").load()
+    assert values == {"x": 41}
+    assert len(report.warnings) == 1 and "--generation 3" in report.warnings[0] and "y, z" in report.warnings[0]
+    values, _ = _store(tmp_path, "third").load(generation=3)
+    assert values == {"y": 2, "z": 3}
+
+
 def test_after_a_restore_the_previous_kernels_snapshot_may_be_pruned(tmp_path: Path) -> None:
     _store(tmp_path, "old", generations=2).save([("x", 41)])
     fresh = _store(tmp_path, "fresh", generations=2)

@@ -90,7 +90,7 @@ def _bind(m: Manifest, bodies: dict[str, bytes | memoryview], report: RestoreRep
 
 
 def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, generation: int | None,
-                    names: list[str] | None, namespace: dict[str, Any] | None
+                    names: list[str] | None, namespace: dict[str, Any] | None, own: str = ""
                     ) -> tuple[dict[str, Any], RestoreReport, Manifest | None]:
     """``(values, report, chosen manifest)``; see the module doc for the rules."""
     report = RestoreReport(generation=None)
@@ -129,6 +129,14 @@ def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, g
         if generation is None and recorded and max(recorded) not in valid:
             report.warnings.append(f"the newest snapshot the session log recorded (generation {max(recorded)}) is not "
                                    f"usable here; restored the older generation {m.generation}")
+        newer = [p for p in scan.valid if p.generation > m.generation and p.provisional and p.names
+                 and p.process != own and p.process != m.process]
+        if generation is None and newer:  # an earlier kernel worked without restoring, then ended
+            last = newer[-1]
+            report.warnings.append(
+                f"a newer provisional snapshot exists: generation {last.generation} (names: "
+                f"{', '.join(sorted(last.names)[:8])}) from a kernel that never restored this one; "
+                f"`%compact restore --generation {last.generation}` brings it back instead")
         if not m.candidate and generation is None:
             report.warnings.append(f"generation {m.generation} is a provisional automatic snapshot (taken before this "
                                    "session's earlier work was restored); no other snapshot holds user work")

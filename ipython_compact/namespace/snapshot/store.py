@@ -160,10 +160,13 @@ class SnapshotStore:
 
     @property
     def pending(self) -> bool:
-        """True while an earlier kernel's snapshot waits to be restored or discarded by this process."""
-        with self._lock:
+        """True while an earlier kernel's snapshot waits to be restored or discarded by this process.
+
+        Takes no lock: ``status`` asks from a subshell while a save may be running, and must not wait.
+        """
+        if self._pending is None:
             self._start(self._scan())
-            return bool(self._pending)
+        return bool(self._pending)
 
     def generations_info(self) -> list[GenerationInfo]:
         """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
@@ -449,7 +452,7 @@ class SnapshotStore:
             self._start(scan)
             values, report, chosen = choose_and_load(
                 scan, self._recorded(), self._files, generation=generation,
-                names=None if names is None else list(names), namespace=namespace)
+                names=None if names is None else list(names), namespace=namespace, own=self.process)
             if chosen is not None:  # this process took the chosen snapshot's work over
                 if chosen.process != self.process:
                     self._supersedes |= {chosen.process, *chosen.supersedes}
