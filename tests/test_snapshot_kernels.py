@@ -203,6 +203,7 @@ def test_key_and_folder_problems_are_one_sentence_with_what_to_do(kernel: Kernel
     restart(kernel)
     execute(kernel, "%load_ext ipython_compact\nx = 1")
     assert "symbolic link" in _usage_error(kernel, "%compact snapshot")
+    assert "symbolic link" in magic(kernel, "status")["data"]["snapshot_problem"]  # status still answers
     assert (outside.stat().st_mode & 0o777) == 0o755 and list(outside.iterdir()) == []
 
 

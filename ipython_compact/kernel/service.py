@@ -167,13 +167,20 @@ class KernelService:
         except ValueError as exc:  # a misconfigured window: report it instead of failing the status
             lines, problem = None, str(exc)
         live = self.store.live_status(self.session)
-        snap = self.snapshots.latest_manifest()
+        snap: dict[str, Any] | None = None
+        pending: bool | None = None
+        snapshot_problem = None
+        try:
+            snap, pending = self.snapshots.latest_manifest(), self.snapshots.pending
+        except SnapshotError as exc:  # a bad key or folder: status still answers, and says what is wrong
+            snapshot_problem = str(exc)
         return {
             "session": self.session,
             "binding": self.binding.source,
             "binding_key": self.binding.key,  # what the session is tied to (notebook, kernel, terminal: cwd+profile)
             "snapshot_dir": str(self.snapshot_dir),
-            "restore_pending": self.snapshots.pending,  # an earlier kernel's snapshot waits for %compact restore
+            "restore_pending": pending,  # an earlier kernel's snapshot waits for %compact restore
+            "snapshot_problem": snapshot_problem,
             "tokens": tokens,
             "window": window,
             "blocking_line": None if lines is None else lines.blocking,
