@@ -115,6 +115,23 @@ def _details_out(details: Any) -> Any:
     return {back.get(k, k): v for k, v in details.items()}
 
 
+def json_type_name(value: Any) -> str:
+    """How a JSON value is called in an error message ("a list", "an object", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
 def _require_str(obj: Mapping[str, Any], key: str, line: int, what: str, *, optional: bool = False) -> None:
     value = obj.get(key)
     if value is None and optional:
@@ -129,6 +146,8 @@ def _validate(entry_type: str, obj: Mapping[str, Any], line: int) -> None:
         if not isinstance(message, Mapping):
             raise PiFormatError(line, f"message entry has no 'message' object (got {type(message).__name__})")
         role = message.get("role")
+        if not isinstance(role, str):
+            raise PiFormatError(line, f"message role must be a string, got {json_type_name(role)}")
         if role not in ROLES:
             raise PiFormatError(line, f"message has unknown role {role!r}")
         if role in ("user", "custom", "toolResult", "assistant") and not isinstance(message.get("content"), (str, list)):
@@ -168,6 +187,8 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
     taken: set[str] = set()
     previous: str | None = None
     for position, (line, obj) in enumerate(items[1:], start=1):
+        if not isinstance(obj.get("type"), str):
+            raise PiFormatError(line, f"entry 'type' must be a string, got {json_type_name(obj.get('type'))}")
         if obj.get("type") == "session":
             raise PiFormatError(line, "a second session header inside the file")
         if version == 1:

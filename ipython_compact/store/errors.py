@@ -49,8 +49,12 @@ class SessionExistsError(StoreError, ValueError):
 
 
 class ImportFormatError(StoreError, ValueError):
-    """An input file could not be read; the message names the file and line."""
+    """An input file could not be read; the message names the file and line. ``hint``, when
+    set, says what to do about this particular problem."""
 
-    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, line: int | None = None, hint: str | None = None
+    ) -> None:
         super().__init__(message, path=path)
         self.line = line
+        self.hint = hint

@@ -21,7 +21,7 @@ from typing import Any
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
-from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
+from ipython_compact.store.database import ENTRY_COLUMNS, Database, check_session_name, row_entry
 from ipython_compact.store.errors import (
     InvalidEntryError,
     SessionExistsError,
@@ -116,6 +116,7 @@ class EntryLog:
         """
         with self.db.write() as conn:
             if create:
+                check_session_name(session, self.db.path)
                 if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone():
                     raise SessionExistsError(f"session {session!r} already exists in {self.db.path}", path=self.db.path)
                 conn.execute(

@@ -25,8 +25,8 @@ from typing import Any
 
 from ipython_compact.core.entries import Entry, canonical_json
 from ipython_compact.core.settings import Estimator
-from ipython_compact.store.database import Database, random_entry_id, utc_now
-from ipython_compact.store.errors import InvalidEntryError, SessionExistsError
+from ipython_compact.store.database import Database, check_session_name, random_entry_id, utc_now
+from ipython_compact.store.errors import SessionExistsError
 from ipython_compact.store.integrity import Integrity
 from ipython_compact.store.log import EntryLog, chain_hash, entry_hash
 from ipython_compact.store.records import (
@@ -112,8 +112,7 @@ class SessionStore:
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, name: str, *, meta: Mapping[str, Any] | None = None) -> SessionInfo:
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidEntryError("session name must be a non-empty string", path=self.db_path)
+        check_session_name(name, self.db_path)
         created = self._db.clock()
         with self._db.write() as conn:
             if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (name,)).fetchone():
