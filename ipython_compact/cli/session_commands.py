@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ipython_compact.cli import PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.message_text import message_text
@@ -90,7 +92,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_export)
 
-    p = subparsers.add_parser("verify", help="recompute the hash chain: prove nothing was lost or altered")
+    p = subparsers.add_parser(
+        "verify",
+        help="recompute the hash chains: detect accidental damage to the log",
+        description="Recompute every entry hash, the append chain, counts and derived columns. This detects "
+        "accidental damage (a bad disk or copy, a buggy writer, an edit made without recomputing hashes): "
+        "entries altered, lost, added or reordered. The hashes are not keyed, so anyone able to write the "
+        "file can recompute them: it is not deliberate tampering that verify rules out.",
+    )
     session_option(p, help_text="only this session (default: all)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)
@@ -434,12 +443,32 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not args.output.parent.is_dir():
             raise CliError(f"cannot write {args.output}: the directory {args.output.parent} does not exist",
                            f"create it first (mkdir -p {args.output.parent}) or pick another path: {PROG} export -o FILE")
-        tmp = args.output.with_name(args.output.name + ".partial")
-        with tmp.open("w", encoding="utf-8") as out:
-            count = export_jsonl(store, session, out)
-        tmp.replace(args.output)  # never leave a half-written export under the real name
+        try:
+            count = write_privately(args.output, lambda out: export_jsonl(store, session, out))
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}; nothing was written there",
+                           f"free some space or pick another place: {PROG} export -s {session} -o FILE") from exc
     print(f"exported {count:,} entries of session {session!r} to {args.output}", file=sys.stderr)
     return 0
+
+
+def write_privately(target: Path, write: Callable[[TextIO], int]) -> int:
+    """Run ``write`` into a new owner-only temporary file beside ``target``, then rename it over
+    ``target``: a reader never sees half an export, a failure leaves ``target`` as it was and no
+    temporary file behind. The temporary name is random and created with O_EXCL (``mkstemp``),
+    so a symlink planted at a guessable name is never followed."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            count = write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return count
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -450,7 +479,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2))
         return 0 if report.ok else 1
     if report.ok:
-        print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified; nothing lost or altered")
+        print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: no accidental damage "
+              "(no entry altered, lost, added or reordered since it was written)")
+        print("  (the hash chain is not keyed: this does not prove that nobody with write access rewrote it)")
         return 0
     print(f"FAILED: {len(report.problems)} problem(s) in {where}:")
     for problem in report.problems:
