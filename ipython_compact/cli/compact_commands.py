@@ -115,7 +115,13 @@ def _summarizer(args: argparse.Namespace) -> Any:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import CompactionError, CompactionFailed, Compactor, NothingToCompact
+    from ipython_compact.compactor import (
+        CompactionError,
+        CompactionFailed,
+        Compactor,
+        NothingToCompact,
+        SessionMoved,
+    )
     from ipython_compact.core.settings import SettingsError
 
     try:
@@ -140,6 +146,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
             raise CliError(f"{exc}{where}", f"retry later, or: {PROG} compact --summarizer offline") from exc
+        except SessionMoved as exc:
+            raise CliError(str(exc), f"see what changed, then plan again: {PROG} log -s {session} -n 5; "
+                           f"{PROG} compact -s {session}") from exc
         except CompactionError as exc:
             raise CliError(str(exc), f"check the log: {PROG} verify -s {session}") from exc
     if args.json:

@@ -44,6 +44,16 @@ class InvalidEntryError(StoreError, ValueError):
     """An entry that would break the log's invariants (bad kind, data, parent or head)."""
 
 
+class LeafMovedError(StoreError):
+    """A write planned against one leaf found another: someone appended or moved the leaf in
+    between (compare and swap failed). Nothing was written."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, expected: str | None, actual: str | None) -> None:
+        super().__init__(message, path=path)
+        self.expected = expected
+        self.actual = actual
+
+
 class SessionExistsError(StoreError, ValueError):
     """``create_session`` was asked for a name that is taken."""
 

@@ -30,6 +30,7 @@ from ipython_compact.store.errors import SessionExistsError
 from ipython_compact.store.integrity import Integrity
 from ipython_compact.store.log import EntryLog, chain_hash, entry_hash
 from ipython_compact.store.records import (
+    ANY_LEAF,
     LEAF,
     BranchPaths,
     ContextView,
@@ -45,6 +46,7 @@ from ipython_compact.store.status import Status
 from ipython_compact.store.tree import Tree
 
 __all__ = [
+    "ANY_LEAF",
     "LEAF",
     "BranchPaths",
     "ContextView",
@@ -163,10 +165,13 @@ class SessionStore:
         timestamp: str | None = None,
         entry_id: str | None = None,
         move_leaf: bool = True,
+        expect_leaf: str | _Default | None = ANY_LEAF,
     ) -> Entry:
-        """Append one entry (under the leaf by default) and, by default, make it the leaf."""
+        """Append one entry (under the leaf by default) and, by default, make it the leaf.
+        ``expect_leaf``: only if the leaf is still that (compare and swap; else ``LeafMovedError``)."""
         return self._log.append(
-            session, kind, data, parent_id=parent_id, timestamp=timestamp, entry_id=entry_id, move_leaf=move_leaf
+            session, kind, data, parent_id=parent_id, timestamp=timestamp, entry_id=entry_id, move_leaf=move_leaf,
+            expect_leaf=expect_leaf,
         )
 
     def append_many(
@@ -178,10 +183,12 @@ class SessionStore:
         timestamp: str | None = None,
         entry_ids: Sequence[str | None] | None = None,
         move_leaf: bool = True,
+        expect_leaf: str | _Default | None = ANY_LEAF,
     ) -> list[Entry]:
         """Append ``(kind, data)`` items as a chain in one transaction (see ``EntryLog.append_many``)."""
         return self._log.append_many(
-            session, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf
+            session, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf,
+            expect_leaf=expect_leaf,
         )
 
     def import_entries(
