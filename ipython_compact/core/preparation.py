@@ -1,6 +1,6 @@
 """What a compaction would summarize, keep and cut, decided before any model is called.
 
-The summarized span starts at the *previous compaction's first-kept entry* (PI-NEW and Prime do
+The summarized span starts at the *previous compaction's first-kept entry* (pi since 0.7x and Prime do
 this; pi's March 2026 versions started after the previous compaction entry, so the messages that
 compaction kept verbatim were later dropped without ever being summarized — a regression test
 guards against it). Compaction entries are never part of the summarized input; the previous

@@ -9,11 +9,11 @@ Two estimators (docs/estimators.md lists every difference):
 ``chars4`` — pi's rules, exactly as ``@mariozechner/pi-coding-agent`` 0.73.1 computes them (the
 version ``tests/test_pi_compat.py`` and the differential fuzz run), quirks included:
 ``ceil(chars / 4)`` where chars are JavaScript string lengths (UTF-16 code units); user → text
-blocks only (**images in user messages are not counted**); assistant → text + thinking + tool
-name + ``JSON.stringify`` of the arguments (JavaScript's number forms, see ``core/javascript.py``),
-and nothing for a string ``content`` (pi iterates it as characters); custom / toolResult → text +
-4800 per image; bashExecution → command + output; summaries → summary text; our ``system`` → its
-text. On a path, the anchor is the newest valid one anywhere in the view, including the region
+blocks only (**images in user messages are not counted**; pi's later estimate.ts counts them);
+assistant → text + thinking + tool name + ``JSON.stringify`` of the arguments (JavaScript's
+number forms, see ``core/javascript.py``), and nothing for a string ``content`` (pi iterates it as
+characters); custom / toolResult → text + 4800 per image; bashExecution → command + output;
+summaries → summary text; our ``system`` → its text. On a path, the anchor is the newest valid one anywhere in the view, including the region
 the newest compaction kept before itself (its usage measured a context that no longer exists,
 but pi uses it for ``tokensBefore``).
 
