@@ -13,6 +13,7 @@ from ipython_compact.core.offline_summary import (
     missing_sections,
     offline_summary,
     parse_checkpoint,
+    repair_sections,
 )
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.summarizers import OfflineSummarizer, Summarizer, SummaryInput
@@ -249,3 +250,20 @@ def test_a_realistic_span_reads_well() -> None:
     plain = parse_checkpoint(offline_summary(SALES))
     assert plain["Constraints & Preferences"] == ["Use polars, not pandas."]
     assert plain["Done"][0] == "Find why revenue dropped in March. Use polars, not pandas. → Revenue fell 18% in March."
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "added", "expected"),
+    [
+        ("## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)",
+         "history", ["Progress/In Progress", "Progress/Blocked"],
+         "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)"),
+        ("## Goal\ng\n\n## Next Steps\n1. n", "branch", ["Progress"], "## Goal\ng\n\n## Progress\n(none)\n\n## Next Steps\n1. n"),
+        ("## Original Request\nr", "turn_prefix", ["Early Progress", "Context for Suffix"], "## Original Request\nr\n\n## Early Progress\n(none)\n\n## Context for Suffix\n(none)"),
+        ("## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y", "turn_prefix", [], "## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y"),
+    ],
+)
+def test_repair_sections_adds_what_is_missing_in_template_order(text: str, kind: str, added: list[str], expected: str) -> None:
+    repaired, missing = repair_sections(text, kind)
+    assert (repaired, missing) == (expected, added)
+    assert missing_sections(repaired, kind) == []

@@ -111,6 +111,55 @@ def missing_sections(text: str, kind: str = "history") -> list[str]:
     return missing
 
 
+def repair_sections(text: str, kind: str = "history") -> tuple[str, list[str]]:
+    """``text`` with every missing required section added as "(none)", and what was added.
+
+    Why: smaller models often drop a heading. After one resample the summarizer repairs instead
+    of failing the compaction, and records the repair. A missing section goes before the first
+    required section that follows it in the template (else at the end); a missing part of
+    Progress goes at the end of the Progress section. Existing text is never changed.
+    What must hold: ``missing_sections(repair_sections(t, k)[0], k) == []``.
+    """
+    missing = missing_sections(text, kind)
+    if not missing:
+        return text, []
+    lines = text.rstrip().split("\n")
+
+    def heading_at(level: str, name: str) -> int | None:
+        for i, raw in enumerate(lines):
+            m = _HEADING.match(raw.strip())
+            if m and m.group(1) == level and m.group(2).strip().lower() == name.lower():
+                return i
+        return None
+
+    def section_end(start: int) -> int:
+        for i in range(start + 1, len(lines)):
+            m = _HEADING.match(lines[i].strip())
+            if m and m.group(1) == "##":
+                return i
+        return len(lines)
+
+    order = list(REQUIRED_SECTIONS[kind])
+    for name in [m for m in missing if "/" not in m]:
+        block = [f"## {name}", "(none)"]
+        if kind == "history" and name == "Progress":
+            block = ["## Progress", *[x for part in PROGRESS_PARTS for x in (f"### {part}", "(none)", "")]][:-1]
+        later = [heading_at("##", n) for n in order[order.index(name) + 1 :]]
+        at = min((i for i in later if i is not None), default=None)
+        if at is None:
+            lines.extend(["", *block])
+        else:
+            lines[at:at] = [*block, ""]
+    for part in [m.split("/", 1)[1] for m in missing if m.startswith("Progress/")]:
+        start = heading_at("##", "Progress")
+        assert start is not None  # a missing part is only reported when Progress is there
+        end = section_end(start)
+        while end > start + 1 and not lines[end - 1].strip():
+            end -= 1
+        lines[end:end] = ["", f"### {part}", "(none)"]
+    return "\n".join(lines), missing
+
+
 def parse_checkpoint(text: str) -> dict[str, list[str]]:
     """Section name → item texts (list markers and checkboxes removed; "(none)" and reference
     lines to ``<anchors>`` dropped). A split turn's sections (Original Request, ...) are included."""
