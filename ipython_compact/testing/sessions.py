@@ -251,12 +251,13 @@ def _multi_file(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> 
     w.call("edit", {"path": path, "old_text": f"def {old}(", "new_text": f"def {new}("}, f"Applied 1 replacement in {path}.")
     w.call("edit", {"path": caller, "old_text": f"{old}(", "new_text": f"{new}("}, f"Applied 2 replacements in {caller}.")
     s.probes += [
-        Probe("artifact", f"Which file defines {new}?", path, new, k),
+        Probe("artifact", f"Which file defined {old} before the rename?", path, old, k),
         Probe("artifact", f"Which route file calls {new}?", caller, new, k),
         Probe("decision", f"What was {old} renamed to?", new, old, k),
     ]
-    tests = f"tests passed: {rng.randint(200, 400)}"
-    w.call("bash", {"command": f"pytest -q tests/views/test_panel_{k:02d}.py"}, "\n".join([*(f"tests/views/test_panel_{k:02d}.py::case_{i} PASSED" for i in range(60)), tests]))
+    tests = f"{rng.randint(200, 400)} passed"
+    run = [*(f"tests/views/test_panel_{k:02d}.py::case_{i} PASSED" for i in range(60)), f"===== {tests} in {rng.randint(2, 9)}.{rng.randint(10, 99)}s ====="]
+    w.call("bash", {"command": f"pytest -q tests/views/test_panel_{k:02d}.py"}, "\n".join(run))
     s.probes.append(Probe("continuation", f"How many tests passed after renaming {old}?", tests, new, k, True))
     w.say(f"Done with {old} → {new} in {path} and {caller}. Next I will rename the following function.")
 
