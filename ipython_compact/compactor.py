@@ -51,12 +51,20 @@ from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_entry_tokens, estimate_message_tokens
-from ipython_compact.core.triage import Pointer, Triage, pointer_lines, triage
+from ipython_compact.core.triage import (
+    CARRIED_INDEX,
+    CARRIED_WITH_GIST,
+    Pointer,
+    Triage,
+    carry_pointers,
+    externalized_lines,
+    triage,
+)
 from ipython_compact.store import LeafMovedError, SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
-MAX_CARRIED_POINTERS = 6
+MAX_CARRIED_POINTERS = CARRIED_WITH_GIST + CARRIED_INDEX  # the newest with their gist, older as index items
 
 
 class CompactionError(RuntimeError):
@@ -400,8 +408,7 @@ class Compactor:
         )
         carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]
-        new_ids = {p["entry_id"] for p in pointers}
-        all_pointers = ([p for p in carried if p.get("entry_id") not in new_ids] + pointers)[-MAX_CARRIED_POINTERS:]
+        all_pointers = carry_pointers(carried, pointers)
 
         parts = []
         if self.use_anchors:
@@ -412,7 +419,7 @@ class Compactor:
         parts.append(
             render_block(
                 "externalized",
-                [line for p in all_pointers for line in pointer_lines(p)],
+                externalized_lines(all_pointers),
                 attrs={"note": "full text stays in the log; recall by entry id"},
             )
         )
