@@ -59,10 +59,9 @@ def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> Non
 
 
 @pytest.mark.parametrize("sub", COMMANDS.names())
-def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
-    out = _run(ip, f"{sub} --help")
-    text = out._repr_mimebundle_()[0]["text/plain"]
-    assert text.startswith(f"usage: %compact {sub}")
+def test_every_subcommand_has_help(ip: Any, sub: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(ip, f"{sub} --help") is None  # printed, never the cell's Out value
+    assert capsys.readouterr().out.startswith(f"usage: %compact {sub}")
 
 
 @pytest.mark.parametrize(
