@@ -135,15 +135,16 @@ def test_interrupting_the_agent_cell_stops_the_turn(tmp_path: Path) -> None:
 
     from ipython_compact.agent.kernel_tool import JupyterKernel
 
-    asked = threading.Event()
+    started = tmp_path / "tool-cell-started"
 
     def reply(req: RecordedRequest) -> Reply:
-        asked.set()
-        return Reply(tool_calls=(ToolCall("python", {"code": "import time\ntime.sleep(30)"}),))
+        code = f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(30)"
+        return Reply(tool_calls=(ToolCall("python", {"code": code}),))
 
-    def press_interrupt() -> None:  # the user presses "interrupt" while the agent's cell sleeps
-        asked.wait(30)
-        time.sleep(0.5)
+    def press_interrupt() -> None:  # the user presses "interrupt" once the agent's cell sleeps
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         k.interrupt()
 
     with ModelServer(reply) as srv, JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:

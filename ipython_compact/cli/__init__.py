@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipython_compact import __version__
 from ipython_compact.paths import read_only_reason
+from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
     from ipython_compact.store import SessionStore

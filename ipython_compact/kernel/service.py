@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipython_compact import __version__, paths
+from ipython_compact import paths
 from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
 from ipython_compact.core.readable import entry_gist
@@ -39,6 +39,7 @@ from ipython_compact.namespace.snapshot import (
 )
 from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.offline import OfflineSummarizer
+from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
 
