@@ -16,6 +16,7 @@ from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel import display as D
+from ipython_compact.kernel import reports as R
 from ipython_compact.kernel.comm_handler import CommHandler
 from ipython_compact.kernel.extension import extension_for
 from ipython_compact.kernel.magics import COMMANDS
@@ -224,7 +225,7 @@ EVIL = '<script>alert(1)</script>*bold* [x](javascript:y)'
 @pytest.mark.parametrize(
     "rendered",
     [
-        D.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}),
+        R.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}, width=160),
         D.summary_bundle({"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL),
         D.mapping_bundle(EVIL, {EVIL: EVIL}),
         D.text_bundle(EVIL, title=EVIL),
@@ -397,8 +398,10 @@ def test_status_and_snapshot_read_well_in_a_terminal(ip: Any) -> None:
     for plain in (snapshot, status):
         assert "null" not in plain and "[" not in plain and "{" not in plain
     assert "128,000" in status and "111,616" in status
-    saved = next(line for line in snapshot.splitlines() if line.startswith("saved "))
-    assert saved.split()[1:] == ["np,", "x"]
+    assert " · 2 names saved · " in snapshot.splitlines()[0]
+    # the automatic snapshot after the cell already wrote both: listed once, as unchanged
+    assert re.search(r"^Unchanged +np, x \(kept from the previous generation\)$", snapshot, re.M), snapshot
+    assert re.search(r"^Written +nothing: every value was unchanged", snapshot, re.M), snapshot
 
 
 def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
@@ -503,7 +506,7 @@ def test_a_damaged_database_is_a_usage_error_and_is_left_alone(tmp_path: Path, m
 def test_names_lengths_have_separators(ip: Any) -> None:
     ip.run_cell("big = list(range(123456))")
     plain = _run(ip, "names")._repr_mimebundle_()[0]["text/plain"]
-    assert re.search(r"^big +list +\w+ +len 123,456\b", plain, re.M), plain
+    assert re.search(r"^big +list +123,456 items · ≈ \d+\.\d MiB$", plain, re.M), plain
 
 
 @pytest.mark.parametrize(

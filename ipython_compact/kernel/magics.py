@@ -25,7 +25,9 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel import display as D
+from ipython_compact.kernel import reports as R
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean
+from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.paths import read_only_reason
 from ipython_compact.store.errors import DatabaseLockedError, ImportFormatError, StoreError
@@ -85,13 +87,11 @@ def usage_error(name: str, exc: BaseException) -> UsageError | None:
     return None
 
 
-def _overview() -> str:
-    names = COMMANDS.names()
-    width = max(len(n) for n in names)
+def _overview(width: int | None = None) -> str:
+    rows = [(f"  {n}", COMMANDS[n].help) for n in COMMANDS.names()]
     lines = ["usage: %compact [SUBCOMMAND] [ARGS] — `%compact SUBCOMMAND --help` for each", "",
              "`%compact` alone, `%compact now [FOCUS]` or `%compact --focus FOCUS` compacts now.", ""]
-    lines += [f"  {n.ljust(width)}  {COMMANDS[n].help}" for n in names]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + fields(rows, width or terminal_width())
 
 
 def _not_a_subcommand(word: str, line: str) -> UsageError:
@@ -185,20 +185,22 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
     @COMMANDS.subcommand("status", "Tokens in context, the window, and both threshold lines.")
     def _status(self, a: argparse.Namespace) -> Any:
-        return D.mapping_bundle(f"Session {self.service.session}", self.service.status())
+        return R.status_bundle(self.service.status())
 
     @COMMANDS.subcommand("names", "The user-defined names in the kernel with cheap facts (like %who).",
                          arg("--limit", type=int, default=None, help="list at most this many names"))
     def _names(self, a: argparse.Namespace) -> Any:
         _at_least(a.limit, 0, "--limit")
-        return D.names_bundle(self.service.names(limit=a.limit).to_json())
+        last = self.service.last_snapshot  # its skip reasons are facts; the probe's are judged from types
+        lost = {s.name: s.reason for s in last.skipped} if last is not None else {}
+        return R.names_bundle(self.service.names(limit=a.limit).to_json(), lost=lost)
 
     @COMMANDS.subcommand("snapshot", "Write a snapshot of the namespace now (incremental unless --full).",
                          arg("--full", action="store_true", help="serialize and write every value again"),
                          epilog=SNAPSHOT_VERIFICATION)
     def _snapshot(self, a: argparse.Namespace) -> Any:
         report = self.service.snapshot(full=a.full)
-        return D.mapping_bundle(f"Snapshot generation {report.generation}", report.to_json())
+        return R.snapshot_bundle(report.to_json())
 
     @COMMANDS.subcommand("restore", "Bring names back from the newest valid snapshot (after a restart).",
                          arg("names", nargs="*", help="only these names (default: all)"))
