@@ -51,7 +51,7 @@ from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_entry_tokens, estimate_message_tokens
-from ipython_compact.core.triage import Pointer, Triage, pointer_text, triage
+from ipython_compact.core.triage import Pointer, Triage, pointer_lines, triage
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
@@ -405,7 +405,7 @@ class Compactor:
         parts.append(
             render_block(
                 "externalized",
-                [f"{pointer_text(str(p['entry_id']), int(p['lines']))} {p.get('tool', '')} output, {int(p['chars']):,} chars" for p in all_pointers],
+                [line for p in all_pointers for line in pointer_lines(p)],
                 attrs={"note": "full text stays in the log; recall by entry id"},
             )
         )
