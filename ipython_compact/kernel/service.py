@@ -66,6 +66,7 @@ class KernelService:
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
+        self.agent_window: int | None = None  # set by %%agent: the window of the agent compacting this session
         self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),))
         self.binding = self._resolve()
 
@@ -153,7 +154,7 @@ class KernelService:
         # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
         # estimates after it — not a plain sum, which disagreed with `%compact preview`.
         tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
-        window = int(self.config.context_window)
+        window = int(self.agent_window or self.config.context_window)
         problem = None
         try:
             lines: Any = threshold_lines(window, settings)
