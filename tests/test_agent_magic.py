@@ -222,3 +222,44 @@ def test_agent_cell_uses_the_extensions_summarizer_setting_and_refuses_an_unknow
     finally:
         shell.run_line_magic("config", "CompactConfig.summarizer = 'offline'")  # the shell's config outlives unload
         shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_settings_are_set_once_with_config_and_the_window_comes_from_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "agent-settings")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        with ModelServer([Reply(text="first"), Reply(text="second")], model="local", context_window=60000) as srv:
+            shell.run_line_magic("config", "AgentConfig.model = 'local'")
+            shell.run_line_magic("config", f"AgentConfig.base_url = '{srv.base_url}'")
+            shell.run_cell_magic("agent", "", "hello")
+            shell.run_cell_magic("agent", "", "again")  # nothing retyped
+            out = capsys.readouterr().out
+            assert "window 60,000 tokens, from the server's model card (max_model_len)" in out
+            assert "first" in out and "second" in out
+            assert [r.body["model"] for r in srv.chat_requests] == ["local", "local"]
+            status = shell.run_line_magic("compact", "status").data
+            assert status["window"] == 60000  # %compact status (and the panel) show the agent's window
+    finally:
+        shell.run_line_magic("config", "AgentConfig.model = ''")
+        shell.run_line_magic("config", "AgentConfig.base_url = ''")
+        shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_long_answers_and_tool_output_are_shown_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    shell = start_ipython() or get_ipython()
+    answer = "The report, in full: " + " ".join(f"point-{i}" for i in range(200))
+    code = "print('\\n'.join(f'row {i}' for i in range(80)))"
+    magics = AgentMagics(shell)
+    shell.register_magics(magics)
+    with ModelServer([Reply(tool_calls=(ToolCall("python", {"code": code}),)), Reply(text=answer)]) as srv:
+        shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 32000", "report")
+    out = capsys.readouterr().out
+    assert len(answer) > 1000 and answer in out  # was cut at 300 characters
+    assert "⤷ output (80 lines)" in out and "│ row 79" in out
