@@ -263,3 +263,44 @@ def test_long_answers_and_tool_output_are_shown_in_full(
     out = capsys.readouterr().out
     assert len(answer) > 1000 and answer in out  # was cut at 300 characters
     assert "⤷ output (80 lines)" in out and "│ row 79" in out
+
+
+def test_the_ledger_records_who_opened_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files the agent's tool calls open are the agent's; the user's cells are the user's; what the
+    %%agent machinery itself opens (the model client reading /etc/os-release, …) is nobody's."""
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "who-opened")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    mine, theirs = tmp_path / "mine.txt", tmp_path / "agents.csv"
+    mine.write_text("x")
+    theirs.write_text("a,b\n")
+    seen_busy: list[bool] = []
+
+    def reply(req: RecordedRequest) -> Reply:
+        from ipython_compact.kernel.extension import extension_for
+
+        ext = extension_for(shell)
+        assert ext is not None
+        seen_busy.append(ext.service.executing)  # between tool calls the %%agent cell is still running
+        tools = [m for m in req.messages if m["role"] == "tool"]
+        if len(tools) < 2:
+            return Reply(tool_calls=(ToolCall("python", {"code": f"rows = open({str(theirs)!r}).read()"}),))
+        return Reply(text="read it")
+
+    try:
+        shell.run_cell(f"_ = open({str(mine)!r}).read()")
+        with ModelServer(reply) as srv:
+            shell.run_cell(f"%%agent --model local --base-url {srv.base_url} --window 32000\nread the csv")
+        from ipython_compact.kernel.extension import extension_for
+
+        ext = extension_for(shell)
+        assert ext is not None
+        ops = [e.data["data"] for e in ext.service.store.path(ext.service.session)
+               if e.kind == "custom" and e.data.get("custom_type") == "ipython_file_ops"]
+        assert ops == [{"read": [str(mine)], "modified": [], "by": "user"},
+                       {"read": [str(theirs)], "modified": [], "by": "agent"},
+                       {"read": [str(theirs)], "modified": [], "by": "agent"}]
+        assert seen_busy == [True, True, True]
+    finally:
+        shell.run_line_magic("unload_ext", "ipython_compact")

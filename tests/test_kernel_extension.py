@@ -135,7 +135,7 @@ def test_file_opens_in_cells_are_recorded_for_the_ledger(ip: Any, tmp_path: Path
     ip.run_cell(f"data = open({str(src)!r}).read()\nwith open({str(out)!r}, 'w') as f: f.write(data)")
     service = extension_for(ip).service  # type: ignore[union-attr]
     entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
-    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [str(out)]}
+    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [str(out)], "by": "user"}
 
 
 def test_files_written_by_compact_itself_are_not_the_users(ip: Any, tmp_path: Path) -> None:
@@ -147,7 +147,7 @@ def test_files_written_by_compact_itself_are_not_the_users(ip: Any, tmp_path: Pa
     assert out.exists()
     service = extension_for(ip).service  # type: ignore[union-attr]
     entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
-    assert entries[-1].data["data"] == {"read": [str(src)], "modified": []}
+    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [], "by": "user"}
 
 
 def test_session_switch_is_remembered(ip: Any, tmp_path: Path) -> None:
@@ -314,18 +314,21 @@ def _synthetic_transcript(path: Path, turns: int = 30) -> Path:
     return path
 
 
-def test_files_opened_by_cells_reach_the_compaction_ledger(ip: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cells_by", ["user", "agent"])
+def test_only_the_agents_file_opens_reach_the_compaction_ledger(ip: Any, tmp_path: Path, cells_by: str) -> None:
+    """A person's own cells are not the agent's work; in a kernel an agent drives every cell is."""
     src, out = tmp_path / "sales.csv", tmp_path / "report.txt"
     src.write_text("a,b\n")
-    ip.run_cell(f"text = open({str(src)!r}).read()\nopen({str(out)!r}, 'w').write(text)")
-    _run(ip, f"import {_synthetic_transcript(tmp_path / 't.jsonl')}")
+    ip.run_line_magic("config", f"CompactConfig.cells_by = {cells_by!r}")
     try:
+        ip.run_cell(f"text = open({str(src)!r}).read()\nopen({str(out)!r}, 'w').write(text)")
+        _run(ip, f"import {_synthetic_transcript(tmp_path / 't.jsonl')}")
         ip.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 500}")
         summary = _run(ip, "now").data["summary"]
     finally:
         ip.run_line_magic("config", "CompactConfig.compaction = {}")
-    assert f"files modified: {out}" in summary
-    assert str(src) in summary
+        ip.run_line_magic("config", "CompactConfig.cells_by = 'user'")
+    assert (f"files modified: {out}" in summary, str(src) in summary) == (cells_by == "agent",) * 2
 
 
 def test_unload_removes_the_agent_and_compact_magics_and_load_brings_them_back(ip: Any) -> None:
@@ -520,6 +523,8 @@ def test_names_lengths_have_separators(ip: Any) -> None:
         ("pin", {"action": "unpin", "pin_id": "pin-1"}, "unpin pin-1"),
         ("custom", {"custom_type": "ipython_file_ops", "data": {"read": ["a.csv"], "modified": []}},
          "files read: a.csv; modified: none"),
+        ("custom", {"custom_type": "ipython_file_ops", "data": {"read": [], "modified": ["b.csv"], "by": "agent"}},
+         "files read by the agent: none; modified: b.csv"),
         ("custom", {"custom_type": "other"}, "other"),
         ("branch_summary", {}, ""),
     ],

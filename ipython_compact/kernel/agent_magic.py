@@ -155,6 +155,12 @@ class AgentMagics(Magics):  # type: ignore[misc]
     @cell_magic  # type: ignore[misc]
     def agent(self, line: str, cell: str) -> None:
         """Send the cell's text to the agent; the turn appears as a transcript (`%%agent --help`)."""
+        # The magic's own work (the model client, the card lookup) opens files nobody asked for:
+        # not recorded. Only the agent's tool calls are (``fileops.agent_turn``).
+        with self.service.fileops.paused() if self.service is not None else contextlib.nullcontext():
+            self._cell(line, cell)
+
+    def _cell(self, line: str, cell: str) -> None:
         try:
             opts = parse_options(line)
         except HelpShown as shown:
@@ -183,8 +189,10 @@ class AgentMagics(Magics):  # type: ignore[misc]
         if built:
             output.note(f"{chosen.model}{f' at {chosen.base_url}' if chosen.base_url else ''} · window "
                         f"{chosen.window:,} tokens, from {chosen.window_source}")
+        turn = self.service.fileops.agent_turn() if self.service is not None else contextlib.nullcontext()
         try:
-            result = agent.ask(cell.strip())
+            with turn:  # only the tool calls' file opens are recorded, as the agent's
+                result = agent.ask(cell.strip())
         except KeyboardInterrupt:  # interrupted while waiting for the model: the turn ends cleanly
             output.finish(None)
             print("[stopped: interrupted] The turn was interrupted.")

@@ -49,6 +49,10 @@ class CompactConfig(Configurable):  # type: ignore[misc]
         config=True)
     track_files = Bool(True, help="Record files that cells open for reading and writing (feeds the ledger).").tag(
         config=True)
+    cells_by = Enum(["user", "agent"], default_value="user",
+                    help="Who runs this kernel's cells, for the ledger's file lists: 'user' (a notebook: only "
+                         "%%agent tool calls are the agent's) or 'agent' (a kernel an agent drives, every cell "
+                         "is a tool call).").tag(config=True)
 
     def settings_mapping(self) -> dict[str, Any]:
         return dict(self.compaction)

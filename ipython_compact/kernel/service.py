@@ -67,7 +67,7 @@ class KernelService:
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
         self.agent_window: int | None = None  # set by %%agent: the window of the agent compacting this session
-        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),))
+        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
     # ------------------------------------------------------------------ binding
@@ -380,15 +380,16 @@ class KernelService:
             lock.release()
 
     # ------------------------------------------------------------------ file ops
-    def flush_file_ops(self) -> dict[str, list[str]] | None:
-        """Record the files the last cell read/modified as a ``custom`` entry (data for the ledger)."""
-        read, modified = self.fileops.take()
-        if not read and not modified:
-            return None
-        data = {"read": read, "modified": modified}
-        with contextlib.suppress(Exception):
-            self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
-        return data
+    def flush_file_ops(self) -> list[dict[str, Any]]:
+        """Record the files the last cell read/modified as ``custom`` entries (data for the ledger),
+        one per actor: ``by`` is ``"agent"`` (an agent's tool call) or ``"user"`` (a person's cell)."""
+        recorded = []
+        for actor, (read, modified) in sorted(self.fileops.take().items()):
+            data = {"read": read, "modified": modified, "by": actor}
+            with contextlib.suppress(Exception):
+                self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
+            recorded.append(data)
+        return recorded
 
 
 def _jsonable(obj: Any) -> dict[str, Any]:
