@@ -652,11 +652,12 @@ KERNEL_FILE_OPS = E.KERNEL_FILE_OPS  # re-exported: the kernel service writes th
 
 def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
     """Fold ``custom`` entries of type ``ipython_file_ops`` (files read/modified by cells) into the
-    ledger's file lists; a file written after being read counts as modified only."""
+    ledger's file lists; a file written after being read counts as modified only. Files a person's
+    own cells opened (``by: "user"``) are not the agent's work and stay out of its ledger."""
     read, modified = list(ledger.files_read), list(ledger.files_modified)
     for entry in entries:
         data = entry.data.get("data") if entry.kind == E.CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS else None
-        if not isinstance(data, Mapping):
+        if not isinstance(data, Mapping) or data.get("by") == "user":
             continue
         for path in (p for p in data.get("modified") or [] if isinstance(p, str)):
             if path in read:

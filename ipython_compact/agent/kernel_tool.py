@@ -236,7 +236,10 @@ class JupyterKernel:
         self._kc = kc
         self.extension_error = None
         if self.extension:
-            res = self.execute(f"%load_ext {self.extension}", timeout=self.startup_timeout)
+            # every cell of this kernel is the agent's tool call (the ledger's file lists say so)
+            code = f"%load_ext {self.extension}" + ("\n%config CompactConfig.cells_by = 'agent'"
+                                                     if self.extension == "ipython_compact" else "")
+            res = self.execute(code, timeout=self.startup_timeout)
             if res.status != "ok":
                 self.extension_error = res.text
 
