@@ -2,7 +2,9 @@
 
 Order: an explicit name (config or ``IPYTHON_COMPACT_SESSION``), else the notebook's path when the
 kernel knows it (``JPY_SESSION_NAME`` from Jupyter Server, ``__vsc_ipynb_file__`` from VS Code),
-else one tied to the kernel's connection file (kept across ``restart_kernel``). A switch made with
+else one tied to the kernel's connection file (kept across ``restart_kernel``), else — terminal
+IPython, which has no connection file — the working directory and IPython profile, so a new
+``ipython`` started in the same directory finds the previous one's snapshots. A switch made with
 ``%compact session NAME`` is remembered in ``bindings.json`` under the kernel's natural key, so a
 restarted kernel binds to the same session and finds its snapshots.
 """
@@ -26,7 +28,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 @dataclass(frozen=True)
 class Binding:
     session: str
-    source: str  # config, env, switched, notebook, connection, process
+    source: str  # config, env, switched, notebook, connection, terminal
     key: str  # the natural key a switch is remembered under
 
     def to_json(self) -> dict[str, str]:
@@ -44,14 +46,19 @@ def from_environment(value: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None) -> tuple[str, str]:
-    """``(key, source)`` from what the kernel knows about itself, most specific first."""
+def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None,
+                profile: str = "default", cwd: str | None = None) -> tuple[str, str]:
+    """``(key, source)`` from what the kernel knows about itself, most specific first.
+
+    Without a notebook or connection file (terminal IPython) the key is the working directory
+    and profile: stable across processes, unlike a process id.
+    """
     nb = env.get("JPY_SESSION_NAME") or user_ns.get("__vsc_ipynb_file__")
     if isinstance(nb, str) and nb:
         return f"notebook:{from_environment(os.path.abspath(nb))}", "notebook"
     if connection_file:
         return f"kernel:{Path(connection_file).stem}", "connection"
-    return f"process:{os.getpid()}", "process"
+    return f"terminal:{from_environment(os.path.abspath(cwd or os.getcwd()))}:{profile or 'default'}", "terminal"
 
 
 def snapshot_slug(session: str) -> str:
@@ -73,9 +80,10 @@ def _read(data_dir: Path) -> dict[str, str]:
 
 
 def resolve(
-    *, configured: str, env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None, data_dir: Path
+    *, configured: str, env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None, data_dir: Path,
+    profile: str = "default",
 ) -> Binding:
-    key, source = natural_key(env, user_ns, connection_file)
+    key, source = natural_key(env, user_ns, connection_file, profile)
     if configured:
         return Binding(configured, "config", key)
     named = from_environment(env.get(ENV_SESSION) or "")
