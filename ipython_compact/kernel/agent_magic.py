@@ -26,10 +26,11 @@ from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ipython_compact.agent.engine import CompactorEngine, default_engine
 from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
+from ipython_compact.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
+from ipython_compact.summarizers.registry import make_summarizer
 
 USAGE = ("usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] "
          "[--stream] [--reset]")
@@ -87,7 +88,9 @@ class AgentMagics(Magics):  # type: ignore[misc]
             store = self.service.store
             session = opts.get("session") or self.service.session
             settings = self.service.settings()
-            engine: Any = CompactorEngine(self.service._compactor())  # the summarizer %compact uses
+            summarizer = make_summarizer(getattr(config, "summarizer", "offline"), model=getattr(config, "model", None),
+                                         base_url=getattr(config, "base_url", None))  # the one %compact uses
+            compactor: Any = Compactor(store, summarizer, settings)
         else:
             from ipython_compact import paths
             from ipython_compact.store import SessionStore
@@ -95,11 +98,11 @@ class AgentMagics(Magics):  # type: ignore[misc]
             store = SessionStore(paths.database_path())
             session = opts.get("session") or "agent"
             settings = CompactionSettings()
-            engine = default_engine(store, settings)
+            compactor = None  # the Agent's default: a Compactor with the offline summarizer
         client = openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
         return Agent(
             store=store, session=session, client=client, model=model, context_window=window, settings=settings,
-            engine=engine, kernel=InProcessKernel(self.shell), max_steps=int(opts.get("max_steps") or 12),
+            compactor=compactor, kernel=InProcessKernel(self.shell), max_steps=int(opts.get("max_steps") or 12),
             on_event=_printer(bool(opts.get("stream"))), stream=bool(opts.get("stream")),
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
