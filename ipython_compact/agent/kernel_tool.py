@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import queue
 import re
 import signal
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ipython_compact.agent import requests as compact_requests
+from ipython_compact.namespace.probe import probe_namespace
 
 ExecStatus = Literal["ok", "error", "died", "timeout", "interrupted"]
 
@@ -120,7 +122,7 @@ class InProcessKernel:
         self.max_output_chars = max_output_chars
 
     def execute(self, code: str, timeout: float | None = None) -> ExecResult:
-        from IPython.utils.capture import capture_output
+        from IPython.utils.capture import capture_output  # lazy for start-up time: hosts never need it
 
         start = time.perf_counter()
         parts: list[str] = []
@@ -154,8 +156,6 @@ class InProcessKernel:
         return True
 
     def probe_names(self) -> list[str] | None:
-        from ipython_compact.namespace.probe import probe_namespace
-
         try:
             return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden).name_list
         except Exception:
@@ -211,9 +211,7 @@ class JupyterKernel:
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> JupyterKernel:
         """Start the kernel process, wait until it answers, load the extension."""
-        import os
-
-        from jupyter_client.manager import KernelManager
+        from jupyter_client.manager import KernelManager  # lazy for start-up time: notebooks never need it
 
         if self._km is not None:
             raise RuntimeError("kernel already started")
