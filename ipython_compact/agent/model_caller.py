@@ -29,7 +29,7 @@ from ipython_compact.core.entries import JSON
 
 def api_error_details(exc: Exception) -> tuple[str, str | None, int | None]:
     """(message text, provider error code, HTTP status) of an ``openai`` client exception."""
-    import openai  # the caller only reaches here after an openai call raised: it is loaded
+    import openai  # deferred for start-up time (heavy); loaded already when an openai call raised
 
     if isinstance(exc, openai.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}

@@ -91,6 +91,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _summarizer(args: argparse.Namespace) -> Any:
+    # deferred for CLI start-up time, like this module's other command imports
     from ipython_compact.summarizers import SummarizerError, make_summarizer
 
     try:
