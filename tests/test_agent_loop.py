@@ -38,7 +38,7 @@ def _agent(tmp_path: Path, server: ModelServer, kernel: Any, settings: Compactio
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     agent = Agent(store=store, session="t", client=client, model="local-model", context_window=kw.pop("window", 3000),
                   settings=settings, compactor=Compactor(store, None, settings), kernel=kernel, on_event=events.append,
-                  cooldown_seconds=kw.pop("cooldown_seconds", 0.0), **kw)
+                  cooldown_seconds=kw.pop("cooldown_seconds", 0.0), subcalls=kw.pop("subcalls", False), **kw)
     return agent, store, events
 
 
@@ -259,7 +259,7 @@ def test_autonomous_mode_queues_a_continuation_after_compaction(tmp_path: Path, 
     # A new agent on the same session (another process, say) carries the goal on from the log.
     with ModelServer(default=LONG) as srv2:
         again = Agent(store=store, session="t", client=openai.OpenAI(base_url=srv2.base_url, api_key="x", max_retries=0),
-                      model="local-model", context_window=3000, settings=QUIET, compactor=Compactor(store, None, QUIET), kernel=kernel)
+                      model="local-model", context_window=3000, settings=QUIET, compactor=Compactor(store, None, QUIET), kernel=kernel, subcalls=False)
         assert again.status()["session"] == "t" and again.goal == "Plan the whole week in Lisbon"
 
 

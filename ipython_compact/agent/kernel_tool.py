@@ -38,6 +38,10 @@ ExecStatus = Literal["ok", "error", "died", "timeout", "interrupted"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
+LOG_OUTPUT_CHARS = 1_000_000
+"""What a kernel tool keeps of one cell's output by default: everything up to this, so the log has
+it whole; the agent shows the model only head and tail (``Agent(max_output_chars=...)``)."""
+
 
 @dataclass(frozen=True)
 class ExecResult:
@@ -117,7 +121,7 @@ class RestartReport:
 class InProcessKernel:
     """Runs code in an IPython shell of this very process (the notebook's own kernel)."""
 
-    def __init__(self, shell: Any, *, max_output_chars: int = 8000) -> None:
+    def __init__(self, shell: Any, *, max_output_chars: int = LOG_OUTPUT_CHARS) -> None:
         self.shell = shell
         self.max_output_chars = max_output_chars
 
@@ -161,6 +165,17 @@ class InProcessKernel:
         except Exception:
             return None
 
+    def evaluate(self, expressions: dict[str, str], timeout: float = 10.0) -> dict[str, Any] | None:
+        """Evaluate host-built expressions in the shell's namespace (same contract as
+        ``JupyterKernel.evaluate``: a failed expression gives None)."""
+        out: dict[str, Any] = {}
+        for key, expr in expressions.items():
+            try:
+                out[key] = eval(expr, self.shell.user_ns)
+            except Exception:
+                out[key] = None
+        return out
+
     def begin_turn(self) -> None:
         compact_requests.begin_turn()
 
@@ -193,7 +208,7 @@ class JupyterKernel:
         kernel_name: str = "python3",
         extension: str | None = "ipython_compact",
         env: dict[str, str] | None = None,
-        max_output_chars: int = 8000,
+        max_output_chars: int = LOG_OUTPUT_CHARS,
         startup_timeout: float = 60.0,
         cwd: str | None = None,
     ) -> None:

@@ -1,59 +1,72 @@
-"""The RLM-style agent: one tool (Python in a kernel), every message in the session log, and every
-compaction trigger with its guards.
+"""The RLM-style agent: one tool (Python in a kernel), every message in the session log, every
+compaction trigger with its guards, sub-calls from the model's code, and per-session caps.
 
 Why it is shaped this way: an agent that lives in a kernel keeps half its working state in the
 interpreter, so compaction only rewrites the transcript the model sees and then tells the model,
-from a live probe, what is still defined. ``Agent`` owns the turn loop and composes three parts,
-each with its own state and lock:
-
-- ``CompactionScheduler`` (``scheduler``): when a compaction runs (threshold, manual,
-  ``compact.run()``, overflow) and where it lands (now, or queued in the inbox for the next turn
-  boundary); background threads, cooldown, failure ladder;
-- ``ModelCaller`` (``model_caller``): one request on the wire, whatever can go wrong there;
-- ``KernelSupervisor`` (``supervisor``): running code, snapshots, restarts within a budget.
-
-The decisions (thresholds, guards, overflow, escalation) are pure functions in ``core.triggers``
-and ``core.overflow``; this module sequences a turn and keeps the overflow episode.
+from a live probe, what is still defined. ``Agent`` owns the turn loop and composes parts that
+each keep their own state behind their own lock: ``CompactionScheduler`` (when a compaction runs
+and where it lands; background threads, cooldown, failure ladder), ``ModelCaller`` (one request
+on the wire), ``KernelSupervisor`` (code, snapshots, restarts), ``ToolRunner`` (one tool call and
+what the cell left behind), ``OverflowEpisode`` (prompt too long), ``RunCaps`` (compaction and
+token caps) and ``RlmBridge`` (``llm_query``/``agent_query``/``FINAL`` from the kernel). The pure
+decisions live in ``core.triggers`` and ``core.overflow``.
 
 What must hold:
 - Every user message, assistant message (with usage), tool call and tool result is appended to
   the log before the next step reads it; a failed request is kept as an error message.
-- Before each request: at most one compaction; usage older than the newest compaction never
-  triggers; a failure starts a cooldown (the scheduler).
-- Overflow: the error message leaves the context (it is appended off the active path, so the log
-  keeps it), a blocking compaction runs, and the request is retried once; the next overflow in the
-  episode ends the turn with an honest error suggesting a larger window. An unrecovered overflow
-  from the current model compacts before the next turn's first request; one from another model
-  (before a switch) does not count.
-- ``compact.run()`` from the model's code is honoured when the turn ends (even with automatic
-  compaction off) and dropped when the turn was aborted.
-- After every placed compaction: a fresh system baseline, then the ``<ipython_state>`` notice.
-- A dead kernel is restarted and restored within a restart budget; past it the turn stops with a
-  clear message, which is also in the log.
+- Before each request: the token budget, then at most one compaction (the scheduler); a needed
+  compaction past ``max_compactions`` ends the run with that reason.
+- ``compact.run()`` from the model's code is honoured when the turn ends and dropped when the turn
+  was aborted; ``FINAL``/``FINAL_VAR`` end the run after the cell that called them.
+- After every placed compaction: a fresh system baseline, then the ``<ipython_state>`` notice
+  (with the live sub-agents, which compaction does not end).
+- What the agent started (kernel, broker, sub-agents, store) is stopped by ``close``.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from ipython_compact.agent import requests as compact_requests
-from ipython_compact.agent.events import AgentError, AgentEvent, CompactionRecord, TurnResult, summarize_event
-from ipython_compact.agent.kernel_tool import ExecResult, KernelTool
-from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
-from ipython_compact.agent.openai_chat import PYTHON_TOOL_NAME, error_message, to_openai_messages
+from ipython_compact import paths
+from ipython_compact.agent.caps import RunCaps, logged_tokens
+from ipython_compact.agent.events import (
+    AgentError,
+    AgentEvent,
+    CompactionRecord,
+    StopReason,
+    TurnResult,
+    summarize_event,
+)
+from ipython_compact.agent.kernel_tool import JupyterKernel, KernelTool
+from ipython_compact.agent.model_caller import ModelCaller
+from ipython_compact.agent.openai_chat import to_openai_messages
+from ipython_compact.agent.overflow import OverflowEpisode
+from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
-from ipython_compact.agent.supervisor import KernelReset, KernelSupervisor
+from ipython_compact.agent.setup import (
+    default_session_name,
+    make_client,
+    resolve_model_and_window,
+    settings_for_window,
+)
+from ipython_compact.agent.sub_agents import SubAgentRegistry
+from ipython_compact.agent.supervisor import KernelSupervisor
+from ipython_compact.agent.tool_runner import ToolRunner
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import (
     COMPACTION,
-    COMPACTION_OUTCOME,
+    CUSTOM,
     CUSTOM_MESSAGE,
     GOAL,
     KERNEL_STATE,
+    MESSAGE,
     MODEL_CHANGE,
     SYSTEM,
     Entry,
@@ -61,16 +74,15 @@ from ipython_compact.core.entries import (
     tool_calls_of,
 )
 from ipython_compact.core.overflow import (
-    OVERFLOW_FAILURE_MESSAGE,
-    RecoveryState,
     message_is_overflow,
-    overflow_step,
 )
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
 from ipython_compact.core.tokens import estimate_context, usage_of
 from ipython_compact.core.triggers import usage_is_stale
+from ipython_compact.store import SessionStore
+from ipython_compact.summarizers.registry import make_summarizer
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a persistent IPython kernel. Use the `python` tool to run code; "
@@ -81,26 +93,41 @@ CONTINUATION_TEXT = "Context was compacted. Continue working toward the goal fro
 
 
 class Agent:
-    """An agent whose one tool runs Python in ``kernel``; see the module docstring.
+    """An agent whose one tool runs Python in a kernel; see the module docstring.
 
-    ``client`` is an ``openai.OpenAI`` (any OpenAI-compatible base URL). ``context_window`` is
-    the model's window in tokens; ``settings`` the compaction settings (``for_model`` applied).
-    ``compactor`` computes compactions (default: a ``Compactor`` with the offline summarizer).
-    ``max_restarts`` bounds kernel restarts within ``restart_window_seconds`` (Prime: 3 per hour).
-    ``snapshot_dir`` enables kernel snapshots after every successful cell (host kernels only);
-    ``snapshot_outcome`` instead reports snapshots someone else keeps (the notebook extension).
+    ``Agent(model="m", base_url="http://127.0.0.1:8000/v1")`` is enough: the log goes to the data
+    directory's database (``store``: a ``SessionStore`` or a path), the ``session`` gets a fresh
+    name, a kernel is started (with snapshots under the data directory) and stopped by ``close()``
+    (or the ``with`` block), and the window comes from the server's ``/v1/models`` card
+    (``context_window`` overrides it). ``client`` replaces the ``openai.OpenAI`` built from
+    ``base_url``/``api_key``; ``compactor`` replaces the ``Compactor`` built with ``summarizer``
+    (a name for ``make_summarizer``: ``offline``, ``openai`` = this model on this server, ``auto``).
+
+    RLM: with ``subcalls`` the kernel gets ``llm_query``/``agent_query``/``sub_agents``/``recall``/
+    ``FINAL``/``FINAL_VAR`` (sub-agents up to ``max_depth`` levels, answers cut to
+    ``sub_agent_result_chars``); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
+    the model only its type, size and a preview. Caps: ``max_compactions`` and ``token_budget``
+    per session end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
+    the context as head and tail with the cut stated; the log keeps it whole (``recall``).
+
+    Kernel: ``max_restarts`` within ``restart_window_seconds`` (Prime: 3 per hour);
+    ``snapshot_dir`` snapshots after every successful cell (host kernels); ``snapshot_outcome``
+    reports snapshots someone else keeps (the notebook extension).
     """
 
     def __init__(
         self,
         *,
-        store: Any,
-        session: str,
-        client: Any,
-        model: str,
-        context_window: int,
-        kernel: KernelTool,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: Any = None,
+        store: Any = None,
+        session: str | None = None,
+        context_window: int | None = None,
+        kernel: KernelTool | None = None,
         compactor: CompactionEngine | None = None,
+        summarizer: str = "offline",
         provider: str = "openai",
         settings: CompactionSettings | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
@@ -116,44 +143,153 @@ class Agent:
         request_timeout: float = 120.0,
         snapshot_outcome: Callable[[], SnapshotOutcome | None] | None = None,
         stream: bool = False,
+        max_compactions: int | None = None,
+        token_budget: int | None = None,
+        max_output_chars: int = 8000,
+        subcalls: bool = True,
+        max_depth: int = 1,
+        sub_agent_result_chars: int = 4000,
+        max_live_sub_agents: int = 4,
+        _depth: int = 0,
     ) -> None:
+        if max_output_chars < 200:
+            raise ValueError(f"max_output_chars must be at least 200, got {max_output_chars}")
+        self._closers: list[Callable[[], None]] = []
+        if client is None:
+            client = make_client(base_url, api_key)
+        model, context_window = resolve_model_and_window(client, model, context_window)
+        if store is None or isinstance(store, str | Path):
+            store = SessionStore(paths.database_path() if store is None else Path(store))
+            self._closers.append(store.close)
         self.store = store
-        self.session = session
+        self.session = session or default_session_name()
         self.provider = provider
         self.model = model
         self.context_window = context_window
-        self._base_settings = settings or CompactionSettings()
+        self._base_settings = settings or settings_for_window(context_window)
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.autonomous = autonomous
         self.max_continuations = max_continuations
+        self.max_output_chars = max_output_chars
+        self.max_depth = max_depth
+        self._depth = _depth
+        self._base_url = base_url
+        self._api_key = api_key
         threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
-        self._log = SessionLog(store, session, on_event)
+        if kernel is None:
+            kernel, snapshot_dir = self._own_kernel(snapshot_dir)
+        self._log = SessionLog(store, self.session, on_event)
         self._caller = ModelCaller(client, request_timeout=request_timeout, stream=stream)
         self._supervisor = KernelSupervisor(
             kernel, snapshot_dir=snapshot_dir, snapshot_outcome=snapshot_outcome, max_restarts=max_restarts,
             restart_window_seconds=restart_window_seconds, tool_timeout=tool_timeout)
+        if compactor is None:
+            made = make_summarizer(summarizer, model=model if summarizer != "offline" else None, base_url=base_url,
+                                   api_key=api_key)
+            compactor = Compactor(store, made, self._base_settings)
         self._scheduler = CompactionScheduler(
-            self._log, compactor if compactor is not None else Compactor(store, None, self._base_settings),
+            self._log, compactor,
             settings=lambda: self.settings, window=lambda: self.context_window,
             tokens=lambda: self.context_tokens()[0], model_label=lambda: f"{self.provider}/{self.model}",
-            after_place=self._after_compaction, cooldown_seconds=cooldown_seconds)
+            after_place=self._after_compaction, cooldown_seconds=cooldown_seconds,
+            allowed=lambda: self._caps.may_compact())
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
-        self._recovery: RecoveryState = "idle"
         self._abort = threading.Event()
-        self._requested: dict[str, Any] | None = None
         self._continuations: list[str] = []
         self._goal: str | None = None
         try:
-            store.get_session(session)
+            store.get_session(self.session)
         except KeyError:
-            store.create_session(session)
-        path = store.path(session, kinds=(GOAL, SYSTEM))  # marked kinds: cost follows their count, not the history
+            store.create_session(self.session)
+        logged = store.entries(self.session, kinds=(MESSAGE, COMPACTION, CUSTOM))
+        self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget,
+                             compactions=RunCaps.count_compactions(logged), tokens=logged_tokens(logged))
+        self._bridge: RlmBridge | None = None
+        if subcalls:
+            registry = None
+            if _depth < max_depth:
+                registry = SubAgentRegistry(self._log, self._make_child, max_live=max_live_sub_agents,
+                                            result_chars=sub_agent_result_chars)
+                registry.restore(e for e in logged if e.kind == CUSTOM)
+            self._bridge = RlmBridge(
+                self._log, ModelCaller(client, request_timeout=request_timeout, tools=()),
+                model=lambda: self.model, provider=lambda: self.provider, registry=registry,
+                budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
+                result_chars=sub_agent_result_chars).start()
+            self._closers.insert(0, self._bridge.stop)
+            self._supervisor.after_restart.append(lambda: self._attach_bridge())
+            self._attach_bridge()
+        self._overflow = OverflowEpisode(
+            self._log, self._scheduler, self._caps, model=lambda: self.model, provider=lambda: self.provider,
+            window=lambda: self.context_window, enabled=lambda: self.settings.enabled,
+            capped=lambda message: self._capped("compaction_cap", message, 0))
+        bridge = self._bridge
+        self._runner = ToolRunner(self._log, self._supervisor, max_output_chars=max_output_chars, abort=self._abort,
+                                  take_final=bridge.take_final if bridge is not None else None)
+        path = store.path(self.session, kinds=(GOAL, SYSTEM))  # marked kinds: cost follows their count
         goal = next((e for e in reversed(path) if e.kind == GOAL), None)
         if goal is not None and goal.data.get("active"):
             self._goal = str(goal.data.get("goal"))  # a resumed session carries its goal on
         if not any(e.kind == SYSTEM for e in path):
             self._log.append(SYSTEM, {"content": self._baseline_text()})
+
+    def _own_kernel(self, snapshot_dir: str | None) -> tuple[KernelTool, str]:
+        """Start a kernel for this agent (stopped by ``close``), snapshotting under the data directory."""
+        base = paths.data_dir()
+        if snapshot_dir is None:
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.session)
+            snapshot_dir = str(base / "agent-snapshots" / safe)
+        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}).start()
+        self._closers.append(kernel.shutdown)
+        weakref.finalize(self, kernel.shutdown)  # a forgotten close() still stops the process at exit
+        return kernel, snapshot_dir
+
+    def _attach_bridge(self) -> None:
+        if self._bridge is not None and not self._bridge.attach(self._supervisor.kernel):
+            self._log.emit("guard", "the kernel did not accept the RLM functions (llm_query, FINAL, ...)",
+                           guard="subcalls")
+
+    def _spent_on_subcall(self, tokens: int) -> None:
+        self._caps.spend(tokens)
+        if tokens:
+            self._log.append(CUSTOM, {"custom_type": "subcall_usage", "usage": {"totalTokens": tokens}})
+
+    def _make_child(self, name: str, session: str) -> Agent:
+        """A sub-agent under the same policy: model, window, settings, summarizer, caps, kernel kind."""
+        return Agent(
+            model=self.model, client=self.client, store=self.store, session=session,
+            context_window=self.context_window, compactor=self.compactor, provider=self.provider,
+            settings=self._base_settings, system_prompt=self.system_prompt, max_steps=self.max_steps,
+            tool_timeout=self._supervisor.tool_timeout, max_compactions=self._caps.max_compactions,
+            token_budget=self._caps.token_budget, max_output_chars=self.max_output_chars,
+            max_depth=self.max_depth, _depth=self._depth + 1, on_event=self._child_events(name),
+            request_timeout=self._caller.request_timeout)
+
+    def _child_events(self, name: str) -> Callable[[AgentEvent], None] | None:
+        parent = self._log
+
+        def forward(event: AgentEvent) -> None:
+            if event.kind in ("turn_end", "compaction_end", "kernel_restart", "error"):
+                parent.emit(f"sub_agent_{event.kind}", f"[{name}] {event.text}", name=name, **event.data)
+
+        return forward
+
+    def close(self) -> None:
+        """Stop what this agent started: sub-agents, the sub-call broker, its kernel, its store."""
+        self.wait_background(timeout=10.0)
+        closers, self._closers = self._closers, []
+        for close in closers:
+            try:
+                close()
+            except Exception:  # one failing stop must not leave the others running
+                continue
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ parts and state
     @property
@@ -252,17 +388,25 @@ class Agent:
         self._scheduler.wait(timeout)
 
     # ------------------------------------------------------------------ the turn
-    def ask(self, text: str) -> TurnResult:
-        """Run one user turn to a final answer, the step limit, an interrupt or an error.
+    def ask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
+        """Run one user turn to a final answer (a final message, or ``FINAL``/``FINAL_VAR`` from
+        code), the step limit, a cap, an interrupt or an error.
 
-        In autonomous mode with a goal, continuations queued by compactions run as further turns.
-        An empty or non-string message is refused (ValueError) before anything is logged.
+        ``context`` (str, bytes or a JSON value) is bound to ``context_name`` in the kernel first;
+        the model is told its type, size and a preview, never the value. In autonomous mode with a
+        goal, continuations queued by compactions run as further turns. An empty or non-string
+        message, or a context that cannot be placed, is refused (ValueError/TypeError/RuntimeError)
+        before anything is logged.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"the message for the agent must be non-empty text, got {text!r}")
+        if context is not None:
+            if self._bridge is None:
+                raise ValueError("context= needs subcalls=True (the kernel functions that carry it)")
+            text = f"{text}\n\n{self._bridge.place(self._supervisor.kernel, context_name, context)}"
         result = self._turn({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": now_iso()})
         continued = 0
-        while self.autonomous and self._continuations and continued < self.max_continuations and result.stopped != "error":
+        while self.autonomous and self._continuations and continued < self.max_continuations and result.stopped == "final":
             note = self._continuations.pop(0)
             continued += 1
             self._log.emit("continuation", note)
@@ -274,22 +418,21 @@ class Agent:
         self._abort.clear()
         finished = False
         try:
-            self._recovery = overflow_step(self._recovery, "user_message").state
+            self._overflow.user_message()
             if user_message is not None:
                 self._log.append_message(user_message)
                 self._log.emit("user", text_of_content(user_message["content"]))
             if custom is not None:
                 self._log.append(CUSTOM_MESSAGE, {"custom_type": "continuation", "content": custom, "display": True})
             self._supervisor.begin_turn()
-            self._pre_prompt_overflow_check()
+            self._overflow.before_turn()
             result = self._steps()
             finished = True
         finally:
             aborted = self._abort.is_set() or not finished  # an exception aborts the turn too
             self._supervisor.end_turn()
-            self._collect_request()
-            requested, self._requested = self._requested, None
-            compacted = self._scheduler.finish_turn(requested=requested, aborted=aborted)
+            self._runner.collect_request()
+            compacted = self._scheduler.finish_turn(requested=self._runner.take_requested(), aborted=aborted)
             if compacted and self.autonomous and self._goal and not aborted:
                 # Compaction is not a completion signal: the goal carries on in a new turn.
                 self._continuations.append(CONTINUATION_TEXT)
@@ -298,12 +441,17 @@ class Agent:
 
     def _steps(self) -> TurnResult:
         steps = 0
+        self._runner.take_final()  # a FINAL left by an earlier, aborted turn does not end this one
         while True:
             if self._abort.is_set():
                 return TurnResult("interrupted", "The turn was interrupted.", steps)
             if steps >= self.max_steps:
                 return TurnResult("step_limit", f"Stopped after {steps} steps (the step limit).", steps)
-            self._scheduler.before_request()
+            over = self._caps.budget_stop()
+            if over is not None:
+                return self._capped("token_budget", over, steps)
+            if self._scheduler.before_request() == "capped":
+                return self._capped("compaction_cap", self._caps.compaction_stop(), steps)
             outcome = self._request()
             if isinstance(outcome, TurnResult):
                 return outcome
@@ -314,12 +462,25 @@ class Agent:
             if not calls:
                 return TurnResult("final", text_of_content(outcome.get("content")), steps)
             for call in calls:
-                if self._abort.is_set():
-                    self._append_tool_result(call, "The turn was interrupted before this call ran.", True)
+                if self._abort.is_set() or self._runner.final is not None:
+                    why = "the run already ended with FINAL" if self._runner.final is not None else "the turn was interrupted"
+                    self._runner.append_result(call, f"Not run: {why} before this call.", True)
                     continue
-                stop = self._run_tool_call(call)
+                stop = self._runner.run(call)
                 if stop is not None:
                     return TurnResult("error", stop, steps, error=stop)
+            final = self._runner.take_final()
+            if final is not None:
+                answer = str(final.get("answer", ""))
+                self._log.append(CUSTOM, {"custom_type": "final_answer", "answer": answer, "source": final.get("source")})
+                self._log.emit("assistant", answer, final=final.get("source"))
+                return TurnResult("final", answer, steps)
+
+    def _capped(self, stopped: StopReason, message: str, steps: int) -> TurnResult:
+        """End the run at a cap, saying which (an event and a ``custom`` entry in the log)."""
+        self._log.append(CUSTOM, {"custom_type": "run_stopped", "reason": stopped, "message": message})
+        self._log.emit("error", message, stopped=stopped)
+        return TurnResult(stopped, message, steps, error=message)
 
     # ------------------------------------------------------------------ one request
     def _request(self) -> dict[str, Any] | TurnResult | None:
@@ -329,134 +490,46 @@ class Agent:
         answer = self._caller.call(messages, model=self.model, provider=self.provider, abort=self._abort,
                                    on_delta=lambda d: self._log.emit("assistant_delta", d))
         if answer.message is None:
-            return self._on_error(answer)
+            return self._overflow.on_error(answer)
         assistant = answer.message
+        usage = assistant.get("usage")
+        self._caps.spend(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
         self._log.append_message(assistant)
         if answer.aborted:
             return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
-        self._recovery = overflow_step(self._recovery, "success").state
+        self._overflow.success()
         self._scheduler.request_sent()
         text = text_of_content(assistant.get("content"))
         if text:
             self._log.emit("assistant", text, usage=assistant.get("usage"))
         if message_is_overflow(assistant, self.context_window):
-            # Silent overflow: the answer went through, but the next request cannot fit as is.
-            self._log.emit("overflow", "silent overflow: reported input exceeds the window")
-            self._scheduler.compact_blocking("overflow", None)  # the overflow event above already said why
+            stop = self._overflow.silent()  # the answer went through, but the next request cannot fit as is
+            if stop is not None:
+                return stop
         return assistant
-
-    def _on_error(self, answer: ModelAnswer) -> TurnResult | None:
-        """A failed request: log it; an overflow is recovered (None means "retry the request")."""
-        text = answer.error_text or "unknown error"
-        msg = error_message(provider=self.provider, model=self.model, timestamp=now_iso(), text=text,
-                            code=answer.error_code, status=answer.error_status)
-        if not message_is_overflow(msg, self.context_window):
-            self._log.append_message(msg)
-            self._log.emit("error", text, status=answer.error_status)
-            return _failed(f"The model request failed: {text}", text)
-        # Keep the error in the log but off the active path: it never re-enters the context.
-        self._log.append_message(msg, move_leaf=False)
-        step = overflow_step(self._recovery, "overflow", same_model=msg["model"] == self.model, enabled=self.settings.enabled)
-        if step.action == "compact_and_retry" and self._scheduler.compacted_for_request:
-            # At most one compaction per request: this one already waited on a compaction.
-            step = overflow_step("attempted", "overflow")
-        self._recovery = step.state
-        self._log.emit("overflow", f"{text} -> {step.action}", action=step.action)
-        if step.action == "compact_and_retry":
-            rec = self._scheduler.compact_blocking("overflow", "blocking compaction to recover from the overflow")
-            if rec.state == "placed":
-                return None
-            return _failed(f"{OVERFLOW_FAILURE_MESSAGE} (compaction did not help: {rec.error or rec.state})")
-        if step.action == "report_failure":
-            self._log.append(COMPACTION_OUTCOME, {"reason": "overflow", "outcome": "failed", "error": OVERFLOW_FAILURE_MESSAGE})
-            return _failed(OVERFLOW_FAILURE_MESSAGE)
-        return _failed(f"The model request failed: {text}", text)
-
-    def _pre_prompt_overflow_check(self) -> None:
-        """Before a new turn's first request: an unrecovered overflow from the *current* model
-        (newer than the newest compaction) compacts first; one from another model does not count."""
-        since = self.store.entries(self.session, after_newest=COMPACTION)
-        last = next((e.message for e in reversed(since) if e.role == "assistant" and e.message), None)
-        if last is None or not message_is_overflow(last, self.context_window):
-            return
-        same = last.get("model") == self.model and last.get("provider") == self.provider
-        step = overflow_step("idle", "overflow", same_model=same, enabled=self.settings.enabled)
-        if step.action == "ignore":
-            self._log.emit("guard", f"earlier overflow ignored: {step.why}", guard="model_switch")
-        elif step.action == "compact_and_retry":
-            self._scheduler.compact_blocking("overflow", "blocking compaction: the last request of this model overflowed")
-
-    # ------------------------------------------------------------------ one tool call
-    def _run_tool_call(self, call: Mapping[str, Any]) -> str | None:
-        """Run one tool call and log its result; a message when the turn must stop."""
-        name = call.get("name")
-        args = call.get("arguments")
-        if name != PYTHON_TOOL_NAME:
-            self._append_tool_result(call, f"Unknown tool {name!r}; the only tool is {PYTHON_TOOL_NAME!r}.", True)
-            return None
-        code = args.get("code") if isinstance(args, dict) else None
-        if not isinstance(code, str):
-            raw = args.get("_raw") if isinstance(args, dict) else args
-            self._append_tool_result(call, f"Tool arguments must be a JSON object with a string 'code'; got {raw!r}.", True)
-            return None
-        self._log.emit("tool_call", code)
-        if not self._supervisor.alive():
-            reset = self._kernel_reset(self._supervisor.recover("the kernel was not running"))
-            if reset.stopped:
-                self._append_tool_result(call, reset.text, True)
-                return reset.text
-        result: ExecResult = self._supervisor.execute(code)
-        if result.status == "died":
-            self._append_tool_result(call, result.text or "The kernel died while running this code.", True)
-            reset = self._kernel_reset(self._supervisor.recover("the kernel died while running the last call"))
-            return reset.text if reset.stopped else None
-        self._append_tool_result(call, result.text or "(no output)", result.is_error)
-        if result.status == "interrupted":
-            self._abort.set()  # the user interrupted the cell: the whole turn stops, cleanly
-        self._collect_request()
-        return None
-
-    def _append_tool_result(self, call: Mapping[str, Any], text: str, is_error: bool) -> None:
-        self._log.append_message({
-            "role": "toolResult",
-            "toolCallId": str(call.get("id")),
-            "toolName": str(call.get("name")),
-            "content": [{"type": "text", "text": text}],
-            "isError": is_error,
-            "timestamp": now_iso(),
-        })
-        self._log.emit("tool_result", text, is_error=is_error)
-
-    def _kernel_reset(self, reset: KernelReset) -> KernelReset:
-        """Log a restart (or the stop) for the model and report it."""
-        self._log.append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": reset.text, "display": True})
-        if reset.stopped:
-            self._log.emit("kernel_failed", reset.text)
-        else:
-            self._log.emit("kernel_restart", reset.text, restored=list(reset.restored))
-        return reset
-
-    def _collect_request(self) -> None:
-        """Take the model's ``compact.run()`` request from the kernel; several in a turn merge."""
-        got = self._supervisor.take_request()
-        if got is None:
-            return
-        self._requested = compact_requests.coalesce(self._requested, got.get("instructions"))
-        self._log.emit("compaction_requested", "the model asked for compaction; it runs when this turn ends")
 
     # ------------------------------------------------------------------ after a compaction
     def _baseline_text(self) -> str:
         """The system prompt, plus the goal kept outside the transcript when there is one."""
         text = self.system_prompt
+        if self._bridge is not None:
+            text += "\n\n" + RLM_PROMPT
         if self._goal:
             text += f"\n\nCurrent goal (kept outside the transcript; still in force): {self._goal}"
         return text
 
     def _after_compaction(self) -> None:
         """What follows every placed compaction: the system baseline, then the kernel notice."""
+        self._caps.compacted()
         self._log.append(SYSTEM, {"content": self._baseline_text()})
         notice = self._supervisor.notice()
-        if notice is not None:
+        live = self._bridge.sub_agents() if self._bridge is not None else []
+        if live:
+            listed = "; ".join(f"{a['name']} (first task: {str(a['task'])[:80]!r}, {a['tasks']} answered)" for a in live)
+            notice = (notice or "") + ("\n" if notice else "") + (
+                f"<sub_agents>\nSub-agents still live (compaction did not end them): {listed}. "
+                "Ask one again with agent_query(task, name=...); sub_agents() lists them.\n</sub_agents>")
+        if notice:
             self._log.append(KERNEL_STATE, {"content": notice})
 
     # ------------------------------------------------------------------ context and reporting
@@ -508,10 +581,16 @@ class Agent:
             "in_flight": [{"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking} for c in live.in_flight],
             "last_failure": live.last_failure,
             "consecutive_failures": self.consecutive_failures,
-            "overflow_recovery": self._recovery,
+            "overflow_recovery": self._overflow.state,
             "compactions": [{"reason": r.reason, "blocking": r.blocking, "state": r.state, "error": r.error}
                             for r in self.compactions],
             "restarts": self.restarts,
+            "tokens_used": self._caps.tokens,
+            "token_budget": self._caps.token_budget,
+            "compaction_count": self._caps.compactions,
+            "max_compactions": self._caps.max_compactions,
+            "subcalls": self._bridge.subcalls if self._bridge is not None else 0,
+            "sub_agents": self._bridge.sub_agents() if self._bridge is not None else [],
         }
 
     def compaction_entries(self) -> list[Entry]:
@@ -522,11 +601,6 @@ class Agent:
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""
         return len(self._request_messages()), self.store.entry_count(self.session)
-
-
-def _failed(message: str, error: str | None = None) -> TurnResult:
-    """A turn that ends in an error before any step completed (``error`` defaults to ``message``)."""
-    return TurnResult("error", message, 0, error=message if error is None else error)
 
 
 __all__: Sequence[str] = (

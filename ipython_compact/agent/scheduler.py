@@ -70,6 +70,7 @@ class CompactionScheduler:
         after_place: Callable[[], None],
         cooldown_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        allowed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.log = log
         self.engine = engine
@@ -80,6 +81,7 @@ class CompactionScheduler:
         self._after_place = after_place
         self.cooldown_seconds = cooldown_seconds
         self._clock = clock
+        self._allowed = allowed
         self._lock = threading.RLock()
         self._busy = False
         self._threads: list[threading.Thread] = []
@@ -151,8 +153,12 @@ class CompactionScheduler:
         return compacted
 
     # ------------------------------------------------------------------ triggers
-    def before_request(self) -> None:
-        """The threshold check before each request: blocking, background, or nothing (with why)."""
+    def before_request(self) -> str:
+        """The threshold check before each request: blocking, background, or nothing (with why).
+
+        Returns ``"capped"`` when a blocking compaction was needed but ``allowed`` refused it (the
+        caller ends the run), else ``""``.
+        """
         tokens = self._tokens()
         settings = self._settings()
         lines = threshold_lines(self._window(), settings)
@@ -171,11 +177,16 @@ class CompactionScheduler:
             )
         if decision.guard not in (None, "disabled"):
             self.log.emit("guard", decision.why, guard=decision.guard, tokens=tokens)
+        if decision.action != "none" and not self._allowed():
+            self.log.emit("guard", f"{decision.action} compaction needed but the compaction cap is reached",
+                          guard="compaction_cap", tokens=tokens)
+            return "capped" if decision.action == "blocking" else ""
         if decision.action == "blocking":
             self.compact_blocking("threshold", f"blocking compaction: {decision.why}", tokens=tokens)
         elif decision.action == "background":
             self.log.emit("compaction_start", f"background compaction: {decision.why}", reason="threshold", tokens=tokens)
             self._start_background("threshold", None)
+        return ""
 
     def compact(self, focus: str | None = None, *, wait: bool = False) -> CompactionRecord:
         """Manual compaction. Idle: runs and is placed now. Busy: runs beside the turn and its
@@ -213,6 +224,11 @@ class CompactionScheduler:
     def _compact_now(self, reason: str, focus: str | None) -> CompactionRecord:
         """Compute and place at once (caller holds the lock)."""
         record = CompactionRecord(reason, True)
+        if reason != "manual" and not self._allowed():
+            record.state, record.error = "skipped", "the compaction cap is reached"
+            self.records.append(record)
+            self._ended(reason, record.state, f": {record.error}", record.error)
+            return record
         with self._live(reason, blocking=True) as live:
             try:
                 self._compacted_for_request = True
