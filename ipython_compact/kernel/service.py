@@ -38,7 +38,7 @@ from ipython_compact.namespace.snapshot import (
     load_or_create_key,
 )
 from ipython_compact.store.sqlite_store import utc_now as _now
-from ipython_compact.summarizers.offline import OfflineSummarizer
+from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
@@ -296,15 +296,8 @@ class KernelService:
         return Compactor(self.store, self._summarizer(), self.settings())
 
     def _summarizer(self) -> Any:
-        """The configured summarizer: ``offline`` (default, no network) or ``openai``."""
-        kind = self.config.summarizer
-        if kind == "offline":
-            return OfflineSummarizer()
-        if kind == "openai":
-            from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
-
-            return OpenAISummarizer(self.config.model or None, base_url=self.config.base_url or None)
-        raise ValueError(f"unknown summarizer {kind!r}; set %config CompactConfig.summarizer = 'offline' or 'openai'")
+        """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
+        return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
         plan = self._compactor().plan(self.session, focus=focus)
