@@ -35,6 +35,17 @@ class Binding:
         return {"session": self.session, "source": self.source, "key": self.key}
 
 
+def from_environment(value: str) -> str:
+    """An environment value as valid text. ``os.environ`` keeps bytes that are not UTF-8 as lone
+    surrogates (PEP 383), which SQLite refuses; they become U+FFFD, so the same bytes always give
+    the same session name."""
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
 def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None,
                 profile: str = "default", cwd: str | None = None) -> tuple[str, str]:
     """``(key, source)`` from what the kernel knows about itself, most specific first.
@@ -44,10 +55,10 @@ def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_f
     """
     nb = env.get("JPY_SESSION_NAME") or user_ns.get("__vsc_ipynb_file__")
     if isinstance(nb, str) and nb:
-        return f"notebook:{os.path.abspath(nb)}", "notebook"
+        return f"notebook:{from_environment(os.path.abspath(nb))}", "notebook"
     if connection_file:
         return f"kernel:{Path(connection_file).stem}", "connection"
-    return f"terminal:{os.path.abspath(cwd or os.getcwd())}:{profile or 'default'}", "terminal"
+    return f"terminal:{from_environment(os.path.abspath(cwd or os.getcwd()))}:{profile or 'default'}", "terminal"
 
 
 def snapshot_slug(session: str) -> str:
@@ -75,8 +86,9 @@ def resolve(
     key, source = natural_key(env, user_ns, connection_file, profile)
     if configured:
         return Binding(configured, "config", key)
-    if env.get(ENV_SESSION):
-        return Binding(env[ENV_SESSION], "env", key)
+    named = from_environment(env.get(ENV_SESSION) or "")
+    if named.strip():
+        return Binding(named, "env", key)
     switched = _read(data_dir).get(key)
     if switched:
         return Binding(switched, "switched", key)

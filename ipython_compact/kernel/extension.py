@@ -45,6 +45,7 @@ class Extension:
         self.helper = CompactHelper(self.service)
         self.magics = CompactMagics(ip, self.service)
         self._timer: Any = None
+        self._depth = 0  # cells running now: 2 while a %%agent tool call runs inside its cell
         self._last_sync_snapshot = 0.0
         self._auto_error: str | None = None  # the last automatic-snapshot problem told to the user
         self.comm_manager: Any = None
@@ -108,17 +109,22 @@ class Extension:
     def pre_run_cell(self, info: Any = None) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
+        self._depth += 1  # a %%agent tool call is a cell run inside the %%agent cell
         self.service.executing = True
-        self.service.fileops.in_cell = True
+        self.service.fileops.cells_by = self.config.cells_by
+        self.service.fileops.begin_cell()
         self._cancel_timer()
 
     def post_run_cell(self, result: Any = None) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        self.service.executing = False
-        self.service.fileops.in_cell = False
+        self._depth = max(0, self._depth - 1)
+        self.service.executing = self._depth > 0  # still busy while the outer cell runs
+        self.service.fileops.end_cell()
         try:
             self.service.flush_file_ops()
+            if self._depth > 0:
+                return  # the end of a tool call, not of the user's cell
             pending = self.helper.take_pending()
             if pending is not None:
                 self._run_requested(pending)

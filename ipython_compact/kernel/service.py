@@ -38,7 +38,7 @@ from ipython_compact.namespace.snapshot import (
     load_or_create_key,
 )
 from ipython_compact.store.sqlite_store import utc_now as _now
-from ipython_compact.summarizers.offline import OfflineSummarizer
+from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
@@ -66,7 +66,8 @@ class KernelService:
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
-        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),))
+        self.agent_window: int | None = None  # set by %%agent: the window of the agent compacting this session
+        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
     # ------------------------------------------------------------------ binding
@@ -160,12 +161,18 @@ class KernelService:
         # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
         # estimates after it — not a plain sum, which disagreed with `%compact preview`.
         tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
-        window = int(self.config.context_window)
+        window = int(self.agent_window or self.config.context_window)
         problem = None
         try:
             lines: Any = threshold_lines(window, settings)
         except ValueError as exc:  # a misconfigured window: report it instead of failing the status
             lines, problem = None, str(exc)
+        if problem is None and tokens > window:
+            problem = (f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
+                       "context would be refused. `%compact now` brings it under the window")
+        elif problem is None and lines is not None and tokens > lines.blocking:
+            problem = (f"over the blocking line ({lines.blocking:,}): the next agent turn compacts before it calls "
+                       "the model; `%compact now` compacts now")
         live = self.store.live_status(self.session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -296,15 +303,8 @@ class KernelService:
         return Compactor(self.store, self._summarizer(), self.settings())
 
     def _summarizer(self) -> Any:
-        """The configured summarizer: ``offline`` (default, no network) or ``openai``."""
-        kind = self.config.summarizer
-        if kind == "offline":
-            return OfflineSummarizer()
-        if kind == "openai":
-            from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
-
-            return OpenAISummarizer(self.config.model or None, base_url=self.config.base_url or None)
-        raise ValueError(f"unknown summarizer {kind!r}; set %config CompactConfig.summarizer = 'offline' or 'openai'")
+        """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
+        return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
         plan = self._compactor().plan(self.session, focus=focus)
@@ -433,15 +433,16 @@ class KernelService:
         return self.snapshots.discard(generation)
 
     # ------------------------------------------------------------------ file ops
-    def flush_file_ops(self) -> dict[str, list[str]] | None:
-        """Record the files the last cell read/modified as a ``custom`` entry (data for the ledger)."""
-        read, modified = self.fileops.take()
-        if not read and not modified:
-            return None
-        data = {"read": read, "modified": modified}
-        with contextlib.suppress(Exception):
-            self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
-        return data
+    def flush_file_ops(self) -> list[dict[str, Any]]:
+        """Record the files the last cell read/modified as ``custom`` entries (data for the ledger),
+        one per actor: ``by`` is ``"agent"`` (an agent's tool call) or ``"user"`` (a person's cell)."""
+        recorded = []
+        for actor, (read, modified) in sorted(self.fileops.take().items()):
+            data = {"read": read, "modified": modified, "by": actor}
+            with contextlib.suppress(Exception):
+                self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
+            recorded.append(data)
+        return recorded
 
 
 class LogLedger:
