@@ -359,3 +359,19 @@ def test_an_automatic_snapshot_that_repeats_the_newest_writes_no_generation(tmp_
     assert third.generation == second.generation and third.written_bytes == 0 and store.manifests()[-1] == 2
     arr[0] = 5.0  # a sampled block changes: a new generation
     assert store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True).generation == 3
+
+
+@pytest.mark.parametrize(
+    ("env", "ns", "conn", "cwd", "expected"),
+    [
+        ({"JPY_SESSION_NAME": "/w/a.ipynb"}, {}, "/r/kernel-1.json", "/w", ("notebook:/w/a.ipynb", "notebook")),
+        ({}, {}, "/r/kernel-1.json", "/w", ("kernel:kernel-1", "connection")),
+        ({}, {}, None, "/w/proj", ("terminal:/w/proj:work", "terminal")),
+    ],
+    ids=["notebook", "connection-file", "terminal"],
+)
+def test_a_terminal_binds_to_its_directory_and_profile_not_its_process(
+        env: dict[str, str], ns: dict[str, Any], conn: str | None, cwd: str, expected: tuple[str, str]) -> None:
+    from ipython_compact.kernel.binding import natural_key
+
+    assert natural_key(env, ns, conn, "work", cwd) == expected

@@ -17,7 +17,8 @@ class CompactConfig(Configurable):  # type: ignore[misc]
     """Settings for ``%compact``, the comm target, snapshots and the probe."""
 
     session = Unicode("", help="Session name to bind to; empty means: IPYTHON_COMPACT_SESSION, the notebook "
-                               "path, or the kernel's connection file.").tag(config=True)
+                               "path, the kernel's connection file, or (terminal IPython) the working "
+                               "directory and profile.").tag(config=True)
     context_window = Int(128_000, help="The model's context window in tokens (for status and thresholds).").tag(
         config=True)
     compaction = Dict(help="CompactionSettings overrides, e.g. {'keep_recent_tokens': 8000}.").tag(config=True)
