@@ -184,6 +184,17 @@ def test_a_snapshot_folder_replaced_by_an_older_copy_is_refused_unless_a_generat
     assert _store(tmp_path, ledger=ledger).save([("x", 3)]).generation == 3
 
 
+def test_discarding_the_newest_generations_is_not_taken_for_a_rollback(tmp_path: Path) -> None:
+    ledger = MemoryLedger()
+    _store(tmp_path, "old", ledger=ledger).save([("x", 1)])
+    fresh = _store(tmp_path, "fresh", ledger=ledger)
+    fresh.save([("y", 1)])
+    _store(tmp_path, "old", ledger=ledger).save([("x", 2)])  # the earlier kernel's newest is also the newest overall
+    fresh.discard(3)
+    values, report = _store(tmp_path, "third", ledger=ledger).load()
+    assert values == {"y": 1} and report.refused == [] and report.warnings == []
+
+
 def test_a_manifest_whose_digest_differs_from_the_recorded_one_is_refused(tmp_path: Path) -> None:
     ledger = MemoryLedger()
     store = _store(tmp_path, ledger=ledger)

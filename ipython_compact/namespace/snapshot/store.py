@@ -59,6 +59,7 @@ from ipython_compact.namespace.snapshot.signing import sign_text
 
 VERIFY_MODES = ("sampled", "full")  # how a large value that looks unchanged is proven so (see the package doc)
 PROCESS_ID = f"{os.getpid()}-{secrets.token_hex(4)}"  # this OS process, as manifests name it
+DISCARDED = "discarded"  # what the ledger records for a generation the user discarded (not a rollback)
 PROCESS_STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
@@ -136,7 +137,7 @@ class SnapshotStore:
         if self.ledger is None:
             return {}
         try:
-            return {int(g): str(d) for g, d in self.ledger.recorded().items()}
+            return {int(g): str(d) for g, d in self.ledger.recorded().items() if d != DISCARDED}
         except Exception:  # an unreadable log: no record to compare with (restore says so nowhere worse)
             return {}
 
@@ -433,6 +434,9 @@ class SnapshotStore:
             for gen in gone:
                 with contextlib.suppress(OSError):
                     self._manifest_path(gen).unlink()
+                if self.ledger is not None:  # so their absence is not taken for a rolled-back folder
+                    with contextlib.suppress(Exception):
+                        self.ledger.record(gen, DISCARDED)
             self._supersedes.add(target.process)
             self._pending = None
             self._start(self._scan())
