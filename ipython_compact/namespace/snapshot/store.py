@@ -28,7 +28,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -115,6 +115,8 @@ class SnapshotStore:
         self._pending: bool | None = None  # an earlier process's work waits to be restored (None: not yet known)
         self._supersedes: set[str] = set()  # earlier processes this one took over (restored or discarded)
         self._high = 0  # the highest generation this store has seen or written
+        self._recorded_cache: dict[int, str] | None = None
+        self._in_operation = False
         self._lock = threading.Lock()
         make_private_dirs(self.directory, root)
         make_private_dirs(self.blobs, self.directory)
@@ -134,12 +136,27 @@ class SnapshotStore:
         return self._manifests.read(generation).data
 
     def _recorded(self) -> dict[int, str]:
+        """The ledger's digests, read once per locked operation (``_fresh`` forgets them)."""
         if self.ledger is None:
             return {}
+        if self._recorded_cache is not None:
+            return self._recorded_cache
         try:
-            return {int(g): str(d) for g, d in self.ledger.recorded().items() if d != DISCARDED}
-        except Exception:  # an unreadable log: no record to compare with (restore says so nowhere worse)
-            return {}
+            recorded = {int(g): str(d) for g, d in self.ledger.recorded().items() if d != DISCARDED}
+        except Exception:  # an unreadable log: no record to compare with
+            recorded = {}
+        if self._in_operation:
+            self._recorded_cache = recorded
+        return recorded
+
+    @contextlib.contextmanager
+    def _fresh(self) -> Iterator[None]:
+        """Inside a locked operation: the ledger is read at most once, and again by the next operation."""
+        self._recorded_cache, self._in_operation = None, True
+        try:
+            yield
+        finally:
+            self._recorded_cache, self._in_operation = None, False
 
     def _scan(self) -> Scan:
         scan = self._manifests.scan(self._recorded())
@@ -171,7 +188,7 @@ class SnapshotStore:
 
     def generations_info(self) -> list[GenerationInfo]:
         """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
-        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout):
+        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             self._files.refresh()
         rows: dict[int, GenerationInfo] = {}
@@ -201,7 +218,7 @@ class SnapshotStore:
         """
         if verify not in VERIFY_MODES:
             raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
-        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout):
+        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout), self._fresh():
             self._remove_stale_temps()
             return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify,
                               automatic=automatic)
@@ -398,6 +415,8 @@ class SnapshotStore:
         digest = hashlib.sha256(doc).hexdigest()
         if self.ledger is not None:
             self.ledger.record(generation, digest)
+            if self._recorded_cache is not None:
+                self._recorded_cache[generation] = digest
         return final, digest
 
     def _prune(self) -> None:
@@ -422,7 +441,7 @@ class SnapshotStore:
 
     def discard(self, generation: int) -> list[int]:
         """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations removed."""
-        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout):
+        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             target = scan.by_generation().get(generation)
             if target is None:
@@ -451,7 +470,7 @@ class SnapshotStore:
         With ``namespace`` each value is bound as soon as it loads, so later values whose
         ``__setstate__``/``__reduce__`` need a restored global find it (``restore.py``).
         """
-        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout):
+        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             self._start(scan)
             values, report, chosen = choose_and_load(
