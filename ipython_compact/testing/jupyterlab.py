@@ -73,7 +73,7 @@ class LabServer:
         notebook; a separate jupyter_client connection (from the server's connection file) sees
         the kernel as it is.
         """
-        from jupyter_client.blocking import BlockingKernelClient
+        from jupyter_client.blocking.client import BlockingKernelClient
 
         client = BlockingKernelClient(connection_file=str(self.runtime_dir / f"kernel-{kernel_id}.json"))
         client.load_connection_file()
