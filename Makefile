@@ -13,8 +13,12 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 
 # npm is skipped here: the JupyterLab extension is built by the rules below, from the lock file.
-$(VENV)/.installed: $(VENV)/bin/python pyproject.toml
+# An editable install does not place shared-data, so the jupyter_server config the wheel ships
+# (etc/jupyter/jupyter_server_config.d/ipython_compact.json) is linked into the venv here.
+$(VENV)/.installed: $(VENV)/bin/python pyproject.toml jupyter-config/jupyter_server_config.d/ipython_compact.json
 	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PY) -m pip install --quiet -e '.[dev]'
+	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	ln -sf $(abspath jupyter-config/jupyter_server_config.d/ipython_compact.json) $(VENV)/etc/jupyter/jupyter_server_config.d/ipython_compact.json
 	touch $@
 
 # JupyterLab extension: `npm ci` from the committed lock file, build into ipython_compact/labextension,
