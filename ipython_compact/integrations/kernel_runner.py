@@ -122,6 +122,10 @@ class KernelRunner:
     def is_alive(self) -> bool:
         return self._started and self.kernel.is_alive()
 
+    def reinstall(self) -> None:
+        """Bind the tools in the kernel again before the next step (the engine replaced them)."""
+        self._installed = None
+
     def _resolve(self, name: str) -> Callable[..., Any] | None:
         if name == SUBMIT_TOOL:
             return self._record_submission
