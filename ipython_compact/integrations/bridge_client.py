@@ -44,6 +44,7 @@ class BridgeClient:
 
     def call(self, name: str, args: list[Any] | tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         """Run host tool ``name`` and return its JSON-decoded result."""
+        __tracebackhide__ = True  # IPython leaves the bridge's frames out of the model's traceback
         request_id = uuid.uuid4().hex
         try:
             line = json.dumps(
@@ -73,6 +74,7 @@ class BridgeClient:
         """A kernel-side function named ``name`` that calls the host tool of that name."""
 
         def tool(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
             return self.call(name, args, kwargs)
 
         tool.__name__ = tool.__qualname__ = name
@@ -101,6 +103,7 @@ def install(shell: Any, port: int, token: str, tool_names: list[str], *,
     fields = list(submit_fields) if submit_fields is not None else None
 
     def SUBMIT(*args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
         if fields is None:
             if len(args) != 1 or kwargs:
                 raise TypeError("SUBMIT takes exactly one value")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import contextvars
 import hashlib
+import inspect
 import json
 import re
 import threading
@@ -131,7 +132,8 @@ class KernelRunner:
             return self._record_submission
         if name == FETCH_TOOL:
             return self._fetch
-        return self.tools.get(name)
+        tool = self.tools.get(name)
+        return None if tool is None else _by_keyword(tool)
 
     def _record_submission(self, values: dict[str, Any]) -> None:
         with self._lock:
@@ -257,6 +259,31 @@ class KernelRunner:
                 lines.append("Not restored: " + ", ".join(failed) + ".")
         lines.append("Inputs are injected again; imports and anything defined after the snapshot must be recreated.")
         return "\n".join(lines)
+
+
+def _by_keyword(tool: Callable[..., Any]) -> Callable[..., Any]:
+    """Call ``tool`` with positional arguments passed by parameter name: engines wrap tools as
+    ``invoke(**kwargs)`` (dspy does), but the model writes ``recall('x')``."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            try:
+                params = list(inspect.signature(tool).parameters.values())
+            except (TypeError, ValueError):
+                params = []
+            if params and not any(p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) for p in params):
+                named = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+                if len(args) > len(named):
+                    raise TypeError(f"{getattr(tool, '__name__', 'tool')}() takes {len(named)} positional arguments "
+                                    f"but {len(args)} were given")
+                clash = sorted(set(named[: len(args)]) & set(kwargs))
+                if clash:
+                    raise TypeError(f"{getattr(tool, '__name__', 'tool')}() got multiple values for {clash}")
+                kwargs = {**dict(zip(named, args, strict=False)), **kwargs}
+                args = ()
+        return tool(*args, **kwargs)
+
+    return call
 
 
 def _syntax_error(code: str) -> str | None:

@@ -36,7 +36,7 @@ def describe_names(shell: Any, *, limit: int = MAX_LISTED) -> str:
         return "No variables created yet. Use ```repl``` blocks to create variables."
     parts = []
     for info in result.names:
-        size = f", {info.length:,} items" if info.length is not None else ""
+        size = f", {info.length} items" if info.length is not None else ""
         parts.append(f"{info.name} ({info.type}{size})")
     more = f" (and {result.total - len(result.names)} more)" if result.total > len(result.names) else ""
     return f"Available variables: {', '.join(parts)}{more}"

@@ -71,6 +71,10 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
     nothing silently — the cell reports it and the kernel stays dead), ``restore_after_death``.
     """
 
+    _km: Any
+    _kc: Any
+    _broker: Any
+
     def __init__(self, *, ipython_compact: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         options = dict(ipython_compact or {})
         unknown = sorted(set(options) - {"store", "session", "snapshot_dir", "restore_after_death"})
@@ -91,6 +95,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         self.compactions = 0
         self.restarts = 0
         self.wire_error: str | None = None
+        self._reviving = False
         self._log_lock = threading.Lock()
         super().__init__(**kwargs)
 
@@ -138,7 +143,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         result: REPLResult = super().execute_code(code)
         if self._km is not None and not self.kernel_alive():
             result.stderr += "\n" + (self._revive() or "")
-        elif self.snapshot_dir is not None and self._km is not None:
+        elif self.snapshot_dir is not None and self._km is not None and not self._reviving:
             self._evaluate(f"{_STATE}.snapshot_json({self.snapshot_dir!r})")
         if notice:
             result.stderr = notice + "\n" + result.stderr
@@ -159,9 +164,13 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         self._km = self._kc = self._broker = None
         self.setup()  # new kernel, broker, rlms scaffolding and our wiring
         self.restarts += 1
-        for name, payload in sorted(self._subprocess_shadow.items()):
-            if name.startswith("context_") and name[len("context_"):].isdigit():
-                self.add_context(payload, int(name[len("context_"):]))
+        self._reviving = True  # re-loading the contexts must not overwrite the snapshot to restore
+        try:
+            for name, payload in sorted(self._subprocess_shadow.items()):
+                if name.startswith("context_") and name[len("context_"):].isdigit():
+                    self.add_context(payload, int(name[len("context_"):]))
+        finally:
+            self._reviving = False
         report = self._evaluate(f"{_STATE}.restore_json({self.snapshot_dir!r})") or {"ok": False, "error": "no answer"}
         lines = ["The kernel died and was restarted (a new process)."]
         if not report.get("ok"):
