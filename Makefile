@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export IPYTHON_COMPACT_DIR ?= $(CURDIR)/.ipython-compact-data
 
-.PHONY: setup system-deps demo test lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension
+.PHONY: setup system-deps demo test test-fast lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,10 @@ pytest-extras: $(foreach e,$(EXTRAS),.venv-$(e)/.installed)
 
 # The extras first, so the main suite's summary is the run's closing line.
 test: setup system-deps lint pytest-extras pytest
+
+# The quick loop while editing: no real kernels, servers or browsers (tests marked slow or browser).
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
 # bench_engine compares with pi (skipped without pi-reference); bench_panel_latency drives Chromium.
 bench: setup pi-reference system-deps

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ipython_compact.version import __version__
+
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    # deferred for start-up: importing the package (CLI, library API) must not pull in IPython
     from ipython_compact.kernel.extension import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    # deferred for start-up, as above
     from ipython_compact.kernel.extension import unload
 
     unload(ipython)

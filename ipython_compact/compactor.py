@@ -51,7 +51,8 @@ from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_entry_tokens, estimate_message_tokens
-from ipython_compact.core.triage import Pointer, Triage, pointer_text, triage
+from ipython_compact.core.triage import Pointer, Triage, pointer_lines, triage
+from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
@@ -227,7 +228,7 @@ class Compactor:
 
     def __init__(
         self,
-        store: Any,
+        store: SessionStore,
         summarizer: Summarizer | None = None,
         settings: CompactionSettings | None = None,
         *,
@@ -256,7 +257,7 @@ class Compactor:
     def _lookup(self, session: str) -> Any:
         def lookup(entry_id: str) -> Entry | None:
             try:
-                return self.store.get(entry_id, session)  # type: ignore[no-any-return]
+                return self.store.get(entry_id, session)
             except Exception:
                 return None
 
@@ -404,7 +405,7 @@ class Compactor:
         parts.append(
             render_block(
                 "externalized",
-                [f"{pointer_text(str(p['entry_id']), int(p['lines']))} {p.get('tool', '')} output, {int(p['chars']):,} chars" for p in all_pointers],
+                [line for p in all_pointers for line in pointer_lines(p)],
                 attrs={"note": "full text stays in the log; recall by entry id"},
             )
         )
@@ -492,7 +493,7 @@ class Compactor:
             "drift": None if report is None else report.to_json(),
             "entries": len(entries),
         }
-        return self.store.append(  # type: ignore[no-any-return]
+        return self.store.append(
             session, E.BRANCH_SUMMARY, {"summary": text, "from_id": old_path[-1].id if old_path else None, "details": details}, parent_id=target_id
         )
 
@@ -544,25 +545,25 @@ class Compactor:
             data["text"] = text
         else:
             data["entry_id"] = entry_id
-        return self.store.append(session, E.PIN, data)  # type: ignore[no-any-return]
+        return self.store.append(session, E.PIN, data)
 
     def unpin(self, session: str, pin_id: str) -> Entry:
         """Remove an active pin by its id (``pin-N``)."""
         if not any(p.pin_id == pin_id for p in self.active_pins(session)):
             active = ", ".join(p.pin_id or "?" for p in self.active_pins(session)) or "none"
             raise ValueError(f"no active pin {pin_id!r} in session {session!r} (active: {active})")
-        return self.store.append(session, E.PIN, {"action": "unpin", "pin_id": pin_id})  # type: ignore[no-any-return]
+        return self.store.append(session, E.PIN, {"action": "unpin", "pin_id": pin_id})
 
     def compactions(self, session: str) -> list[Entry]:
         """Compaction entries on the current path, oldest first."""
-        return self.store.path(session, kinds=(E.COMPACTION,))  # type: ignore[no-any-return]
+        return self.store.path(session, kinds=(E.COMPACTION,))
 
 
 _ANCHOR_HISTORY: dict[tuple[str, str, str, int], tuple[Entry, ...]] = {}
 _ANCHOR_HISTORY_SLOTS = 16
 
 
-def _anchor_history(store: Any, session: str, head: Entry) -> tuple[Entry, ...]:
+def _anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Entry, ...]:
     """The entries before the context view's ``head`` that anchor extraction can use (pins and
     user messages that can give the goal or a constraint, compactions left out), oldest first.
 

@@ -36,3 +36,17 @@ def snapshots_dir() -> Path:
 
 def key_path() -> Path:
     return data_dir() / "key"
+
+
+def read_only_reason(db: Path) -> str | None:
+    """Why SQLite cannot open ``db`` when the cause is a read-only place, else None.
+
+    SQLite in WAL mode writes ``-wal``/``-shm`` files beside the database even to read it, so a
+    read-only directory makes every command fail with SQLite's terse "unable to open database file"."""
+    folder = db.parent if str(db.parent) else Path(".")
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        return (f"{db}: the directory {folder} is read-only; SQLite needs to write its journal files "
+                "beside the database, even to read it")
+    if db.is_file() and not os.access(db, os.W_OK):
+        return f"{db}: the database file is read-only"
+    return None

@@ -44,6 +44,10 @@ def start_cell(km: KernelManager, code: str) -> Any:
     """Send ``code`` to the main shell without waiting; returns the client (stop its channels later)."""
     kc = km.client()
     kc.start_channels()
-    kc.execute(code)
-    time.sleep(0.3)  # let the cell start
-    return kc
+    msg_id = kc.execute(code)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the cell has started once the kernel says busy for it
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            return kc
+    raise AssertionError("the kernel did not start the cell within 30 s")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython import get_ipython
+from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.kernel.agent_magic import AgentMagics, parse_options
@@ -31,13 +33,15 @@ def test_parse_options(line: str, expected: dict[str, Any]) -> None:
     ("line", "message"),
     [
         ("--bogus 1", "unknown option '--bogus'"),
-        ("--window", "option --window needs a value"),
-        ("--window big", "option --window needs an integer, got 'big'"),
-        ("--max-steps 0", "option --max-steps must be positive"),
+        ("--windw 3", "did you mean `--window`?"),
+        ("--window", "argument --window: expected one argument"),
+        ("--window big", "argument --window: needs an integer, got 'big'"),
+        ("--max-steps 0", "argument --max-steps: must be positive"),
+        ("stray", "unexpected argument 'stray'"),
     ],
 )
 def test_parse_options_errors(line: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UsageError, match=re.escape(message)):
         parse_options(line)
 
 
@@ -131,15 +135,16 @@ def test_interrupting_the_agent_cell_stops_the_turn(tmp_path: Path) -> None:
 
     from ipython_compact.agent.kernel_tool import JupyterKernel
 
-    asked = threading.Event()
+    started = tmp_path / "tool-cell-started"
 
     def reply(req: RecordedRequest) -> Reply:
-        asked.set()
-        return Reply(tool_calls=(ToolCall("python", {"code": "import time\ntime.sleep(30)"}),))
+        code = f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(30)"
+        return Reply(tool_calls=(ToolCall("python", {"code": code}),))
 
-    def press_interrupt() -> None:  # the user presses "interrupt" while the agent's cell sleeps
-        asked.wait(30)
-        time.sleep(0.5)
+    def press_interrupt() -> None:  # the user presses "interrupt" once the agent's cell sleeps
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         k.interrupt()
 
     with ModelServer(reply) as srv, JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:

@@ -8,8 +8,9 @@ import pytest
 from core_paths import path_of
 
 from ipython_compact.core.entries import COMPACTION
+from ipython_compact.core.file_lists import format_file_lists
 from ipython_compact.core.messages import entry_message
-from ipython_compact.core.preparation import format_file_lists, prepare_compaction
+from ipython_compact.core.preparation import prepare_compaction
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
 

@@ -36,7 +36,3 @@ def test_core_module_imports_only_pure_stdlib(path: Path) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ipython_compact"):
             assert node.module.startswith("ipython_compact.core"), f"{path.name} imports {node.module} from outside the core"
-
-
-def test_core_has_modules() -> None:
-    assert len(list(CORE.glob("*.py"))) >= 2

@@ -79,9 +79,47 @@ def test_entry_identifiers_reads_tool_call_code_and_limits_tool_output() -> None
     assert ("path", "/data/x.csv") in found
     big = "\n".join(f"/tmp/file_{i}.txt" for i in range(2000)) + "\nValueError: bad shape (3, 4)"
     result = msg("r1", "toolResult", big, toolCallId="c1")
-    texts = [i.text for i in entry_identifiers(result, tool_result_chars=100)]
-    assert len(texts) < 20
+    texts = [i.text for i in entry_identifiers(result)]
+    assert len(texts) < 500  # head and tail only, not all 2,000 paths
+    assert "/tmp/file_1000.txt" not in texts  # the middle stays in the log
+    assert "/tmp/file_0.txt" in texts and "/tmp/file_1998.txt" in texts
     assert "ValueError: bad shape (3, 4)" in texts
+
+
+def test_the_result_on_the_last_line_of_a_long_log_is_tracked() -> None:
+    log = "\n".join(f"epoch {i:04d} loss {1 / (i + 1):.4f}" for i in range(3000)) + "\nfinished run-7f3a2c: auc=0.763"
+    result = msg("r1", "toolResult", log, toolCallId="c1")
+    texts = [i.text for i in entry_identifiers(result)]
+    assert texts[:2] == ["auc=0.763", "run-7f3a2c"]  # from the end backwards
+    tracked = track_identifiers([], [result])
+    assert {"run-7f3a2c", "auc=0.763"} <= {t.text for t in tracked}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("redirect to /dev/null and/or ignore", []),
+        ("console.log(x) in Node.js", []),
+        ("see I/O and model/thinking, s/old/new", []),
+        ("#!/usr/bin/env python", []),
+        ("use offset=2001 to continue", []),
+        ("colour #444444, issue #4017", [("id", "#4017")]),
+        ("Screenshot at 01.27.21.png", [("path", "01.27.21.png")]),
+        ("look in src/core and packages/tui", [("path", "src/core"), ("path", "packages/tui")]),
+        ("json.load(open(p)) then read data.json", [("path", "data.json")]),
+        ("finished run-7f3a2c: auc=0.763 rows=4211", [("id", "run-7f3a2c"), ("metric", "auc=0.763"), ("metric", "rows=4211")]),
+        ("ckpt_000120 and exp_0042b saved", [("id", "ckpt_000120"), ("id", "exp_0042b")]),
+        ("Release v0.14.2 via git push origin v0.14.2", [("version", "Release v0.14.2"), ("version", "v0.14.2")]),
+    ],
+)
+def test_extractor_skips_noise_and_finds_results(text: str, expected: list[tuple[str, str]]) -> None:
+    assert extract_identifiers(text) == expected
+
+
+def test_code_assignments_are_not_metrics() -> None:
+    call = {"type": "toolCall", "id": "c1", "name": "python", "arguments": {"code": "n=5\nlr=0.01\nprint(n)"}}
+    assistant = Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": [call]}})
+    assert {i.cls for i in entry_identifiers(assistant)} == {"variable"}
 
 
 def test_track_identifiers_is_bounded_and_recency_ordered() -> None:

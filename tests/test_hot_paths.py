@@ -7,12 +7,12 @@ whole-path computation on real SQLite files holding branched sessions with sever
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import counting_clock, counting_ids
 
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.entries import Entry
@@ -20,16 +20,6 @@ from ipython_compact.core.preparation import prepare_compaction
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore, UnknownEntryError, migrations
 from ipython_compact.store.migrations import MARK_KINDS
-
-
-def _clock() -> Any:
-    counter = itertools.count()
-    return lambda: f"2026-01-01T00:{next(counter) // 60 % 60:02d}:{next(counter) % 60:02d}.000Z"
-
-
-def _ids() -> Any:
-    counter = itertools.count(1)
-    return lambda: f"h{next(counter):05d}"
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -73,7 +63,7 @@ def _grow(store: SessionStore, session: str, turns: int, tag: str, compact_every
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A session with a trunk and three branches (one off a compacted region, one off a branch).
     Built once: every test here only reads it."""
-    store = SessionStore(tmp_path_factory.mktemp("hot") / "hot.db", clock=_clock(), new_id=_ids(), cache_entries=64)
+    store = SessionStore(tmp_path_factory.mktemp("hot") / "hot.db", clock=counting_clock(), new_id=counting_ids("h"), cache_entries=64)
     store.create_session("s")
     trunk = _grow(store, "s", 40, "trunk", 7)
     store.set_leaf("s", trunk[25].id)
@@ -157,7 +147,7 @@ def test_branch_paths_collect_what_the_full_paths_collect(tree: Any, old: str, t
 
 
 def test_branch_paths_between_separate_roots_are_the_whole_paths(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "roots.db", clock=_clock(), new_id=_ids()) as store:
+    with SessionStore(tmp_path / "roots.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
         first = _grow(store, "s", 4, "one", 100)
         store.set_leaf("s", None)
@@ -199,7 +189,7 @@ def test_preparation_on_the_context_view_equals_preparation_on_the_full_path(
 def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Path, column: str, migration: str) -> None:
     """A database written before a derived column existed is back-filled once, and agrees."""
     db = tmp_path / "old.db"
-    with SessionStore(db, clock=_clock(), new_id=_ids()) as store:
+    with SessionStore(db, clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
         trunk = _grow(store, "s", 20, "trunk", 6)
         store.set_leaf("s", trunk[12].id)
@@ -230,7 +220,7 @@ def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Pa
 )
 def test_verify_notices_a_wrong_derived_column(tmp_path: Path, sql: str, problem: str) -> None:
     db = tmp_path / "m.db"
-    with SessionStore(db, clock=_clock(), new_id=_ids()) as store:
+    with SessionStore(db, clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
         _grow(store, "s", 8, "t", 3)
     conn = sqlite3.connect(db)
@@ -285,7 +275,7 @@ def test_service_status_summaries_and_log_equal_the_full_path_figures(tmp_path: 
 def test_compactor_pins_compactions_and_branch_summary_follow_the_current_path(tmp_path: Path) -> None:
     from ipython_compact.compactor import Compactor
 
-    with SessionStore(tmp_path / "c.db", clock=_clock(), new_id=_ids()) as store:
+    with SessionStore(tmp_path / "c.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
         trunk = _grow(store, "s", 24, "trunk", 6)
         store.set_leaf("s", trunk[15].id)
@@ -317,7 +307,7 @@ def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path,
     from ipython_compact.compactor import Compactor, NothingToCompact
 
     settings = CompactionSettings(keep_recent_tokens=2000, estimator=estimator)  # type: ignore[arg-type]
-    with SessionStore(tmp_path / "stuck.db", clock=_clock(), new_id=_ids()) as store:
+    with SessionStore(tmp_path / "stuck.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
         _grow(store, "s", 6, "early", 100)
         store.append("s", "message", _user("load the big file"))
@@ -342,7 +332,7 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
     from ipython_compact.compactor import Compactor
     from ipython_compact.core.anchors import AnchorSet, extract_anchors
 
-    with SessionStore(tmp_path / "a.db", clock=_clock(), new_id=_ids()) as store:
+    with SessionStore(tmp_path / "a.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
         store.append("s", "message", _user("Goal: clean the sales table. Always use UTF-8 and never drop rows."))
         made = _grow(store, "s", 30, "early", 1000)

@@ -18,7 +18,7 @@ from ipython_compact.kernel import binding as B
 from ipython_compact.kernel import display as D
 from ipython_compact.kernel.comm_handler import CommHandler
 from ipython_compact.kernel.extension import extension_for
-from ipython_compact.kernel.magics import SUBCOMMANDS
+from ipython_compact.kernel.magics import COMMANDS
 
 
 @pytest.fixture()
@@ -58,7 +58,7 @@ def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> Non
     assert len(posts) == 1
 
 
-@pytest.mark.parametrize("sub", sorted(SUBCOMMANDS))
+@pytest.mark.parametrize("sub", COMMANDS.names())
 def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
     out = _run(ip, f"{sub} --help")
     text = out._repr_mimebundle_()[0]["text/plain"]

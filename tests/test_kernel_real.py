@@ -45,15 +45,12 @@ def test_names_are_answered_while_the_main_shell_runs_a_cell(km: KernelManager, 
     execute(km, "import numpy as np\nbig = np.zeros((100, 10))\nitems = [1, 2, 3]")
     busy = start_cell(km, "import time\ntime.sleep(3)")
     try:
-        timings = []
-        for _ in range(5):
-            result = client.names()
-            assert result.ok, result.reason
-            timings.append(result.elapsed_ms)
+        result = client.names()  # its latency is measured in bench/bench_probe.py
+        assert result.ok, result.reason
+        assert not busy.shell_channel.msg_ready(), "the cell finished first: the probe did not answer while it ran"
         names = {n["name"]: n for n in result["names"]}
         assert names["big"]["shape"] == [100, 10] and names["items"]["length"] == 3
         assert "compact" not in names
-        assert sorted(timings)[2] < 500, timings
         snap = client.request("snapshot")
         assert snap.status == "error" and snap.error and snap.error["code"] == "busy"
         restore = client.request("restore")
@@ -89,9 +86,9 @@ def test_automatic_snapshot_is_debounced_after_cells(km: KernelManager, client: 
     gen_before = before["generation"] if before else 0
     for i in range(3):
         execute(km, f"counter = {i}")
-    time.sleep(1.0)
-    after = client.status()["snapshot"]
-    assert after is not None and after["generation"] == gen_before + 1
+    after = _next_snapshot(client, gen_before)
+    assert after["generation"] == gen_before + 1
+    assert _next_snapshot_or_none(client, after["generation"], wait=1.0) is None, "three cells, one debounced snapshot"
 
 
 def _next_snapshot(client: KernelClient, after: int, timeout: float = 15.0) -> dict[str, Any]:
@@ -103,6 +100,14 @@ def _next_snapshot(client: KernelClient, after: int, timeout: float = 15.0) -> d
             return dict(snap)
         time.sleep(0.1)
     raise AssertionError(f"no snapshot generation after {after} within {timeout} s")
+
+
+def _next_snapshot_or_none(client: KernelClient, after: int, wait: float) -> dict[str, Any] | None:
+    """A generation newer than ``after`` appearing within ``wait`` seconds, else None (proves absence)."""
+    try:
+        return _next_snapshot(client, after, timeout=wait)
+    except AssertionError:
+        return None
 
 
 def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(km: KernelManager, client: KernelClient,

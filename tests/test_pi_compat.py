@@ -1,7 +1,7 @@
 """Our core against pi's own implementation, run in Node on pi's own session files.
 
 ``tests/pi_reference`` pins ``@mariozechner/pi-coding-agent`` 0.73.1 from npm (``make pi-reference``
-installs it). That version already has PI-NEW's preparation (the summarized span starts at the
+installs it). That version already has pi's newer preparation (the summarized span starts at the
 previous compaction's first-kept entry, compaction entries excluded, ``tokensBefore`` estimated on
 the context view) and counts no images in user messages — the behaviour our ``chars4`` estimator
 reproduces. pi migrates v1 files with random ids, so results are compared by entry index.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import counting_clock, counting_ids
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.store import (
@@ -22,19 +22,9 @@ from ipython_compact.store import (
 )
 
 
-def _clock() -> Any:
-    counter = itertools.count()
-    return lambda: f"2026-01-01T00:00:{next(counter) % 60:02d}.000Z"
-
-
-def _ids() -> Any:
-    counter = itertools.count(1)
-    return lambda: f"e{next(counter):05d}"
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Any:
-    s = SessionStore(tmp_path / "log.db", clock=_clock(), new_id=_ids())
+    s = SessionStore(tmp_path / "log.db", clock=counting_clock(), new_id=counting_ids())
     s.create_session("s")
     yield s
     s.close()
@@ -192,7 +182,7 @@ def test_context_view_starts_at_newest_compactions_first_kept_entry(store: Sessi
 
 @pytest.mark.parametrize("cache_entries", [0, 3, 4096])
 def test_context_view_is_the_same_whatever_the_cache_size(tmp_path: Path, cache_entries: int) -> None:
-    with SessionStore(tmp_path / "c.db", clock=_clock(), new_id=_ids(), cache_entries=cache_entries) as s:
+    with SessionStore(tmp_path / "c.db", clock=counting_clock(), new_id=counting_ids(), cache_entries=cache_entries) as s:
         s.create_session("s")
         first = s.append("s", "message", user("root"))
         for i in range(20):
@@ -270,7 +260,7 @@ def _tamper(path: Path, *sql: str) -> None:
 )
 def test_verify_detects_tampering(tmp_path: Path, sql: str, problem: str) -> None:
     path = tmp_path / "log.db"
-    with SessionStore(path, clock=_clock(), new_id=_ids()) as s:
+    with SessionStore(path, clock=counting_clock(), new_id=counting_ids()) as s:
         s.create_session("s")
         for i in range(8):
             s.append("s", "message", user(f"question {i}"))
@@ -283,7 +273,7 @@ def test_verify_detects_tampering(tmp_path: Path, sql: str, problem: str) -> Non
 
 def test_verify_detects_a_removed_branch_tip(tmp_path: Path) -> None:
     path = tmp_path / "log.db"
-    with SessionStore(path, clock=_clock(), new_id=_ids()) as s:
+    with SessionStore(path, clock=counting_clock(), new_id=counting_ids()) as s:
         s.create_session("s")
         a = s.append("s", "message", user("a"))
         s.append("s", "message", user("side"), move_leaf=False)
@@ -307,7 +297,7 @@ READERS = {
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_missing_parent_is_reported_by_every_path_reader_not_read_as_a_shorter_path(tmp_path: Path, reader: str) -> None:
     path = tmp_path / "log.db"
-    with SessionStore(path, clock=_clock(), new_id=_ids()) as s:
+    with SessionStore(path, clock=counting_clock(), new_id=counting_ids()) as s:
         s.create_session("s")
         made = [s.append("s", "message", user(f"question {i}")) for i in range(8)]
     _tamper(path, f"DELETE FROM entries WHERE id = '{made[3].id}'")

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 
 from ipython_compact.core.entries import Entry, entry_text
-from ipython_compact.core.triage import pointer_text, triage
+from ipython_compact.core.triage import (
+    GIST_HEAD_CHARS,
+    GIST_IDENTIFIERS,
+    GIST_TAIL_CHARS,
+    Gist,
+    make_gist,
+    pointer_lines,
+    pointer_text,
+    triage,
+)
 
 
 def user(eid: str, text: str) -> Entry:
@@ -120,3 +129,51 @@ def test_identical_reruns_are_discarded(second_output: str, discarded: set[str])
     t = triage(span)
     assert {d.entry_id for d in t.discarded} == discarded
     assert all(d.reason == "duplicate of a1" for d in t.discarded)
+
+
+TRAINING_LOG = "\n".join(f"epoch {i:04d} train_loss {1 / (i + 1):.5f} " + "x" * 40 for i in range(118)) + "\nfinished run-7f3a2c: auc=0.763"
+TRACEBACK = (
+    "\n".join(f"step {i} ok" for i in range(300))
+    + '\nTraceback (most recent call last):\n  File "<cell>", line 3, in <module>\n    fit(frame_12)\n'
+    + "KeyError: 'tenure_bucket_5'\n"
+    + "\n".join(f"cleanup {i}" for i in range(5))
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "tail_has", "error", "ids_have"),
+    [
+        (TRAINING_LOG, "finished run-7f3a2c: auc=0.763", None, []),
+        (TRACEBACK, "cleanup 4", "KeyError: 'tenure_bucket_5'", []),
+        ("\n".join(f"/work/derived/part-{i:04d}.parquet written" for i in range(400)), "/work/derived/part-0399.parquet written", None, ["/work/derived/part-0396.parquet"]),
+    ],
+)
+def test_gist_keeps_tail_error_line_and_identifiers(output: str, tail_has: str, error: str | None, ids_have: list[str]) -> None:
+    gist = make_gist(output)
+    assert any(tail_has in line for line in gist.tail)
+    assert gist.error == error
+    assert set(ids_have) <= set(gist.identifiers)
+    assert sum(map(len, gist.head)) <= GIST_HEAD_CHARS and sum(map(len, gist.tail)) <= GIST_TAIL_CHARS
+    assert len(gist.identifiers) <= GIST_IDENTIFIERS
+    assert Gist.from_json(gist.to_json()) == gist
+
+
+def test_pointer_of_a_long_training_log_keeps_its_result_line() -> None:
+    t = triage([call("a1", "c1", "train()"), result("r1", "c1", TRAINING_LOG)])
+    (pointer,) = t.externalized
+    lines = pointer_lines(pointer.to_json())
+    assert lines[0] == "[entry r1 · 119 lines · recall r1] python output, 8,408 chars"
+    assert "  tail: finished run-7f3a2c: auc=0.763" in lines
+    assert lines[1].startswith("  head: epoch 0000")
+
+
+def test_pointer_of_a_traceback_keeps_the_error_line_for_the_summarizer_too() -> None:
+    t = triage([call("a1", "c1", "fit()"), result("r1", "c1", TRACEBACK, error=True)])
+    (pointer,) = t.externalized
+    assert "  error: KeyError: 'tenure_bucket_5'" in pointer_lines(pointer.to_json())
+    short = entry_text(next(e for e in t.encode if e.id == "r1"))
+    assert "error: KeyError: 'tenure_bucket_5'" in short
+
+
+def test_pointer_lines_of_a_pointer_stored_without_a_gist() -> None:
+    assert pointer_lines({"entry_id": "e9", "tool": "python", "lines": 300, "chars": 9000}) == ["[entry e9 · 300 lines · recall e9] python output, 9,000 chars"]

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipython_compact import __version__
+from ipython_compact.paths import read_only_reason
+from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
     from ipython_compact.store import SessionStore
@@ -150,20 +151,6 @@ def _looks_like_jsonl(path: Path) -> bool:
             return f.read(1) == b"{"
     except OSError:
         return False
-
-
-def read_only_reason(db: Path) -> str | None:
-    """Why SQLite cannot open ``db`` when the cause is a read-only place, else None.
-
-    SQLite in WAL mode writes ``-wal``/``-shm`` files beside the database even to read it, so a
-    read-only directory makes every command fail with SQLite's terse "unable to open database file"."""
-    folder = db.parent if str(db.parent) else Path(".")
-    if folder.is_dir() and not os.access(folder, os.W_OK):
-        return (f"{db}: the directory {folder} is read-only; SQLite needs to write its journal files "
-                "beside the database, even to read it")
-    if db.is_file() and not os.access(db, os.W_OK):
-        return f"{db}: the database file is read-only"
-    return None
 
 
 def _fail(message: str, hint: str | None) -> int:

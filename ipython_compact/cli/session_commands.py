@@ -19,6 +19,7 @@ from ipython_compact.cli.message_text import message_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.preparation import Preparation, prepare_compaction
+from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
@@ -186,7 +187,6 @@ def _describe(entry: Entry) -> str:
 
 def _preview(entry: Entry, width: int = 70) -> str:
     from ipython_compact.core.ledger import one_line
-    from ipython_compact.kernel.display import entry_gist  # `log` only: kept off start-up
 
     text = entry_text(entry)
     if entry.kind == COMPACTION:

@@ -6,6 +6,9 @@ entry after it. Only ``message``, ``custom_message``, ``branch_summary``, ``syst
 ``kernel_state`` entries produce messages; older compactions inside the kept range are skipped.
 Without a compaction the view is every context entry of the path.
 
+Which path entries the view holds (``view_indices``, ``context_start_index``) is decided in
+``core/view.py`` and re-exported here; this module builds the messages from them.
+
 What must hold:
 - Only the newest compaction matters; history is never removed from the log, only from the view.
 - ``context_start_index(path)`` is the first path index the view reads, so a store can load just
@@ -19,16 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ipython_compact.core.entries import BRANCH_SUMMARY, COMPACTION, JSON, Entry, newest_compaction_index
-from ipython_compact.core.messages import (
-    SUMMARY_PREFIX,
-    entry_message,
-    in_context,
-    to_llm,
-)
-from ipython_compact.core.preparation import file_lists, merge_details_files, track_file_ops
+from ipython_compact.core.entries import BRANCH_SUMMARY, COMPACTION, JSON, Entry
+from ipython_compact.core.file_lists import file_lists, merge_details_files, track_file_ops
+from ipython_compact.core.messages import SUMMARY_PREFIX, entry_message, to_llm
 from ipython_compact.core.settings import Estimator
 from ipython_compact.core.tokens import estimate_message_tokens
+from ipython_compact.core.view import context_start_index, view_indices
 
 __all__ = [
     "SUMMARY_PREFIX",
@@ -41,35 +40,6 @@ __all__ = [
     "prepare_branch_entries",
     "view_indices",
 ]
-
-
-def _first_kept(path: Sequence[Entry], compaction_index: int) -> int:
-    first_kept_id = path[compaction_index].data.get("first_kept_entry_id")
-    for i in range(compaction_index - 1, -1, -1):
-        if path[i].id == first_kept_id:
-            return i
-    return compaction_index
-
-
-def context_start_index(path: Sequence[Entry]) -> int:
-    """Index of the first path entry the model's view depends on (0 without a compaction)."""
-    c = newest_compaction_index(path)
-    return 0 if c < 0 else _first_kept(path, c)
-
-
-def view_indices(path: Sequence[Entry]) -> list[int]:
-    """Path indices of the entries whose messages form the view, in view order.
-
-    With a compaction the first index is the compaction itself (its summary heads the view).
-    """
-    c = newest_compaction_index(path)
-    if c < 0:
-        return [i for i, e in enumerate(path) if in_context(e)]
-    out = [c]
-    for i in range(_first_kept(path, c), len(path)):
-        if i != c and path[i].kind != COMPACTION and in_context(path[i]):
-            out.append(i)
-    return out
 
 
 def build_agent_messages(path: Sequence[Entry]) -> list[JSON]:

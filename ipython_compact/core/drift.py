@@ -25,7 +25,8 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 
-IdentifierClass = Literal["path", "version", "error", "id", "commit", "variable", "url"]
+IdentifierClass = Literal["path", "version", "error", "id", "commit", "variable", "url", "metric"]
+IDENTIFIER_CLASSES: Final = ("path", "version", "error", "id", "commit", "variable", "url", "metric")
 
 MACHINE_TAGS: Final = (
     "anchors",
@@ -52,19 +53,23 @@ _BLOCK_RE: Final = re.compile(
     re.DOTALL,
 )
 
-_EXT = r"(?:py|pyi|ipynb|ts|tsx|js|jsx|json|jsonl|toml|yaml|yml|md|rst|txt|csv|tsv|sh|cfg|ini|rs|go|c|h|cc|cpp|hpp|java|sql|db|sqlite|parquet|log|lock|html|css|xml|pkl|npz|npy|h5|pt|ckpt)"
+_EXT = r"(?:py|pyi|ipynb|ts|tsx|js|jsx|json|jsonl|toml|yaml|yml|md|rst|txt|csv|tsv|sh|cfg|ini|rs|go|c|h|cc|cpp|hpp|java|sql|db|sqlite|parquet|log|lock|html|css|xml|pkl|npz|npy|h5|pt|ckpt|png|jpg|jpeg|gif|svg|pdf)"
 
 _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     ("url", re.compile(r"https?://[^\s<>\"'`)\]]+[^\s<>\"'`)\].,;:]")),
     ("error", re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Warning)): ?(.{1,200})$")),
     ("path", re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-](?![\w/])")),
-    ("path", re.compile(r"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\." + _EXT + r"\b")),
+    ("path", re.compile(r"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\." + _EXT + r"\b(?!\()")),  # not a call: json.load(
     ("version", re.compile(r"\b[A-Za-z][\w-]*(?:==|>=|<=|~=|@| )v?\d+(?:\.\d+)+(?:[-+.]?[A-Za-z0-9]+)*\b")),
     ("version", re.compile(r"(?<![\w.])v?\d+\.\d+\.\d+(?:[-+.][A-Za-z0-9]+)*\b")),
     ("id", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")),
     ("commit", re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")),
     ("id", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,7}\b")),
-    ("id", re.compile(r"(?<![\w&])#\d{2,7}\b")),
+    ("id", re.compile(r"(?<![\w&])#\d{2,5}\b")),  # issue refs; six digits are a colour (#444444)
+    # run / experiment / checkpoint ids: a word, a separator, then a run of letters and digits with a digit
+    ("id", re.compile(r"(?<![\w/.-])[A-Za-z]{2,}[-_](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{4,}(?:[-_][A-Za-z0-9]+)*\b(?![/.]\w)")),
+    # metric=value pairs (auc=0.763, rows=4211, lr=3e-4); never read from code (assignments there)
+    ("metric", re.compile(r"(?<![\w.=-])[A-Za-z][\w.-]{1,30}=(?!=)-?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?(?![\w=])")),
 )
 
 _VARIABLE_RE: Final = re.compile(
@@ -76,6 +81,43 @@ _TOOL_WORDS: Final = frozenset(
     ["python", "cuda", "cudnn", "node", "nodejs", "npm", "numpy", "pandas", "scipy", "torch", "pytorch", "jax", "tensorflow", "gcc", "clang", "llvm", "java", "go", "rust", "ruby", "ubuntu", "debian", "fedora", "alpine", "postgres", "postgresql", "mysql", "sqlite", "redis", "django", "flask", "fastapi", "react", "vue", "version", "release", "ipython", "jupyterlab", "jupyter", "ipykernel", "openai", "dill", "pip", "setuptools", "transformers", "docker", "kubernetes"]
 )
 _VERSIONISH_WORDS: Final = frozenset({"in", "at", "of", "to", "the", "and", "or", "is", "was", "by", "line", "lines", "step", "page", "p", "entry", "recall"})
+# shell noise: paths every shell session names and no action depends on
+_SHELL_PATHS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/usr/bin/env", "/bin/sh", "/bin/bash", "/bin/zsh", "/tmp", "/tmp/"})
+# dotted words that look like files but are code or product names
+_NOT_FILES: Final = frozenset({"console.log", "node.js", "vue.js", "next.js", "nuxt.js", "react.js", "three.js", "d3.js", "express.js", "chart.js", "socket.io"})
+# first segments that make a plain ``word/word`` a directory path rather than "and/or"-style prose
+_DIR_WORDS: Final = frozenset(
+    ["src", "lib", "libs", "packages", "package", "tests", "test", "docs", "doc", "core", "utils", "modes", "tools", "app", "apps", "bin", "data",
+     "scripts", "examples", "components", "internal", "pkg", "cmd", "include", "notebooks", "work", "derived", "bench", "build", "dist", "config",
+     "models", "results", "outputs", "runs", "checkpoints", "raw", "home", "usr", "var", "etc", "opt"]
+)
+# keys of tool plumbing and layout, not results (pi's "Use offset=2001 to continue", colours)
+_NOT_METRICS: Final = frozenset({"offset", "limit", "line", "lines", "page", "width", "height", "padding", "paddingx", "paddingy", "margin", "timeout", "start", "end", "index", "idx", "len", "count", "max_tokens", "temperature"})
+_FILE_EXT_RE: Final = re.compile(r"\." + _EXT + r"$")
+
+
+def is_noise(cls: IdentifierClass, value: str) -> bool:
+    """True for strings the patterns catch that no future action depends on.
+
+    Slash-joined prose words (``and/or``, ``I/O``, ``model/thinking``, ``s/old/new``), shell
+    plumbing (``/dev/null``, ``/usr/bin/env``), code or product names that end like files
+    (``console.log``, ``Node.js``), and a version that is really a file name's tail
+    (``01.27.21.png``).
+    """
+    if cls == "path":
+        if value in _SHELL_PATHS or value.startswith("/dev/"):
+            return True
+        if value.lower() in _NOT_FILES:
+            return True
+        if value[:1] not in ("/", "~", ".") and "/" in value:
+            parts = value.split("/")
+            if all(p.isalpha() for p in parts if p):  # prose unless it starts like a source tree
+                return not (parts[0].lower() in _DIR_WORDS and all(p.islower() and len(p) > 2 for p in parts[1:] if p))
+            if len(parts[0]) <= 1:  # sed / vim substitutions: s/old/new, s/0
+                return True
+    if cls == "version" and _FILE_EXT_RE.search(value):
+        return True
+    return cls == "metric" and value.split("=", 1)[0].lower() in _NOT_METRICS
 
 
 @dataclass(frozen=True)
@@ -98,7 +140,7 @@ class Identifier:
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Identifier:
         cls = str(obj.get("cls", "id"))
-        if cls not in ("path", "version", "error", "id", "commit", "variable", "url"):
+        if cls not in IDENTIFIER_CLASSES:
             raise ValueError(f"identifier {obj!r}: unknown class {cls!r}")
         try:
             mentions, last = int(obj.get("mentions", 1)), int(obj.get("last", 0))
@@ -127,12 +169,15 @@ def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
                 continue  # inside a longer identifier already taken (a path inside a URL, ...)
             if cls == "version" and " " in value:
                 word, number = value.split(" ", 1)
-                known = word.lower() in _TOOL_WORDS or (word.isupper() and len(word) >= 2) or number.startswith("v")
+                known = word.lower() in _TOOL_WORDS or (word.isupper() and len(word) >= 2)
                 if word.lower() in _VERSIONISH_WORDS or not known:
-                    if number.count(".") < 2:
+                    if number.count(".") < 2 and not number.startswith("v"):
                         continue
                     value, start = number, start + len(word) + 1
             if cls == "path" and (value.count("/") == 1 and value.endswith("/")):
+                continue
+            if is_noise(cls, value):
+                spans.append((start, end))  # also keeps a shorter pattern from taking a piece of it
                 continue
             spans.append((start, end))
             hits.append((start, cls, value))
@@ -153,12 +198,42 @@ def variables_in_code(code: str) -> list[str]:
     return names
 
 
-def entry_identifiers(entry: Entry, *, tool_result_chars: int = 4000) -> list[Identifier]:
+OUTPUT_HEAD_CHARS: Final = 4000
+OUTPUT_TAIL_CHARS: Final = 2000
+_ERROR_LINE_RE: Final = re.compile(r"(?m)^.*(?:Error|Exception|Traceback|FAILED|error:).*$")
+
+
+def output_identifiers(text: str, *, head_chars: int = OUTPUT_HEAD_CHARS, tail_chars: int = OUTPUT_TAIL_CHARS) -> list[tuple[IdentifierClass, str]]:
+    """Identifiers of a tool output: its head, its tail and its error lines, tail first.
+
+    Why the tail: the end of an output is where results are (the run id and final metric of a
+    training log, the error line of a traceback, the path a cell wrote). Why not everything: a
+    24K-line log would flood the bounded working set; the whole output stays recallable instead.
+    Order: the tail's identifiers from the end backwards, then the error lines' (last first), then
+    the head's (first occurrence, no duplicates), so a caller that keeps only a few keeps the
+    results.
+    """
+    if len(text) <= head_chars + tail_chars:
+        head, middle, tail = text, "", ""
+    else:
+        head, middle, tail = text[:head_chars], text[head_chars:-tail_chars], text[-tail_chars:]
+        tail = tail.split("\n", 1)[1] if "\n" in tail else tail  # whole lines only
+    errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle else ""
+    seen: dict[str, IdentifierClass] = {}
+    for part, backwards in ((tail, True), (errors, True), (head, False)):
+        found = extract_identifiers(part) if part else []
+        for cls, value in reversed(found) if backwards else found:
+            seen.setdefault(value, cls)
+    return [(cls, value) for value, cls in seen.items()]
+
+
+def entry_identifiers(entry: Entry) -> list[Identifier]:
     """Identifiers worth tracking from one entry.
 
-    User and assistant text and tool-call arguments count in full; a tool result counts only its
-    error lines and its first ``tool_result_chars`` characters, so a 24K-line log does not flood
-    the tracked set (it is externalized and recallable instead).
+    User and assistant text and tool-call arguments count in full (metric pairs are not read from
+    code, where ``x=1`` is an assignment); a tool output counts through ``output_identifiers``
+    (head, tail and error lines), so a 24K-line log does not flood the tracked set while its
+    result line still enters it.
     """
     msg = entry.message
     out: list[Identifier] = []
@@ -167,6 +242,7 @@ def entry_identifiers(entry: Entry, *, tool_result_chars: int = 4000) -> list[Id
     role = msg.get("role")
     texts: list[str] = []
     codes: list[str] = []
+    found: list[tuple[IdentifierClass, str]] = []
     if role in ("user", "assistant"):
         texts.append(text_of_content(msg.get("content")))
         for call in tool_calls_of(msg):
@@ -176,17 +252,15 @@ def entry_identifiers(entry: Entry, *, tool_result_chars: int = 4000) -> list[Id
                     if isinstance(value, str):
                         (codes if key in CODE_KEYS else texts).append(value)
     elif role == "toolResult":
-        body = text_of_content(msg.get("content"))
-        texts.append(body[:tool_result_chars])
-        texts.extend(line for line in body[tool_result_chars:].splitlines() if "Error" in line or "Exception" in line)
+        found.extend(output_identifiers(text_of_content(msg.get("content"))))
     elif role == "bashExecution":
         texts.append(str(msg.get("command", "")))
-        output = str(msg.get("output", ""))
-        texts.append(output[:tool_result_chars])
+        found.extend(output_identifiers(str(msg.get("output", ""))))
     for text in texts:
-        out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(text))
+        found.extend(extract_identifiers(text))
+    out.extend(Identifier(value, cls, entry.id) for cls, value in found)
     for code in codes:
-        out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls != "error")
+        out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls not in ("error", "metric"))
         out.extend(Identifier(name, "variable", entry.id) for name in variables_in_code(code))
     return out
 

@@ -1,6 +1,6 @@
 """What a compaction would summarize, keep and cut, decided before any model is called.
 
-The summarized span starts at the *previous compaction's first-kept entry* (PI-NEW and Prime do
+The summarized span starts at the *previous compaction's first-kept entry* (pi since 0.7x and Prime do
 this; pi's March 2026 versions started after the previous compaction entry, so the messages that
 compaction kept verbatim were later dropped without ever being summarized — a regression test
 guards against it). Compaction entries are never part of the summarized input; the previous
@@ -18,64 +18,16 @@ What must hold:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ipython_compact.core.cutpoints import find_cut_point, is_turn_start
 from ipython_compact.core.entries import COMPACTION, Entry, newest_compaction_index
+from ipython_compact.core.file_lists import file_lists, merge_details_files, track_file_ops
 from ipython_compact.core.messages import in_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context
-
-
-def track_file_ops(message: Mapping[str, Any], read: set[str], written: set[str], edited: set[str]) -> None:
-    """Add the file paths an assistant message's ``read``/``write``/``edit`` tool calls touch."""
-    if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
-        return
-    for block in message["content"]:
-        if not isinstance(block, Mapping) or block.get("type") != "toolCall":
-            continue
-        args = block.get("arguments")
-        path = args.get("path") if isinstance(args, Mapping) else None
-        if not isinstance(path, str) or not path:
-            continue
-        name = block.get("name")
-        if name == "read":
-            read.add(path)
-        elif name == "write":
-            written.add(path)
-        elif name == "edit":
-            edited.add(path)
-
-
-def merge_details_files(data: Mapping[str, Any], read: set[str], edited: set[str]) -> None:
-    """Merge a compaction's / branch summary's stored file lists (skipped for hook-made ones)."""
-    if data.get("from_hook"):
-        return
-    details = data.get("details")
-    if not isinstance(details, Mapping):
-        return
-    for key, target in (("read_files", read), ("readFiles", read), ("modified_files", edited), ("modifiedFiles", edited)):
-        value = details.get(key)
-        if isinstance(value, list):
-            target.update(v for v in value if isinstance(v, str))
-
-
-def file_lists(read: set[str], written: set[str], edited: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(read_only, modified)``, sorted: modified = edited ∪ written, read_only = read − modified."""
-    modified = edited | written
-    return tuple(sorted(read - modified)), tuple(sorted(modified))
-
-
-def format_file_lists(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
-    """The ``<read-files>`` / ``<modified-files>`` blocks appended to a summary ('' when both empty)."""
-    sections = []
-    if read_files:
-        sections.append("<read-files>\n" + "\n".join(read_files) + "\n</read-files>")
-    if modified_files:
-        sections.append("<modified-files>\n" + "\n".join(modified_files) + "\n</modified-files>")
-    return "\n\n" + "\n\n".join(sections) if sections else ""
+from ipython_compact.core.view import first_kept_index
 
 
 @dataclass(frozen=True)
@@ -131,12 +83,8 @@ def prepare_compaction(
         prev = path[previous]
         summary = prev.data.get("summary")
         previous_summary = summary if isinstance(summary, str) else None
-        boundary_start = previous + 1
-        first_kept_id = prev.data.get("first_kept_entry_id")
-        for i in range(previous - 1, -1, -1):
-            if path[i].id == first_kept_id:
-                boundary_start = i
-                break
+        found = first_kept_index(path, previous)
+        boundary_start = previous + 1 if found is None else found
 
     cut = find_cut_point(
         path,

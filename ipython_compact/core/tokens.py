@@ -10,7 +10,7 @@ Two estimators:
 ``chars4`` — pi's rule, exactly as ``@mariozechner/pi-coding-agent`` 0.73.1 computes it (the
 version ``tests/test_pi_compat.py`` runs): ``ceil(chars / 4)`` where chars are JavaScript string
 lengths (UTF-16 code units); user → text blocks only (**images in user messages are not counted**,
-as in that reference; PI-NEW counts them); assistant → text + thinking + tool name + compact JSON of
+as in that reference; pi's later estimate.ts counts them); assistant → text + thinking + tool name + compact JSON of
 the arguments; custom / toolResult → text + 4800 per image; bashExecution → command + output;
 summaries → summary text; our ``system`` → its text.
 
@@ -35,6 +35,7 @@ from typing import Any, Final, cast
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
 from ipython_compact.core.messages import entry_message, in_context
 from ipython_compact.core.settings import ESTIMATORS, Estimator
+from ipython_compact.core.view import view_indices
 
 IMAGE_CHARS_CHARS4: Final = 4800
 IMAGE_TOKENS_DENSITY: Final = 1200
@@ -236,8 +237,6 @@ def estimate_context(
     path = cast("Sequence[Entry]", messages_or_path)
     if tokens is not None and len(tokens) != len(path):
         raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
-    from ipython_compact.core.context import view_indices
-
     def cost(i: int) -> int:
         return tokens[i] if tokens is not None else estimate_entry_tokens(path[i], estimator)
 

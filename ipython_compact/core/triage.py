@@ -5,9 +5,13 @@ decision, in this order: first fence off what must not change (anchors, handled 
 ``core.anchors``; the recent tail, chosen by the cut point), then decide what goes into the
 checkpoint, and only last what is thrown away.
 
-- EXTERNALIZE: a tool output larger than a threshold is replaced, for the summarizer, by its head
-  and a pointer ``[entry 123 · 24,013 lines · recall 123]``; the full text stays in the log and can
-  be recalled by id.
+- EXTERNALIZE: a tool output larger than a threshold is replaced, for the summarizer, by its head,
+  its tail and a pointer ``[entry 123 · 24,013 lines · recall 123]``; the full text stays in the
+  log and can be recalled by id. The pointer keeps a *gist* (``Gist``): a few head and tail lines
+  within a small character budget (the way Prime keeps head 2000 + tail 500 characters, smaller),
+  the error line of a traceback, and the identifiers found in the output (ids, paths, versions,
+  hashes, metric=value pairs; ``drift.output_identifiers``, tail first). The end of an output is
+  where results are: the run id and final metric of a training log, the last line of a traceback.
 - DISCARD: an exact duplicate of an earlier message in the span (same role, same text), a repeated
   identical run (the same single tool call with the same arguments and the same output), and a
   superseded attempt: a failed tool call followed later in the span by a call of the same tool on
@@ -22,15 +26,25 @@ What must hold:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ipython_compact.core.drift import output_identifiers
 from ipython_compact.core.entries import Entry, canonical_json, entry_text, text_of_content, tool_calls_of
 
 EXTERNALIZE_LINES: Final = 200
 EXTERNALIZE_CHARS: Final = 8000
 HEAD_LINES: Final = 12
+# the gist a pointer carries (characters; each line clipped to GIST_LINE_CHARS)
+GIST_HEAD_LINES: Final = 2
+GIST_HEAD_CHARS: Final = 240
+GIST_TAIL_LINES: Final = 3
+GIST_TAIL_CHARS: Final = 360
+GIST_LINE_CHARS: Final = 160
+GIST_IDENTIFIERS: Final = 10
+GIST_IDENTIFIER_CHARS: Final = 360
 _TARGET_KEYS: Final = ("path", "file_path", "filePath", "filename", "command", "cmd", "code", "url", "query")
 
 
@@ -44,22 +58,125 @@ def approx_tokens(entry: Entry) -> int:
     return (len(entry_text(entry)) + 3) // 4
 
 
+_ERROR_LINE: Final = re.compile(r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)\b(?::.*)?)$")
+
+
+@dataclass(frozen=True)
+class Gist:
+    """What a pointer keeps of the output it replaces: the few lines and strings that matter.
+
+    What must hold: ``head`` + ``tail`` stay within ``GIST_HEAD_CHARS`` + ``GIST_TAIL_CHARS``
+    characters, ``identifiers`` within ``GIST_IDENTIFIERS`` strings and ``GIST_IDENTIFIER_CHARS``
+    characters; every string is taken verbatim from the output (a clipped line ends in "…").
+    """
+
+    head: tuple[str, ...] = ()
+    tail: tuple[str, ...] = ()
+    error: str | None = None
+    identifiers: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"head": list(self.head), "tail": list(self.tail), "error": self.error, "identifiers": list(self.identifiers)}
+
+    @staticmethod
+    def from_json(obj: Any) -> Gist:
+        if not isinstance(obj, Mapping):
+            return Gist()
+        error = obj.get("error")
+        return Gist(
+            tuple(str(x) for x in obj.get("head") or ()),
+            tuple(str(x) for x in obj.get("tail") or ()),
+            None if error is None else str(error),
+            tuple(str(x) for x in obj.get("identifiers") or ()),
+        )
+
+    def text(self) -> str:
+        """All the gist's strings in one text (what a reader of the pointer sees)."""
+        return "\n".join([*self.head, *self.tail, *([self.error] if self.error else []), *self.identifiers])
+
+
+def _gist_line(line: str) -> str:
+    line = line.rstrip()
+    return line if len(line) <= GIST_LINE_CHARS else line[: GIST_LINE_CHARS - 1] + "…"
+
+
+def _take(lines: Sequence[str], count: int, budget: int) -> list[str]:
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        if len(out) >= count:
+            break
+        clipped = _gist_line(line)
+        if out and used + len(clipped) > budget:
+            break
+        out.append(clipped)
+        used += len(clipped)
+    return out
+
+
+def make_gist(output: str) -> Gist:
+    """The gist of a large output (pure; linear in the output's length)."""
+    lines = [ln for ln in output.split("\n") if ln.strip()]
+    head = _take(lines, GIST_HEAD_LINES, GIST_HEAD_CHARS)
+    rest = lines[len(head) :]
+    tail = list(reversed(_take(list(reversed(rest)), GIST_TAIL_LINES, GIST_TAIL_CHARS)))
+    error: str | None = None
+    if "Traceback (most recent call last)" in output or "Error" in output or "Exception" in output:
+        for line in reversed(lines):
+            m = _ERROR_LINE.match(line)
+            if m:
+                error = _gist_line(m.group(1).strip())
+                break
+    if error is not None and any(error.rstrip("…") in t for t in tail):
+        error = None  # already in the tail
+    idents: list[str] = []
+    used = 0
+    shown = "\n".join([*head, *tail])
+    for _cls, value in output_identifiers(output):
+        if len(idents) >= GIST_IDENTIFIERS:
+            break
+        if value in shown or (error and value in error) or used + len(value) > GIST_IDENTIFIER_CHARS:
+            continue
+        idents.append(value)
+        used += len(value)
+    return Gist(tuple(head), tuple(tail), error, tuple(idents))
+
+
 @dataclass(frozen=True)
 class Pointer:
-    """A large output moved out of the context."""
+    """A large output moved out of the context, with the gist it keeps."""
 
     entry_id: str
     tool: str
     lines: int
     chars: int
     tokens: int
+    gist: Gist = field(default_factory=Gist)
 
     @property
     def text(self) -> str:
         return pointer_text(self.entry_id, self.lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"entry_id": self.entry_id, "tool": self.tool, "lines": self.lines, "chars": self.chars, "tokens": self.tokens}
+        return {"entry_id": self.entry_id, "tool": self.tool, "lines": self.lines, "chars": self.chars, "tokens": self.tokens, "gist": self.gist.to_json()}
+
+
+def pointer_lines(pointer: Mapping[str, Any]) -> list[str]:
+    """The lines an ``<externalized>`` block shows for one pointer (its ``to_json`` form).
+
+    The pointer itself, then its gist: head, tail, error line and identifiers, each prefixed so a
+    model can tell them apart. A pointer stored before gists existed shows only its first line.
+    """
+    entry_id, lines = str(pointer.get("entry_id")), int(pointer.get("lines", 0))
+    out = [f"{pointer_text(entry_id, lines)} {pointer.get('tool', '')} output, {int(pointer.get('chars', 0)):,} chars"]
+    gist = Gist.from_json(pointer.get("gist"))
+    out.extend(f"  head: {line}" for line in gist.head)
+    out.extend(f"  tail: {line}" for line in gist.tail)
+    if gist.error:
+        out.append(f"  error: {gist.error}")
+    if gist.identifiers:
+        out.append("  ids: " + ", ".join(gist.identifiers))
+    return out
 
 
 @dataclass(frozen=True)
@@ -92,13 +209,17 @@ def _clip_line(line: str, limit: int = 300) -> str:
     return line if len(line) <= limit else f"{line[:limit]}[... {len(line) - limit:,} more characters]"
 
 
-def _shorten(entry: Entry, lines: list[str], pointer: str) -> Entry:
+def _shorten(entry: Entry, lines: list[str], pointer: str, gist: Gist | None = None) -> Entry:
     msg = dict(entry.data.get("message") or {})
     head = "\n".join(_clip_line(line) for line in lines[:HEAD_LINES])
     tail = [_clip_line(line) for line in lines[-3:]] if len(lines) > HEAD_LINES + 3 else []
     hidden = max(0, len(lines) - HEAD_LINES - len(tail))
     middle = f"\n[... {hidden:,} lines moved out of context ...]\n" if hidden else "\n"
     text = head + middle + "\n".join(tail) + f"\n{pointer}"
+    if gist is not None and gist.error and all(gist.error.rstrip("…") not in t for t in tail):
+        text += f"\nerror: {gist.error}"
+    if gist is not None and gist.identifiers:
+        text += "\nids: " + ", ".join(gist.identifiers)
     if msg.get("role") == "bashExecution":
         msg["output"] = text
     else:
@@ -106,6 +227,12 @@ def _shorten(entry: Entry, lines: list[str], pointer: str) -> Entry:
     data = dict(entry.data)
     data["message"] = msg
     return Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, data)
+
+
+def one_line_tool(tool: str) -> str:
+    """A tool name or a bash command on one short line (a multi-line command is cut)."""
+    first = tool.strip().split("\n", 1)[0]
+    return first if len(first) <= 60 else first[:59] + "…"
 
 
 def _output_text(entry: Entry) -> str | None:
@@ -229,9 +356,10 @@ def triage(
             lines = output.split("\n")
             if len(lines) > externalize_lines or len(output) > externalize_chars:
                 msg = entry.message or {}
-                pointer = Pointer(entry.id, str(msg.get("toolName") or msg.get("command") or "bash"), len(lines), len(output), cost)
+                tool = str(msg.get("toolName") or msg.get("command") or "bash")
+                pointer = Pointer(entry.id, one_line_tool(tool), len(lines), len(output), cost, make_gist(output))
                 pointers.append(pointer)
-                short = _shorten(entry, lines, pointer.text)
+                short = _shorten(entry, lines, pointer.text, pointer.gist)
                 encode.append(short)
                 counts["externalize"] += cost
                 continue

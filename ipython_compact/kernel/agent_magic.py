@@ -24,43 +24,40 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.engine import CompactorEngine, default_engine
 from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
 from ipython_compact.core.state_notice import SnapshotOutcome
+from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
 
-USAGE = ("usage: %%agent [--model NAME] [--base-url URL] [--window TOKENS] [--max-steps N] [--session NAME] "
-         "[--stream] [--reset]")
+AGENT_ARGS = (
+    arg("--model", help="model name (default: CompactConfig.model)"),
+    arg("--base-url", dest="base_url", help="OpenAI-compatible server (default: CompactConfig.base_url)"),
+    arg("--window", type=positive_int, help="the model's context window in tokens (default: CompactConfig.context_window)"),
+    arg("--max-steps", dest="max_steps", type=positive_int, help="tool-call steps per turn (default 12)"),
+    arg("--session", help="session name (default: the extension's bound session)"),
+    arg("--stream", action="store_true", help="show the model's text as it arrives"),
+    arg("--reset", action="store_true", help="start a fresh agent (the log keeps everything)"),
+)
+
+
+def agent_parser() -> MagicParser:
+    """The ``%%agent`` parser: the same machinery as ``%compact`` (``kernel/magic_args.py``)."""
+    return build_parser("%%agent", "Send the cell's text to an agent that runs Python in this kernel.", AGENT_ARGS)
 
 
 def parse_options(line: str) -> dict[str, Any]:
-    """Parse the magic's line; raises ValueError naming the bad option."""
-    opts: dict[str, Any] = {}
-    words = shlex.split(line)
-    i = 0
-    takes = {"--model": str, "--base-url": str, "--window": int, "--max-steps": int, "--session": str}
-    while i < len(words):
-        word = words[i]
-        if word in ("--reset", "--stream"):
-            opts[word[2:]] = True
-            i += 1
-            continue
-        if word not in takes:
-            raise ValueError(f"unknown option {word!r}; {USAGE}")
-        if i + 1 >= len(words):
-            raise ValueError(f"option {word} needs a value; {USAGE}")
-        raw = words[i + 1]
-        try:
-            value = takes[word](raw)
-        except ValueError:
-            raise ValueError(f"option {word} needs an integer, got {raw!r}") from None
-        if takes[word] is int and value <= 0:
-            raise ValueError(f"option {word} must be positive, got {value}")
-        opts[word[2:].replace("-", "_")] = value
-        i += 2
-    return opts
+    """The options given on the magic's line (only those given); raises ``UsageError`` naming the bad
+    one, or ``HelpShown`` for ``--help``."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%%agent: cannot parse the line ({exc}); check the quotes") from None
+    parsed = vars(agent_parser().parse_strict(words))
+    return {k: v for k, v in parsed.items() if v is not None and v is not False}
 
 
 @magics_class
@@ -129,6 +126,13 @@ class AgentMagics(Magics):  # type: ignore[misc]
         """Send the cell's text to the agent and stream each step into the output."""
         try:
             opts = parse_options(line)
+        except HelpShown as shown:
+            print(shown.text)
+            return
+        except UsageError as exc:
+            print(exc)
+            return
+        try:
             if not cell.strip():
                 raise ValueError("the cell is empty: write the message for the agent below %%agent")
             rebuild = ("model", "base_url", "window", "session", "stream")

@@ -2,7 +2,7 @@
 
 Why only from inside the handler: ipykernel 7.4 pins a comm to the thread of the last kernel-side
 send; replying from the main thread (a hook, a timer) would pin a subshell comm to the main shell
-and make it wait behind running cells (reference jupyter-ecosystem.md §0.4).
+and make it wait behind running cells.
 
 What must hold (docs/protocol.md is the contract):
 - Every request gets exactly one reply with the same ``id``; malformed requests and unknown ops
@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact import __version__
 from ipython_compact.compactor import CompactionError
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.version import __version__
 
 TARGET = "ipython_compact"
 PROTOCOL = 1

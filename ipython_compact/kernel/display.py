@@ -18,8 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipython_compact.core.entries import KERNEL_FILE_OPS
+from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.ledger import one_line  # one cell per line: tables never break apart
+from ipython_compact.core.readable import cell_text, entry_gist, fmt_bytes
+
+__all__ = ["cell_text", "entry_gist", "fmt_bytes"]  # re-exported: the kernel side's one import for rendering
 
 SUMMARY_MIME = "application/vnd.ipython-compact.summary+json"
 NAMESPACE_MIME = "application/vnd.ipython-compact.namespace+json"
@@ -54,26 +57,6 @@ PLAIN_CELL_WIDTH = 100
 HTML_CELL_WIDTH = 300
 
 
-def cell_text(value: Any) -> str:
-    """A value as a person reads it: ``1,234`` not ``1234``, ``-`` not ``null``, lists and mappings
-    as ``a, b`` / ``key value; key value`` instead of raw JSON. Strings are returned unchanged."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k} {cell_text(v)}" for k, v in value.items()) or "none"
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return ", ".join(cell_text(v) for v in value) or "none"
-    return str(value)
-
-
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, str, str]:
     """HTML, Markdown and plain-text renderings of one table; every cell is one line."""
     html_rows = [[one_line(cell_text(c), HTML_CELL_WIDTH) for c in r] for r in rows]
@@ -89,17 +72,6 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, 
     return html_t, md, "\n".join(lines)
 
 
-def _fmt_bytes(n: Any) -> str:
-    if not isinstance(n, int):
-        return ""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(n)  # pragma: no cover
-
-
 def names_bundle(payload: Mapping[str, Any]) -> Rendered:
     """The namespace table; ``payload`` is the ``names`` op result."""
     names = list(payload.get("names", []))
@@ -112,7 +84,7 @@ def names_bundle(payload: Mapping[str, Any]) -> Rendered:
             facts.append(str(n["dtype"]))
         if n.get("length") is not None and n.get("shape") is None:
             facts.append(f"len {cell_text(n['length'])}")
-        rows.append([n["name"], n["type"], n.get("kind", ""), ", ".join(facts), _fmt_bytes(n.get("bytes"))])
+        rows.append([n["name"], n["type"], n.get("kind", ""), ", ".join(facts), fmt_bytes(n.get("bytes"))])
     title = f"{len(names)} name{'s' if len(names) != 1 else ''}" + (" (truncated)" if payload.get("truncated") else "")
     if not names:
         return Rendered({NAMESPACE_MIME: dict(payload), "text/plain": "No user-defined names.",
@@ -175,8 +147,6 @@ def rows_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
 def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
     """One log entry (``Entry.to_json()``): a one-line header, then its whole text — a message's
     content, tool calls included — never the raw JSON record (that stays in ``application/json``)."""
-    from ipython_compact.core.entries import Entry, entry_text
-
     record = Entry.from_json(entry)
     text = entry_text(record)
     facts = [record.kind] + ([str(record.role)] if record.role else []) + [record.timestamp]
@@ -187,27 +157,3 @@ def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
     shown.bundle["application/json"] = json.loads(json.dumps(dict(entry), default=str))
     shown.data = dict(entry)
     return shown
-
-
-def entry_gist(entry: Mapping[str, Any]) -> str:
-    """A one-line description of an entry that carries no text (``Entry.to_json()`` shape), so a log
-    row says what happened instead of staying blank."""
-    kind, data = str(entry.get("kind", "")), entry.get("data") or {}
-    if not isinstance(data, Mapping):
-        return ""
-    if kind == "model_change":
-        return f"{data.get('provider', '?')}/{data.get('model_id', '?')}"
-    if kind == "thinking_level_change":
-        return f"thinking level {data.get('thinking_level', '?')}"
-    if kind == "snapshot":
-        return (f"snapshot generation {cell_text(data.get('generation'))}: {cell_text(data.get('saved'))} names, "
-                f"{_fmt_bytes(data.get('bytes')) or '?'}")
-    if kind == "pin":
-        target = f"entry {data['entry_id']}" if data.get("entry_id") else repr(data.get("text", ""))
-        return f"unpin {data.get('pin_id', '?')}" if data.get("action") == "unpin" else f"{data.get('pin_id', '?')}: {target}"
-    if kind == "custom" and data.get("custom_type") == KERNEL_FILE_OPS and isinstance(data.get("data"), Mapping):
-        ops = data["data"]
-        return f"files read: {cell_text(ops.get('read'))}; modified: {cell_text(ops.get('modified'))}"
-    if kind == "custom":
-        return str(data.get("custom_type", ""))
-    return ""

@@ -3,6 +3,10 @@
 ``%compact`` alone (or ``%compact now [focus]``) compacts now; any text that is not a subcommand
 is taken as focus text. Wrong usage raises ``UsageError`` naming what to type instead; nothing is
 changed by a command that failed to parse.
+
+Adding a subcommand is one edit: a method on ``CompactMagics`` decorated with
+``@COMMANDS.subcommand(name, help, arg(...), ...)`` (``kernel/magic_args.py``). An exception a
+handler lets through is turned into a ``UsageError`` by the first matching row of ``ERROR_HINTS``.
 """
 
 from __future__ import annotations
@@ -12,57 +16,19 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel import display as D
+from ipython_compact.kernel.magic_args import HelpShown, Registry, arg
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
-from ipython_compact.store.errors import DatabaseLockedError, StoreError
+from ipython_compact.paths import read_only_reason
+from ipython_compact.store.errors import DatabaseLockedError, ImportFormatError, StoreError
 
-
-class _HelpShown(Exception):
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}. Type `{self.prog} --help` for usage.")
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        raise _HelpShown(self.format_help())
-
-    def print_help(self, file: Any = None) -> None:
-        raise _HelpShown(self.format_help())
-
-
-def _parser(name: str, help_text: str) -> _Parser:
-    return _Parser(prog=f"%compact {name}" if name else "%compact", description=help_text, add_help=True)
-
-
-SUBCOMMANDS: dict[str, str] = {
-    "now": "Compact the session now, optionally steering the summary with focus text.",
-    "preview": "Dry run: what would be summarized, kept, externalized and discarded.",
-    "status": "Tokens in context, the window, and both threshold lines.",
-    "names": "The user-defined names in the kernel with cheap facts (like %who).",
-    "snapshot": "Write a snapshot of the namespace now (incremental unless --full).",
-    "restore": "Bring names back from the newest valid snapshot (after a restart).",
-    "log": "The newest entries of the session log.",
-    "show": "One log entry in full.",
-    "recall": "The original text of compacted entries, by id or by search.",
-    "pin": "Keep a text verbatim through every compaction (alone or with --list: the active pins).",
-    "unpin": "Remove a pin by its id.",
-    "tree": "The branch tips of the session tree.",
-    "branch": "Move the session's leaf to an entry (start a branch there).",
-    "export": "Write the session (root to leaf) as JSONL.",
-    "import": "Append a pi or ipython-compact JSONL transcript to this session.",
-    "session": "Show the bound session, or switch to another (remembered across restarts).",
-}
-
+COMMANDS = Registry("%compact")
 
 SNAPSHOT_VERIFICATION = (
     "This snapshot verifies fully: a large array (> 1 MiB) that looks unchanged is re-hashed, so an "
@@ -75,38 +41,60 @@ SNAPSHOT_VERIFICATION = (
 )
 
 
-def _build_parsers() -> dict[str, _Parser]:
-    p: dict[str, _Parser] = {}
-    for name, text in SUBCOMMANDS.items():
-        p[name] = _parser(name, text)
-    p["now"].add_argument("focus", nargs="*", help="focus text for the summary")
-    p["preview"].add_argument("focus", nargs="*", help="focus text for the summary")
-    p["names"].add_argument("--limit", type=int, default=None, help="list at most this many names")
-    p["snapshot"].add_argument("--full", action="store_true", help="serialize and write every value again")
-    p["snapshot"].epilog = SNAPSHOT_VERIFICATION
-    p["restore"].add_argument("names", nargs="*", help="only these names (default: all)")
-    p["log"].add_argument("-n", type=int, default=20, help="how many entries (default 20; 0 for all)")
-    p["show"].add_argument("entry_id", help="the entry id (see %%compact log)")
-    p["recall"].add_argument("entry_id", nargs="?", help="an entry id")
-    p["recall"].add_argument("--query", "-q", help="full-text search instead of an id")
-    p["recall"].add_argument("--limit", type=int, default=5, help="at most this many search hits (default 5)")
-    p["pin"].add_argument("text", nargs="*", help="the text to keep verbatim")
-    p["pin"].add_argument("--list", action="store_true", help="list active pins")
-    p["unpin"].add_argument("pin_id", help="the pin id (see %%compact pin --list)")
-    p["branch"].add_argument("entry_id", help="the entry to continue from")
-    p["branch"].add_argument("--no-summary", action="store_true", help="do not summarize the branch left behind")
-    p["import"].add_argument("path", help="the transcript file (pi session or our JSONL export)")
-    p["export"].add_argument("path", help="the JSONL file to write")
-    p["session"].add_argument("name", nargs="?", help="switch to this session")
-    return p
+def _store_error(name: str, exc: BaseException) -> str:
+    """The session database itself is unusable (damaged, not ours, read-only)."""
+    path = getattr(exc, "path", None)
+    reason = read_only_reason(Path(path)) if path is not None else None
+    if reason:
+        return (f"%compact {name}: {reason}. Nothing was changed; point IPYTHON_COMPACT_DIR at a "
+                "writable directory and restart the kernel.")
+    return (f"%compact {name}: {exc}. Nothing was changed; move the file aside, or point "
+            "IPYTHON_COMPACT_DIR at another directory and restart the kernel.")
+
+
+def _os_error(name: str, exc: BaseException) -> str:
+    """A file the user named cannot be read or written."""
+    assert isinstance(exc, OSError)
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"%compact {name}: {where}{exc.strerror or exc}. Nothing was changed; check the path and its permissions."
+
+
+#: What a handler's exception means to the user, first match wins (subclasses before their bases).
+ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str]], ...] = (
+    (Busy, lambda name, exc: f"%compact {name}: {exc}"),
+    (NothingToCompact, lambda name, exc: (
+        f"%compact {name}: {exc}. Nothing was changed. History to compact comes from `%%agent` turns or "
+        "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")),
+    (CompactionError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact preview` to see what would be compacted."),
+    (Unavailable, lambda name, exc: f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."),
+    (LookupError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact log` to see entry ids."),
+    (ValueError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact {name} --help` for usage."),
+    (DatabaseLockedError, lambda name, exc: f"%compact {name}: {exc}. Nothing was changed; run it again in a moment."),
+    (StoreError, _store_error),
+    (OSError, _os_error),
+)
+
+
+def usage_error(name: str, exc: BaseException) -> UsageError | None:
+    """The ``UsageError`` for ``exc`` raised by subcommand ``name``, or None when no row matches."""
+    for kind, text in ERROR_HINTS:
+        if isinstance(exc, kind):
+            return UsageError(text(name, exc))
+    return None
 
 
 def _overview() -> str:
-    width = max(len(n) for n in SUBCOMMANDS)
+    names = COMMANDS.names()
+    width = max(len(n) for n in names)
     lines = ["usage: %compact [SUBCOMMAND] [ARGS] — `%compact SUBCOMMAND --help` for each", "",
              "With no subcommand (or text that is not one) it compacts now, using the text as focus.", ""]
-    lines += [f"  {n.ljust(width)}  {t}" for n, t in SUBCOMMANDS.items()]
+    lines += [f"  {n.ljust(width)}  {COMMANDS[n].help}" for n in names]
     return "\n".join(lines)
+
+
+def _at_least(value: int | None, low: int, option: str) -> None:
+    if value is not None and value < low:
+        raise ValueError(f"{option} must be {low} or more, got {value}")
 
 
 @magics_class
@@ -116,13 +104,6 @@ class CompactMagics(Magics):  # type: ignore[misc]
     def __init__(self, shell: Any, service: KernelService) -> None:
         super().__init__(shell=shell)
         self.service = service
-        self.parsers = _build_parsers()
-        self.handlers: dict[str, Callable[[argparse.Namespace], Any]] = {
-            "now": self._now, "preview": self._preview, "status": self._status, "names": self._names,
-            "snapshot": self._snapshot, "restore": self._restore, "log": self._log, "show": self._show,
-            "recall": self._recall, "pin": self._pin, "unpin": self._unpin, "tree": self._tree,
-            "branch": self._branch, "export": self._export, "import": self._import, "session": self._session,
-        }
 
     @line_magic  # type: ignore[misc]
     def compact(self, line: str) -> Any:
@@ -135,51 +116,28 @@ class CompactMagics(Magics):  # type: ignore[misc]
             return D.text_bundle(_overview())
         if argv and argv[0] == "compact":
             argv = argv[1:]
-        if not argv or argv[0] not in self.parsers:
+        if not argv or argv[0] not in COMMANDS:
             if argv and argv[0].startswith("-"):
                 raise UsageError(f"%compact: unknown option {argv[0]!r}. Type `%compact --help` for the subcommands.")
             argv = ["now", *argv]
         name, rest = argv[0], argv[1:]
+        command = COMMANDS[name]
         try:
-            args = self.parsers[name].parse_args(rest)
-        except _HelpShown as shown:
+            args = command.parser(COMMANDS.magic).parse_args(rest)
+        except HelpShown as shown:
             return D.text_bundle(shown.text)
         try:
             with self.service.fileops.paused():
-                return self.handlers[name](args)
-        except Busy as exc:
-            raise UsageError(f"%compact {name}: {exc}") from None
-        except CompactionError as exc:
-            if isinstance(exc, NothingToCompact):
-                hint = ("Nothing was changed. History to compact comes from `%%agent` turns or "
-                        "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")
-            else:
-                hint = "Type `%compact preview` to see what would be compacted."
-            raise UsageError(f"%compact {name}: {exc}. {hint}") from None
-        except Unavailable as exc:
-            raise UsageError(f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."
-                             ) from None
-        except (KeyError, LookupError) as exc:
-            raise UsageError(f"%compact {name}: {exc}. Type `%compact log` to see entry ids.") from None
-        except ValueError as exc:
-            raise UsageError(f"%compact {name}: {exc}. Type `%compact {name} --help` for usage.") from None
-        except DatabaseLockedError as exc:
-            raise UsageError(f"%compact {name}: {exc}. Nothing was changed; run it again in a moment.") from None
-        except StoreError as exc:  # the session database itself is unusable (damaged, not ours, read-only)
-            from ipython_compact.cli import read_only_reason
-
-            reason = read_only_reason(Path(exc.path)) if exc.path is not None else None
-            if reason:
-                raise UsageError(f"%compact {name}: {reason}. Nothing was changed; point IPYTHON_COMPACT_DIR at a "
-                                 "writable directory and restart the kernel.") from None
-            raise UsageError(f"%compact {name}: {exc}. Nothing was changed; move the file aside, or point "
-                             "IPYTHON_COMPACT_DIR at another directory and restart the kernel.") from None
-        except OSError as exc:  # a file the user named cannot be read or written
-            where = f"{exc.filename}: " if exc.filename else ""
-            raise UsageError(f"%compact {name}: {where}{exc.strerror or exc}. Nothing was changed; "
-                             "check the path and its permissions.") from None
+                return command.handler(self, args)
+        except Exception as exc:
+            error = usage_error(name, exc)
+            if error is None:
+                raise
+            raise error from None
 
     # ------------------------------------------------------------------ handlers
+    @COMMANDS.subcommand("now", "Compact the session now, optionally steering the summary with focus text.",
+                         arg("focus", nargs="*", help="focus text for the summary"))
     def _now(self, a: argparse.Namespace) -> Any:
         focus = " ".join(a.focus) or None
         result = self.service.compact(focus=focus)
@@ -187,6 +145,8 @@ class CompactMagics(Magics):  # type: ignore[misc]
         shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
         return D.summary_bundle(shown, result.get("notice"))
 
+    @COMMANDS.subcommand("preview", "Dry run: what would be summarized, kept, externalized and discarded.",
+                         arg("focus", nargs="*", help="focus text for the summary"))
     def _preview(self, a: argparse.Namespace) -> Any:
         try:
             plan = self.service.preview(" ".join(a.focus) or None)
@@ -200,22 +160,25 @@ class CompactMagics(Magics):  # type: ignore[misc]
         shown.data = plan
         return shown
 
+    @COMMANDS.subcommand("status", "Tokens in context, the window, and both threshold lines.")
     def _status(self, a: argparse.Namespace) -> Any:
         return D.mapping_bundle(f"Session {self.service.session}", self.service.status())
 
-    @staticmethod
-    def _at_least(value: int | None, low: int, option: str) -> None:
-        if value is not None and value < low:
-            raise ValueError(f"{option} must be {low} or more, got {value}")
-
+    @COMMANDS.subcommand("names", "The user-defined names in the kernel with cheap facts (like %who).",
+                         arg("--limit", type=int, default=None, help="list at most this many names"))
     def _names(self, a: argparse.Namespace) -> Any:
-        self._at_least(a.limit, 0, "--limit")
+        _at_least(a.limit, 0, "--limit")
         return D.names_bundle(self.service.names(limit=a.limit).to_json())
 
+    @COMMANDS.subcommand("snapshot", "Write a snapshot of the namespace now (incremental unless --full).",
+                         arg("--full", action="store_true", help="serialize and write every value again"),
+                         epilog=SNAPSHOT_VERIFICATION)
     def _snapshot(self, a: argparse.Namespace) -> Any:
         report = self.service.snapshot(full=a.full)
         return D.mapping_bundle(f"Snapshot generation {report.generation}", report.to_json())
 
+    @COMMANDS.subcommand("restore", "Bring names back from the newest valid snapshot (after a restart).",
+                         arg("names", nargs="*", help="only these names (default: all)"))
     def _restore(self, a: argparse.Namespace) -> Any:
         report = self.service.restore(names=a.names or None)
         if report.generation is None:
@@ -231,20 +194,26 @@ class CompactMagics(Magics):  # type: ignore[misc]
             shown["not_in_snapshot"] = missing
         return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", shown)
 
+    @COMMANDS.subcommand("log", "The newest entries of the session log.",
+                         arg("-n", type=int, default=20, help="how many entries (default 20; 0 for all)"))
     def _log(self, a: argparse.Namespace) -> Any:
-        self._at_least(a.n, 0, "-n")
+        _at_least(a.n, 0, "-n")
         rows = self.service.log(limit=a.n)  # entries without text come described, not blank
         return D.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
                              [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows], rows)
 
+    @COMMANDS.subcommand("show", "One log entry in full.", arg("entry_id", help="the entry id (see %%compact log)"))
     def _show(self, a: argparse.Namespace) -> Any:
-        entry = self.service.show(a.entry_id)
-        return D.entry_bundle(entry)
+        return D.entry_bundle(self.service.show(a.entry_id))
 
+    @COMMANDS.subcommand("recall", "The original text of compacted entries, by id or by search.",
+                         arg("entry_id", nargs="?", help="an entry id"),
+                         arg("--query", "-q", help="full-text search instead of an id"),
+                         arg("--limit", type=int, default=5, help="at most this many search hits (default 5)"))
     def _recall(self, a: argparse.Namespace) -> Any:
         if (a.entry_id is None) == (a.query is None):
             raise ValueError("give an entry id or --query TEXT (one of them)")
-        self._at_least(a.limit, 1, "--limit")
+        _at_least(a.limit, 1, "--limit")
         try:
             hits = self.service.recall(entry_id=a.entry_id, query=a.query, limit=a.limit)
         except ValueError as exc:
@@ -255,6 +224,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return D.text_bundle("\n\n".join(f"[{h['id']}] {h['kind']} {h['role'] or ''}\n{h['text']}" for h in hits)
                              or "No matching entries.", title=f"{len(hits)} recalled")
 
+    @COMMANDS.subcommand("pin", "Keep a text verbatim through every compaction (alone or with --list: the active pins).",
+                         arg("text", nargs="*", help="the text to keep verbatim"),
+                         arg("--list", action="store_true", help="list active pins"))
     def _pin(self, a: argparse.Namespace) -> Any:
         if a.list or not a.text:
             pins = self.service.pins()
@@ -266,32 +238,25 @@ class CompactMagics(Magics):  # type: ignore[misc]
             raise ValueError("give the text to pin, e.g. `%compact pin the API key lives in env var X`")
         return D.mapping_bundle("Pinned", self.service.pin(text))
 
+    @COMMANDS.subcommand("unpin", "Remove a pin by its id.", arg("pin_id", help="the pin id (see %%compact pin --list)"))
     def _unpin(self, a: argparse.Namespace) -> Any:
         return D.mapping_bundle("Unpinned", self.service.unpin(a.pin_id))
 
+    @COMMANDS.subcommand("tree", "The branch tips of the session tree.")
     def _tree(self, a: argparse.Namespace) -> Any:
         tips = self.service.tree()
         return D.rows_bundle("Branch tips", ["id", "kind", "leaf", "text"],
                              [[t["id"], t["kind"], "*" if t["leaf"] else "", t["text"]] for t in tips], tips)
 
+    @COMMANDS.subcommand("branch", "Move the session's leaf to an entry (start a branch there).",
+                         arg("entry_id", help="the entry to continue from"),
+                         arg("--no-summary", action="store_true", help="do not summarize the branch left behind"))
     def _branch(self, a: argparse.Namespace) -> Any:
         moved = self.service.branch(a.entry_id, summarize=not a.no_summary)
         return D.mapping_bundle("Leaf moved", {"session": self.service.session, **moved})
 
-    def _import(self, a: argparse.Namespace) -> Any:
-        source = Path(a.path).expanduser()
-        if not source.is_file():
-            raise ValueError(f"file {source} does not exist")
-        from ipython_compact.store import ImportFormatError
-
-        try:
-            imported = self.service.import_transcript(source)
-        except ImportFormatError as exc:
-            where = f"fix line {exc.line} of {source}" if exc.line is not None else "check the file"
-            raise UsageError(f"%compact import: {exc}. Nothing was imported; {where} "
-                             "(a pi session or an ipython-compact export, one JSON object per line).") from None
-        return D.mapping_bundle("Imported", imported)
-
+    @COMMANDS.subcommand("export", "Write the session (root to leaf) as JSONL.",
+                         arg("path", help="the JSONL file to write"))
     def _export(self, a: argparse.Namespace) -> Any:
         target = Path(a.path).expanduser()
         if target.is_dir():
@@ -301,6 +266,22 @@ class CompactMagics(Magics):  # type: ignore[misc]
         count = self.service.export(target)
         return D.mapping_bundle("Exported", {"path": str(target), "entries": count})
 
+    @COMMANDS.subcommand("import", "Append a pi or ipython-compact JSONL transcript to this session.",
+                         arg("path", help="the transcript file (pi session or our JSONL export)"))
+    def _import(self, a: argparse.Namespace) -> Any:
+        source = Path(a.path).expanduser()
+        if not source.is_file():
+            raise ValueError(f"file {source} does not exist")
+        try:
+            imported = self.service.import_transcript(source)
+        except ImportFormatError as exc:
+            where = f"fix line {exc.line} of {source}" if exc.line is not None else "check the file"
+            raise UsageError(f"%compact import: {exc}. Nothing was imported; {where} "
+                             "(a pi session or an ipython-compact export, one JSON object per line).") from None
+        return D.mapping_bundle("Imported", imported)
+
+    @COMMANDS.subcommand("session", "Show the bound session, or switch to another (remembered across restarts).",
+                         arg("name", nargs="?", help="switch to this session"))
     def _session(self, a: argparse.Namespace) -> Any:
         if a.name:
             self.service.switch(a.name)

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipython_compact import __version__, paths
+from ipython_compact import paths
 from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
+from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel.config import CompactConfig
@@ -38,6 +39,7 @@ from ipython_compact.namespace.snapshot import (
 )
 from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.offline import OfflineSummarizer
+from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
 
@@ -210,8 +212,6 @@ class KernelService:
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
-        from ipython_compact.kernel.display import entry_gist
-
         path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
         return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
                  "text": E.entry_text(e)[:160] or entry_gist(e.to_json())} for e in path[-limit:]]

@@ -1,0 +1,217 @@
+"""The one connection behind a session store: opening, transactions, error translation, the
+session row and the cache of parsed entries.
+
+The log, tree and inbox modules all work through a ``Database``; none of them opens SQLite or
+decides on locking itself.
+
+What must hold:
+- A file is opened only if it is ours (or new): another program's SQLite file is refused before
+  the WAL switch could rewrite its header. New files are created owner-only (0600).
+- ``write()`` is one ``BEGIN IMMEDIATE`` transaction: all of the block or none of it.
+- Every ``sqlite3.Error`` leaves as a ``StoreError`` naming the file.
+- Cached entries are shared values: stored entries never change, so the cache is never stale.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ipython_compact.core.entries import Entry
+from ipython_compact.store import migrations
+from ipython_compact.store.errors import (
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    InvalidEntryError,
+    StoreError,
+    UnknownSessionError,
+)
+
+ENTRY_COLUMNS = "id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4"
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC time with milliseconds, the shape pi writes (``2025-12-08T22:41:05.306Z``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def random_entry_id() -> str:
+    """Eight hex characters, like pi's ids; collisions within a session are retried."""
+    return secrets.token_hex(4)
+
+
+def row_entry(row: Sequence[Any]) -> Entry:
+    """An entry from a row that starts with ``ENTRY_COLUMNS``."""
+    return Entry(id=row[0], parent_id=row[1], kind=row[2], timestamp=row[3], data=json.loads(row[4]))
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session's row as a write transaction sees it."""
+
+    sid: int
+    leaf: str | None
+    count: int
+    tip: str
+
+
+class Database:
+    """One SQLite file, opened once per store; thread-safe through one re-entrant lock."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        busy_timeout: float,
+        clock: Callable[[], str],
+        new_id: Callable[[], str],
+        cache_entries: int,
+    ) -> None:
+        self.path = db_path
+        self.clock = clock
+        self.new_id = new_id
+        self.lock = threading.RLock()
+        self.cache_size = cache_entries
+        self.entry_cache: OrderedDict[tuple[int, str], Entry] = OrderedDict()
+        self.conn = self._open(busy_timeout)
+
+    def _open(self, busy_timeout: float) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a directory, not a database file", path=self.path)
+        if not self.path.parent.exists():
+            raise StoreError(
+                f"{self.path}: directory {self.path.parent} does not exist (create it, or pass another --db)",
+                path=self.path,
+            )
+        if not self.path.exists():
+            # Conversations are private: create the file owner-only before SQLite opens it.
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            os.close(fd)
+        try:
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self.translate(exc) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            # Another program's SQLite file: refuse it before the WAL switch rewrites its header.
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            if tables and "migrations" not in tables:
+                raise StoreError(
+                    f"{self.path}: a SQLite database of another program (tables: {', '.join(tables[:5])}), "
+                    "not an ipython-compact one; it was left untouched",
+                    path=self.path,
+                )
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: could not switch the database to WAL mode (got {mode})", path=self.path)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrations.migrate(conn, self.clock())
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self.translate(exc) from exc
+        except ValueError as exc:
+            conn.close()
+            raise StoreError(f"{self.path}: {exc}", path=self.path) from exc
+        except StoreError:
+            conn.close()
+            raise
+        return conn
+
+    def translate(self, exc: sqlite3.Error) -> StoreError:
+        """The ``StoreError`` subclass for an SQLite error, naming the file and what to do."""
+        text = str(exc)
+        lowered = text.lower()
+        if "locked" in lowered or "busy" in lowered:
+            return DatabaseLockedError(
+                f"{self.path}: database is locked by another process ({text}); retry when it finishes",
+                path=self.path,
+            )
+        if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+            return CorruptDatabaseError(
+                f"{self.path}: not a usable ipython-compact database ({text}); "
+                "the file is damaged or is not SQLite — move it aside and pass another --db",
+                path=self.path,
+            )
+        if "append-only" in lowered:
+            return InvalidEntryError(f"{self.path}: {text}", path=self.path)
+        return StoreError(f"{self.path}: {text}", path=self.path)
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        with self.lock:
+            try:
+                yield self.conn
+            except sqlite3.Error as exc:
+                raise self.translate(exc) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: all of the block or none of it."""
+        with self.lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self.translate(exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self.translate(exc) from exc
+                raise
+
+    def session_row(self, conn: sqlite3.Connection, name: str) -> SessionRow:
+        """The session's row; ``UnknownSessionError`` (listing known names) when there is none."""
+        row = conn.execute(
+            "SELECT session_id, leaf_id, entry_count, chain_tip FROM sessions WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            known = [r[0] for r in conn.execute("SELECT name FROM sessions ORDER BY name LIMIT 20")]
+            hint = f" (known: {', '.join(known)})" if known else " (the database has no sessions yet)"
+            raise UnknownSessionError(f"no session named {name!r} in {self.path}{hint}", path=self.path)
+        return SessionRow(int(row[0]), row[1], int(row[2]), str(row[3]))
+
+    def sid(self, conn: sqlite3.Connection, name: str) -> int:
+        return self.session_row(conn, name).sid
+
+    def cached_entries(self, conn: sqlite3.Connection, sid: int, ids: Sequence[str]) -> list[Entry]:
+        """The entries with ``ids`` (in that order), parsed once and kept in a bounded LRU cache."""
+        cache = self.entry_cache
+        missing = [i for i in ids if (sid, i) not in cache]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+            ):
+                cache[(sid, row[0])] = row_entry(row)
+        out: list[Entry] = []
+        for entry_id in ids:
+            entry = cache[(sid, entry_id)]
+            cache.move_to_end((sid, entry_id))
+            out.append(entry)
+        while len(cache) > max(self.cache_size, len(ids)):
+            cache.popitem(last=False)
+        return out
+
+    def clear_cache(self) -> None:
+        with self.lock:
+            self.entry_cache.clear()
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()

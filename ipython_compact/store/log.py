@@ -1,0 +1,368 @@
+"""The log: appending entries (one transaction per call) and reading them back by id, kind or text.
+
+What must hold:
+- Entry rows are never updated or deleted (triggers enforce it); every append, batch and import
+  lands whole or not at all.
+- Each entry stores both token estimates (``core.tokens.estimate_entry_tokens``) taken at append,
+  so thresholds and cut points never re-scan history, and the derived tree columns
+  (depth, ``context_head``, ``mark``, ``compactions``) that ``integrity.verify`` recomputes.
+- ``hash`` = sha256(parent hash + canonical JSON of the entry); ``chain`` = sha256(previous chain
+  of the session + hash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
+from ipython_compact.core.settings import ESTIMATORS, Estimator
+from ipython_compact.core.tokens import estimate_entry_tokens
+from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
+from ipython_compact.store.errors import (
+    InvalidEntryError,
+    SessionExistsError,
+    StoreError,
+    UnknownEntryError,
+)
+from ipython_compact.store.migrations import MARK_KINDS
+from ipython_compact.store.records import LEAF, SearchHit, _Default
+from ipython_compact.store.tree import Batch, ParentInfo, Tree
+
+
+def entry_hash(parent_hash: str, entry: Entry) -> str:
+    """The tree hash: binds an entry's content to its parent's hash."""
+    payload = parent_hash + "\n" + canonical_json(entry.to_json())
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def chain_hash(previous_chain: str, hash_: str) -> str:
+    """The append-order hash: binds an entry to everything appended to its session before it."""
+    return hashlib.sha256((previous_chain + "\n" + hash_).encode("utf-8")).hexdigest()
+
+
+class EntryLog:
+    """Appends and entry reads over one database (the tree answers ancestry questions)."""
+
+    def __init__(self, db: Database, tree: Tree) -> None:
+        self.db = db
+        self.tree = tree
+
+    def append(
+        self,
+        session: str,
+        kind: str,
+        data: Mapping[str, Any],
+        *,
+        parent_id: str | _Default | None = LEAF,
+        timestamp: str | None = None,
+        entry_id: str | None = None,
+        move_leaf: bool = True,
+    ) -> Entry:
+        """Append one entry (under the leaf by default) and, by default, make it the leaf."""
+        return self.append_many(
+            session, [(kind, data)], parent_id=parent_id, timestamp=timestamp, entry_ids=[entry_id], move_leaf=move_leaf
+        )[0]
+
+    def append_many(
+        self,
+        session: str,
+        items: Iterable[tuple[str, Mapping[str, Any]]],
+        *,
+        parent_id: str | _Default | None = LEAF,
+        timestamp: str | None = None,
+        entry_ids: Sequence[str | None] | None = None,
+        move_leaf: bool = True,
+    ) -> list[Entry]:
+        """Append ``(kind, data)`` items as a chain in one transaction: each is the child of the
+        one before, the first hangs under ``parent_id`` (the leaf by default)."""
+        items = list(items)
+        with self.db.write() as conn:
+            row = self.db.session_row(conn, session)
+            sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
+            parent = leaf if parent_id is LEAF else parent_id
+            assert not isinstance(parent, _Default)
+            entries: list[Entry] = []
+            cache = Batch()
+            when = timestamp or self.db.clock()
+            for i, (kind, data) in enumerate(items):
+                wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
+                new_id = wanted or self._fresh_id(conn, sid, cache)
+                entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
+                stored, tip = self._insert(conn, sid, entry, tip, cache)
+                entries.append(stored)
+                parent = stored.id
+            self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
+        return entries
+
+    def import_entries(
+        self,
+        session: str,
+        entries: Sequence[Entry],
+        *,
+        leaf_id: str | _Default | None = LEAF,
+        create: bool = False,
+    ) -> list[Entry]:
+        """Append entries keeping their ids, timestamps and parent links (one transaction).
+
+        Entries whose ``parent_id`` is None hang under the session's current leaf, so importing
+        into a non-empty session appends after it. Parents must come before their children.
+        ``leaf_id`` picks the new leaf among the imported entries (default: the last one; None:
+        leave the leaf where it is). ``create`` makes the session in the same transaction, so a
+        failed import leaves no empty session behind.
+        """
+        with self.db.write() as conn:
+            if create:
+                if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone():
+                    raise SessionExistsError(f"session {session!r} already exists in {self.db.path}", path=self.db.path)
+                conn.execute(
+                    "INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self.db.clock())
+                )
+            row = self.db.session_row(conn, session)
+            sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
+            cache = Batch()
+            stored_entries: list[Entry] = []
+            for entry in entries:
+                if entry.parent_id is None and leaf is not None:
+                    entry = Entry(entry.id, leaf, entry.kind, entry.timestamp, entry.data)
+                stored, tip = self._insert(conn, sid, entry, tip, cache)
+                stored_entries.append(stored)
+            if leaf_id is LEAF:
+                new_leaf = stored_entries[-1].id if stored_entries else None
+            else:
+                new_leaf = leaf_id if isinstance(leaf_id, str) else None
+                if new_leaf is not None and new_leaf not in cache:
+                    raise InvalidEntryError(f"import leaf {new_leaf!r} is not among the imported entries", path=self.db.path)
+            self._finish(conn, sid, count + len(stored_entries), tip, new_leaf, cache)
+        return stored_entries
+
+    def _finish(self, conn: sqlite3.Connection, sid: int, count: int, tip: str, leaf: str | None, batch: Batch) -> None:
+        """Record the batch on the session row: count, chain tip, newest seq and (maybe) the leaf."""
+        if not batch.last_seq:
+            if leaf is not None:
+                conn.execute("UPDATE sessions SET leaf_id = ? WHERE session_id = ?", (leaf, sid))
+            return
+        conn.execute(
+            "UPDATE sessions SET entry_count = ?, chain_tip = ?, last_seq = ?, leaf_id = COALESCE(?, leaf_id) "
+            "WHERE session_id = ?",
+            (count, tip, batch.last_seq, leaf, sid),
+        )
+
+    def _fresh_id(self, conn: sqlite3.Connection, sid: int, cache: Batch) -> str:
+        for _ in range(100):
+            candidate = self.db.new_id()
+            if candidate not in cache and not conn.execute(
+                "SELECT 1 FROM entries WHERE session_id = ? AND id = ?", (sid, candidate)
+            ).fetchone():
+                return candidate
+        raise StoreError(f"{self.db.path}: could not find a free entry id after 100 tries", path=self.db.path)
+
+    def _insert(
+        self, conn: sqlite3.Connection, sid: int, entry: Entry, tip: str, cache: Batch
+    ) -> tuple[Entry, str]:
+        where = f"entry {entry.id!r}"
+        if not isinstance(entry.id, str) or not entry.id:
+            raise InvalidEntryError(f"{where}: id must be a non-empty string", path=self.db.path)
+        if entry.kind not in KINDS:
+            raise InvalidEntryError(
+                f"{where}: unknown kind {entry.kind!r} (expected one of {', '.join(sorted(KINDS))})", path=self.db.path
+            )
+        if not isinstance(entry.timestamp, str) or not entry.timestamp:
+            raise InvalidEntryError(f"{where}: timestamp must be a non-empty string", path=self.db.path)
+        try:
+            data_text = json.dumps(dict(entry.data), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEntryError(f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path) from exc
+        stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, json.loads(data_text))
+        if entry.id in cache or conn.execute(
+            "SELECT 1 FROM entries WHERE session_id = ? AND id = ?", (sid, entry.id)
+        ).fetchone():
+            raise InvalidEntryError(f"{where}: an entry with this id already exists in the session", path=self.db.path)
+        if entry.parent_id is None:
+            depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
+        else:
+            parent = self.tree.parent_info(conn, sid, entry.parent_id, cache)
+            if parent is None:
+                raise InvalidEntryError(f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path)
+            depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
+            compactions = parent.compactions
+        if entry.kind in MARK_KINDS:
+            mark = stored.id
+        if entry.kind == COMPACTION:
+            compactions += 1
+            first_kept = stored.data.get("first_kept_entry_id")
+            if not isinstance(first_kept, str) or not first_kept:
+                raise InvalidEntryError(f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path)
+            if not self.tree.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
+                raise InvalidEntryError(
+                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction", path=self.db.path
+                )
+            head = first_kept
+        hash_ = entry_hash(parent_hash, stored)
+        new_tip = chain_hash(tip, hash_)
+        cur = conn.execute(
+            "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
+            " depth, context_head, hash, chain, mark, compactions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                sid,
+                stored.id,
+                stored.parent_id,
+                stored.kind,
+                stored.timestamp,
+                data_text,
+                estimate_entry_tokens(stored, "density"),
+                estimate_entry_tokens(stored, "chars4"),
+                depth,
+                head,
+                hash_,
+                new_tip,
+                mark,
+                compactions,
+            ),
+        )
+        text = entry_text(stored)
+        if text:
+            conn.execute("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
+        cache.last_seq = int(cur.lastrowid or 0)
+        cache.info[stored.id] = ParentInfo(depth, head, hash_, mark, compactions)
+        cache.parents[stored.id] = stored.parent_id
+        return stored, new_tip
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, entry_id: str, session: str | None = None) -> Entry:
+        """One entry by id. Ids are unique within a session; without ``session`` the id must be
+        unique in the whole database."""
+        with self.db.read() as conn:
+            if session is not None:
+                sid = self.db.sid(conn, session)
+                rows = conn.execute(
+                    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+                ).fetchall()
+            else:
+                rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ? LIMIT 2", (entry_id,)).fetchall()
+        if not rows:
+            where = f"session {session!r}" if session else str(self.db.path)
+            raise UnknownEntryError(f"no entry {entry_id!r} in {where}", path=self.db.path)
+        if len(rows) > 1:
+            raise UnknownEntryError(f"entry id {entry_id!r} exists in several sessions: name the session", path=self.db.path)
+        return row_entry(rows[0])
+
+    def entries(
+        self, session: str, *, kinds: Iterable[str] | None = None, after_newest: str | None = None
+    ) -> list[Entry]:
+        """Entries of the session in append order (parents before children), branches included.
+
+        ``kinds`` keeps only those kinds; ``after_newest=K`` keeps only entries appended after the
+        newest entry of kind ``K`` (all when there is none). Both are index lookups (migration
+        ``0004_kind_index``), so "what happened since the last compaction" costs what came after
+        it, not the whole history.
+        """
+        with self.db.read() as conn:
+            sid = self.db.sid(conn, session)
+            where = "session_id = ?"
+            params: list[Any] = [sid]
+            if after_newest is not None:
+                row = conn.execute(
+                    "SELECT MAX(seq) FROM entries WHERE session_id = ? AND kind = ?", (sid, after_newest)
+                ).fetchone()
+                if row[0] is not None:
+                    where += " AND seq > ?"
+                    params.append(row[0])
+            if kinds is not None:
+                wanted = sorted(set(kinds))
+                if not wanted:
+                    return []
+                where += f" AND kind IN ({', '.join('?' * len(wanted))})"
+                params.extend(wanted)
+            rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE {where} ORDER BY seq", params)
+            return [row_entry(r) for r in rows]
+
+    def entry_count(self, session: str) -> int:
+        """How many entries the session holds (all branches); one row read."""
+        with self.db.read() as conn:
+            return self.db.session_row(conn, session).count
+
+    def entry_ids(self, session: str) -> set[str]:
+        """Every id used in the session (cheap: no entry bodies are read)."""
+        with self.db.read() as conn:
+            sid = self.db.sid(conn, session)
+            return {row[0] for row in conn.execute("SELECT id FROM entries WHERE session_id = ?", (sid,))}
+
+    def children(self, session: str, entry_id: str | None) -> list[Entry]:
+        with self.db.read() as conn:
+            sid = self.db.sid(conn, session)
+            rows = conn.execute(
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id IS ? ORDER BY seq",
+                (sid, entry_id),
+            )
+            return [row_entry(r) for r in rows]
+
+    def branch_tips(self, session: str) -> list[Entry]:
+        """Entries with no children: the ends of every branch of the session tree."""
+        with self.db.read() as conn:
+            sid = self.db.sid(conn, session)
+            rows = conn.execute(
+                f"SELECT {ENTRY_COLUMNS} FROM entries e WHERE session_id = ? AND NOT EXISTS "
+                "(SELECT 1 FROM entries c WHERE c.session_id = e.session_id AND c.parent_id = e.id) ORDER BY seq",
+                (sid,),
+            )
+            return [row_entry(r) for r in rows]
+
+    def token_counts(self, session: str, entries: Sequence[Entry], estimator: Estimator = "density") -> list[int]:
+        """Stored estimates for ``entries`` of ``session``, in the same order."""
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {estimator!r}; expected one of {', '.join(ESTIMATORS)}")
+        column = "tokens_density" if estimator == "density" else "tokens_chars4"
+        with self.db.read() as conn:
+            sid = self.db.sid(conn, session)
+            found: dict[str, int] = {}
+            ids = [e.id for e in entries]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for entry_id, tokens in conn.execute(
+                    f"SELECT id, {column} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+                ):
+                    found[entry_id] = int(tokens)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            raise UnknownEntryError(f"no entries {missing[:5]} in session {session!r}", path=self.db.path)
+        return [found[i] for i in ids]
+
+    def search(self, text: str, *, session: str | None = None, limit: int = 20, raw: bool = False) -> list[SearchHit]:
+        """Full-text search over entry text, best match first.
+
+        By default every word of ``text`` must occur (words are quoted, so FTS syntax in user text
+        is harmless); ``raw=True`` passes an FTS5 query through unchanged.
+        """
+        if raw:
+            query = text
+        else:
+            words = [w.replace('"', '""') for w in text.split()]
+            if not words:
+                return []
+            query = " ".join(f'"{w}"' for w in words)
+        sql = (
+            f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank FROM entries_fts f "
+            "JOIN entries e ON e.seq = f.rowid JOIN sessions s ON s.session_id = e.session_id "
+            "WHERE entries_fts MATCH ?"
+        )
+        params: list[Any] = [query]
+        with self.db.read() as conn:
+            if session is not None:
+                sql += " AND e.session_id = ?"
+                params.append(self.db.sid(conn, session))
+            sql += " ORDER BY f.rank LIMIT ?"
+            params.append(limit)
+            try:
+                rows = conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+                    raise ValueError(f"bad search query {text!r}: {exc}") from exc
+                raise
+        return [SearchHit(session=r[0], entry=row_entry(r[1:8]), rank=float(r[8])) for r in rows]
+
