@@ -67,7 +67,6 @@ pytest: setup pi-reference
 EXTRAS := dspy rlms
 .venv-%/.installed: pyproject.toml
 	$(PYTHON) -m venv .venv-$*
-	.venv-$*/bin/python -m pip install --quiet --upgrade pip
 	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 .venv-$*/bin/python -m pip install --quiet -e '.[$*]' 'pytest>=8' 'pytest-timeout>=2.3'
 	touch $@
 

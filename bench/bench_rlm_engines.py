@@ -18,7 +18,9 @@ are exactly those the model had created.
 
 Each engine runs in its own interpreter (dspy and rlms clash): ours in this one, dspy in
 ``.venv-dspy``, rlms in ``.venv-rlms`` (``make test`` builds both); a missing venv is reported as
-skipped. ``python bench/bench_rlm_engines.py`` prints one JSON object; ``--engine NAME`` runs one.
+skipped. For comparison, ``dspy_stock`` (plain ``dspy.RLM`` on the same kernel interpreter) and
+``rlms_stock`` (rlms' own IPython environment, which never compacts) run the same task.
+``python bench/bench_rlm_engines.py`` prints one JSON object; ``--engine NAME`` runs one.
 """
 
 from __future__ import annotations
@@ -132,11 +134,11 @@ class Script:
                 self._last_notice = frozenset(names)
                 self._check(names)
         if self.engine == "rlms":
-            shown = re.findall(r"Available variables: ([^\n]*)", last)
+            shown = re.findall(r"Available variables: ([^\n]*)", text)
             if shown and self._pending_show_vars:
                 self._pending_show_vars -= 1
                 self._check(set(re.findall(r"(\w+) \(", shown[-1])))
-            compacted = re.search(r"compacted (\d+) time", last)
+            compacted = re.search(r"compacted (\d+) time", text)
             if compacted and int(compacted.group(1)) > self._seen_compactions:
                 self._seen_compactions = int(compacted.group(1))
                 self._pending_show_vars += 1
@@ -166,6 +168,7 @@ class Script:
 def _figures(srv: ModelServer, script: Script, started: float) -> dict[str, Any]:
     prompts = [r.prompt_tokens for r in srv.chat_requests]
     return {
+        # every prompt the engine sent, the ones the server refused as too long included
         "model_context_peak_tokens": max(prompts) if prompts else 0,
         "window_tokens": WINDOW,
         "requests": len(prompts),
@@ -174,7 +177,8 @@ def _figures(srv: ModelServer, script: Script, started: float) -> dict[str, Any]
         "scan_steps": script.step,
         "wall_s": round(time.perf_counter() - started, 2),
         "names_after_compaction": script.name_checks,
-        "names_correct_after_every_compaction": bool(script.name_checks) and all(c["correct"] for c in script.name_checks),
+        # None: no compaction happened, so there was nothing to check
+        "names_correct_after_every_compaction": all(c["correct"] for c in script.name_checks) if script.name_checks else None,
     }
 
 
@@ -220,26 +224,31 @@ def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
                 finished = result.stopped == "final" and str(expected) in result.text
                 why = f"stopped={result.stopped}" + (f" ({result.error})" if result.error else "")
             except Exception as exc:
-                finished, why = False, f"{type(exc).__name__}: {exc}"
+                finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
         compactions = len(store.entries("bench", kinds=("compaction",)))
         store.close()
         return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
 
 
-def run_dspy(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+def run_dspy(corpus: str, expected: int, workdir: Path, *, stock: bool = False) -> dict[str, Any]:
+    """CompactRLM; ``stock``: plain ``dspy.RLM`` on the same KernelInterpreter (no compaction)."""
     import dspy
 
     from ipython_compact.core.settings import CompactionSettings
-    from ipython_compact.integrations.dspy import CompactRLM
+    from ipython_compact.integrations.dspy import CompactRLM, KernelInterpreter
     from ipython_compact.store import SessionStore
 
     script = Script("dspy")
     with ModelServer(script=script, context_window=WINDOW) as srv:
         lm = dspy.LM("openai/bench", api_base=srv.base_url, api_key="bench", cache=False, num_retries=0)
         store = SessionStore(workdir / "dspy.db")
-        rlm = CompactRLM("context, query -> answer", store=store, window_tokens=WINDOW,
-                         settings=CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT),
-                         max_iters=STEPS + 6, max_llm_calls=STEPS + 6)
+        if stock:
+            rlm = dspy.RLM("context, query -> answer", max_iters=STEPS + 6, max_llm_calls=STEPS + 6,
+                           interpreter_factory=KernelInterpreter)
+        else:
+            rlm = CompactRLM("context, query -> answer", store=store, window_tokens=WINDOW,
+                             settings=CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT),
+                             max_iters=STEPS + 6, max_llm_calls=STEPS + 6)
         started = time.perf_counter()
         try:
             with dspy.context(lm=lm):
@@ -247,13 +256,15 @@ def run_dspy(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
             finished = str(pred.answer) == str(expected)
             why = "SUBMIT" if finished else f"answered {pred.answer!r}"
         except Exception as exc:
-            finished, why = False, f"{type(exc).__name__}: {str(exc)[:300]}"
-        compactions = len(rlm.log.checkpoints) if rlm.log is not None else 0
+            finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        log = getattr(rlm, "log", None)
+        compactions = len(log.checkpoints) if log is not None else 0
         store.close()
         return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
 
 
-def run_rlms(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+def run_rlms(corpus: str, expected: int, workdir: Path, *, stock: bool = False) -> dict[str, Any]:
+    """rlms with CompactIPythonEnv; ``stock``: rlms' own IPython environment (subprocess kernel)."""
     from rlm import RLM
 
     from ipython_compact.integrations.rlms import install
@@ -267,21 +278,32 @@ def run_rlms(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
                   backend_kwargs={"base_url": srv.base_url, "api_key": "bench", "model_name": "bench", "max_retries": 0},
                   environment="ipython", compaction=True,
                   compaction_threshold_pct=(WINDOW - RESERVE) / RLMS_DEFAULT_LIMIT, max_iterations=STEPS + 8,
-                  environment_kwargs={"ipython_compact": {"store": store, "session": "bench"}})
+                  environment_kwargs={"kernel_mode": "subprocess"} if stock else
+                  {"ipython_compact": {"store": store, "session": "bench"}})
         started = time.perf_counter()
         try:
             out = rlm.completion(corpus, root_prompt=TASK)
             finished = str(out.response).strip() == str(expected)
             why = "answer ready" if finished else f"answered {str(out.response)[:200]!r}"
         except Exception as exc:
-            finished, why = False, f"{type(exc).__name__}: {str(exc)[:300]}"
-        compactions = sum(1 for e in store.entries("bench", kinds=("custom",))
-                          if e.data.get("custom_type") == "rlms_compaction")
+            finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        logged = store.entries("bench", kinds=("custom",)) if not stock else []
+        compactions = sum(1 for e in logged if e.data.get("custom_type") == "rlms_compaction")
         store.close()
         return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
 
 
-ENGINES = {"ours": (run_ours, ".venv"), "dspy": (run_dspy, ".venv-dspy"), "rlms": (run_rlms, ".venv-rlms")}
+def run_dspy_stock(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+    return run_dspy(corpus, expected, workdir, stock=True)
+
+
+def run_rlms_stock(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+    return run_rlms(corpus, expected, workdir, stock=True)
+
+
+# The three engines, then the two engines without our adapters' compaction, for comparison.
+ENGINES = {"ours": (run_ours, ".venv"), "dspy": (run_dspy, ".venv-dspy"), "rlms": (run_rlms, ".venv-rlms"),
+           "dspy_stock": (run_dspy_stock, ".venv-dspy"), "rlms_stock": (run_rlms_stock, ".venv-rlms")}
 
 
 def run_one(name: str) -> dict[str, Any]:
