@@ -188,8 +188,8 @@ def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
     """Our Agent as it is: a JupyterKernel with the extension; ``context`` and ``llm_query`` are put in
     the kernel through the tool bridge (public pieces: ToolBridge, bridge_client)."""
     import openai
-
     from ipython_compact.agent.engine import default_engine
+
     from ipython_compact.agent.kernel_tool import JupyterKernel
     from ipython_compact.agent.loop import Agent
     from ipython_compact.core.settings import CompactionSettings
