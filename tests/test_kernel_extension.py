@@ -168,6 +168,7 @@ def test_session_switch_is_remembered(ip: Any, tmp_path: Path) -> None:
         ({"v": 1, "id": "1", "op": "names", "limit": "5"}, "bad_request"),
         ({"v": 1, "id": "1", "op": "snapshot", "full": "yes"}, "bad_request"),
         ({"v": 1, "id": "1", "op": "restore", "names": "x"}, "bad_request"),
+        ({"v": 1, "id": "1", "op": "restore", "generation": "2"}, "bad_request"),
         ({"v": 1, "id": "1", "op": "recall"}, "bad_request"),
         ({"v": 1, "id": "1", "op": "recall", "entry_id": "missing"}, "failed"),
     ],

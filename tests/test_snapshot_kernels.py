@@ -18,6 +18,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 from kernel_fixtures import execute, running_kernel
 
+from ipython_compact.client import KernelClient
 from ipython_compact.kernel.binding import snapshot_slug
 from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
 
@@ -175,6 +176,9 @@ def test_a_snapshot_folder_rolled_back_to_an_older_copy_is_refused(kernel: Kerne
     assert shown["title"] == "Warning: nothing was restored" and "older than the session log" in shown["data"]
     named = magic(kernel, f"restore --generation {first}")["data"]
     assert named["restored"] == ["x"] and any("older than the session log" in w for w in named["warnings"])
+    with KernelClient.for_manager(kernel) as client:  # the panel's comm picks a generation the same way
+        over_comm = client.request("restore", generation=first)
+        assert over_comm.ok and over_comm["restored"] == ["x"] and over_comm["warnings"]
 
 
 # ---------------------------------------------------------------- 5: problems reach the user as one sentence

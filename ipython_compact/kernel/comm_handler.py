@@ -169,7 +169,10 @@ class CommHandler:
         names = args.get("names")
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise BadRequest("argument 'names' must be a list of strings")
-        return self.service.restore(names=names).to_json()
+        generation = args.get("generation")
+        if generation is not None and (type(generation) is not int or generation < 1):
+            raise BadRequest("argument 'generation' must be an integer of 1 or more (see %compact snapshots)")
+        return self.service.restore(names=names, generation=generation).to_json()
 
     def _recall(self, args: Mapping[str, Any]) -> dict[str, Any]:
         entry_id = _opt_str(args, "entry_id", 200)
