@@ -437,7 +437,8 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     ip.run_line_magic("unload_ext", "ipython_compact")
 
 
-def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell: Any) -> None:
+def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell: Any,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from ipython_compact.kernel.extension import extension_for
 
     ext = extension_for(shell)
@@ -457,7 +458,9 @@ def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell:
     assert status["last_full_verification"]["generation"] == magic["generation"] == 3
     shell.run_line_magic("config", "CompactConfig.verify_unchanged = 'full'")
     assert service.snapshot(record=False, automatic=True).verification == "full"
-    help_text = shell.run_line_magic("compact", "snapshot --help").data
+    capsys.readouterr()
+    assert shell.run_line_magic("compact", "snapshot --help") is None  # help is printed, not the cell's value
+    help_text = " ".join(capsys.readouterr().out.split())
     assert "missed until the next full verification" in help_text and "full_verify_every" in help_text
 
 
