@@ -51,12 +51,20 @@ from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_entry_tokens, estimate_message_tokens
-from ipython_compact.core.triage import Pointer, Triage, pointer_lines, triage
-from ipython_compact.store import SessionStore
+from ipython_compact.core.triage import (
+    CARRIED_INDEX,
+    CARRIED_WITH_GIST,
+    Pointer,
+    Triage,
+    carry_pointers,
+    externalized_lines,
+    triage,
+)
+from ipython_compact.store import LeafMovedError, SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
-MAX_CARRIED_POINTERS = 6
+MAX_CARRIED_POINTERS = CARRIED_WITH_GIST + CARRIED_INDEX  # the newest with their gist, older as index items
 
 
 class CompactionError(RuntimeError):
@@ -65,6 +73,11 @@ class CompactionError(RuntimeError):
 
 class NothingToCompact(CompactionError):
     """The context has nothing that can be summarized (too short, or it already ends in a compaction)."""
+
+
+class SessionMoved(CompactionError):
+    """The session's leaf changed between planning and appending (another writer compacted or
+    appended); the compaction was not appended."""
 
 
 class CompactionFailed(CompactionError):
@@ -212,6 +225,8 @@ class _Work:
     anchors: AnchorSet
     carried: _Carried
     view_tokens: Mapping[str, int]
+    leaf_id: str | None = None
+    """The leaf the plan was made against: the compaction is appended only if it still is."""
 
 
 def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
@@ -306,7 +321,7 @@ class Compactor:
                 raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens)
+        return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
 
     def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
         work = self._work(session, keep_recent_tokens)
@@ -394,8 +409,7 @@ class Compactor:
         )
         carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]
-        new_ids = {p["entry_id"] for p in pointers}
-        all_pointers = ([p for p in carried if p.get("entry_id") not in new_ids] + pointers)[-MAX_CARRIED_POINTERS:]
+        all_pointers = carry_pointers(carried, pointers)
 
         parts = []
         if self.use_anchors:
@@ -406,7 +420,7 @@ class Compactor:
         parts.append(
             render_block(
                 "externalized",
-                [line for p in all_pointers for line in pointer_lines(p)],
+                externalized_lines(all_pointers),
                 attrs={"note": "full text stays in the log; recall by entry id"},
             )
         )
@@ -470,7 +484,13 @@ class Compactor:
                 {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
             )
             raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
-        entry = self.store.append(session, E.COMPACTION, payload)
+        try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
+            entry = self.store.append(session, E.COMPACTION, payload, expect_leaf=work.leaf_id)
+        except LeafMovedError as exc:
+            raise SessionMoved(
+                f"session {session!r} moved while this compaction was being made (planned at leaf {exc.expected!r}, "
+                f"now {exc.actual!r}); nothing was written",
+            ) from exc
         return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
 
     # ------------------------------------------------------------------ branches

@@ -19,6 +19,7 @@ from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME
 from ipython_compact.core.offline_summary import missing_sections
 from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.triage import CARRIED_WITH_GIST
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer, RecordedRequest, Reply
@@ -325,7 +326,9 @@ def test_externalized_pointers_are_carried_into_later_checkpoints_up_to_the_cap(
         assert ids == carried[-MAX_CARRIED_POINTERS:]
         for entry_id in ids:
             assert f"recall {entry_id}" in result.summary
-    assert len(carried) > MAX_CARRIED_POINTERS  # the cap was reached
+        with_gist = [p["entry_id"] for p in result.details["externalized"] if p.get("gist")]
+        assert with_gist == ids[-CARRIED_WITH_GIST:]  # older ones are index items: "[recall ID] subject"
+    assert len(carried) > CARRIED_WITH_GIST
 
 
 @pytest.mark.parametrize(("count", "chars"), [(0, 10_000), (3, 10_000), (50, 40)])

@@ -17,6 +17,7 @@ from ipython_compact.core.anchors import (
 from ipython_compact.core.drift import (
     MAX_TRACKED,
     MAX_TRACKED_CHARS,
+    OUTPUT_IDENTIFIERS,
     Identifier,
     apply_guard,
     entry_identifiers,
@@ -80,9 +81,9 @@ def test_entry_identifiers_reads_tool_call_code_and_limits_tool_output() -> None
     big = "\n".join(f"/tmp/file_{i}.txt" for i in range(2000)) + "\nValueError: bad shape (3, 4)"
     result = msg("r1", "toolResult", big, toolCallId="c1")
     texts = [i.text for i in entry_identifiers(result)]
-    assert len(texts) < 500  # head and tail only, not all 2,000 paths
+    assert len(texts) <= OUTPUT_IDENTIFIERS  # head and tail only, and a few of them, not all 2,000 paths
     assert "/tmp/file_1000.txt" not in texts  # the middle stays in the log
-    assert "/tmp/file_0.txt" in texts and "/tmp/file_1998.txt" in texts
+    assert "/tmp/file_0.txt" in texts and "/tmp/file_1999.txt" in texts
     assert "ValueError: bad shape (3, 4)" in texts
 
 
@@ -109,6 +110,9 @@ def test_the_result_on_the_last_line_of_a_long_log_is_tracked() -> None:
         ("json.load(open(p)) then read data.json", [("path", "data.json")]),
         ("finished run-7f3a2c: auc=0.763 rows=4211", [("id", "run-7f3a2c"), ("metric", "auc=0.763"), ("metric", "rows=4211")]),
         ("ckpt_000120 and exp_0042b saved", [("id", "ckpt_000120"), ("id", "exp_0042b")]),
+        ("verified shard-003 sha256=d9af3dc296e87dea", [("metric", "sha256=d9af3dc296e87dea")]),  # not also the bare hash
+        ("===== 266 passed, 2 failed in 3.21s =====", [("metric", "266 passed"), ("metric", "2 failed")]),
+        ("renamed fetch_user_03bc to fetch_account_03bc", [("id", "fetch_user_03bc"), ("id", "fetch_account_03bc")]),
         ("Release v0.14.2 via git push origin v0.14.2", [("version", "Release v0.14.2"), ("version", "v0.14.2")]),
     ],
 )

@@ -80,7 +80,6 @@ def test_every_subcommand_has_help(ip: Any, sub: str, capsys: pytest.CaptureFixt
         ("unpin nope", "active: none"),
         ('export "unterminated', "quotes"),
         ("export /no/such/dir/file.jsonl", "does not exist"),
-        ("restore", "%compact snapshot"),
     ],
 )
 def test_usage_errors_say_what_to_type(ip: Any, line: str, hint: str) -> None:

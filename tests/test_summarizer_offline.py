@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from ipython_compact.core.offline_summary import (
     missing_sections,
     offline_summary,
     parse_checkpoint,
+    repair_sections,
 )
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.summarizers import OfflineSummarizer, Summarizer, SummaryInput
@@ -249,3 +251,87 @@ def test_a_realistic_span_reads_well() -> None:
     plain = parse_checkpoint(offline_summary(SALES))
     assert plain["Constraints & Preferences"] == ["Use polars, not pandas."]
     assert plain["Done"][0] == "Find why revenue dropped in March. Use polars, not pandas. → Revenue fell 18% in March."
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "added", "expected"),
+    [
+        ("## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)",
+         "history", ["Progress/In Progress", "Progress/Blocked"],
+         "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)"),
+        ("## Goal\ng\n\n## Next Steps\n1. n", "branch", ["Progress"], "## Goal\ng\n\n## Progress\n(none)\n\n## Next Steps\n1. n"),
+        ("## Original Request\nr", "turn_prefix", ["Early Progress", "Context for Suffix"], "## Original Request\nr\n\n## Early Progress\n(none)\n\n## Context for Suffix\n(none)"),
+        ("## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y", "turn_prefix", [], "## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y"),
+    ],
+)
+def test_repair_sections_adds_what_is_missing_in_template_order(text: str, kind: str, added: list[str], expected: str) -> None:
+    repaired, missing = repair_sections(text, kind)
+    assert (repaired, missing) == (expected, added)
+    assert missing_sections(repaired, kind) == []
+
+
+def _decisions_of(text: str) -> list[str]:
+    summary = offline_summary([m("u1", "user", "Fix it"), m("a1", "assistant", text, stopReason="stop")])
+    return parse_checkpoint(summary)["Key Decisions"]
+
+
+@pytest.mark.parametrize(
+    ("text", "decisions"),
+    [
+        ("## Root Cause Analysis\nThe cause is a stale cache because nobody clears it.", ["The cause is a stale cache because nobody clears it."]),
+        ("**Root cause**\nNothing decided here.", []),
+        ("this.showMessage(`Switched instead of ${x}`);", []),
+        ("Let me update WP14 to create main-new.ts instead of modifying main.ts:", []),
+        ("```ts\nconst a = b ?? c; // instead of a || c\n```\nDone.", []),
+        ("- - Use InteractiveMode instead of TuiRenderer", ["Use InteractiveMode instead of TuiRenderer"]),
+    ],
+)
+def test_decisions_come_from_deciding_sentences_not_headings_or_code(text: str, decisions: list[str]) -> None:
+    assert _decisions_of(text) == decisions
+
+
+@pytest.mark.parametrize(
+    ("request_text", "answer", "done"),
+    [
+        ('{"model": "gpt", "temperature": 0.2, "tools": [], "stream": true, "seed": 1}', "Saved it.", '[JSON object: model, temperature, tools, stream, …] → Saved it.'),
+        ("Run this:\n```bash\nmake test\nmake lint\n```", "Both passed.", "Run this: [bash block, 2 line(s)] → Both passed."),
+        ("Tag the release", "Ready to tag:\n```bash\ngit tag v0.8.0\n```", "Tag the release → [bash block, 1 line(s)]"),
+    ],
+)
+def test_json_and_code_become_short_descriptions(request_text: str, answer: str, done: str) -> None:
+    summary = offline_summary([m("u1", "user", request_text), m("a1", "assistant", answer, stopReason="stop")])
+    assert parse_checkpoint(summary)["Done"] == [done]
+    assert "```" not in summary and '"temperature"' not in summary
+
+
+def test_a_pointer_in_critical_context_says_how_the_output_ended() -> None:
+    from ipython_compact.core.triage import triage
+
+    log = "\n".join(f"epoch {i} loss 0.{i:03d}" for i in range(300)) + "\nfinished run-7f3a2c: auc=0.763"
+    call = {"type": "toolCall", "id": "c1", "name": "python", "arguments": {"code": "train()"}}
+    span = [
+        m("u1", "user", "Train it"),
+        Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": [call], "stopReason": "toolUse"}}),
+        m("r1", "toolResult", log, toolCallId="c1", toolName="python"),
+        m("a2", "assistant", "Trained.", stopReason="stop"),
+    ]
+    summary = offline_summary(triage(span).encode)
+    assert parse_checkpoint(summary)["Critical Context"] == ["[entry r1 · 301 lines · recall r1] python output, ends: finished run-7f3a2c: auc=0.763"]
+
+
+def test_pi_session_summary_reads_like_a_summary() -> None:
+    from pathlib import Path
+
+    from ipython_compact.core.drift import track_identifiers
+    from ipython_compact.core.pi_format import parse_pi_session
+    from ipython_compact.core.triage import triage
+
+    path = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+    objects = [(n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    entries = parse_pi_session(objects).entries
+    sections = parse_checkpoint(offline_summary(triage(entries).encode))
+    assert sections["Key Decisions"]
+    assert not [d for d in sections["Key Decisions"] if d.startswith("#") or d.endswith(":") or d.startswith("this.")]
+    tracked = {i.text for i in track_identifiers([], entries, max_count=10_000, max_chars=10**7)}
+    assert not {"/dev/null", "and/or", "console.log", "I/O", "model/thinking", "/usr/bin/env"} & tracked
+    assert "/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/core/agent-session.ts" in tracked

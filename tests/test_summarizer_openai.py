@@ -118,7 +118,6 @@ def test_retries_are_bounded() -> None:
         (Reply.length_cut(), "length", "output limit", 1),
         (Reply.tool_call("run_python", {"code": "1"}), "tool_call", "tried to call a tool (run_python)", 1),
         (Reply.empty(), "empty", "no text", 1),
-        (Reply(text="Here is a summary without headings."), "missing_sections", "lacks required section(s): Goal", 1),
         (Reply(status=400, error_message="bad model name", error_type="invalid_request_error"), "http_error", "HTTP 400", 1),
         (Reply(text=CHECKPOINT, finish_reason="content_filter"), "bad_reply", "'content_filter'", 1),
     ],
@@ -130,6 +129,65 @@ def test_rejected_replies(reply: Reply, code: str, fragment: str, requests: int)
         assert info.value.code == code
         assert fragment in str(info.value)
         assert len(srv.chat_requests) == requests
+
+
+PREFIX_WITHOUT_EARLY_PROGRESS = "## Original Request\nFix the loader.\n\n## Context for Suffix\n- data/churn.csv has 7,043 rows"
+
+
+def test_a_missing_section_is_resampled_once_with_the_reason_stated() -> None:
+    dropped = CHECKPOINT.replace("## Key Decisions\n- **LightGBM**: faster\n\n", "")
+    with ModelServer(script=[dropped, CHECKPOINT]) as srv:
+        result = make(srv).summarize(request())
+        assert result.text == CHECKPOINT
+        assert result.resampled == "missing section(s): Key Decisions" and result.repaired == ()
+        assert result.attempts == 2 and result.to_json()["resampled"] == "missing section(s): Key Decisions"
+        first, second = srv.chat_requests
+        roles = [m["role"] for m in (second.body or {})["messages"]]
+        assert roles == ["system", "user", "assistant", "user"]
+        assert (second.body or {})["messages"][2]["content"] == dropped
+        assert "lacks the required section(s): Key Decisions" in (second.body or {})["messages"][3]["content"]
+        assert (first.body or {})["messages"] == (second.body or {})["messages"][:2]
+
+
+@pytest.mark.parametrize(
+    ("second", "reason"),
+    [
+        (PREFIX_WITHOUT_EARLY_PROGRESS, "missing section(s): Early Progress"),
+        (Reply.empty(), "missing section(s): Early Progress; the resample failed (empty)"),
+        (Reply.tool_call("run_python"), "missing section(s): Early Progress; the resample failed (tool_call)"),
+    ],
+)
+def test_a_section_still_missing_after_the_resample_is_repaired_and_recorded(second: Reply | str, reason: str) -> None:
+    with ModelServer(script=[PREFIX_WITHOUT_EARLY_PROGRESS, second]) as srv:
+        result = make(srv).summarize(SummaryInput(span(), "turn_prefix", None, None, 2000))
+        assert result.text == "## Original Request\nFix the loader.\n\n## Early Progress\n(none)\n\n## Context for Suffix\n- data/churn.csv has 7,043 rows"
+        assert result.repaired == ("Early Progress",)
+        assert result.resampled == reason
+        assert result.to_json()["repaired"] == ["Early Progress"]
+        assert len(srv.chat_requests) == 2
+
+
+def test_headingless_reply_is_repaired_into_every_section_after_one_resample() -> None:
+    with ModelServer(script=["Trained the model; AUC 0.81."] * 2) as srv:
+        result = make(srv).summarize(request())
+        assert result.text.startswith("Trained the model; AUC 0.81.\n\n## Goal\n(none)")
+        assert result.repaired == ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+        assert len(srv.chat_requests) == 2
+
+
+def test_compaction_records_the_repair(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "log.db")
+    store.create_session("s")
+    gen = TranscriptGenerator(seed=3, big_output_every=0)
+    for msgs in gen.rounds(8):
+        store.append_many("s", [("message", {"message": m}) for m in msgs])
+    dropped = CHECKPOINT.replace("## Critical Context\n- frame_3 holds the features", "")
+    with ModelServer(script=[dropped, dropped]) as srv:
+        result = Compactor(store, make(srv), CompactionSettings(keep_recent_tokens=200)).compact("s")
+    (call,) = result.details["calls"]
+    assert call["repaired"] == ["Critical Context"] and call["resampled"] == "missing section(s): Critical Context"
+    assert "## Critical Context\n(none)" in result.summary
+    assert store.verify("s").ok
 
 
 def test_hang_times_out() -> None:

@@ -164,7 +164,9 @@ def test_pointer_of_a_long_training_log_keeps_its_result_line() -> None:
     lines = pointer_lines(pointer.to_json())
     assert lines[0] == "[entry r1 · 119 lines · recall r1] python output, 8,408 chars"
     assert "  tail: finished run-7f3a2c: auc=0.763" in lines
-    assert lines[1].startswith("  head: epoch 0000")
+    assert lines[1] == "  call: train()"
+    assert lines[2].startswith("  head: epoch 0000")
+    assert pointer.subject == "train()"
 
 
 def test_pointer_of_a_traceback_keeps_the_error_line_for_the_summarizer_too() -> None:
@@ -177,3 +179,27 @@ def test_pointer_of_a_traceback_keeps_the_error_line_for_the_summarizer_too() ->
 
 def test_pointer_lines_of_a_pointer_stored_without_a_gist() -> None:
     assert pointer_lines({"entry_id": "e9", "tool": "python", "lines": 300, "chars": 9000}) == ["[entry e9 · 300 lines · recall e9] python output, 9,000 chars"]
+
+
+def test_older_pointers_become_index_items_and_the_block_stops_growing() -> None:
+    from ipython_compact.core.triage import (
+        CARRIED_INDEX,
+        CARRIED_WITH_GIST,
+        INDEX_HEADER,
+        carry_pointers,
+        externalized_lines,
+    )
+
+    carried: list[dict[str, Any]] = []
+    sizes = []
+    for k in range(100):
+        code = f"feat_gbm_{k:02d}ab = build_features('gbm_{k:02d}ab', seed=1337)"
+        t = triage([call(f"a{k}", f"c{k}", code), result(f"r{k}", f"c{k}", TRAINING_LOG)])
+        carried = carry_pointers(carried, [p.to_json() for p in t.externalized])
+        sizes.append(len("\n".join(externalized_lines(carried))))
+    assert len(carried) == CARRIED_WITH_GIST + CARRIED_INDEX
+    lines = externalized_lines(carried)
+    first = 100 - CARRIED_WITH_GIST - CARRIED_INDEX
+    assert lines[0].startswith(f"{INDEX_HEADER} r{first} feat_gbm_{first:02d}ab · r{first + 1} feat_gbm_{first + 1:02d}ab · ")
+    assert "  tail: finished run-7f3a2c: auc=0.763" in lines and "[entry r99 · 119 lines · recall r99] python output, 8,408 chars" in lines
+    assert max(sizes[70:]) - min(sizes[70:]) < 20  # a fixed size once full

@@ -10,8 +10,9 @@ What must hold:
 - ``Anchor.text == entry_text(raw_entry)[start:end]`` for every anchor with an entry id.
 - The goal is the first user request on the path (a bare ``/command`` is not a request; kept once
   found; later compactions re-copy it).
-- Constraint sentences are user statements (not questions) with a constraint or preference marker,
-  in log order, without duplicates.
+- Constraint sentences are user statements (not questions, not reports of a bug, not pasted
+  text) with a constraint or preference marker, in log order, without duplicates. Precision and
+  recall are measured on labelled user messages by ``bench/bench_fidelity_anchors.py``.
 - Pins: a ``pin`` entry pins its ``text`` (its own entry is the raw source) or another entry; an
   ``unpin`` with the same ``pin_id`` (or the same text/entry id) removes it.
 - Pure: no I/O; the caller passes the raw entries the references need.
@@ -34,12 +35,26 @@ CONSTRAINT_MAX_CHARS: Final = 400
 PIN_MAX_CHARS: Final = 4000
 
 _CONSTRAINT_RE: Final = re.compile(
-    r"(?i)\b(must|must not|mustn't|never|always|do not|don't|dont|avoid|only use|use only|prefer|preferably|"
+    r"(?i)\b(must|must not|mustn't|never|always|avoid|only use|use only|prefer|preferably|"
     r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
-    r"keep (?:it|the|all|every)|stick to|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
+    r"keep (?:it|the|all|every)|stick to|only want|(?:should|must) stay|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
+    r"|(?:^|[,;:(]\s*|\b(?:and|but|so|please|just|also|then)\s+)(?:do not|don't|dont)\b"  # a prohibition, not "i don't think"
     r"|^(?:please )?use [\w.=-]+(?: [\w.=-]+){0,3},? (?:not|instead of|rather than)\b"
+    r"|(?<!\bi )(?<!\bwe )(?<!\byou )(?<!\bthey )\buse\b[^.!?]{1,60},\s*(?:no|not)\s+\w"  # "use rgb values in the themes, no rgb indices"
+    r"|^no (?!need\b|idea\b|problem\b|worries\b)\w+(?: \w+){0,3}[.!]*$"  # "no console logs!"
     r"|必须|不要|务必|禁止|只能|保持"
 )
+# a report of what happened or what seems wrong is not a rule, even when it says "should never"
+_REPORT_RE: Final = re.compile(
+    r"(?i)\b(?:i (?:do not|don'?t) (?:think|tink|know|understand|see)|i (?:think|guess|noticed|selected|saw)\b.*\b(?:doesn'?t|isn'?t|does not|is not|wasn'?t|got)\b|"
+    r"got a crash|crashed|looked odd|(?:doesn'?t|does not|isn'?t|is not) work(?:ing)?|works? correctly)"
+)
+# pasted material: JSON, error lines, stack frames; a numbered diff paste is skipped whole
+_PASTED_LINE_RE: Final = re.compile(r'\{"|":\s*["{\[\d]|^\s*(?:[\w.]*(?:Error|Exception)\b|at \S+ \(|File "|Traceback \(|[>$] )')
+_DIFF_LINE_RE: Final = re.compile(r"^\s*[+-] ?\d+\b")
+_PASTED_SENTENCE_RE: Final = re.compile(r"^(?:[\w.]*(?:Error|Exception)\b|Traceback\b)")
+
+
 #: One sentence of a line: up to a sentence mark followed by a space or the end (the offline
 #: summarizer splits with the same rule).
 SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
@@ -136,13 +151,34 @@ def user_text(entry: Entry) -> str | None:
 
 
 def constraint_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences in ``text`` that state a constraint or preference."""
+    """Character spans of the sentences in ``text`` that state a constraint or preference.
+
+    A sentence counts when it has a constraint or preference marker, is not a question, and is
+    not a report ("i don't think X works correctly", "got a crash, that should never happen").
+    Pasted material is skipped: a line with JSON, an error line or a stack frame and the lines
+    after it up to the next blank line, the span of a numbered diff, a sentence that starts with
+    an error name. It quotes someone else's text, not the user's rules.
+    """
     spans: list[tuple[int, int]] = []
+    lines = text.split("\n")
+    diff = [i for i, line in enumerate(lines) if _DIFF_LINE_RE.match(line)]
+    pasted = range(diff[0], diff[-1] + 1) if len(diff) >= 3 else range(0)
     offset = 0
-    for line in text.split("\n"):
+    in_paste = False  # a pasted block runs to the next blank line (a wrapped error message)
+    for i, line in enumerate(lines):
+        in_paste = bool(line.strip()) and (in_paste or i in pasted or bool(_PASTED_LINE_RE.search(line)))
+        if in_paste:
+            offset += len(line) + 1
+            continue
         for m in SENTENCE_RE.finditer(line):
             sentence = m.group(0).rstrip()
-            if _CONSTRAINT_RE.search(sentence) and len(sentence) <= CONSTRAINT_MAX_CHARS and not sentence.endswith(("?", "？")):
+            if (
+                _CONSTRAINT_RE.search(sentence)
+                and not _PASTED_SENTENCE_RE.match(sentence)
+                and len(sentence) <= CONSTRAINT_MAX_CHARS
+                and not sentence.endswith(("?", "？"))
+                and not _REPORT_RE.search(sentence)
+            ):
                 start = offset + m.start()
                 spans.append((start, start + len(sentence)))
         offset += len(line) + 1

@@ -67,9 +67,10 @@ _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     ("id", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,7}\b")),
     ("id", re.compile(r"(?<![\w&])#\d{2,5}\b")),  # issue refs; six digits are a colour (#444444)
     # run / experiment / checkpoint ids: a word, a separator, then a run of letters and digits with a digit
-    ("id", re.compile(r"(?<![\w/.-])[A-Za-z]{2,}[-_](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{4,}(?:[-_][A-Za-z0-9]+)*\b(?![/.]\w)")),
+    ("id", re.compile(r"(?<![\w/.-])[A-Za-z]{2,}(?:[-_][A-Za-z]+)*[-_](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{4,}(?:[-_][A-Za-z0-9]+)*\b(?![/.]\w)")),
     # metric=value pairs (auc=0.763, rows=4211, lr=3e-4); never read from code (assignments there)
-    ("metric", re.compile(r"(?<![\w.=-])[A-Za-z][\w.-]{1,30}=(?!=)-?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?(?![\w=])")),
+    ("metric", re.compile(r"(?<![\w.=-])[A-Za-z][\w.-]{1,30}=(?!=)(?:-?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?|(?=[0-9a-f]*\d)[0-9a-f]{7,64})(?![\w=])")),
+    ("metric", re.compile(r"\b\d+ (?:passed|failed|skipped|xfailed|xpassed|errors?)\b")),  # a test run's counts
 )
 
 _VARIABLE_RE: Final = re.compile(
@@ -181,8 +182,12 @@ def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
                 continue
             spans.append((start, end))
             hits.append((start, cls, value))
-    hits.sort(key=lambda h: h[0])
-    for _, cls, value in hits:
+    hits.sort(key=lambda h: (h[0], -len(h[2])))
+    kept_end = -1
+    for start, cls, value in hits:
+        if start + len(value) <= kept_end:
+            continue  # inside a longer identifier found by a later pattern (a hash inside sha256=…)
+        kept_end = max(kept_end, start + len(value))
         if value not in found and len(value) >= 3:
             found[value] = cls
     return [(cls, value) for value, cls in found.items()]
@@ -200,29 +205,45 @@ def variables_in_code(code: str) -> list[str]:
 
 OUTPUT_HEAD_CHARS: Final = 4000
 OUTPUT_TAIL_CHARS: Final = 2000
+OUTPUT_IDENTIFIERS: Final = 16  # per output: one output must not take over the working set
 _ERROR_LINE_RE: Final = re.compile(r"(?m)^.*(?:Error|Exception|Traceback|FAILED|error:).*$")
 
 
-def output_identifiers(text: str, *, head_chars: int = OUTPUT_HEAD_CHARS, tail_chars: int = OUTPUT_TAIL_CHARS) -> list[tuple[IdentifierClass, str]]:
+def output_identifiers(
+    text: str, *, head_chars: int = OUTPUT_HEAD_CHARS, tail_chars: int = OUTPUT_TAIL_CHARS, max_count: int = OUTPUT_IDENTIFIERS
+) -> list[tuple[IdentifierClass, str]]:
     """Identifiers of a tool output: its head, its tail and its error lines, tail first.
 
     Why the tail: the end of an output is where results are (the run id and final metric of a
     training log, the error line of a traceback, the path a cell wrote). Why not everything: a
     24K-line log would flood the bounded working set; the whole output stays recallable instead.
     Order: the tail's identifiers from the end backwards, then the error lines' (last first), then
-    the head's (first occurrence, no duplicates), so a caller that keeps only a few keeps the
-    results.
+    the head's (first occurrence, no duplicates), at most ``max_count`` of them (a long output's
+    tail gets 3/5 of them, its error lines and its head 1/5 each), and only the last
+    value of each metric key (a log prints ``loss=…`` at every step; the final one is the result),
+    so a caller that keeps only a few keeps the results.
     """
     if len(text) <= head_chars + tail_chars:
-        head, middle, tail = text, "", ""
+        head, middle, tail = "", "", text  # short: read it all, from the end (results come last)
     else:
         head, middle, tail = text[:head_chars], text[head_chars:-tail_chars], text[-tail_chars:]
         tail = tail.split("\n", 1)[1] if "\n" in tail else tail  # whole lines only
     errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle else ""
     seen: dict[str, IdentifierClass] = {}
-    for part, backwards in ((tail, True), (errors, True), (head, False)):
+    metric_keys: set[str] = set()
+    # shares of ``max_count``: most for the tail (results), some for error lines and the head
+    shares = ((tail, True, max_count - 2 * (max_count // 5)), (errors, True, max_count // 5), (head, False, max_count // 5))
+    for part, backwards, share in shares:
         found = extract_identifiers(part) if part else []
+        limit = len(seen) + share if head else max_count  # a short output is all tail
         for cls, value in reversed(found) if backwards else found:
+            if len(seen) >= limit:
+                break
+            if cls == "metric":  # a log prints loss=… every step: keep the last value of each key
+                key = value.split("=", 1)[0]
+                if key in metric_keys:
+                    continue
+                metric_keys.add(key)
             seen.setdefault(value, cls)
     return [(cls, value) for value, cls in seen.items()]
 

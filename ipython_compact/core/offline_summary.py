@@ -34,6 +34,7 @@ What must hold:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
@@ -100,6 +101,96 @@ def _sentences(text: str) -> Iterable[str]:
             yield m.group(0).rstrip()
 
 
+# a line of code outside a fence: a statement keyword, a brace, a comment, a prompt, or a call
+_CODE_LINE: Final = re.compile(
+    r"^(?:(?:const|let|var|function|def|class|import|export|return|await|async|elif|except|raise)\b(?!['’])|from \S+ import |"
+    r"(?:if|for|while|switch) ?\(|[{}\])]|//|/\*|#!|\$ |>>> |@\w+\(|[\w.$\[\]'\"]+ ?\(.*\)[;,]?$|[\w.\[\]'\"]+ (?:[-+*/]?=|=>) )"
+)
+_BOLD_LINE: Final = re.compile(r"^\*\*[^*]+\*\*:?$")
+
+
+def _json_description(text: str) -> str | None:
+    """A short description of ``text`` when it is a JSON value (object or list), else None."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        keys = [str(k) for k in value][:4]
+        more = ", …" if len(value) > 4 else ""
+        return f"[JSON object: {', '.join(keys)}{more}]" if keys else "[empty JSON object]"
+    if isinstance(value, list):
+        return f"[JSON list of {len(value)} item(s)]"
+    return None
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """A message as (kind, text) lines: ``prose`` (list markers removed), ``heading``, or
+    ``code``: a short description standing for a fenced block or a JSON text, or "" for a line of
+    code outside a fence. Summaries read prose; code and JSON become descriptions."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        desc = _json_description(stripped)
+        if desc:
+            return [("code", desc)]
+    out: list[tuple[str, str]] = []
+    fence: str | None = None
+    fence_lines = 0
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if fence is not None:
+            if line.startswith("```"):
+                out.append(("code", f"[{fence} block, {fence_lines} line(s)]"))
+                fence = None
+            else:
+                fence_lines += 1
+            continue
+        if line.startswith("```"):
+            rest = line[3:].strip()
+            if rest.endswith("```"):  # a one-line fence
+                out.append(("code", "[code]"))
+                continue
+            fence, fence_lines = (rest.split()[0] if rest else "code"), 0
+            continue
+        if not line:
+            continue
+        if (line.startswith("#") and not line.startswith("#!")) or _BOLD_LINE.match(line):
+            out.append(("heading", line.lstrip("#* ").rstrip("*: ")))
+            continue
+        item = _ITEM_PREFIX.sub("", _ITEM_PREFIX.sub("", line))  # "- - x" (a quoted list) too
+        if item[:1] in ("{", "[") and (desc := _json_description(item)):
+            out.append(("code", desc))
+        elif _CODE_LINE.match(item):
+            out.append(("code", ""))
+        else:
+            out.append(("prose", item))
+    if fence is not None:
+        out.append(("code", f"[{fence} block, {fence_lines} line(s)]"))
+    return out
+
+
+def _pointer_item(text: str, m: re.Match[str], tool: str) -> str:
+    """A pointer as a Critical Context item: the pointer, the tool, and how its output ended
+    (the last line before the pointer, and the traceback's error line when triage kept one)."""
+    tail = text[: m.start()].rstrip().split("\n")[-3:]
+    last = next((ln.strip() for ln in reversed(tail) if len(ln.strip()) > 3 and not _CODE_LINE.match(ln.strip())), "")
+    after = text[m.end() :].lstrip("\n")
+    error = after[len("error: ") :].split("\n", 1)[0] if after.startswith("error: ") else ""
+    item = f"{m.group(0)} {tool} output"
+    if last and not last.startswith("[..."):
+        item += f", ends: {one_line(last, 100)}"
+    if error:
+        item += f" ({one_line(error, 100)})"
+    return item
+
+
+def _describe(text: str) -> str:
+    """``text`` as one line of prose, with code and JSON replaced by short descriptions."""
+    if "```" not in text and "{" not in text and "[" not in text and "\n" not in text:
+        return text  # the common case, kept fast
+    return " ".join(t for kind, t in _blocks(text) if t)
+
+
 def missing_sections(text: str, kind: str = "history") -> list[str]:
     """Required ``## `` headings absent from ``text`` (Progress also needs its three parts)."""
     if kind not in REQUIRED_SECTIONS:
@@ -109,6 +200,55 @@ def missing_sections(text: str, kind: str = "history") -> list[str]:
     if kind == "history" and "progress" in headings:
         missing.extend(f"Progress/{part}" for part in PROGRESS_PARTS if part.lower() not in headings)
     return missing
+
+
+def repair_sections(text: str, kind: str = "history") -> tuple[str, list[str]]:
+    """``text`` with every missing required section added as "(none)", and what was added.
+
+    Why: smaller models often drop a heading. After one resample the summarizer repairs instead
+    of failing the compaction, and records the repair. A missing section goes before the first
+    required section that follows it in the template (else at the end); a missing part of
+    Progress goes at the end of the Progress section. Existing text is never changed.
+    What must hold: ``missing_sections(repair_sections(t, k)[0], k) == []``.
+    """
+    missing = missing_sections(text, kind)
+    if not missing:
+        return text, []
+    lines = text.rstrip().split("\n")
+
+    def heading_at(level: str, name: str) -> int | None:
+        for i, raw in enumerate(lines):
+            m = _HEADING.match(raw.strip())
+            if m and m.group(1) == level and m.group(2).strip().lower() == name.lower():
+                return i
+        return None
+
+    def section_end(start: int) -> int:
+        for i in range(start + 1, len(lines)):
+            m = _HEADING.match(lines[i].strip())
+            if m and m.group(1) == "##":
+                return i
+        return len(lines)
+
+    order = list(REQUIRED_SECTIONS[kind])
+    for name in [m for m in missing if "/" not in m]:
+        block = [f"## {name}", "(none)"]
+        if kind == "history" and name == "Progress":
+            block = ["## Progress", *[x for part in PROGRESS_PARTS for x in (f"### {part}", "(none)", "")]][:-1]
+        later = [heading_at("##", n) for n in order[order.index(name) + 1 :]]
+        at = min((i for i in later if i is not None), default=None)
+        if at is None:
+            lines.extend(["", *block])
+        else:
+            lines[at:at] = [*block, ""]
+    for part in [m.split("/", 1)[1] for m in missing if m.startswith("Progress/")]:
+        start = heading_at("##", "Progress")
+        assert start is not None  # a missing part is only reported when Progress is there
+        end = section_end(start)
+        while end > start + 1 and not lines[end - 1].strip():
+            end -= 1
+        lines[end:end] = ["", f"### {part}", "(none)"]
+    return "\n".join(lines), missing
 
 
 def parse_checkpoint(text: str) -> dict[str, list[str]]:
@@ -205,6 +345,7 @@ class _Anchored:
 def _request_line(text: str, anchored: _Anchored) -> str:
     if anchored.has(text):
         return "the goal request (verbatim in <anchors>)"
+    text = _describe(text)
     return _clip(anchored.strip_from(text), REQUEST_CHARS) or _clip(text, REQUEST_CHARS)
 
 
@@ -234,7 +375,7 @@ def _extract(
             if not text.strip():
                 continue
             if not out["Goal"] and is_request(text):
-                out["Goal"].append(_clip(text, 600))
+                out["Goal"].append(_clip(_describe(text), 600))
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
             line = _request_line(text, anchored)
@@ -246,15 +387,27 @@ def _extract(
                 call_tools[str(call.get("id") or "")] = str(call.get("name", ""))
             fresh_next: list[str] = []
             reported: list[str] = []
-            for sentence in _sentences(text):
-                if sentence.endswith("?"):
+            for kind, line in _blocks(text):
+                if kind == "code":
+                    if line:
+                        reported.append(line)
                     continue
-                if _DECISION.search(sentence):
-                    out["Key Decisions"].append(_clip(sentence))
-                elif _NEXT.search(sentence):
-                    fresh_next.append(_clip(sentence))
-                else:
-                    reported.append(sentence)
+                if kind == "heading":
+                    continue  # a heading names a part of the answer; it decides nothing
+                for m in SENTENCE_RE.finditer(line):
+                    sentence = m.group(0).rstrip()
+                    if sentence.endswith("?"):
+                        continue
+                    if sentence.endswith(":"):  # introduces what follows (code, a list)
+                        if _NEXT.search(sentence):
+                            fresh_next.append(_clip(sentence[:-1].rstrip() + "."))
+                        continue
+                    if _DECISION.search(sentence) and len(sentence.split()) >= 4:
+                        out["Key Decisions"].append(_clip(sentence))
+                    elif _NEXT.search(sentence):
+                        fresh_next.append(_clip(sentence))
+                    else:
+                        reported.append(sentence)
             if fresh_next:
                 next_steps = fresh_next
             final = not calls and text.strip() and msg.get("stopReason") not in ("error", "aborted", "toolUse")
@@ -277,7 +430,7 @@ def _extract(
                 pending_errors[tool] = _clip(f"{tool}: {line.strip()}")
             else:
                 pending_errors.pop(tool, None)
-            out["Critical Context"].extend(m.group(0) for m in _POINTER.finditer(text))
+            out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
         if focus_words and role in ("user", "assistant"):
             for sentence in _sentences(text):
                 low = sentence.lower()

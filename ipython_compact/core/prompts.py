@@ -133,6 +133,16 @@ ANCHORS_NOTE: Final = (
     "\"(see <anchors>)\". Record only what the anchors do not already say."
 )
 
+def resample_note(missing: Sequence[str]) -> str:
+    """The follow-up that asks a model once more for a summary it left incomplete, saying why."""
+    names = ", ".join(missing)
+    return (
+        f"Your summary lacks the required section(s): {names}. Write the complete summary again in "
+        "the required format, with every section heading present and in order; under a heading "
+        'with nothing to report write "(none)". Output only the summary.'
+    )
+
+
 BRANCH_SUMMARY_HEADER: Final = "The user explored another branch of the conversation before coming back here. What happened there:\n\n"
 SPLIT_TURN_SEPARATOR: Final = "\n\n---\n\n**Turn context (split turn):**\n\n"
 NO_PRIOR_HISTORY: Final = "No prior history."

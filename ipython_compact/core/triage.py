@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ipython_compact.core.drift import output_identifiers
+from ipython_compact.core.drift import extract_identifiers, output_identifiers
 from ipython_compact.core.entries import Entry, canonical_json, entry_text, text_of_content, tool_calls_of
 
 EXTERNALIZE_LINES: Final = 200
@@ -74,25 +74,30 @@ class Gist:
     tail: tuple[str, ...] = ()
     error: str | None = None
     identifiers: tuple[str, ...] = ()
+    call: str | None = None  # what produced the output: the call's first line (names its subject)
 
     def to_json(self) -> dict[str, Any]:
-        return {"head": list(self.head), "tail": list(self.tail), "error": self.error, "identifiers": list(self.identifiers)}
+        out: dict[str, Any] = {"head": list(self.head), "tail": list(self.tail), "error": self.error, "identifiers": list(self.identifiers)}
+        if self.call:
+            out["call"] = self.call
+        return out
 
     @staticmethod
     def from_json(obj: Any) -> Gist:
         if not isinstance(obj, Mapping):
             return Gist()
-        error = obj.get("error")
+        error, call = obj.get("error"), obj.get("call")
         return Gist(
             tuple(str(x) for x in obj.get("head") or ()),
             tuple(str(x) for x in obj.get("tail") or ()),
             None if error is None else str(error),
             tuple(str(x) for x in obj.get("identifiers") or ()),
+            None if call is None else str(call),
         )
 
     def text(self) -> str:
         """All the gist's strings in one text (what a reader of the pointer sees)."""
-        return "\n".join([*self.head, *self.tail, *([self.error] if self.error else []), *self.identifiers])
+        return "\n".join([*([self.call] if self.call else []), *self.head, *self.tail, *([self.error] if self.error else []), *self.identifiers])
 
 
 def _gist_line(line: str) -> str:
@@ -114,8 +119,9 @@ def _take(lines: Sequence[str], count: int, budget: int) -> list[str]:
     return out
 
 
-def make_gist(output: str) -> Gist:
-    """The gist of a large output (pure; linear in the output's length)."""
+def make_gist(output: str, call: str | None = None) -> Gist:
+    """The gist of a large output (pure; linear in the output's length); ``call`` is the one-line
+    form of what produced it (a code cell's first line, a command), clipped."""
     lines = [ln for ln in output.split("\n") if ln.strip()]
     head = _take(lines, GIST_HEAD_LINES, GIST_HEAD_CHARS)
     rest = lines[len(head) :]
@@ -139,7 +145,7 @@ def make_gist(output: str) -> Gist:
             continue
         idents.append(value)
         used += len(value)
-    return Gist(tuple(head), tuple(tail), error, tuple(idents))
+    return Gist(tuple(head), tuple(tail), error, tuple(idents), _gist_line(call) if call else None)
 
 
 @dataclass(frozen=True)
@@ -152,13 +158,60 @@ class Pointer:
     chars: int
     tokens: int
     gist: Gist = field(default_factory=Gist)
+    subject: str = ""  # the first identifier of the call that produced it (an index line names it)
 
     @property
     def text(self) -> str:
         return pointer_text(self.entry_id, self.lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"entry_id": self.entry_id, "tool": self.tool, "lines": self.lines, "chars": self.chars, "tokens": self.tokens, "gist": self.gist.to_json()}
+        return {
+            "entry_id": self.entry_id, "tool": self.tool, "lines": self.lines, "chars": self.chars, "tokens": self.tokens,
+            "gist": self.gist.to_json(), "subject": self.subject,
+        }
+
+
+# how many pointers a checkpoint carries: the newest with their gist, older ones as index items
+CARRIED_WITH_GIST: Final = 6
+CARRIED_INDEX: Final = 60
+INDEX_SUBJECT_CHARS: Final = 40
+INDEX_HEADER: Final = "older outputs (entry id, subject; recall by entry id):"
+
+
+def subject_of(call: str) -> str:
+    """What a call is about, in a few characters: its first identifier, else its first words."""
+    found = extract_identifiers(call)
+    if found:
+        return found[0][1][:INDEX_SUBJECT_CHARS]
+    return " ".join(call.split())[:INDEX_SUBJECT_CHARS]
+
+
+def carry_pointers(carried: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The pointers the next checkpoint carries, oldest first: the newest ``CARRIED_WITH_GIST``
+    with their gist, up to ``CARRIED_INDEX`` older ones reduced to an index item (entry id and
+    subject; the gist is dropped). Why: the gist of a recent output is read, an old output only
+    needs to be findable; an index item costs a few tokens, so the block reaches a fixed size.
+    """
+    new_ids = {str(p.get("entry_id")) for p in new}
+    merged = [dict(p) for p in carried if str(p.get("entry_id")) not in new_ids] + [dict(p) for p in new]
+    merged = merged[-(CARRIED_WITH_GIST + CARRIED_INDEX) :]
+    for p in merged[: max(0, len(merged) - CARRIED_WITH_GIST)]:
+        p.pop("gist", None)
+    return merged
+
+
+def externalized_lines(pointers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ``<externalized>`` block's lines: one index line for the pointers without a gist
+    (``INDEX_HEADER`` then ``ID subject`` items), then each pointer with a gist (``pointer_lines``)."""
+    index = [p for p in pointers if not p.get("gist")]
+    out = []
+    if index:
+        items = [f"{p.get('entry_id')} {p.get('subject') or p.get('tool', '')}".rstrip() for p in index]
+        out.append(f"{INDEX_HEADER} " + " · ".join(items))
+    for p in pointers:
+        if p.get("gist"):
+            out.extend(pointer_lines(p))
+    return out
 
 
 def pointer_lines(pointer: Mapping[str, Any]) -> list[str]:
@@ -170,6 +223,8 @@ def pointer_lines(pointer: Mapping[str, Any]) -> list[str]:
     entry_id, lines = str(pointer.get("entry_id")), int(pointer.get("lines", 0))
     out = [f"{pointer_text(entry_id, lines)} {pointer.get('tool', '')} output, {int(pointer.get('chars', 0)):,} chars"]
     gist = Gist.from_json(pointer.get("gist"))
+    if gist.call:
+        out.append(f"  call: {gist.call}")
     out.extend(f"  head: {line}" for line in gist.head)
     out.extend(f"  tail: {line}" for line in gist.tail)
     if gist.error:
@@ -357,7 +412,11 @@ def triage(
             if len(lines) > externalize_lines or len(output) > externalize_chars:
                 msg = entry.message or {}
                 tool = str(msg.get("toolName") or msg.get("command") or "bash")
-                pointer = Pointer(entry.id, one_line_tool(tool), len(lines), len(output), cost, make_gist(output))
+                cid = str(msg.get("toolCallId") or "")
+                call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")
+                call_line = call_line.strip().split("\n", 1)[0]
+                gist = make_gist(output, call_line or None)
+                pointer = Pointer(entry.id, one_line_tool(tool), len(lines), len(output), cost, gist, subject_of(call_line))
                 pointers.append(pointer)
                 short = _shorten(entry, lines, pointer.text, pointer.gist)
                 encode.append(short)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -46,6 +47,7 @@ class Extension:
         self._timer: Any = None
         self._depth = 0  # cells running now: 2 while a %%agent tool call runs inside its cell
         self._last_sync_snapshot = 0.0
+        self._auto_error: str | None = None  # the last automatic-snapshot problem told to the user
         self.comm_manager: Any = None
         self.agent_magics: AgentMagics | None = None
 
@@ -167,9 +169,13 @@ class Extension:
         if self.service.executing or threading.current_thread() is not threading.main_thread():
             return
         try:
-            self.service.snapshot(record=False, automatic=True)  # sampled checks, every Nth verifies fully
-        except Exception as exc:
-            log.debug("automatic snapshot failed: %s", exc)
+            self.service.automatic_snapshot()  # sampled checks, every Nth verifies fully; skipped while empty
+            self._auto_error = None
+        except Exception as exc:  # said once per distinct problem: one sentence with what to do
+            text = f"ipython_compact: the automatic snapshot was not written: {exc}"
+            if text != self._auto_error:
+                print(text, file=sys.stderr)
+            self._auto_error = text
 
 
 def _unregister_magics(ip: Any, magics: Any) -> None:

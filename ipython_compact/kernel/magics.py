@@ -29,6 +29,7 @@ from ipython_compact.kernel import reports as R
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean
 from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.namespace.snapshot import SnapshotError
 from ipython_compact.paths import read_only_reason
 from ipython_compact.store.errors import DatabaseLockedError, ImportFormatError, StoreError
 
@@ -66,6 +67,7 @@ def _os_error(name: str, exc: BaseException) -> str:
 #: What a handler's exception means to the user, first match wins (subclasses before their bases).
 ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str]], ...] = (
     (Busy, lambda name, exc: f"%compact {name}: {exc}"),
+    (SnapshotError, lambda name, exc: f"%compact {name}: {exc}."),  # the message says what to do
     (NothingToCompact, lambda name, exc: (
         f"%compact {name}: {exc}. Nothing was changed. History to compact comes from `%%agent` turns or "
         "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")),
@@ -202,22 +204,52 @@ class CompactMagics(Magics):  # type: ignore[misc]
         report = self.service.snapshot(full=a.full)
         return R.snapshot_bundle(report.to_json())
 
-    @COMMANDS.subcommand("restore", "Bring names back from the newest valid snapshot (after a restart).",
-                         arg("names", nargs="*", help="only these names (default: all)"))
+    @COMMANDS.subcommand("restore", "Bring names back from the newest snapshot holding your work (after a restart).",
+                         arg("names", nargs="*", help="only these names (default: all)"),
+                         arg("--names", dest="name_list", default="", help="only these names, comma-separated"),
+                         arg("--generation", type=int, default=None,
+                             help="restore this generation (see %%compact snapshots) instead of the newest"))
     def _restore(self, a: argparse.Namespace) -> Any:
-        report = self.service.restore(names=a.names or None)
-        if report.generation is None:
-            detail = "; ".join(report.refused) or "no snapshot exists for this session yet"
-            raise ValueError(f"nothing to restore ({detail}); take one with `%compact snapshot`")
+        wanted = [*a.names, *[n.strip() for n in a.name_list.split(",") if n.strip()]]
+        report = self.service.restore(names=wanted or None, generation=a.generation)
         shown = report.to_json()
+        if report.generation is None:  # a warning with what is available, never a success
+            text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
+            return D.text_bundle(text, title="Warning: nothing was restored")
         accounted = set(report.restored) | {s.name for s in report.failed} | {s.name for s in report.quarantined}
-        missing = [n for n in a.names if n not in accounted]
+        missing = [n for n in wanted if n not in accounted]
         if missing and not accounted:
             raise ValueError(f"not in snapshot generation {report.generation}: {', '.join(missing)}; "
                              "`%compact restore` with no names brings back everything it holds")
         if missing:
             shown["not_in_snapshot"] = missing
+        if not report.restored:
+            return D.mapping_bundle(f"Warning: nothing was restored from generation {report.generation}", shown)
         return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", shown)
+
+    @COMMANDS.subcommand("snapshots", "List snapshot generations: number, time, kernel, names, size, verified.",
+                         arg("--discard", type=int, default=None, metavar="N",
+                             help="delete every snapshot of the earlier kernel that wrote generation N"))
+    def _snapshots(self, a: argparse.Namespace) -> Any:
+        if a.discard is not None:
+            gone = self.service.discard_snapshots(a.discard)
+            return D.mapping_bundle("Discarded", {"generations": gone})
+        rows = self.service.snapshot_list()
+        if not rows:
+            return D.text_bundle(f"No snapshots for session {self.service.session} in {self.service.snapshot_dir}.")
+
+        def kernel(r: dict[str, Any]) -> str:
+            who = "this kernel" if r["own"] else f"pid {r['pid']}" if r["pid"] else "?"
+            return who + (" (provisional)" if r["provisional"] else "")
+
+        def names(r: dict[str, Any]) -> str:
+            shown = ", ".join(r["names"][:6])
+            return f"{len(r['names'])}: {shown}" + (" …" if len(r["names"]) > 6 else "")
+
+        table = [[r["generation"], r["timestamp"] or "", kernel(r), r["origin"] or "", names(r), D.fmt_bytes(r["bytes"]),
+                  "yes" if r["verified"] else f"no: {r['problem']}"] for r in rows]
+        return D.rows_bundle(f"Snapshots of {self.service.session}",
+                             ["generation", "time", "kernel", "taken", "names", "size", "verified"], table, rows)
 
     @COMMANDS.subcommand("log", "The newest entries of the session log.",
                          arg("-n", type=int, default=20, help="how many entries (default 20; 0 for all)"))

@@ -41,7 +41,11 @@ class SummaryInput:
 
 @dataclass(frozen=True)
 class SummaryResult:
-    """An accepted summary and how it was obtained (usage is summed over all attempts)."""
+    """An accepted summary and how it was obtained (usage is summed over all attempts).
+
+    ``resampled`` says why the model was asked a second time (None: it was not); ``repaired``
+    lists the sections added as "(none)" because the model left them out even then.
+    """
 
     text: str
     summarizer: str
@@ -49,15 +53,22 @@ class SummaryResult:
     usage: Mapping[str, int] = field(default_factory=dict)
     attempts: int = 1
     finish_reason: str | None = None
+    resampled: str | None = None
+    repaired: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "summarizer": self.summarizer,
             "model": self.model,
             "usage": dict(self.usage),
             "attempts": self.attempts,
             "finish_reason": self.finish_reason,
         }
+        if self.resampled is not None:
+            out["resampled"] = self.resampled
+        if self.repaired:
+            out["repaired"] = list(self.repaired)
+        return out
 
 
 class SummarizerError(RuntimeError):

@@ -8,7 +8,8 @@ What must hold:
 - Output cap: ``min(request.max_tokens, model_max_tokens)``; the Compactor passes
   ``floor(0.8 * reserve_tokens)`` (or half the reserve for a split turn's prefix).
 - Isolation: the request carries only the system prompt and one user message built by
-  ``core.prompts`` — no conversation history as chat turns, no ``user`` id, no prompt cache key.
+  ``core.prompts`` — no conversation history as chat turns, no ``user`` id, no prompt cache key
+  (a resample adds only the model's own reply and the note saying what it lacked).
 - Bounded retries: at most ``1 + max_retries`` HTTP attempts per request (and at most
   ``1 + input_retries`` request sizes, below), retrying only rate limits, 5xx, timeouts and
   connection errors; the wait is ``Retry-After`` when the server sends it, else exponential
@@ -21,9 +22,13 @@ What must hold:
   verbatim) go into the request with ``core.prompts.ANCHORS_NOTE``, so the model refers to them
   instead of restating them; that the checkpoint still holds them is the drift guard's job (the
   Compactor), not the model's.
-- A reply is accepted only if ``finish_reason == "stop"``, the text is non-empty, it has the
-  required sections and it calls no tool. Anything else raises ``SummarizerError`` with a message
-  that says which rule failed. Usage is summed over all attempts that got a reply.
+- A reply fails only if it is empty, truncated (``finish_reason == "length"``), calls a tool, or
+  finishes for another reason than ``stop``; ``SummarizerError`` says which rule failed. A reply
+  that lacks a required section is resampled once, with the reason stated (the model's own reply
+  and ``core.prompts.resample_note`` follow the original request); if the second reply still
+  lacks sections (or fails), the better text is repaired: each missing section is added as
+  "(none)" (``core.offline_summary.repair_sections``), and ``SummaryResult.resampled`` /
+  ``repaired`` record it. Usage is summed over all attempts that got a reply.
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ from typing import Any
 import openai
 
 from ipython_compact.core.messages import entry_message
-from ipython_compact.core.offline_summary import missing_sections
+from ipython_compact.core.offline_summary import missing_sections, repair_sections
 from ipython_compact.core.overflow import is_context_overflow
-from ipython_compact.core.prompts import build_summary_request
+from ipython_compact.core.prompts import build_summary_request, resample_note
 from ipython_compact.core.serialization import serialize_conversation
 from ipython_compact.summarizers.base import (
     ENV_MODEL,
@@ -181,7 +186,23 @@ class OpenAISummarizer:
                     step += 1
                 elided += max(1, step)
                 continue
-            return self._accept(reply, request, attempts, usage, cap)
+            text = self._check(reply, attempts, usage, cap)
+            missing = missing_sections(text, request.kind)
+            if not missing:
+                return self._result(text, reply, attempts, usage)
+            reason = f"missing section(s): {', '.join(missing)}"
+            retry_chat = [*chat, {"role": "assistant", "content": text}, {"role": "user", "content": resample_note(missing)}]
+            try:
+                second, attempts = self._send(retry_chat, cap, usage, attempts)
+                second_text = self._check(second, attempts, usage, cap)
+            except SummarizerError as exc:
+                if exc.code in ("config", "http_error"):
+                    raise
+                second_text, reason = None, f"{reason}; the resample failed ({exc.code})"
+            if second_text is not None and len(missing_sections(second_text, request.kind)) <= len(missing):
+                text, reply = second_text, second
+            repaired, added = repair_sections(text, request.kind)
+            return self._result(repaired, reply, attempts, usage, resampled=reason, repaired=tuple(added))
         raise AssertionError("unreachable: the last shrink round returns or raises")
 
     def _send(self, chat: list[dict[str, str]], cap: int, usage: dict[str, int], attempts: int) -> tuple[Any, int]:
@@ -231,7 +252,9 @@ class OpenAISummarizer:
             return SummarizerError(f"HTTP {status} from {where}: {detail}", code=code, attempts=attempts, usage=usage, retryable=retryable)
         return SummarizerError(f"{type(exc).__name__}: {exc}", code="bad_reply", attempts=attempts, usage=usage)
 
-    def _accept(self, reply: Any, request: SummaryInput, attempts: int, usage: Mapping[str, int], cap: int) -> SummaryResult:
+    def _check(self, reply: Any, attempts: int, usage: Mapping[str, int], cap: int) -> str:
+        """The reply's text, or ``SummarizerError`` for a reply that cannot be a summary."""
+
         def fail(code: FailureCode, message: str) -> SummarizerError:
             return SummarizerError(f"summarization failed: {message}", code=code, attempts=attempts, usage=usage)
 
@@ -249,10 +272,19 @@ class OpenAISummarizer:
             raise fail("bad_reply", f"the reply finished with {finish!r}, not 'stop'")
         if not text:
             raise fail("empty", "the model returned no text")
-        missing = missing_sections(text, request.kind)
-        if missing:
-            raise fail("missing_sections", f"the summary lacks required section(s): {', '.join(missing)}")
-        return SummaryResult(text=text, summarizer=self.name, model=str(reply.model or self.model), usage=dict(usage), attempts=attempts, finish_reason=finish)
+        return text
+
+    def _result(self, text: str, reply: Any, attempts: int, usage: Mapping[str, int], *, resampled: str | None = None, repaired: tuple[str, ...] = ()) -> SummaryResult:
+        return SummaryResult(
+            text=text,
+            summarizer=self.name,
+            model=str(reply.model or self.model),
+            usage=dict(usage),
+            attempts=attempts,
+            finish_reason=reply.choices[0].finish_reason,
+            resampled=resampled,
+            repaired=repaired,
+        )
 
 
 def _error_code(exc: openai.APIStatusError) -> str | None:
