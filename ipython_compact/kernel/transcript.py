@@ -81,6 +81,9 @@ class Transcript:
             if self.stopped == "final":
                 self.answer = text
                 self._pending_text = None
+                notes = [i for i, s in enumerate(self.steps) if s.kind == "note"]
+                if notes and self.steps[notes[-1]].text == text:  # flushed early by a later one-line event
+                    del self.steps[notes[-1]]
             else:
                 self._flush_note()
         return None
