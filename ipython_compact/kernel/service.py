@@ -169,10 +169,10 @@ class KernelService:
             lines, problem = None, str(exc)
         if problem is None and tokens > window:
             problem = (f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
-                       "context would be refused. `%compact now` brings it under the window")
+                       "context would be refused. `%compact now` brings it under the window.")
         elif problem is None and lines is not None and tokens > lines.blocking:
             problem = (f"over the blocking line ({lines.blocking:,}): the next agent turn compacts before it calls "
-                       "the model; `%compact now` compacts now")
+                       "the model; `%compact now` compacts now.")
         live = self.store.live_status(self.session)
         snap = self.snapshots.latest_manifest()
         return {
