@@ -26,6 +26,7 @@ from ipython_compact.cli import (
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.summarizers.registry import summarizer_names
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "kept, externalized and discarded.",
     )
     session_option(p)
-    p.add_argument("--summarizer", choices=("auto", "offline", "openai"), default="auto",
+    p.add_argument("--summarizer", choices=summarizer_names(), default="auto",
                    help="auto: openai when IPYTHON_COMPACT_MODEL is set, else offline (default)")
     p.add_argument("--model", help="model for --summarizer openai (default: $IPYTHON_COMPACT_MODEL)")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
@@ -98,18 +99,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _summarizer(args: argparse.Namespace) -> Any:
-    from ipython_compact.summarizers import OfflineSummarizer, SummarizerError
-    from ipython_compact.summarizers.base import ENV_MODEL
-
-    kind = args.summarizer
-    if kind == "auto":
-        kind = "openai" if (args.model or os.environ.get(ENV_MODEL)) else "offline"
-    if kind == "offline":
-        return OfflineSummarizer()
-    from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+    # deferred for CLI start-up time, like this module's other command imports
+    from ipython_compact.summarizers import SummarizerError, make_summarizer
 
     try:
-        return OpenAISummarizer(model=args.model, base_url=args.base_url)
+        return make_summarizer(args.summarizer, model=args.model, base_url=args.base_url)
     except SummarizerError as exc:
         raise CliError(str(exc), f"{PROG} compact --summarizer openai --model NAME --base-url URL   or   --summarizer offline") from exc
 
@@ -271,6 +265,7 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
         "tokens_after": details.get("tokens_after"),
         "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
         "summarizer": details.get("summarizer"),
+        "focus": details.get("focus"),  # what the user asked the summary to keep in particular, or null
     }
 
 

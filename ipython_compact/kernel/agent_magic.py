@@ -33,15 +33,16 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ipython_compact.agent.engine import CompactorEngine, default_engine
 from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.kernel.agent_settings import AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
 from ipython_compact.kernel.config import AgentConfig
 from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
 from ipython_compact.kernel.transcript import Transcript, answer_bundle, step_plain
+from ipython_compact.summarizers.registry import make_summarizer
 
 AGENT_ARGS = (
     arg("--model", help="model name (default: AgentConfig.model, then CompactConfig.model)"),
@@ -101,7 +102,9 @@ class AgentMagics(Magics):  # type: ignore[misc]
             store = self.service.store
             session = opts.get("session") or self.service.session
             settings = self.service.settings()
-            engine: Any = CompactorEngine(self.service._compactor())  # the summarizer %compact uses
+            summarizer = make_summarizer(getattr(config, "summarizer", "offline"), model=getattr(config, "model", None),
+                                         base_url=getattr(config, "base_url", None))  # the one %compact uses
+            compactor: Any = Compactor(store, summarizer, settings)
         else:
             from ipython_compact import paths  # deferred: the extension-less path only (start-up)
             from ipython_compact.store import SessionStore
@@ -109,18 +112,16 @@ class AgentMagics(Magics):  # type: ignore[misc]
             store = SessionStore(paths.database_path())
             session = opts.get("session") or "agent"
             settings = CompactionSettings()
-            engine = default_engine(store, settings)
+            compactor = None  # the Agent's default: a Compactor with the offline summarizer
         client = openai.OpenAI(base_url=chosen.base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
         agent = Agent(
             store=store, session=session, client=client, model=chosen.model, context_window=chosen.window,
             settings=settings,
-            engine=engine, kernel=InProcessKernel(self.shell), max_steps=chosen.max_steps,
+            compactor=compactor, kernel=InProcessKernel(self.shell), max_steps=chosen.max_steps,
             on_event=self._on_event, stream=chosen.stream,
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
-        self.settings = chosen
-        if self.service is not None:
-            self.service.agent_window = chosen.window  # `%compact status` and the panel show the agent's window
+        self.settings = chosen  # `%compact status` and the panel read the live agent's own figures
         return agent
 
     def _on_event(self, event: AgentEvent) -> None:
@@ -146,8 +147,6 @@ class AgentMagics(Magics):  # type: ignore[misc]
         agent, self.current = self.current, None
         with contextlib.suppress(ValueError, AttributeError):
             getattr(self.shell, "configurables", []).remove(self.agent_config)
-        if self.service is not None:
-            self.service.agent_window = None
         if agent is not None:
             with contextlib.suppress(Exception):  # unload must not fail because a compaction did
                 agent.wait_background(timeout=5.0)
