@@ -51,10 +51,11 @@ def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> Non
     assert "ipython_compact" not in manager.targets
     assert ext.pre_run_cell not in ip.events.callbacks["pre_run_cell"]
     assert ext.post_run_cell not in ip.events.callbacks["post_run_cell"]
-    assert all(type(c).__name__ != "CompactConfig" for c in ip.configurables)
+    assert all(type(c).__name__ not in ("CompactConfig", "AgentConfig") for c in ip.configurables)
     ip.run_line_magic("load_ext", "ipython_compact")
     ip.run_line_magic("reload_ext", "ipython_compact")
     assert sum(type(c).__name__ == "CompactConfig" for c in ip.configurables) == 1
+    assert sum(type(c).__name__ == "AgentConfig" for c in ip.configurables) == 1
     posts = [cb for cb in ip.events.callbacks["post_run_cell"] if getattr(cb, "__self__", None).__class__.__name__ == "Extension"]
     assert len(posts) == 1
 
