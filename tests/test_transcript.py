@@ -49,7 +49,7 @@ def test_nothing_is_cut() -> None:
 
 def test_errors_are_labelled() -> None:
     t = turn(AgentEvent("tool_call", "1/0"), AgentEvent("tool_result", "ZeroDivisionError", {"is_error": True}))
-    assert "⤷ error (1 line)" in t.plain() and "<summary>error (1 line)</summary>" in t.html()
+    assert "⤷ error (1 line)" in t.plain() and ">error (1 line)</summary>" in t.html()
 
 
 def test_model_and_kernel_text_is_escaped_in_html() -> None:
