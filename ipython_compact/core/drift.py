@@ -126,7 +126,8 @@ class Identifier:
     """An exact string that must survive, its class, and where and how often it was seen.
 
     ``last`` is a position in the stream of folded entries (1 = the first entry ever folded; it only
-    grows), ``mentions`` counts the entries that named it. Both feed ``relevance``.
+    grows), ``mentions`` counts the entries that named it, ``result`` says it was printed on the
+    last lines of an output (a run id, a final metric, a traceback's error). All feed ``relevance``.
     """
 
     text: str
@@ -134,9 +135,13 @@ class Identifier:
     entry_id: str | None = None
     mentions: int = 1
     last: int = 0
+    result: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
+        out: dict[str, Any] = {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
+        if self.result:
+            out["result"] = True
+        return out
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Identifier:
@@ -150,7 +155,7 @@ class Identifier:
         if mentions < 1 or last < 0:
             raise ValueError(f"identifier {obj!r}: mentions must be >= 1 and last >= 0")
         entry_id = None if obj.get("entry_id") is None else str(obj["entry_id"])
-        return Identifier(str(obj["text"]), cls, entry_id, mentions, last)  # type: ignore[arg-type]
+        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)))  # type: ignore[arg-type]
 
 
 def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
@@ -209,6 +214,25 @@ OUTPUT_IDENTIFIERS: Final = 16  # per output: one output must not take over the 
 _ERROR_LINE_RE: Final = re.compile(r"(?m)^.*(?:Error|Exception|Traceback|FAILED|error:).*$")
 
 
+_FRAME_RE: Final = re.compile(r'(?m)^[ \t]*File "[^"\n]*", line \d+.*\n?')
+TRACEBACK_FRAMES: Final = 2
+
+
+def _innermost_frames(text: str, keep: int = TRACEBACK_FRAMES) -> str:
+    """``text`` with each traceback's stack frames cut to the innermost ``keep``: a 30-frame stack
+    names 30 files, and only the frames nearest the error say where it happened."""
+    frames = list(_FRAME_RE.finditer(text))
+    if len(frames) <= keep:
+        return text
+    drop = frames[:-keep]
+    out, pos = [], 0
+    for m in drop:
+        out.append(text[pos : m.start()])
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def output_identifiers(
     text: str, *, head_chars: int = OUTPUT_HEAD_CHARS, tail_chars: int = OUTPUT_TAIL_CHARS, max_count: int = OUTPUT_IDENTIFIERS
 ) -> list[tuple[IdentifierClass, str]]:
@@ -223,12 +247,15 @@ def output_identifiers(
     value of each metric key (a log prints ``loss=…`` at every step; the final one is the result),
     so a caller that keeps only a few keeps the results.
     """
+    if "Traceback (most recent call last)" in text:
+        text = _innermost_frames(text)
     if len(text) <= head_chars + tail_chars:
         head, middle, tail = "", "", text  # short: read it all, from the end (results come last)
     else:
         head, middle, tail = text[:head_chars], text[head_chars:-tail_chars], text[-tail_chars:]
         tail = tail.split("\n", 1)[1] if "\n" in tail else tail  # whole lines only
-    errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle else ""
+    quick = ("Error", "Exception", "Traceback", "FAILED", "error:")
+    errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle and any(q in middle for q in quick) else ""
     seen: dict[str, IdentifierClass] = {}
     metric_keys: set[str] = set()
     # shares of ``max_count``: most for the tail (results), some for error lines and the head
@@ -246,6 +273,22 @@ def output_identifiers(
                 metric_keys.add(key)
             seen.setdefault(value, cls)
     return [(cls, value) for value, cls in seen.items()]
+
+
+RESULT_LINES: Final = 3
+
+
+def _last_lines(text: str, count: int = RESULT_LINES) -> str:
+    """The last ``count`` non-empty lines of ``text`` (read from the end; cheap on a long output)."""
+    lines: list[str] = []
+    end = len(text)
+    while end > 0 and len(lines) < count:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        if line.strip():
+            lines.append(line)
+        end = start - 1
+    return "\n".join(reversed(lines))
 
 
 def entry_identifiers(entry: Entry) -> list[Identifier]:
@@ -272,14 +315,16 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
                 for key, value in args.items():
                     if isinstance(value, str):
                         (codes if key in CODE_KEYS else texts).append(value)
-    elif role == "toolResult":
-        found.extend(output_identifiers(text_of_content(msg.get("content"))))
-    elif role == "bashExecution":
-        texts.append(str(msg.get("command", "")))
-        found.extend(output_identifiers(str(msg.get("output", ""))))
+    results: set[str] = set()
+    if role in ("toolResult", "bashExecution"):
+        output = text_of_content(msg.get("content")) if role == "toolResult" else str(msg.get("output", ""))
+        if role == "bashExecution":
+            texts.append(str(msg.get("command", "")))
+        found.extend(output_identifiers(output))
+        results = {value for _cls, value in extract_identifiers(_last_lines(output))}
     for text in texts:
         found.extend(extract_identifiers(text))
-    out.extend(Identifier(value, cls, entry.id) for cls, value in found)
+    out.extend(Identifier(value, cls, entry.id, result=value in results) for cls, value in found)
     for code in codes:
         out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls not in ("error", "metric"))
         out.extend(Identifier(name, "variable", entry.id) for name in variables_in_code(code))
@@ -292,12 +337,18 @@ MENTION_WEIGHT: Final = 40
 MENTION_CAP: Final = 4
 
 
+# a result (printed on an output's last lines) is worth this many entries of recency: the end of
+# an output is where results are, and a result is usually printed once
+RESULT_WEIGHT: Final = 120
+
+
 def relevance(ident: Identifier) -> int:
     """How much an identifier deserves a place in the bounded working set (higher = keep).
 
-    Recency of the last mention, plus a capped bonus for being mentioned in several entries.
+    Recency of the last mention, plus a capped bonus for being mentioned in several entries, plus
+    a bonus for being a result.
     """
-    return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP)
+    return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP) + (RESULT_WEIGHT if ident.result else 0)
 
 
 def track_identifiers(
@@ -328,7 +379,7 @@ def track_identifiers(
             seen.add(ident.text)
             old = order.pop(ident.text, None)
             mentions = 1 if old is None else old.mentions + 1
-            order[ident.text] = Identifier(ident.text, ident.cls, ident.entry_id, mentions, tick)
+            order[ident.text] = Identifier(ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result))
     items = list(order.values())  # insertion order = last mention, oldest first
     rank = sorted(range(len(items)), key=lambda i: (relevance(items[i]), i), reverse=True)
     keep: set[int] = set()
