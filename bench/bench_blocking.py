@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))
 
 import openai  # noqa: E402
 
-from ipython_compact.agent.engine import CompactorEngine  # noqa: E402
 from ipython_compact.agent.kernel_tool import JupyterKernel  # noqa: E402
 from ipython_compact.agent.loop import Agent, AgentEvent  # noqa: E402
 from ipython_compact.compactor import Compactor  # noqa: E402
@@ -83,10 +82,10 @@ def run_once(background: bool, turns: int, answer_delay: float, summary_delay: f
     store = SessionStore(workdir / f"bench-{'bg' if background else 'nobg'}.db")
     with ModelServer(script, context_window=WINDOW) as srv, JupyterKernel(extension=None) as kernel:
         summarizer = OpenAISummarizer("local-model", base_url=srv.base_url, api_key="local", max_retries=0)
-        engine = CompactorEngine(Compactor(store, summarizer, settings))
+        compactor = Compactor(store, summarizer, settings)
         client = openai.OpenAI(base_url=srv.base_url, api_key="local", max_retries=0)
         agent = Agent(store=store, session="bench", client=client, model="local-model", context_window=WINDOW,
-                      settings=settings, engine=engine, kernel=kernel, on_event=on_event, cooldown_seconds=0)
+                      settings=settings, compactor=compactor, kernel=kernel, on_event=on_event, cooldown_seconds=0)
         start = time.perf_counter()
         for i in range(turns):
             result = agent.ask(f"Plan day {i + 1}.")

@@ -14,7 +14,7 @@ its history grows 100-fold. Measured per size:
   (``user_ops``): ``Compactor.plan`` (``%compact preview``), a full offline ``Compactor.compact``
   (each round moves the leaf back and compacts again, so every round does the same work; the
   compaction lands on a side branch), the kernel service's ``status`` (``%compact status`` and the
-  panel's poll), and the agent's pre-request threshold check (``Agent._before_request``: context
+  panel's poll), and the agent's pre-request threshold check (``CompactionScheduler.before_request``: context
   estimate from the store + threshold decision). Goal: each at 100k entries within 2x of 1k.
   The fixture's compactions come from pi and carry no anchors, so the Compactor re-reads the goal,
   constraints and pins from the history before the view once per process (kept per view head):
@@ -204,7 +204,6 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
 
     import openai
 
-    from ipython_compact.agent.engine import CompactorEngine
     from ipython_compact.agent.loop import Agent
     from ipython_compact.kernel.config import CompactConfig
     from ipython_compact.kernel.service import KernelService
@@ -232,12 +231,12 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
     store.set_leaf(SESSION, leaf)
     status = service.status()
     agent = Agent(store=store, session=SESSION, client=client, model="bench", context_window=WINDOW,
-                  engine=CompactorEngine(compactor), kernel=None, settings=settings)  # type: ignore[arg-type]
+                  compactor=compactor, kernel=None, settings=settings)  # type: ignore[arg-type]
     ops: dict[str, Callable[[], object]] = {
         "compactor_plan": lambda: compactor.plan(SESSION),
         "compactor_compact": compact,
         "service_status": service.status,
-        "agent_threshold_check": agent._before_request,
+        "agent_threshold_check": agent.scheduler.before_request,
     }
     result: dict[str, Any] = {
         "compactor_plan_first_call_ms": round(first_plan_ms, 3),

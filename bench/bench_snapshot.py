@@ -49,14 +49,10 @@ from typing import Any
 import dill
 import numpy as np
 
-from ipython_compact.namespace.snapshot import (
-    _PIECE,
-    MAGIC,
-    SnapshotStore,
-    _LaneMac,
-    _sign_chunks,
-    fingerprint,
-)
+from ipython_compact.namespace.snapshot import MAGIC, SnapshotStore, fingerprint
+from ipython_compact.namespace.snapshot.signing import PIECE as _PIECE
+from ipython_compact.namespace.snapshot.signing import LaneMac as _LaneMac
+from ipython_compact.namespace.snapshot.signing import sign_chunks as _sign_chunks
 
 ARRAYS = 8
 ARRAY_MB = 50

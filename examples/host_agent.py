@@ -20,7 +20,6 @@ from typing import Any
 
 import openai
 
-from ipython_compact.agent.engine import default_engine
 from ipython_compact.agent.events import AgentEvent, summarize_event
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent
@@ -61,7 +60,7 @@ def run(workdir: Path, *, echo: bool = True) -> dict[str, Any]:
         agent = Agent(
             store=store, session="host", client=openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0),
             model="local-model", provider="local", context_window=8000, settings=settings,
-            engine=default_engine(store, settings), kernel=kernel, snapshot_dir=str(workdir / "snapshots"),
+            kernel=kernel, snapshot_dir=str(workdir / "snapshots"),
             on_event=on_event,
         )
         result = agent.ask("Which month had the best sales? Keep the table around.")

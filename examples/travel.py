@@ -26,7 +26,6 @@ from typing import Any
 
 import openai
 
-from ipython_compact.agent.engine import CompactorEngine
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
 from ipython_compact.compactor import Compactor
@@ -259,8 +258,8 @@ def run(db_path: Path, *, busy_timeout: float = 30.0, echo: bool = True, setting
         agent = Agent(
             store=store, session="lisbon", client=client, model="travel-model", provider="local",
             context_window=WINDOW, settings=settings, kernel=kernel,
-            engine=CompactorEngine(Compactor(store, OpenAISummarizer("travel-model", base_url=server.base_url,
-                                                                     api_key="local", max_retries=0), settings)),
+            compactor=Compactor(store, OpenAISummarizer("travel-model", base_url=server.base_url,
+                                                        api_key="local", max_retries=0), settings),
             system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
             on_event=on_event, snapshot_dir=str(db_path.parent / "snapshots"),
         )

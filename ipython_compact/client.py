@@ -27,6 +27,9 @@ from typing import Any, Literal
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
+from ipython_compact.core.state_notice import SnapshotOutcome
+from ipython_compact.core.state_notice import state_notice as build_notice
+
 TARGET = "ipython_compact"
 PROTOCOL = 1
 DEFAULT_TIMEOUT = 5.0
@@ -265,9 +268,6 @@ class KernelClient:
         the notice says the names are unknown. With ``snapshot`` a snapshot is taken first (a
         busy kernel keeps its last one, reported as such).
         """
-        from ipython_compact.core.state_notice import SnapshotOutcome
-        from ipython_compact.core.state_notice import state_notice as build
-
         if not self.alive():
             return None
         outcome: SnapshotOutcome | None = None
@@ -283,7 +283,7 @@ class KernelClient:
         if names.status == "unknown" and not self.alive():
             return None
         listed = [n["name"] for n in names["names"]] if names.ok else None
-        return build(kernel_alive=True, names=listed, snapshot=outcome)
+        return build_notice(kernel_alive=True, names=listed, snapshot=outcome)
 
     def restart_and_restore(self, timeout: float = 60.0) -> Result:
         """Restart the kernel (needs a manager), reload the extension and restore the snapshot."""

@@ -60,7 +60,7 @@ from ipython_compact.core.triage import (
     externalized_lines,
     triage,
 )
-from ipython_compact.store import SessionStore
+from ipython_compact.store import LeafMovedError, SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
@@ -73,6 +73,11 @@ class CompactionError(RuntimeError):
 
 class NothingToCompact(CompactionError):
     """The context has nothing that can be summarized (too short, or it already ends in a compaction)."""
+
+
+class SessionMoved(CompactionError):
+    """The session's leaf changed between planning and appending (another writer compacted or
+    appended); the compaction was not appended."""
 
 
 class CompactionFailed(CompactionError):
@@ -220,6 +225,8 @@ class _Work:
     anchors: AnchorSet
     carried: _Carried
     view_tokens: Mapping[str, int]
+    leaf_id: str | None = None
+    """The leaf the plan was made against: the compaction is appended only if it still is."""
 
 
 def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
@@ -314,7 +321,7 @@ class Compactor:
                 raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens)
+        return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
 
     def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
         work = self._work(session, keep_recent_tokens)
@@ -476,7 +483,13 @@ class Compactor:
                 {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
             )
             raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
-        entry = self.store.append(session, E.COMPACTION, payload)
+        try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
+            entry = self.store.append(session, E.COMPACTION, payload, expect_leaf=work.leaf_id)
+        except LeafMovedError as exc:
+            raise SessionMoved(
+                f"session {session!r} moved while this compaction was being made (planned at leaf {exc.expected!r}, "
+                f"now {exc.actual!r}); nothing was written",
+            ) from exc
         return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
 
     # ------------------------------------------------------------------ branches
@@ -639,11 +652,12 @@ KERNEL_FILE_OPS = E.KERNEL_FILE_OPS  # re-exported: the kernel service writes th
 
 def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
     """Fold ``custom`` entries of type ``ipython_file_ops`` (files read/modified by cells) into the
-    ledger's file lists; a file written after being read counts as modified only."""
+    ledger's file lists; a file written after being read counts as modified only. Files a person's
+    own cells opened (``by: "user"``) are not the agent's work and stay out of its ledger."""
     read, modified = list(ledger.files_read), list(ledger.files_modified)
     for entry in entries:
         data = entry.data.get("data") if entry.kind == E.CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS else None
-        if not isinstance(data, Mapping):
+        if not isinstance(data, Mapping) or data.get("by") == "user":
             continue
         for path in (p for p in data.get("modified") or [] if isinstance(p, str)):
             if path in read:

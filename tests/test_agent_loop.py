@@ -10,9 +10,9 @@ from typing import Any
 import openai
 import pytest
 
-from ipython_compact.agent.engine import CoreEngine
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, CUSTOM_MESSAGE, KERNEL_STATE, SYSTEM
 from ipython_compact.core.overflow import OVERFLOW_FAILURE_MESSAGE
 from ipython_compact.core.settings import CompactionSettings
@@ -37,8 +37,8 @@ def _agent(tmp_path: Path, server: ModelServer, kernel: Any, settings: Compactio
     events: list[AgentEvent] = []
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     agent = Agent(store=store, session="t", client=client, model="local-model", context_window=kw.pop("window", 3000),
-                  settings=settings, engine=CoreEngine(store, settings), kernel=kernel, on_event=events.append,
-                  cooldown_seconds=kw.pop("cooldown_seconds", 0.0), **kw)
+                  settings=settings, compactor=Compactor(store, None, settings), kernel=kernel, on_event=events.append,
+                  cooldown_seconds=kw.pop("cooldown_seconds", 0.0), subcalls=kw.pop("subcalls", False), **kw)
     return agent, store, events
 
 
@@ -259,18 +259,18 @@ def test_autonomous_mode_queues_a_continuation_after_compaction(tmp_path: Path, 
     # A new agent on the same session (another process, say) carries the goal on from the log.
     with ModelServer(default=LONG) as srv2:
         again = Agent(store=store, session="t", client=openai.OpenAI(base_url=srv2.base_url, api_key="x", max_retries=0),
-                      model="local-model", context_window=3000, settings=QUIET, engine=CoreEngine(store, QUIET), kernel=kernel)
+                      model="local-model", context_window=3000, settings=QUIET, compactor=Compactor(store, None, QUIET), kernel=kernel, subcalls=False)
         assert again.status()["session"] == "t" and again.goal == "Plan the whole week in Lisbon"
 
 
 def test_repeated_failures_end_in_a_labelled_emergency_shrink(tmp_path: Path, kernel: JupyterKernel) -> None:
-    class Broken(CoreEngine):
-        def prepare(self, session: str, **kw: Any) -> dict[str, Any] | None:
+    class Broken(Compactor):
+        def prepare(self, session: str, **kw: Any) -> dict[str, Any] | None:  # type: ignore[override]
             raise RuntimeError("summarizer unavailable")
 
     with ModelServer(default=LONG) as srv:
         agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
-        agent.engine = Broken(store, QUIET)
+        agent.compactor = Broken(store, None, QUIET)
         _fill(agent, 3)
         states = [agent.compact().state for _ in range(5)]
     assert states == ["failed"] * 4 + ["placed"]
@@ -287,13 +287,13 @@ def test_repeated_failures_end_in_a_labelled_emergency_shrink(tmp_path: Path, ke
 def test_cooldown_after_a_failure_holds_back_threshold_compaction(tmp_path: Path, kernel: JupyterKernel) -> None:
     settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)
 
-    class Broken(CoreEngine):
-        def prepare(self, session: str, **kw: Any) -> dict[str, Any] | None:
+    class Broken(Compactor):
+        def prepare(self, session: str, **kw: Any) -> dict[str, Any] | None:  # type: ignore[override]
             raise RuntimeError("summarizer unavailable")
 
     with ModelServer(default=LONG) as srv:
         agent, store, events = _agent(tmp_path, srv, kernel, settings, cooldown_seconds=600.0)
-        agent.engine = Broken(store, settings)
+        agent.compactor = Broken(store, None, settings)
         _fill(agent, 8)
     fails = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME]
     assert len(fails) == 1  # one failure, then the cooldown guard
@@ -457,7 +457,7 @@ def test_compact_run_from_the_kernel_helper_is_honoured_at_turn_end(tmp_path: Pa
 def test_each_failure_keeps_less_verbatim_and_success_resets(tmp_path: Path, kernel: JupyterKernel) -> None:
     asked: list[int | None] = []
 
-    class Flaky(CoreEngine):
+    class Flaky(Compactor):
         def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
             asked.append(keep_recent_tokens)
             if len(asked) <= 3:
@@ -466,7 +466,7 @@ def test_each_failure_keeps_less_verbatim_and_success_resets(tmp_path: Path, ker
 
     with ModelServer(default=LONG) as srv:
         agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
-        agent.engine = Flaky(store, QUIET)
+        agent.compactor = Flaky(store, None, QUIET)
         _fill(agent, 4)
         states = [agent.compact().state for _ in range(4)]
         agent.ask("one more")
@@ -552,7 +552,7 @@ def test_interrupt_while_streaming_keeps_the_partial_answer_out_of_the_next_requ
 def test_a_manual_compaction_during_the_turn_covers_the_models_request(
     tmp_path: Path, kernel: JupyterKernel, manual_fails: bool, placed: list[str]
 ) -> None:
-    class Engine(CoreEngine):
+    class Engine(Compactor):
         def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
             if reason == "manual" and manual_fails:
                 raise RuntimeError("summarizer unavailable")
@@ -565,7 +565,7 @@ def test_a_manual_compaction_during_the_turn_covers_the_models_request(
 
     with ModelServer(_script(reply)) as srv:
         agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
-        agent.engine = Engine(store, QUIET)
+        agent.compactor = Engine(store, None, QUIET)
         _fill(agent, 3)
 
         def on_event(ev: AgentEvent) -> None:

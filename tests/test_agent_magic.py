@@ -10,6 +10,7 @@ import pytest
 from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
+from kernel_fixtures import running_kernel
 
 from ipython_compact.kernel.agent_magic import AgentMagics, parse_options
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
@@ -65,12 +66,13 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
             shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 32000", "Sum my prices.")
             out = capsys.readouterr().out
             assert shell.user_ns["total"] == 12  # ran in this very namespace
-            assert "[tool_call] total = sum(prices)" in out
-            assert "[assistant] The total is 12." in out
+            assert "▶ python\n    total = sum(prices)\n    print(total)\n  ⤷ output (1 line)\n  │ 12\n" in out
+            assert out.rstrip().endswith("The total is 12.") and out.count("The total is 12.") == 1
+            assert "window 32,000 tokens, from the cell's --window" in out
             # Streaming: the same steps, the answer printed piece by piece (once).
             shell.run_cell_magic("agent", f"--stream --model local --base-url {srv.base_url} --window 32000", "Sum again.")
             out = capsys.readouterr().out
-            assert out.count("[assistant] The total is 12.") == 1 and srv.chat_requests[-1].body["stream"] is True
+            assert out.count("The total is 12.") == 1 and srv.chat_requests[-1].body["stream"] is True
             # Empty cell and bad options: a clear message, nothing sent.
             before = len(srv.chat_requests)
             shell.run_cell_magic("agent", "", "   ")
@@ -88,10 +90,29 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
             shell.user_ns.pop(name, None)
 
 
+def cell_output(kc: Any, code: str, timeout: float = 60) -> tuple[list[dict[str, Any]], str]:
+    """Run ``code``; the cell's displays as they finally look (updates applied) and its stdout."""
+    displays: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    stdout: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind in ("display_data", "update_display_data", "execute_result"):
+            key = (content.get("transient") or {}).get("display_id") or f"anon-{len(order)}"
+            if kind != "update_display_data" and key not in displays:
+                order.append(key)
+            displays[key] = content["data"]
+        elif kind == "stream":
+            stdout.append(content["text"])
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return [displays[k] for k in order], "".join(stdout)
+
+
 @pytest.mark.slow
 def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
-    from ipython_compact.agent.kernel_tool import JupyterKernel
-
     def reply(req: RecordedRequest) -> Reply:
         last = req.messages[-1]
         users = [m for m in req.messages if m["role"] == "user"]
@@ -101,21 +122,31 @@ def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
             return Reply(tool_calls=(ToolCall("python", {"code": "compact.run('keep the prices')"}),))
         return Reply(tool_calls=(ToolCall("python", {"code": "total = sum(prices)\nprint(total)"}),))
 
-    with ModelServer(reply) as srv, JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
-        assert k.extension_error is None
-        assert k.execute("prices = [3, 4, 5]").status == "ok"
-        k.execute("%config CompactConfig.compaction = {'keep_recent_tokens': 40, 'reserve_tokens': 1000}")
-        head = f"%%agent --model local --base-url {srv.base_url} --window 32000\n"
-        first = k.execute(head + "Sum my prices.", timeout=60)
-        assert first.status == "ok", first.text
-        assert "[tool_call] total = sum(prices)" in first.text and "[assistant] Done: 12" in first.text
-        assert k.execute("total").text == "12"  # the agent's code ran in the notebook's namespace
-        second = k.execute("%%agent\nNow compact the context please.", timeout=60)
-        assert second.status == "ok", second.text
-        assert "runs when the current turn ends" in second.text
-        assert "requested compaction placed" in second.text
-        # The second cell continued the same conversation.
-        assert any(m["role"] == "user" and m["content"] == "Sum my prices." for m in srv.chat_requests[-1].messages)
+    with ModelServer(reply) as srv, running_kernel(tmp_path) as km:
+        kc = km.client()
+        kc.start_channels()
+        try:
+            cell_output(kc, "%load_ext ipython_compact\nprices = [3, 4, 5]")
+            cell_output(kc, "%config CompactConfig.compaction = {'keep_recent_tokens': 40, 'reserve_tokens': 1000}")
+            head = f"%%agent --model local --base-url {srv.base_url} --window 32000\n"
+            (transcript, answer), _ = cell_output(kc, head + "Sum my prices.")
+            # one live transcript (updated in place) with the code highlighted and its output folded away,
+            # then the answer in full as Markdown; plain text for terminals and nbconvert
+            assert "total = sum(prices)" in transcript["text/plain"] and "│ 12" in transcript["text/plain"]
+            assert "<details><summary>output (1 line)</summary>" in transcript["text/html"]
+            assert "<span style=" in transcript["text/html"]  # highlighted
+            assert "```python\ntotal = sum(prices)\nprint(total)\n```" in transcript["text/markdown"]
+            assert answer == {"text/markdown": "Done: 12", "text/plain": "Done: 12"}
+            assert cell_output(kc, "print(total)")[1] == "12\n"  # the agent's code ran in the notebook's namespace
+            (transcript, _answer), _ = cell_output(kc, "%%agent\nNow compact the context please.")
+            plain = transcript["text/plain"]
+            assert "runs when the current turn ends" in plain
+            compaction_lines = [ln for ln in plain.splitlines() if ln.startswith("⟳ ")]
+            assert any("requested compaction placed" in ln for ln in compaction_lines), plain
+            # The second cell continued the same conversation.
+            assert any(m["role"] == "user" and m["content"] == "Sum my prices." for m in srv.chat_requests[-1].messages)
+        finally:
+            kc.stop_channels()
     from ipython_compact.store import SessionStore
 
     store = SessionStore(tmp_path / "sessions.db")
@@ -190,4 +221,86 @@ def test_agent_cell_uses_the_extensions_summarizer_setting_and_refuses_an_unknow
         assert "%%agent: unknown summarizer 'bogus'" in out  # the same check as %compact; nothing is sent
     finally:
         shell.run_line_magic("config", "CompactConfig.summarizer = 'offline'")  # the shell's config outlives unload
+        shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_settings_are_set_once_with_config_and_the_window_comes_from_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "agent-settings")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        with ModelServer([Reply(text="first"), Reply(text="second")], model="local", context_window=60000) as srv:
+            shell.run_line_magic("config", "AgentConfig.model = 'local'")
+            shell.run_line_magic("config", f"AgentConfig.base_url = '{srv.base_url}'")
+            shell.run_cell_magic("agent", "", "hello")
+            shell.run_cell_magic("agent", "", "again")  # nothing retyped
+            out = capsys.readouterr().out
+            assert "window 60,000 tokens, from the server's model card (max_model_len)" in out
+            assert "first" in out and "second" in out
+            assert [r.body["model"] for r in srv.chat_requests] == ["local", "local"]
+            status = shell.run_line_magic("compact", "status").data
+            assert status["window"] == 60000  # %compact status (and the panel) show the agent's window
+    finally:
+        shell.run_line_magic("config", "AgentConfig.model = ''")
+        shell.run_line_magic("config", "AgentConfig.base_url = ''")
+        shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_long_answers_and_tool_output_are_shown_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    shell = start_ipython() or get_ipython()
+    answer = "The report, in full: " + " ".join(f"point-{i}" for i in range(200))
+    code = "print('\\n'.join(f'row {i}' for i in range(80)))"
+    magics = AgentMagics(shell)
+    shell.register_magics(magics)
+    with ModelServer([Reply(tool_calls=(ToolCall("python", {"code": code}),)), Reply(text=answer)]) as srv:
+        shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 32000", "report")
+    out = capsys.readouterr().out
+    assert len(answer) > 1000 and answer in out  # was cut at 300 characters
+    assert "⤷ output (80 lines)" in out and "│ row 79" in out
+
+
+def test_the_ledger_records_who_opened_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files the agent's tool calls open are the agent's; the user's cells are the user's; what the
+    %%agent machinery itself opens (the model client reading /etc/os-release, …) is nobody's."""
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "who-opened")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    mine, theirs = tmp_path / "mine.txt", tmp_path / "agents.csv"
+    mine.write_text("x")
+    theirs.write_text("a,b\n")
+    seen_busy: list[bool] = []
+
+    def reply(req: RecordedRequest) -> Reply:
+        from ipython_compact.kernel.extension import extension_for
+
+        ext = extension_for(shell)
+        assert ext is not None
+        seen_busy.append(ext.service.executing)  # between tool calls the %%agent cell is still running
+        tools = [m for m in req.messages if m["role"] == "tool"]
+        if len(tools) < 2:
+            return Reply(tool_calls=(ToolCall("python", {"code": f"rows = open({str(theirs)!r}).read()"}),))
+        return Reply(text="read it")
+
+    try:
+        shell.run_cell(f"_ = open({str(mine)!r}).read()")
+        with ModelServer(reply) as srv:
+            shell.run_cell(f"%%agent --model local --base-url {srv.base_url} --window 32000\nread the csv")
+        from ipython_compact.kernel.extension import extension_for
+
+        ext = extension_for(shell)
+        assert ext is not None
+        ops = [e.data["data"] for e in ext.service.store.path(ext.service.session)
+               if e.kind == "custom" and e.data.get("custom_type") == "ipython_file_ops"]
+        assert ops == [{"read": [str(mine)], "modified": [], "by": "user"},
+                       {"read": [str(theirs)], "modified": [], "by": "agent"},
+                       {"read": [str(theirs)], "modified": [], "by": "agent"}]
+        assert seen_busy == [True, True, True]
+    finally:
         shell.run_line_magic("unload_ext", "ipython_compact")

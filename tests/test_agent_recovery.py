@@ -7,7 +7,7 @@ from typing import Any
 import openai
 import pytest
 
-from ipython_compact.agent.model_request import api_error_details
+from ipython_compact.agent.model_caller import api_error_details
 from ipython_compact.agent.recovery import emergency_payload, keep_recent_after_failures
 from ipython_compact.core.entries import COMPACTION, MESSAGE, SYSTEM, Entry
 from ipython_compact.core.triggers import EMERGENCY_HEADER

@@ -175,7 +175,7 @@ def test_malformed_import_exits_2_names_file_and_line_and_writes_nothing(tmp_pat
     [
         (("log", "--session", "ghost"), "no session named 'ghost'"),
         (("context",), "has no sessions yet"),
-        (("plan", "--keep-recent-tokens", "-1"), "keep_recent_tokens"),
+        (("plan", "--keep-recent-tokens", "-1"), "--keep-recent-tokens must be 0 or more, got -1"),
         (("--db", "/nonexistent-dir/x.db", "sessions"), "does not exist"),
     ],
 )

@@ -36,9 +36,10 @@ TURNS: list[tuple[Any, ...]] = [("u", 10), ("ac", 10, "read", "x"), ("t", 100), 
         ([("u", 10), ("a", 10), ("mc",), ("tl",), ("u", 10), ("a", 10)], 20, CutPoint(2, 0, True)),
         # pi's rule: a cut at a bashExecution reports itself as turn start of a split
         ([("u", 10), ("a", 10), ("b", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
-        # our user-side kinds are cut points and turn starts
-        ([("u", 10), ("a", 10), ("ks", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
+        # our user-side kinds are cut points and turn starts; pi's walk does not price them
+        ([("u", 10), ("a", 10), ("ks", 10), ("a", 10)], 20, CutPoint(1, 0, True)),
         ([("u", 10), ("a", 10), ("cm", 10), ("a", 10), ("a", 10)], 10, CutPoint(4, 2, True)),
+        ([("u", 10), ("a", 10), ("cm", 10), ("a", 10)], 20, CutPoint(1, 0, True)),
         # compaction entries stop the backward extension and are not counted
         ([("u", 10), ("c", 0, "s" * 4000), ("mc",), ("u", 10)], 10, CutPoint(2, 0, True)),
         ([("u", 10), ("c", 0, "s" * 4000), ("u", 10)], 10, CutPoint(2, -1, False)),
@@ -47,6 +48,20 @@ TURNS: list[tuple[Any, ...]] = [("u", 10), ("ac", 10, "read", "x"), ("t", 100), 
 def test_find_cut_point(specs: list[tuple[Any, ...]], keep: int, expected: CutPoint) -> None:
     path = path_of(*specs)
     assert find_cut_point(path, 0, len(path), keep, estimator="chars4") == expected
+
+
+@pytest.mark.parametrize(
+    ("specs", "keep", "expected"),
+    [
+        # the density walk prices every context entry: notices and custom messages take room
+        ([("u", 10), ("a", 10), ("ks", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
+        ([("u", 10), ("a", 10), ("cm", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
+        ([("u", 10), ("a", 10), ("bs", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
+    ],
+)
+def test_density_walk_counts_every_context_entry(specs: list[tuple[Any, ...]], keep: int, expected: CutPoint) -> None:
+    path = path_of(*specs)
+    assert find_cut_point(path, 0, len(path), keep, estimator="density") == expected
 
 
 @pytest.mark.parametrize("keep", [1, 5, 10, 30, 60, 100, 150, 200, 260, 400])

@@ -110,7 +110,9 @@ V2 = {**HEADER_V3, "version": 2}
         ([HEADER_V3, [1, 2]], 2, "expected a JSON object"),
         ([HEADER_V3, HEADER_V3], 2, "second session header"),
         ([HEADER_V3, {"type": "message", "parentId": None, "timestamp": TS, "message": USER}], 2, "'id' must be"),
-        ([V2, {"type": "message", "id": "a", "parentId": "zz", "timestamp": TS, "message": USER}], 2, "parentId 'zz'"),
+        ([V2, {"type": "message", "id": "a", "parentId": "b", "timestamp": TS, "message": USER},
+          {"type": "message", "id": "b", "parentId": None, "timestamp": TS, "message": USER}], 2, "parentId 'b'"),
+        ([V2, {"type": "message", "id": "a", "parentId": "a", "timestamp": TS, "message": USER}], 2, "parentId 'a'"),
         ([V2, {"type": "message", "id": "a", "parentId": None, "timestamp": TS, "message": USER},
           {"type": "message", "id": "a", "parentId": "a", "timestamp": TS, "message": USER}], 3, "duplicate entry id 'a'"),
         ([V2, {"type": "message", "id": "a", "parentId": 5, "timestamp": TS, "message": USER}], 2, "'parentId' must be"),
@@ -132,3 +134,32 @@ def test_malformed_input_names_the_line(objects: list[Any], line: int, message: 
     assert info.value.line_number == line
     assert message in str(info.value)
     assert str(info.value).startswith(f"line {line}: ")
+
+
+def _fork_file() -> list[dict[str, Any]]:
+    # what pi's createBranchedSession writes: the path without its label "l1" (parent of "c"),
+    # then the label re-created at the end
+    return [
+        HEADER_V3,
+        {"type": "message", "id": "a", "parentId": None, "timestamp": TS, "message": USER},
+        {"type": "message", "id": "b", "parentId": "a", "timestamp": TS, "message": {**USER, "role": "user"}},
+        {"type": "message", "id": "c", "parentId": "l1", "timestamp": TS, "message": USER},
+        {"type": "message", "id": "d", "parentId": "c", "timestamp": TS, "message": USER},
+        {"type": "label", "id": "l2", "parentId": "d", "timestamp": TS, "targetId": "a", "label": "start"},
+    ]
+
+
+def test_fork_file_children_of_a_dropped_label_are_relinked_to_the_entry_before() -> None:
+    session = parse_pi_session(numbered(*_fork_file()))
+    by_id = {e.id: e for e in session.entries}
+    assert [(e.id, e.parent_id) for e in session.entries] == [("a", None), ("b", "a"), ("c", "b"), ("d", "c"), ("l2", "d")]
+    assert by_id["c"].data["pi_extra"] == {"danglingParentId": "l1"}
+    assert "pi_extra" not in by_id["d"].data
+    # the export keeps the re-linked parent and names the original one
+    assert entry_to_pi(by_id["c"])["parentId"] == "b"
+    assert entry_to_pi(by_id["c"])["danglingParentId"] == "l1"
+
+
+def test_fork_file_whose_first_entry_had_a_label_parent_becomes_a_root() -> None:
+    objects = [HEADER_V3, {"type": "message", "id": "a", "parentId": "gone", "timestamp": TS, "message": USER}]
+    assert [(e.id, e.parent_id) for e in parse_pi_session(numbered(*objects)).entries] == [("a", None)]

@@ -16,7 +16,7 @@ from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
 
 
 def settings(keep: int, **kw: Any) -> CompactionSettings:
-    return CompactionSettings(keep_recent_tokens=keep, estimator="chars4", **kw)
+    return CompactionSettings(keep_recent_tokens=keep, **{"estimator": "chars4", **kw})
 
 
 def ids(entries: Any) -> list[str]:
@@ -92,17 +92,35 @@ def test_split_turn_has_a_prefix() -> None:
     ],
 )
 def test_pi_split_turn_quirks_are_corrected(specs: list[tuple[Any, ...]], keep: int, first_kept: int, summarized: list[str]) -> None:
-    prep = prepare_compaction(path_of(*specs), settings(keep))
+    prep = prepare_compaction(path_of(*specs), settings(keep, estimator="density"))
     assert prep is not None
     assert (prep.first_kept_index, prep.is_split_turn, prep.turn_start_index, prep.turn_prefix) == (first_kept, False, -1, ())
     assert ids(prep.messages_to_summarize) == summarized
+
+
+@pytest.mark.parametrize(
+    ("specs", "keep", "first_kept", "turn_start", "summarized", "prefix"),
+    [
+        # a cut at a bashExecution: pi's "split" with an empty prefix
+        ([("u", 10), ("a", 10), ("b", 10), ("a", 10)], 20, 2, 2, ["e0", "e1"], []),
+        # a cut extended over a setting change before a user message: the previous turn is the prefix
+        ([("u", 10), ("a", 10), ("mc",), ("tl",), ("u", 10), ("a", 10)], 20, 2, 0, [], ["e0", "e1"]),
+    ],
+)
+def test_chars4_keeps_pi_split_turn_quirks(
+    specs: list[tuple[Any, ...]], keep: int, first_kept: int, turn_start: int, summarized: list[str], prefix: list[str]
+) -> None:
+    prep = prepare_compaction(path_of(*specs), settings(keep))
+    assert prep is not None
+    assert (prep.first_kept_index, prep.is_split_turn, prep.turn_start_index) == (first_kept, True, turn_start)
+    assert (ids(prep.messages_to_summarize), ids(prep.turn_prefix)) == (summarized, prefix)
 
 
 @pytest.mark.parametrize("keep", [1, 10, 25, 60, 120, 135])
 def test_every_context_entry_is_summarized_prefixed_or_kept_exactly_once(keep: int) -> None:
     path = path_of(("u", 30), ("a", 10), ("c", 0, "s"), ("mc",), ("u", 20), ("ac", 5, "edit", "b.py"), ("t", 40),
                    ("ks", 5), ("a", 10), ("cm", 5), ("u", 10), ("a", 30))
-    prep = prepare_compaction(path, settings(keep))
+    prep = prepare_compaction(path, settings(keep, estimator="density"))
     assert prep is not None
     expected = [e.id for e in path[prep.boundary_start:] if e.kind != COMPACTION and entry_message(e) is not None]
     assert ids(prep.messages_to_summarize) + ids(prep.turn_prefix) + ids(prep.kept) == expected

@@ -13,6 +13,7 @@ from ipython_compact.core.tokens import (
     estimate_context,
     estimate_entry_tokens,
     estimate_message_tokens,
+    js_json,
     js_length,
     usage_of,
 )
@@ -150,8 +151,10 @@ def test_path_estimate_ignores_usage_from_before_the_newest_compaction() -> None
         ("compaction", {"summary": "s" * 40, "first_kept_entry_id": "e1", "tokens_before": 90000}),
         ("message", {"message": user("c" * 40)}),
     )
-    estimate = estimate_context(path, "chars4")
+    estimate = estimate_context(path, "density")
     assert estimate == ContextEstimate(10 + 10 + 10, 0, 30, None)  # summary + kept assistant + new user
+    # pi (chars4) anchors on it anyway: 90000 + the new user message after it in the view
+    assert estimate_context(path, "chars4") == ContextEstimate(90010, 90000, 10, 1)
 
 
 def test_path_estimate_uses_usage_after_the_compaction_and_stored_counts() -> None:
@@ -197,6 +200,4 @@ def test_entry_tokens_zero_for_non_context_entries(kind: str, data: dict[str, An
     ],
 )
 def test_js_json_prints_like_json_stringify(value: Any, expected: str) -> None:
-    from ipython_compact.core.tokens import js_json
-
     assert js_json(value) == expected

@@ -301,9 +301,9 @@ def test_compactor_pins_compactions_and_branch_summary_follow_the_current_path(t
 
 @pytest.mark.parametrize("estimator", ["density", "chars4"])
 def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path, estimator: str) -> None:
-    """The stuck session: with Prime's fallback (the product default) the Compactor and the agent's
-    core engine make room; the pi-compatible chars4 path keeps pi's rule (nothing to compact)."""
-    from ipython_compact.agent.engine import CoreEngine
+    """The stuck session: with Prime's fallback (the product default) the Compactor (and its
+    ``prepare``, the agent's path) makes room; the pi-compatible chars4 path keeps pi's rule
+    (nothing to compact)."""
     from ipython_compact.compactor import Compactor, NothingToCompact
 
     settings = CompactionSettings(keep_recent_tokens=2000, estimator=estimator)  # type: ignore[arg-type]
@@ -313,7 +313,7 @@ def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path,
         store.append("s", "message", _user("load the big file"))
         call = store.append("s", "message", _assistant("bigcall reading", tool=True))
         store.append("s", "message", _tool("row,value\n" * 4000))
-        engine_payload = CoreEngine(store, settings).prepare("s", reason="overflow", focus=None, keep_recent_tokens=None)
+        engine_payload = Compactor(store, None, settings).prepare("s", reason="overflow", focus=None, keep_recent_tokens=None)
         if estimator == "chars4":
             assert engine_payload is None
             with pytest.raises(NothingToCompact):

@@ -108,7 +108,8 @@ MALFORMED: list[tuple[str, bytes, str]] = [
     ("empty", b"\n\n", r"the file is empty"),
     ("no-header", b'{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}\n', r":1: cannot tell the format"),
     ("bad-role", b'{"type":"session","id":"x","timestamp":"t","version":3}\n{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"robot","content":"x"}}\n', r":2: .*unknown role"),
-    ("dangling-parent", b'{"type":"session","id":"x","timestamp":"t","version":3}\n\n{"type":"message","id":"a","parentId":"zz","timestamp":"t","message":{"role":"user","content":"x"}}\n', r":3: parentId 'zz'"),
+    # a parent named later in the file (a parent missing from the file is a fork's dropped label: re-linked)
+    ("forward-parent", b'{"type":"session","id":"x","timestamp":"t","version":3}\n\n{"type":"message","id":"a","parentId":"b","timestamp":"t","message":{"role":"user","content":"x"}}\n{"type":"label","id":"b","parentId":null,"timestamp":"t","targetId":"a","label":"l"}\n', r":3: parentId 'b'"),
     ("future-version", b'{"type":"session","id":"x","timestamp":"t","version":9}\n', r":1: unsupported pi session version"),
     ("jsonl-bad-parent", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":"q","kind":"message","timestamp":"t","data":{}}\n', r":2: parent_id 'q'"),
     ("jsonl-no-kind", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"timestamp":"t","data":{}}\n', r":2: entry needs a non-empty 'kind'"),

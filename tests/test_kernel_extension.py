@@ -16,6 +16,7 @@ from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel import display as D
+from ipython_compact.kernel import reports as R
 from ipython_compact.kernel.comm_handler import CommHandler
 from ipython_compact.kernel.extension import extension_for
 from ipython_compact.kernel.magics import COMMANDS
@@ -59,10 +60,9 @@ def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> Non
 
 
 @pytest.mark.parametrize("sub", COMMANDS.names())
-def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
-    out = _run(ip, f"{sub} --help")
-    text = out._repr_mimebundle_()[0]["text/plain"]
-    assert text.startswith(f"usage: %compact {sub}")
+def test_every_subcommand_has_help(ip: Any, sub: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(ip, f"{sub} --help") is None  # printed, never the cell's Out value
+    assert capsys.readouterr().out.startswith(f"usage: %compact {sub}")
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,6 @@ def test_every_subcommand_has_help(ip: Any, sub: str) -> None:
         ("unpin nope", "active: none"),
         ('export "unterminated', "quotes"),
         ("export /no/such/dir/file.jsonl", "does not exist"),
-        ("restore", "%compact snapshot"),
     ],
 )
 def test_usage_errors_say_what_to_type(ip: Any, line: str, hint: str) -> None:
@@ -135,7 +134,7 @@ def test_file_opens_in_cells_are_recorded_for_the_ledger(ip: Any, tmp_path: Path
     ip.run_cell(f"data = open({str(src)!r}).read()\nwith open({str(out)!r}, 'w') as f: f.write(data)")
     service = extension_for(ip).service  # type: ignore[union-attr]
     entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
-    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [str(out)]}
+    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [str(out)], "by": "user"}
 
 
 def test_files_written_by_compact_itself_are_not_the_users(ip: Any, tmp_path: Path) -> None:
@@ -147,7 +146,7 @@ def test_files_written_by_compact_itself_are_not_the_users(ip: Any, tmp_path: Pa
     assert out.exists()
     service = extension_for(ip).service  # type: ignore[union-attr]
     entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
-    assert entries[-1].data["data"] == {"read": [str(src)], "modified": []}
+    assert entries[-1].data["data"] == {"read": [str(src)], "modified": [], "by": "user"}
 
 
 def test_session_switch_is_remembered(ip: Any, tmp_path: Path) -> None:
@@ -225,7 +224,7 @@ EVIL = '<script>alert(1)</script>*bold* [x](javascript:y)'
 @pytest.mark.parametrize(
     "rendered",
     [
-        D.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}),
+        R.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}, width=160),
         D.summary_bundle({"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL),
         D.mapping_bundle(EVIL, {EVIL: EVIL}),
         D.text_bundle(EVIL, title=EVIL),
@@ -314,18 +313,21 @@ def _synthetic_transcript(path: Path, turns: int = 30) -> Path:
     return path
 
 
-def test_files_opened_by_cells_reach_the_compaction_ledger(ip: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cells_by", ["user", "agent"])
+def test_only_the_agents_file_opens_reach_the_compaction_ledger(ip: Any, tmp_path: Path, cells_by: str) -> None:
+    """A person's own cells are not the agent's work; in a kernel an agent drives every cell is."""
     src, out = tmp_path / "sales.csv", tmp_path / "report.txt"
     src.write_text("a,b\n")
-    ip.run_cell(f"text = open({str(src)!r}).read()\nopen({str(out)!r}, 'w').write(text)")
-    _run(ip, f"import {_synthetic_transcript(tmp_path / 't.jsonl')}")
+    ip.run_line_magic("config", f"CompactConfig.cells_by = {cells_by!r}")
     try:
+        ip.run_cell(f"text = open({str(src)!r}).read()\nopen({str(out)!r}, 'w').write(text)")
+        _run(ip, f"import {_synthetic_transcript(tmp_path / 't.jsonl')}")
         ip.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 500}")
         summary = _run(ip, "now").data["summary"]
     finally:
         ip.run_line_magic("config", "CompactConfig.compaction = {}")
-    assert f"files modified: {out}" in summary
-    assert str(src) in summary
+        ip.run_line_magic("config", "CompactConfig.cells_by = 'user'")
+    assert (f"files modified: {out}" in summary, str(src) in summary) == (cells_by == "agent",) * 2
 
 
 def test_unload_removes_the_agent_and_compact_magics_and_load_brings_them_back(ip: Any) -> None:
@@ -398,8 +400,10 @@ def test_status_and_snapshot_read_well_in_a_terminal(ip: Any) -> None:
     for plain in (snapshot, status):
         assert "null" not in plain and "[" not in plain and "{" not in plain
     assert "128,000" in status and "111,616" in status
-    saved = next(line for line in snapshot.splitlines() if line.startswith("saved "))
-    assert saved.split()[1:] == ["np,", "x"]
+    assert " · 2 names saved · " in snapshot.splitlines()[0]
+    # the automatic snapshot after the cell already wrote both: listed once, as unchanged
+    assert re.search(r"^Unchanged +np, x \(kept from the previous generation\)$", snapshot, re.M), snapshot
+    assert re.search(r"^Written +nothing: every value was unchanged", snapshot, re.M), snapshot
 
 
 def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
@@ -504,7 +508,7 @@ def test_a_damaged_database_is_a_usage_error_and_is_left_alone(tmp_path: Path, m
 def test_names_lengths_have_separators(ip: Any) -> None:
     ip.run_cell("big = list(range(123456))")
     plain = _run(ip, "names")._repr_mimebundle_()[0]["text/plain"]
-    assert re.search(r"^big +list +\w+ +len 123,456\b", plain, re.M), plain
+    assert re.search(r"^big +list +123,456 items · ≈ \d+\.\d MiB$", plain, re.M), plain
 
 
 @pytest.mark.parametrize(
@@ -518,6 +522,8 @@ def test_names_lengths_have_separators(ip: Any) -> None:
         ("pin", {"action": "unpin", "pin_id": "pin-1"}, "unpin pin-1"),
         ("custom", {"custom_type": "ipython_file_ops", "data": {"read": ["a.csv"], "modified": []}},
          "files read: a.csv; modified: none"),
+        ("custom", {"custom_type": "ipython_file_ops", "data": {"read": [], "modified": ["b.csv"], "by": "agent"}},
+         "files read by the agent: none; modified: b.csv"),
         ("custom", {"custom_type": "other"}, "other"),
         ("branch_summary", {}, ""),
     ],

@@ -124,7 +124,8 @@ def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(km: Ke
     assert explicit.ok and explicit["snapshot"]["verification"] == "full" and explicit["snapshot"]["sampled"] == []
     full_gen = explicit["snapshot"]["generation"]
     assert full_gen > gen and explicit["snapshot"]["last_full_verification"]["generation"] == full_gen
-    store = SnapshotStore(Path(explicit["snapshot"]["path"]).parent, load_or_create_key(data_dir / "key"))
+    store = SnapshotStore(Path(explicit["snapshot"]["path"]).parent, load_or_create_key(data_dir / "key"),
+                          session=client.status()["session"])  # manifests are bound to their session
 
     def saved_element() -> float:
         values, report = store.load(names=["wide"])

@@ -72,7 +72,7 @@ class ListSub(list[int]):
     ("value", "expected"),
     [
         (1, {"type": "int", "kind": "data"}),
-        ("hello", {"type": "str", "kind": "data", "length": 5}),
+        ("hello", {"type": "str", "kind": "data", "length": 5, "bytes": str.__sizeof__("hello")}),
         (b"abc", {"type": "bytes", "kind": "data", "length": 3, "bytes": 3}),
         ([1, 2, 3], {"type": "list", "kind": "data", "length": 3}),
         ({"a": 1}, {"type": "dict", "kind": "data", "length": 1}),
@@ -198,3 +198,82 @@ class NotNumpyDtype:
 
 def test_readable_dtype_refuses_objects_that_are_not_numpy_dtypes() -> None:
     assert readable_dtype(NotNumpyDtype(), np) is None
+
+
+class HostileList(list[int]):
+    def __iter__(self) -> Any:
+        time.sleep(5)
+        return iter([])
+
+    def __sizeof__(self) -> int:
+        time.sleep(5)
+        return 0
+
+
+def _nested_size(value: Any) -> int:
+    """Exact bytes of a container of builtin atoms and containers (what the probe adds up)."""
+    base = next(b for b in (list, tuple, dict, set, frozenset) if isinstance(value, b))
+    items = [p for kv in dict.items(value) for p in kv] if base is dict else list(base.__iter__(value))
+    return int(base.__sizeof__(value)) + sum(
+        _nested_size(v) if type(v) in (list, tuple, dict, set, frozenset) else type(v).__sizeof__(v) for v in items)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[1, 2, 3], {"a": 1}, (), [[1.5]], {1, 2}, HostileList([1, 2])],
+    ids=["list", "dict", "empty_tuple", "nested", "set", "hostile_subclass"],
+)
+def test_small_containers_report_their_exact_memory_without_user_code(value: Any) -> None:
+    info = describe("x", value)  # HostileList's __iter__/__sizeof__ would sleep here if they ran
+    assert (info.bytes, info.bytes_approx, "bytes_approx" in info.to_json()) == (_nested_size(value), False, False)
+
+
+@pytest.mark.parametrize("value", [[object()], list(range(10_000))], ids=["objects", "large"])
+def test_sampled_or_opaque_containers_are_marked_approximate(value: Any) -> None:
+    info = describe("x", value)  # other types count as a pointer; large ones are sampled
+    assert info.bytes is not None and info.bytes >= list.__sizeof__(value)
+    assert info.bytes_approx is True and info.to_json()["bytes_approx"] is True
+
+
+def test_a_large_list_estimate_is_close_and_cheap() -> None:
+    value = [float(i) for i in range(200_000)]
+    info = describe("x", value)
+    exact = list.__sizeof__(value) + sum(float.__sizeof__(v) for v in value)
+    assert info.bytes is not None and abs(info.bytes - exact) / exact < 0.05
+
+
+def test_dataframes_report_memory_and_a_dtypes_summary() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"a": [1, 2], "b": [3, 4], "c": [0.5, 1.5]})
+    info = describe("df", frame).to_json()
+    assert info["shape"] == [2, 3] and info["dtypes"] == "int64 ×2, float64"
+    assert info["bytes"] == int(frame.memory_usage(index=True, deep=False).sum()) and "bytes_approx" not in info
+    with_objects = describe("df", pd.DataFrame({"a": [object()]})).to_json()
+    assert with_objects["bytes_approx"] is True and with_objects["dtypes"] == "object"
+
+
+def _restart_cases() -> list[tuple[str, Any, str | None]]:
+    import socket
+    import sqlite3
+    import threading
+
+    gen = (i for i in range(2))
+    return [
+        ("file", open(__file__, encoding="utf-8"), "open file handles are not persisted"),
+        ("generator", gen, "a running generator's position cannot be saved"),
+        ("lock", threading.Lock(), "locks cannot be saved"),
+        ("thread", threading.Thread(target=print), "a running thread cannot be saved"),
+        ("socket", socket.socket(), "an open network connection cannot be saved"),
+        ("sqlite", sqlite3.connect(":memory:"), "an open database connection cannot be saved"),
+        ("int", 3, None),
+        ("slow_repr", SlowRepr(), None),
+    ]
+
+
+@pytest.mark.parametrize(("label", "value", "reason"), _restart_cases(), ids=[c[0] for c in _restart_cases()])
+def test_names_that_cannot_survive_a_restart_say_why(label: str, value: Any, reason: str | None) -> None:
+    info = describe(label, value)
+    assert info.restart == reason
+    assert info.to_json().get("restart") == reason
+    if hasattr(value, "close"):
+        value.close()

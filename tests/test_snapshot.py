@@ -135,7 +135,8 @@ def test_damaged_payload_is_refused_before_unpickling(tmp_path: Path, damage: An
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: calls.append(a))
     values, report = store.load()
     assert values == {} and calls == []
-    assert report.failed[0].name == "v" and "not unpickled" in report.failed[0].reason
+    # The only generation's payload did not verify: the generation is refused (no older one to fall back to).
+    assert report.generation is None and len(report.refused) == 1 and "not unpickled" in report.refused[0]
 
 
 def test_tampered_manifest_is_refused(tmp_path: Path) -> None:
@@ -251,7 +252,7 @@ def test_a_full_snapshot_is_fsynced_and_restores(tmp_path: Path) -> None:
     store = SnapshotStore(tmp_path / "snap", KEY, durable=True)
     arr = np.arange(3_000_000.0)
     report = store.save([("arr", arr), ("small", {"k": 1})])
-    assert report.saved == ["arr", "small"] and store._unsynced == []
+    assert report.saved == ["arr", "small"] and store._files.unsynced == []
     values, _ = SnapshotStore(tmp_path / "snap", KEY, durable=True).load()
     np.testing.assert_array_equal(values["arr"], arr)
     assert values["small"] == {"k": 1}
@@ -452,8 +453,25 @@ def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell:
     assert magic["verification"] == "full" and magic["sampled"] == []
     assert 2_400_000 <= magic["verified_bytes"] < 2_400_000 + 4096  # the array re-hashed (plus its pickle header)
     status = shell.run_line_magic("compact", "status").data["snapshot"]
-    assert status["last_full_verification"]["generation"] == magic["generation"] == 4
+    # 3, not 4: the third automatic snapshot repeated the second exactly, so it wrote no generation
+    assert status["last_full_verification"]["generation"] == magic["generation"] == 3
     shell.run_line_magic("config", "CompactConfig.verify_unchanged = 'full'")
     assert service.snapshot(record=False, automatic=True).verification == "full"
     help_text = shell.run_line_magic("compact", "snapshot --help").data
     assert "missed until the next full verification" in help_text and "full_verify_every" in help_text
+
+
+def test_an_automatic_snapshot_problem_is_told_once_as_one_sentence(shell: Any, capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    from ipython_compact.kernel.extension import extension_for
+
+    ext = extension_for(shell)
+    assert ext is not None
+    shell.user_ns["kept"] = 1
+    (tmp_path / "data" / "key").write_bytes(b"short")
+    (tmp_path / "data" / "key").chmod(0o600)
+    ext._auto_snapshot()
+    ext._auto_snapshot()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "automatic snapshot was not written" in err[0] and "expected 32" in err[0]
+    assert "Traceback" not in capsys.readouterr().err

@@ -3,7 +3,8 @@
 Plain data, so a cell magic, a terminal or a test can follow a turn without knowing the loop.
 ``AgentEvent.kind`` is one of: user, request, assistant, assistant_delta, tool_call, tool_result,
 guard, compaction_start, compaction_queued, compaction_end, compaction_stale, compaction_dropped,
-compaction_requested, overflow, kernel_restart, kernel_failed, error, continuation, turn_end.
+compaction_requested, overflow, kernel_restart, kernel_failed, error, continuation, turn_end, subcall,
+sub_agent, sub_agent_<kind> (a child's events, forwarded).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ class AgentEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-StopReason = Literal["final", "step_limit", "interrupted", "error"]
+StopReason = Literal["final", "step_limit", "interrupted", "error", "compaction_cap", "token_budget"]
+"""``final``: a final message or ``FINAL``/``FINAL_VAR``; ``compaction_cap``/``token_budget``: a
+per-session cap ended the run (``TurnResult.text`` says which)."""
 
 
 @dataclass

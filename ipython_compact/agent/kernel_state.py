@@ -15,13 +15,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-_stores: dict[str, Any] = {}
+from IPython import get_ipython
+
+from ipython_compact.namespace.probe import user_names
+from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
+from ipython_compact.paths import key_path
+
+_stores: dict[str, SnapshotStore] = {}
 
 
-def _store(directory: str) -> Any:
-    from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
-    from ipython_compact.paths import key_path
-
+def _store(directory: str) -> SnapshotStore:
     store = _stores.get(directory)
     if store is None:
         path = Path(directory)
@@ -32,16 +35,12 @@ def _store(directory: str) -> Any:
 
 
 def _shell() -> Any:
-    from IPython import get_ipython
-
     return get_ipython()
 
 
 def snapshot_json(directory: str) -> str:
     """Save the user's names; JSON ``{"ok", "saved", "skipped": [[name, reason]], "error"?}``."""
     try:
-        from ipython_compact.namespace.probe import user_names
-
         shell = _shell()
         report = _store(directory).save(user_names(shell.user_ns, shell.user_ns_hidden))
         return json.dumps({"ok": True, "saved": list(report.saved), "skipped": [[s.name, s.reason] for s in report.skipped]})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import queue
 import re
 import signal
@@ -31,10 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ipython_compact.agent import requests as compact_requests
+from ipython_compact.namespace.probe import probe_namespace
 
 ExecStatus = Literal["ok", "error", "died", "timeout", "interrupted"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+LOG_OUTPUT_CHARS = 1_000_000
+"""What a kernel tool keeps of one cell's output by default: everything up to this, so the log has
+it whole; the agent shows the model only head and tail (``Agent(max_output_chars=...)``)."""
 
 
 @dataclass(frozen=True)
@@ -115,12 +121,12 @@ class RestartReport:
 class InProcessKernel:
     """Runs code in an IPython shell of this very process (the notebook's own kernel)."""
 
-    def __init__(self, shell: Any, *, max_output_chars: int = 8000) -> None:
+    def __init__(self, shell: Any, *, max_output_chars: int = LOG_OUTPUT_CHARS) -> None:
         self.shell = shell
         self.max_output_chars = max_output_chars
 
     def execute(self, code: str, timeout: float | None = None) -> ExecResult:
-        from IPython.utils.capture import capture_output
+        from IPython.utils.capture import capture_output  # lazy for start-up time: hosts never need it
 
         start = time.perf_counter()
         parts: list[str] = []
@@ -154,12 +160,21 @@ class InProcessKernel:
         return True
 
     def probe_names(self) -> list[str] | None:
-        from ipython_compact.namespace.probe import probe_namespace
-
         try:
             return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden).name_list
         except Exception:
             return None
+
+    def evaluate(self, expressions: dict[str, str], timeout: float = 10.0) -> dict[str, Any] | None:
+        """Evaluate host-built expressions in the shell's namespace (same contract as
+        ``JupyterKernel.evaluate``: a failed expression gives None)."""
+        out: dict[str, Any] = {}
+        for key, expr in expressions.items():
+            try:
+                out[key] = eval(expr, self.shell.user_ns)
+            except Exception:
+                out[key] = None
+        return out
 
     def begin_turn(self) -> None:
         compact_requests.begin_turn()
@@ -193,7 +208,7 @@ class JupyterKernel:
         kernel_name: str = "python3",
         extension: str | None = "ipython_compact",
         env: dict[str, str] | None = None,
-        max_output_chars: int = 8000,
+        max_output_chars: int = LOG_OUTPUT_CHARS,
         startup_timeout: float = 60.0,
         cwd: str | None = None,
     ) -> None:
@@ -211,9 +226,7 @@ class JupyterKernel:
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> JupyterKernel:
         """Start the kernel process, wait until it answers, load the extension."""
-        import os
-
-        from jupyter_client.manager import KernelManager
+        from jupyter_client.manager import KernelManager  # lazy for start-up time: notebooks never need it
 
         if self._km is not None:
             raise RuntimeError("kernel already started")
@@ -236,7 +249,10 @@ class JupyterKernel:
         self._kc = kc
         self.extension_error = None
         if self.extension:
-            res = self.execute(f"%load_ext {self.extension}", timeout=self.startup_timeout)
+            # every cell of this kernel is the agent's tool call (the ledger's file lists say so)
+            code = f"%load_ext {self.extension}" + ("\n%config CompactConfig.cells_by = 'agent'"
+                                                     if self.extension == "ipython_compact" else "")
+            res = self.execute(code, timeout=self.startup_timeout)
             if res.status != "ok":
                 self.extension_error = res.text
 

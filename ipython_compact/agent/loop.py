@@ -1,100 +1,133 @@
-"""The RLM-style agent loop: one tool (Python in a kernel), every message in the session log, and
-every compaction trigger with its guards.
+"""The RLM-style agent: one tool (Python in a kernel), every message in the session log, every
+compaction trigger with its guards, sub-calls from the model's code, and per-session caps.
 
 Why it is shaped this way: an agent that lives in a kernel keeps half its working state in the
 interpreter, so compaction only rewrites the transcript the model sees and then tells the model,
-from a live probe, what is still defined. The loop is a sequencer: the decisions (thresholds,
-guards, overflow recovery, escalation) are pure functions in ``core.triggers``/``core.overflow``,
-and each concern lives in its own module, mixed into ``Agent``:
-
-- ``state``: the shared attributes, logging, events, the size of the next request;
-- ``scheduling``: when a compaction runs (threshold, manual, ``compact.run()``) and where it
-  lands (now, or queued in the inbox for the next turn boundary), and what a placement appends;
-- ``recovery``: the overflow state machine and the failure ladder (less verbatim, then a
-  labelled emergency shrink);
-- ``model_request``: one request to the model and what can go wrong on the wire;
-- ``tool_calls``: running code in the kernel, ``compact.run()`` collection, kernel restarts;
-- this module: the public API and the turn itself (user message, steps, turn end).
+from a live probe, what is still defined. ``Agent`` owns the turn loop and composes parts that
+each keep their own state behind their own lock: ``CompactionScheduler`` (when a compaction runs
+and where it lands; background threads, cooldown, failure ladder), ``ModelCaller`` (one request
+on the wire), ``KernelSupervisor`` (code, snapshots, restarts), ``ToolRunner`` (one tool call and
+what the cell left behind), ``OverflowEpisode`` (prompt too long), ``RunCaps`` (compaction and
+token caps) and ``RlmBridge`` (``llm_query``/``agent_query``/``FINAL`` from the kernel). The pure
+decisions live in ``core.triggers`` and ``core.overflow``.
 
 What must hold:
 - Every user message, assistant message (with usage), tool call and tool result is appended to
   the log before the next step reads it; a failed request is kept as an error message.
-- Before each request: at most one compaction (``blocking`` compacts first, ``background`` runs
-  in a thread beside the conversation, one in flight at most); usage older than the newest
-  compaction never triggers; a failure starts a cooldown.
-- A background (or manual-while-busy) result waits in the store's inbox and is placed at the next
-  turn boundary, or settles as stale when a newer cut already won. When idle it is placed at once.
-- Overflow: the error message leaves the context (it is appended off the active path, so the log
-  keeps it), a blocking compaction runs, and the request is retried once; the next overflow in the
-  episode ends the turn with an honest error suggesting a larger window.
-- ``compact.run()`` from the model's code is honoured when the turn ends (even with automatic
-  compaction off) and dropped when the turn was aborted.
-- After every placed compaction: a fresh system baseline, then the ``<ipython_state>`` notice.
-- Repeated failures keep less verbatim, then shrink lossily with a labelled emergency summary.
-- A dead kernel is restarted and restored from its snapshot within a restart budget; past the
-  budget the turn stops with a clear message.
+- Before each request: the token budget, then at most one compaction (the scheduler); a needed
+  compaction past ``max_compactions`` ends the run with that reason.
+- ``compact.run()`` from the model's code is honoured when the turn ends and dropped when the turn
+  was aborted; ``FINAL``/``FINAL_VAR`` end the run after the cell that called them.
+- After every placed compaction: a fresh system baseline, then the ``<ipython_state>`` notice
+  (with the live sub-agents, which compaction does not end).
+- What the agent started (kernel, broker, sub-agents, store) is stopped by ``close``.
 """
 
 from __future__ import annotations
 
-import contextlib
+import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from ipython_compact import paths
+from ipython_compact.agent.caps import RunCaps, logged_tokens
 from ipython_compact.agent.events import (
     AgentError,
     AgentEvent,
     CompactionRecord,
+    StopReason,
     TurnResult,
     summarize_event,
 )
-from ipython_compact.agent.kernel_tool import KernelTool
-from ipython_compact.agent.model_request import ModelRequests
-from ipython_compact.agent.scheduling import CONTINUATION_TEXT, CompactionScheduling
-from ipython_compact.agent.state import CompactionEngine, now_iso
-from ipython_compact.agent.tool_calls import ToolCalls
+from ipython_compact.agent.kernel_tool import JupyterKernel, KernelTool
+from ipython_compact.agent.model_caller import ModelCaller
+from ipython_compact.agent.openai_chat import to_openai_messages
+from ipython_compact.agent.overflow import OverflowEpisode
+from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
+from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
+from ipython_compact.agent.session_log import SessionLog, now_iso
+from ipython_compact.agent.setup import (
+    default_session_name,
+    make_client,
+    resolve_model_and_window,
+    settings_for_window,
+)
+from ipython_compact.agent.sub_agents import SubAgentRegistry
+from ipython_compact.agent.supervisor import KernelSupervisor
+from ipython_compact.agent.tool_runner import ToolRunner
+from ipython_compact.compactor import Compactor
+from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import (
     COMPACTION,
+    CUSTOM,
     CUSTOM_MESSAGE,
     GOAL,
+    KERNEL_STATE,
+    MESSAGE,
     MODEL_CHANGE,
     SYSTEM,
     Entry,
     text_of_content,
     tool_calls_of,
 )
-from ipython_compact.core.overflow import RecoveryState, overflow_step
+from ipython_compact.core.overflow import (
+    message_is_overflow,
+)
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
+from ipython_compact.core.tokens import estimate_context, usage_of
+from ipython_compact.core.triggers import usage_is_stale
+from ipython_compact.store import SessionStore
+from ipython_compact.summarizers.registry import make_summarizer
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a persistent IPython kernel. Use the `python` tool to run code; "
     "variables and imports persist between calls. Answer plainly when you are done."
 )
 
+CONTINUATION_TEXT = "Context was compacted. Continue working toward the goal from where you left off."
 
-class Agent(ModelRequests, ToolCalls, CompactionScheduling):
-    """An agent whose one tool runs Python in ``kernel``; see the module docstring.
 
-    ``client`` is an ``openai.OpenAI`` (any OpenAI-compatible base URL). ``context_window`` is
-    the model's window in tokens; ``settings`` the compaction settings (``for_model`` applied).
-    ``max_restarts`` bounds kernel restarts within ``restart_window_seconds`` (Prime: 3 per hour).
-    ``snapshot_dir`` enables kernel snapshots after every successful cell (host kernels only);
-    ``snapshot_outcome`` instead reports snapshots someone else keeps (the notebook extension).
+class Agent:
+    """An agent whose one tool runs Python in a kernel; see the module docstring.
+
+    ``Agent(model="m", base_url="http://127.0.0.1:8000/v1")`` is enough: the log goes to the data
+    directory's database (``store``: a ``SessionStore`` or a path), the ``session`` gets a fresh
+    name, a kernel is started (with snapshots under the data directory) and stopped by ``close()``
+    (or the ``with`` block), and the window comes from the server's ``/v1/models`` card
+    (``context_window`` overrides it). ``client`` replaces the ``openai.OpenAI`` built from
+    ``base_url``/``api_key``; ``compactor`` replaces the ``Compactor`` built with ``summarizer``
+    (a name for ``make_summarizer``: ``offline``, ``openai`` = this model on this server, ``auto``).
+
+    RLM: with ``subcalls`` the kernel gets ``llm_query``/``agent_query``/``sub_agents``/``recall``/
+    ``FINAL``/``FINAL_VAR`` (sub-agents up to ``max_depth`` levels, answers cut to
+    ``sub_agent_result_chars``); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
+    the model only its type, size and a preview. Caps: ``max_compactions`` and ``token_budget``
+    per session end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
+    the context as head and tail with the cut stated; the log keeps it whole (``recall``).
+
+    Kernel: ``max_restarts`` within ``restart_window_seconds`` (Prime: 3 per hour);
+    ``snapshot_dir`` snapshots after every successful cell (host kernels); ``snapshot_outcome``
+    reports snapshots someone else keeps (the notebook extension).
     """
 
     def __init__(
         self,
         *,
-        store: Any,
-        session: str,
-        client: Any,
-        model: str,
-        context_window: int,
-        engine: CompactionEngine,
-        kernel: KernelTool,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: Any = None,
+        store: Any = None,
+        session: str | None = None,
+        context_window: int | None = None,
+        kernel: KernelTool | None = None,
+        compactor: CompactionEngine | None = None,
+        summarizer: str = "offline",
         provider: str = "openai",
         settings: CompactionSettings | None = None,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
@@ -110,63 +143,213 @@ class Agent(ModelRequests, ToolCalls, CompactionScheduling):
         request_timeout: float = 120.0,
         snapshot_outcome: Callable[[], SnapshotOutcome | None] | None = None,
         stream: bool = False,
+        max_compactions: int | None = None,
+        token_budget: int | None = None,
+        max_output_chars: int = 8000,
+        subcalls: bool = True,
+        max_depth: int = 1,
+        sub_agent_result_chars: int = 4000,
+        max_live_sub_agents: int = 4,
+        _depth: int = 0,
     ) -> None:
+        if max_output_chars < 200:
+            raise ValueError(f"max_output_chars must be at least 200, got {max_output_chars}")
+        self._closers: list[Callable[[], None]] = []
+        if client is None:
+            client = make_client(base_url, api_key)
+        model, context_window = resolve_model_and_window(client, model, context_window)
+        if store is None or isinstance(store, str | Path):
+            store = SessionStore(paths.database_path() if store is None else Path(store))
+            self._closers.append(store.close)
         self.store = store
-        self.session = session
-        self.client = client
-        self.engine = engine
-        self.kernel = kernel
+        self.session = session or default_session_name()
         self.provider = provider
         self.model = model
         self.context_window = context_window
-        self._base_settings = settings or CompactionSettings()
+        self._base_settings = settings or settings_for_window(context_window)
         self.system_prompt = system_prompt
         self.max_steps = max_steps
-        self.tool_timeout = tool_timeout
-        self.cooldown_seconds = cooldown_seconds
-        self.max_restarts = max_restarts
-        self.restart_window_seconds = restart_window_seconds
-        self._restart_times: list[float] = []
         self.autonomous = autonomous
         self.max_continuations = max_continuations
-        self.snapshot_dir = snapshot_dir
-        self.on_event = on_event
-        self.request_timeout = request_timeout
-        self.snapshot_outcome = snapshot_outcome
-        self.stream = stream
-        self.restarts = 0
-        self.compactions: list[CompactionRecord] = []
-        self.consecutive_failures = 0
-        self._last_failure_at: float | None = None
-        self._recovery: RecoveryState = "idle"
-        self._state_lock = threading.RLock()
-        self._busy = False
-        self._abort = threading.Event()
-        self._bg_threads: list[threading.Thread] = []
-        self._bg_in_flight = 0
-        self._requested: dict[str, Any] | None = None
-        self._continuations: list[str] = []
-        self._last_snapshot: SnapshotOutcome | None = None
-        self._goal: str | None = None
-        self._pending_records: list[CompactionRecord] = []
-        self._compacted_for_request = False
+        self.max_output_chars = max_output_chars
+        self.max_depth = max_depth
+        self._depth = _depth
+        self._base_url = base_url
+        self._api_key = api_key
         threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
+        if kernel is None:
+            kernel, snapshot_dir = self._own_kernel(snapshot_dir)
+        self._log = SessionLog(store, self.session, on_event)
+        self._caller = ModelCaller(client, request_timeout=request_timeout, stream=stream)
+        self._supervisor = KernelSupervisor(
+            kernel, snapshot_dir=snapshot_dir, snapshot_outcome=snapshot_outcome, max_restarts=max_restarts,
+            restart_window_seconds=restart_window_seconds, tool_timeout=tool_timeout)
+        if compactor is None:
+            made = make_summarizer(summarizer, model=model if summarizer != "offline" else None, base_url=base_url,
+                                   api_key=api_key)
+            compactor = Compactor(store, made, self._base_settings)
+        self._scheduler = CompactionScheduler(
+            self._log, compactor,
+            settings=lambda: self.settings, window=lambda: self.context_window,
+            tokens=lambda: self.context_tokens()[0], model_label=lambda: f"{self.provider}/{self.model}",
+            after_place=self._after_compaction, cooldown_seconds=cooldown_seconds,
+            allowed=lambda: self._caps.may_compact())
+        # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
+        self._abort = threading.Event()
+        self._continuations: list[str] = []
+        self._goal: str | None = None
         try:
-            store.get_session(session)
+            store.get_session(self.session)
         except KeyError:
-            store.create_session(session)
-        path = store.path(session, kinds=(GOAL, SYSTEM))  # marked kinds: cost follows their count, not the history
+            store.create_session(self.session)
+        logged = store.entries(self.session, kinds=(MESSAGE, COMPACTION, CUSTOM))
+        self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget,
+                             compactions=RunCaps.count_compactions(logged), tokens=logged_tokens(logged))
+        self._bridge: RlmBridge | None = None
+        if subcalls:
+            registry = None
+            if _depth < max_depth:
+                registry = SubAgentRegistry(self._log, self._make_child, max_live=max_live_sub_agents,
+                                            result_chars=sub_agent_result_chars)
+                registry.restore(e for e in logged if e.kind == CUSTOM)
+            self._bridge = RlmBridge(
+                self._log, ModelCaller(client, request_timeout=request_timeout, tools=()),
+                model=lambda: self.model, provider=lambda: self.provider, registry=registry,
+                budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
+                result_chars=sub_agent_result_chars).start()
+            self._closers.insert(0, self._bridge.stop)
+            self._supervisor.after_restart.append(lambda: self._attach_bridge())
+            self._attach_bridge()
+        self._overflow = OverflowEpisode(
+            self._log, self._scheduler, self._caps, model=lambda: self.model, provider=lambda: self.provider,
+            window=lambda: self.context_window, enabled=lambda: self.settings.enabled,
+            capped=lambda message: self._capped("compaction_cap", message, 0))
+        bridge = self._bridge
+        self._runner = ToolRunner(self._log, self._supervisor, max_output_chars=max_output_chars, abort=self._abort,
+                                  take_final=bridge.take_final if bridge is not None else None)
+        path = store.path(self.session, kinds=(GOAL, SYSTEM))  # marked kinds: cost follows their count
         goal = next((e for e in reversed(path) if e.kind == GOAL), None)
         if goal is not None and goal.data.get("active"):
             self._goal = str(goal.data.get("goal"))  # a resumed session carries its goal on
         if not any(e.kind == SYSTEM for e in path):
-            self._append(SYSTEM, {"content": self._baseline_text()})
+            self._log.append(SYSTEM, {"content": self._baseline_text()})
 
-    # ------------------------------------------------------------------ state
+    def _own_kernel(self, snapshot_dir: str | None) -> tuple[KernelTool, str]:
+        """Start a kernel for this agent (stopped by ``close``), snapshotting under the data directory."""
+        base = paths.data_dir()
+        if snapshot_dir is None:
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.session)
+            snapshot_dir = str(base / "agent-snapshots" / safe)
+        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}).start()
+        self._closers.append(kernel.shutdown)
+        weakref.finalize(self, kernel.shutdown)  # a forgotten close() still stops the process at exit
+        return kernel, snapshot_dir
+
+    def _attach_bridge(self) -> None:
+        if self._bridge is not None and not self._bridge.attach(self._supervisor.kernel):
+            self._log.emit("guard", "the kernel did not accept the RLM functions (llm_query, FINAL, ...)",
+                           guard="subcalls")
+
+    def _spent_on_subcall(self, tokens: int) -> None:
+        self._caps.spend(tokens)
+        if tokens:
+            self._log.append(CUSTOM, {"custom_type": "subcall_usage", "usage": {"totalTokens": tokens}})
+
+    def _make_child(self, name: str, session: str) -> Agent:
+        """A sub-agent under the same policy: model, window, settings, summarizer, caps, kernel kind."""
+        return Agent(
+            model=self.model, client=self.client, store=self.store, session=session,
+            context_window=self.context_window, compactor=self.compactor, provider=self.provider,
+            settings=self._base_settings, system_prompt=self.system_prompt, max_steps=self.max_steps,
+            tool_timeout=self._supervisor.tool_timeout, max_compactions=self._caps.max_compactions,
+            token_budget=self._caps.token_budget, max_output_chars=self.max_output_chars,
+            max_depth=self.max_depth, _depth=self._depth + 1, on_event=self._child_events(name),
+            request_timeout=self._caller.request_timeout)
+
+    def _child_events(self, name: str) -> Callable[[AgentEvent], None] | None:
+        parent = self._log
+
+        def forward(event: AgentEvent) -> None:
+            if event.kind in ("turn_end", "compaction_end", "kernel_restart", "error"):
+                parent.emit(f"sub_agent_{event.kind}", f"[{name}] {event.text}", name=name, **event.data)
+
+        return forward
+
+    def close(self) -> None:
+        """Stop what this agent started: sub-agents, the sub-call broker, its kernel, its store."""
+        self.wait_background(timeout=10.0)
+        closers, self._closers = self._closers, []
+        for close in closers:
+            try:
+                close()
+            except Exception:  # one failing stop must not leave the others running
+                continue
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ parts and state
+    @property
+    def settings(self) -> CompactionSettings:
+        """The compaction settings for the current model (``model_overrides`` applied)."""
+        return self._base_settings.for_model(self.provider, self.model)
+
+    @property
+    def scheduler(self) -> CompactionScheduler:
+        return self._scheduler
+
+    @property
+    def supervisor(self) -> KernelSupervisor:
+        return self._supervisor
+
+    @property
+    def caller(self) -> ModelCaller:
+        return self._caller
+
+    @property
+    def compactor(self) -> CompactionEngine:
+        """What computes compactions (swap it to change the summarizer; takes effect at once)."""
+        return self._scheduler.engine
+
+    @compactor.setter
+    def compactor(self, engine: CompactionEngine) -> None:
+        self._scheduler.engine = engine
+
+    @property
+    def kernel(self) -> KernelTool:
+        return self._supervisor.kernel
+
+    @property
+    def client(self) -> Any:
+        return self._caller.client
+
+    @property
+    def on_event(self) -> Callable[[AgentEvent], None] | None:
+        return self._log.on_event
+
+    @on_event.setter
+    def on_event(self, listener: Callable[[AgentEvent], None] | None) -> None:
+        self._log.on_event = listener
+
     @property
     def busy(self) -> bool:
         """True while a turn runs (manual compactions then queue instead of placing at once)."""
-        return self._busy
+        return self._scheduler.busy
+
+    @property
+    def restarts(self) -> int:
+        return self._supervisor.restarts
+
+    @property
+    def compactions(self) -> list[CompactionRecord]:
+        return self._scheduler.records
+
+    @property
+    def consecutive_failures(self) -> int:
+        return self._scheduler.consecutive_failures
 
     @property
     def goal(self) -> str | None:
@@ -176,7 +359,7 @@ class Agent(ModelRequests, ToolCalls, CompactionScheduling):
     def set_goal(self, goal: str | None) -> None:
         """Keep a goal outside the transcript (a ``goal`` entry); it survives every compaction."""
         self._goal = goal
-        self._append(GOAL, {"goal": goal, "active": goal is not None})
+        self._log.append(GOAL, {"goal": goal, "active": goal is not None})
 
     def switch_model(self, model: str, context_window: int, provider: str | None = None) -> None:
         """Change model (recorded as a ``model_change`` entry); overflow state of the old model lapses.
@@ -187,87 +370,200 @@ class Agent(ModelRequests, ToolCalls, CompactionScheduling):
         self.provider = provider or self.provider
         self.model = model
         self.context_window = context_window
-        self._append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
+        self._log.append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
 
     def interrupt(self) -> None:
         """Abort the running turn at the next step (a running cell is interrupted too)."""
         self._abort.set()
-        with contextlib.suppress(Exception):
-            self.kernel.interrupt()
+        self._supervisor.interrupt()
 
-    # ------------------------------------------------------------------ public turn API
-    def ask(self, text: str) -> TurnResult:
-        """Run one user turn to a final answer, the step limit, an interrupt or an error.
+    # ------------------------------------------------------------------ compaction, by hand
+    def compact(self, focus: str | None = None, *, wait: bool = False) -> CompactionRecord:
+        """Manual compaction. Idle: runs and is placed now. Busy: runs beside the turn and its
+        summary is queued for the next turn boundary (``wait`` joins the worker)."""
+        return self._scheduler.compact(focus, wait=wait)
 
-        In autonomous mode with a goal, continuations queued by compactions run as further turns.
-        An empty or non-string message is refused (ValueError) before anything is logged.
+    def wait_background(self, timeout: float | None = 30.0) -> None:
+        """Join background compaction workers (examples, tests, shutdown)."""
+        self._scheduler.wait(timeout)
+
+    # ------------------------------------------------------------------ the turn
+    def ask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
+        """Run one user turn to a final answer (a final message, or ``FINAL``/``FINAL_VAR`` from
+        code), the step limit, a cap, an interrupt or an error.
+
+        ``context`` (str, bytes or a JSON value) is bound to ``context_name`` in the kernel first;
+        the model is told its type, size and a preview, never the value. In autonomous mode with a
+        goal, continuations queued by compactions run as further turns. An empty or non-string
+        message, or a context that cannot be placed, is refused (ValueError/TypeError/RuntimeError)
+        before anything is logged.
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"the message for the agent must be non-empty text, got {text!r}")
+        if context is not None:
+            if self._bridge is None:
+                raise ValueError("context= needs subcalls=True (the kernel functions that carry it)")
+            text = f"{text}\n\n{self._bridge.place(self._supervisor.kernel, context_name, context)}"
         result = self._turn({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": now_iso()})
         continued = 0
-        while self.autonomous and self._continuations and continued < self.max_continuations and result.stopped != "error":
+        while self.autonomous and self._continuations and continued < self.max_continuations and result.stopped == "final":
             note = self._continuations.pop(0)
             continued += 1
-            self._emit("continuation", note)
+            self._log.emit("continuation", note)
             result = self._turn(None, custom=note)
         return result
 
     def _turn(self, user_message: dict[str, Any] | None, custom: str | None = None) -> TurnResult:
-        with self._state_lock:
-            if self._busy:
-                raise AgentError("a turn is already running")
-            self._busy = True
-            self._abort.clear()
-            self._compacted_for_request = False
-            self._place_inbox()  # turn boundary: queued summaries land before the new message
+        self._scheduler.start_turn()  # turn boundary: queued summaries land before the new message
+        self._abort.clear()
         finished = False
         try:
-            self._recovery = overflow_step(self._recovery, "user_message").state
+            self._overflow.user_message()
             if user_message is not None:
-                self._append_message(user_message)
-                self._emit("user", text_of_content(user_message["content"]))
+                self._log.append_message(user_message)
+                self._log.emit("user", text_of_content(user_message["content"]))
             if custom is not None:
-                self._append(CUSTOM_MESSAGE, {"custom_type": "continuation", "content": custom, "display": True})
-            self._begin_kernel_turn()
-            self._pre_prompt_overflow_check()
+                self._log.append(CUSTOM_MESSAGE, {"custom_type": "continuation", "content": custom, "display": True})
+            self._supervisor.begin_turn()
+            self._overflow.before_turn()
             result = self._steps()
             finished = True
         finally:
             aborted = self._abort.is_set() or not finished  # an exception aborts the turn too
-            self._end_kernel_turn()
-            self._finish_turn_compactions(aborted=aborted)
-        self._emit("turn_end", result.text, stopped=result.stopped, steps=result.steps)
+            self._supervisor.end_turn()
+            self._runner.collect_request()
+            compacted = self._scheduler.finish_turn(requested=self._runner.take_requested(), aborted=aborted)
+            if compacted and self.autonomous and self._goal and not aborted:
+                # Compaction is not a completion signal: the goal carries on in a new turn.
+                self._continuations.append(CONTINUATION_TEXT)
+        self._log.emit("turn_end", result.text, stopped=result.stopped, steps=result.steps)
         return result
 
     def _steps(self) -> TurnResult:
         steps = 0
+        self._runner.take_final()  # a FINAL left by an earlier, aborted turn does not end this one
         while True:
             if self._abort.is_set():
                 return TurnResult("interrupted", "The turn was interrupted.", steps)
             if steps >= self.max_steps:
                 return TurnResult("step_limit", f"Stopped after {steps} steps (the step limit).", steps)
-            self._before_request()
+            over = self._caps.budget_stop()
+            if over is not None:
+                return self._capped("token_budget", over, steps)
+            if self._scheduler.before_request() == "capped":
+                return self._capped("compaction_cap", self._caps.compaction_stop(), steps)
             outcome = self._request()
             if isinstance(outcome, TurnResult):
                 return outcome
             if outcome is None:
                 continue  # overflow recovered by compaction: retry the request once
-            assistant = outcome
             steps += 1
-            calls = tool_calls_of(assistant)
+            calls = tool_calls_of(outcome)
             if not calls:
-                text = text_of_content(assistant.get("content"))
-                return TurnResult("final", text, steps)
+                return TurnResult("final", text_of_content(outcome.get("content")), steps)
             for call in calls:
-                if self._abort.is_set():
-                    self._append_tool_result(call, "The turn was interrupted before this call ran.", True)
+                if self._abort.is_set() or self._runner.final is not None:
+                    why = "the run already ended with FINAL" if self._runner.final is not None else "the turn was interrupted"
+                    self._runner.append_result(call, f"Not run: {why} before this call.", True)
                     continue
-                stop = self._run_tool_call(call)
+                stop = self._runner.run(call)
                 if stop is not None:
                     return TurnResult("error", stop, steps, error=stop)
+            final = self._runner.take_final()
+            if final is not None:
+                answer = str(final.get("answer", ""))
+                self._log.append(CUSTOM, {"custom_type": "final_answer", "answer": answer, "source": final.get("source")})
+                self._log.emit("assistant", answer, final=final.get("source"))
+                return TurnResult("final", answer, steps)
 
-    # ------------------------------------------------------------------ reporting
+    def _capped(self, stopped: StopReason, message: str, steps: int) -> TurnResult:
+        """End the run at a cap, saying which (an event and a ``custom`` entry in the log)."""
+        self._log.append(CUSTOM, {"custom_type": "run_stopped", "reason": stopped, "message": message})
+        self._log.emit("error", message, stopped=stopped)
+        return TurnResult(stopped, message, steps, error=message)
+
+    # ------------------------------------------------------------------ one request
+    def _request(self) -> dict[str, Any] | TurnResult | None:
+        """Send the context; the assistant message, a terminal TurnResult, or None to retry."""
+        messages = self._request_messages()
+        self._log.emit("request", f"{len(messages)} messages", messages=len(messages))
+        answer = self._caller.call(messages, model=self.model, provider=self.provider, abort=self._abort,
+                                   on_delta=lambda d: self._log.emit("assistant_delta", d))
+        if answer.message is None:
+            return self._overflow.on_error(answer)
+        assistant = answer.message
+        usage = assistant.get("usage")
+        self._caps.spend(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
+        self._log.append_message(assistant)
+        if answer.aborted:
+            return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
+        self._overflow.success()
+        self._scheduler.request_sent()
+        text = text_of_content(assistant.get("content"))
+        if text:
+            self._log.emit("assistant", text, usage=assistant.get("usage"))
+        if message_is_overflow(assistant, self.context_window):
+            stop = self._overflow.silent()  # the answer went through, but the next request cannot fit as is
+            if stop is not None:
+                return stop
+        return assistant
+
+    # ------------------------------------------------------------------ after a compaction
+    def _baseline_text(self) -> str:
+        """The system prompt, plus the goal kept outside the transcript when there is one."""
+        text = self.system_prompt
+        if self._bridge is not None:
+            text += "\n\n" + RLM_PROMPT
+        if self._goal:
+            text += f"\n\nCurrent goal (kept outside the transcript; still in force): {self._goal}"
+        return text
+
+    def _after_compaction(self) -> None:
+        """What follows every placed compaction: the system baseline, then the kernel notice."""
+        self._caps.compacted()
+        self._log.append(SYSTEM, {"content": self._baseline_text()})
+        notice = self._supervisor.notice()
+        live = self._bridge.sub_agents() if self._bridge is not None else []
+        if live:
+            listed = "; ".join(f"{a['name']} (first task: {str(a['task'])[:80]!r}, {a['tasks']} answered)" for a in live)
+            notice = (notice or "") + ("\n" if notice else "") + (
+                f"<sub_agents>\nSub-agents still live (compaction did not end them): {listed}. "
+                "Ask one again with agent_query(task, name=...); sub_agents() lists them.\n</sub_agents>")
+        if notice:
+            self._log.append(KERNEL_STATE, {"content": notice})
+
+    # ------------------------------------------------------------------ context and reporting
+    def context_messages(self) -> list[dict[str, Any]]:
+        """The provider-ready messages the next request would carry (system baseline first)."""
+        return build_context(self.store.context_path(self.session))
+
+    def _request_messages(self) -> list[dict[str, Any]]:
+        messages = self.context_messages()
+        # The newest system baseline supersedes older ones and goes first.
+        systems = [m for m in messages if m.get("role") == "system"]
+        rest = [m for m in messages if m.get("role") != "system"]
+        head = [systems[-1]] if systems else [{"role": "system", "content": self._baseline_text()}]
+        return to_openai_messages(head + rest)
+
+    def context_tokens(self) -> tuple[int, bool]:
+        """(estimated tokens of the next request, whether a stale usage anchor was ignored).
+
+        The estimate never uses usage reported before the newest compaction (it describes a
+        context that no longer exists); the core's path estimate applies that guard and falls back
+        to per-message estimates. The flag says that this happened, for status displays.
+        """
+        view = self.store.context_view(self.session)
+        est = estimate_context(view.entries, self.settings.estimator, tokens=view.tokens(self.settings.estimator))
+        newest = max((i for i, e in enumerate(view.entries) if e.kind == COMPACTION), default=None)
+        anchors = [i for i, e in enumerate(view.entries) if usage_of(e.message) is not None]
+        ignored = bool(anchors) and usage_is_stale(anchors[-1], newest)
+        return est.tokens, ignored
+
+    def log_entries(self) -> list[Entry]:
+        """Every entry of the session, in append order (branches included)."""
+        entries: list[Entry] = self.store.entries(self.session)
+        return entries
+
     def status(self) -> dict[str, Any]:
         """Where the context stands: size, window, both lines, what is in flight, the last failure."""
         tokens, stale_ignored = self.context_tokens()
@@ -281,14 +577,20 @@ class Agent(ModelRequests, ToolCalls, CompactionScheduling):
             "window": self.context_window,
             "blocking_line": lines.blocking,
             "background_line": lines.background,
-            "busy": self._busy,
+            "busy": self.busy,
             "in_flight": [{"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking} for c in live.in_flight],
             "last_failure": live.last_failure,
             "consecutive_failures": self.consecutive_failures,
-            "overflow_recovery": self._recovery,
+            "overflow_recovery": self._overflow.state,
             "compactions": [{"reason": r.reason, "blocking": r.blocking, "state": r.state, "error": r.error}
                             for r in self.compactions],
             "restarts": self.restarts,
+            "tokens_used": self._caps.tokens,
+            "token_budget": self._caps.token_budget,
+            "compaction_count": self._caps.compactions,
+            "max_compactions": self._caps.max_compactions,
+            "subcalls": self._bridge.subcalls if self._bridge is not None else 0,
+            "sub_agents": self._bridge.sub_agents() if self._bridge is not None else [],
         }
 
     def compaction_entries(self) -> list[Entry]:

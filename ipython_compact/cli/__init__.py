@@ -13,12 +13,14 @@ What must hold:
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from ipython_compact.paths import read_only_reason
 from ipython_compact.version import __version__
@@ -41,6 +43,82 @@ class CliError(Exception):
         self.hint = hint
 
 
+MAX_COUNT = 1_000_000_000
+"""Upper bound of every numeric option: far above any real window, budget or count, far below
+what SQLite and Python's C integers accept, so a typo never becomes an OverflowError."""
+
+
+class IntOption:
+    """An argparse ``type`` for a whole number in ``[minimum, maximum]``; ``example`` is a value
+    the error's ``try:`` line suggests."""
+
+    def __init__(self, minimum: int, example: int, *, maximum: int = MAX_COUNT, what: str = "") -> None:
+        self.minimum, self.maximum, self.example, self.what = minimum, maximum, example, what
+        self.__name__ = "whole number"  # argparse names the type in "invalid ... value" messages
+
+    def __call__(self, text: str) -> int:
+        try:
+            value = int(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expects a whole number, got {text!r}") from None
+        what = f" {self.what}" if self.what else ""
+        if value < self.minimum:
+            bound = "a positive number" if self.minimum == 1 and self.what else f"{self.minimum:,} or more"
+            raise argparse.ArgumentTypeError(f"must be {bound}{what}, got {value}")
+        if value > self.maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {self.maximum:,}{what}, got {value:,}")
+        return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with this command's error shape: one ``error:`` line (with "did you mean" for a
+    misspelt command, choice or option) and a ``try:`` line, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        text, hint = explain_usage_error(self, message)
+        _fail(text, hint)
+        sys.exit(2)
+
+
+def _suggest(word: str, choices: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
+    """Rewrite argparse's message for a person: name the option, suggest the likely spelling."""
+    help_hint = f"{parser.prog} --help"
+    choice = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
+    if choice:
+        where, word, listed = choice.groups()
+        options = re.findall(r"'([^']*)'", listed)
+        guess = _suggest(word, options)
+        mean = f"; did you mean {guess!r}?" if guess else f" (choose from {', '.join(options)})"
+        if where == "COMMAND":
+            return f"unknown command {word!r}{mean}", f"{PROG} {guess} --help" if guess else f"{PROG} --help"
+        option = where.split("/")[-1]
+        return f"{option}: unknown value {word!r}{mean}", f"{parser.prog} {option} {guess or options[0]}"
+    typed = re.match(r"argument (\S+): (.*)$", message)
+    if typed:
+        option = typed.group(1).split("/")[-1]
+        action = next((a for a in parser._actions if option in a.option_strings), None)
+        example = getattr(getattr(action, "type", None), "example", None)
+        hint = f"{parser.prog} {option} {example}" if example is not None else help_hint
+        return f"{option} {typed.group(2)}", hint
+    return message, help_hint
+
+
+def unknown_options_error(parser: argparse.ArgumentParser, extras: Sequence[str]) -> tuple[str, str]:
+    """The message for arguments no parser took: "did you mean" the nearest option of the command."""
+    options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    for word in extras:
+        if word.startswith("-"):
+            guess = _suggest(word.split("=", 1)[0], options)
+            if guess:
+                return f"unknown option {word!r} for {parser.prog}; did you mean {guess!r}?", f"{parser.prog} --help"
+    return f"unrecognized arguments: {' '.join(extras)}", f"{parser.prog} --help"
+
+
 def db_option(parser: argparse.ArgumentParser, *, default: object = None) -> None:
     parser.add_argument(
         "--db",
@@ -50,13 +128,25 @@ def db_option(parser: argparse.ArgumentParser, *, default: object = None) -> Non
     )
 
 
+def session_name(text: str) -> str:
+    """argparse ``type`` for ``-s``: a blank name would silently mean "the most recent session"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a session, got {text!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"must not contain control characters, got {text!r}")
+    return text
+
+
+session_name.example = "NAME"  # type: ignore[attr-defined]
+
+
 def session_option(parser: argparse.ArgumentParser, help_text: str = "session name (default: the most recently active)") -> None:
     """``-s/--session NAME``, spelled the same by every command that works on one session."""
-    parser.add_argument("-s", "--session", metavar="NAME", help=help_text)
+    parser.add_argument("-s", "--session", metavar="NAME", type=session_name, help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         description="Context compaction for LLM agents in a Python kernel: import, inspect, plan and compact session logs.",
         epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
@@ -97,7 +187,7 @@ def open_store(args: argparse.Namespace) -> SessionStore:
 
 def pick_session(store: SessionStore, name: str | None) -> str:
     """The named session, or the most recently appended-to one when no name is given."""
-    if name:
+    if name is not None:
         store.get_session(name)  # raises UnknownSessionError listing the known names
         return name
     sessions = store.sessions()
@@ -110,7 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ipython_compact.store import DatabaseLockedError, StoreError, UnknownSessionError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = getattr(args, "command", None)
+        sub = _subparser(parser, command) if command else parser
+        return _fail(*unknown_options_error(sub, extras))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -143,6 +237,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A file the user named (an export target, an import source) cannot be opened or written.
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    return parser
 
 
 def _looks_like_jsonl(path: Path) -> bool:

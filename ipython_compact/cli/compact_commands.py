@@ -14,10 +14,19 @@ import os
 import textwrap
 from typing import Any
 
-from ipython_compact.cli import PROG, CliError, database_from, open_store, pick_session, session_option
+from ipython_compact.cli import (
+    PROG,
+    CliError,
+    IntOption,
+    database_from,
+    open_store,
+    pick_session,
+    session_option,
+)
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.summarizers.registry import summarizer_names
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,15 +39,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "kept, externalized and discarded.",
     )
     session_option(p)
-    p.add_argument("--summarizer", choices=("auto", "offline", "openai"), default="auto",
+    p.add_argument("--summarizer", choices=summarizer_names(), default="auto",
                    help="auto: openai when IPYTHON_COMPACT_MODEL is set, else offline (default)")
     p.add_argument("--model", help="model for --summarizer openai (default: $IPYTHON_COMPACT_MODEL)")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
     p.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
     p.add_argument("--dry-run", action="store_true", help="print the plan only; write nothing")
-    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N",
+    p.add_argument("--keep-recent-tokens", type=IntOption(0, 20000), default=defaults.keep_recent_tokens, metavar="N",
                    help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})")
-    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N",
+    p.add_argument("--reserve-tokens", type=IntOption(0, 16384), default=defaults.reserve_tokens, metavar="N",
                    help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_compact)
@@ -63,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     session_option(p)
     p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID", help="an entry id (see `log`)")
     p.add_argument("-q", "--query", metavar="WORDS", help="full-text search instead of an id")
-    p.add_argument("-n", "--limit", type=int, default=5, metavar="N", help="at most N search hits (default 5)")
+    p.add_argument("-n", "--limit", type=IntOption(1, 5), default=5, metavar="N", help="at most N search hits (default 5)")
     p.add_argument("--json", action="store_true", help="print the hits as JSON")
     p.set_defaults(func=cmd_recall)
 
@@ -81,33 +90,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "directory, compact it a few times with the offline summarizer, and show the plan, the summary "
         "and how the context stays bounded while the log grows.",
     )
-    p.add_argument("--rounds", type=int, default=16, metavar="N", help="agent turns added before each compaction")
-    p.add_argument("--compactions", type=int, default=3, metavar="K", help="how many compactions to run (default 3)")
-    p.add_argument("--keep-recent-tokens", type=int, default=3000, metavar="N",
+    p.add_argument("--rounds", type=IntOption(1, 16), default=16, metavar="N", help="agent turns added before each compaction")
+    p.add_argument("--compactions", type=IntOption(1, 3), default=3, metavar="K", help="how many compactions to run (default 3)")
+    p.add_argument("--keep-recent-tokens", type=IntOption(0, 3000), default=3000, metavar="N",
                    help="newest tokens kept verbatim (default 3,000, small so the demo compacts often)")
     p.add_argument("--full-summary", action="store_true", help="print the final summary without trimming")
     p.set_defaults(func=cmd_demo)
 
 
 def _summarizer(args: argparse.Namespace) -> Any:
-    from ipython_compact.summarizers import OfflineSummarizer, SummarizerError
-    from ipython_compact.summarizers.base import ENV_MODEL
-
-    kind = args.summarizer
-    if kind == "auto":
-        kind = "openai" if (args.model or os.environ.get(ENV_MODEL)) else "offline"
-    if kind == "offline":
-        return OfflineSummarizer()
-    from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+    # deferred for CLI start-up time, like this module's other command imports
+    from ipython_compact.summarizers import SummarizerError, make_summarizer
 
     try:
-        return OpenAISummarizer(model=args.model, base_url=args.base_url)
+        return make_summarizer(args.summarizer, model=args.model, base_url=args.base_url)
     except SummarizerError as exc:
         raise CliError(str(exc), f"{PROG} compact --summarizer openai --model NAME --base-url URL   or   --summarizer offline") from exc
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import CompactionError, CompactionFailed, Compactor, NothingToCompact
+    from ipython_compact.compactor import (
+        CompactionError,
+        CompactionFailed,
+        Compactor,
+        NothingToCompact,
+        SessionMoved,
+    )
     from ipython_compact.core.settings import SettingsError
 
     try:
@@ -132,6 +140,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
             raise CliError(f"{exc}{where}", f"retry later, or: {PROG} compact --summarizer offline") from exc
+        except SessionMoved as exc:
+            raise CliError(str(exc), f"see what changed, then plan again: {PROG} log -s {session} -n 5; "
+                           f"{PROG} compact -s {session}") from exc
         except CompactionError as exc:
             raise CliError(str(exc), f"check the log: {PROG} verify -s {session}") from exc
     if args.json:
@@ -185,8 +196,6 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     if (args.entry_id is None) == (args.query is None):
         raise CliError("give an ENTRY_ID or --query WORDS (one of them)", f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'")
-    if args.limit < 1:
-        raise CliError(f"--limit must be 1 or more, got {args.limit}", f"{PROG} recall --query WORDS --limit 5")
     with open_store(args) as store:
         session = pick_session(store, args.session)
         try:
@@ -264,8 +273,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ipython_compact.core.tokens import estimate_context
     from ipython_compact.testing.transcripts import TranscriptGenerator
 
-    if args.rounds <= 0 or args.compactions <= 0:
-        raise CliError("--rounds and --compactions must be positive", f"{PROG} demo --rounds 16 --compactions 3")
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     db = database_from(args)
     from ipython_compact.paths import ENV_DIR

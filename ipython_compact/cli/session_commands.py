@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ipython_compact.cli import PROG, CliError, open_store, pick_session, session_option
+from ipython_compact.cli import PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.message_text import message_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
@@ -23,7 +25,7 @@ from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
-from ipython_compact.store.importers import FORMATS, import_file, load_transcript
+from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,9 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Read FILE whole and store it in one transaction; a malformed file stores nothing. "
         "Into an existing session the entries are appended after its leaf.",
     )
-    p.add_argument("file", metavar="FILE", type=Path, help="a pi session (.jsonl, v1-v3) or an ipython-compact export")
+    p.add_argument("file", metavar="FILE", type=Path,
+                   help="a pi session (.jsonl, v1-v3) or an ipython-compact export; - reads stdin (needs --session)")
     session_option(p, help_text="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
+    max_bytes_option(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
 
@@ -48,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "current branch. '│' marks entries the model still sees; '·' marks compacted ones."
     )
     session_option(p)
-    p.add_argument("-n", "--limit", type=int, metavar="N", help="only the last N entries")
+    p.add_argument("-n", "--limit", type=IntOption(0, 20), metavar="N", help="only the last N entries")
     p.add_argument("--json", action="store_true", help="print the entries as JSON lines")
     p.set_defaults(func=cmd_log)
 
@@ -68,17 +72,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="what a compaction would summarize, keep and cut right now",
         description="Plan a compaction without running it, for a stored session or directly for a transcript FILE.",
     )
-    p.add_argument("file", metavar="FILE", type=Path, nargs="?", help="a pi JSONL or ipython-compact export (no database needed)")
+    p.add_argument("file", metavar="FILE", type=Path, nargs="?",
+                   help="a pi JSONL or ipython-compact export, - for stdin (no database needed)")
     session_option(p)
     p.add_argument("--format", choices=FORMATS, default="auto", help="FILE format (default: detect)")
+    max_bytes_option(p)
     defaults = CompactionSettings()
-    p.add_argument("--keep-recent-tokens", type=int, default=defaults.keep_recent_tokens, metavar="N",
+    p.add_argument("--keep-recent-tokens", type=IntOption(0, 20000), default=defaults.keep_recent_tokens, metavar="N",
                    help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})")
-    p.add_argument("--reserve-tokens", type=int, default=defaults.reserve_tokens, metavar="N",
+    p.add_argument("--reserve-tokens", type=IntOption(0, 16384), default=defaults.reserve_tokens, metavar="N",
                    help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})")
     p.add_argument("--estimator", choices=("density", "chars4"), default=defaults.estimator,
                    help=f"token estimator (default {defaults.estimator})")
-    p.add_argument("--window", type=int, metavar="TOKENS", help="model context window: also show the threshold decision")
+    p.add_argument("--window", type=IntOption(1, 128000, what="of tokens"), metavar="TOKENS", help="model context window: also show the threshold decision")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
@@ -87,7 +93,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(func=cmd_export)
 
-    p = subparsers.add_parser("verify", help="recompute the hash chain: prove nothing was lost or altered")
+    p = subparsers.add_parser(
+        "verify",
+        help="recompute the hash chains: detect accidental damage to the log",
+        description="Recompute every entry hash, the append chain, counts and derived columns. This detects "
+        "accidental damage (a bad disk or copy, a buggy writer, an edit made without recomputing hashes): "
+        "entries altered, lost, added or reordered. The hashes are not keyed, so anyone able to write the "
+        "file can recompute them: it is not deliberate tampering that verify rules out.",
+    )
     session_option(p, help_text="only this session (default: all)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_verify)
@@ -96,13 +109,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 # ---------------------------------------------------------------------------------------- import
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    from ipython_compact.store import ImportFormatError
+def max_bytes_option(parser: argparse.ArgumentParser) -> None:
+    default = ImportLimits().max_bytes
+    parser.add_argument("--max-bytes", type=IntOption(1, default, maximum=1 << 40), default=default, metavar="N",
+                        help=f"refuse inputs larger than N bytes (default {default:,})")
 
+
+def _limits(args: argparse.Namespace) -> ImportLimits:
+    return dataclasses.replace(ImportLimits(), max_bytes=args.max_bytes)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ipython_compact.store import ImportFormatError, InvalidEntryError
+
+    try:  # read and check the whole input before the database is even opened
+        transcript = load_transcript(args.file, args.format, limits=_limits(args))
+    except ImportFormatError as exc:
+        raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     with open_store(args) as store:
         try:
-            result = import_file(store, args.file, session=args.session, format=args.format)
-        except ImportFormatError as exc:
+            result = import_transcript(store, transcript, args.session)
+        except (ImportFormatError, InvalidEntryError) as exc:
             raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     if args.json:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
@@ -111,11 +138,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"imported {result.imported:,} entries ({result.format}) into {where}; leaf {result.leaf_id}")
     if result.renamed_ids:
         print(f"  {result.renamed_ids:,} ids were already taken in that session and got fresh ones")
+    if result.repaired_surrogates:
+        print(f"  {result.repaired_surrogates:,} lone UTF-16 surrogate(s) (half an emoji, as JavaScript writes it) "
+              "stored as U+FFFD")
     return 0
 
 
 def _format_hint(exc: Any, file: Path, command: str) -> str:
     """What to do about an unreadable transcript: the path, the line, or the format."""
+    if getattr(exc, "hint", None):
+        return str(exc.hint)
     line = getattr(exc, "line", None)
     if "no such file" in str(exc):
         return f"check the path: ls {file}"
@@ -199,8 +231,6 @@ def _preview(entry: Entry, width: int = 70) -> str:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 0:
-        raise CliError("--limit must be 0 or more", f"{PROG} log --limit 20")
     with open_store(args) as store:
         session = pick_session(store, args.session)
         length = store.path_length(session)
@@ -265,7 +295,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from ipython_compact.store import ImportFormatError
 
         try:
-            transcript = load_transcript(args.file, args.format)
+            transcript = load_transcript(args.file, args.format, limits=_limits(args))
         except ImportFormatError as exc:
             raise CliError(str(exc), _format_hint(exc, args.file, "plan")) from exc
         try:
@@ -291,8 +321,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     report = _plan_report(path, tokens, settings, prep, positions, offset)
     report["source"] = source
     if args.window is not None:
-        if args.window <= 0:
-            raise CliError(f"--window must be a positive number of tokens, got {args.window}", f"{PROG} plan --window 128000")
+        if args.window <= settings.reserve_tokens:
+            raise CliError(
+                f"--window {args.window:,} leaves no room: it must be larger than --reserve-tokens ({settings.reserve_tokens:,})",
+                f"{PROG} plan --window 128000   or   {PROG} plan --window {args.window} --reserve-tokens {args.window // 4}",
+            )
         lines = threshold_lines(args.window, settings)
         report["window"] = args.window
         report["threshold_lines"] = {"blocking": lines.blocking, "background": lines.background}
@@ -410,12 +443,32 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not args.output.parent.is_dir():
             raise CliError(f"cannot write {args.output}: the directory {args.output.parent} does not exist",
                            f"create it first (mkdir -p {args.output.parent}) or pick another path: {PROG} export -o FILE")
-        tmp = args.output.with_name(args.output.name + ".partial")
-        with tmp.open("w", encoding="utf-8") as out:
-            count = export_jsonl(store, session, out)
-        tmp.replace(args.output)  # never leave a half-written export under the real name
+        try:
+            count = write_privately(args.output, lambda out: export_jsonl(store, session, out))
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}; nothing was written there",
+                           f"free some space or pick another place: {PROG} export -s {session} -o FILE") from exc
     print(f"exported {count:,} entries of session {session!r} to {args.output}", file=sys.stderr)
     return 0
+
+
+def write_privately(target: Path, write: Callable[[TextIO], int]) -> int:
+    """Run ``write`` into a new owner-only temporary file beside ``target``, then rename it over
+    ``target``: a reader never sees half an export, a failure leaves ``target`` as it was and no
+    temporary file behind. The temporary name is random and created with O_EXCL (``mkstemp``),
+    so a symlink planted at a guessable name is never followed."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            count = write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return count
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -426,7 +479,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2))
         return 0 if report.ok else 1
     if report.ok:
-        print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified; nothing lost or altered")
+        print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: no accidental damage "
+              "(no entry altered, lost, added or reordered since it was written)")
+        print("  (the hash chain is not keyed: this does not prove that nobody with write access rewrote it)")
         return 0
     print(f"FAILED: {len(report.problems)} problem(s) in {where}:")
     for problem in report.problems:

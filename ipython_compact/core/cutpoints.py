@@ -30,9 +30,9 @@ Rules (pi's, with the differences named):
   while this function stays comparable with pi's ``findCutPoint`` index for index.
 - Optional turn alignment (Prime): a split cut moves back to its turn start when the extra kept
   cost is at most ``keep_recent_tokens``, so the kept region keeps its own request.
-- pi counts only ``message`` entries in the walk; we count every entry that puts a message in the
-  context (custom messages and notices take room too). pi's own session files agree either way
-  unless they hold ``custom_message``/``branch_summary`` entries.
+- pi counts only ``message`` entries in the walk, and so does ``chars4``; the density estimator
+  counts every entry that puts a message in the context (custom messages, branch summaries and
+  notices take room too).
 
 ``tokens`` (optional) gives the per-entry estimates of ``path`` (the store keeps them), so the walk
 re-scans nothing; entries that put nothing in context must be 0 there.
@@ -98,6 +98,10 @@ def _counts(entry: Entry) -> bool:
     return entry.kind != COMPACTION and in_context(entry)
 
 
+def _counts_pi(entry: Entry) -> bool:
+    return entry.kind == MESSAGE  # pi's walk prices message entries only
+
+
 def _extend_back(path: Sequence[Entry], cut: int, start: int) -> int:
     while cut > start:
         previous = path[cut - 1]
@@ -133,8 +137,10 @@ def find_cut_point(
     if rule not in CUT_FALLBACKS:
         raise ValueError(f"unknown cut fallback {rule!r}; expected one of {', '.join(CUT_FALLBACKS)}")
 
+    counts = _counts_pi if estimator == "chars4" else _counts
+
     def cost(i: int) -> int:
-        if not _counts(path[i]):
+        if not counts(path[i]):
             return 0
         return tokens[i] if tokens is not None else estimate_entry_tokens(path[i], estimator)
 
@@ -142,7 +148,7 @@ def find_cut_point(
     accumulated = 0
     crossed = -1
     for i in range(end - 1, start - 1, -1):
-        if not _counts(path[i]):
+        if not counts(path[i]):
             continue
         accumulated += cost(i)
         if accumulated >= keep_recent_tokens:

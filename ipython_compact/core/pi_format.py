@@ -9,6 +9,19 @@ migrate the way pi migrates, and convert. Migration facts (pi ``session-manager.
   position and the entry's content, so importing the same file twice gives the same ids.
 - v2 → v3: message role ``hookMessage`` becomes ``custom``.
 
+Fork files: pi's ``createBranchedSession`` copies a path without its ``label`` entries (it
+re-creates the labels at the end), so an entry whose parent was a label names a parent that is
+not in the file. pi loads such files, but its path walk stops at the missing parent and the
+context silently loses everything before the label. We re-link such an entry to the entry just
+before it in the file — in a fork that is the label's own parent, so the whole forked path is
+kept — and record the original id as ``pi_extra["danglingParentId"]`` (exported as that field; pi
+ignores it). A parent that names a later entry (or the entry itself) is still an error.
+pi's fork also keeps a compaction whose ``firstKeptEntryId`` named a dropped label (pi's cut
+extends back over labels), and pi then shows none of the messages that compaction kept. When such
+a missing id is some entry's dangling parent, the first kept entry becomes that entry (the first
+one after the label), with the original id as ``pi_extra["danglingFirstKeptEntryId"]``; otherwise
+(a run of several labels) the id stays as written and the view starts at the compaction.
+
 Conversion keeps order and ids. pi's camelCase entry fields become our snake_case data keys
 (compaction: ``summary``, ``first_kept_entry_id``, ``tokens_before``, ``details`` with
 ``read_files``/``modified_files``, ``from_hook``; model change: ``provider``, ``model_id``; ...).
@@ -115,6 +128,23 @@ def _details_out(details: Any) -> Any:
     return {back.get(k, k): v for k, v in details.items()}
 
 
+def json_type_name(value: Any) -> str:
+    """How a JSON value is called in an error message ("a list", "an object", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
 def _require_str(obj: Mapping[str, Any], key: str, line: int, what: str, *, optional: bool = False) -> None:
     value = obj.get(key)
     if value is None and optional:
@@ -129,6 +159,8 @@ def _validate(entry_type: str, obj: Mapping[str, Any], line: int) -> None:
         if not isinstance(message, Mapping):
             raise PiFormatError(line, f"message entry has no 'message' object (got {type(message).__name__})")
         role = message.get("role")
+        if not isinstance(role, str):
+            raise PiFormatError(line, f"message role must be a string, got {json_type_name(role)}")
         if role not in ROLES:
             raise PiFormatError(line, f"message has unknown role {role!r}")
         if role in ("user", "custom", "toolResult", "assistant") and not isinstance(message.get("content"), (str, list)):
@@ -165,9 +197,13 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
     # Pass 1: ids and parents (v1 gets deterministic ids on a linear chain).
     ids: list[str] = []
     parents: list[str | None] = []
+    dangling: dict[int, str] = {}
     taken: set[str] = set()
+    in_file = {obj.get("id") for _, obj in items[1:]} if version > 1 else set()
     previous: str | None = None
     for position, (line, obj) in enumerate(items[1:], start=1):
+        if not isinstance(obj.get("type"), str):
+            raise PiFormatError(line, f"entry 'type' must be a string, got {json_type_name(obj.get('type'))}")
         if obj.get("type") == "session":
             raise PiFormatError(line, "a second session header inside the file")
         if version == 1:
@@ -181,13 +217,21 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
                 raise PiFormatError(line, f"'parentId' must be a string or null, got {raw_parent!r}")
             parent = raw_parent
             if parent is not None and parent not in taken:
-                raise PiFormatError(line, f"parentId {parent!r} does not name an earlier entry")
+                if parent in in_file:
+                    raise PiFormatError(line, f"parentId {parent!r} does not name an earlier entry")
+                dangling[position - 1] = parent  # a fork's dropped label: re-link (module docs)
+                parent = previous
         if entry_id in taken:
             raise PiFormatError(line, f"duplicate entry id {entry_id!r}")
         taken.add(entry_id)
         ids.append(entry_id)
         parents.append(parent)
         previous = entry_id
+
+    # A dropped label's first child in the file, for compactions whose kept region began at it.
+    label_children: dict[str, str] = {}
+    for k, missing in dangling.items():
+        label_children.setdefault(missing, ids[k])
 
     # Pass 2: convert.
     entries: list[Entry] = []
@@ -218,6 +262,12 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
                 extra[key] = value
         if entry_type == COMPACTION and not isinstance(data.get("first_kept_entry_id"), str):
             raise PiFormatError(line, "compaction entry has no firstKeptEntryId")
+        if k in dangling:
+            extra["danglingParentId"] = dangling[k]
+        first_kept = data.get("first_kept_entry_id")
+        if entry_type == COMPACTION and first_kept not in in_file and first_kept in label_children:
+            data["first_kept_entry_id"] = label_children[first_kept]  # the kept region began at the dropped label
+            extra["danglingFirstKeptEntryId"] = first_kept
         if extra:
             data["pi_extra"] = extra
         entries.append(Entry(id=ids[k], parent_id=parents[k], kind=str(entry_type), timestamp=str(obj["timestamp"]), data=data))

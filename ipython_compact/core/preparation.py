@@ -13,7 +13,11 @@ What must hold:
   summarize nothing.
 - File lists: tool calls named ``read``/``write``/``edit`` whose ``arguments.path`` is a string;
   ``modified = edited ∪ written``; ``read = read − modified``; both sorted and merged with the
-  previous compaction's details unless that compaction came from a hook.
+  previous compaction's details unless that compaction came from a hook (``core/file_lists.py``).
+- Split turns: with the density estimator a split is reported only when part of the turn is
+  really cut away (a kept ``bashExecution``, a kept user message behind a setting change, or an
+  empty turn prefix is no split). With ``chars4`` the split is pi's flag as ``findCutPoint``
+  gives it, quirks included (the turn prefix may then be a whole earlier turn, or empty).
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def _context_entries(path: Sequence[Entry], start: int, end: int) -> tuple[Entry
 def _kept_starts_turn(path: Sequence[Entry], first_kept: int) -> bool:
     """True when the first context entry kept opens a turn: then no turn was split.
 
-    Corrects pi's split-turn quirks (see ``cutpoints``): a kept ``bashExecution``, or a user
-    message behind a setting change, starts its own turn.
+    Corrects pi's split-turn quirks (see ``cutpoints``; not applied with ``chars4``): a kept
+    ``bashExecution``, or a user message behind a setting change, starts its own turn.
     """
     for entry in path[first_kept:]:
         if entry.kind != COMPACTION and in_context(entry):
@@ -95,12 +99,13 @@ def prepare_compaction(
         estimator=settings.estimator,
         align_turns=settings.turn_alignment,
     )
-    is_split = cut.is_split_turn and not _kept_starts_turn(path, cut.first_kept_index)
+    pi_rules = settings.estimator == "chars4"
+    is_split = cut.is_split_turn and (pi_rules or not _kept_starts_turn(path, cut.first_kept_index))
     turn_start = cut.turn_start_index if is_split else -1
     history_end = turn_start if is_split else cut.first_kept_index
     to_summarize = _context_entries(path, boundary_start, history_end)
     prefix = _context_entries(path, turn_start, cut.first_kept_index) if is_split else ()
-    if is_split and not prefix:
+    if is_split and not prefix and not pi_rules:
         is_split, turn_start = False, -1
     if not to_summarize and not prefix:
         return None

@@ -67,7 +67,8 @@ def entry_gist(entry: Mapping[str, Any]) -> str:
         return f"unpin {data.get('pin_id', '?')}" if data.get("action") == "unpin" else f"{data.get('pin_id', '?')}: {target}"
     if kind == "custom" and data.get("custom_type") == KERNEL_FILE_OPS and isinstance(data.get("data"), Mapping):
         ops = data["data"]
-        return f"files read: {cell_text(ops.get('read'))}; modified: {cell_text(ops.get('modified'))}"
+        who = {"agent": " by the agent", "user": " by your cell"}.get(str(ops.get("by")), "")
+        return f"files read{who}: {cell_text(ops.get('read'))}; modified: {cell_text(ops.get('modified'))}"
     if kind == "custom":
         return str(data.get("custom_type", ""))
     return ""

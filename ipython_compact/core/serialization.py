@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
-from ipython_compact.core.entries import text_of_content
+from ipython_compact.core.entries import JSON, text_of_content
+from ipython_compact.core.javascript import js_json, js_length, js_ordered_items
 from ipython_compact.core.messages import to_llm
-from ipython_compact.core.tokens import js_json, js_length
 
 TOOL_RESULT_HEAD_CHARS: Final = 2000
 TOOL_RESULT_TAIL_CHARS: Final = 500
@@ -34,6 +34,7 @@ SerializationMode = Literal["ours", "pi"]
 
 # pi's wrapper texts for summaries (used only in mode="pi").
 _PI_SUMMARY_PREFIX: Final = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+_PI_BRANCH_PREFIX: Final = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 
 
 def truncate_middle(text: str, head: int = TOOL_RESULT_HEAD_CHARS, tail: int = TOOL_RESULT_TAIL_CHARS) -> str:
@@ -56,7 +57,7 @@ def _pi_truncate(text: str, limit: int = TOOL_RESULT_HEAD_CHARS) -> str:
 def _arguments(args: Any) -> str:
     if not isinstance(args, Mapping):
         return "" if args is None else js_json(args)
-    return ", ".join(f"{k}={js_json(v)}" for k, v in args.items())
+    return ", ".join(f"{k}={js_json(v)}" for k, v in js_ordered_items(args))
 
 
 def serialize_conversation(messages: Iterable[Mapping[str, Any]], *, mode: SerializationMode = "ours") -> str:
@@ -68,7 +69,11 @@ def serialize_conversation(messages: Iterable[Mapping[str, Any]], *, mode: Seria
     numbers: dict[str, int] = {}
     counter = 0
     for raw in messages:
-        message = to_llm(raw, summary_prefix=_PI_SUMMARY_PREFIX) if pi else to_llm(raw)
+        if pi and raw.get("role") == "branchSummary":
+            text = _PI_BRANCH_PREFIX + str(raw.get("summary", "")) + "</summary>"
+            message: JSON | None = {"role": "user", "content": [{"type": "text", "text": text}]}
+        else:
+            message = to_llm(raw, summary_prefix=_PI_SUMMARY_PREFIX) if pi else to_llm(raw)
         if message is None:
             continue
         role = message.get("role")

@@ -1,22 +1,26 @@
 """Token estimates: the provider's own usage where it is trustworthy, estimates after it.
 
 Context size = the newest valid *usage anchor* (an assistant message with usage whose
-``stopReason`` is neither ``aborted`` nor ``error``; in a path, it must also come after the
-newest compaction, because usage reported before a compaction measures a context that no longer
-exists) + estimates of every context message after it. Without an anchor, everything is estimated.
+``stopReason`` is neither ``aborted`` nor ``error``) + estimates of every context message after
+it. Without an anchor, everything is estimated.
 
-Two estimators:
+Two estimators (docs/estimators.md lists every difference):
 
-``chars4`` — pi's rule, exactly as ``@mariozechner/pi-coding-agent`` 0.73.1 computes it (the
-version ``tests/test_pi_compat.py`` runs): ``ceil(chars / 4)`` where chars are JavaScript string
-lengths (UTF-16 code units); user → text blocks only (**images in user messages are not counted**,
-as in that reference; pi's later estimate.ts counts them); assistant → text + thinking + tool name + compact JSON of
-the arguments; custom / toolResult → text + 4800 per image; bashExecution → command + output;
-summaries → summary text; our ``system`` → its text.
+``chars4`` — pi's rules, exactly as ``@mariozechner/pi-coding-agent`` 0.73.1 computes them (the
+version ``tests/test_pi_compat.py`` and the differential fuzz run), quirks included:
+``ceil(chars / 4)`` where chars are JavaScript string lengths (UTF-16 code units); user → text
+blocks only (**images in user messages are not counted**; pi's later estimate.ts counts them);
+assistant → text + thinking + tool name + ``JSON.stringify`` of the arguments (JavaScript's
+number forms, see ``core/javascript.py``), and nothing for a string ``content`` (pi iterates it as
+characters); custom / toolResult → text + 4800 per image; bashExecution → command + output;
+summaries → summary text; our ``system`` → its text. On a path, the anchor is the newest valid one anywhere in the view, including the region
+the newest compaction kept before itself (its usage measured a context that no longer exists,
+but pi uses it for ``tokensBefore``).
 
 ``density`` (default) — prices content by what it is: ASCII prose 4 chars/token, text inside
 fenced code blocks and tool-call argument JSON 3 chars/token, CJK 1.5 chars/token, any other
 non-ASCII character 2 chars/token, images 1200 tokens each in every role (user images included).
+On a path, the anchor must come after the newest compaction (the stale guard).
 
 What must hold: estimates are deterministic, never negative, and 0 for entries that put nothing in
 the context. A ``compaction`` entry is priced as its summary (it heads the view); the cut-point
@@ -28,11 +32,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.javascript import js_json, js_length
 from ipython_compact.core.messages import entry_message, in_context
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.view import view_indices
@@ -51,27 +56,13 @@ _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _BAD_STOPS: Final = frozenset({"aborted", "error"})
 
 
-def js_length(text: str) -> int:
-    """``text.length`` as JavaScript counts it (UTF-16 code units)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le")) // 2
-
-
-def _js_numbers(value: Any) -> Any:
-    # JavaScript prints integral numbers below 1e21 without a fraction (1.0 -> "1", 1e16 -> "10000000000000000").
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and abs(value) < 1e21 else value
-    if isinstance(value, dict):
-        return {k: _js_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_js_numbers(v) for v in value]
-    return value
-
-
-def js_json(value: Any) -> str:
-    """``JSON.stringify(value)`` for JSON-shaped data (compact, non-ASCII kept, JS number forms)."""
-    return json.dumps(_js_numbers(value), ensure_ascii=False, separators=(",", ":"))
+def _compact_json(value: Any) -> str:
+    """Compact JSON of tool-call arguments for the density estimator (Python's number forms are
+    fine there; the C encoder is fast). Falls back to ``js_json`` for data nested too deep for it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (RecursionError, ValueError):
+        return js_json(value)
 
 
 def _check_estimator(estimator: str) -> None:
@@ -125,7 +116,11 @@ def _chars4(message: Mapping[str, Any]) -> int:
             if block.get("type") == "text":
                 chars += js_length(_str(block.get("text")))
     elif role == "assistant":
-        for block in _blocks(message.get("content")):
+        # pi iterates ``content`` as a list; a string iterates as characters and counts nothing.
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, Mapping):
+                continue
             kind = block.get("type")
             if kind == "text":
                 chars += js_length(_str(block.get("text")))
@@ -160,7 +155,7 @@ def _density(message: Mapping[str, Any]) -> int:
                 units += _text_units(_str(block.get("thinking")))
             elif kind == "toolCall":
                 units += _text_units(_str(block.get("name")), code=True)
-                units += _text_units(js_json(block.get("arguments")), code=True)
+                units += _text_units(_compact_json(block.get("arguments")), code=True)
             elif kind == "image":
                 units += IMAGE_TOKENS_DENSITY
     elif role == "bashExecution":
@@ -227,8 +222,9 @@ def estimate_context(
     """Context size of a message list or of a root→leaf entry path.
 
     Messages: pi's rule (newest valid anchor + estimates after it). A path: the model's view of
-    the path (see ``context.build_context``) with the stale guard (the anchor must come after the
-    newest compaction); ``tokens`` may give the per-entry estimates already stored for the path.
+    the path (see ``core/view.py``); with ``density`` the anchor must come after the newest
+    compaction (the stale guard), with ``chars4`` it may sit anywhere in the view, as in pi.
+    ``tokens`` may give the per-entry estimates already stored for the path.
     ``last_usage_index`` is an index into the given sequence.
     """
     _check_estimator(estimator)
@@ -240,6 +236,8 @@ def estimate_context(
     def cost(i: int) -> int:
         return tokens[i] if tokens is not None else estimate_entry_tokens(path[i], estimator)
 
+    if estimator == "chars4":
+        return _estimate_view_pi(path, cost)
     # Newest valid anchor after the newest compaction; the scan stops at either, so the cost of
     # an estimate grows with what came after the last response, not with the history.
     for i in range(len(path) - 1, -1, -1):
@@ -254,6 +252,21 @@ def estimate_context(
             trailing = sum(cost(k) for k in range(i + 1, len(path)) if in_context(path[k]))
             return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, i)
     trailing = sum(cost(i) for i in view_indices(path))
+    return ContextEstimate(trailing, 0, trailing, None)
+
+
+def _estimate_view_pi(path: Sequence[Entry], cost: Callable[[int], int]) -> ContextEstimate:
+    """pi's rule on the view: the newest valid anchor anywhere in it, also in the region the
+    newest compaction kept (usage measured before that compaction, so stale, but pi uses it)."""
+    view = view_indices(path)
+    for position in range(len(view) - 1, -1, -1):
+        i = view[position]
+        usage = usage_of(path[i].message) if path[i].kind == MESSAGE else None
+        if usage is not None:
+            usage_tokens = calculate_context_tokens(usage)
+            trailing = sum(cost(k) for k in view[position + 1 :])
+            return ContextEstimate(usage_tokens + trailing, usage_tokens, trailing, i)
+    trailing = sum(cost(i) for i in view)
     return ContextEstimate(trailing, 0, trailing, None)
 
 

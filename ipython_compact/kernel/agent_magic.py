@@ -10,10 +10,15 @@ Usage::
     %%agent --model gpt-4o-mini --base-url http://127.0.0.1:8000/v1 --window 128000
     Load sales.csv into a data frame and tell me the best month.
 
-Options fall back to the extension's ``CompactConfig`` (``model``, ``base_url``,
-``context_window``, ``compaction``) and the API key to ``$OPENAI_API_KEY``. ``--reset`` starts a
-fresh agent (the log keeps everything). What must hold: a bad option prints a clear error and
-runs nothing; the cell's own text is only ever sent to the model, never executed.
+Settings need not be retyped: ``%config AgentConfig.model = …`` (and ``base_url``,
+``context_window``, ``max_steps``, ``stream``), then ``CompactConfig``'s; the window, unless given,
+is read from the server's ``/v1/models`` card (``kernel/agent_settings.py``). The API key comes
+from ``$OPENAI_API_KEY``. ``--reset`` starts a fresh agent (the log keeps everything).
+
+The turn is shown as a transcript (``kernel/transcript.py``): in a notebook one live display that
+fills in as the agent works, then the answer in full as Markdown; in a terminal each step printed
+as it completes. What must hold: a bad option prints a clear error and runs nothing; the cell's
+own text is only ever sent to the model, never executed.
 """
 
 from __future__ import annotations
@@ -21,23 +26,31 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-from collections.abc import Callable
+import threading
+import time
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ipython_compact.agent.engine import CompactorEngine, default_engine
 from ipython_compact.agent.kernel_tool import InProcessKernel
-from ipython_compact.agent.loop import Agent, AgentEvent, summarize_event
+from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
+from ipython_compact.kernel.agent_settings import AgentSettings, server_window
+from ipython_compact.kernel.agent_settings import resolve as resolve_settings
+from ipython_compact.kernel.config import AgentConfig
 from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
+from ipython_compact.kernel.transcript import Transcript, answer_bundle, step_plain
+from ipython_compact.summarizers.registry import make_summarizer
 
 AGENT_ARGS = (
-    arg("--model", help="model name (default: CompactConfig.model)"),
-    arg("--base-url", dest="base_url", help="OpenAI-compatible server (default: CompactConfig.base_url)"),
-    arg("--window", type=positive_int, help="the model's context window in tokens (default: CompactConfig.context_window)"),
-    arg("--max-steps", dest="max_steps", type=positive_int, help="tool-call steps per turn (default 12)"),
+    arg("--model", help="model name (default: AgentConfig.model, then CompactConfig.model)"),
+    arg("--base-url", dest="base_url", help="OpenAI-compatible server (default: AgentConfig.base_url, then "
+                                            "CompactConfig.base_url)"),
+    arg("--window", type=positive_int, help="the model's context window in tokens (default: AgentConfig.context_window, "
+                                            "then the server's /v1/models card, then CompactConfig.context_window)"),
+    arg("--max-steps", dest="max_steps", type=positive_int, help="tool-call steps per turn (default: AgentConfig.max_steps)"),
     arg("--session", help="session name (default: the extension's bound session)"),
     arg("--stream", action="store_true", help="show the model's text as it arrives"),
     arg("--reset", action="store_true", help="start a fresh agent (the log keeps everything)"),
@@ -68,38 +81,55 @@ class AgentMagics(Magics):  # type: ignore[misc]
         super().__init__(shell)
         self.service = service
         self.current: Agent | None = None
+        self.settings: AgentSettings | None = None
+        self.agent_config = AgentConfig(parent=shell)
+        self._output: CellOutput | None = None
+
+    def _card_window(self, model: str, base_url: str | None) -> tuple[int, str] | None:
+        import openai  # deferred: only a %%agent cell needs the client (start-up)
+
+        client = openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+        return server_window(client, model, float(self.agent_config.lookup_timeout))
 
     def _build(self, opts: dict[str, Any]) -> Agent:
-        import openai
+        import openai  # deferred: only a %%agent cell needs the client (start-up)
 
         from ipython_compact.core.settings import CompactionSettings
 
         config = getattr(self.service, "config", None)
-        model = opts.get("model") or (getattr(config, "model", "") or "")
-        if not model:
-            raise ValueError("no model: pass --model NAME or set %config CompactConfig.model")
-        base_url = opts.get("base_url") or (getattr(config, "base_url", "") or None)
-        window = int(opts.get("window") or getattr(config, "context_window", None) or 128_000)
+        chosen = resolve_settings(opts, self.agent_config, config, self._card_window)
         if self.service is not None:
             store = self.service.store
             session = opts.get("session") or self.service.session
             settings = self.service.settings()
-            engine: Any = CompactorEngine(self.service._compactor())  # the summarizer %compact uses
+            summarizer = make_summarizer(getattr(config, "summarizer", "offline"), model=getattr(config, "model", None),
+                                         base_url=getattr(config, "base_url", None))  # the one %compact uses
+            compactor: Any = Compactor(store, summarizer, settings)
         else:
-            from ipython_compact import paths
+            from ipython_compact import paths  # deferred: the extension-less path only (start-up)
             from ipython_compact.store import SessionStore
 
             store = SessionStore(paths.database_path())
             session = opts.get("session") or "agent"
             settings = CompactionSettings()
-            engine = default_engine(store, settings)
-        client = openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
-        return Agent(
-            store=store, session=session, client=client, model=model, context_window=window, settings=settings,
-            engine=engine, kernel=InProcessKernel(self.shell), max_steps=int(opts.get("max_steps") or 12),
-            on_event=_printer(bool(opts.get("stream"))), stream=bool(opts.get("stream")),
+            compactor = None  # the Agent's default: a Compactor with the offline summarizer
+        client = openai.OpenAI(base_url=chosen.base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+        agent = Agent(
+            store=store, session=session, client=client, model=chosen.model, context_window=chosen.window,
+            settings=settings,
+            compactor=compactor, kernel=InProcessKernel(self.shell), max_steps=chosen.max_steps,
+            on_event=self._on_event, stream=chosen.stream,
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
+        self.settings = chosen
+        if self.service is not None:
+            self.service.agent_window = chosen.window  # `%compact status` and the panel show the agent's window
+        return agent
+
+    def _on_event(self, event: AgentEvent) -> None:
+        output = self._output
+        if output is not None:
+            output.event(event)
 
     def _snapshot_outcome(self) -> SnapshotOutcome | None:
         """What the extension's automatic snapshots can promise right now (for the state notice)."""
@@ -117,13 +147,23 @@ class AgentMagics(Magics):  # type: ignore[misc]
         """Drop the agent (the extension calls this on unload); a running background compaction
         is given a moment to finish so it does not write to the log after the unload."""
         agent, self.current = self.current, None
+        with contextlib.suppress(ValueError, AttributeError):
+            getattr(self.shell, "configurables", []).remove(self.agent_config)
+        if self.service is not None:
+            self.service.agent_window = None
         if agent is not None:
             with contextlib.suppress(Exception):  # unload must not fail because a compaction did
                 agent.wait_background(timeout=5.0)
 
     @cell_magic  # type: ignore[misc]
     def agent(self, line: str, cell: str) -> None:
-        """Send the cell's text to the agent and stream each step into the output."""
+        """Send the cell's text to the agent; the turn appears as a transcript (`%%agent --help`)."""
+        # The magic's own work (the model client, the card lookup) opens files nobody asked for:
+        # not recorded. Only the agent's tool calls are (``fileops.agent_turn``).
+        with self.service.fileops.paused() if self.service is not None else contextlib.nullcontext():
+            self._cell(line, cell)
+
+    def _cell(self, line: str, cell: str) -> None:
         try:
             opts = parse_options(line)
         except HelpShown as shown:
@@ -132,56 +172,104 @@ class AgentMagics(Magics):  # type: ignore[misc]
         except UsageError as exc:
             print(exc)
             return
+        live = getattr(self.shell, "kernel", None) is not None  # a notebook's kernel, not terminal IPython
         try:
             if not cell.strip():
                 raise ValueError("the cell is empty: write the message for the agent below %%agent")
             rebuild = ("model", "base_url", "window", "session", "stream")
-            if self.current is None or opts.get("reset") or any(k in opts for k in rebuild):
+            built = self.current is None or bool(opts.get("reset")) or any(k in opts for k in rebuild)
+            if built:
                 self.current = self._build(opts)
             elif "max_steps" in opts:
+                assert self.current is not None
                 self.current.max_steps = int(opts["max_steps"])
         except ValueError as exc:
             print(f"%%agent: {exc}")
             return
+        agent, chosen = self.current, self.settings
+        assert agent is not None and chosen is not None
+        output = self._output = CellOutput(live=live, stream=chosen.stream)
+        if built:
+            output.note(f"{chosen.model}{f' at {chosen.base_url}' if chosen.base_url else ''} · window "
+                        f"{chosen.window:,} tokens, from {chosen.window_source}")
+        turn = self.service.fileops.agent_turn() if self.service is not None else contextlib.nullcontext()
         try:
-            result = self.current.ask(cell.strip())
+            with turn:  # only the tool calls' file opens are recorded, as the agent's
+                result = agent.ask(cell.strip())
         except KeyboardInterrupt:  # interrupted while waiting for the model: the turn ends cleanly
+            output.finish(None)
             print("[stopped: interrupted] The turn was interrupted.")
             return
+        finally:
+            self._output = None
+        output.finish(result.text if result.stopped == "final" else None)
         if result.stopped != "final":
             print(f"[stopped: {result.stopped}] {result.text}")
 
 
-_SHOWN = {"user", "assistant", "tool_call", "tool_result", "compaction_start", "compaction_end", "compaction_queued",
-          "compaction_stale", "compaction_dropped", "compaction_requested", "overflow", "kernel_restart", "kernel_failed",
-          "error", "continuation"}
+class CellOutput:
+    """Where one cell's transcript goes: a live display in a notebook, printed steps in a terminal."""
 
+    UPDATE_EVERY = 0.25  # seconds between live redraws while text streams in
 
-def _printer(streaming: bool) -> Callable[[AgentEvent], None]:
-    """One line per step; with streaming, the model's text appears as it arrives."""
-    line_open = False
+    def __init__(self, *, live: bool, stream: bool) -> None:
+        self.transcript = Transcript()
+        self.live = live
+        self.stream = stream
+        self.handle: Any = None
+        self._drawn = 0.0
+        self._line_open = False
 
-    def show(event: AgentEvent) -> None:
-        nonlocal line_open
-        if event.kind == "assistant_delta":
-            if not line_open:
-                print("[assistant] ", end="")
-                line_open = True
-            print(event.text, end="", flush=True)
+    def note(self, text: str) -> None:
+        self.event(AgentEvent("settings", text))  # shown like any one-line event
+
+    def event(self, event: AgentEvent) -> None:
+        done = self.transcript.add(event)
+        if self.live:
+            if threading.current_thread() is threading.main_thread():  # display only from the cell's thread
+                urgent = event.kind != "assistant_delta"
+                if urgent or time.monotonic() - self._drawn >= self.UPDATE_EVERY:
+                    self._draw(running=True)
             return
-        if line_open:
+        if event.kind == "assistant_delta" and self.stream:
+            print(event.text, end="", flush=True)
+            self._line_open = True
+            return
+        if self._line_open and event.kind == "assistant":
             print(flush=True)
-            line_open = False
-        if event.kind == "assistant" and streaming:
-            return  # already shown piece by piece
-        if event.kind in _SHOWN:
-            print(summarize_event(event), flush=True)
+            self._line_open = False
+        if done is not None and not (self.stream and done.kind == "note"):
+            print(step_plain(done) + "\n", flush=True)
 
-    return show
+    def _draw(self, *, running: bool) -> None:
+        from IPython.display import display  # deferred: a notebook's kernel only (start-up)
+
+        bundle = self.transcript.bundle(running=running)
+        if self.handle is None:
+            self.handle = display(bundle, raw=True, display_id=True)  # type: ignore[no-untyped-call]
+        else:
+            self.handle.update(bundle, raw=True)
+        self._drawn = time.monotonic()
+
+    def finish(self, answer: str | None) -> None:
+        """Draw the finished transcript and, when the turn ended with one, the answer in full."""
+        if self.live:
+            from IPython.display import display  # deferred: a notebook's kernel only (start-up)
+
+            if self.transcript.steps or self.handle is not None:
+                self._draw(running=False)
+            if answer:
+                display(answer_bundle(answer), raw=True)  # type: ignore[no-untyped-call]
+            return
+        if self._line_open:
+            print(flush=True)
+        if answer and not self.stream:
+            print(answer, flush=True)
 
 
 def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:
     """Register ``%%agent`` on ``shell`` (the kernel extension calls this when it loads)."""
     magics = AgentMagics(shell, service)
     shell.register_magics(magics)
+    shell.configurables.append(magics.agent_config)  # so `%config AgentConfig` lists and sets it
     return magics

@@ -2,7 +2,9 @@
 
 Order: an explicit name (config or ``IPYTHON_COMPACT_SESSION``), else the notebook's path when the
 kernel knows it (``JPY_SESSION_NAME`` from Jupyter Server, ``__vsc_ipynb_file__`` from VS Code),
-else one tied to the kernel's connection file (kept across ``restart_kernel``). A switch made with
+else one tied to the kernel's connection file (kept across ``restart_kernel``), else — terminal
+IPython, which has no connection file — the working directory and IPython profile, so a new
+``ipython`` started in the same directory finds the previous one's snapshots. A switch made with
 ``%compact session NAME`` is remembered in ``bindings.json`` under the kernel's natural key, so a
 restarted kernel binds to the same session and finds its snapshots.
 """
@@ -26,21 +28,37 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 @dataclass(frozen=True)
 class Binding:
     session: str
-    source: str  # config, env, switched, notebook, connection, process
+    source: str  # config, env, switched, notebook, connection, terminal
     key: str  # the natural key a switch is remembered under
 
     def to_json(self) -> dict[str, str]:
         return {"session": self.session, "source": self.source, "key": self.key}
 
 
-def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None) -> tuple[str, str]:
-    """``(key, source)`` from what the kernel knows about itself, most specific first."""
+def from_environment(value: str) -> str:
+    """An environment value as valid text. ``os.environ`` keeps bytes that are not UTF-8 as lone
+    surrogates (PEP 383), which SQLite refuses; they become U+FFFD, so the same bytes always give
+    the same session name."""
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None,
+                profile: str = "default", cwd: str | None = None) -> tuple[str, str]:
+    """``(key, source)`` from what the kernel knows about itself, most specific first.
+
+    Without a notebook or connection file (terminal IPython) the key is the working directory
+    and profile: stable across processes, unlike a process id.
+    """
     nb = env.get("JPY_SESSION_NAME") or user_ns.get("__vsc_ipynb_file__")
     if isinstance(nb, str) and nb:
-        return f"notebook:{os.path.abspath(nb)}", "notebook"
+        return f"notebook:{from_environment(os.path.abspath(nb))}", "notebook"
     if connection_file:
         return f"kernel:{Path(connection_file).stem}", "connection"
-    return f"process:{os.getpid()}", "process"
+    return f"terminal:{from_environment(os.path.abspath(cwd or os.getcwd()))}:{profile or 'default'}", "terminal"
 
 
 def snapshot_slug(session: str) -> str:
@@ -62,13 +80,15 @@ def _read(data_dir: Path) -> dict[str, str]:
 
 
 def resolve(
-    *, configured: str, env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None, data_dir: Path
+    *, configured: str, env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None, data_dir: Path,
+    profile: str = "default",
 ) -> Binding:
-    key, source = natural_key(env, user_ns, connection_file)
+    key, source = natural_key(env, user_ns, connection_file, profile)
     if configured:
         return Binding(configured, "config", key)
-    if env.get(ENV_SESSION):
-        return Binding(env[ENV_SESSION], "env", key)
+    named = from_environment(env.get(ENV_SESSION) or "")
+    if named.strip():
+        return Binding(named, "env", key)
     switched = _read(data_dir).get(key)
     if switched:
         return Binding(switched, "switched", key)

@@ -49,6 +49,26 @@ class CompactConfig(Configurable):  # type: ignore[misc]
         config=True)
     track_files = Bool(True, help="Record files that cells open for reading and writing (feeds the ledger).").tag(
         config=True)
+    cells_by = Enum(["user", "agent"], default_value="user",
+                    help="Who runs this kernel's cells, for the ledger's file lists: 'user' (a notebook: only "
+                         "%%agent tool calls are the agent's) or 'agent' (a kernel an agent drives, every cell "
+                         "is a tool call).").tag(config=True)
 
     def settings_mapping(self) -> dict[str, Any]:
         return dict(self.compaction)
+
+
+class AgentConfig(Configurable):  # type: ignore[misc]
+    """Settings for ``%%agent`` cells, so they need not be retyped on every cell:
+    ``%config AgentConfig.model = 'qwen2.5-coder'``. An option on the ``%%agent`` line wins for that
+    agent (and is remembered by it until ``--reset`` or another option)."""
+
+    model = Unicode("", help="Model name; empty: CompactConfig.model.").tag(config=True)
+    base_url = Unicode("", help="Base URL of the OpenAI-compatible server; empty: CompactConfig.base_url, "
+                                "then $OPENAI_BASE_URL.").tag(config=True)
+    context_window = Int(0, min=0, help="The model's context window in tokens; 0: read it from the server's "
+                                        "/v1/models card (max_model_len, context_length or context_window), "
+                                        "else CompactConfig.context_window.").tag(config=True)
+    max_steps = Int(12, min=1, help="Tool-call steps per turn.").tag(config=True)
+    stream = Bool(False, help="Show the model's text as it arrives.").tag(config=True)
+    lookup_timeout = Float(5.0, help="Seconds to wait for the server's /v1/models card.").tag(config=True)

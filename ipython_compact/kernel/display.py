@@ -21,6 +21,7 @@ from typing import Any
 from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.ledger import one_line  # one cell per line: tables never break apart
 from ipython_compact.core.readable import cell_text, entry_gist, fmt_bytes
+from ipython_compact.kernel import plain_text as P
 
 __all__ = ["cell_text", "entry_gist", "fmt_bytes"]  # re-exported: the kernel side's one import for rendering
 
@@ -72,28 +73,38 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, 
     return html_t, md, "\n".join(lines)
 
 
-def names_bundle(payload: Mapping[str, Any]) -> Rendered:
-    """The namespace table; ``payload`` is the ``names`` op result."""
-    names = list(payload.get("names", []))
-    rows = []
-    for n in names:
-        facts = []
-        if n.get("shape") is not None:
-            facts.append("×".join(str(s) for s in n["shape"]))
-        if n.get("dtype"):
-            facts.append(str(n["dtype"]))
-        if n.get("length") is not None and n.get("shape") is None:
-            facts.append(f"len {cell_text(n['length'])}")
-        rows.append([n["name"], n["type"], n.get("kind", ""), ", ".join(facts), fmt_bytes(n.get("bytes"))])
-    title = f"{len(names)} name{'s' if len(names) != 1 else ''}" + (" (truncated)" if payload.get("truncated") else "")
-    if not names:
-        return Rendered({NAMESPACE_MIME: dict(payload), "text/plain": "No user-defined names.",
-                         "text/markdown": "*No user-defined names.*",
-                         "text/html": "<p><em>No user-defined names.</em></p>"}, dict(payload))
-    h, md, txt = _table(["name", "type", "kind", "facts", "size"], rows)
-    return Rendered({NAMESPACE_MIME: dict(payload), "text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
-                     "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}"},
-                    dict(payload))
+def fields_bundle(title: str, rows: Sequence[tuple[str, str]], data: Any, *, mime: str | None = None,
+                  width: int | None = None) -> Rendered:
+    """A titled list of labelled values, each in full: plain text wraps a long value under itself
+    (``plain_text.fields``) instead of cutting it; ``application/json`` (and ``mime``) carry ``data``."""
+    plain = f"{title}\n{P.fields(rows, width or P.terminal_width())}" if rows else title
+    body = "".join(f'<tr><th style="text-align:left">{_h(k)}</th><td style="text-align:left;white-space:pre-wrap">'
+                   f"{_h(v)}</td></tr>" for k, v in rows)
+    html_t = f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><tbody>{body}</tbody></table>'
+    md = f"**{md_escape(title)}**\n\n" + "".join(f"- **{md_escape(k)}**: {md_escape(' '.join(v.split()))}\n" for k, v in rows)
+    payload = json.loads(json.dumps(data, default=str))
+    bundle: dict[str, Any] = {"text/html": html_t, "text/markdown": md, "text/plain": plain, "application/json": payload}
+    if mime:
+        bundle[mime] = payload
+    return Rendered(bundle, data)
+
+
+def grid_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], data: Any, *,
+                mime: str | None = None, width: int | None = None) -> Rendered:
+    """A titled table whose cells are shown in full: plain text wraps a cell inside its column
+    (``plain_text.table``) so the table fits the terminal."""
+    plain = f"{title}\n{P.table(headers, rows, width or P.terminal_width())}" if rows else title
+    rows = [[c.replace(P.KEEP, " ") for c in r] for r in rows]
+    head = "".join(f"<th>{_h(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
+    html_t = (f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><thead><tr>{head}</tr></thead>'
+              f"<tbody>{body}</tbody></table>")
+    md = (f"**{md_escape(title)}**\n\n| " + " | ".join(md_escape(h) for h in headers) + " |\n|" + "---|" * len(headers)
+          + "\n" + "".join("| " + " | ".join(md_escape(" ".join(c.split())) for c in r) + " |\n" for r in rows))
+    bundle: dict[str, Any] = {"text/html": html_t, "text/markdown": md, "text/plain": plain}
+    if mime:
+        bundle[mime] = data
+    return Rendered(bundle, data)
 
 
 def _count(value: Any) -> str:
@@ -120,14 +131,8 @@ def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> 
 
 
 def mapping_bundle(title: str, data: Mapping[str, Any], *, mime: str | None = None) -> Rendered:
-    """A titled key/value listing (status, snapshot and restore reports)."""
-    h, md, txt = _table(["field", "value"], [[k, v] for k, v in data.items()])
-    bundle: dict[str, Any] = {"text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
-                              "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}",
-                              "application/json": json.loads(json.dumps(dict(data), default=str))}
-    if mime:
-        bundle[mime] = bundle["application/json"]
-    return Rendered(bundle, dict(data))
+    """A titled key/value listing (restore, pin, import reports): every value in full, as text."""
+    return fields_bundle(title, [(str(k), cell_text(v)) for k, v in data.items()], dict(data), mime=mime)
 
 
 def text_bundle(text: str, *, title: str | None = None) -> Rendered:

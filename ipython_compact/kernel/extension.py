@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -44,7 +45,9 @@ class Extension:
         self.helper = CompactHelper(self.service)
         self.magics = CompactMagics(ip, self.service)
         self._timer: Any = None
+        self._depth = 0  # cells running now: 2 while a %%agent tool call runs inside its cell
         self._last_sync_snapshot = 0.0
+        self._auto_error: str | None = None  # the last automatic-snapshot problem told to the user
         self.comm_manager: Any = None
         self.agent_magics: AgentMagics | None = None
 
@@ -106,17 +109,22 @@ class Extension:
     def pre_run_cell(self, info: Any = None) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
+        self._depth += 1  # a %%agent tool call is a cell run inside the %%agent cell
         self.service.executing = True
-        self.service.fileops.in_cell = True
+        self.service.fileops.cells_by = self.config.cells_by
+        self.service.fileops.begin_cell()
         self._cancel_timer()
 
     def post_run_cell(self, result: Any = None) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        self.service.executing = False
-        self.service.fileops.in_cell = False
+        self._depth = max(0, self._depth - 1)
+        self.service.executing = self._depth > 0  # still busy while the outer cell runs
+        self.service.fileops.end_cell()
         try:
             self.service.flush_file_ops()
+            if self._depth > 0:
+                return  # the end of a tool call, not of the user's cell
             pending = self.helper.take_pending()
             if pending is not None:
                 self._run_requested(pending)
@@ -161,9 +169,13 @@ class Extension:
         if self.service.executing or threading.current_thread() is not threading.main_thread():
             return
         try:
-            self.service.snapshot(record=False, automatic=True)  # sampled checks, every Nth verifies fully
-        except Exception as exc:
-            log.debug("automatic snapshot failed: %s", exc)
+            self.service.automatic_snapshot()  # sampled checks, every Nth verifies fully; skipped while empty
+            self._auto_error = None
+        except Exception as exc:  # said once per distinct problem: one sentence with what to do
+            text = f"ipython_compact: the automatic snapshot was not written: {exc}"
+            if text != self._auto_error:
+                print(text, file=sys.stderr)
+            self._auto_error = text
 
 
 def _unregister_magics(ip: Any, magics: Any) -> None:

@@ -1,12 +1,16 @@
-"""Which files the user's cells open for reading and writing (feeds the compaction ledger).
+"""Which files cells open for reading and writing, and who ran the cell (feeds the compaction ledger).
 
 Why: the compaction summary lists files read and modified, the way pi tracks its read/write/edit
 tools. In a kernel, files are touched by arbitrary code (``open``, pandas, numpy), so we listen to
 Python's ``open`` audit event, which every file open in the interpreter raises.
 
 What must hold:
-- Only opens made on the main thread while a user cell runs are recorded (not the extension's own
+- Only opens made on the main thread while a cell runs are recorded (not the extension's own
   files, not the interpreter's imports, not subshell traffic).
+- Each open is attributed to who ran the code: ``"agent"`` for an agent's tool call (a cell run
+  inside an ``agent_turn()``, or every cell when ``cells_by="agent"`` — a kernel a host agent
+  drives), ``"user"`` for a person's cell. The agent machinery between tool calls (the model
+  client reading ``/etc/os-release``, certificates, …) is nobody's file activity: it is paused.
 - The hook is installed once per process (audit hooks cannot be removed); when the extension is
   unloaded it becomes inert. It never raises and does only a few dict operations per event.
 - Paths under the interpreter's prefixes, ``/proc``, ``/dev`` and our data directory are ignored.
@@ -28,16 +32,44 @@ _CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyd")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
-class FileOpsRecorder:
-    """Collects ``(path, read|write)`` while a cell runs; ``take()`` hands them over once."""
+USER = "user"
+AGENT = "agent"
 
-    def __init__(self, ignore_prefixes: tuple[str, ...] = ()) -> None:
+
+class FileOpsRecorder:
+    """Collects ``(path, read|write)`` per actor while a cell runs; ``take()`` hands them over once."""
+
+    def __init__(self, ignore_prefixes: tuple[str, ...] = (), *, cells_by: str = USER) -> None:
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/proc", "/dev", "/sys", *ignore_prefixes}
         self.ignore = tuple(os.path.join(os.path.abspath(p), "") for p in prefixes if p)
         self.in_cell = False
-        self.read: dict[str, None] = {}
-        self.written: dict[str, None] = {}
+        self.cells_by = cells_by
+        self.actor = cells_by
+        self.in_agent_turn = False
+        self.read: dict[str, dict[str, None]] = {}
+        self.written: dict[str, dict[str, None]] = {}
         self._lock = threading.Lock()
+
+    def begin_cell(self) -> None:
+        """A cell starts: inside an agent turn it is the agent's tool call, else ``cells_by``'s."""
+        self.actor = AGENT if self.in_agent_turn else self.cells_by
+        self.in_cell = True
+
+    def end_cell(self) -> None:
+        """A cell ended; inside an agent turn, recording pauses again until the next tool call."""
+        self.in_cell = False
+        self.actor = self.cells_by
+
+    @contextlib.contextmanager
+    def agent_turn(self) -> Iterator[None]:
+        """An agent turn runs inside this (a ``%%agent`` cell): only its tool calls are recorded,
+        as the agent's; the turn's own machinery is not."""
+        previous = (self.in_cell, self.in_agent_turn, self.actor)
+        self.in_cell, self.in_agent_turn = False, True
+        try:
+            yield
+        finally:
+            self.in_cell, self.in_agent_turn, self.actor = previous
 
     def record(self, path: Any, mode: Any, flags: Any) -> None:
         if not self.in_cell or threading.current_thread() is not _MAIN:
@@ -52,7 +84,7 @@ class FileOpsRecorder:
         write = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             mode is None and isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
         with self._lock:
-            (self.written if write else self.read)[full] = None
+            (self.written if write else self.read).setdefault(self.actor, {})[full] = None
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -64,13 +96,15 @@ class FileOpsRecorder:
         finally:
             self.in_cell = previous
 
-    def take(self) -> tuple[list[str], list[str]]:
-        """``(read, modified)`` since the last take; a file both read and written counts as modified."""
+    def take(self) -> dict[str, tuple[list[str], list[str]]]:
+        """``{actor: (read, modified)}`` since the last take; a file both read and written by the same
+        actor counts as modified."""
         with self._lock:
-            written = list(self.written)
-            read = [p for p in self.read if p not in self.written]
+            taken = {actor: ([p for p in self.read.get(actor, {}) if p not in self.written.get(actor, {})],
+                             list(self.written.get(actor, {})))
+                     for actor in {*self.read, *self.written}}
             self.read, self.written = {}, {}
-        return read, written
+        return {actor: ops for actor, ops in taken.items() if ops[0] or ops[1]}
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:

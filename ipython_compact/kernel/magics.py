@@ -1,8 +1,10 @@
 """``%compact`` and its subcommands, each with ``--help``.
 
-``%compact`` alone (or ``%compact now [focus]``) compacts now; any text that is not a subcommand
-is taken as focus text. Wrong usage raises ``UsageError`` naming what to type instead; nothing is
-changed by a command that failed to parse.
+``%compact`` alone, ``%compact now [FOCUS]`` or ``%compact --focus FOCUS`` compacts now. Any other
+first word that is not a subcommand is a ``UsageError`` with the closest subcommand ("did you mean
+`status`?"): a typo must never run a compaction. Wrong usage raises ``UsageError`` naming what to
+type instead; nothing is changed by a command that failed to parse. ``--help`` is printed, never
+returned as the cell's value.
 
 Adding a subcommand is one edit: a method on ``CompactMagics`` decorated with
 ``@COMMANDS.subcommand(name, help, arg(...), ...)`` (``kernel/magic_args.py``). An exception a
@@ -23,8 +25,11 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel import display as D
-from ipython_compact.kernel.magic_args import HelpShown, Registry, arg
+from ipython_compact.kernel import reports as R
+from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean
+from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.namespace.snapshot import SnapshotError
 from ipython_compact.paths import read_only_reason
 from ipython_compact.store.errors import DatabaseLockedError, ImportFormatError, StoreError
 
@@ -62,6 +67,7 @@ def _os_error(name: str, exc: BaseException) -> str:
 #: What a handler's exception means to the user, first match wins (subclasses before their bases).
 ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str]], ...] = (
     (Busy, lambda name, exc: f"%compact {name}: {exc}"),
+    (SnapshotError, lambda name, exc: f"%compact {name}: {exc}."),  # the message says what to do
     (NothingToCompact, lambda name, exc: (
         f"%compact {name}: {exc}. Nothing was changed. History to compact comes from `%%agent` turns or "
         "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")),
@@ -83,13 +89,31 @@ def usage_error(name: str, exc: BaseException) -> UsageError | None:
     return None
 
 
-def _overview() -> str:
-    names = COMMANDS.names()
-    width = max(len(n) for n in names)
+def _overview(width: int | None = None) -> str:
+    rows = [(f"  {n}", COMMANDS[n].help) for n in COMMANDS.names()]
     lines = ["usage: %compact [SUBCOMMAND] [ARGS] — `%compact SUBCOMMAND --help` for each", "",
-             "With no subcommand (or text that is not one) it compacts now, using the text as focus.", ""]
-    lines += [f"  {n.ljust(width)}  {COMMANDS[n].help}" for n in names]
-    return "\n".join(lines)
+             "`%compact` alone, `%compact now [FOCUS]` or `%compact --focus FOCUS` compacts now.", ""]
+    return "\n".join(lines) + "\n" + fields(rows, width or terminal_width())
+
+
+def _not_a_subcommand(word: str, line: str) -> UsageError:
+    """The error for a first word that is no subcommand: never taken as focus text, so a typo such
+    as ``%compact stauts`` cannot start a compaction."""
+    if word.startswith("-"):
+        return UsageError(f"%compact: unknown option {word!r}{did_you_mean(word, ['--focus', '--help'])}. "
+                          "Type `%compact --help` for the subcommands.")
+    return UsageError(f"%compact: {word!r} is not a subcommand{did_you_mean(word, COMMANDS.names()) or '.'} Nothing was run. "
+                      f"To compact with focus text, type `%compact now {line}`; `%compact --help` lists the subcommands.")
+
+
+def _focus(a: argparse.Namespace) -> str | None:
+    """Focus text from the words after ``now``/``preview`` and ``--focus`` (both may be given)."""
+    words = [*a.focus, *([a.focus_option] if a.focus_option else [])]
+    return " ".join(words).strip() or None
+
+
+FOCUS_ARGS = (arg("focus", nargs="*", help="focus text for the summary"),
+              arg("--focus", dest="focus_option", metavar="TEXT", help="focus text (the same as the words)"))
 
 
 def _at_least(value: int | None, low: int, option: str) -> None:
@@ -113,19 +137,21 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except ValueError as exc:
             raise UsageError(f"%compact: cannot parse the line ({exc}); check the quotes") from None
         if argv and argv[0] in ("-h", "--help", "help"):
-            return D.text_bundle(_overview())
+            print(_overview())
+            return None
         if argv and argv[0] == "compact":
             argv = argv[1:]
-        if not argv or argv[0] not in COMMANDS:
-            if argv and argv[0].startswith("-"):
-                raise UsageError(f"%compact: unknown option {argv[0]!r}. Type `%compact --help` for the subcommands.")
+        if not argv or argv[0] == "--focus" or argv[0].startswith("--focus="):
             argv = ["now", *argv]
+        elif argv[0] not in COMMANDS:
+            raise _not_a_subcommand(argv[0], line.strip())
         name, rest = argv[0], argv[1:]
         command = COMMANDS[name]
         try:
-            args = command.parser(COMMANDS.magic).parse_args(rest)
+            args = command.parser(COMMANDS.magic).parse_strict(rest)
         except HelpShown as shown:
-            return D.text_bundle(shown.text)
+            print(shown.text)
+            return None
         try:
             with self.service.fileops.paused():
                 return command.handler(self, args)
@@ -137,19 +163,18 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
     # ------------------------------------------------------------------ handlers
     @COMMANDS.subcommand("now", "Compact the session now, optionally steering the summary with focus text.",
-                         arg("focus", nargs="*", help="focus text for the summary"))
+                         *FOCUS_ARGS)
     def _now(self, a: argparse.Namespace) -> Any:
-        focus = " ".join(a.focus) or None
-        result = self.service.compact(focus=focus)
+        result = self.service.compact(focus=_focus(a))
         comp = result["compaction"]
         shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
         return D.summary_bundle(shown, result.get("notice"))
 
     @COMMANDS.subcommand("preview", "Dry run: what would be summarized, kept, externalized and discarded.",
-                         arg("focus", nargs="*", help="focus text for the summary"))
+                         *FOCUS_ARGS)
     def _preview(self, a: argparse.Namespace) -> Any:
         try:
-            plan = self.service.preview(" ".join(a.focus) or None)
+            plan = self.service.preview(_focus(a))
         except NothingToCompact as exc:
             # A dry run's honest answer, not a mistake: a fresh session has nothing to compact yet.
             tokens = self.service.status().get("tokens")
@@ -162,37 +187,69 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
     @COMMANDS.subcommand("status", "Tokens in context, the window, and both threshold lines.")
     def _status(self, a: argparse.Namespace) -> Any:
-        return D.mapping_bundle(f"Session {self.service.session}", self.service.status())
+        return R.status_bundle(self.service.status())
 
     @COMMANDS.subcommand("names", "The user-defined names in the kernel with cheap facts (like %who).",
                          arg("--limit", type=int, default=None, help="list at most this many names"))
     def _names(self, a: argparse.Namespace) -> Any:
         _at_least(a.limit, 0, "--limit")
-        return D.names_bundle(self.service.names(limit=a.limit).to_json())
+        last = self.service.last_snapshot  # its skip reasons are facts; the probe's are judged from types
+        lost = {s.name: s.reason for s in last.skipped} if last is not None else {}
+        return R.names_bundle(self.service.names(limit=a.limit).to_json(), lost=lost)
 
     @COMMANDS.subcommand("snapshot", "Write a snapshot of the namespace now (incremental unless --full).",
                          arg("--full", action="store_true", help="serialize and write every value again"),
                          epilog=SNAPSHOT_VERIFICATION)
     def _snapshot(self, a: argparse.Namespace) -> Any:
         report = self.service.snapshot(full=a.full)
-        return D.mapping_bundle(f"Snapshot generation {report.generation}", report.to_json())
+        return R.snapshot_bundle(report.to_json())
 
-    @COMMANDS.subcommand("restore", "Bring names back from the newest valid snapshot (after a restart).",
-                         arg("names", nargs="*", help="only these names (default: all)"))
+    @COMMANDS.subcommand("restore", "Bring names back from the newest snapshot holding your work (after a restart).",
+                         arg("names", nargs="*", help="only these names (default: all)"),
+                         arg("--names", dest="name_list", default="", help="only these names, comma-separated"),
+                         arg("--generation", type=int, default=None,
+                             help="restore this generation (see %%compact snapshots) instead of the newest"))
     def _restore(self, a: argparse.Namespace) -> Any:
-        report = self.service.restore(names=a.names or None)
-        if report.generation is None:
-            detail = "; ".join(report.refused) or "no snapshot exists for this session yet"
-            raise ValueError(f"nothing to restore ({detail}); take one with `%compact snapshot`")
+        wanted = [*a.names, *[n.strip() for n in a.name_list.split(",") if n.strip()]]
+        report = self.service.restore(names=wanted or None, generation=a.generation)
         shown = report.to_json()
+        if report.generation is None:  # a warning with what is available, never a success
+            text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
+            return D.text_bundle(text, title="Warning: nothing was restored")
         accounted = set(report.restored) | {s.name for s in report.failed} | {s.name for s in report.quarantined}
-        missing = [n for n in a.names if n not in accounted]
+        missing = [n for n in wanted if n not in accounted]
         if missing and not accounted:
             raise ValueError(f"not in snapshot generation {report.generation}: {', '.join(missing)}; "
                              "`%compact restore` with no names brings back everything it holds")
         if missing:
             shown["not_in_snapshot"] = missing
+        if not report.restored:
+            return D.mapping_bundle(f"Warning: nothing was restored from generation {report.generation}", shown)
         return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", shown)
+
+    @COMMANDS.subcommand("snapshots", "List snapshot generations: number, time, kernel, names, size, verified.",
+                         arg("--discard", type=int, default=None, metavar="N",
+                             help="delete every snapshot of the earlier kernel that wrote generation N"))
+    def _snapshots(self, a: argparse.Namespace) -> Any:
+        if a.discard is not None:
+            gone = self.service.discard_snapshots(a.discard)
+            return D.mapping_bundle("Discarded", {"generations": gone})
+        rows = self.service.snapshot_list()
+        if not rows:
+            return D.text_bundle(f"No snapshots for session {self.service.session} in {self.service.snapshot_dir}.")
+
+        def kernel(r: dict[str, Any]) -> str:
+            who = "this kernel" if r["own"] else f"pid {r['pid']}" if r["pid"] else "?"
+            return who + (" (provisional)" if r["provisional"] else "")
+
+        def names(r: dict[str, Any]) -> str:
+            shown = ", ".join(r["names"][:6])
+            return f"{len(r['names'])}: {shown}" + (" …" if len(r["names"]) > 6 else "")
+
+        table = [[r["generation"], r["timestamp"] or "", kernel(r), r["origin"] or "", names(r), D.fmt_bytes(r["bytes"]),
+                  "yes" if r["verified"] else f"no: {r['problem']}"] for r in rows]
+        return D.rows_bundle(f"Snapshots of {self.service.session}",
+                             ["generation", "time", "kernel", "taken", "names", "size", "verified"], table, rows)
 
     @COMMANDS.subcommand("log", "The newest entries of the session log.",
                          arg("-n", type=int, default=20, help="how many entries (default 20; 0 for all)"))

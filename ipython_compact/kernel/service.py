@@ -38,7 +38,7 @@ from ipython_compact.namespace.snapshot import (
     load_or_create_key,
 )
 from ipython_compact.store.sqlite_store import utc_now as _now
-from ipython_compact.summarizers.offline import OfflineSummarizer
+from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
@@ -66,7 +66,8 @@ class KernelService:
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
-        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),))
+        self.agent_window: int | None = None  # set by %%agent: the window of the agent compacting this session
+        self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
     # ------------------------------------------------------------------ binding
@@ -81,7 +82,8 @@ class KernelService:
         if conn is None and kernel is not None:
             conn = getattr(getattr(kernel, "parent", None), "abs_connection_file", None)
         return B.resolve(configured=self.config.session, env=os.environ, user_ns=self.shell.user_ns,
-                         connection_file=conn, data_dir=paths.data_dir())
+                         connection_file=conn, data_dir=paths.data_dir(),
+                         profile=str(getattr(self.shell, "profile", "default") or "default"))
 
     @property
     def session(self) -> str:
@@ -109,14 +111,20 @@ class KernelService:
         return self._store
 
     @property
+    def snapshot_dir(self) -> Path:
+        """Where this session's snapshots live (shown when a restore finds nothing)."""
+        return paths.data_dir() / "snapshots" / B.snapshot_slug(self.session)
+
+    @property
     def snapshots(self) -> SnapshotStore:
         if self._snapshots is None:
             c = self.config
+            data = paths.data_dir()
             self._snapshots = SnapshotStore(
-                paths.snapshots_dir() / B.snapshot_slug(self.session), load_or_create_key(paths.key_path()),
-                max_name_bytes=c.snapshot_max_name_bytes, max_total_bytes=c.snapshot_max_total_bytes,
-                generations=c.snapshot_generations, durable=c.snapshot_durable,
-                name_timeout=c.snapshot_name_timeout or None)
+                self.snapshot_dir, load_or_create_key(paths.key_path()), session=self.session, root=data,
+                ledger=LogLedger(self), max_name_bytes=c.snapshot_max_name_bytes,
+                max_total_bytes=c.snapshot_max_total_bytes, generations=c.snapshot_generations,
+                durable=c.snapshot_durable, name_timeout=c.snapshot_name_timeout or None)
         return self._snapshots
 
     def close(self) -> None:
@@ -153,17 +161,26 @@ class KernelService:
         # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
         # estimates after it — not a plain sum, which disagreed with `%compact preview`.
         tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
-        window = int(self.config.context_window)
+        window = int(self.agent_window or self.config.context_window)
         problem = None
         try:
             lines: Any = threshold_lines(window, settings)
         except ValueError as exc:  # a misconfigured window: report it instead of failing the status
             lines, problem = None, str(exc)
+        if problem is None and tokens > window:
+            problem = (f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
+                       "context would be refused. `%compact now` brings it under the window")
+        elif problem is None and lines is not None and tokens > lines.blocking:
+            problem = (f"over the blocking line ({lines.blocking:,}): the next agent turn compacts before it calls "
+                       "the model; `%compact now` compacts now")
         live = self.store.live_status(self.session)
         snap = self.snapshots.latest_manifest()
         return {
             "session": self.session,
             "binding": self.binding.source,
+            "binding_key": self.binding.key,  # what the session is tied to (notebook, kernel, terminal: cwd+profile)
+            "snapshot_dir": str(self.snapshot_dir),
+            "restore_pending": self.snapshots.pending,  # an earlier kernel's snapshot waits for %compact restore
             "tokens": tokens,
             "window": window,
             "blocking_line": None if lines is None else lines.blocking,
@@ -179,6 +196,7 @@ class KernelService:
             "snapshot": None if snap is None else {
                 "generation": snap.get("generation"), "timestamp": snap.get("timestamp"),
                 "names": len(snap.get("names", {})), "skipped": snap.get("skipped", []), "bytes": snap.get("bytes"),
+                "origin": snap.get("origin"), "provisional": snap.get("provisional"),
                 "verification": snap.get("verification"),  # "sampled" | "full" (null: written before modes existed)
                 "last_full_verification": snap.get("last_full_verification"),  # {generation, timestamp} | null
             },
@@ -278,15 +296,8 @@ class KernelService:
         return Compactor(self.store, self._summarizer(), self.settings())
 
     def _summarizer(self) -> Any:
-        """The configured summarizer: ``offline`` (default, no network) or ``openai``."""
-        kind = self.config.summarizer
-        if kind == "offline":
-            return OfflineSummarizer()
-        if kind == "openai":
-            from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
-
-            return OpenAISummarizer(self.config.model or None, base_url=self.config.base_url or None)
-        raise ValueError(f"unknown summarizer {kind!r}; set %config CompactConfig.summarizer = 'offline' or 'openai'")
+        """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
+        return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
         plan = self._compactor().plan(self.session, focus=focus)
@@ -328,12 +339,22 @@ class KernelService:
         return notice
 
     # ------------------------------------------------------------------ snapshots
+    def automatic_snapshot(self) -> SnapshotReport | None:
+        """The debounced snapshot after cells; None (nothing written) while no user name is defined.
+
+        An automatic snapshot of an empty namespace would only bury the previous kernel's work.
+        """
+        if not user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids):
+            return None
+        return self.snapshot(record=False, automatic=True)
+
     def snapshot(self, *, full: bool = False, record: bool = True, automatic: bool = False) -> SnapshotReport:
         """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log.
 
         Explicit snapshots (the default) always verify fully. ``automatic`` (the debounced one after
         cells) follows ``CompactConfig.verify_unchanged`` / ``full_verify_every``: sampled checks,
-        with every Nth automatic snapshot verifying fully (``SnapshotStore.automatic_verification``).
+        with every Nth automatic snapshot verifying fully (``SnapshotStore.automatic_verification``);
+        while an earlier kernel's snapshot waits to be restored they are provisional.
         """
         self._main_and_idle("snapshot")
         lock = self._lock("snapshot")
@@ -345,7 +366,7 @@ class KernelService:
                 verify = (self.snapshots.automatic_verification(self.config.verify_unchanged,
                                                                 self.config.full_verify_every)
                           if automatic and not full else "full")
-                report = self.snapshots.save(items, full=full, timestamp=_now(), verify=verify)
+                report = self.snapshots.save(items, full=full, timestamp=_now(), verify=verify, automatic=automatic)
             except (OSError, SnapshotError) as exc:
                 self.last_snapshot_error = f"{type(exc).__name__}: {exc}"
                 raise
@@ -355,33 +376,102 @@ class KernelService:
             with contextlib.suppress(Exception):
                 self.store.append(self.session, E.SNAPSHOT, {
                     "generation": report.generation, "saved": len(report.saved),
-                    "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes}, timestamp=_now())
+                    "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes,
+                    "manifest_digest": report.manifest_digest}, timestamp=_now())
             return report
         finally:
             lock.release()
 
-    def restore(self, names: list[str] | None = None) -> RestoreReport:
+    def restore(self, names: list[str] | None = None, generation: int | None = None) -> RestoreReport:
+        """Bind names from the newest snapshot holding user work (or ``generation``) into the namespace.
+
+        A restore that brings back nothing carries a warning saying where it looked, what is
+        available, and how to point it elsewhere — it is never reported as a success.
+        """
         self._main_and_idle("restore")
         lock = self._lock("snapshot")
         if not lock.acquire(blocking=False):
             raise Busy("a snapshot is being written; restore after it finishes")
         try:
-            report = self.snapshots.restore_into(self.shell.user_ns, names=names)
+            report = self.snapshots.restore_into(self.shell.user_ns, names=names, generation=generation)
+            if not report.restored:
+                report.warnings.append(self._nothing_restored(report))
             self.last_restore = report
             return report
         finally:
             lock.release()
 
+    def _nothing_restored(self, report: RestoreReport) -> str:
+        where = (f"looked in {self.snapshot_dir} for session {self.session!r} (bound by {self.binding.source}: "
+                 f"{self.binding.key})")
+        elsewhere = ("to use another session's snapshots, `%compact session NAME` (remembered across restarts) or "
+                     "set IPYTHON_COMPACT_SESSION before starting the kernel")
+        if report.generation is None:
+            listed = [g.generation for g in self.snapshots.generations_info() if g.verified]
+            if listed:
+                return (f"restored nothing: {where}; no snapshot could be used automatically, but generations "
+                        f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
+                        f"`%compact restore --generation N`; {elsewhere}")
+            return (f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
+                    f"{elsewhere}")
+        return (f"restored nothing from generation {report.generation}: it holds "
+                f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others")
+
+    def snapshot_list(self) -> list[dict[str, Any]]:
+        """Every generation on disk (number, time, kernel process, names, size, verified or not)."""
+        return [g.to_json() for g in self.snapshots.generations_info()]
+
+    def discard_snapshots(self, generation: int) -> list[int]:
+        """Delete the snapshots of the earlier kernel that wrote ``generation`` (the user chose not to restore it)."""
+        return self.snapshots.discard(generation)
+
     # ------------------------------------------------------------------ file ops
-    def flush_file_ops(self) -> dict[str, list[str]] | None:
-        """Record the files the last cell read/modified as a ``custom`` entry (data for the ledger)."""
-        read, modified = self.fileops.take()
-        if not read and not modified:
-            return None
-        data = {"read": read, "modified": modified}
+    def flush_file_ops(self) -> list[dict[str, Any]]:
+        """Record the files the last cell read/modified as ``custom`` entries (data for the ledger),
+        one per actor: ``by`` is ``"agent"`` (an agent's tool call) or ``"user"`` (a person's cell)."""
+        recorded = []
+        for actor, (read, modified) in sorted(self.fileops.take().items()):
+            data = {"read": read, "modified": modified, "by": actor}
+            with contextlib.suppress(Exception):
+                self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
+            recorded.append(data)
+        return recorded
+
+
+class LogLedger:
+    """Manifest digests recorded in the session database, outside the snapshot folder.
+
+    Every snapshot's digest goes into the session's status table (``snapshot_digests``: the
+    newest 64 generations, so a save costs one small upsert); explicit snapshots also carry it in
+    their ``snapshot`` entry of the hash-chained log. ``recorded`` merges both. A database that
+    cannot be written must not stop a snapshot: recording is best effort, and restore compares
+    against whatever was recorded.
+    """
+
+    KEY = "snapshot_digests"
+    KEEP = 64
+
+    def __init__(self, service: KernelService) -> None:
+        self._service = service
+
+    def record(self, generation: int, digest: str) -> None:
         with contextlib.suppress(Exception):
-            self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
-        return data
+            store, session = self._service.store, self._service.session
+            known = store.status_get(session, self.KEY, {}) or {}
+            known[str(generation)] = digest
+            newest = sorted(known, key=int)[-self.KEEP:]
+            store.status_set(session, self.KEY, {g: known[g] for g in newest})
+
+    def recorded(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        with contextlib.suppress(Exception):
+            store, session = self._service.store, self._service.session
+            for e in store.entries(session, kinds=(E.SNAPSHOT,)):
+                if isinstance(e.data.get("manifest_digest"), str) and type(e.data.get("generation")) is int:
+                    out[e.data["generation"]] = e.data["manifest_digest"]
+            for g, d in (store.status_get(session, self.KEY, {}) or {}).items():
+                out[int(g)] = str(d)
+        return out
 
 
 def _jsonable(obj: Any) -> dict[str, Any]:

@@ -17,10 +17,19 @@ What must hold:
 - The namespace is copied atomically before iterating, so a cell that adds names concurrently
   cannot raise "dictionary changed size".
 - A deadline bounds the work; past it the result says ``truncated``.
+- Sizes: strings/bytes/arrays report their exact buffer size; builtin containers (list, tuple,
+  dict, set) an estimate (``bytes_approx``) from the base types' own ``__sizeof__`` slots over a
+  bounded sample of their items, so a million-item list costs the same as a small one; DataFrames
+  their pandas memory without object contents (also ``bytes_approx`` when object columns exist)
+  plus a dtypes summary.
+- ``restart`` says why a value cannot survive a kernel restart (an open file, a generator, a
+  lock, a thread, a socket, a database connection), judged from its type alone, with the same
+  words the snapshot's skip reasons use.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 import types
@@ -53,6 +62,9 @@ class NameInfo:
     dtype: str | None = None
     length: int | None = None
     bytes: int | None = None
+    bytes_approx: bool = False
+    dtypes: str | None = None
+    restart: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.type, "kind": self.kind}
@@ -66,6 +78,12 @@ class NameInfo:
             out["length"] = self.length
         if self.bytes is not None:
             out["bytes"] = self.bytes
+            if self.bytes_approx:
+                out["bytes_approx"] = True
+        if self.dtypes is not None:
+            out["dtypes"] = self.dtypes
+        if self.restart is not None:
+            out["restart"] = self.restart
         return out
 
 
@@ -208,6 +226,97 @@ def readable_dtype(dtype: Any, np: Any, *, depth: int = 0) -> str | None:
     return name
 
 
+_EXACT_ATOMS: frozenset[type] = frozenset({int, float, complex, bool, type(None), str, bytes})
+_CONTAINERS: tuple[type, ...] = (list, tuple, dict, set, frozenset)
+SIZE_SAMPLE = 64  # items looked at per container level
+SIZE_BUDGET = 256  # items looked at per name, all levels together
+SIZE_DEPTH = 3
+
+
+def _items(base: type, value: Any) -> Any:
+    """The items of a builtin container through the base type's own methods (no override runs);
+    a dict's keys and values both count."""
+    if base is dict:
+        return (part for pair in dict.items(value) for part in pair)
+    iterator: Any = base.__dict__["__iter__"]
+    return iterator(value)
+
+
+def container_bytes(value: Any, base: type, depth: int = 0, budget: list[int] | None = None) -> tuple[int, bool]:
+    """(estimated bytes, approximate?) of a builtin container and what it holds.
+
+    Uses the base type's ``__sizeof__`` slot (never an override) and looks at no more than
+    ``SIZE_SAMPLE`` items per level, ``SIZE_DEPTH`` levels and ``SIZE_BUDGET`` items in all; the
+    rest is extrapolated, which makes the figure approximate. Items of other types count as a
+    pointer only (also approximate).
+    """
+    budget = [SIZE_BUDGET] if budget is None else budget
+    size_of: Any = next(k.__dict__["__sizeof__"] for k in base.__mro__ if "__sizeof__" in k.__dict__)  # builtin MRO
+    total = int(size_of(value))
+    n = _builtin_len(base, value) * (2 if base is dict else 1)
+    approx = False
+    sampled = 0
+    inner = 0
+    for part in _items(base, value):
+        if sampled >= SIZE_SAMPLE or budget[0] <= 0:
+            approx = True
+            break
+        sampled += 1
+        budget[0] -= 1
+        cls: Any = type(part)
+        if cls in _EXACT_ATOMS:
+            inner += int(cls.__sizeof__(part))
+        elif cls in _CONTAINERS and depth < SIZE_DEPTH:
+            got, rough = container_bytes(part, cls, depth + 1, budget)
+            inner += got
+            approx = approx or rough
+        else:
+            approx = True
+    if 0 < sampled < n:
+        inner = inner * n // sampled
+    return total + inner, approx
+
+
+def _restart_reason(cls: type) -> str | None:
+    """Why a value of class ``cls`` cannot be saved for a restart, judged from its type alone."""
+    if issubclass(cls, io.IOBase):
+        return "open file handles are not persisted"
+    if issubclass(cls, (types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType)):
+        return "a running generator's position cannot be saved"
+    if issubclass(cls, (types.FrameType, types.TracebackType)):
+        return "interpreter frames cannot be saved"
+    for module, names, reason in _LIVE_RESOURCES:
+        mod = sys.modules.get(module)  # never imported here: a class not loaded cannot be in the namespace
+        if mod is None:
+            continue
+        for name in names:
+            klass = getattr(mod, name, None)
+            if type(klass) is type and issubclass(cls, klass):
+                return reason
+    return None
+
+
+_LIVE_RESOURCES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("_thread", ("LockType", "RLock"), "locks cannot be saved"),
+    ("threading", ("Thread",), "a running thread cannot be saved"),
+    ("socket", ("socket",), "an open network connection cannot be saved"),
+    ("sqlite3", ("Connection", "Cursor"), "an open database connection cannot be saved"),
+    ("subprocess", ("Popen",), "a running process cannot be saved"),
+)
+
+
+def _dtypes_summary(frame: Any) -> tuple[str, bool]:
+    """``int64 ×2, float64, object`` for a DataFrame, and whether object columns exist."""
+    counts: dict[str, int] = {}
+    for dtype in frame.dtypes:
+        counts[str(dtype)] = counts.get(str(dtype), 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [name if n == 1 else f"{name} ×{n}" for name, n in ordered[:4]]
+    if len(ordered) > 4:
+        parts.append(f"+{len(ordered) - 4} more")
+    return ", ".join(parts), "object" in counts
+
+
 def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | None, int | None, int | None]:
     """Shape/dtype/length/bytes for known array types, via base-class descriptors only."""
     np = sys.modules.get("numpy")
@@ -223,12 +332,13 @@ def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | N
     if pd is not None:
         if cls is pd.DataFrame:
             shape = (len(value.index), len(value.columns))
-            return shape, None, shape[0], None
+            return shape, None, shape[0], int(value.memory_usage(index=True, deep=False).sum())
         if cls is pd.Series:
             n = len(value.index)
             series_dtype = value.dtype
             readable = readable_dtype(series_dtype, np) if np is not None else None
-            return (n,), readable if readable is not None else str(series_dtype), n, None
+            return (n,), readable if readable is not None else str(series_dtype), n, int(
+                value.memory_usage(index=True, deep=False))
     torch = sys.modules.get("torch")
     if torch is not None and cls is getattr(torch, "Tensor", None):
         shape = tuple(int(s) for s in value.shape)
@@ -252,21 +362,33 @@ def describe(name: str, value: Any) -> NameInfo:
     dtype: str | None = None
     length: int | None = None
     nbytes: int | None = None
+    approx = False
+    dtypes: str | None = None
+    restart: str | None = None
     try:
         if kind == "data":
             for base in _SIZED_BUILTINS:
                 if issubclass(cls, base):
                     length = _builtin_len(base, value)
-                    if base in (str, bytes, bytearray):
-                        nbytes = length if base is not str else None
+                    if base in (bytes, bytearray):
+                        nbytes = length
+                    elif base is str:
+                        nbytes = int(str.__sizeof__(value))
+                    else:
+                        nbytes, approx = container_bytes(value, base)
                     break
         elif kind == "object":
             shape, dtype, length, nbytes = _array_facts(value, cls)
             if shape is not None:
                 kind = "data"
+                pd = sys.modules.get("pandas")
+                if pd is not None and cls is pd.DataFrame:
+                    dtypes, approx = _dtypes_summary(value)
+            else:
+                restart = _restart_reason(cls)
     except Exception:
-        shape, dtype, length, nbytes = None, None, None, None
-    return NameInfo(name, qual, module, kind, shape, dtype, length, nbytes)
+        shape, dtype, length, nbytes, approx, dtypes = None, None, None, None, False, None
+    return NameInfo(name, qual, module, kind, shape, dtype, length, nbytes, approx, dtypes, restart)
 
 
 def probe_namespace(

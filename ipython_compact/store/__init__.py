@@ -11,12 +11,14 @@ from ipython_compact.store.errors import (
     DatabaseLockedError,
     ImportFormatError,
     InvalidEntryError,
+    LeafMovedError,
     SessionExistsError,
     StoreError,
     UnknownEntryError,
     UnknownSessionError,
 )
 from ipython_compact.store.sqlite_store import (
+    ANY_LEAF,
     LEAF,
     BranchPaths,
     ContextView,
@@ -30,6 +32,7 @@ from ipython_compact.store.sqlite_store import (
 )
 
 __all__ = [
+    "ANY_LEAF",
     "LEAF",
     "BranchPaths",
     "ContextView",
@@ -38,6 +41,7 @@ __all__ = [
     "ImportFormatError",
     "InboxItem",
     "InvalidEntryError",
+    "LeafMovedError",
     "LiveCompaction",
     "LiveStatus",
     "SearchHit",

@@ -50,6 +50,14 @@ def random_entry_id() -> str:
     return secrets.token_hex(4)
 
 
+def check_session_name(name: object, where: Path | str) -> None:
+    """Session names are what users type: non-blank text without control characters."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidEntryError(f"session name must be a non-empty string, got {name!r}", path=where)
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InvalidEntryError(f"session name {name!r} contains control characters", path=where)
+
+
 def row_entry(row: Sequence[Any]) -> Entry:
     """An entry from a row that starts with ``ENTRY_COLUMNS``."""
     return Entry(id=row[0], parent_id=row[1], kind=row[2], timestamp=row[3], data=json.loads(row[4]))

@@ -44,13 +44,27 @@ class InvalidEntryError(StoreError, ValueError):
     """An entry that would break the log's invariants (bad kind, data, parent or head)."""
 
 
+class LeafMovedError(StoreError):
+    """A write planned against one leaf found another: someone appended or moved the leaf in
+    between (compare and swap failed). Nothing was written."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, expected: str | None, actual: str | None) -> None:
+        super().__init__(message, path=path)
+        self.expected = expected
+        self.actual = actual
+
+
 class SessionExistsError(StoreError, ValueError):
     """``create_session`` was asked for a name that is taken."""
 
 
 class ImportFormatError(StoreError, ValueError):
-    """An input file could not be read; the message names the file and line."""
+    """An input file could not be read; the message names the file and line. ``hint``, when
+    set, says what to do about this particular problem."""
 
-    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, line: int | None = None, hint: str | None = None
+    ) -> None:
         super().__init__(message, path=path)
         self.line = line
+        self.hint = hint

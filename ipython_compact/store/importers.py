@@ -14,14 +14,20 @@ What must hold:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import re
+import stat
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from ipython_compact.core.entries import KINDS, Entry, path_to
-from ipython_compact.core.pi_format import PiFormatError, parse_pi_session
+from ipython_compact.core.entries import COMPACTION, KINDS, Entry, path_to
+from ipython_compact.core.pi_format import PiFormatError, json_type_name, parse_pi_session
+from ipython_compact.store.database import check_session_name
 from ipython_compact.store.errors import ImportFormatError, UnknownSessionError
 from ipython_compact.store.sqlite_store import SessionStore, random_entry_id
 
@@ -43,6 +49,8 @@ class Transcript:
     leaf_id: str | None
     name: str | None
     header: dict[str, Any]
+    repaired_surrogates: int = 0
+    """Lone UTF-16 surrogates (half an emoji, as JavaScript writes it) replaced by U+FFFD."""
 
     def path(self) -> list[Entry]:
         """Root → leaf (for a linear file: every entry, in file order)."""
@@ -57,38 +65,194 @@ class ImportResult:
     leaf_id: str | None
     created: bool
     renamed_ids: int
+    repaired_surrogates: int = 0
 
 
-def read_json_lines(path: Path) -> list[tuple[int, Any]]:
-    """Every non-blank line of ``path`` decoded as JSON, with its 1-based line number."""
+@dataclass(frozen=True)
+class ImportLimits:
+    """Bounds on what one import reads, so a hostile or mistaken input fails fast and clearly
+    instead of hanging or exhausting memory. Real sessions sit far below every one of them."""
+
+    max_bytes: int = 1 << 30
+    """Whole input (1 GiB; pi sessions with many images reach tens of MB)."""
+    max_line_bytes: int = 256 << 20
+    """One JSON line."""
+    max_depth: int = 200
+    """Nesting of arrays and objects (Python code that walks values recursively must never hit
+    the interpreter's recursion limit, which sits near 1000)."""
+    max_digits: int = 1000
+    """Digits of one integer (Python refuses to convert more than 4300; JavaScript cannot write
+    an integer this long at all)."""
+
+
+STDIN: Final = Path("-")
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_FILE_KINDS: Final = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def source_name(path: Path) -> str:
+    return "<stdin>" if path == STDIN else str(path)
+
+
+def _too_big(where: str, limit: int, size: int | None = None) -> ImportFormatError:
+    what = "larger" if size is None else f"{size:,} bytes is larger"
+    return ImportFormatError(
+        f"{where}: {what} than the import limit of {limit:,} bytes",
+        path=where,
+        hint="raise the limit if the file is a real session: --max-bytes N",
+    )
+
+
+def read_source(path: Path, limits: ImportLimits = ImportLimits()) -> bytes:
+    """The whole input as bytes: a regular file, or stdin for ``-``; at most ``limits.max_bytes``.
+
+    Anything else (a FIFO, a device, a socket) is refused before a byte is read: reading
+    ``/dev/zero`` would never end and a FIFO would block until someone writes to it. The file is
+    opened non-blocking and checked on its descriptor, so a path swapped after the check cannot
+    slip through.
+    """
+    if path == STDIN:
+        data = sys.stdin.buffer.read(limits.max_bytes + 1)
+        if len(data) > limits.max_bytes:
+            raise _too_big("<stdin>", limits.max_bytes)
+        return data
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise ImportFormatError(f"{path}: no such file", path=path) from None
-    except IsADirectoryError:
-        raise ImportFormatError(f"{path}: is a directory, expected a .jsonl file", path=path) from None
+        raise ImportFormatError(f"{path}: no such file", path=path, hint=f"check the path: ls {path}") from None
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot read ({exc.strerror})", path=path) from exc
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ImportFormatError(f"{path}: is a directory, expected a .jsonl file", path=path)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "not a file")
+            raise ImportFormatError(
+                f"{path}: not a regular file ({kind}); import reads session files",
+                path=path,
+                hint=f"save it to a file first, or pipe it in with a session name: cat {path} | ipython-compact import - -s NAME",
+            )
+        if info.st_size > limits.max_bytes:
+            raise _too_big(str(path), limits.max_bytes, info.st_size)
+        os.set_blocking(fd, True)
+        try:
+            data = f.read(limits.max_bytes + 1)
+        except OSError as exc:
+            raise ImportFormatError(f"{path}: cannot read ({exc.strerror})", path=path) from exc
+    if len(data) > limits.max_bytes:  # it grew while we read
+        raise _too_big(str(path), limits.max_bytes)
+    return data
+
+
+class _TooManyDigits(Exception):
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        children = current.values() if isinstance(current, dict) else current
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _replace_lone_surrogates(value: Any) -> tuple[Any, int]:
+    """``value`` with every lone UTF-16 surrogate replaced by U+FFFD, and how many there were.
+
+    Only called on values already known to nest at most ``max_depth`` levels."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.subn("\ufffd", value)
+    if isinstance(value, list):
+        total = 0
+        items = []
+        for item in value:
+            fixed, n = _replace_lone_surrogates(item)
+            items.append(fixed)
+            total += n
+        return items, total
+    if isinstance(value, dict):
+        total = 0
+        out = {}
+        for key, item in value.items():
+            fixed_key, n = _LONE_SURROGATE.subn("\ufffd", key)
+            fixed, m = _replace_lone_surrogates(item)
+            out[fixed_key] = fixed
+            total += n + m
+        return out, total
+    return value, 0
+
+
+def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits()) -> tuple[list[tuple[int, Any]], int]:
+    """Every non-blank line of ``raw`` decoded as JSON, with its 1-based line number, and the
+    number of lone surrogates replaced. Every refusal names ``where`` and the line."""
     out: list[tuple[int, Any]] = []
+    repaired = 0
+
+    def parse_int(text: str) -> int:
+        digits = len(text.lstrip("-"))
+        if digits > limits.max_digits:
+            raise _TooManyDigits(digits)
+        return int(text)
+
     for number, line in enumerate(raw.split(b"\n"), start=1):
+        if len(line) > limits.max_line_bytes:
+            raise ImportFormatError(
+                f"{where}:{number}: line is longer than {limits.max_line_bytes:,} bytes", path=where, line=number
+            )
         if not line.strip():
             continue
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ImportFormatError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})", path=path, line=number) from exc
+            raise ImportFormatError(f"{where}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})", path=where, line=number) from exc
+        too_deep = ImportFormatError(
+            f"{where}:{number}: JSON nested deeper than {limits.max_depth} levels", path=where, line=number
+        )
         try:
-            out.append((number, json.loads(text)))
+            value = json.loads(text, parse_int=parse_int)
         except json.JSONDecodeError as exc:
             raise ImportFormatError(
-                f"{path}:{number}: invalid JSON ({exc.msg} at column {exc.colno})", path=path, line=number
+                f"{where}:{number}: invalid JSON ({exc.msg} at column {exc.colno})", path=where, line=number
             ) from exc
+        except RecursionError:
+            raise too_deep from None
+        except _TooManyDigits as exc:
+            raise ImportFormatError(
+                f"{where}:{number}: a number with {exc.digits:,} digits (at most {limits.max_digits:,} are read)",
+                path=where,
+                line=number,
+            ) from None
+        # Counting brackets is cheap; only lines that could nest too deep are walked.
+        if line.count(b"[") + line.count(b"{") > limits.max_depth and _nested_deeper_than(value, limits.max_depth):
+            raise too_deep
+        if _SURROGATE_ESCAPE.search(line):  # JSON text can carry a surrogate only as a \\u escape
+            value, n = _replace_lone_surrogates(value)
+            repaired += n
+        out.append((number, value))
     if not out:
-        raise ImportFormatError(f"{path}: the file is empty", path=path, line=1)
-    return out
+        raise ImportFormatError(f"{where}: the file is empty", path=where, line=1)
+    return out, repaired
 
 
-def detect_format(path: Path, objects: Sequence[tuple[int, Any]]) -> Literal["pi", "jsonl"]:
+def read_json_lines(path: Path, limits: ImportLimits = ImportLimits()) -> list[tuple[int, Any]]:
+    """Every non-blank line of ``path`` decoded as JSON, with its 1-based line number."""
+    return parse_json_lines(source_name(path), read_source(path, limits), limits)[0]
+
+
+def detect_format(path: Path | str, objects: Sequence[tuple[int, Any]]) -> Literal["pi", "jsonl"]:
     line, first = objects[0]
     kind = first.get("type") if isinstance(first, dict) else None
     if kind == JSONL_TYPE:
@@ -104,19 +268,19 @@ def detect_format(path: Path, objects: Sequence[tuple[int, Any]]) -> Literal["pi
     )
 
 
-def load_transcript(path: Path | str, format: Format = "auto") -> Transcript:
-    """Read and validate a whole transcript file; nothing is written anywhere."""
+def load_transcript(path: Path | str, format: Format = "auto", *, limits: ImportLimits = ImportLimits()) -> Transcript:
+    """Read and validate a whole transcript file (``-`` = stdin); nothing is written anywhere."""
     path = Path(path)
+    where = source_name(path)
     if format not in FORMATS:
-        raise ImportFormatError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}", path=path)
-    objects = read_json_lines(path)
-    chosen = detect_format(path, objects) if format == "auto" else format
-    if chosen == "pi":
-        return _load_pi(path, objects)
-    return _load_jsonl(path, objects)
+        raise ImportFormatError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}", path=where)
+    objects, repaired = parse_json_lines(where, read_source(path, limits), limits)
+    chosen = detect_format(where, objects) if format == "auto" else format
+    transcript = _load_pi(where, path, objects) if chosen == "pi" else _load_jsonl(where, path, objects)
+    return dataclasses.replace(transcript, repaired_surrogates=repaired)
 
 
-def _load_pi(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
+def _load_pi(path: str, source: Path, objects: list[tuple[int, Any]]) -> Transcript:
     try:
         session = parse_pi_session(objects)
     except PiFormatError as exc:
@@ -128,10 +292,11 @@ def _load_pi(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
         _check_storable(path, line, entry)
         if entry.kind == "session_info" and isinstance(entry.data.get("name"), str):
             name = entry.data["name"]
-    return Transcript(path, "pi", list(session.entries), session.leaf_id, name, dict(session.header))
+    _check_compactions(path, lines, session.entries)
+    return Transcript(source, "pi", list(session.entries), session.leaf_id, name, dict(session.header))
 
 
-def _load_jsonl(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
+def _load_jsonl(path: str, source: Path, objects: list[tuple[int, Any]]) -> Transcript:
     line, header = objects[0]
     if not isinstance(header, dict) or header.get("type") != JSONL_TYPE:
         raise ImportFormatError(f"{path}:{line}: first line must be the {JSONL_TYPE!r} header", path=path, line=line)
@@ -141,12 +306,19 @@ def _load_jsonl(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
             path=path,
             line=line,
         )
+    for key, what in (("leaf_id", "an entry id (a string) or null"), ("name", "a string")):
+        value = header.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ImportFormatError(
+                f"{path}:{line}: header {key} must be {what}, got {json_type_name(value)}", path=path, line=line
+            )
     entries: list[Entry] = []
+    lines: list[int] = []
     seen: set[str] = set()
     for number, obj in objects[1:]:
         where = f"{path}:{number}"
         if not isinstance(obj, dict):
-            raise ImportFormatError(f"{where}: expected a JSON object, got {type(obj).__name__}", path=path, line=number)
+            raise ImportFormatError(f"{where}: expected a JSON object, got {json_type_name(obj)}", path=path, line=number)
         for key, kinds in (("id", (str,)), ("kind", (str,)), ("timestamp", (str,)), ("data", (dict,))):
             if not isinstance(obj.get(key), kinds) or (key != "data" and not obj[key]):
                 raise ImportFormatError(f"{where}: entry needs a non-empty {key!r}", path=path, line=number)
@@ -159,14 +331,45 @@ def _load_jsonl(path: Path, objects: list[tuple[int, Any]]) -> Transcript:
         entry = Entry.from_json(obj)
         _check_storable(path, number, entry)
         entries.append(entry)
-    leaf = header.get("leaf_id")
+        lines.append(number)
+    _check_compactions(path, lines, entries)
+    # No leaf_id at all: the last entry is the leaf, as pi takes it. An explicit null is kept (an
+    # export of a session whose leaf was moved before its first entry).
+    leaf = header["leaf_id"] if "leaf_id" in header else (entries[-1].id if entries else None)
     if leaf is not None and leaf not in seen:
         raise ImportFormatError(f"{path}:{line}: header leaf_id {leaf!r} is not an entry of the file", path=path, line=line)
-    name = header.get("name") if isinstance(header.get("name"), str) else None
-    return Transcript(path, "jsonl", entries, leaf, name, dict(header))
+    return Transcript(source, "jsonl", entries, leaf, header.get("name"), dict(header))
 
 
-def _check_storable(path: Path, line: int, entry: Entry) -> None:
+def _check_compactions(path: str, lines: Sequence[int], entries: Sequence[Entry]) -> None:
+    """Every compaction's first kept entry must be on the path to it (the store's rule), checked
+    here so the refusal names the file and line. Walks only from the compaction back to its first
+    kept entry (depths stop the walk early), so the cost follows the kept regions."""
+    parents: dict[str, str | None] = {}
+    depth: dict[str, int] = {}
+    for line, entry in zip(lines, entries, strict=True):
+        parents[entry.id] = entry.parent_id
+        depth[entry.id] = 0 if entry.parent_id is None else depth.get(entry.parent_id, -1) + 1
+        if entry.kind != COMPACTION:
+            continue
+        first_kept = entry.data.get("first_kept_entry_id")
+        where = f"{path}:{line}: compaction {entry.id!r}: first_kept_entry_id {first_kept!r}"
+        hint = (f"line {line} of {path} is a compaction whose first kept entry must come before it on its own "
+                "branch; fix that id, or drop the compaction line")
+        if not isinstance(first_kept, str) or not first_kept:
+            raise ImportFormatError(f"{path}:{line}: compaction {entry.id!r} needs a first_kept_entry_id", path=path, line=line, hint=hint)
+        if first_kept == entry.id:
+            raise ImportFormatError(f"{where} is the compaction itself", path=path, line=line, hint=hint)
+        if first_kept not in parents:
+            raise ImportFormatError(f"{where} is not an entry of the file", path=path, line=line, hint=hint)
+        current = entry.parent_id
+        while current is not None and current != first_kept and depth.get(current, -1) > depth[first_kept]:
+            current = parents.get(current)
+        if current != first_kept:
+            raise ImportFormatError(f"{where} is not on the path to it", path=path, line=line, hint=hint)
+
+
+def _check_storable(path: str, line: int, entry: Entry) -> None:
     """Refuse, with file and line, what the store would refuse later without them."""
     if entry.kind not in KINDS:
         raise ImportFormatError(
@@ -206,9 +409,25 @@ def rename_entry(entry: Entry, renamed: Mapping[str, str]) -> Entry:
     return Entry(renamed.get(entry.id, entry.id), parent, entry.kind, entry.timestamp, data)
 
 
+def session_name_for(transcript: Transcript, session: str | None) -> str:
+    """The target session: ``session`` if given, else the file's own name, else its stem.
+    A blank name is refused; a blank name inside the file counts as none."""
+    where = source_name(transcript.source)
+    if session is not None:
+        check_session_name(session, where)
+        return session
+    if transcript.name is not None and transcript.name.strip():
+        return transcript.name
+    if transcript.source == STDIN:
+        raise ImportFormatError(
+            "<stdin>: the input names no session", path=where, hint="name it: ipython-compact import - --session NAME"
+        )
+    return transcript.source.stem
+
+
 def import_transcript(store: SessionStore, transcript: Transcript, session: str | None = None) -> ImportResult:
     """Store a loaded transcript in ``session`` (default: its own name or the file's stem)."""
-    name = session or transcript.name or transcript.source.stem
+    name = session_name_for(transcript, session)
     existing: set[str] = set()
     created = True
     try:
@@ -227,6 +446,7 @@ def import_transcript(store: SessionStore, transcript: Transcript, session: str 
         leaf_id=store.leaf(name),
         created=created,
         renamed_ids=len(renamed),
+        repaired_surrogates=transcript.repaired_surrogates,
     )
 
 

@@ -21,15 +21,16 @@ from typing import Any
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
-from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
+from ipython_compact.store.database import ENTRY_COLUMNS, Database, check_session_name, row_entry
 from ipython_compact.store.errors import (
     InvalidEntryError,
+    LeafMovedError,
     SessionExistsError,
     StoreError,
     UnknownEntryError,
 )
 from ipython_compact.store.migrations import MARK_KINDS
-from ipython_compact.store.records import LEAF, SearchHit, _Default
+from ipython_compact.store.records import ANY_LEAF, LEAF, SearchHit, _Default
 from ipython_compact.store.tree import Batch, ParentInfo, Tree
 
 
@@ -61,10 +62,12 @@ class EntryLog:
         timestamp: str | None = None,
         entry_id: str | None = None,
         move_leaf: bool = True,
+        expect_leaf: str | _Default | None = ANY_LEAF,
     ) -> Entry:
         """Append one entry (under the leaf by default) and, by default, make it the leaf."""
         return self.append_many(
-            session, [(kind, data)], parent_id=parent_id, timestamp=timestamp, entry_ids=[entry_id], move_leaf=move_leaf
+            session, [(kind, data)], parent_id=parent_id, timestamp=timestamp, entry_ids=[entry_id], move_leaf=move_leaf,
+            expect_leaf=expect_leaf,
         )[0]
 
     def append_many(
@@ -76,13 +79,26 @@ class EntryLog:
         timestamp: str | None = None,
         entry_ids: Sequence[str | None] | None = None,
         move_leaf: bool = True,
+        expect_leaf: str | _Default | None = ANY_LEAF,
     ) -> list[Entry]:
         """Append ``(kind, data)`` items as a chain in one transaction: each is the child of the
-        one before, the first hangs under ``parent_id`` (the leaf by default)."""
+        one before, the first hangs under ``parent_id`` (the leaf by default).
+
+        ``expect_leaf`` makes the append a compare and swap: it happens only if the session's leaf
+        is still that id (None: still empty/unset), checked inside the write transaction, so of
+        two writers that planned against the same leaf only the first lands; the other gets
+        ``LeafMovedError`` and nothing is written."""
         items = list(items)
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)
             sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
+            if expect_leaf is not ANY_LEAF and expect_leaf != leaf:
+                raise LeafMovedError(
+                    f"session {session!r} moved: its leaf is {leaf!r}, not {expect_leaf!r} as planned; nothing was written",
+                    path=self.db.path,
+                    expected=None if isinstance(expect_leaf, _Default) else expect_leaf,
+                    actual=leaf,
+                )
             parent = leaf if parent_id is LEAF else parent_id
             assert not isinstance(parent, _Default)
             entries: list[Entry] = []
@@ -116,6 +132,7 @@ class EntryLog:
         """
         with self.db.write() as conn:
             if create:
+                check_session_name(session, self.db.path)
                 if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone():
                     raise SessionExistsError(f"session {session!r} already exists in {self.db.path}", path=self.db.path)
                 conn.execute(

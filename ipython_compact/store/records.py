@@ -15,10 +15,14 @@ from ipython_compact.core.settings import Estimator
 
 class _Default(enum.Enum):
     LEAF = "leaf"
+    ANY = "any"
 
 
 LEAF = _Default.LEAF
 """Default ``parent_id``: append under the session's current leaf (read inside the transaction)."""
+
+ANY_LEAF = _Default.ANY
+"""Default ``expect_leaf``: append whatever the leaf is now (no compare and swap)."""
 
 
 @dataclass(frozen=True)

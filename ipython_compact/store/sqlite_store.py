@@ -25,11 +25,12 @@ from typing import Any
 
 from ipython_compact.core.entries import Entry, canonical_json
 from ipython_compact.core.settings import Estimator
-from ipython_compact.store.database import Database, random_entry_id, utc_now
-from ipython_compact.store.errors import InvalidEntryError, SessionExistsError
+from ipython_compact.store.database import Database, check_session_name, random_entry_id, utc_now
+from ipython_compact.store.errors import SessionExistsError
 from ipython_compact.store.integrity import Integrity
 from ipython_compact.store.log import EntryLog, chain_hash, entry_hash
 from ipython_compact.store.records import (
+    ANY_LEAF,
     LEAF,
     BranchPaths,
     ContextView,
@@ -45,6 +46,7 @@ from ipython_compact.store.status import Status
 from ipython_compact.store.tree import Tree
 
 __all__ = [
+    "ANY_LEAF",
     "LEAF",
     "BranchPaths",
     "ContextView",
@@ -112,8 +114,7 @@ class SessionStore:
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, name: str, *, meta: Mapping[str, Any] | None = None) -> SessionInfo:
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidEntryError("session name must be a non-empty string", path=self.db_path)
+        check_session_name(name, self.db_path)
         created = self._db.clock()
         with self._db.write() as conn:
             if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (name,)).fetchone():
@@ -164,10 +165,13 @@ class SessionStore:
         timestamp: str | None = None,
         entry_id: str | None = None,
         move_leaf: bool = True,
+        expect_leaf: str | _Default | None = ANY_LEAF,
     ) -> Entry:
-        """Append one entry (under the leaf by default) and, by default, make it the leaf."""
+        """Append one entry (under the leaf by default) and, by default, make it the leaf.
+        ``expect_leaf``: only if the leaf is still that (compare and swap; else ``LeafMovedError``)."""
         return self._log.append(
-            session, kind, data, parent_id=parent_id, timestamp=timestamp, entry_id=entry_id, move_leaf=move_leaf
+            session, kind, data, parent_id=parent_id, timestamp=timestamp, entry_id=entry_id, move_leaf=move_leaf,
+            expect_leaf=expect_leaf,
         )
 
     def append_many(
@@ -179,10 +183,12 @@ class SessionStore:
         timestamp: str | None = None,
         entry_ids: Sequence[str | None] | None = None,
         move_leaf: bool = True,
+        expect_leaf: str | _Default | None = ANY_LEAF,
     ) -> list[Entry]:
         """Append ``(kind, data)`` items as a chain in one transaction (see ``EntryLog.append_many``)."""
         return self._log.append_many(
-            session, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf
+            session, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf,
+            expect_leaf=expect_leaf,
         )
 
     def import_entries(

@@ -1,10 +1,20 @@
 """Summarizers: the ``Summarizer`` protocol, the offline extractive default and the OpenAI one.
 
-``openai_summarizer`` is the only module of this layer that imports ``openai``; import it
-explicitly (``from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer``).
+Choose one by name with ``make_summarizer("offline" | "openai" | "auto", model=..., base_url=...)``
+(``registry``); ``openai_summarizer`` is the only module of this layer that imports ``openai``.
 """
 
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
+from ipython_compact.summarizers.registry import make_summarizer, register_summarizer, summarizer_names
 
-__all__ = ["OfflineSummarizer", "Summarizer", "SummarizerError", "SummaryInput", "SummaryResult"]
+__all__ = [
+    "OfflineSummarizer",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryInput",
+    "SummaryResult",
+    "make_summarizer",
+    "register_summarizer",
+    "summarizer_names",
+]

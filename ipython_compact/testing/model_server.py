@@ -170,9 +170,12 @@ class ModelServer:
     """The server. Use as a context manager, or call ``start()``/``stop()``.
 
     Parameters: ``script`` (replies in order, or a callable of the request), ``model`` (the id
-    reported by ``/v1/models`` and in replies), ``context_window`` (tokens; None = unlimited),
+    reported by ``/v1/models`` and in replies), ``context_window`` (tokens; None = unlimited; when
+    set, ``/v1/models`` reports it as ``max_model_len``, as vLLM does),
     ``api_key`` (when set, requests must carry ``Authorization: Bearer <key>`` or get 401),
-    ``default`` (reply used when a list script is exhausted), ``chunk_chars`` (streamed delta size).
+    ``default`` (reply used when a list script is exhausted), ``chunk_chars`` (streamed delta size),
+    ``card`` (extra fields of the model's ``/v1/models`` entry, e.g. ``{"context_length": 8192}`` as
+    other servers spell the window).
     """
 
     def __init__(
@@ -184,8 +187,10 @@ class ModelServer:
         api_key: str | None = None,
         default: ReplyLike | None = None,
         chunk_chars: int = 16,
+        card: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
+        self.card = dict(card or {})
         self.context_window = context_window
         self.api_key = api_key
         self.default = default
@@ -372,7 +377,11 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if not self._authorised():
                 return
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send_json(200, {"object": "list", "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "ipython-compact"}]})
+                entry: JSON = {"id": server.model, "object": "model", "created": 0, "owned_by": "ipython-compact"}
+                if server.context_window is not None:
+                    entry["max_model_len"] = server.context_window
+                entry.update(server.card)
+                self._send_json(200, {"object": "list", "data": [entry]})
             else:
                 self._send_error(404, f"unknown path {self.path}", "invalid_request_error", "not_found")
 

@@ -1,0 +1,193 @@
+"""What makes the agent an RLM: sub-calls from the model's code, context as a kernel variable, and
+ending a run from code.
+
+Why: in a recursive language model the prompt's bulk (a corpus, a long document) is not sent to
+the model at all; it is a variable in the REPL the model explores with code, asking the model
+itself (``llm_query``) or a sub-agent (``agent_query``) about slices it chose. This module is the
+host side of that: the broker the kernel calls, the handlers behind it, placing a value in the
+kernel and describing it to the model, and collecting ``FINAL``/``FINAL_VAR``.
+
+What must hold:
+- The model is shown a context variable's type, size and a short preview, never the value.
+- ``llm_query`` answers are model text for one prompt (no tools, no history); like every
+  sub-call they are refused with a clear reason once the session's token budget is used up.
+- The kernel functions are (re)installed after every start and restart of the kernel.
+- A context value is handed over through an owner-only file in an owner-only directory, read
+  and removed by the kernel; only ``str``, ``bytes`` and JSON values are accepted (nothing is
+  ever pickled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from ipython_compact.agent.model_caller import ModelCaller
+from ipython_compact.agent.sub_agents import SubAgentRegistry
+from ipython_compact.agent.subcall_broker import SubcallBroker
+from ipython_compact.core.entries import CUSTOM, JSON
+
+PREVIEW_CHARS = 400
+_MODULE = "__import__('ipython_compact.agent.rlm_kernel', fromlist=['install'])"
+
+RLM_PROMPT = (
+    "Inside the kernel you also have: `llm_query(prompt)` asks the model one question and returns its "
+    "answer (use it on slices of large data); `agent_query(task, name=None)` gives a task to a sub-agent "
+    "with its own kernel and returns its answer (pass the same name to ask it again; `sub_agents()` lists "
+    "them); `recall(entry_id)` returns a logged output whole when the context shows only its head and "
+    "tail; `FINAL(answer)` or `FINAL_VAR(variable_name)` ends the run with that answer."
+)
+
+
+def describe_value(name: str, value: Any) -> str:
+    """What the model is told about a context variable: type, size, preview."""
+    if isinstance(value, str):
+        size, preview = f"{len(value):,} characters", value[:PREVIEW_CHARS]
+    elif isinstance(value, bytes):
+        size, preview = f"{len(value):,} bytes", repr(value[:PREVIEW_CHARS])
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        size = f"{len(value):,} items" if isinstance(value, list | dict) else f"{len(text):,} characters as JSON"
+        preview = text[:PREVIEW_CHARS]
+    more = "…" if len(preview) >= PREVIEW_CHARS else ""
+    return (f"The kernel variable `{name}` holds the context: {type(value).__name__}, {size}. "
+            f"It is not shown here; explore it with code. Preview: {preview!r}{more}")
+
+
+def _payload(value: Any) -> JSON:
+    if isinstance(value, str):
+        return {"kind": "str", "value": value}
+    if isinstance(value, bytes):
+        return {"kind": "bytes", "value": value.hex()}
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"context must be str, bytes or a JSON value (list, dict, number...), got "
+                        f"{type(value).__name__}: {exc}") from None
+    return {"kind": "json", "value": value}
+
+
+class RlmBridge:
+    """The broker and its handlers for one agent (see the module docstring).
+
+    ``budget_left`` says how many tokens the session may still spend (None = no budget);
+    ``spent`` is told what each ``llm_query`` cost.
+    """
+
+    def __init__(self, log: Any, caller: ModelCaller, *, model: Callable[[], str], provider: Callable[[], str],
+                 registry: SubAgentRegistry | None, budget_left: Callable[[], int | None],
+                 spent: Callable[[int], None], result_chars: int = 4000) -> None:
+        self.log = log
+        self.caller = caller
+        self._model = model
+        self._provider = provider
+        self.registry = registry
+        self._budget_left = budget_left
+        self._spent = spent
+        self.result_chars = result_chars
+        handlers: dict[str, Callable[..., Any]] = {"llm_query": self.llm_query, "recall": self.recall,
+                                                   "sub_agents": self.sub_agents, "agent_query": self.agent_query}
+        self.broker = SubcallBroker(handlers)
+        self.subcalls = 0
+        self._dir: str | None = None
+
+    def start(self) -> RlmBridge:
+        self.broker.start()
+        return self
+
+    def stop(self) -> None:
+        self.broker.stop()
+        if self.registry is not None:
+            self.registry.close()
+        if self._dir is not None:
+            for name in os.listdir(self._dir):
+                os.unlink(os.path.join(self._dir, name))
+            os.rmdir(self._dir)
+            self._dir = None
+
+    # ------------------------------------------------------------------ the handlers
+    def _check_budget(self, what: str) -> None:
+        left = self._budget_left()
+        if left is not None and left <= 0:
+            raise RuntimeError(f"{what} refused: the session's token budget is used up")
+
+    def llm_query(self, prompt: str) -> str:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("llm_query needs a non-empty prompt")
+        self._check_budget("llm_query")
+        self.subcalls += 1
+        self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt))
+        before = self.caller.tokens
+        answer = self.caller.call([{"role": "user", "content": prompt}], model=self._model(), provider=self._provider())
+        self._spent(self.caller.tokens - before)
+        if answer.message is None:
+            raise RuntimeError(f"the model request failed: {answer.error_text}")
+        blocks = answer.message.get("content") or []
+        return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+    def agent_query(self, task: str, name: str | None = None) -> str:
+        if self.registry is None:
+            raise RuntimeError("agent_query is not available at this depth (sub-agents do not start sub-agents)")
+        self._check_budget("agent_query")
+        self.subcalls += 1
+        return self.registry.ask(task, name)
+
+    def sub_agents(self) -> list[dict[str, Any]]:
+        return [] if self.registry is None else self.registry.describe()
+
+    def recall(self, entry_id: str) -> str:
+        entry = self.log.store.get(str(entry_id), self.log.session)
+        if entry.kind == CUSTOM and "text" in entry.data:
+            return str(entry.data["text"])
+        message = entry.message
+        if message is not None:
+            content = message.get("content")
+            if isinstance(content, list):
+                return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+            return str(content)
+        return json.dumps(dict(entry.data), default=str)
+
+    # ------------------------------------------------------------------ the kernel side
+    def attach(self, kernel: Any) -> bool:
+        """Install the RLM functions in ``kernel`` (True when the kernel confirmed)."""
+        evaluate = getattr(kernel, "evaluate", None)
+        if evaluate is None:
+            return False
+        got = evaluate({"v": f"{_MODULE}.install({self.broker.url!r}, {self.broker.token!r})"})
+        return bool(got) and got.get("v") == "ok"
+
+    def take_final(self, kernel: Any) -> dict[str, Any] | None:
+        """The ``FINAL``/``FINAL_VAR`` answer the last cell recorded (handed over once), or None."""
+        evaluate = getattr(kernel, "evaluate", None)
+        if evaluate is None:
+            return None
+        got = evaluate({"v": f"{_MODULE}.take_final_json()"})
+        raw = got.get("v") if got else None
+        final = json.loads(raw) if isinstance(raw, str) else None
+        return final if isinstance(final, dict) else None
+
+    def place(self, kernel: Any, name: str, value: Any) -> str:
+        """Bind ``value`` to ``name`` in the kernel; the description the model is shown.
+
+        Raises TypeError for a value that cannot travel, RuntimeError when the kernel refused it.
+        """
+        if not name.isidentifier():
+            raise ValueError(f"context_name must be a Python identifier, got {name!r}")
+        payload = _payload(value)
+        evaluate = getattr(kernel, "evaluate", None)
+        if evaluate is None:
+            raise RuntimeError("this kernel cannot receive a context variable")
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="ipython-compact-ctx-")  # created 0700
+        fd, path = tempfile.mkstemp(dir=self._dir, suffix=".json")  # created 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh)
+        got = evaluate({"v": f"{_MODULE}.load_context({path!r}, {name!r})"}, timeout=300.0)
+        if not got or got.get("v") != "ok":
+            if os.path.exists(path):
+                os.unlink(path)
+            raise RuntimeError(f"the kernel did not accept the context variable {name!r}")
+        return describe_value(name, value)

@@ -1,0 +1,161 @@
+"""The RLM functions the model's code calls inside the kernel: sub-calls, recall, and the end of a run.
+
+``llm_query(prompt)`` asks the model one question (no tools, no history) and returns its text;
+``agent_query(task, name=None)`` hands a task to a sub-agent (a child session with its own kernel
+and its own compaction) and returns its bounded answer — with ``name`` the same sub-agent is asked
+again; ``sub_agents()`` lists the live ones; ``recall(entry_id)`` returns a logged text whole (a
+tool output the context only showed head and tail of); ``FINAL(answer)`` / ``FINAL_VAR(name)`` end
+the run with an answer, the second with the value of a kernel variable.
+
+Why they call the host: the sub-calls need the model client, the session log and the registry of
+sub-agents, all of which live in the host process and outlive the kernel (a restart or a
+compaction loses none of them). Each call is one HTTP request to the host's broker on 127.0.0.1,
+authenticated by a token the host installed; the host only ever *reads* the request as data.
+
+What must hold:
+- Standard library only (this module is imported inside user kernels).
+- The functions are installed as hidden names (``user_ns_hidden``), so the namespace probe, the
+  ``<ipython_state>`` notice and snapshots never list or save them; ``install`` is idempotent and
+  is run again after every kernel restart.
+- A failed sub-call raises ``RuntimeError`` with the host's reason in the model's cell; nothing is
+  guessed.
+- ``FINAL_VAR`` of an undefined name raises ``NameError`` (the run goes on; the model sees why).
+- ``load_context`` reads a host-written file once, removes it, and binds the value to one name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+from IPython import get_ipython
+
+_lock = threading.Lock()
+_bridge: dict[str, Any] = {}
+_final: dict[str, Any] | None = None
+
+TIMEOUT = 3600.0  # a sub-agent may work for a long time; the host bounds its own steps
+
+
+def _call(op: str, **args: Any) -> Any:
+    with _lock:
+        url, token = _bridge.get("url"), _bridge.get("token")
+    if not url:
+        raise RuntimeError(f"{op}: no agent is attached to this kernel (sub-calls work only inside an agent run)")
+    body = json.dumps({"op": op, **args}).encode()
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+            reply = json.loads(resp.read().decode())
+    except urllib.error.HTTPError as exc:
+        try:
+            reply = json.loads(exc.read().decode())
+        except ValueError:
+            raise RuntimeError(f"{op} failed: HTTP {exc.code}") from None
+    except OSError as exc:
+        raise RuntimeError(f"{op} failed: the agent did not answer ({exc})") from None
+    if not reply.get("ok"):
+        raise RuntimeError(f"{op} failed: {reply.get('error')}")
+    return reply.get("value")
+
+
+def llm_query(prompt: str) -> str:
+    """Ask the model one question (no tools, no conversation); returns its answer text."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise TypeError(f"llm_query needs a non-empty str prompt, got {type(prompt).__name__}")
+    return str(_call("llm_query", prompt=prompt))
+
+
+def agent_query(task: str, name: str | None = None) -> str:
+    """Give ``task`` to a sub-agent (a new one, or the live one called ``name``); returns its answer."""
+    if not isinstance(task, str) or not task.strip():
+        raise TypeError(f"agent_query needs a non-empty str task, got {type(task).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"agent_query's name must be a str or None, got {type(name).__name__}")
+    return str(_call("agent_query", task=task, name=name))
+
+
+def sub_agents() -> list[dict[str, Any]]:
+    """The live sub-agents: name, session, first task, how many tasks, last state."""
+    value = _call("sub_agents")
+    return list(value) if isinstance(value, list) else []
+
+
+def recall(entry_id: str) -> str:
+    """The whole text of a logged entry (e.g. a tool output the context showed only in part)."""
+    if not isinstance(entry_id, str) or not entry_id:
+        raise TypeError("recall needs an entry id (a str, as shown in the context)")
+    return str(_call("recall", entry_id=entry_id))
+
+
+def FINAL(answer: Any) -> None:
+    """End the run with ``answer`` (as text) once this cell finishes."""
+    global _final
+    with _lock:
+        _final = {"answer": str(answer), "source": "FINAL"}
+
+
+def FINAL_VAR(name: str) -> None:
+    """End the run with the value of the kernel variable ``name`` (as text) once this cell finishes."""
+    global _final
+    if not isinstance(name, str):
+        raise TypeError(f"FINAL_VAR takes a variable name as a str, got {type(name).__name__}")
+    ns = get_ipython().user_ns
+    if name not in ns:
+        raise NameError(f"FINAL_VAR: no variable named {name!r} is defined")
+    with _lock:
+        _final = {"answer": str(ns[name]), "source": f"FINAL_VAR({name})"}
+
+
+def take_final_json() -> str:
+    """The pending final answer as JSON (``null`` when none), handed over once."""
+    global _final
+    with _lock:
+        final, _final = _final, None
+    return json.dumps(final)
+
+
+FUNCTIONS = {"llm_query": llm_query, "agent_query": agent_query, "sub_agents": sub_agents, "recall": recall,
+             "FINAL": FINAL, "FINAL_VAR": FINAL_VAR}
+
+
+def install(url: str, token: str, names: list[str] | None = None) -> str:
+    """Attach this kernel to the host's broker and define the functions (hidden) in the namespace."""
+    with _lock:
+        _bridge.update(url=url, token=token)
+    shell = get_ipython()
+    chosen = {n: f for n, f in FUNCTIONS.items() if names is None or n in names}
+    shell.user_ns.update(chosen)
+    shell.user_ns_hidden.update(chosen)
+    return "ok"
+
+
+def detach() -> str:
+    """Forget the broker (sub-calls then say no agent is attached)."""
+    with _lock:
+        _bridge.clear()
+    return "ok"
+
+
+def load_context(path: str, name: str) -> str:
+    """Bind the value the host wrote to ``path`` (JSON: ``{"kind": "str"|"json"|"bytes", "value"}``)
+    to ``name`` in the user namespace, then remove the file. Returns ``"ok"``."""
+    if not name.isidentifier():
+        raise ValueError(f"not a variable name: {name!r}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            payload = json.load(fh)
+    finally:
+        os.unlink(path)
+    kind, value = payload.get("kind"), payload.get("value")
+    if kind == "bytes":
+        value = bytes.fromhex(value)
+    elif kind not in ("str", "json"):
+        raise ValueError(f"unknown context kind {kind!r}")
+    get_ipython().user_ns[name] = value
+    return "ok"

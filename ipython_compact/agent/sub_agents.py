@@ -1,0 +1,187 @@
+"""The registry of a parent agent's live sub-agents (``agent_query`` from the model's code).
+
+Why on the host, recorded in the log: a sub-agent is a child session with its own kernel and its
+own compaction; the model may call it again by name many turns later. Compaction rewrites only
+the parent's transcript and a kernel restart only the parent's kernel, so the registry — which
+lives in the host process and is written to the parent's log — survives both ("compaction is not
+a completion signal"); a resumed parent rebuilds it from the log and revives a child on its next
+task (the child's session log carries its conversation on).
+
+What must hold:
+- Each sub-agent is a child session linked to its parent (``parent_session``, ``parent_entry``,
+  ``name``) in the session's metadata and in its first entry (``custom_type: "parent_link"``), so
+  an export keeps the link; the parent's log gets a ``custom`` entry (``custom_type:
+  "sub_agent"``) when one is created and when it answers.
+- An answer returned to the parent is bounded (``result_chars``: head and tail with the cut
+  stated); the whole answer stays in the child's log.
+- At most ``max_live`` children hold a kernel at once; past that the least recently used one is
+  closed (its record stays and it is revived on demand). One task runs per child at a time.
+- ``close`` stops every child this registry started.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from ipython_compact.agent.kernel_tool import cap_text
+from ipython_compact.agent.session_log import SessionLog
+from ipython_compact.core.entries import CUSTOM, Entry
+
+SUB_AGENT = "sub_agent"
+PARENT_LINK = "parent_link"  # a child session's first entry: which session and entry it was started from
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ChildAgent(Protocol):
+    """What the registry needs from a child: answer a task, and stop its kernel."""
+
+    def ask(self, text: str) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+ChildFactory = Callable[[str, str], ChildAgent]
+"""``factory(name, session) -> child`` (the session already exists, with its parent link)."""
+
+
+@dataclass
+class SubAgentInfo:
+    """One sub-agent as the parent's model sees it (``sub_agents()``)."""
+
+    name: str
+    session: str
+    task: str
+    tasks: int = 0
+    state: str = "idle"  # idle | running | failed
+    last_stop: str | None = None
+
+
+class SubAgentRegistry:
+    """The live sub-agents of one parent session (see the module docstring)."""
+
+    def __init__(self, log: SessionLog, factory: ChildFactory, *, max_live: int = 4, result_chars: int = 4000) -> None:
+        if max_live < 1 or result_chars < 100:
+            raise ValueError(f"max_live must be >= 1 and result_chars >= 100, got {max_live}, {result_chars}")
+        self.log = log
+        self.factory = factory
+        self.max_live = max_live
+        self.result_chars = result_chars
+        self._lock = threading.Lock()
+        self._infos: dict[str, SubAgentInfo] = {}
+        self._live: dict[str, ChildAgent] = {}  # name -> child holding a kernel, least recently used first
+        self._running: dict[str, threading.Lock] = {}
+        self._counter = 0
+
+    # ------------------------------------------------------------------ state
+    def restore(self, entries: Iterable[Entry]) -> None:
+        """Rebuild the registry from the parent's ``sub_agent`` entries (a resumed session)."""
+        with self._lock:
+            for e in entries:
+                if e.kind != CUSTOM or e.data.get("custom_type") != SUB_AGENT:
+                    continue
+                name = str(e.data.get("name"))
+                if e.data.get("event") == "created":
+                    self._infos[name] = SubAgentInfo(name, str(e.data.get("session")), str(e.data.get("task", "")))
+                    self._counter += 1
+                elif name in self._infos and e.data.get("event") == "answered":
+                    info = self._infos[name]
+                    info.tasks += 1
+                    info.last_stop = e.data.get("stopped")
+                    info.state = "failed" if info.last_stop == "error" else "idle"
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [asdict(i) for i in self._infos.values()]
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._infos)
+
+    # ------------------------------------------------------------------ asking
+    def ask(self, task: str, name: str | None = None) -> str:
+        """Run ``task`` on the named (or a new) sub-agent; its answer, bounded."""
+        if not isinstance(task, str) or not task.strip():
+            raise ValueError("a sub-agent task must be non-empty text")
+        if name is not None and not _NAME.match(name):
+            raise ValueError(f"a sub-agent name is 1-64 letters, digits, '_', '.' or '-', got {name!r}")
+        info, gate = self._entry(task, name)
+        with gate:  # one task per child at a time
+            child = self._child(info)
+            with self._lock:
+                info.state = "running"
+            self.log.emit("sub_agent", f"{info.name}: {task}", name=info.name, session=info.session)
+            try:
+                result = child.ask(task)
+            except Exception as exc:
+                with self._lock:
+                    info.state, info.last_stop = "failed", "error"
+                self._record(info, "error", 0)
+                raise RuntimeError(f"sub-agent {info.name!r} failed: {type(exc).__name__}: {exc}") from exc
+            stopped = str(getattr(result, "stopped", "final"))
+            text = str(getattr(result, "text", result))
+            with self._lock:
+                info.tasks += 1
+                info.state = "failed" if stopped == "error" else "idle"
+                info.last_stop = stopped
+            self._record(info, stopped, len(text))
+        bounded, _ = cap_text(text, self.result_chars)
+        prefix = "" if stopped == "final" else f"[sub-agent {info.name} stopped: {stopped}] "
+        return prefix + bounded
+
+    def _entry(self, task: str, name: str | None) -> tuple[SubAgentInfo, threading.Lock]:
+        """The record for ``name`` (created, with its child session and parent link, when new)."""
+        with self._lock:
+            if name is not None and name in self._infos:
+                return self._infos[name], self._running[name]
+            self._counter += 1
+            name = name or f"sub{self._counter}"
+            session = f"{self.log.session}/{name}"
+            info = SubAgentInfo(name, session, task)
+            self._infos[name] = info
+            gate = self._running[name] = threading.Lock()
+        store = self.log.store
+        link = {"parent_session": self.log.session, "name": name, "parent_entry": store.leaf(self.log.session)}
+        try:
+            store.create_session(session, meta=link)
+        except Exception:
+            store.ensure_session(session)  # a child session left by an earlier run of this parent
+        store.append(session, CUSTOM, {"custom_type": PARENT_LINK, **link, "task": task})
+        self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "created", "name": name, "session": session,
+                                 "task": task})
+        return info, gate
+
+    def _child(self, info: SubAgentInfo) -> ChildAgent:
+        """The live child for ``info``, started (and the least recently used one closed) when needed."""
+        with self._lock:
+            child = self._live.pop(info.name, None)
+            if child is not None:
+                self._live[info.name] = child  # most recently used last
+                return child
+        child = self.factory(info.name, info.session)
+        evicted: list[ChildAgent] = []
+        with self._lock:
+            self._live[info.name] = child
+            idle = [n for n in self._live if n != info.name and not self._running[n].locked()]
+            while len(self._live) > self.max_live and idle:
+                evicted.append(self._live.pop(idle.pop(0)))  # least recently used idle child
+        for old in evicted:
+            old.close()
+        return child
+
+    def _record(self, info: SubAgentInfo, stopped: str, chars: int) -> None:
+        self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "answered", "name": info.name,
+                                 "session": info.session, "stopped": stopped, "chars": chars})
+
+    def close(self) -> None:
+        """Stop every live child (their records and logs stay)."""
+        with self._lock:
+            live, self._live = list(self._live.values()), {}
+        for child in live:
+            try:
+                child.close()
+            except Exception:  # closing one child must not keep the others running
+                continue

@@ -1,0 +1,464 @@
+"""The snapshot store of one session: generations, manifests, pruning, listing, save and restore.
+
+Layout under one directory (``paths.snapshots_dir() / <session slug>``, mode 0700): ``blobs/``
+(payloads, see ``blobs.py``), ``manifest-<generation>.json`` (signed, see ``manifests.py``) and
+``.lock`` (see ``locking.py``).
+
+What must hold:
+- Many writers: a save holds the folder's exclusive lock from listing payloads to pruning, so
+  generation numbers are unique and increasing (above every number on disk and every number the
+  session log recorded) and no writer deletes a payload a kept manifest needs.
+- Which generations are kept: the newest ``generations`` ones, plus the newest snapshot (and the
+  newest one holding user work) of every kernel process that no later process took over by
+  restoring it, until the user restores or discards it. A fresh kernel's automatic snapshots,
+  taken while an earlier process's work is waiting to be restored, are *provisional*: they never
+  supersede or prune that work, and a default restore skips them.
+- Temporary files left by a writer that died are removed by the next save (any ``*.tmp`` in the
+  folder while the writer lock is held belongs to no live writer).
+- Every manifest's digest is handed to the ``ledger`` (the session log), and restore compares
+  what is on disk with what the ledger recorded (``restore.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import dill
+
+from ipython_compact.namespace.snapshot.blobs import TEMP_SUFFIX, BlobFiles, ref_file
+from ipython_compact.namespace.snapshot.codec import Deadline
+from ipython_compact.namespace.snapshot.decide import Cached, Decision, SaveRun
+from ipython_compact.namespace.snapshot.locking import folder_lock, make_private_dirs
+from ipython_compact.namespace.snapshot.manifests import (
+    MANIFEST_VERSION,
+    GenerationInfo,
+    Manifest,
+    ManifestReader,
+    Scan,
+    generations_on_disk,
+    manifest_name,
+)
+from ipython_compact.namespace.snapshot.reports import (
+    RestoreReport,
+    Skipped,
+    SnapshotError,
+    SnapshotReport,
+    python_tag,
+)
+from ipython_compact.namespace.snapshot.restore import choose_and_load
+from ipython_compact.namespace.snapshot.signing import sign_text
+
+VERIFY_MODES = ("sampled", "full")  # how a large value that looks unchanged is proven so (see the package doc)
+PROCESS_ID = f"{os.getpid()}-{secrets.token_hex(4)}"  # this OS process, as manifests name it
+PROCESS_STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class SnapshotLedger(Protocol):
+    """Where manifest digests are recorded outside the snapshot folder (the session log)."""
+
+    def record(self, generation: int, digest: str) -> None: ...
+
+    def recorded(self) -> dict[int, str]: ...
+
+
+class SnapshotStore:
+    """Snapshots of one session's namespace in ``directory``; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        key: bytes,
+        *,
+        session: str | None = None,
+        process: str | None = None,
+        root: Path | None = None,
+        ledger: SnapshotLedger | None = None,
+        max_name_bytes: int = 512 << 20,
+        max_total_bytes: int = 2 << 30,
+        generations: int = 3,
+        durable: bool = True,
+        python: str | None = None,
+        name_timeout: float | None = 5.0,
+        lock_timeout: float = 60.0,
+    ) -> None:
+        if len(key) < 16:
+            raise SnapshotError("signing key must be at least 16 bytes")
+        if generations < 1:
+            raise SnapshotError(f"generations must be at least 1, got {generations}")
+        self.directory = Path(directory)
+        self.blobs = self.directory / "blobs"
+        self.session = session if session is not None else self.directory.name
+        self.process = process or PROCESS_ID
+        self.ledger = ledger
+        self._key = key
+        self.max_name_bytes = max_name_bytes
+        self.max_total_bytes = max_total_bytes
+        self.generations = generations
+        self.durable = durable
+        self.python = python or python_tag()
+        self.name_timeout = name_timeout
+        self.lock_timeout = lock_timeout
+        self._cache: dict[str, Cached] = {}
+        self._small_index: dict[str, dict[str, Any]] | None = None
+        self._last_full: dict[str, Any] | None = None  # newest fully verified generation (from the manifests)
+        self._sampled_since_full = 0  # sampled generations written since then
+        self._pending: bool | None = None  # an earlier process's work waits to be restored (None: not yet known)
+        self._supersedes: set[str] = set()  # earlier processes this one took over (restored or discarded)
+        self._high = 0  # the highest generation this store has seen or written
+        self._lock = threading.Lock()
+        make_private_dirs(self.directory, root)
+        make_private_dirs(self.blobs, self.directory)
+        self._files = BlobFiles(self.blobs, key, durable=durable)
+        self._manifests = ManifestReader(self.directory, key, self.session)
+
+    # ------------------------------------------------------------------ manifests
+    def manifests(self) -> list[int]:
+        """Generation numbers of the files on disk (valid or not), oldest first."""
+        return generations_on_disk(self.directory)
+
+    def _manifest_path(self, generation: int) -> Path:
+        return self.directory / manifest_name(generation)
+
+    def read_manifest(self, generation: int) -> dict[str, Any]:
+        """The verified manifest of one generation; SnapshotError saying why it cannot be used."""
+        return self._manifests.read(generation).data
+
+    def _recorded(self) -> dict[int, str]:
+        if self.ledger is None:
+            return {}
+        try:
+            return {int(g): str(d) for g, d in self.ledger.recorded().items()}
+        except Exception:  # an unreadable log: no record to compare with (restore says so nowhere worse)
+            return {}
+
+    def _scan(self) -> Scan:
+        scan = self._manifests.scan(self._recorded())
+        if scan.valid:
+            self._high = max(self._high, scan.valid[-1].generation)
+        return scan
+
+    def latest_manifest(self) -> dict[str, Any] | None:
+        """The newest verified manifest of any process, or None."""
+        scan = self._scan()
+        return scan.valid[-1].data if scan.valid else None
+
+    def _start(self, scan: Scan) -> None:
+        """Once per store: is an earlier kernel process's work waiting to be restored?"""
+        if self._pending is None:
+            superseded = scan.superseded() | self._supersedes
+            self._pending = any(m.candidate and m.process != self.process and m.process not in superseded
+                                for m in scan.valid)
+
+    @property
+    def pending(self) -> bool:
+        """True while an earlier kernel's snapshot waits to be restored or discarded by this process."""
+        with self._lock:
+            self._start(self._scan())
+            return bool(self._pending)
+
+    def generations_info(self) -> list[GenerationInfo]:
+        """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
+        scan = self._scan()
+        self._files.refresh()
+        rows: dict[int, GenerationInfo] = {}
+        for m in scan.valid:
+            missing = sorted({ref_file(e["ref"]) for e in m.names.values()} - self._files.present)
+            pid = m.data.get("pid")
+            rows[m.generation] = GenerationInfo(
+                m.generation, m.data.get("timestamp"), m.process, pid if isinstance(pid, int) else None,
+                m.data.get("origin"), m.provisional, sorted(m.names), int(m.data.get("bytes") or 0), not missing,
+                f"payloads missing: {', '.join(missing[:3])}" if missing else None, m.process == self.process)
+        for bad in scan.invalid:
+            rows[bad.generation] = GenerationInfo(bad.generation, None, None, None, None, False, [], 0, False,
+                                                  bad.reason, False)
+        return [rows[g] for g in sorted(rows)]
+
+    # ------------------------------------------------------------------ save
+    def save(self, items: Iterable[tuple[str, Any]], *, full: bool = False, skip: Mapping[str, str] | None = None,
+             timestamp: str | None = None, verify: str = "full", automatic: bool = False) -> SnapshotReport:
+        """Snapshot ``(name, value)`` pairs as a new generation; ``skip`` adds names with fixed reasons.
+
+        ``full`` serializes and writes every value again. ``verify`` says how a large value that
+        looks unchanged (same object, same samples) is treated: ``"full"`` (the default, and what
+        every explicit snapshot must use) re-hashes it to prove it; ``"sampled"`` trusts the
+        samples, which can miss an in-place edit until the next ``"full"`` save (package doc).
+        ``automatic`` marks the debounced snapshots after cells: while an earlier process's work
+        waits to be restored they are provisional (module doc).
+        """
+        if verify not in VERIFY_MODES:
+            raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
+        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout):
+            self._remove_stale_temps()
+            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify,
+                              automatic=automatic)
+
+    def _remove_stale_temps(self) -> None:
+        for d in (self.directory, self.blobs):
+            for name in os.listdir(d):
+                if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                    with contextlib.suppress(OSError):
+                        os.unlink(d / name)
+
+    def automatic_verification(self, mode: str, every: int) -> str:
+        """The ``verify`` mode for the next automatic snapshot under ``mode`` and ``full_verify_every``.
+
+        ``"full"`` when ``mode`` is ``"full"``, or when ``every - 1`` sampled generations have been
+        written since the newest fully verified one (so at least every ``every``-th automatic
+        snapshot verifies fully; ``every == 1`` means always). The count is read from the newest
+        manifest once, so it carries over a kernel restart.
+        """
+        if mode not in VERIFY_MODES:
+            raise SnapshotError(f"verification mode must be one of {', '.join(map(repr, VERIFY_MODES))}, got {mode!r}")
+        if every < 1:
+            raise SnapshotError(f"full_verify_every must be at least 1, got {every}")
+        if mode == "full":
+            return "full"
+        with self._lock:
+            self._known_small()
+            return "full" if self._sampled_since_full + 1 >= every else "sampled"
+
+    @property
+    def last_full_verification(self) -> dict[str, Any] | None:
+        """``{"generation", "timestamp"}`` of the newest fully verified generation, or None if none is known."""
+        with self._lock:
+            self._known_small()
+            return None if self._last_full is None else dict(self._last_full)
+
+    def _known_small(self) -> dict[str, dict[str, Any]]:
+        """Packed bodies of the newest manifest by their mac, so an identical small value is not rewritten.
+
+        The first call also reads the verification history from that manifest (newest full
+        verification, sampled generations since); a manifest without it counts as not verified.
+        """
+        if self._small_index is None:
+            self._small_index = {}
+            scan = self._scan()
+            manifest = scan.valid[-1].data if scan.valid else {}
+            for entry in manifest.get("names", {}).values():
+                ref = entry.get("ref", {})
+                if "pack" in ref and isinstance(ref.get("mac"), str):
+                    self._small_index[ref["mac"]] = dict(ref)
+            last = manifest.get("last_full_verification")
+            self._last_full = dict(last) if isinstance(last, dict) else None
+            since = manifest.get("sampled_since_full")
+            self._sampled_since_full = since if type(since) is int and since >= 0 else 0
+        return self._small_index
+
+    def _next_generation(self) -> int:
+        recorded = self._recorded()
+        on_disk = self.manifests()
+        return max([self._high, *on_disk, *recorded]) + 1
+
+    def _save(self, items: list[tuple[str, Any]], *, full: bool, skip: dict[str, str],
+              timestamp: str | None, verify: str, automatic: bool) -> SnapshotReport:
+        start = time.perf_counter()
+        self._start(self._scan())
+        known_small = self._known_small()
+        self._files.refresh()
+        self._files.unsynced = []
+        entries: dict[str, dict[str, Any]] = {}
+        saved: list[str] = []
+        unchanged: list[str] = []
+        skipped = [Skipped(n, r) for n, r in sorted(skip.items())]
+        trusted: list[str] = []  # large values taken as unchanged on their samples (verify="sampled")
+        new_cache: dict[str, Cached] = {}
+        small: list[Decision] = []
+        written = verified = 0
+        with Deadline(self.name_timeout) as deadline:
+            run = SaveRun(key=self._key, blobs=self._files, cache=self._cache, known_small=known_small, full=full,
+                          verify=verify, max_name_bytes=self.max_name_bytes, max_total_bytes=self.max_total_bytes,
+                          name_timeout=self.name_timeout, deadline=deadline)
+            for name, value in items:
+                d = run.decide(name, value)
+                if d.skipped is not None:
+                    skipped.append(d.skipped)
+                    continue
+                assert d.entry is not None
+                entries[d.name] = d.entry
+                saved.append(d.name)
+                written += d.written
+                verified += d.verified
+                if d.unchanged:
+                    unchanged.append(d.name)
+                if d.trusted:
+                    trusted.append(d.name)
+                if d.cache is not None:
+                    new_cache[d.name] = d.cache
+                if d.small is not None:
+                    small.append(d)
+        written += self._write_pack(small, known_small, new_cache)
+        wrote_payloads = bool(self._files.unsynced)
+        self._files.sync_new()
+        if wrote_payloads:
+            self._files.fsync_dir(self.blobs)
+        same = (self._same_as_newest(entries, skipped, "sampled" if trusted else "full")
+                if automatic and not wrote_payloads else None)
+        if same is not None:  # nothing changed since this process's newest snapshot: no new generation
+            self._cache = new_cache
+            if trusted:
+                self._sampled_since_full += 1
+            return SnapshotReport(same.generation, saved, unchanged, skipped, run.total, 0,
+                                  str(self._manifest_path(same.generation)), (time.perf_counter() - start) * 1000.0,
+                                  verified, "sampled" if trusted else "full", sorted(trusted),
+                                  None if self._last_full is None else dict(self._last_full), same.digest)
+        generation = self._next_generation()
+        # A generation is fully verified unless it trusted a value on samples (nothing else can be stale).
+        verification = "sampled" if trusted else "full"
+        if verification == "full":
+            last_full: dict[str, Any] | None = {"generation": generation, "timestamp": timestamp}
+            since = 0
+        else:
+            last_full, since = self._last_full, self._sampled_since_full + 1
+        manifest = {
+            "version": MANIFEST_VERSION,
+            "session": self.session,
+            "generation": generation,
+            "process": self.process,
+            "pid": os.getpid(),
+            "started": PROCESS_STARTED,
+            "origin": "automatic" if automatic else "explicit",
+            "provisional": bool(automatic and self._pending),
+            "supersedes": sorted(self._supersedes),
+            "timestamp": timestamp,
+            "python": self.python,
+            "dill": str(getattr(dill, "__version__", "?")),
+            "names": entries,
+            "skipped": [s.to_json() for s in skipped],
+            "bytes": run.total,
+            "verification": verification,
+            "sampled": sorted(trusted),
+            "last_full_verification": last_full,
+            "sampled_since_full": since,
+        }
+        final, digest = self._write_manifest(generation, manifest)
+        self._cache = new_cache
+        self._last_full, self._sampled_since_full = last_full, since
+        self._prune()
+        return SnapshotReport(generation, saved, unchanged, skipped, run.total, written, str(final),
+                              (time.perf_counter() - start) * 1000.0, verified, verification, sorted(trusted),
+                              None if last_full is None else dict(last_full), digest)
+
+    def _same_as_newest(self, entries: dict[str, dict[str, Any]], skipped: list[Skipped],
+                        verification: str) -> Manifest | None:
+        """The newest manifest on disk when this process wrote it and it holds exactly ``entries``.
+
+        An automatic snapshot that would repeat it is not written: an unchanged namespace then
+        costs its fingerprints and no fsync, and buries nothing.
+        """
+        scan = self._scan()
+        newest = scan.valid[-1] if scan.valid else None
+        if (newest is None or newest.process != self.process or newest.names != entries
+                or newest.provisional != bool(self._pending) or newest.supersedes != self._supersedes
+                or newest.data.get("skipped") != [s.to_json() for s in skipped]
+                or newest.data.get("verification") != verification
+                or (scan.invalid and scan.invalid[-1].generation > newest.generation)):
+            return None
+        return newest
+
+    def _write_pack(self, small: list[Decision], known_small: dict[str, dict[str, Any]],
+                    new_cache: dict[str, Cached]) -> int:
+        """Write the save's small bodies as one pack and fill in their references; bytes written."""
+        if not small:
+            return 0
+        pack_id = self._files.store_pack([d.small[0] for d in small if d.small is not None])
+        offset = 0
+        for d in small:
+            assert d.small is not None and d.entry is not None
+            body, digest, fp = d.small
+            ref = {"pack": pack_id, "offset": offset, "length": len(body), "mac": digest}
+            offset += len(body)
+            d.entry["ref"] = ref
+            known_small[digest] = ref
+            if fp is not None:
+                new_cache[d.name] = Cached(fp, ref, len(body), d.entry["format"], d.entry["code"])
+        return offset
+
+    def _write_manifest(self, generation: int, manifest: dict[str, Any]) -> tuple[Path, str]:
+        text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+        doc = ('{"hmac":"' + sign_text(self._key, text) + '","manifest":' + text + "}").encode()
+        final = self._manifest_path(generation)
+        tmp, _ = self._files.write_temp(self.directory, [doc], False)
+        os.replace(tmp, final)
+        self._files.fsync_dir(self.directory)
+        self._high = max(self._high, generation)
+        digest = hashlib.sha256(doc).hexdigest()
+        if self.ledger is not None:
+            self.ledger.record(generation, digest)
+        return final, digest
+
+    def _prune(self) -> None:
+        """Delete manifests nothing keeps (module doc), then payloads no kept manifest references."""
+        scan = self._scan()
+        superseded = scan.superseded() | self._supersedes
+        keep = {m.generation for m in scan.valid[-self.generations:]}
+        for process in {m.process for m in scan.valid} - (superseded - {self.process}):
+            mine = [m for m in scan.valid if m.process == process]
+            keep.add(mine[-1].generation)
+            work = [m for m in mine if m.candidate]
+            if work and process != self.process:
+                keep.add(work[-1].generation)
+        for m in scan.valid:
+            if m.generation not in keep:
+                with contextlib.suppress(OSError):
+                    self._manifest_path(m.generation).unlink()
+        refs = {ref_file(e["ref"]) for m in scan.valid if m.generation in keep for e in m.names.values()}
+        if self._small_index is not None:
+            self._small_index = {m: r for m, r in self._small_index.items() if f"{r['pack']}.pack" in refs}
+        self._files.remove_except(refs)
+
+    def discard(self, generation: int) -> list[int]:
+        """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations removed."""
+        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout):
+            scan = self._scan()
+            target = scan.by_generation().get(generation)
+            if target is None:
+                raise SnapshotError(f"there is no valid snapshot generation {generation}; `%compact snapshots` lists them")
+            if target.process == self.process:
+                raise SnapshotError(f"generation {generation} is this kernel's own snapshot; only an earlier "
+                                    "kernel's snapshots can be discarded")
+            gone = [m.generation for m in scan.valid if m.process == target.process]
+            for gen in gone:
+                with contextlib.suppress(OSError):
+                    self._manifest_path(gen).unlink()
+            self._supersedes.add(target.process)
+            self._pending = None
+            self._start(self._scan())
+            self._prune()
+            return gone
+
+    # ------------------------------------------------------------------ restore
+    def load(self, *, generation: int | None = None, names: Iterable[str] | None = None,
+             namespace: dict[str, Any] | None = None) -> tuple[dict[str, Any], RestoreReport]:
+        """Verified values of the newest snapshot holding user work (or ``generation``), with a report.
+
+        With ``namespace`` each value is bound as soon as it loads, so later values whose
+        ``__setstate__``/``__reduce__`` need a restored global find it (``restore.py``).
+        """
+        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout):
+            scan = self._scan()
+            self._start(scan)
+            values, report, chosen = choose_and_load(
+                scan, self._recorded(), self._files, generation=generation,
+                names=None if names is None else list(names), namespace=namespace)
+            if chosen is not None:  # this process took the chosen snapshot's work over
+                if chosen.process != self.process:
+                    self._supersedes |= {chosen.process, *chosen.supersedes}
+                self._pending = False
+            return values, report
+
+    def restore_into(self, namespace: dict[str, Any], *, generation: int | None = None,
+                     names: Iterable[str] | None = None) -> RestoreReport:
+        """Load and bind values into ``namespace``; nothing is bound for names that failed."""
+        return self.load(generation=generation, names=names, namespace=namespace)[1]
+
+
+__all__ = ["PROCESS_ID", "VERIFY_MODES", "GenerationInfo", "Manifest", "SnapshotLedger", "SnapshotStore"]

@@ -1,0 +1,92 @@
+"""``%compact`` is strict: a typo never compacts, help is printed, and the plain-text output reads
+well in a terminal. In-process shell here; the real-kernel and terminal checks live in
+``test_compact_magic_terminal.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython import get_ipython
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+from ipython_compact.kernel.extension import extension_for
+
+FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+
+
+@pytest.fixture()
+def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"magic-{tmp_path.name}")
+    shell = start_ipython() or get_ipython()
+    for name in [n for n in shell.user_ns if not n.startswith("_") and n not in shell.user_ns_hidden]:
+        del shell.user_ns[name]
+    shell.run_line_magic("load_ext", "ipython_compact")
+    yield shell
+    shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def _run(ip: Any, line: str) -> Any:
+    return ip.run_line_magic("compact", line)
+
+
+def _compactions(ip: Any) -> int:
+    ext = extension_for(ip)
+    assert ext is not None
+    return int(ext.service.status()["compactions"])
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("stauts", "did you mean `status`?"),
+        ("snapshto", "did you mean `snapshot`?"),
+        ("restroe x", "did you mean `restore`?"),
+        ("please summarise the sales work", "'please' is not a subcommand. Nothing was run"),
+        ("--focs x", "did you mean `--focus`?"),
+    ],
+)
+def test_a_word_that_is_not_a_subcommand_never_compacts(ip: Any, line: str, expected: str) -> None:
+    _run(ip, f"import {FIXTURE}")
+    before = _compactions(ip)
+    with pytest.raises(UsageError) as err:
+        _run(ip, line)
+    assert expected in str(err.value)
+    assert _compactions(ip) == before
+
+
+def test_the_typo_error_says_how_to_compact_with_that_focus(ip: Any) -> None:
+    with pytest.raises(UsageError, match="type `%compact now stauts`"):
+        _run(ip, "stauts")
+
+
+@pytest.mark.parametrize(
+    ("line", "focus"),
+    [("now the sales numbers", "the sales numbers"), ('--focus "the sales numbers"', "the sales numbers"),
+     ("now --focus=sales", "sales"), ("", None)],
+)
+def test_now_and_focus_compact(ip: Any, line: str, focus: str | None) -> None:
+    _run(ip, f"import {FIXTURE}")
+    before = _compactions(ip)
+    shown = _run(ip, line)
+    assert _compactions(ip) == before + 1
+    ext = extension_for(ip)
+    assert ext is not None
+    entry = ext.service.store.get(shown.data["id"], ext.service.session)
+    assert entry.data["details"].get("focus") == focus
+
+
+@pytest.mark.parametrize("line", ["--help", "-h", "help"])
+def test_help_is_printed_not_returned(ip: Any, line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(ip, line) is None
+    out = capsys.readouterr().out
+    assert out.startswith("usage: %compact") and "  status  " in out and "--focus FOCUS" in out
+
+
+def test_help_in_a_cell_leaves_no_out_value(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    result = ip.run_cell("%compact --help", store_history=True)
+    assert result.result is None and "usage: %compact" in capsys.readouterr().out

@@ -1,0 +1,286 @@
+"""Differential fuzz: ``chars4`` against pi 0.73.1's own code on hundreds of generated sessions.
+
+``ipython_compact.testing.pi_sessions`` builds seeded pi v3 files the way pi's SessionManager and
+tree navigation build them (branches, branch summaries, 0-3 compactions on the path, split turns,
+huge tool results, images, aborted/errored assistants with usage, custom and bash entries, labels,
+lone surrogates, numbers JavaScript prints differently). All of them run through pi's real package
+in ONE Node process (``tests/pi_reference/pi_batch.mjs``), and through our core; for each session we
+compare the branch, every message estimate, the context (roles, estimates, size, serialization)
+and, at several keep budgets, ``findCutPoint`` and ``prepareCompaction`` field by field.
+
+Fork files (pi's ``createBranchedSession``) name dropped label entries as parents. pi's loader
+then stops its path walk there and loses the history before the label; we re-link such an entry
+to the entry before it in the file (the label's own parent). So a fork is compared with pi
+running on the re-linked file, and pi on the re-linked file must see the same context as pi on
+the original session at the fork's leaf.
+
+``PI_FUZZ_SEEDS`` (default 300) sets how many sessions run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.core.context import build_agent_messages
+from ipython_compact.core.cutpoints import find_cut_point
+from ipython_compact.core.entries import Entry, path_to
+from ipython_compact.core.javascript import js_length
+from ipython_compact.core.messages import entry_message
+from ipython_compact.core.pi_format import parse_pi_session
+from ipython_compact.core.preparation import prepare_compaction
+from ipython_compact.core.serialization import serialize_conversation
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens, estimate_message_tokens
+from ipython_compact.testing.pi_sessions import PiSessionFile, fork_session, generate_pi_session
+
+pytestmark = pytest.mark.slow
+
+REFERENCE = Path(__file__).parent / "pi_reference"
+SEEDS = range(int(os.environ.get("PI_FUZZ_SEEDS", "300")))
+KEEPS = (1, 150, 800, 3000, 12000, 50000)
+FORK_EVERY = 4  # every 4th seed also yields a fork file
+
+#: case name -> (generated file, our branch of it, pi's results)
+Batch = dict[str, tuple[PiSessionFile, list[Entry], dict[str, Any]]]
+
+
+def relinked(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fork file as we load it (core/pi_format.py): a parent not in the file becomes the
+    previous entry, and a compaction's first kept id naming such a parent becomes its first child."""
+    out: list[dict[str, Any]] = []
+    ids = {o.get("id") for o in objects[1:]}
+    children: dict[str, str] = {}
+    previous: str | None = None
+    for obj in objects:
+        if obj.get("type") != "session":
+            if obj.get("parentId") is not None and obj["parentId"] not in ids:
+                children.setdefault(obj["parentId"], obj["id"])
+                obj = {**obj, "parentId": previous}
+            previous = obj["id"]
+        out.append(obj)
+    return [{**o, "firstKeptEntryId": children[o["firstKeptEntryId"]]}
+            if o.get("type") == "compaction" and o["firstKeptEntryId"] in children else o for o in out]
+
+
+def resolvable(objects: list[dict[str, Any]]) -> bool:
+    """True when every compaction's first kept id is in the file once re-linked (not a label run)."""
+    ids = {o.get("id") for o in objects[1:]}
+    return all(o["firstKeptEntryId"] in ids for o in objects if o.get("type") == "compaction")
+
+
+def cases() -> Iterator[tuple[str, PiSessionFile, str | None]]:
+    """``(name, file, leaf)``: every seed's session; for every FORK_EVERY-th seed its fork too."""
+    for seed in SEEDS:
+        session = generate_pi_session(seed)
+        yield f"s{seed}", session, None
+        if seed % FORK_EVERY == 0:
+            rng = random.Random(seed)
+            leaf = rng.choice(session.entries)["id"]
+            yield f"f{seed}", fork_session(session, leaf, rng), None
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed; the pi reference runs in Node")
+    if not (REFERENCE / "node_modules" / "@mariozechner" / "pi-coding-agent").is_dir():
+        pytest.fail("pi's reference package is not installed: run `make pi-reference`")
+    ours: dict[str, tuple[PiSessionFile, str | None]] = {}
+    requests: list[dict[str, Any]] = []
+    for name, session, leaf in cases():
+        ours[name] = (session, leaf)
+        objects = session.objects()
+        if name.startswith("f"):
+            # pi on the fork as written, pi on it re-linked, pi on the original at the fork's leaf
+            original = generate_pi_session(int(name[1:]))
+            requests.append({"name": name + ":raw", "objects": objects, "leaf": None, "keeps": []})
+            objects = relinked(objects)
+            requests.append({"name": name + ":original", "objects": original.objects(), "leaf": session.notes["fork_leaf"],
+                             "keeps": [], "fork_leaf": session.notes["fork_leaf"]})
+        requests.append({"name": name, "objects": objects, "leaf": leaf, "keeps": list(KEEPS)})
+    cases_file = tmp_path_factory.mktemp("pi_fuzz") / "cases.json"
+    cases_file.write_text(json.dumps({"cases": requests}), encoding="utf-8")
+    done = subprocess.run([node, str(REFERENCE / "pi_batch.mjs"), str(cases_file)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout)
+    assert (out["package"], out["version"]) == ("@mariozechner/pi-coding-agent", "0.73.1")
+    by_name = {r["name"]: r for r in out["results"]}
+    errors = {n: r["error"][:500] for n, r in by_name.items() if "error" in r}
+    assert not errors, f"pi threw on generated sessions: {errors}"
+    return {name: (s, our_path(s, leaf), by_name[name]) for name, (s, leaf) in ours.items()} | {
+        name: (ours[name.split(":")[0]][0], [], by_name[name]) for name in by_name if ":" in name}
+
+
+def our_path(session: PiSessionFile, leaf: str | None) -> list[Entry]:
+    """Our branch of the file as the importer reads it (parsed from the JSON text, like a file)."""
+    entries = parse_pi_session(session.numbered()).entries
+    return path_to({e.id: e for e in entries}, leaf or entries[-1].id)
+
+
+def mismatches(batch: Batch, check: Any) -> list[str]:
+    found: list[str] = []
+    for name, (_, path, ref) in batch.items():
+        if ":" in name:
+            continue
+        found.extend(f"{name}: {problem}" for problem in check(path, ref))
+    return found
+
+
+def report(found: list[str]) -> str:
+    return f"{len(found)} mismatches, first ones:\n" + "\n".join(found[:8])
+
+
+def test_generator_covers_what_the_issue_lists(batch: Batch) -> None:
+    compactions = {0: 0, 1: 0, 2: 0, 3: 0}
+    kinds: set[str] = set()
+    stops: set[str] = set()
+    splits = huge = forks_with_dangling = setting_before_user = 0
+    for name, (session, _, ref) in batch.items():
+        if ":" in name:
+            continue
+        if name.startswith("s"):
+            compactions[session.notes["compactions_on_path"]] += 1
+        else:
+            forks_with_dangling += session.notes["dangling_parents"] > 0
+        for e in session.entries:
+            kinds.add(e["type"])
+            message = e.get("message", {})
+            stops.add(message.get("stopReason", ""))
+            kinds.add("role:" + message.get("role", ""))
+            huge += message.get("role") == "toolResult" and js_length(message["content"][0]["text"]) > 20000
+        splits += any(r["cut"]["is_split_turn"] for r in ref["results"])
+        path = ref["path_ids"]
+        by_id = {e["id"]: e for e in session.entries}
+        setting_before_user += any(
+            by_id[a]["type"] in ("model_change", "thinking_level_change") and by_id[b].get("message", {}).get("role") == "user"
+            for a, b in itertools.pairwise(path))
+    assert all(n >= 5 for n in compactions.values()), compactions
+    assert {"branch_summary", "custom_message", "custom", "label", "model_change", "thinking_level_change",
+            "session_info", "compaction", "role:bashExecution", "role:toolResult"} <= kinds
+    assert {"aborted", "error", "toolUse", "stop"} <= stops
+    assert splits >= 20 and huge >= 20 and forks_with_dangling >= 5 and setting_before_user >= 10
+
+
+def test_branch_and_message_estimates_agree(batch: Batch) -> None:
+    def check(path: list[Entry], ref: dict[str, Any]) -> Iterator[str]:
+        if [e.id for e in path] != ref["path_ids"]:
+            yield f"branch differs: ours {len(path)} entries, pi {len(ref['path_ids'])}"
+            return
+        ours = [estimate_entry_tokens(e, "chars4") if e.kind == "message" else None for e in path]
+        for i, (a, b) in enumerate(zip(ours, ref["entry_tokens"], strict=True)):
+            if a != b:
+                yield f"entry {i} ({path[i].role}): ours {a}, pi {b}"
+
+    found = mismatches(batch, check)
+    assert not found, report(found)
+
+
+def test_context_agrees(batch: Batch) -> None:
+    def check(path: list[Entry], ref: dict[str, Any]) -> Iterator[str]:
+        expected = ref["context"]
+        messages = build_agent_messages(path)
+        if [m["role"] for m in messages] != expected["roles"]:
+            yield f"context roles differ: ours {len(messages)} messages, pi {len(expected['roles'])}"
+            return
+        tokens = [estimate_message_tokens(m, "chars4") for m in messages]
+        if tokens != expected["tokens"]:
+            yield f"context estimates differ at {[i for i, (a, b) in enumerate(zip(tokens, expected['tokens'], strict=True)) if a != b][:5]}"
+        e = expected["estimate"]
+        want = (e["tokens"], e["usageTokens"], e["trailingTokens"])
+        for label, got in (("messages", estimate_context(messages, "chars4")), ("path", estimate_context(path, "chars4"))):
+            if (got.tokens, got.usage_tokens, got.trailing_tokens) != want:
+                yield f"context estimate ({label}): ours {(got.tokens, got.usage_tokens, got.trailing_tokens)}, pi {want}"
+        if serialize_conversation(messages, mode="pi") != expected["serialized"]:
+            yield "serialized context differs"
+
+    found = mismatches(batch, check)
+    assert not found, report(found)
+
+
+def test_cut_points_agree(batch: Batch) -> None:
+    def check(path: list[Entry], ref: dict[str, Any]) -> Iterator[str]:
+        for row in ref["results"]:
+            cut = find_cut_point(path, ref["boundary_start"], len(path), row["keep"], estimator="chars4")
+            got = {"first_kept_index": cut.first_kept_index, "turn_start_index": cut.turn_start_index,
+                   "is_split_turn": cut.is_split_turn}
+            if got != row["cut"]:
+                yield f"keep {row['keep']}: ours {got}, pi {row['cut']}"
+
+    found = mismatches(batch, check)
+    assert not found, report(found)
+
+
+def _serialized(entries: tuple[Entry, ...]) -> str:
+    return serialize_conversation([m for m in (entry_message(e) for e in entries) if m is not None], mode="pi")
+
+
+def test_plans_agree(batch: Batch) -> None:
+    def check(path: list[Entry], ref: dict[str, Any]) -> Iterator[str]:
+        for row in ref["results"]:
+            keep, want = row["keep"], row["prepare"]
+            prep = prepare_compaction(path, CompactionSettings(keep_recent_tokens=keep, estimator="chars4"))
+            if want is None or (want["messages_to_summarize"] == 0 and want["turn_prefix_messages"] == 0):
+                if prep is not None:  # pi's "nothing to summarize" is a plan with no messages; ours is None
+                    yield f"keep {keep}: ours plans, pi has nothing to summarize"
+                continue
+            if prep is None:
+                yield f"keep {keep}: ours has nothing to do, pi plans {want['messages_to_summarize']} messages"
+                continue
+            got = {
+                "first_kept_index": prep.first_kept_index,
+                "is_split_turn": prep.is_split_turn,
+                "messages_to_summarize": len(prep.messages_to_summarize),
+                "turn_prefix_messages": len(prep.turn_prefix),
+                "tokens_before": prep.tokens_before,
+                "previous_summary_chars": None if prep.previous_summary is None else js_length(prep.previous_summary),
+                "read_files": list(prep.read_files),
+                "modified_files": list(prep.modified_files),
+                "serialized": _serialized(prep.messages_to_summarize),
+                "serialized_prefix": _serialized(prep.turn_prefix),
+            }
+            for key, value in got.items():
+                if value != want[key]:
+                    shown = (value, want[key]) if not key.startswith("serialized") else "(text differs)"
+                    yield f"keep {keep}: {key} ours/pi {shown}"
+
+    found = mismatches(batch, check)
+    assert not found, report(found)
+
+
+def test_forks_load_with_the_history_pi_loses(batch: Batch) -> None:
+    checked = same = forks = 0
+    for name, (session, path, ref) in batch.items():
+        if not name.startswith("f") or ":" in name:
+            continue
+        raw, original = batch[name + ":raw"][2], batch[name + ":original"][2]
+        # the generator's fork is the file pi's createBranchedSession writes (up to new label ids)
+        pi_fork = [o for o in original["fork_objects"] if o["type"] != "session"]
+        shape = [(o["type"], o.get("targetId"), o.get("label")) if o["type"] == "label" else (o["type"], o["id"], o["parentId"])
+                 for o in pi_fork]
+        ours = [(o["type"], o.get("targetId"), o.get("label")) if o["type"] == "label" else (o["type"], o["id"], o["parentId"])
+                for o in session.entries]
+        assert ours == shape, name
+        # re-linked, pi sees exactly the context of the original session at the fork's leaf
+        # (unless a compaction's kept region began at a run of dropped labels: then it starts later)
+        if resolvable(relinked(session.objects())):
+            assert ref["context"] == original["context"], name
+            same += 1
+        if session.notes["dangling_parents"]:
+            assert len(raw["path_ids"]) < len(ref["path_ids"]), name  # pi's own walk stops at the dropped label
+            checked += 1
+        # and we load the raw fork with the re-linked parents
+        assert [e.id for e in path] == ref["path_ids"], name
+        forks += 1
+    assert checked >= 5 and same >= 0.9 * forks, (checked, same, forks)
