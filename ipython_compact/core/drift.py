@@ -73,6 +73,23 @@ _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     ("metric", re.compile(r"\b\d+ (?:passed|failed|skipped|xfailed|xpassed|errors?)\b")),  # a test run's counts
 )
 
+# per pattern of ``_PATTERNS``: substrings one of which every match contains (empty: no hint)
+_PATTERN_HINTS: Final[tuple[tuple[str, ...], ...]] = (
+    ("http",),
+    ("Error", "Exception", "Exit", "Interrupt", "Fault", "Warning"),
+    ("/",),
+    (".",),
+    ("==", ">=", "<=", "~=", "@", " "),
+    (".",),
+    ("-",),
+    (),
+    ("-",),
+    ("#",),
+    ("-", "_"),
+    ("=",),
+    ("passed", "failed", "skipped", "xfailed", "xpassed", "error"),
+)
+
 _VARIABLE_RE: Final = re.compile(
     r"(?m)^(?:(?:def|class)\s+([A-Za-z]\w*)|([A-Za-z]\w*)(?:\s*,\s*[A-Za-z]\w*)*\s*(?::[^=\n]+)?=(?!=)|(?:from\s+\S+\s+)?import\s+[\w.]+\s+as\s+([A-Za-z]\w*))"
 )
@@ -163,7 +180,9 @@ def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
     found: dict[str, IdentifierClass] = {}
     spans: list[tuple[int, int]] = []
     hits: list[tuple[int, IdentifierClass, str]] = []
-    for cls, pattern in _PATTERNS:
+    for (cls, pattern), hints in zip(_PATTERNS, _PATTERN_HINTS, strict=True):
+        if hints and not any(h in text for h in hints):
+            continue  # the pattern needs one of these substrings: skip a scan that cannot match
         for m in pattern.finditer(text):
             if cls == "error":
                 start, end = m.start(1), m.end(2)
@@ -208,8 +227,8 @@ def variables_in_code(code: str) -> list[str]:
     return names
 
 
-OUTPUT_HEAD_CHARS: Final = 4000
-OUTPUT_TAIL_CHARS: Final = 2000
+OUTPUT_HEAD_CHARS: Final = 2500
+OUTPUT_TAIL_CHARS: Final = 1500
 OUTPUT_IDENTIFIERS: Final = 16  # per output: one output must not take over the working set
 _ERROR_LINE_RE: Final = re.compile(r"(?m)^.*(?:Error|Exception|Traceback|FAILED|error:).*$")
 
