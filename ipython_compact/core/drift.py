@@ -42,11 +42,12 @@ MACHINE_TAGS: Final = (
 )
 
 # the guard's working set: how many exact strings, and how many characters, it may carry at most
-# (160 strings / 6,400 chars ≈ 1,600 tokens, an eighth of the default summary budget: full within
-# ~20 compactions of a busy session, then flat)
+# (240 strings / 9,600 chars ≈ 2,400 tokens, under a fifth of the default summary budget: full
+# within ~15 compactions of the retention bench's session, ~40 of the probe sessions', then flat;
+# 160 / 6,400 lost 7% of the probe benchmark's facts from view by compaction 30, see docs/fidelity.md)
 # (the identifier block is part of the checkpoint's hard size budget; see ``track_identifiers``)
-MAX_TRACKED: Final = 160
-MAX_TRACKED_CHARS: Final = 6400
+MAX_TRACKED: Final = 240
+MAX_TRACKED_CHARS: Final = 9600
 
 _BLOCK_RE: Final = re.compile(
     r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
