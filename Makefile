@@ -6,15 +6,19 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export IPYTHON_COMPACT_DIR ?= $(CURDIR)/.ipython-compact-data
 
-.PHONY: setup system-deps demo test test-fast lint typecheck pytest bench clean pi-reference labextension lint-labextension
+.PHONY: setup system-deps demo test test-fast lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
 # npm is skipped here: the JupyterLab extension is built by the rules below, from the lock file.
-$(VENV)/.installed: $(VENV)/bin/python pyproject.toml
+# An editable install does not place shared-data, so the jupyter_server config the wheel ships
+# (etc/jupyter/jupyter_server_config.d/ipython_compact.json) is linked into the venv here.
+$(VENV)/.installed: $(VENV)/bin/python pyproject.toml jupyter-config/jupyter_server_config.d/ipython_compact.json
 	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PY) -m pip install --quiet -e '.[dev]'
+	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	ln -sf $(abspath jupyter-config/jupyter_server_config.d/ipython_compact.json) $(VENV)/etc/jupyter/jupyter_server_config.d/ipython_compact.json
 	touch $@
 
 # JupyterLab extension: `npm ci` from the committed lock file, build into ipython_compact/labextension,
@@ -61,7 +65,20 @@ pi-reference:
 pytest: setup pi-reference
 	$(BIN)/python -m pytest -q
 
-test: setup system-deps lint pytest
+# The engine adapters (ipython_compact.integrations) are tested in their own venvs: dspy and rlms
+# bring heavy dependencies, and rlms installs a top-level `rlm` package. The main suite skips those
+# tests; here each extra's tests run where the extra is installed (.venv-dspy, .venv-rlms).
+EXTRAS := dspy rlms
+.venv-%/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-$*
+	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 .venv-$*/bin/python -m pip install --quiet -e '.[$*]' 'pytest>=8' 'pytest-timeout>=2.3'
+	touch $@
+
+pytest-extras: $(foreach e,$(EXTRAS),.venv-$(e)/.installed)
+	for e in $(EXTRAS); do .venv-$$e/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_integration_$$e.py || exit 1; done
+
+# The extras first, so the main suite's summary is the run's closing line.
+test: setup system-deps lint pytest-extras pytest
 
 # The quick loop while editing: no real kernels, servers or browsers (tests marked slow or browser).
 test-fast: setup
@@ -72,4 +89,4 @@ bench: setup pi-reference system-deps
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .ipython-compact-data build dist labextension/node_modules labextension/lib ipython_compact/labextension
+	rm -rf $(VENV) .venv-dspy .venv-rlms .ipython-compact-data build dist labextension/node_modules labextension/lib ipython_compact/labextension

@@ -56,6 +56,9 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     assert result["summarizer"] == "offline"
 
     shown = run(tmp_path, "show", "-s", "pi").stdout
+    # The focus the user gave is part of the record, in `show --json` and `show --list --json`.
+    assert json.loads(run(tmp_path, "show", "-s", "pi", "--json").stdout)["focus"] == "rpc mode"
+    assert json.loads(run(tmp_path, "show", "-s", "pi", "--list", "--json").stdout)[-1]["focus"] == "rpc mode"
     assert "Never push to main without review" in shown and "## Goal" in shown
     listed = run(tmp_path, "show", "-s", "pi", "--list").stdout
     assert result["id"] in listed and "manual" in listed

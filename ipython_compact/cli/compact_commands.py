@@ -265,6 +265,7 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
         "tokens_after": details.get("tokens_after"),
         "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
         "summarizer": details.get("summarizer"),
+        "focus": details.get("focus"),  # what the user asked the summary to keep in particular, or null
     }
 
 

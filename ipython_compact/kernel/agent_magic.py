@@ -121,9 +121,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
             on_event=self._on_event, stream=chosen.stream,
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
-        self.settings = chosen
-        if self.service is not None:
-            self.service.agent_window = chosen.window  # `%compact status` and the panel show the agent's window
+        self.settings = chosen  # `%compact status` and the panel read the live agent's own figures
         return agent
 
     def _on_event(self, event: AgentEvent) -> None:
@@ -149,8 +147,6 @@ class AgentMagics(Magics):  # type: ignore[misc]
         agent, self.current = self.current, None
         with contextlib.suppress(ValueError, AttributeError):
             getattr(self.shell, "configurables", []).remove(self.agent_config)
-        if self.service is not None:
-            self.service.agent_window = None
         if agent is not None:
             with contextlib.suppress(Exception):  # unload must not fail because a compaction did
                 agent.wait_background(timeout=5.0)

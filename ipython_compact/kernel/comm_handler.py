@@ -55,6 +55,7 @@ class CommHandler:
     def __init__(self, service: KernelService) -> None:
         self.service = service
         self.comms: dict[str, Any] = {}
+        self.subshell_of: dict[str, str] = {}  # comm id -> the subshell it was opened on
         self.ops: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
             "hello": self._hello, "names": self._names, "status": self._status, "summaries": self._summaries,
             "preview": self._preview, "compact": self._compact, "snapshot": self._snapshot,
@@ -63,10 +64,28 @@ class CommHandler:
 
     # ------------------------------------------------------------------ comm plumbing
     def open(self, comm: Any, open_msg: Any) -> None:
-        """The comm target: remember the comm and answer its messages from ``on_msg``."""
+        """The comm target: remember the comm (and its subshell) and answer its messages from ``on_msg``."""
         self.comms[comm.comm_id] = comm
+        subshell = _subshell_id(open_msg)
+        if subshell is not None:
+            self.subshell_of[comm.comm_id] = subshell
         comm.on_msg(lambda msg: self.on_msg(comm, msg))
-        comm.on_close(lambda msg: self.comms.pop(comm.comm_id, None))
+        comm.on_close(lambda msg: self.closed(comm.comm_id))
+
+    def closed(self, comm_id: str) -> None:
+        """The frontend closed a comm: forget it, and give back its subshell once no comm of ours uses it.
+
+        Why the kernel does it: JupyterLab asks to delete a per-target subshell only after the comm
+        is disposed, by which time a closing notebook's kernel connection is gone, and a page
+        reload sends nothing at all beyond the comm close the panel sends on ``pagehide``; each
+        left a subshell thread behind. Deletion is deferred (``RELEASE_DELAY_S``) so the subshell
+        finishes publishing the reply to this very close first, and it is skipped if the
+        frontend deleted the subshell itself or a new comm of ours opened on it meanwhile.
+        """
+        self.comms.pop(comm_id, None)
+        subshell = self.subshell_of.pop(comm_id, None)
+        if subshell is not None and subshell not in self.subshell_of.values():
+            _release_subshell(self.service.shell, subshell, still_free=lambda: subshell not in self.subshell_of.values())
 
     def on_msg(self, comm: Any, msg: Any) -> None:
         try:
@@ -86,6 +105,7 @@ class CommHandler:
             except Exception:
                 log.debug("closing comm failed", exc_info=True)
         self.comms.clear()
+        self.subshell_of.clear()
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, data: Any) -> dict[str, Any]:
@@ -158,6 +178,35 @@ class CommHandler:
             raise BadRequest("recall needs exactly one of 'entry_id' or 'query'")
         return {"hits": self.service.recall(entry_id=entry_id, query=query,
                                             limit=_opt_int(args, "limit", 5, 1, 100) or 5)}
+
+
+#: Seconds between a comm's close and the deletion of its subshell (see ``CommHandler.closed``).
+RELEASE_DELAY_S = 0.5
+
+
+def _subshell_id(msg: Any) -> str | None:
+    header = msg.get("header") if isinstance(msg, dict) else None
+    value = header.get("subshell_id") if isinstance(header, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _release_subshell(shell: Any, subshell_id: str, still_free: Callable[[], bool]) -> None:
+    """Delete ``subshell_id`` on ipykernel's shell-channel thread (where its manager must run)."""
+    thread = getattr(getattr(shell, "kernel", None), "shell_channel_thread", None)
+    manager = getattr(thread, "manager", None)
+    loop = getattr(thread, "io_loop", None)
+    if manager is None or loop is None:
+        return
+
+    def delete() -> None:
+        try:
+            if still_free() and subshell_id in manager.list_subshell():
+                manager._delete_subshell(subshell_id)
+        except Exception:
+            log.debug("releasing subshell %s failed", subshell_id, exc_info=True)
+
+    # add_callback is the loop's thread-safe entry; call_later then runs on the loop's own thread.
+    loop.add_callback(lambda: loop.call_later(RELEASE_DELAY_S, delete))
 
 
 def _error(rid: str | None, code: str, message: str) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class Extension:
         ip.configurables.append(self.config)
         ip.register_magics(self.magics)
         self.agent_magics = register_agent_magic(ip, self.service)  # %%agent (ipython_compact.kernel.agent_magic)
+        self.service.live_agent = lambda: self.agent_magics.current if self.agent_magics is not None else None
         ip.events.register("pre_run_cell", self.pre_run_cell)
         ip.events.register("post_run_cell", self.post_run_cell)
         self._bind_helper()

@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,9 @@ class KernelService:
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
-        self.agent_window: int | None = None  # set by %%agent: the window of the agent compacting this session
+        # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
+        # estimate are the ones that decide compactions, so `status` reports those.
+        self.live_agent: Callable[[], Any] = lambda: None
         self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
@@ -151,43 +153,69 @@ class KernelService:
 
         return CompactionSettings.from_mapping(self.config.settings_mapping())
 
-    def status(self) -> dict[str, Any]:
-        from ipython_compact.core.thresholds import threshold_lines
+    def context_session(self) -> str:
+        """The session whose context is compacting: the live agent's, else the kernel's binding."""
+        agent = self.live_agent()
+        return str(agent.session) if agent is not None else self.session
 
-        settings = self.settings()
-        view = self.store.context_view(self.session)
+    def status(self) -> dict[str, Any]:
+        """Where the context stands, with the figures of whoever compacts it.
+
+        With a live ``%%agent`` the window, both lines and the token estimate are the agent's own
+        (its ``--window``, its per-model settings, its stale-usage guard): the same numbers that
+        trigger its compactions. Otherwise they come from ``CompactConfig``. ``conversation``
+        says whether the context holds any model conversation (messages or a compaction); a plain
+        notebook has none, and there is nothing to compact.
+        """
+        from ipython_compact.core.thresholds import threshold_lines
         from ipython_compact.core.tokens import estimate_context
 
-        # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
-        # estimates after it — not a plain sum, which disagreed with `%compact preview`.
-        tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
-        window = int(self.agent_window or self.config.context_window)
+        agent = self.live_agent()
+        session = self.context_session()
+        view = self.store.context_view(session)
+        conversation = any(e.kind in (E.MESSAGE, E.COMPACTION) for e in view.entries)
         problem = None
-        try:
-            lines: Any = threshold_lines(window, settings)
-        except ValueError as exc:  # a misconfigured window: report it instead of failing the status
-            lines, problem = None, str(exc)
+        if agent is not None:
+            figures = agent.status()
+            tokens, window, model = figures["tokens"], int(figures["window"]), figures.get("model")
+            lines: Any = None
+            blocking, background = figures["blocking_line"], figures["background_line"]
+        else:
+            settings = self.settings()
+            # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
+            # estimates after it — not a plain sum, which disagreed with `%compact preview`.
+            tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
+            window, model = int(self.config.context_window), None
+            try:
+                lines = threshold_lines(window, settings)
+            except ValueError as exc:  # a misconfigured window: report it instead of failing the status
+                lines, problem = None, str(exc)
+            blocking = None if lines is None else lines.blocking
+            background = None if lines is None else lines.background
         if problem is None and tokens > window:
             problem = (f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
                        "context would be refused. `%compact now` brings it under the window")
-        elif problem is None and lines is not None and tokens > lines.blocking:
-            problem = (f"over the blocking line ({lines.blocking:,}): the next agent turn compacts before it calls "
+        elif problem is None and blocking is not None and tokens > blocking:
+            problem = (f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
                        "the model; `%compact now` compacts now")
-        live = self.store.live_status(self.session)
+        live = self.store.live_status(session)
         snap = self.snapshots.latest_manifest()
         return {
-            "session": self.session,
+            "session": session,
             "binding": self.binding.source,
             "binding_key": self.binding.key,  # what the session is tied to (notebook, kernel, terminal: cwd+profile)
             "snapshot_dir": str(self.snapshot_dir),
             "restore_pending": self.snapshots.pending,  # an earlier kernel's snapshot waits for %compact restore
+            "source": "agent" if agent is not None else "config",  # whose window and lines these are
+            "model": model,  # the live agent's provider/model, or null
+            "conversation": conversation,
             "tokens": tokens,
             "window": window,
-            "blocking_line": None if lines is None else lines.blocking,
-            "background_line": None if lines is None else lines.background,
+            "blocking_line": blocking,
+            "background_line": background,
             "problem": problem,
-            "entries": self.store.path_length(self.session),  # stored depth: no walk
-            "compactions": self.store.count_on_path(self.session, (E.COMPACTION,)),  # stored running count: one row
+            "entries": self.store.path_length(session),  # stored depth: no walk
+            "compactions": self.store.count_on_path(session, (E.COMPACTION,)),  # stored running count: one row
             "in_flight": [
                 {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking, "started_at": c.started_at}
                 for c in live.in_flight
@@ -205,7 +233,7 @@ class KernelService:
 
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[dict[str, Any]]:
-        compactions = self.store.path(self.session, kinds=(E.COMPACTION,))  # mark chain, not the whole branch
+        compactions = self.store.path(self.context_session(), kinds=(E.COMPACTION,))  # mark chain only
         out = []
         for e in compactions[-limit:] if limit > 0 else compactions:
             details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
@@ -213,6 +241,7 @@ class KernelService:
                 "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
                 "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
                 "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
+                "focus": details.get("focus"),
                 # Kept verbatim = the messages from the first kept entry up to this compaction.
                 "kept_entries": self._kept_messages(e),
             })
@@ -224,7 +253,8 @@ class KernelService:
         if not isinstance(first_kept, str):
             return 0
         try:
-            return int(self.store.count_on_path(self.session, (E.MESSAGE,), leaf=compaction.id, from_id=first_kept))
+            return int(self.store.count_on_path(self.context_session(), (E.MESSAGE,), leaf=compaction.id,
+                                                from_id=first_kept))
         except KeyError:  # not on the path (a damaged log): nothing counted as kept
             return 0
 

@@ -42,6 +42,7 @@ class LabServer:
     root: Path
     data_dir: Path
     log_path: Path
+    runtime_dir: Path
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         """Call the server's REST API with the token; returns the decoded JSON (or None)."""
@@ -63,6 +64,32 @@ class LabServer:
     def put_notebook(self, name: str) -> None:
         """Create an empty Python 3 notebook (its kernelspec makes Lab start the kernel on open)."""
         self.api("PUT", f"/api/contents/{name}", {"type": "notebook", "format": "json", "content": empty_notebook()})
+
+
+    def kernel_census(self, kernel_id: str, target: str = "ipython_compact") -> tuple[int, int]:
+        """(open comms on ``target``, live subshells) of a kernel, asked by a client of our own.
+
+        Why not through the page: the page under test may be reloading or may have closed the
+        notebook; a separate jupyter_client connection (from the server's connection file) sees
+        the kernel as it is.
+        """
+        from jupyter_client.blocking.client import BlockingKernelClient
+
+        client = BlockingKernelClient(connection_file=str(self.runtime_dir / f"kernel-{kernel_id}.json"))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            reply = client.comm_info(target_name=target, reply=True, timeout=10)
+            comms = len(reply["content"]["comms"])
+            msg = client.session.msg("list_subshell_request", {})
+            client.control_channel.send(msg)
+            deadline = time.monotonic() + 10
+            while True:
+                answer = client.control_channel.get_msg(timeout=max(0.1, deadline - time.monotonic()))
+                if answer["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                    return comms, len(answer["content"]["subshell_id"])
+        finally:
+            client.stop_channels()
 
 
 def empty_notebook() -> dict[str, Any]:
@@ -121,7 +148,7 @@ def running_lab(base: Path, *, env: Mapping[str, str] | None = None, timeout: fl
     }
     full_env.pop("IPYTHON_COMPACT_SESSION", None)
     log_path = base / "jupyter-lab.log"
-    server = LabServer(f"http://127.0.0.1:{port}", token, root, data_dir, log_path)
+    server = LabServer(f"http://127.0.0.1:{port}", token, root, data_dir, log_path, base / "jupyter-runtime")
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [

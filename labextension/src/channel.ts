@@ -38,9 +38,10 @@ export class RequestError extends Error {
   }
 }
 
-/** `CommHandler` exposes `subshellStarted`, but the class is not exported. */
+/** `CommHandler` exposes `subshellStarted` and `subshellId`, but the class is not exported. */
 interface ISubshellAware {
   readonly subshellStarted: Promise<void>;
+  readonly subshellId?: string | null;
 }
 
 function isSubshellAware(comm: Kernel.IComm): comm is Kernel.IComm & ISubshellAware {
@@ -79,7 +80,8 @@ interface IPending {
  * Create it with `CompactChannel.connect`; it is unusable after `closed` fires.
  */
 export class CompactChannel {
-  private constructor(comm: Kernel.IComm, overSubshell: boolean) {
+  private constructor(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, overSubshell: boolean) {
+    this._kernel = kernel;
     this._comm = comm;
     this.overSubshell = overSubshell;
     comm.onMsg = msg => this._onMsg(msg);
@@ -109,7 +111,7 @@ export class CompactChannel {
         console.warn('ipython-compact: no subshell for the comm, using the main shell', err);
       }
     }
-    const channel = new CompactChannel(comm, overSubshell);
+    const channel = new CompactChannel(kernel, comm, overSubshell);
     comm.open({ v: PROTOCOL_VERSION });
     try {
       const hello = await channel.request('hello', {}, timeoutMs);
@@ -172,6 +174,35 @@ export class CompactChannel {
     this._onClose();
   }
 
+  /**
+   * The page is going away: tell the kernel the comm is closed, and nothing else.
+   *
+   * Why not `dispose()`: JupyterLab's comm then also asks, on the control channel, to delete
+   * the per-target subshell, and that request overtakes the `comm_close` queued on the very
+   * subshell it deletes, so the kernel never hears of the close and keeps the comm. The kernel
+   * deletes the subshell itself once the close has been handled (kernel/comm_handler.py).
+   */
+  abandon(): void {
+    if (this._isClosed) {
+      return;
+    }
+    const subshellId = isSubshellAware(this._comm) ? this._comm.subshellId ?? null : null;
+    try {
+      const msg = KernelMessage.createMessage({
+        msgType: 'comm_close',
+        channel: 'shell',
+        username: this._kernel.username,
+        session: this._kernel.clientId,
+        subshellId: subshellId ?? this._kernel.subshellId,
+        content: { comm_id: this._comm.commId, data: {} }
+      });
+      this._kernel.sendShellMessage(msg, false, true);
+    } catch {
+      // The connection may already be gone; the kernel then keeps the comm until it stops.
+    }
+    this._onClose();
+  }
+
   private _onMsg(msg: KernelMessage.ICommMsgMsg): void {
     const data: unknown = msg.content.data;
     if (!isObject(data)) {
@@ -223,6 +254,7 @@ export class CompactChannel {
     Signal.clearData(this);
   }
 
+  private _kernel: Kernel.IKernelConnection;
   private _comm: Kernel.IComm;
   private _pending = new Map<string, IPending>();
   private _isClosed = false;

@@ -45,6 +45,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const follow = (nb: NotebookPanel | null): void => {
       model.follow(nb ? nb.sessionContext : null, nb ? nb.context.path : '');
     };
+    // A reload or a closed tab sends nothing on its own: close every comm while the socket is
+    // still open, so the kernel drops it and gives its subshell back (kernel/comm_handler.py).
+    // `beforeunload` comes first, while the socket surely still sends; `pagehide` catches the rest.
+    window.addEventListener('beforeunload', () => model.releaseAll());
+    window.addEventListener('pagehide', () => model.releaseAll());
     tracker.currentChanged.connect((_, nb) => follow(nb));
     follow(tracker.currentWidget);
     // The tracker keeps its current notebook when focus moves to the panel itself,

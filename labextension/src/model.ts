@@ -389,6 +389,16 @@ export class NotebookModel {
     this._changed.emit();
   }
 
+  /** Close the comm (the kernel then releases its subshell) and stop asking, e.g. when the page unloads. */
+  release(): void {
+    this._active = false;
+    this._stopPolling();
+    const channel = this._channel;
+    this._channel = null;
+    this._channelKernel = null;
+    channel?.abandon();
+  }
+
   dispose(): void {
     if (this._disposed) {
       return;
@@ -691,6 +701,16 @@ export class PanelModel {
   setActive(active: boolean): void {
     this._active = active;
     this._current.setActive(active);
+  }
+
+  /** Close every notebook's comm now (the page is going away); nothing is reopened. */
+  releaseAll(): void {
+    for (const model of this._models.values()) {
+      model.release();
+    }
+    // Leaving can still be cancelled (Lab asks about unsaved work): if the page is alive a
+    // moment later, the shown notebook connects again.
+    window.setTimeout(() => this._current.setActive(this._active), 1000);
   }
 
   dispose(): void {

@@ -21,6 +21,7 @@ import ipython_compact
 REPO = Path(__file__).resolve().parents[2]
 BUILT = REPO / "ipython_compact" / "labextension"
 PREFIX = "ipython_compact-{v}.data/data/share/jupyter/labextensions/ipython-compact/"
+SERVER_CONFIG = "ipython_compact-{v}.data/data/etc/jupyter/jupyter_server_config.d/ipython_compact.json"
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +52,14 @@ def test_wheel_carries_the_prebuilt_extension(tmp_path: Path) -> None:
         names = set(zf.namelist())
         install = json.loads(zf.read(prefix + "install.json"))
         meta = json.loads(zf.read(prefix + "package.json"))
+        server_config = json.loads(zf.read(SERVER_CONFIG.format(v=ipython_compact.__version__)))
     assert install["packageManager"] == "python"
     assert install["packageName"] == "ipython-compact"
     assert prefix + "static/style.js" in names
     assert prefix + meta["jupyterlab"]["_build"]["load"] in names
     assert not any("node_modules" in n for n in names)
+    # The server extension that keeps the panel's subshell statuses out of the kernel's busy/idle.
+    assert server_config["ServerApp"]["jpserver_extensions"] == {"ipython_compact.server_extension": True}
 
 
 def test_jupyterlab_reports_the_extension_enabled() -> None:

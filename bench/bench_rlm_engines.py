@@ -1,0 +1,343 @@
+"""One scripted RLM task, the same for three engines: our own Agent, CompactRLM on dspy, and rlms
+with CompactIPythonEnv.
+
+The task: an 8,000,000-character corpus sits in the kernel variable ``context``; 48 needles
+``NEEDLE-k: value=v`` are planted in it. A scripted model scans it slice by slice with code — each
+step keeps its needles in ``found_<i>``, prints an excerpt of the slice and asks a sub-model about
+it with ``llm_query`` — until its history is far past a 16,384-token window, then adds up the
+``found_*`` lists and answers. The model server enforces the window (HTTP 400 above it), so an
+engine that does not compact cannot finish. The same code runs in every engine; only the reply
+format differs (tool calls for ours, dspy's field markers, rlms' ```repl``` blocks).
+
+Per engine: finished or not (and why), the model-context peak vs the window (the server's
+estimate of each prompt, characters/4), total prompt tokens sent, compactions, sub-calls, wall
+time, and whether the kernel's names were reported correctly after each compaction: ours and dspy
+put an ``<ipython_state>`` notice in the next prompt; rlms tells the model to call ``SHOW_VARS()``,
+so its scripted model does, and that output is checked. "Correct" = the ``found_*`` names listed
+are exactly those the model had created.
+
+Each engine runs in its own interpreter (dspy and rlms clash): ours in this one, dspy in
+``.venv-dspy``, rlms in ``.venv-rlms`` (``make test`` builds both); a missing venv is reported as
+skipped. For comparison, ``dspy_stock`` (plain ``dspy.RLM`` on the same kernel interpreter) and
+``rlms_stock`` (rlms' own IPython environment, which never compacts) run the same task.
+``python bench/bench_rlm_engines.py`` prints one JSON object; ``--engine NAME`` runs one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ipython_compact.testing import ModelServer  # noqa: E402
+from ipython_compact.testing.model_server import RecordedRequest, Reply  # noqa: E402
+
+CORPUS_CHARS = 8_000_000
+WINDOW = 16_384
+RESERVE = 4_096
+KEEP_RECENT = 4_000
+STEPS = 24
+NEEDLES = 48
+EXCERPT = 4_000
+RLMS_DEFAULT_LIMIT = 128_000  # rlms' context table value for an unknown model name
+SUB_PREFIX = "Classify this excerpt:"
+TASK = ("`context` holds an 8,000,000-character corpus. Find every line 'NEEDLE-k: value=v' and answer with "
+        "the sum of all v. Scan it slice by slice with code; use llm_query(prompt) for a sub-model's opinion.")
+
+
+def make_corpus(seed: int = 13) -> tuple[str, int]:
+    """The corpus and the expected answer (sum of the planted values)."""
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "kernel", "state", "window", "token", "summary", "probe"]
+    lines: list[str] = []
+    size = 0
+    i = 0
+    while size < CORPUS_CHARS:
+        line = f"doc {i:07d} " + " ".join(rng.choice(words) for _ in range(12))
+        lines.append(line)
+        size += len(line) + 1
+        i += 1
+    total = 0
+    for k in range(NEEDLES):
+        value = rng.randrange(1, 1000)
+        total += value
+        lines[(k * len(lines)) // NEEDLES + rng.randrange(len(lines) // NEEDLES)] = f"NEEDLE-{k}: value={value}"
+    return "\n".join(lines)[:CORPUS_CHARS], total
+
+
+def scan_code(step: int) -> str:
+    size = CORPUS_CHARS // STEPS
+    start, end = (step - 1) * size, (step * size if step < STEPS else CORPUS_CHARS)
+    return (
+        "import re\n"
+        f"found_{step} = [int(v) for v in re.findall(r'NEEDLE-\\d+: value=(\\d+)', context[{start}:{end}])]\n"
+        f"print('slice {step}/{STEPS}: needles', found_{step})\n"
+        f"print(context[{start}:{start + EXCERPT}])\n"
+        f"print('sub-model:', llm_query({SUB_PREFIX!r} + context[{start}:{start + 300}]))"
+    )
+
+
+TOTAL_CODE = "total = sum(sum(v) for k, v in sorted(globals().items()) if k.startswith('found_'))\nprint('TOTAL', total)"
+
+
+def _names_in_notice(text: str) -> set[str] | None:
+    notices = re.findall(r"These names are still defined: ([^\n]*)\.", text)
+    return set(notices[-1].split(", ")) if notices else None
+
+
+class Script:
+    """The scripted model; ``fmt`` turns (note, code) into one engine's reply format."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.step = 0
+        self.sub_calls = 0
+        self.summaries = 0
+        self.finished_code = False
+        self.name_checks: list[dict[str, Any]] = []
+        self._last_notice: frozenset[str] | None = None
+        self._pending_show_vars = 0
+        self._seen_compactions = 0
+
+    def _expected(self) -> set[str]:
+        return {f"found_{i}" for i in range(1, self.step + 1)}
+
+    def _check(self, names: set[str] | None) -> None:
+        got = {n for n in (names or set()) if n.startswith("found_")}
+        self.name_checks.append({"after_step": self.step, "correct": names is not None and got == self._expected(),
+                                 "missing": sorted(self._expected() - got), "extra": sorted(got - self._expected())})
+
+    def __call__(self, req: RecordedRequest) -> Any:
+        messages = req.messages
+        last = str(messages[-1].get("content", "")) if messages else ""
+        if len(messages) == 1 and SUB_PREFIX in last:
+            self.sub_calls += 1
+            return "sub-model: filler text, no needle"
+        if "Summarize your progress" in last:  # rlms' own summarizer call
+            self.summaries += 1
+            return (f"Scanned slices 1..{self.step} of {STEPS}; needles of slice i are in found_i. "
+                    f"Next: scan slice {self.step + 1}.")
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        if self.engine in ("ours", "dspy"):
+            names = _names_in_notice(text)
+            if names is not None and frozenset(names) != self._last_notice:
+                self._last_notice = frozenset(names)
+                self._check(names)
+        if self.engine == "rlms":
+            shown = re.findall(r"Available variables: ([^\n]*)", text)
+            if shown and self._pending_show_vars:
+                self._pending_show_vars -= 1
+                self._check(set(re.findall(r"(\w+) \(", shown[-1])))
+            compacted = re.search(r"compacted (\d+) time", text)
+            if compacted and int(compacted.group(1)) > self._seen_compactions:
+                self._seen_compactions = int(compacted.group(1))
+                self._pending_show_vars += 1
+                return self.fmt("The history was compacted; list what the kernel still holds.", "print(SHOW_VARS())")
+        if self.step < STEPS:
+            self.step += 1
+            return self.fmt(f"Scan slice {self.step}.", scan_code(self.step))
+        if self.engine == "ours":
+            if not self.finished_code:
+                self.finished_code = True
+                return self.fmt("Add up the needles.", TOTAL_CODE)
+            total = re.findall(r"TOTAL (\d+)", text)
+            return Reply(text=f"The sum of all needle values is {total[-1] if total else 'unknown'}.")
+        if self.engine == "dspy":
+            return self.fmt("Add up and submit.", TOTAL_CODE + "\nSUBMIT(answer=str(total))")
+        return self.fmt("Add up and answer.", TOTAL_CODE + "\nanswer['content'] = str(total)\nanswer['ready'] = True")
+
+    def fmt(self, note: str, code: str) -> Any:
+        if self.engine == "ours":
+            return Reply.tool_call("python", {"code": code}, text=note)
+        if self.engine == "dspy":
+            return (f"[[ ## reasoning ## ]]\n{note}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
+                    "[[ ## completed ## ]]")
+        return f"{note}\n```repl\n{code}\n```"
+
+
+def _figures(srv: ModelServer, script: Script, started: float) -> dict[str, Any]:
+    prompts = [r.prompt_tokens for r in srv.chat_requests]
+    return {
+        # every prompt the engine sent, the ones the server refused as too long included
+        "model_context_peak_tokens": max(prompts) if prompts else 0,
+        "window_tokens": WINDOW,
+        "requests": len(prompts),
+        "total_tokens_sent": sum(prompts),
+        "sub_calls": script.sub_calls,
+        "scan_steps": script.step,
+        "wall_s": round(time.perf_counter() - started, 2),
+        "names_after_compaction": script.name_checks,
+        # None: no compaction happened, so there was nothing to check
+        "names_correct_after_every_compaction": all(c["correct"] for c in script.name_checks) if script.name_checks else None,
+    }
+
+
+# ---- engines --------------------------------------------------------------------------------------
+
+def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+    """Our Agent as it is: a JupyterKernel with the extension; ``context`` and ``llm_query`` are put in
+    the kernel through the tool bridge (public pieces: ToolBridge, bridge_client)."""
+    import openai
+    from ipython_compact.agent.engine import default_engine
+
+    from ipython_compact.agent.kernel_tool import JupyterKernel
+    from ipython_compact.agent.loop import Agent
+    from ipython_compact.core.settings import CompactionSettings
+    from ipython_compact.integrations.tool_bridge import ToolBridge
+    from ipython_compact.store import SessionStore
+
+    script = Script("ours")
+    settings = CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT)
+    with ModelServer(script=script, context_window=WINDOW) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
+
+        def llm_query(prompt: str) -> str:
+            out = client.chat.completions.create(model="bench", messages=[{"role": "user", "content": prompt}])
+            return out.choices[0].message.content or ""
+
+        tools: dict[str, Any] = {"llm_query": llm_query, "__fetch__": lambda name: corpus}
+        store = SessionStore(workdir / "ours.db")
+        started = time.perf_counter()
+        with JupyterKernel(max_output_chars=20_000) as kernel, ToolBridge(tools.get) as bridge:
+            client_mod = "__import__('ipython_compact.integrations.bridge_client', fromlist=['install'])"
+            got = kernel.evaluate({
+                "tools": f"{client_mod}.install(get_ipython(), {bridge.port}, {bridge.token!r}, ['llm_query'])",
+                "inputs": f"{client_mod}.load_inputs(get_ipython(), {bridge.port}, {bridge.token!r}, ['context'])",
+            }, timeout=120)
+            if got != {"tools": "ok", "inputs": "ok"}:
+                raise RuntimeError(f"setting up the kernel failed: {got}")
+            agent = Agent(store=store, session="bench", client=client, model="bench", provider="local",
+                          context_window=WINDOW, settings=settings, engine=default_engine(store, settings),
+                          kernel=kernel, max_steps=STEPS + 6)
+            try:
+                result = agent.ask(TASK)
+                finished = result.stopped == "final" and str(expected) in result.text
+                why = f"stopped={result.stopped}" + (f" ({result.error})" if result.error else "")
+            except Exception as exc:
+                finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        compactions = len(store.entries("bench", kinds=("compaction",)))
+        store.close()
+        return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
+
+
+def run_dspy(corpus: str, expected: int, workdir: Path, *, stock: bool = False) -> dict[str, Any]:
+    """CompactRLM; ``stock``: plain ``dspy.RLM`` on the same KernelInterpreter (no compaction)."""
+    import dspy
+
+    from ipython_compact.core.settings import CompactionSettings
+    from ipython_compact.integrations.dspy import CompactRLM, KernelInterpreter
+    from ipython_compact.store import SessionStore
+
+    script = Script("dspy")
+    with ModelServer(script=script, context_window=WINDOW) as srv:
+        lm = dspy.LM("openai/bench", api_base=srv.base_url, api_key="bench", cache=False, num_retries=0)
+        store = SessionStore(workdir / "dspy.db")
+        if stock:
+            rlm = dspy.RLM("context, query -> answer", max_iters=STEPS + 6, max_llm_calls=STEPS + 6,
+                           interpreter_factory=KernelInterpreter)
+        else:
+            rlm = CompactRLM("context, query -> answer", store=store, window_tokens=WINDOW,
+                             settings=CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT),
+                             max_iters=STEPS + 6, max_llm_calls=STEPS + 6)
+        started = time.perf_counter()
+        try:
+            with dspy.context(lm=lm):
+                pred = rlm(context=corpus, query=TASK)
+            finished = str(pred.answer) == str(expected)
+            why = "SUBMIT" if finished else f"answered {pred.answer!r}"
+        except Exception as exc:
+            finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        log = getattr(rlm, "log", None)
+        compactions = len(log.checkpoints) if log is not None else 0
+        store.close()
+        return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
+
+
+def run_rlms(corpus: str, expected: int, workdir: Path, *, stock: bool = False) -> dict[str, Any]:
+    """rlms with CompactIPythonEnv; ``stock``: rlms' own IPython environment (subprocess kernel)."""
+    from rlm import RLM
+
+    from ipython_compact.integrations.rlms import install
+    from ipython_compact.store import SessionStore
+
+    install()
+    script = Script("rlms")
+    with ModelServer(script=script, context_window=WINDOW) as srv:
+        store = SessionStore(workdir / "rlms.db")
+        rlm = RLM(backend="openai",
+                  backend_kwargs={"base_url": srv.base_url, "api_key": "bench", "model_name": "bench", "max_retries": 0},
+                  environment="ipython", compaction=True,
+                  compaction_threshold_pct=(WINDOW - RESERVE) / RLMS_DEFAULT_LIMIT, max_iterations=STEPS + 8,
+                  environment_kwargs={"kernel_mode": "subprocess"} if stock else
+                  {"ipython_compact": {"store": store, "session": "bench"}})
+        started = time.perf_counter()
+        try:
+            out = rlm.completion(corpus, root_prompt=TASK)
+            finished = str(out.response).strip() == str(expected)
+            why = "answer ready" if finished else f"answered {str(out.response)[:200]!r}"
+        except Exception as exc:
+            finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+        logged = store.entries("bench", kinds=("custom",)) if not stock else []
+        compactions = sum(1 for e in logged if e.data.get("custom_type") == "rlms_compaction")
+        store.close()
+        return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
+
+
+def run_dspy_stock(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+    return run_dspy(corpus, expected, workdir, stock=True)
+
+
+def run_rlms_stock(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
+    return run_rlms(corpus, expected, workdir, stock=True)
+
+
+# The three engines, then the two engines without our adapters' compaction, for comparison.
+ENGINES = {"ours": (run_ours, ".venv"), "dspy": (run_dspy, ".venv-dspy"), "rlms": (run_rlms, ".venv-rlms"),
+           "dspy_stock": (run_dspy_stock, ".venv-dspy"), "rlms_stock": (run_rlms_stock, ".venv-rlms")}
+
+
+def run_one(name: str) -> dict[str, Any]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    corpus, expected = make_corpus()
+    with tempfile.TemporaryDirectory(prefix=f"bench-rlm-{name}-") as tmp:
+        os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
+        return {"expected_answer": expected, **ENGINES[name][0](corpus, expected, Path(tmp))}
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--engine":
+        print(json.dumps(run_one(sys.argv[2])))
+        return
+    results: dict[str, Any] = {}
+    for name, (_, venv) in ENGINES.items():
+        python = ROOT / venv / "bin" / "python"
+        if name == "ours":
+            python = Path(sys.executable)
+        if not python.exists():
+            results[name] = {"skipped": f"{venv} is missing (make {venv}/.installed)"}
+            continue
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        proc = subprocess.run([str(python), __file__, "--engine", name], capture_output=True, text=True, env=env,
+                              timeout=1800, check=False)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        results[name] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+            "finished": False, "why": f"the bench process failed (exit {proc.returncode}): {proc.stderr[-800:]}"}
+    keys = ["finished", "why", "model_context_peak_tokens", "window_tokens", "total_tokens_sent", "compactions",
+            "sub_calls", "wall_s", "names_correct_after_every_compaction"]
+    table = {k: {name: r.get(k) for name, r in results.items()} for k in keys}
+    print(json.dumps({"task": {"corpus_chars": CORPUS_CHARS, "window_tokens": WINDOW, "scan_steps": STEPS,
+                               "needles": NEEDLES}, "table": table, "engines": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

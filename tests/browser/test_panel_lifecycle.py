@@ -1,0 +1,91 @@
+"""The panel gives back what it takes in the kernel: its comm and its subshell.
+
+Found with ten notebooks and page reloads: closing a notebook left a subshell thread in the
+kernel, and each page reload added a comm and a subshell that were never closed (3 reloads:
+1 → 4 comms, 2 → 5 subshells). Counted here by a jupyter_client connection of our own
+(``LabServer.kernel_census``), so what the page believes does not matter.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ipython_compact.testing.jupyterlab import (
+    PANEL,
+    LabServer,
+    ensure_panel_ready,
+    name_row,
+    run_cell,
+    wait_notebook_kernel,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+NOTEBOOK = "lifecycle.ipynb"
+OTHER = "lifecycle-other.ipynb"
+
+
+@pytest.fixture(scope="module")
+def notebooks() -> tuple[str, ...]:
+    return (NOTEBOOK,)
+
+
+def _kernel_id(page: Any, path: str) -> str:
+    return str(page.evaluate(
+        """(path) => {
+            const w = window.jupyterapp.shell.widgets('main').find(x => x.context && x.context.path === path);
+            return w.sessionContext.session.kernel.id;
+        }""", path))
+
+
+def _census_settles(lab_server: LabServer, kernel_id: str, expected: tuple[int, int], timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    seen = lab_server.kernel_census(kernel_id)
+    while seen != expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+        seen = lab_server.kernel_census(kernel_id)
+    assert seen == expected, f"(comms, subshells) = {seen}, expected {expected}"
+
+
+def test_page_reloads_leave_one_comm_and_one_subshell(
+    page: Any, lab_server: LabServer, shot: Callable[[str], None]
+) -> None:
+    ensure_panel_ready(page)
+    run_cell(page, "omega = 1")
+    name_row(page, "omega").wait_for()
+    kernel_id = _kernel_id(page, NOTEBOOK)
+    _census_settles(lab_server, kernel_id, (1, 1))
+    for _ in range(3):
+        page.reload()
+        wait_notebook_kernel(page, NOTEBOOK)
+        ensure_panel_ready(page)
+        name_row(page, "omega").wait_for()
+        assert _kernel_id(page, NOTEBOOK) == kernel_id, "the reload reconnected to the same kernel"
+        _census_settles(lab_server, kernel_id, (1, 1))
+    shot("21-after-three-reloads")
+
+
+def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server: LabServer) -> None:
+    lab_server.put_notebook(OTHER)
+    page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", OTHER)
+    wait_notebook_kernel(page, OTHER)
+    ensure_panel_ready(page)
+    run_cell(page, "psi = 2")
+    name_row(page, "psi").wait_for()
+    kernel_id = _kernel_id(page, OTHER)
+    _census_settles(lab_server, kernel_id, (1, 1))
+    # Close the tab (saved first, so nothing asks); the kernel keeps running, as it does in Lab.
+    page.evaluate("""async () => {
+        const app = window.jupyterapp;
+        await app.commands.execute('docmanager:save');
+        await app.commands.execute('application:close');
+    }""")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(OTHER)}", timeout=10_000)
+    assert any(k["id"] == kernel_id for k in lab_server.api("GET", "/api/kernels"))
+    _census_settles(lab_server, kernel_id, (0, 0))
