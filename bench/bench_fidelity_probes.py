@@ -21,7 +21,8 @@ Arms, side by side on the same sessions:
   folds the previous summary in, keeps its sections, and copies identifiers exactly.
 - ``openai_drifting``: the same, against a *drifting model*: it paraphrases (versions lose their
   minor part, paths lose their directories, ids and hashes become words, errors lose their
-  message) and drops a required heading in every other reply (so the resample and repair path runs).
+  message) and drops a required heading in two replies out of four (so both the resample and the
+  repair path run).
 - ``naive``: a naive rolling summary: the offline summarizer rolling its own previous summary with
   no anchors, no drift guard, no ledger and no pointers (the ``<externalized>`` block is removed
   from its view).
@@ -52,6 +53,7 @@ from typing import Any
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.drift import extract_identifiers
+from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.core.triage import INDEX_HEADER
@@ -146,7 +148,7 @@ def scripted(kind: str) -> Callable[[RecordedRequest], str | Reply]:
         if kind == "drifting":
             calls["n"] += 1
             text = drift(text)
-            if calls["n"] % 2:  # drops a heading in every other reply, resample included
+            if calls["n"] % 4 in (1, 2):  # drops a heading in two replies of four: some resamples fix it, some need a repair
                 text = re.sub(r"## (Key Decisions|Early Progress)\n", "", text)
         return text
 
@@ -157,7 +159,7 @@ def scripted(kind: str) -> Callable[[RecordedRequest], str | Reply]:
 def view_text(store: SessionStore, session: str, *, naive: bool) -> tuple[str, str]:
     """(context text, checkpoint text) of the session's current context."""
     messages = build_context(store.context_path(session))
-    parts = [m["content"] if isinstance(m.get("content"), str) else json.dumps(m, ensure_ascii=False) for m in messages]
+    parts = [text_of_content(m.get("content")) + "".join(f"\n{json.dumps(b, ensure_ascii=False)}" for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall") for m in messages]
     text = "\n".join(parts)
     checkpoint = parts[0] if parts else ""
     if naive:

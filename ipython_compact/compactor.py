@@ -400,6 +400,7 @@ class Compactor:
         if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
             ledger = prev.ledger.update(work.span)
             ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
+            ledger = ledger.settle_answered(work.path[prep.first_kept_index :])  # answered in the kept tail: done
         identifiers = track_identifiers(
             prev.identifiers,
             work.span,

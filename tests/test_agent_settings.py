@@ -73,8 +73,8 @@ def test_no_model_anywhere_says_how_to_set_one() -> None:
     ("server_args", "found"),
     [
         ({"context_window": 6000}, (6000, "max_model_len")),
-        ({"model_card": {"context_length": 8192}}, (8192, "context_length")),
-        ({"model_card": {"context_window": 9000}}, (9000, "context_window")),
+        ({"card": {"context_length": 8192}}, (8192, "context_length")),
+        ({"card": {"context_window": 9000}}, (9000, "context_window")),
         ({}, None),
     ],
 )

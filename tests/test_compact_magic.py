@@ -90,3 +90,11 @@ def test_help_is_printed_not_returned(ip: Any, line: str, capsys: pytest.Capture
 def test_help_in_a_cell_leaves_no_out_value(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     result = ip.run_cell("%compact --help", store_history=True)
     assert result.result is None and "usage: %compact" in capsys.readouterr().out
+
+
+def test_subcommand_help_wraps_to_the_terminal(ip: Any, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    _run(ip, "snapshot --help")
+    out = capsys.readouterr().out
+    assert "re-hashed" in out and max(len(line) for line in out.splitlines()) <= 80

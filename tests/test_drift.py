@@ -337,3 +337,10 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
     assert max(late) <= 1.15 * min(late), sizes
     assert store.verify("s").ok
     store.close()
+
+
+def test_a_traceback_contributes_its_innermost_frames_and_its_error_only() -> None:
+    frames = "\n".join(f'  File "/srv/app/layer_{i}.py", line {i + 10}, in step_{i}\n    value = handler(payload)' for i in range(30))
+    trace = f"Traceback (most recent call last):\n{frames}\nKeyError: 'amount_391f'"
+    texts = [i.text for i in entry_identifiers(msg("r1", "toolResult", trace, toolCallId="c1"))]
+    assert texts == ["KeyError: 'amount_391f'", "/srv/app/layer_29.py", "/srv/app/layer_28.py"]

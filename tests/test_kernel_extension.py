@@ -51,10 +51,11 @@ def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> Non
     assert "ipython_compact" not in manager.targets
     assert ext.pre_run_cell not in ip.events.callbacks["pre_run_cell"]
     assert ext.post_run_cell not in ip.events.callbacks["post_run_cell"]
-    assert all(type(c).__name__ != "CompactConfig" for c in ip.configurables)
+    assert all(type(c).__name__ not in ("CompactConfig", "AgentConfig") for c in ip.configurables)
     ip.run_line_magic("load_ext", "ipython_compact")
     ip.run_line_magic("reload_ext", "ipython_compact")
     assert sum(type(c).__name__ == "CompactConfig" for c in ip.configurables) == 1
+    assert sum(type(c).__name__ == "AgentConfig" for c in ip.configurables) == 1
     posts = [cb for cb in ip.events.callbacks["post_run_cell"] if getattr(cb, "__self__", None).__class__.__name__ == "Extension"]
     assert len(posts) == 1
 
@@ -559,3 +560,14 @@ def test_branch_to_an_entry_on_the_current_path_moves_the_leaf_without_a_summary
     assert moved["leaf"] == first and moved["branch_summary"] is None
     assert [r["id"] for r in _run(ip, "log -n 1").data] == [first]  # the log now ends at the entry
     assert [t["id"] for t in _run(ip, "tree").data] == [second]  # the left-behind tip stays, unsummarized
+
+
+def test_files_libraries_open_on_their_own_are_nobodys(ip: Any, tmp_path: Path) -> None:
+    """System configuration and shared data (``/etc/os-release`` read for the model client's
+    headers, time zones, certificates) are not what the cell worked on."""
+    mine = tmp_path / "mine.csv"
+    mine.write_text("a\n")
+    ip.run_cell(f"_ = open('/etc/passwd').read()\n_ = open({str(mine)!r}).read()")
+    service = extension_for(ip).service  # type: ignore[union-attr]
+    entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
+    assert entries[-1].data["data"] == {"read": [str(mine)], "modified": [], "by": "user"}

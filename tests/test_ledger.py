@@ -199,3 +199,20 @@ def test_render_folds_a_request_repeated_verbatim() -> None:
     text = Ledger().update(session).render()
     assert "- [x] Where are we?  (asked 2 times: entries q1, q2)" in text
     assert text.count("Where are we?") == 1
+
+
+@pytest.mark.parametrize(
+    ("later", "status"),
+    [
+        ([answer("k1", "Here is the plot.")], "done"),  # answered in the kept tail
+        ([calls("k1", ("c9", "python", {"code": "plot()"})), res("k2", "c9", "ok"), answer("k3", "Plotted.")], "done"),
+        ([calls("k1", ("c9", "python", {"code": "plot()"})), res("k2", "c9", "ok")], "open"),  # still working
+        ([m("k1", {"role": "assistant", "content": [{"type": "text", "text": "partial"}], "stopReason": "error"})], "open"),
+        ([m("k1", {"role": "assistant", "content": [{"type": "text", "text": "  "}], "stopReason": "stop"})], "open"),
+        ([], "open"),
+    ],
+)
+def test_a_request_answered_in_the_kept_tail_is_done(later: list[Entry], status: str) -> None:
+    led = Ledger().update(SESSION).settle_answered(later)  # SESSION ends with an open "Now plot it"
+    assert [(r.text, r.status) for r in led.requests] == [("Please fix the loader", "done"), ("Now plot it", status)]
+    assert ("- [x] Now plot it" in led.render()) is (status == "done")

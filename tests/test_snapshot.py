@@ -459,8 +459,8 @@ def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell:
     shell.run_line_magic("config", "CompactConfig.verify_unchanged = 'full'")
     assert service.snapshot(record=False, automatic=True).verification == "full"
     capsys.readouterr()
-    shell.run_line_magic("compact", "snapshot --help")  # --help is printed
-    help_text = capsys.readouterr().out
+    assert shell.run_line_magic("compact", "snapshot --help") is None  # help is printed, not the cell's value
+    help_text = " ".join(capsys.readouterr().out.split())
     assert "missed until the next full verification" in help_text and "full_verify_every" in help_text
 
 

@@ -49,7 +49,7 @@ def test_nothing_is_cut() -> None:
 
 def test_errors_are_labelled() -> None:
     t = turn(AgentEvent("tool_call", "1/0"), AgentEvent("tool_result", "ZeroDivisionError", {"is_error": True}))
-    assert "⤷ error (1 line)" in t.plain() and "<summary>error (1 line)</summary>" in t.html()
+    assert "⤷ error (1 line)" in t.plain() and ">error (1 line)</summary>" in t.html()
 
 
 def test_model_and_kernel_text_is_escaped_in_html() -> None:
@@ -89,3 +89,14 @@ def test_a_running_turn_shows_the_text_streaming_in() -> None:
     t = turn(AgentEvent("assistant_delta", "The tot"), AgentEvent("assistant_delta", "al is"))
     assert t.plain(running=True).endswith("The total is")
     assert t.plain(running=False) == ""
+
+
+def test_the_answer_is_shown_once_even_when_an_event_follows_it() -> None:
+    t = turn(
+        AgentEvent("tool_call", "x = 1"), AgentEvent("tool_result", "", {"is_error": False}),
+        AgentEvent("assistant", "Done: x is 1."),
+        AgentEvent("compaction_end", "threshold compaction placed at the turn boundary"),
+        AgentEvent("turn_end", "Done: x is 1.", {"stopped": "final"}),
+    )
+    assert [s.kind for s in t.steps] == ["tool", "event"] and t.answer == "Done: x is 1."
+    assert "Done: x is 1." not in t.plain()

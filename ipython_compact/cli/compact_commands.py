@@ -109,6 +109,7 @@ def _summarizer(args: argparse.Namespace) -> Any:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    # deferred for start-up: `ipython-compact --help` and the read-only commands skip the engine
     from ipython_compact.compactor import (
         CompactionError,
         CompactionFailed,

@@ -120,6 +120,7 @@ def _limits(args: argparse.Namespace) -> ImportLimits:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    # deferred for start-up, like every store import of the CLI
     from ipython_compact.store import ImportFormatError, InvalidEntryError
 
     try:  # read and check the whole input before the database is even opened

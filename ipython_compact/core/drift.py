@@ -42,11 +42,12 @@ MACHINE_TAGS: Final = (
 )
 
 # the guard's working set: how many exact strings, and how many characters, it may carry at most
-# (160 strings / 6,400 chars ≈ 1,600 tokens, an eighth of the default summary budget: full within
-# ~20 compactions of a busy session, then flat)
+# (240 strings / 9,600 chars ≈ 2,400 tokens, under a fifth of the default summary budget: full
+# within ~15 compactions of the retention bench's session, ~40 of the probe sessions', then flat;
+# 160 / 6,400 lost 7% of the probe benchmark's facts from view by compaction 30, see docs/fidelity.md)
 # (the identifier block is part of the checkpoint's hard size budget; see ``track_identifiers``)
-MAX_TRACKED: Final = 160
-MAX_TRACKED_CHARS: Final = 6400
+MAX_TRACKED: Final = 240
+MAX_TRACKED_CHARS: Final = 9600
 
 _BLOCK_RE: Final = re.compile(
     r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
@@ -71,6 +72,23 @@ _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     # metric=value pairs (auc=0.763, rows=4211, lr=3e-4); never read from code (assignments there)
     ("metric", re.compile(r"(?<![\w.=-])[A-Za-z][\w.-]{1,30}=(?!=)(?:-?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?|(?=[0-9a-f]*\d)[0-9a-f]{7,64})(?![\w=])")),
     ("metric", re.compile(r"\b\d+ (?:passed|failed|skipped|xfailed|xpassed|errors?)\b")),  # a test run's counts
+)
+
+# per pattern of ``_PATTERNS``: substrings one of which every match contains (empty: no hint)
+_PATTERN_HINTS: Final[tuple[tuple[str, ...], ...]] = (
+    ("http",),
+    ("Error", "Exception", "Exit", "Interrupt", "Fault", "Warning"),
+    ("/",),
+    (".",),
+    ("==", ">=", "<=", "~=", "@", " "),
+    (".",),
+    ("-",),
+    (),
+    ("-",),
+    ("#",),
+    ("-", "_"),
+    ("=",),
+    ("passed", "failed", "skipped", "xfailed", "xpassed", "error"),
 )
 
 _VARIABLE_RE: Final = re.compile(
@@ -126,7 +144,8 @@ class Identifier:
     """An exact string that must survive, its class, and where and how often it was seen.
 
     ``last`` is a position in the stream of folded entries (1 = the first entry ever folded; it only
-    grows), ``mentions`` counts the entries that named it. Both feed ``relevance``.
+    grows), ``mentions`` counts the entries that named it, ``result`` says it was printed on the
+    last lines of an output (a run id, a final metric, a traceback's error). All feed ``relevance``.
     """
 
     text: str
@@ -134,9 +153,13 @@ class Identifier:
     entry_id: str | None = None
     mentions: int = 1
     last: int = 0
+    result: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
+        out: dict[str, Any] = {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
+        if self.result:
+            out["result"] = True
+        return out
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Identifier:
@@ -150,7 +173,7 @@ class Identifier:
         if mentions < 1 or last < 0:
             raise ValueError(f"identifier {obj!r}: mentions must be >= 1 and last >= 0")
         entry_id = None if obj.get("entry_id") is None else str(obj["entry_id"])
-        return Identifier(str(obj["text"]), cls, entry_id, mentions, last)  # type: ignore[arg-type]
+        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)))  # type: ignore[arg-type]
 
 
 def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
@@ -158,7 +181,9 @@ def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
     found: dict[str, IdentifierClass] = {}
     spans: list[tuple[int, int]] = []
     hits: list[tuple[int, IdentifierClass, str]] = []
-    for cls, pattern in _PATTERNS:
+    for (cls, pattern), hints in zip(_PATTERNS, _PATTERN_HINTS, strict=True):
+        if hints and not any(h in text for h in hints):
+            continue  # the pattern needs one of these substrings: skip a scan that cannot match
         for m in pattern.finditer(text):
             if cls == "error":
                 start, end = m.start(1), m.end(2)
@@ -203,10 +228,29 @@ def variables_in_code(code: str) -> list[str]:
     return names
 
 
-OUTPUT_HEAD_CHARS: Final = 4000
-OUTPUT_TAIL_CHARS: Final = 2000
+OUTPUT_HEAD_CHARS: Final = 2500
+OUTPUT_TAIL_CHARS: Final = 1500
 OUTPUT_IDENTIFIERS: Final = 16  # per output: one output must not take over the working set
 _ERROR_LINE_RE: Final = re.compile(r"(?m)^.*(?:Error|Exception|Traceback|FAILED|error:).*$")
+
+
+_FRAME_RE: Final = re.compile(r'(?m)^[ \t]*File "[^"\n]*", line \d+.*\n?')
+TRACEBACK_FRAMES: Final = 2
+
+
+def _innermost_frames(text: str, keep: int = TRACEBACK_FRAMES) -> str:
+    """``text`` with each traceback's stack frames cut to the innermost ``keep``: a 30-frame stack
+    names 30 files, and only the frames nearest the error say where it happened."""
+    frames = list(_FRAME_RE.finditer(text))
+    if len(frames) <= keep:
+        return text
+    drop = frames[:-keep]
+    out, pos = [], 0
+    for m in drop:
+        out.append(text[pos : m.start()])
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def output_identifiers(
@@ -223,12 +267,15 @@ def output_identifiers(
     value of each metric key (a log prints ``loss=…`` at every step; the final one is the result),
     so a caller that keeps only a few keeps the results.
     """
+    if "Traceback (most recent call last)" in text:
+        text = _innermost_frames(text)
     if len(text) <= head_chars + tail_chars:
         head, middle, tail = "", "", text  # short: read it all, from the end (results come last)
     else:
         head, middle, tail = text[:head_chars], text[head_chars:-tail_chars], text[-tail_chars:]
         tail = tail.split("\n", 1)[1] if "\n" in tail else tail  # whole lines only
-    errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle else ""
+    quick = ("Error", "Exception", "Traceback", "FAILED", "error:")
+    errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle and any(q in middle for q in quick) else ""
     seen: dict[str, IdentifierClass] = {}
     metric_keys: set[str] = set()
     # shares of ``max_count``: most for the tail (results), some for error lines and the head
@@ -246,6 +293,22 @@ def output_identifiers(
                 metric_keys.add(key)
             seen.setdefault(value, cls)
     return [(cls, value) for value, cls in seen.items()]
+
+
+RESULT_LINES: Final = 3
+
+
+def _last_lines(text: str, count: int = RESULT_LINES) -> str:
+    """The last ``count`` non-empty lines of ``text`` (read from the end; cheap on a long output)."""
+    lines: list[str] = []
+    end = len(text)
+    while end > 0 and len(lines) < count:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        if line.strip():
+            lines.append(line)
+        end = start - 1
+    return "\n".join(reversed(lines))
 
 
 def entry_identifiers(entry: Entry) -> list[Identifier]:
@@ -272,14 +335,16 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
                 for key, value in args.items():
                     if isinstance(value, str):
                         (codes if key in CODE_KEYS else texts).append(value)
-    elif role == "toolResult":
-        found.extend(output_identifiers(text_of_content(msg.get("content"))))
-    elif role == "bashExecution":
-        texts.append(str(msg.get("command", "")))
-        found.extend(output_identifiers(str(msg.get("output", ""))))
+    results: set[str] = set()
+    if role in ("toolResult", "bashExecution"):
+        output = text_of_content(msg.get("content")) if role == "toolResult" else str(msg.get("output", ""))
+        if role == "bashExecution":
+            texts.append(str(msg.get("command", "")))
+        found.extend(output_identifiers(output))
+        results = {value for _cls, value in extract_identifiers(_last_lines(output))}
     for text in texts:
         found.extend(extract_identifiers(text))
-    out.extend(Identifier(value, cls, entry.id) for cls, value in found)
+    out.extend(Identifier(value, cls, entry.id, result=value in results) for cls, value in found)
     for code in codes:
         out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls not in ("error", "metric"))
         out.extend(Identifier(name, "variable", entry.id) for name in variables_in_code(code))
@@ -292,12 +357,18 @@ MENTION_WEIGHT: Final = 40
 MENTION_CAP: Final = 4
 
 
+# a result (printed on an output's last lines) is worth this many entries of recency: the end of
+# an output is where results are, and a result is usually printed once
+RESULT_WEIGHT: Final = 120
+
+
 def relevance(ident: Identifier) -> int:
     """How much an identifier deserves a place in the bounded working set (higher = keep).
 
-    Recency of the last mention, plus a capped bonus for being mentioned in several entries.
+    Recency of the last mention, plus a capped bonus for being mentioned in several entries, plus
+    a bonus for being a result.
     """
-    return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP)
+    return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP) + (RESULT_WEIGHT if ident.result else 0)
 
 
 def track_identifiers(
@@ -328,7 +399,7 @@ def track_identifiers(
             seen.add(ident.text)
             old = order.pop(ident.text, None)
             mentions = 1 if old is None else old.mentions + 1
-            order[ident.text] = Identifier(ident.text, ident.cls, ident.entry_id, mentions, tick)
+            order[ident.text] = Identifier(ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result))
     items = list(order.values())  # insertion order = last mention, oldest first
     rank = sorted(range(len(items)), key=lambda i: (relevance(items[i]), i), reverse=True)
     keep: set[int] = set()

@@ -113,6 +113,14 @@ def one_line(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
+def is_answer(msg: Mapping[str, Any]) -> bool:
+    """An assistant message that answers the requests before it: text, no tool calls, not cut
+    short by an error or an abort."""
+    return (msg.get("role") == "assistant" and not tool_calls_of(msg)
+            and msg.get("stopReason") not in ("error", "aborted", "toolUse")
+            and bool(text_of_content(msg.get("content")).strip()))
+
+
 def parse_error(text: str) -> tuple[str, str] | None:
     """(type, message) of the last exception line in ``text`` (a traceback's final line)."""
     last = None
@@ -218,7 +226,7 @@ class Ledger:
                         totals["cmd"] += 1
                         commands.append(CommandRecord(entry.id, tool, command, "pending", call_id))
                 stop = msg.get("stopReason")
-                if not calls and stop not in ("error", "aborted", "toolUse") and text_of_content(msg.get("content")).strip():
+                if is_answer(msg):
                     requests = [replace(r, status="done") if r.status == "open" else r for r in requests]
                 if stop == "error" and isinstance(msg.get("errorMessage"), str):
                     add_error(entry.id, str(msg["errorMessage"]))
@@ -276,6 +284,17 @@ class Ledger:
             names=tuple(names[-MAX_NAMES:]),
             _pending=tuple((k, t, p, r, w, d) for k, (t, p, r, w, d) in pending.items())[-MAX_COMMANDS:],
         )
+
+    def settle_answered(self, later: Iterable[Entry]) -> Ledger:
+        """Requests answered after the summarized span — in the kept tail — are done, not open.
+
+        ``update`` only sees the summarized entries; a request whose answer is kept verbatim would
+        otherwise be listed as open and redone. ``later`` is what comes after the span, in order."""
+        if not any(r.status == "open" for r in self.requests):
+            return self
+        if not any(e.message is not None and is_answer(e.message) for e in later):
+            return self
+        return replace(self, requests=tuple(replace(r, status="done") if r.status == "open" else r for r in self.requests))
 
     # ---- persistence --------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

@@ -288,9 +288,8 @@ def _by_keyword(tool: Callable[..., Any]) -> Callable[..., Any]:
 
 def _syntax_error(code: str) -> str | None:
     """The syntax error IPython would raise for ``code`` (after its magic transforms), or None."""
-    from IPython.core.inputtransformer2 import (
-        TransformerManager,  # heavy: IPython's input machinery, start-up
-    )
+    # deferred, heavy: IPython's input machinery, needed only to report a syntax error (start-up)
+    from IPython.core.inputtransformer2 import TransformerManager
 
     try:
         source = TransformerManager().transform_cell(code)  # type: ignore[no-untyped-call]

@@ -13,7 +13,10 @@ What must hold:
   client reading ``/etc/os-release``, certificates, …) is nobody's file activity: it is paused.
 - The hook is installed once per process (audit hooks cannot be removed); when the extension is
   unloaded it becomes inert. It never raises and does only a few dict operations per event.
-- Paths under the interpreter's prefixes, ``/proc``, ``/dev`` and our data directory are ignored.
+- Paths under the interpreter's prefixes, ``/proc``, ``/dev`` and our data directory are ignored,
+  and so are the places libraries read on their own (``MACHINERY``: system configuration, shared
+  data such as time zones and certificates, per-user caches and settings). A path a cell names
+  literally still reaches the ledger through its code (``core.ledger.code_file_ops``).
 """
 
 from __future__ import annotations
@@ -36,11 +39,18 @@ USER = "user"
 AGENT = "agent"
 
 
+#: Where libraries open files nobody asked for: ``/etc/os-release`` (the model client's platform
+#: headers), ``/usr/share/zoneinfo`` (pandas), certificates, fonts, per-user caches and settings.
+MACHINERY: tuple[str, ...] = ("/etc", "/usr", "/lib", "/lib64", "/var/lib", "/var/cache", "/run", "/snap",
+                              *(os.path.join(os.path.expanduser("~"), d) for d in (
+                                  ".cache", ".config", ".ipython", ".jupyter", ".matplotlib", ".keras", ".nv")))
+
+
 class FileOpsRecorder:
     """Collects ``(path, read|write)`` per actor while a cell runs; ``take()`` hands them over once."""
 
     def __init__(self, ignore_prefixes: tuple[str, ...] = (), *, cells_by: str = USER) -> None:
-        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/proc", "/dev", "/sys", *ignore_prefixes}
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/proc", "/dev", "/sys", *MACHINERY, *ignore_prefixes}
         self.ignore = tuple(os.path.join(os.path.abspath(p), "") for p in prefixes if p)
         self.in_cell = False
         self.cells_by = cells_by

@@ -73,8 +73,7 @@ def arg(*flags: str, **options: Any) -> Arg:
 
 
 def build_parser(prog: str, description: str, args: Iterable[Arg], epilog: str | None = None) -> MagicParser:
-    parser = MagicParser(prog=prog, description=description, epilog=epilog, add_help=True,
-                         formatter_class=argparse.RawDescriptionHelpFormatter if epilog else argparse.HelpFormatter)
+    parser = MagicParser(prog=prog, description=description, epilog=epilog, add_help=True)  # wraps to $COLUMNS
     for a in args:
         parser.add_argument(*a.flags, **a.options)
     return parser

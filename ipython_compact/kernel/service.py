@@ -194,10 +194,10 @@ class KernelService:
             background = None if lines is None else lines.background
         if problem is None and tokens > window:
             problem = (f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
-                       "context would be refused. `%compact now` brings it under the window")
+                       "context would be refused. `%compact now` brings it under the window.")
         elif problem is None and blocking is not None and tokens > blocking:
             problem = (f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
-                       "the model; `%compact now` compacts now")
+                       "the model; `%compact now` compacts now.")
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None

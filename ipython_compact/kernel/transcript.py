@@ -81,6 +81,9 @@ class Transcript:
             if self.stopped == "final":
                 self.answer = text
                 self._pending_text = None
+                notes = [i for i, s in enumerate(self.steps) if s.kind == "note"]
+                if notes and self.steps[notes[-1]].text == text:  # flushed early by a later one-line event
+                    del self.steps[notes[-1]]
             else:
                 self._flush_note()
         return None
@@ -110,7 +113,7 @@ class Transcript:
     def html(self, *, running: bool = False) -> str:
         parts = [step_html(s) for s in self.steps]
         if running:
-            parts.append(f'<pre style="white-space:pre-wrap">{_h(self.streaming)}</pre>' if self.streaming
+            parts.append(f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(self.streaming)}</pre>' if self.streaming
                          else "<p><em>… working</em></p>")
         return '<div class="ipython-compact-transcript">' + "".join(parts) + "</div>"
 
@@ -163,13 +166,15 @@ def step_html(step: Step) -> str:
     if step.kind == "event":
         return f'<div class="ipython-compact-event">{_h(step.mark)} {_h(step.text)}</div>'
     if step.kind == "note":
-        return f'<p style="white-space:pre-wrap">{_h(step.text)}</p>'
-    code = f'<div class="ipython-compact-code">{highlighted(step.text)}</div>'
+        return f'<p style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.text)}</p>'
+    code = (f'<div class="ipython-compact-code" style="border-left:3px solid rgba(128,128,128,.5);padding-left:8px">'
+            f"{highlighted(step.text)}</div>")
     if step.output is None:
         return code + "<div><em>running…</em></div>"
     label = "error" if step.is_error else "output"
-    return (code + f"<details><summary>{label} ({_line_count(step.output)})</summary>"
-            f'<pre style="white-space:pre-wrap">{_h(step.output)}</pre></details>')
+    color = ' style="color:#c62828"' if step.is_error else ""
+    return (code + f"<details><summary{color}>{label} ({_line_count(step.output)})</summary>"
+            f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.output)}</pre></details>')
 
 
 def step_markdown(step: Step) -> str:

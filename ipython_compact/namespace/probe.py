@@ -35,6 +35,7 @@ import time
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 _QUALNAME = type.__dict__["__qualname__"].__get__
@@ -233,13 +234,13 @@ SIZE_BUDGET = 256  # items looked at per name, all levels together
 SIZE_DEPTH = 3
 
 
-def _items(base: type, value: Any) -> Any:
-    """The items of a builtin container through the base type's own methods (no override runs);
-    a dict's keys and values both count."""
-    if base is dict:
-        return (part for pair in dict.items(value) for part in pair)
-    iterator: Any = base.__dict__["__iter__"]
-    return iterator(value)
+def _own_sizeof(cls: type) -> Any:
+    """``cls.__sizeof__`` as a builtin defines it (looked up along the builtin's own MRO)."""
+    return next(k.__dict__["__sizeof__"] for k in cls.__mro__ if "__sizeof__" in k.__dict__)
+
+
+_SIZEOF: dict[type, Any] = {cls: _own_sizeof(cls) for cls in (*_EXACT_ATOMS, *_CONTAINERS, bytearray)}
+_ITER: dict[type, Any] = {cls: cls.__dict__["__iter__"] for cls in (list, tuple, set, frozenset)}
 
 
 def container_bytes(value: Any, base: type, depth: int = 0, budget: list[int] | None = None) -> tuple[int, bool]:
@@ -248,32 +249,38 @@ def container_bytes(value: Any, base: type, depth: int = 0, budget: list[int] | 
     Uses the base type's ``__sizeof__`` slot (never an override) and looks at no more than
     ``SIZE_SAMPLE`` items per level, ``SIZE_DEPTH`` levels and ``SIZE_BUDGET`` items in all; the
     rest is extrapolated, which makes the figure approximate. Items of other types count as a
-    pointer only (also approximate).
+    pointer only (also approximate). A dict's keys and values both count.
     """
     budget = [SIZE_BUDGET] if budget is None else budget
-    size_of: Any = next(k.__dict__["__sizeof__"] for k in base.__mro__ if "__sizeof__" in k.__dict__)  # builtin MRO
-    total = int(size_of(value))
-    n = _builtin_len(base, value) * (2 if base is dict else 1)
-    approx = False
-    sampled = 0
+    total = int(_SIZEOF[base](value))
+    n = _builtin_len(base, value)
+    if n == 0:
+        return total, False
+    take = min(n, SIZE_SAMPLE, budget[0])
+    budget[0] -= take
+    if base is dict:
+        parts: Any = (p for pair in islice(dict.items(value), take) for p in pair)
+    else:
+        parts = islice(_ITER[base](value), take)
+    approx = take < n
     inner = 0
-    for part in _items(base, value):
-        if sampled >= SIZE_SAMPLE or budget[0] <= 0:
-            approx = True
-            break
-        sampled += 1
-        budget[0] -= 1
+    for part in parts:
         cls: Any = type(part)
-        if cls in _EXACT_ATOMS:
-            inner += int(cls.__sizeof__(part))
-        elif cls in _CONTAINERS and depth < SIZE_DEPTH:
-            got, rough = container_bytes(part, cls, depth + 1, budget)
-            inner += got
-            approx = approx or rough
+        size_of = _SIZEOF.get(cls)
+        if size_of is None:
+            approx = True  # another type: its pointer is in the container's own size already
+        elif cls in _CONTAINERS:
+            if depth < SIZE_DEPTH and budget[0] > 0:
+                got, rough = container_bytes(part, cls, depth + 1, budget)
+                inner += got
+                approx = approx or rough
+            else:
+                inner += int(size_of(part))
+                approx = True
         else:
-            approx = True
-    if 0 < sampled < n:
-        inner = inner * n // sampled
+            inner += int(size_of(part))
+    if take < n:
+        inner = inner * n // max(1, take)
     return total + inner, approx
 
 

@@ -73,6 +73,7 @@ class LabServer:
         notebook; a separate jupyter_client connection (from the server's connection file) sees
         the kernel as it is.
         """
+        # deferred for start-up: the harness module is imported by tests that never open a kernel
         from jupyter_client.blocking.client import BlockingKernelClient
 
         client = BlockingKernelClient(connection_file=str(self.runtime_dir / f"kernel-{kernel_id}.json"))

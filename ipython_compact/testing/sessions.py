@@ -153,7 +153,7 @@ def _analysis(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> No
     else:
         w.user(f"Train variant {variant} with {_filler(rng, 3)} features.")
     code = f"{var} = build_features('{variant}', seed=1337)\n{var}.to_parquet('{path}')\nmodel = train('{variant}', {var})"
-    w.call("python", {"code": code}, "\n".join([*_log(rng, 140, "epoch"), f"finished {run}: {auc}"]), text=f"Training {variant} in the kernel.")
+    w.call("python", {"code": code}, "\n".join([*_log(rng, 400, "epoch"), f"finished {run}: {auc}"]), text=f"Training {variant} in the kernel.")
     s.probes += [
         Probe("recall", f"Which run id did the {variant} training finish as?", run, variant, k, True),
         Probe("recall", f"What AUC did {variant} reach?", auc, variant, k, True),
@@ -164,7 +164,7 @@ def _analysis(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> No
         aspect, choice, why = _DECISIONS[(k // 3) % len(_DECISIONS)]
         w.say(f"For {variant} I decided on {choice} because {why}.")
         s.probes.append(Probe("decision", f"Which {aspect} was chosen for {variant}?", choice, variant, k))
-    w.say(f"Done with {variant}: {run} reached {auc}. Next I will compare it with the previous variant.")
+    w.say(f"Done with {variant}. Next I will compare it with the previous variant.")  # the result is only in the log
 
 
 DEBUG_GOAL: Final = "Make the test suite of the billing service green again; fix root causes, not symptoms."
@@ -217,7 +217,7 @@ def _single_turn(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) ->
     path = f"/data/shards/{shard}.arrow"
     if k == 1:
         w.user(" ".join([SINGLE_GOAL, *SINGLE_CONSTRAINTS]))
-    log = [f"GET part {i:03d} {rng.randint(1, 9)}.{rng.randint(0, 9)} MB/s {_filler(rng, 3)}" for i in range(120)]
+    log = [f"GET part {i:03d} {rng.randint(1, 9)}.{rng.randint(0, 9)} MB/s {_filler(rng, 3)}" for i in range(300)]
     w.call("bash", {"command": f"fetch --shard {k} --out {path}"}, "\n".join([*log, f"verified {shard} {digest} {rows}"]), text=f"Fetching {shard}.")
     w.call("python", {"code": f"idx_{k:03d} = index_shard('{path}')"}, f"indexed {path}: {rows}")
     s.probes += [
@@ -259,6 +259,9 @@ def _multi_file(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> 
     run = [*(f"tests/views/test_panel_{k:02d}.py::case_{i} PASSED" for i in range(60)), f"===== {tests} in {rng.randint(2, 9)}.{rng.randint(10, 99)}s ====="]
     w.call("bash", {"command": f"pytest -q tests/views/test_panel_{k:02d}.py"}, "\n".join(run))
     s.probes.append(Probe("continuation", f"How many tests passed after renaming {old}?", tests, new, k, True))
+    commit = _hex(rng, 7)
+    w.call("bash", {"command": f"git commit -am 'rename {old}'"}, f"[rename-accounts {commit}] rename {old}\n 2 files changed, 3 insertions(+), 3 deletions(-)")
+    s.probes.append(Probe("recall", f"Which commit renamed {old}?", commit, old, k))
     w.say(f"Done with {old} → {new} in {path} and {caller}. Next I will rename the following function.")
 
 
