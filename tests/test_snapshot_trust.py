@@ -386,3 +386,23 @@ def test_a_terminal_binds_to_its_directory_and_profile_not_its_process(
     from ipython_compact.kernel.binding import natural_key
 
     assert natural_key(env, ns, conn, "work", cwd) == expected
+
+
+def test_a_snapshot_written_before_session_binding_still_restores_with_a_warning_and_is_kept(tmp_path: Path) -> None:
+    import json as _json
+
+    from ipython_compact.namespace.snapshot.signing import sign_text
+
+    store = _store(tmp_path)
+    store.save([("x", 41)])
+    path = next(store.directory.glob("manifest-*.json"))
+    m = _json.loads(path.read_text())["manifest"]
+    for k in ("session", "process", "pid", "started", "origin", "provisional", "supersedes"):
+        m.pop(k)
+    m["version"] = 1  # as version 1 wrote it
+    text = _json.dumps(m, sort_keys=True, separators=(",", ":"))
+    path.write_text('{"hmac":"' + sign_text(KEY, text) + '","manifest":' + text + "}")
+    values, report = _store(tmp_path, "upgraded").load()
+    assert values == {"x": 41} and any("older version" in w for w in report.warnings)
+    _store(tmp_path, "upgraded").save([("y", 1)], automatic=True)
+    assert _store(tmp_path, "later").load(generation=1)[0] == {"x": 41}  # its payload was not pruned

@@ -7,7 +7,9 @@ this one took over (``supersedes``).
 
 What must hold:
 - A manifest is used only when its signature verifies, its session and generation match the
-  folder and file name it was found under, its digest matches the one the session log recorded
+  folder and file name it was found under (version 1, written before manifests named their
+  session, is accepted on its signature and generation and flagged ``legacy``: an upgrade keeps
+  the last snapshot taken before it), its digest matches the one the session log recorded
   for that generation (when one is recorded), and its shape is what the store writes. Every
   other case is an ``Invalid`` with one sentence saying why — never an exception that escapes
   (deep nesting, FIFOs, bad UTF-8 and the like all become reasons).
@@ -30,6 +32,7 @@ from ipython_compact.namespace.snapshot.reports import SnapshotError
 from ipython_compact.namespace.snapshot.signing import sign_text
 
 MANIFEST_VERSION = 2
+LEGACY_PROCESS = "(older version)"  # the process of a version-1 manifest, which did not record one
 PREFIX = "manifest-"
 
 
@@ -59,7 +62,12 @@ class Manifest:
 
     @property
     def process(self) -> str:
-        return str(self.data.get("process", "?"))
+        return str(self.data.get("process", LEGACY_PROCESS))
+
+    @property
+    def legacy(self) -> bool:
+        """Written by version 1, before manifests named their session (restored with a warning)."""
+        return bool(self.data.get("version") == 1)
 
     @property
     def names(self) -> dict[str, dict[str, Any]]:
@@ -169,10 +177,9 @@ class ManifestReader:
         text = json.dumps(m, sort_keys=True, separators=(",", ":"))
         if not hmac.compare_digest(sign_text(self._key, text), doc["hmac"]):
             return Invalid(generation, f"manifest {file} failed its signature check; refusing to use it")
-        if m.get("version") != MANIFEST_VERSION:
-            return Invalid(generation, f"manifest {file} was written by an older version without session binding; "
-                                       "take a new snapshot")
-        if m.get("session") != self.session:
+        if m.get("version") not in (1, MANIFEST_VERSION):
+            return Invalid(generation, f"manifest {file} has unknown version {m.get('version')!r}; not used")
+        if m.get("version") == MANIFEST_VERSION and m.get("session") != self.session:
             return Invalid(generation, f"manifest {file} belongs to session {m.get('session')!r}, not "
                                        f"{self.session!r}; refusing it")
         if m.get("generation") != generation:

@@ -137,6 +137,9 @@ def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, g
                 f"a newer provisional snapshot exists: generation {last.generation} (names: "
                 f"{', '.join(sorted(last.names)[:8])}) from a kernel that never restored this one; "
                 f"`%compact restore --generation {last.generation}` brings it back instead")
+        if m.legacy:
+            report.warnings.append(f"generation {m.generation} was written by an older version that did not bind "
+                                   "snapshots to their session; it was restored on its signature alone")
         if not m.candidate and generation is None:
             report.warnings.append(f"generation {m.generation} is a provisional automatic snapshot (taken before this "
                                    "session's earlier work was restored); no other snapshot holds user work")
