@@ -179,3 +179,21 @@ def test_a_queued_summary_whose_cut_is_gone_settles_stale(rig: Rig) -> None:
     rig.sched.finish_turn(requested=None, aborted=False)
     assert queued.state == "stale"
     assert any(ev.kind == "compaction_stale" for ev in rig.events)
+
+
+def test_a_manual_summary_outranks_an_automatic_one_queued_at_the_same_cut(rig: Rig) -> None:
+    """Found in the travel example: a background threshold compaction and the user's manual one
+    (with focus) both finished while the turn ran, planned at the same cut; the older automatic
+    one was placed and the user's settled as stale, so the focus was lost."""
+    rig.say(3)
+    rig.tokens = 1600  # past the background line
+    rig.sched.start_turn()
+    rig.sched.before_request()
+    rig.sched.wait()
+    manual = rig.sched.compact("keep the hotels", wait=True)
+    automatic = next(r for r in rig.sched.records if r.reason == "threshold")
+    assert [i.payload["reason"] for i in rig.store.inbox_items("s")] == ["threshold", "manual"]
+    rig.sched.finish_turn(requested=None, aborted=False)
+    assert (manual.state, automatic.state) == ("placed", "stale")
+    (placed,) = [e for e in rig.store.path("s") if e.kind == COMPACTION]
+    assert placed.data["reason"] == "manual" and placed.data["details"]["focus"] == "keep the hotels"

@@ -3,6 +3,7 @@ handler's request validation, the helper object, configuration, bindings and MIM
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -406,6 +407,19 @@ def test_status_and_snapshot_read_well_in_a_terminal(ip: Any) -> None:
     # the automatic snapshot after the cell already wrote both: listed once, as unchanged
     assert re.search(r"^Unchanged +np, x \(kept from the previous generation\)$", snapshot, re.M), snapshot
     assert re.search(r"^Written +nothing: every value was unchanged", snapshot, re.M), snapshot
+
+
+def test_a_terminal_cell_run_while_some_library_loop_runs_is_still_snapshotted(ip: Any) -> None:
+    """Found when the suite ran after the browser tests: Playwright's sync API leaves its asyncio
+    loop looking like the running one, the debounced snapshot was scheduled on that loop and never
+    ran. Only a kernel's loop runs between cells; terminal IPython snapshots at once."""
+    async def inside_a_foreign_loop() -> None:
+        ip.run_cell("kept_in_terminal = 7")
+
+    asyncio.run(inside_a_foreign_loop())
+    ext = extension_for(ip)
+    assert ext is not None and ext.service.last_snapshot is not None
+    assert "kept_in_terminal" in ext.service.last_snapshot.saved
 
 
 def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:

@@ -65,3 +65,21 @@ def test_a_new_terminal_ipython_in_the_same_directory_restores_the_previous_ones
         nothing = run(third, "%compact restore")
         assert "Warning: nothing was restored" in nothing and "looked in" in nothing
         assert "IPYTHON_COMPACT_SESSION" in nothing
+
+
+def test_names_of_cells_typed_in_quick_succession_are_snapshotted_at_exit(tmp_path: Path, compact_dir: Path) -> None:
+    """Terminal IPython throttles its automatic snapshot (no event loop to debounce on): cells run
+    within the throttle were only written by a later cell, so quitting right after them lost them."""
+    project, ipdir = tmp_path / "project", tmp_path / "ipython"
+    project.mkdir()
+    with ipython(project, compact_dir, ipdir) as first:
+        run(first, "%load_ext ipython_compact")
+        run(first, "alpha = 1")  # written now
+        run(first, "beta = [2, 3]")  # within the throttle: held back
+        run(first, "gamma = {'g': 4}")
+    with ipython(project, compact_dir, ipdir) as second:
+        run(second, "%load_ext ipython_compact")
+        restored = run(second, "%compact restore")
+        assert "Restored from snapshot generation" in restored, restored
+        assert "{'alpha': 1, 'beta': [2, 3], 'gamma': {'g': 4}}" in run(
+            second, "print({'alpha': alpha, 'beta': beta, 'gamma': gamma})")

@@ -326,13 +326,19 @@ class CompactionScheduler:
         return entry
 
     def _place_inbox(self) -> int:
-        """At a turn boundary: settle stale summaries, place the rest (oldest first), one at a
-        time, so a summary whose cut an earlier one already reached settles as stale too."""
+        """At a turn boundary: settle stale summaries, place the rest one at a time, so a summary
+        whose cut an earlier one already reached settles as stale too.
+
+        Manual summaries go first (then oldest first): a compaction the user asked for, with its
+        focus, must not be settled as stale by an automatic one that happened to be planned at the
+        same cut while the turn ran; the automatic one then settles instead."""
         store, session = self.log.store, self.log.session
         placed = 0
         for item in store.inbox_settle_stale(session):
             self._settle_stale(item.payload)
-        for item in store.inbox_take(session):
+        taken = store.inbox_take(session)
+        taken.sort(key=lambda item: item.payload.get("reason") != "manual")  # stable: oldest first within each
+        for item in taken:
             if placed and not self._cut_is_live(item.payload.get("first_kept_entry_id")):
                 self._settle_stale(item.payload)
                 continue

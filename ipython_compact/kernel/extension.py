@@ -15,6 +15,7 @@ so nothing is pickled while user code mutates the namespace.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import sys
@@ -47,6 +48,8 @@ class Extension:
         self._timer: Any = None
         self._depth = 0  # cells running now: 2 while a %%agent tool call runs inside its cell
         self._last_sync_snapshot = 0.0
+        self._sync_pending = False  # a terminal cell's names not yet snapshotted (throttled)
+        self._original_atexit_once: Any = None
         self._auto_error: str | None = None  # the last automatic-snapshot problem told to the user
         self.comm_manager: Any = None
         self.agent_magics: AgentMagics | None = None
@@ -66,6 +69,32 @@ class Extension:
             self.comm_manager.register_target(TARGET, self.comm.open)
         if self.config.track_files:
             fileops.activate(self.service.fileops)
+        if getattr(ip, "kernel", None) is None:
+            self._hook_exit()
+
+    def _hook_exit(self) -> None:
+        """Terminal IPython: write the snapshot the throttle held back before the shell exits.
+
+        Why here: the terminal's ``mainloop`` ends with ``_atexit_once``, which clears the user
+        namespace before any ``atexit`` handler or event could read it, so the extension wraps that
+        method on this shell (``unregister`` puts it back); ``atexit`` covers a shell ended without
+        its main loop."""
+        original = getattr(self.ip, "_atexit_once", None)
+        if callable(original):
+            def before_reset() -> None:
+                self.at_exit()
+                original()
+
+            self._original_atexit_once = original
+            self.ip._atexit_once = before_reset
+        atexit.register(self.at_exit)
+
+    def at_exit(self) -> None:
+        """Write the throttled snapshot, so the names of the last cells typed in quick succession
+        are there for the next ``ipython`` to restore."""
+        if self._sync_pending:
+            self._sync_pending = False
+            self._auto_snapshot()
 
     def _bind_helper(self) -> None:
         ns = self.ip.user_ns
@@ -83,6 +112,11 @@ class Extension:
     def unregister(self) -> None:
         ip = self.ip
         self._cancel_timer()
+        atexit.unregister(self.at_exit)
+        if self._original_atexit_once is not None:
+            with contextlib.suppress(AttributeError):
+                del ip._atexit_once  # the instance wrapper; the class method shows through again
+            self._original_atexit_once = None
         fileops.deactivate()
         for event, fn in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
             with contextlib.suppress(ValueError):
@@ -154,14 +188,21 @@ class Extension:
 
     def _schedule_snapshot(self) -> None:
         self._cancel_timer()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        if loop is None:  # terminal IPython: no loop to defer to; throttle instead
+        loop = None
+        if getattr(self.ip, "kernel", None) is not None:  # only a kernel's loop runs between cells
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+        # Terminal IPython: no loop to defer to (a loop that looks running there belongs to a
+        # library such as Playwright's sync API and runs only when that library does); throttle.
+        if loop is None:
             if time.monotonic() - self._last_sync_snapshot >= self.config.snapshot_debounce:
+                self._sync_pending = False
                 self._auto_snapshot()
                 self._last_sync_snapshot = time.monotonic()
+            else:
+                self._sync_pending = True  # written by the next cell past the throttle, or at exit
             return
         self._timer = loop.call_later(self.config.snapshot_debounce, self._auto_snapshot)
 
