@@ -246,10 +246,14 @@ class CompactMagics(Magics):  # type: ignore[misc]
             shown = ", ".join(r["names"][:6])
             return f"{len(r['names'])}: {shown}" + (" …" if len(r["names"]) > 6 else "")
 
-        table = [[r["generation"], r["timestamp"] or "", kernel(r), r["origin"] or "", names(r), D.fmt_bytes(r["bytes"]),
-                  "yes" if r["verified"] else f"no: {r['problem']}"] for r in rows]
+        def when(r: dict[str, Any]) -> str:  # 2026-12-01T20:19:17.624Z -> 2026-12-01 20:19:17
+            return str(r["timestamp"] or "")[:19].replace("T", " ")
+
+        # names last: the one column of any width, so a narrow terminal wraps only it
+        table = [[r["generation"], when(r), kernel(r), r["origin"] or "", D.fmt_bytes(r["bytes"]),
+                  "yes" if r["verified"] else f"no: {r['problem']}", names(r)] for r in rows]
         return D.rows_bundle(f"Snapshots of {self.service.session}",
-                             ["generation", "time", "kernel", "taken", "names", "size", "verified"], table, rows)
+                             ["generation", "time (UTC)", "kernel", "taken", "size", "verified", "names"], table, rows)
 
     @COMMANDS.subcommand("log", "The newest entries of the session log.",
                          arg("-n", type=int, default=20, help="how many entries (default 20; 0 for all)"))

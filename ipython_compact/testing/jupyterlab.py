@@ -12,8 +12,10 @@ context stops the server, which shuts down every kernel it started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -198,12 +200,25 @@ def chromium(executable: str = CHROMIUM) -> Iterator[Any]:
 def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 60_000) -> None:
     """Wait until the notebook in focus (optionally: this path) has a kernel that is idle."""
     path_check = "" if path is None else f" && w.context.path === {json.dumps(path)}"
-    page.wait_for_function(
-        "() => { const a = window.jupyterapp; const w = a && a.shell.currentWidget;"
-        " const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
-        f" return !!k && k.status === 'idle'{path_check}; }}",
-        timeout=timeout,
-    )
+    try:
+        page.wait_for_function(
+            "() => { const a = window.jupyterapp; const w = a && a.shell.currentWidget;"
+            " const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
+            f" return !!k && k.status === 'idle'{path_check}; }}",
+            timeout=timeout,
+        )
+    except Exception as exc:  # say what the page showed instead, so a timeout is diagnosable
+        seen = page.evaluate(
+            "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+            " const s = w && w.sessionContext; const k = s && s.session && s.session.kernel;"
+            " return {path: w && w.context ? w.context.path : null, kernel: k ? k.status : null,"
+            " connection: k ? k.connectionStatus : null, session: s ? s.kernelDisplayStatus : null}; }")
+        shot = Path("artifacts/screenshots") / f"timeout-{re.sub(r'[^A-Za-z0-9.-]', '_', path or 'current')}.png"
+        with contextlib.suppress(Exception):
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot))
+        raise TimeoutError(f"the notebook {path or '(current)'} has no idle kernel after {timeout / 1000:.0f} s: "
+                           f"the page shows {seen} (screenshot {shot})") from exc
 
 
 def wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:

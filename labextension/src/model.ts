@@ -68,6 +68,35 @@ export const BUSY_POLL_MS = 2000;
 /** The magic the "load" button runs; a normal, user-initiated execute request. */
 export const LOAD_CODE = '%load_ext ipython_compact';
 
+/**
+ * Statuses the kernel connection may be left in when no tracked status has
+ * reached it since it (re)connected.
+ */
+const STALE_STATUSES = new Set<string>(['starting', 'unknown', 'restarting', 'autorestarting']);
+
+/**
+ * Give a kernel whose status is stale one tracked request, so it reads "Idle"
+ * (or "Busy") again.
+ *
+ * Why: the server extension leaves comm and subshell requests out of status
+ * tracking (docs/kernel-status.md), and JupyterLab already leaves out
+ * `kernel_info_request` and `debug_request`. After a restart or on a fresh
+ * kernel, the only statuses a connection then sees can all be untracked ones,
+ * and it stays "Starting" (or "Unknown") until the user runs a cell. An empty
+ * `is_complete_request` runs on the main shell: its busy/idle pair is the main
+ * shell's truth (queued behind a running cell, it reports after that cell).
+ * Called once the kernel answered the comm (or said it has no such target),
+ * so it is known to be up.
+ */
+function settleStaleStatus(kernel: Kernel.IKernelConnection): void {
+  if (!STALE_STATUSES.has(kernel.status)) {
+    return;
+  }
+  kernel.requestIsComplete({ code: '' }).catch(() => {
+    // the status stays as it was; nothing the user asked for failed
+  });
+}
+
 /** One open notebook's connection, answers and pending user state. */
 export class NotebookModel {
   constructor(context: ISessionContext | null, label: string) {
@@ -437,6 +466,7 @@ export class NotebookModel {
       this._channel = channel;
       this._channelKernel = kernel;
       this.hello = hello;
+      settleStaleStatus(kernel);
       channel.closed.connect(() => {
         if (this._channel === channel) {
           this._channel = null;
@@ -456,6 +486,7 @@ export class NotebookModel {
         return;
       }
       if (err instanceof RequestError && err.code === 'not_loaded') {
+        settleStaleStatus(kernel); // the kernel answered (it has no ipython_compact target): it is up
         this._setState('not-loaded', 'the ipython_compact extension is not loaded in this kernel');
       } else if (err instanceof RequestError && err.code === 'timeout' && this.mainBusy) {
         this._setState('error', 'kernel busy: will connect when the running cell finishes');

@@ -21,6 +21,7 @@ from ipython_compact.testing.jupyterlab import (
     ensure_panel_ready,
     name_row,
     run_cell,
+    show_notebook,
     wait_notebook_kernel,
 )
 
@@ -73,7 +74,8 @@ def test_page_reloads_leave_one_comm_and_one_subshell(
 def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server: LabServer) -> None:
     lab_server.put_notebook(OTHER)
     page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", OTHER)
-    wait_notebook_kernel(page, OTHER)
+    # After the reloads above, JupyterLab opens the tab without bringing it to the front.
+    show_notebook(page, OTHER, timeout=60_000)
     ensure_panel_ready(page)
     run_cell(page, "psi = 2")
     name_row(page, "psi").wait_for()
