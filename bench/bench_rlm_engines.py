@@ -185,46 +185,30 @@ def _figures(srv: ModelServer, script: Script, started: float) -> dict[str, Any]
 # ---- engines --------------------------------------------------------------------------------------
 
 def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
-    """Our Agent as it is: a JupyterKernel with the extension; ``context`` and ``llm_query`` are put in
-    the kernel through the tool bridge (public pieces: ToolBridge, bridge_client)."""
+    """Our Agent through its public API: ``ask(TASK, context=corpus)`` places the corpus in the
+    kernel as ``context`` (the model sees its type, size and a preview), and the agent's own
+    ``llm_query`` in the kernel sends each sub-call to the same server, logged as a sub-call."""
     import openai
-    from ipython_compact.agent.engine import default_engine
 
-    from ipython_compact.agent.kernel_tool import JupyterKernel
-    from ipython_compact.agent.loop import Agent
-    from ipython_compact.core.settings import CompactionSettings
-    from ipython_compact.integrations.tool_bridge import ToolBridge
-    from ipython_compact.store import SessionStore
+    from ipython_compact import Agent, CompactionSettings, JupyterKernel, SessionStore
 
     script = Script("ours")
     settings = CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT)
     with ModelServer(script=script, context_window=WINDOW) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
-
-        def llm_query(prompt: str) -> str:
-            out = client.chat.completions.create(model="bench", messages=[{"role": "user", "content": prompt}])
-            return out.choices[0].message.content or ""
-
-        tools: dict[str, Any] = {"llm_query": llm_query, "__fetch__": lambda name: corpus}
         store = SessionStore(workdir / "ours.db")
         started = time.perf_counter()
-        with JupyterKernel(max_output_chars=20_000) as kernel, ToolBridge(tools.get) as bridge:
-            client_mod = "__import__('ipython_compact.integrations.bridge_client', fromlist=['install'])"
-            got = kernel.evaluate({
-                "tools": f"{client_mod}.install(get_ipython(), {bridge.port}, {bridge.token!r}, ['llm_query'])",
-                "inputs": f"{client_mod}.load_inputs(get_ipython(), {bridge.port}, {bridge.token!r}, ['context'])",
-            }, timeout=120)
-            if got != {"tools": "ok", "inputs": "ok"}:
-                raise RuntimeError(f"setting up the kernel failed: {got}")
+        with JupyterKernel(max_output_chars=20_000) as kernel:
             agent = Agent(store=store, session="bench", client=client, model="bench", provider="local",
-                          context_window=WINDOW, settings=settings, engine=default_engine(store, settings),
-                          kernel=kernel, max_steps=STEPS + 6)
+                          context_window=WINDOW, settings=settings, kernel=kernel, max_steps=STEPS + 6)
             try:
-                result = agent.ask(TASK)
+                result = agent.ask(TASK, context=corpus)
                 finished = result.stopped == "final" and str(expected) in result.text
                 why = f"stopped={result.stopped}" + (f" ({result.error})" if result.error else "")
             except Exception as exc:
                 finished, why = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+            finally:
+                agent.close()
         compactions = len(store.entries("bench", kinds=("compaction",)))
         store.close()
         return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
