@@ -77,10 +77,8 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
             before = len(srv.chat_requests)
             shell.run_cell_magic("agent", "", "   ")
             shell.run_cell_magic("agent", "--nope", "hello")
-            shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 8000", "hello")
             out = capsys.readouterr().out
             assert "the cell is empty" in out and "unknown option '--nope'" in out
-            assert "context window 8000 is not larger than reserve_tokens 16384" in out
             assert len(srv.chat_requests) == before
         assert magics.current is not None
         entries = magics.current.store.entries("agent")
@@ -246,6 +244,31 @@ def test_settings_are_set_once_with_config_and_the_window_comes_from_the_server(
     finally:
         shell.run_line_magic("config", "AgentConfig.model = ''")
         shell.run_line_magic("config", "AgentConfig.base_url = ''")
+        shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def test_a_small_window_scales_the_default_settings_and_a_configured_reserve_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tried by hand: `%%agent --window 2500` refused every request ("context window 2500 is not
+    larger than reserve_tokens 16384"), although the library Agent scales pi's defaults to a small
+    window. Now the cell scales them too, unless the user set the sizes themselves."""
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "agent-small-window")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        with ModelServer([Reply(text="small and fine")], model="local") as srv:
+            shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 2500", "hello")
+            assert "small and fine" in capsys.readouterr().out
+            status = shell.run_line_magic("compact", "status").data
+            assert (status["window"], status["background_line"], status["blocking_line"]) == (2500, 1750, 2000)
+            shell.run_line_magic("config", "CompactConfig.compaction = {'reserve_tokens': 16384}")
+            shell.run_cell_magic("agent", f"--reset --model local --base-url {srv.base_url} --window 2500", "again")
+            assert "context window 2500 is not larger than reserve_tokens 16384" in capsys.readouterr().out
+            assert len(srv.chat_requests) == 1
+    finally:
+        shell.run_line_magic("config", "CompactConfig.compaction = {}")
         shell.run_line_magic("unload_ext", "ipython_compact")
 
 

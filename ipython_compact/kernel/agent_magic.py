@@ -24,6 +24,7 @@ own text is only ever sent to the model, never executed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import threading
@@ -35,6 +36,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.kernel_tool import InProcessKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.agent.setup import settings_for_window
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.kernel.agent_settings import AgentSettings, server_window
@@ -94,14 +96,12 @@ class AgentMagics(Magics):  # type: ignore[misc]
     def _build(self, opts: dict[str, Any]) -> Agent:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
 
-        from ipython_compact.core.settings import CompactionSettings
-
         config = getattr(self.service, "config", None)
         chosen = resolve_settings(opts, self.agent_config, config, self._card_window)
         if self.service is not None:
             store = self.service.store
             session = opts.get("session") or self.service.session
-            settings = self.service.settings()
+            settings = _sized_for(self.service.settings(), config.settings_mapping() if config else {}, chosen.window)
             summarizer = make_summarizer(getattr(config, "summarizer", "offline"), model=getattr(config, "model", None),
                                          base_url=getattr(config, "base_url", None))  # the one %compact uses
             compactor: Any = Compactor(store, summarizer, settings)
@@ -111,7 +111,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
 
             store = SessionStore(paths.database_path())
             session = opts.get("session") or "agent"
-            settings = CompactionSettings()
+            settings = settings_for_window(chosen.window)
             compactor = None  # the Agent's default: a Compactor with the offline summarizer
         client = openai.OpenAI(base_url=chosen.base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
         agent = Agent(
@@ -269,3 +269,17 @@ def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:
     shell.register_magics(magics)
     shell.configurables.append(magics.agent_config)  # so `%config AgentConfig` lists and sets it
     return magics
+
+
+#: The settings that size a compaction against the window; the user's own values always win.
+SIZE_KEYS = frozenset({"reserve_tokens", "keep_recent_tokens", "background_tokens"})
+
+
+def _sized_for(settings: Any, configured: dict[str, Any], window: int) -> Any:
+    """``settings`` with the reserve, recent tail and background line scaled to ``window`` when
+    the user set none of them (``CompactConfig.compaction``), as ``Agent`` does for a window given
+    to it: pi's defaults (reserve 16,384) make a ``--window 2500`` agent refuse every request."""
+    if SIZE_KEYS & configured.keys():
+        return settings
+    scaled = settings_for_window(window)
+    return dataclasses.replace(settings, **{k: getattr(scaled, k) for k in SIZE_KEYS})
