@@ -523,6 +523,8 @@ class Compactor:
         """The original logged text by entry id, or the best full-text matches for ``query``.
 
         Compaction summaries are excluded from query results: recall answers with source text.
+        A query picks the ``limit`` best matches and returns them in the order they were logged,
+        so a reader follows what happened (the panel, the CLI and ``%compact recall`` list them so).
         """
         if (entry_id is None) == (query is None):
             raise ValueError("recall needs exactly one of entry_id or query")
@@ -541,7 +543,7 @@ class Compactor:
             hits = self.store.search(query, session=session, limit=fetch)
             out = [_hit(h.entry) for h in hits if h.entry.kind not in (E.COMPACTION, E.COMPACTION_OUTCOME)]
             if len(out) >= want or len(hits) < fetch:
-                return out[:want]
+                return sorted(out[:want], key=lambda h: h.timestamp)  # stable: equal times keep their rank
             fetch *= 4
 
     def active_pins(self, session: str) -> tuple[Anchor, ...]:
