@@ -13,7 +13,9 @@ Builders shared by several test modules live in ``tests/builders.py``; kernel he
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +27,22 @@ def compact_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(directory))
     monkeypatch.delenv("IPYTHON_COMPACT_SESSION", raising=False)
     return directory
+
+
+@pytest.fixture()
+def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The process's one test IPython shell, emptied of user names, with the extension loaded and
+    bound to a session of this test's own; unloaded afterwards (its ``compaction`` config reset,
+    since the shell's config outlives the extension)."""
+    from IPython import get_ipython  # deferred: most tests never start a shell
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"shell-{tmp_path.name}")
+    shell = start_ipython() or get_ipython()
+    for name in [n for n in shell.user_ns if not n.startswith("_") and n not in shell.user_ns_hidden]:
+        del shell.user_ns[name]
+    shell.run_line_magic("load_ext", "ipython_compact")
+    yield shell
+    shell.run_line_magic("config", "CompactConfig.compaction = {}")
+    shell.run_line_magic("unload_ext", "ipython_compact")

@@ -4,30 +4,15 @@ well in a terminal. In-process shell here; the real-kernel and terminal checks l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython import get_ipython
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.kernel.extension import extension_for
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
-
-
-@pytest.fixture()
-def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"magic-{tmp_path.name}")
-    shell = start_ipython() or get_ipython()
-    for name in [n for n in shell.user_ns if not n.startswith("_") and n not in shell.user_ns_hidden]:
-        del shell.user_ns[name]
-    shell.run_line_magic("load_ext", "ipython_compact")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipython_compact")
 
 
 def _run(ip: Any, line: str) -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,6 @@ from ipython_compact.kernel import reports as R
 from ipython_compact.kernel.comm_handler import CommHandler
 from ipython_compact.kernel.extension import extension_for
 from ipython_compact.kernel.magics import COMMANDS
-
-
-@pytest.fixture()
-def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"test-{tmp_path.name}")
-    shell = start_ipython() or get_ipython()
-    for name in [n for n in shell.user_ns if not n.startswith("_") and n not in shell.user_ns_hidden]:
-        del shell.user_ns[name]
-    shell.run_line_magic("load_ext", "ipython_compact")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipython_compact")
 
 
 def _run(ip: Any, line: str) -> Any:

@@ -8,30 +8,15 @@ its compactions, so status reports those; a plain notebook (nothing talks to a m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython import get_ipython
-from IPython.testing.globalipapp import start_ipython
 
 from ipython_compact.kernel.comm_handler import CommHandler
 from ipython_compact.kernel.extension import extension_for
 from ipython_compact.testing.model_server import ModelServer, Reply
 
 SMALL = "{'reserve_tokens': 1500, 'background_tokens': 600, 'keep_recent_tokens': 200}"
-
-
-@pytest.fixture()
-def ip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"status-{tmp_path.name}")
-    shell = start_ipython() or get_ipython()
-    shell.run_line_magic("load_ext", "ipython_compact")
-    yield shell
-    shell.run_line_magic("config", "CompactConfig.compaction = {}")  # the shell's config outlives unload
-    shell.run_line_magic("unload_ext", "ipython_compact")
 
 
 def _status(ip: Any) -> dict[str, Any]:
