@@ -21,7 +21,7 @@ from typing import Any
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
-from ipython_compact.store.database import ENTRY_COLUMNS, Database, check_session_name, row_entry
+from ipython_compact.store.database import ENTRY_COLUMNS, Database, SessionRow, check_session_name, row_entry
 from ipython_compact.store.errors import (
     InvalidEntryError,
     LeafMovedError,
@@ -91,27 +91,44 @@ class EntryLog:
         items = list(items)
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)
-            sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
-            if expect_leaf is not ANY_LEAF and expect_leaf != leaf:
+            if expect_leaf is not ANY_LEAF and expect_leaf != row.leaf:
                 raise LeafMovedError(
-                    f"session {session!r} moved: its leaf is {leaf!r}, not {expect_leaf!r} as planned; nothing was written",
+                    f"session {session!r} moved: its leaf is {row.leaf!r}, not {expect_leaf!r} as planned; nothing was written",
                     path=self.db.path,
                     expected=None if isinstance(expect_leaf, _Default) else expect_leaf,
-                    actual=leaf,
+                    actual=row.leaf,
                 )
-            parent = leaf if parent_id is LEAF else parent_id
-            assert not isinstance(parent, _Default)
-            entries: list[Entry] = []
-            cache = Batch()
-            when = timestamp or self.db.clock()
-            for i, (kind, data) in enumerate(items):
-                wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
-                new_id = wanted or self._fresh_id(conn, sid, cache)
-                entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
-                stored, tip = self._insert(conn, sid, entry, tip, cache)
-                entries.append(stored)
-                parent = stored.id
-            self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
+            return self.append_in(
+                conn, row, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf
+            )
+
+    def append_in(
+        self,
+        conn: sqlite3.Connection,
+        row: SessionRow,
+        items: Sequence[tuple[str, Mapping[str, Any]]],
+        *,
+        parent_id: str | _Default | None = LEAF,
+        timestamp: str | None = None,
+        entry_ids: Sequence[str | None] | None = None,
+        move_leaf: bool = True,
+    ) -> list[Entry]:
+        """``append_many`` inside a write transaction the caller holds (``row`` read in it), so
+        another write (settling an abandoned compaction) and its log entry land together."""
+        sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
+        parent = leaf if parent_id is LEAF else parent_id
+        assert not isinstance(parent, _Default)
+        entries: list[Entry] = []
+        cache = Batch()
+        when = timestamp or self.db.clock()
+        for i, (kind, data) in enumerate(items):
+            wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
+            new_id = wanted or self._fresh_id(conn, sid, cache)
+            entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
+            stored, tip = self._insert(conn, sid, entry, tip, cache)
+            entries.append(stored)
+            parent = stored.id
+        self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
         return entries
 
     def import_entries(

@@ -29,6 +29,7 @@ from ipython_compact.store.database import Database, check_session_name, random_
 from ipython_compact.store.errors import SessionExistsError
 from ipython_compact.store.integrity import Integrity
 from ipython_compact.store.log import EntryLog, chain_hash, entry_hash
+from ipython_compact.store.process import Owner
 from ipython_compact.store.records import (
     ANY_LEAF,
     LEAF,
@@ -91,7 +92,7 @@ class SessionStore:
         self._tree = Tree(self._db)
         self._log = EntryLog(self._db, self._tree)
         self._integrity = Integrity(self._db)
-        self._status = Status(self._db, self._tree)
+        self._status = Status(self._db, self._tree, self._log)
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -308,9 +309,10 @@ class SessionStore:
         """Mark pending items stale whose cut no longer lies inside the current context."""
         return self._status.inbox_settle_stale(session)
 
-    def inbox_take(self, session: str) -> list[InboxItem]:
-        """Settle stale items, then hand out (and mark taken) every pending one, oldest first."""
-        return self._status.inbox_take(session)
+    def inbox_take(self, session: str, *, owner: Owner | None = None) -> list[InboxItem]:
+        """Settle stale items, then hand out (and mark taken) every pending one, oldest first;
+        items taken by an ended process and never placed are handed out again."""
+        return self._status.inbox_take(session, owner=owner)
 
     def status_set(self, session: str, key: str, value: Any) -> None:
         self._status.status_set(session, key, value)
@@ -319,14 +321,24 @@ class SessionStore:
         return self._status.status_get(session, key, default)
 
     def live_begin(
-        self, session: str, task_id: str, *, reason: str, blocking: bool, detail: Mapping[str, Any] | None = None
+        self,
+        session: str,
+        task_id: str,
+        *,
+        reason: str,
+        blocking: bool,
+        detail: Mapping[str, Any] | None = None,
+        owner: Owner | None = None,
     ) -> LiveCompaction:
-        """Record a compaction in flight (shown by status displays until ``live_end``)."""
-        return self._status.live_begin(session, task_id, reason=reason, blocking=blocking, detail=detail)
+        """Record a compaction in flight (shown by status displays until ``live_end``), owned by
+        ``owner`` (default: this process); rows of ended processes are settled first."""
+        return self._status.live_begin(session, task_id, reason=reason, blocking=blocking, detail=detail, owner=owner)
 
     def live_end(self, session: str, task_id: str, *, error: str | None = None) -> None:
         """Remove a compaction from the in-flight list; an ``error`` becomes the last failure."""
         self._status.live_end(session, task_id, error=error)
 
     def live_status(self, session: str) -> LiveStatus:
+        """Compactions in flight and the last failure; rows whose owner process has ended are
+        settled first (removed, with a ``compaction_outcome`` entry saying it was abandoned)."""
         return self._status.live_status(session)
