@@ -28,7 +28,15 @@ from ipython_compact.core.settings import Estimator
 from ipython_compact.store.database import Database, check_session_name, random_entry_id, utc_now
 from ipython_compact.store.errors import SessionExistsError
 from ipython_compact.store.integrity import Integrity
-from ipython_compact.store.log import EntryLog, chain_hash, entry_hash
+from ipython_compact.store.log import (
+    IMPORT_BATCH,
+    EntryLog,
+    Existing,
+    ImportPlan,
+    ImportWritten,
+    chain_hash,
+    entry_hash,
+)
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import (
     ANY_LEAF,
@@ -202,6 +210,18 @@ class SessionStore:
     ) -> list[Entry]:
         """Append entries keeping their ids, timestamps and parent links (see ``EntryLog.import_entries``)."""
         return self._log.import_entries(session, entries, leaf_id=leaf_id, create=create)
+
+    def import_batched(
+        self,
+        session: str,
+        plan: Callable[[Existing], ImportPlan],
+        *,
+        batch_size: int = IMPORT_BATCH,
+        wait: float = 60.0,
+    ) -> ImportWritten:
+        """Create the session if missing, write what ``plan`` decides from what it holds, in
+        ``batch_size``-entry transactions (see ``EntryLog.import_batched``)."""
+        return self._log.import_batched(session, plan, batch_size=batch_size, wait=wait)
 
     def get(self, entry_id: str, session: str | None = None) -> Entry:
         """One entry by id (ids are unique within a session)."""
