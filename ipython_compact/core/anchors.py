@@ -20,6 +20,7 @@ What must hold:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -153,12 +154,25 @@ def user_text(entry: Entry) -> str | None:
 def constraint_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of the sentences in ``text`` that state a constraint or preference.
 
+    The anchors, the offline summary and the compactor each ask about the same user texts, so
+    answers for recent texts are remembered (a pure function of ``text``; callers get a copy).
+
     A sentence counts when it has a constraint or preference marker, is not a question, and is
     not a report ("i don't think X works correctly", "got a crash, that should never happen").
     Pasted material is skipped: a line with JSON, an error line or a stack frame and the lines
     after it up to the next blank line, the span of a numbered diff, a sentence that starts with
     an error name. It quotes someone else's text, not the user's rules.
     """
+    if len(text) > _CACHED_TEXT_CHARS:  # a long paste: not worth keeping in memory
+        return list(_constraint_spans.__wrapped__(text))
+    return list(_constraint_spans(text))
+
+
+_CACHED_TEXT_CHARS: Final = 20_000
+
+
+@functools.lru_cache(maxsize=4096)
+def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
     spans: list[tuple[int, int]] = []
     lines = text.split("\n")
     diff = [i for i, line in enumerate(lines) if _DIFF_LINE_RE.match(line)]
@@ -182,7 +196,7 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
                 start = offset + m.start()
                 spans.append((start, start + len(sentence)))
         offset += len(line) + 1
-    return spans
+    return tuple(spans)
 
 
 _COMMAND_RE: Final = re.compile(r"^\s*/[\w:-]+(?:\s+\S+)?\s*$")

@@ -91,6 +91,26 @@ _PATTERN_HINTS: Final[tuple[tuple[str, ...], ...]] = (
     ("passed", "failed", "skipped", "xfailed", "xpassed", "error"),
 )
 
+# per pattern: a cheap regex every match of the pattern contains (None: none), searched only
+# when the substring hints passed. The patterns with backtracking or lookaheads at every word
+# are the costly scans; these one-pass checks skip them on text that cannot match.
+_DIGIT_DOT_DIGIT: Final = re.compile(r"\d\.\d")
+_PATTERN_GATES: Final[tuple[re.Pattern[str] | None, ...]] = (
+    None,
+    None,
+    None,
+    re.compile(r"\." + _EXT + r"\b"),  # ...\.EXT\b
+    _DIGIT_DOT_DIGIT,  # \d+(?:\.\d+)+
+    _DIGIT_DOT_DIGIT,  # \d+\.\d+\.\d+
+    None,
+    re.compile(r"[0-9a-f]{7}"),  # [0-9a-f]{7,40}
+    None,
+    None,
+    None,
+    re.compile(r"=-?[0-9a-f]"),  # =(?!=)(?:-?\d... | [0-9a-f]{7,64})
+    None,
+)
+
 _VARIABLE_RE: Final = re.compile(
     r"(?m)^(?:(?:def|class)\s+([A-Za-z]\w*)|([A-Za-z]\w*)(?:\s*,\s*[A-Za-z]\w*)*\s*(?::[^=\n]+)?=(?!=)|(?:from\s+\S+\s+)?import\s+[\w.]+\s+as\s+([A-Za-z]\w*))"
 )
@@ -181,9 +201,11 @@ def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
     found: dict[str, IdentifierClass] = {}
     spans: list[tuple[int, int]] = []
     hits: list[tuple[int, IdentifierClass, str]] = []
-    for (cls, pattern), hints in zip(_PATTERNS, _PATTERN_HINTS, strict=True):
+    for (cls, pattern), hints, gate in zip(_PATTERNS, _PATTERN_HINTS, _PATTERN_GATES, strict=True):
         if hints and not any(h in text for h in hints):
             continue  # the pattern needs one of these substrings: skip a scan that cannot match
+        if gate is not None and not gate.search(text):
+            continue
         for m in pattern.finditer(text):
             if cls == "error":
                 start, end = m.start(1), m.end(2)
