@@ -303,11 +303,12 @@ class KernelService:
         self.store.set_leaf(self.session, entry_id)
         return {"leaf": str(self.store.leaf(self.session)), "branch_summary": None}
 
-    def import_transcript(self, source: Path) -> dict[str, Any]:
-        """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes)."""
+    def import_transcript(self, source: Path, *, new_ids: bool = False) -> dict[str, Any]:
+        """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes;
+        entries the session already holds raise ``DuplicateImportError`` unless ``new_ids``)."""
         from ipython_compact.store.importers import import_file
 
-        result = import_file(self.store, source, session=self.session)
+        result = import_file(self.store, source, session=self.session, new_ids=new_ids)
         return {"session": result.session, "format": result.format, "imported": result.imported,
                 "leaf_id": result.leaf_id}
 
