@@ -106,7 +106,7 @@ def _has_hex_run(text: str) -> bool:
 
 _DIGIT_DOT_DIGIT: Final = re.compile(r"\d\.\d")
 _EXT_GATE: Final = re.compile(r"\." + _EXT + r"\b")
-_METRIC_GATE: Final = re.compile(r"=-?[0-9a-f]")
+_METRIC_GATE: Final = re.compile(r"=-?[\da-f]")  # \d: the pattern reads any Unicode digit
 _PATTERN_GATES: Final[tuple[str | None, ...]] = (
     None,
     None,
