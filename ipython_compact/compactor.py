@@ -32,6 +32,7 @@ from ipython_compact.core.anchors import (
     constraint_spans,
     extract_anchors,
     is_request,
+    one_scan_per_text,
     user_text,
 )
 from ipython_compact.core.context import collect_branch_entries
@@ -329,6 +330,7 @@ class Compactor:
             raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
         return work
 
+    @one_scan_per_text
     def plan(self, session: str, focus: str | None = None, *, keep_recent_tokens: int | None = None) -> Plan:
         """The dry run: what would be summarized, kept, externalized and discarded. Writes nothing.
 
@@ -360,6 +362,7 @@ class Compactor:
         )
 
     # ------------------------------------------------------------------ summarizing
+    @one_scan_per_text
     def prepare(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> dict[str, Any] | None:
         """Compute the ``compaction`` entry payload without writing it (the agent loop places it).
 
@@ -466,6 +469,7 @@ class Compactor:
             "details": details,
         }
 
+    @one_scan_per_text
     def compact(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> CompactionResult:
         """Summarize and append the compaction entry. History is never modified.
 

@@ -147,9 +147,9 @@ def test_export_import_round_trip_through_the_command(tmp_path: Path) -> None:
 
 def test_import_into_existing_session_appends_after_the_leaf(tmp_path: Path) -> None:
     run(tmp_path, "import", str(LARGE), "--session", "s")
-    out = run(tmp_path, "import", str(LARGE), "--session", "s").stdout
+    out = run(tmp_path, "import", str(LARGE), "--session", "s", "--new-ids").stdout
     assert "existing session 's' (appended after its leaf)" in out
-    assert "1,018 ids were already taken" in out
+    assert "stored as copies: every entry got a fresh id (--new-ids)" in out
     assert len(run(tmp_path, "log", "--json").stdout.splitlines()) == 2036
 
 

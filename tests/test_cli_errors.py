@@ -222,10 +222,10 @@ def test_another_programs_sqlite_file_is_refused_untouched(tmp_path: Path) -> No
 def test_import_twice_with_the_short_session_option_reads_well(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = run(data, "import", str(BEFORE), "-s", "a").stdout
-    second = run(data, "import", str(BEFORE), "-s", "a").stdout.splitlines()
+    second = run(data, "import", str(BEFORE), "-s", "a", "--new-ids").stdout.splitlines()
     assert first.startswith("imported 1,002 entries (pi) into new session 'a'; leaf ")
     assert second[0].startswith("imported 1,002 entries (pi) into existing session 'a' (appended after its leaf); leaf ")
-    assert second[1] == "  1,002 ids were already taken in that session and got fresh ones"
+    assert second[1] == "  stored as copies: every entry got a fresh id (--new-ids)"
     assert run(data, "verify").stdout.startswith("ok: 2,004 entries in 1 session(s)")
 
 

@@ -83,3 +83,17 @@ def test_subcommand_help_wraps_to_the_terminal(ip: Any, capsys: pytest.CaptureFi
     _run(ip, "snapshot --help")
     out = capsys.readouterr().out
     assert "re-hashed" in out and max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_importing_the_same_transcript_twice_is_refused_unless_new_ids(ip: Any) -> None:
+    ext = extension_for(ip)
+    assert ext is not None
+    _run(ip, f"import {FIXTURE}")
+    count = ext.service.status()["entries"]
+    with pytest.raises(UsageError) as err:
+        _run(ip, f"import {FIXTURE}")
+    assert "1,002 of 1,002 entries are already in session" in str(err.value)
+    assert f"`%compact import {FIXTURE} --new-ids`" in str(err.value)
+    assert ext.service.status()["entries"] == count
+    _run(ip, f"import {FIXTURE} --new-ids")
+    assert ext.service.status()["entries"] == 2 * count

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ipython_compact.store import ImportFormatError, SessionStore
+from ipython_compact.store import DuplicateImportError, ImportFormatError, SessionStore
 from ipython_compact.store.exporters import export_text
 from ipython_compact.store.importers import import_file, load_transcript
 
@@ -57,8 +57,12 @@ def test_pi_fixture_imports_in_order(store: SessionStore, name: str) -> None:
     assert [e.data["message"] for e in stored if e.kind == "message"] == messages
     assert store.leaf(name) == stored[-1].id
     assert store.verify().ok
-    # Importing the same file again (deterministic v1 ids) appends a renamed copy after the leaf.
-    again = import_file(store, source)
+    # Importing the same file again is refused (nothing written); --new-ids appends a renamed copy.
+    count = store.entry_count(name)
+    with pytest.raises(DuplicateImportError, match=rf"{len(lines) - 1:,} of {len(lines) - 1:,} entries are already"):
+        import_file(store, source)
+    assert store.entry_count(name) == count
+    again = import_file(store, source, new_ids=True)
     assert (again.created, again.renamed_ids, again.imported) == (False, len(lines) - 1, len(lines) - 1)
     assert len(store.path(name)) == 2 * (len(lines) - 1)
     assert store.verify().ok
@@ -210,8 +214,8 @@ def test_import_into_existing_session_appends_after_leaf_and_renames_clashes(sto
     source.write_text(export_text(store, "orig"), encoding="utf-8")
     leaf_before = store.leaf("orig")
     originals = store.entries("orig")
-    result = import_file(store, source)
-    assert (result.created, result.renamed_ids, result.imported) == (False, len(originals), len(originals))
+    result = import_file(store, source, new_ids=True)
+    assert (result.created, result.renamed_ids, result.imported, result.new_ids) == (False, len(originals), len(originals), True)
     added = store.entries("orig")[len(originals) :]
     assert added[0].parent_id == leaf_before
     assert not {e.id for e in added} & {e.id for e in originals}

@@ -26,20 +26,27 @@ from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
 from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
+from ipython_compact.store.log import IMPORT_BATCH
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "import",
         help="import a pi session file or an ipython-compact export",
-        description="Read FILE whole and store it in one transaction; a malformed file stores nothing. "
-        "Into an existing session the entries are appended after its leaf.",
+        description="Read FILE whole and check it before anything is stored; a malformed file stores nothing. "
+        "Into an existing session the entries are appended after its leaf. Entries the session already holds "
+        "(the same file imported twice, an export read back into its own session: same id, or the same kind, "
+        "time and content) are refused with exit 2 and nothing is stored, unless --new-ids asks for copies. "
+        f"Large files are committed {IMPORT_BATCH:,} entries per transaction, so other writers are not locked out.",
     )
     p.add_argument("file", metavar="FILE", type=Path,
                    help="a pi session (.jsonl, v1-v3) or an ipython-compact export; - reads stdin (needs --session)")
     session_option(p, help_text="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
     max_bytes_option(p)
+    p.add_argument("--new-ids", action="store_true",
+                   help="store every entry as a copy under a fresh id (parents and references re-linked), "
+                   "even entries the session already holds")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
 
@@ -121,7 +128,12 @@ def _limits(args: argparse.Namespace) -> ImportLimits:
 
 def cmd_import(args: argparse.Namespace) -> int:
     # deferred for start-up, like every store import of the CLI
-    from ipython_compact.store import ImportFormatError, InvalidEntryError
+    from ipython_compact.store import (
+        DuplicateImportError,
+        ImportFormatError,
+        InvalidEntryError,
+        PartialImportError,
+    )
 
     try:  # read and check the whole input before the database is even opened
         transcript = load_transcript(args.file, args.format, limits=_limits(args))
@@ -129,7 +141,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     with open_store(args) as store:
         try:
-            result = import_transcript(store, transcript, args.session)
+            result = import_transcript(store, transcript, args.session, new_ids=args.new_ids)
+        except DuplicateImportError as exc:
+            raise CliError(str(exc), exc.hint) from exc
+        except PartialImportError as exc:
+            raise CliError(str(exc), "the log is append-only, so what landed stays: import the file into a fresh "
+                           f"session instead: {PROG} import {args.file} -s NEW-NAME") from exc
         except (ImportFormatError, InvalidEntryError) as exc:
             raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     if args.json:
@@ -137,7 +154,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     where = f"new session {result.session!r}" if result.created else f"existing session {result.session!r} (appended after its leaf)"
     print(f"imported {result.imported:,} entries ({result.format}) into {where}; leaf {result.leaf_id}")
-    if result.renamed_ids:
+    if result.new_ids:
+        print("  stored as copies: every entry got a fresh id (--new-ids)")
+    elif result.renamed_ids:
         print(f"  {result.renamed_ids:,} ids were already taken in that session and got fresh ones")
     if result.repaired_surrogates:
         print(f"  {result.repaired_surrogates:,} lone UTF-16 surrogate(s) (half an emoji, as JavaScript writes it) "

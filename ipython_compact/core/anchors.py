@@ -20,10 +20,13 @@ What must hold:
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import PIN, Entry, entry_text, text_of_content
@@ -158,7 +161,51 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
     Pasted material is skipped: a line with JSON, an error line or a stack frame and the lines
     after it up to the next blank line, the span of a numbered diff, a sentence that starts with
     an error name. It quotes someone else's text, not the user's rules.
+
+    Inside ``remembered_constraints()`` each text is scanned once (the anchors, the offline
+    summary and the compactor all ask about the same user texts of a span).
     """
+    memo = _MEMO.get()
+    if memo is None:
+        return list(_constraint_spans(text))
+    found = memo.get(text)
+    if found is None:
+        found = memo[text] = _constraint_spans(text)
+    return list(found)
+
+
+_MEMO: Final[ContextVar[dict[str, tuple[tuple[int, int], ...]] | None]] = ContextVar("constraint_spans_memo", default=None)
+
+
+@contextmanager
+def remembered_constraints() -> Iterator[None]:
+    """Remember ``constraint_spans`` answers until the block ends (per thread or task, so
+    concurrent compactions never share one; nested blocks reuse the outer memo)."""
+    token = _MEMO.set({}) if _MEMO.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _MEMO.reset(token)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def one_scan_per_text(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` run inside ``remembered_constraints()`` (the Compactor's plan, prepare and
+    compact: its anchors, offline summary and ledger settling read the same user texts)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with remembered_constraints():
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
     spans: list[tuple[int, int]] = []
     lines = text.split("\n")
     diff = [i for i, line in enumerate(lines) if _DIFF_LINE_RE.match(line)]
@@ -182,7 +229,7 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
                 start = offset + m.start()
                 spans.append((start, start + len(sentence)))
         offset += len(line) + 1
-    return spans
+    return tuple(spans)
 
 
 _COMMAND_RE: Final = re.compile(r"^\s*/[\w:-]+(?:\s+\S+)?\s*$")

@@ -19,7 +19,7 @@ What must hold:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -80,7 +80,7 @@ _PATTERN_HINTS: Final[tuple[tuple[str, ...], ...]] = (
     ("Error", "Exception", "Exit", "Interrupt", "Fault", "Warning"),
     ("/",),
     (".",),
-    ("==", ">=", "<=", "~=", "@", " "),
+    (),  # ("==", ">=", "<=", "~=", "@", " "): nearly every text has a space; the gate decides
     (".",),
     ("-",),
     (),
@@ -88,7 +88,49 @@ _PATTERN_HINTS: Final[tuple[tuple[str, ...], ...]] = (
     ("#",),
     ("-", "_"),
     ("=",),
-    ("passed", "failed", "skipped", "xfailed", "xpassed", "error"),
+    ("passed", "failed", "skipped", "error"),  # xfailed/xpassed contain failed/passed
+)
+
+# per pattern: a cheap test every text with a match passes (None: none), tried only when the
+# substring hints passed. The patterns with backtracking or lookaheads at every word are the
+# costly scans; these one-pass checks skip them on text that cannot match. Each test is computed
+# at most once per text (two patterns share "a digit, a dot, a digit").
+_HEX_TABLE: Final = bytes((ord("x") if chr(i) in "0123456789abcdef" else ord(" ")) for i in range(256))
+
+
+def _has_hex_run(text: str) -> bool:
+    """Whether ``text`` holds 7 ASCII hex digits in a row (what a commit match needs). Bytes
+    translation is one C pass; non-ASCII characters become '?' (never hex)."""
+    return b"xxxxxxx" in text.encode("ascii", "replace").translate(_HEX_TABLE)
+
+
+_DIGIT_DOT_DIGIT: Final = re.compile(r"\d\.\d")
+_EXT_GATE: Final = re.compile(r"\." + _EXT + r"\b")
+_METRIC_GATE: Final = re.compile(r"=-?[\da-f]")  # \d: the pattern reads any Unicode digit
+_PATTERN_GATES: Final[tuple[str | None, ...]] = (
+    None,
+    None,
+    None,
+    "ext",  # ...\.EXT\b
+    "digit-dot-digit",  # \d+(?:\.\d+)+
+    "digit-dot-digit",  # \d+\.\d+\.\d+
+    None,
+    "hex-run",  # [0-9a-f]{7,40}
+    None,
+    None,
+    None,
+    "metric",  # =(?!=)(?:-?\d... | [0-9a-f]{7,64})
+    None,
+)
+_GATE_TESTS: Final[dict[str, Callable[[str], bool]]] = {
+    "ext": lambda text: _EXT_GATE.search(text) is not None,
+    "digit-dot-digit": lambda text: "." in text and _DIGIT_DOT_DIGIT.search(text) is not None,
+    "hex-run": _has_hex_run,
+    "metric": lambda text: "=" in text and _METRIC_GATE.search(text) is not None,
+}
+
+_SCANS: Final = tuple(
+    (cls, pattern, hints, gate) for (cls, pattern), hints, gate in zip(_PATTERNS, _PATTERN_HINTS, _PATTERN_GATES, strict=True)
 )
 
 _VARIABLE_RE: Final = re.compile(
@@ -181,9 +223,20 @@ def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
     found: dict[str, IdentifierClass] = {}
     spans: list[tuple[int, int]] = []
     hits: list[tuple[int, IdentifierClass, str]] = []
-    for (cls, pattern), hints in zip(_PATTERNS, _PATTERN_HINTS, strict=True):
-        if hints and not any(h in text for h in hints):
-            continue  # the pattern needs one of these substrings: skip a scan that cannot match
+    gates: dict[str, bool] = {}
+    for cls, pattern, hints, gate in _SCANS:
+        if hints:
+            for hint in hints:
+                if hint in text:
+                    break
+            else:
+                continue  # the pattern needs one of these substrings: skip a scan that cannot match
+        if gate is not None:
+            passed = gates.get(gate)
+            if passed is None:
+                passed = gates[gate] = _GATE_TESTS[gate](text)
+            if not passed:
+                continue
         for m in pattern.finditer(text):
             if cls == "error":
                 start, end = m.start(1), m.end(2)

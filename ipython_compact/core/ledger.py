@@ -171,12 +171,16 @@ class Ledger:
 
     # ---- folding ----------------------------------------------------------------------------
     def update(self, entries: Iterable[Entry]) -> Ledger:
-        read = list(self.files_read)
-        names = list(self.names)
-        modified = list(self.files_modified)
+        # Ordered dicts as ordered sets: every step below is O(1), so folding a span costs what
+        # the span holds (a 200k-entry span must not cost 100x a 20k one).
+        read = dict.fromkeys(self.files_read)
+        names = dict.fromkeys(self.names)
+        modified = dict.fromkeys(self.files_modified)
         commands = list(self.commands)
-        errors = list(self.errors)
+        errors = {(e.type, e.message): e for e in self.errors}
         requests = list(self.requests)
+        # An answer settles every open request, so the open ones are always a suffix.
+        first_open = next((i for i, r in enumerate(requests) if r.status == "open"), len(requests))
         pending = {call_id: (tool, path, reads, writes, defs) for call_id, tool, path, reads, writes, defs in self._pending}
         totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
 
@@ -188,16 +192,23 @@ class Ledger:
                     return
                 parsed = ("Error", one_line(first, 300))
             totals["err"] += 1
-            record = ErrorRecord(entry_id, parsed[0], parsed[1])
-            errors[:] = [e for e in errors if (e.type, e.message) != (record.type, record.message)] + [record]
+            errors.pop((parsed[0], parsed[1]), None)  # the same error again moves to the end
+            errors[(parsed[0], parsed[1])] = ErrorRecord(entry_id, parsed[0], parsed[1])
+
+        # call id -> indices of its pending commands, oldest first (settle takes the newest)
+        waiting: dict[str | None, list[int]] = {}
+        for i, c in enumerate(commands):
+            if c.status == "pending":
+                waiting.setdefault(c.call_id, []).append(i)
 
         def settle(call_id: str | None, status: Status) -> None:
-            for i in range(len(commands) - 1, -1, -1):
-                if commands[i].call_id == call_id and commands[i].status == "pending":
-                    commands[i] = replace(commands[i], status=status)
-                    if status == "error":
-                        totals["failed"] += 1
-                    return
+            indices = waiting.get(call_id)
+            if not indices:
+                return
+            i = indices.pop()
+            commands[i] = replace(commands[i], status=status)
+            if status == "error":
+                totals["failed"] += 1
 
         for entry in entries:
             msg = entry.message
@@ -224,10 +235,14 @@ class Ledger:
                     command = _command_text(tool, args)
                     if command is not None:
                         totals["cmd"] += 1
+                        waiting.setdefault(call_id, []).append(len(commands))
                         commands.append(CommandRecord(entry.id, tool, command, "pending", call_id))
                 stop = msg.get("stopReason")
                 if is_answer(msg):
-                    requests = [replace(r, status="done") if r.status == "open" else r for r in requests]
+                    for i in range(first_open, len(requests)):
+                        if requests[i].status == "open":
+                            requests[i] = replace(requests[i], status="done")
+                    first_open = len(requests)
                 if stop == "error" and isinstance(msg.get("errorMessage"), str):
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
@@ -242,19 +257,16 @@ class Ledger:
                     add_error(entry.id, body)
                 else:
                     for name in code_names:
-                        if name in names:
-                            names.remove(name)
-                        names.append(name)
+                        names.pop(name, None)
+                        names[name] = None
                     wrote = ([path] if path and WRITE_TOOLS.match(tool) else []) + list(code_writes)
                     looked = ([path] if path and READ_TOOLS.match(tool) else []) + list(code_reads)
                     for written in wrote:
-                        if written in read:
-                            read.remove(written)
-                        if written not in modified:
-                            modified.append(written)
+                        read.pop(written, None)
+                        modified.setdefault(written, None)
                     for seen in looked:
-                        if seen not in modified and seen not in read:
-                            read.append(seen)
+                        if seen not in modified:
+                            read.setdefault(seen, None)
             elif role == "bashExecution":
                 command = str(msg.get("command", ""))
                 exit_code = msg.get("exitCode")
@@ -272,16 +284,16 @@ class Ledger:
         done_ids = {id(r) for r in done[max(0, len(done) - room) :]} if room > 0 else set()
         requests = [r for r in requests if id(r) in open_ids or id(r) in done_ids]
         return Ledger(
-            files_read=tuple(read[-MAX_FILES:]),
-            files_modified=tuple(modified[-MAX_FILES:]),
+            files_read=tuple(list(read)[-MAX_FILES:]),
+            files_modified=tuple(list(modified)[-MAX_FILES:]),
             commands=tuple(commands[-MAX_COMMANDS:]),
-            errors=tuple(errors[-MAX_ERRORS:]),
+            errors=tuple(list(errors.values())[-MAX_ERRORS:]),
             requests=tuple(requests),
             command_total=totals["cmd"],
             command_failed=totals["failed"],
             error_total=totals["err"],
             request_total=totals["req"],
-            names=tuple(names[-MAX_NAMES:]),
+            names=tuple(list(names)[-MAX_NAMES:]),
             _pending=tuple((k, t, p, r, w, d) for k, (t, p, r, w, d) in pending.items())[-MAX_COMMANDS:],
         )
 

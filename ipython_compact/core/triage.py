@@ -323,7 +323,7 @@ def triage(
     """Decide the fate of each entry in the span to summarize."""
     discard: dict[str, str] = {}
     # exact duplicates (user / assistant text without tool calls; tool outputs by tool + text)
-    first_seen: dict[str, str] = {}
+    first_seen: dict[tuple[Any, str], str] = {}  # (role, text): a tuple key copies no text
     for entry in to_summarize:
         msg = entry.message
         if msg is None:
@@ -336,7 +336,7 @@ def triage(
         text = entry_text(entry)
         if not text.strip():
             continue
-        key = f"{role}\x00{text}"
+        key = (role, text)
         if key in first_seen:
             discard[entry.id] = f"duplicate of {first_seen[key]}"
         else:
@@ -381,19 +381,20 @@ def triage(
         discard.setdefault(result.id, f"superseded by {winner}")
 
     # repeated identical runs: same single call (tool + arguments) and the same output as before
-    seen_runs: dict[str, str] = {}
+    # keyed by the arguments' canonical JSON and the output as it is (not JSON-escaped: outputs are long)
+    seen_runs: dict[tuple[str, str, bool, str], str] = {}
     for cid, (call_entry, tool, _) in calls.items():
         run_result = results.get(cid)
         msg = call_entry.message or {}
         if run_result is None or len(tool_calls_of(msg)) != 1 or text_of_content(msg.get("content"), joiner=""):
             continue
         block = tool_calls_of(msg)[0]
-        key = canonical_json([tool, block.get("arguments"), bool((run_result.message or {}).get("isError")), entry_text(run_result)])
-        if key in seen_runs:
-            discard.setdefault(call_entry.id, f"duplicate of {seen_runs[key]}")
-            discard.setdefault(run_result.id, f"duplicate of {seen_runs[key]}")
+        run_key = (tool, canonical_json(block.get("arguments")), bool((run_result.message or {}).get("isError")), entry_text(run_result))
+        if run_key in seen_runs:
+            discard.setdefault(call_entry.id, f"duplicate of {seen_runs[run_key]}")
+            discard.setdefault(run_result.id, f"duplicate of {seen_runs[run_key]}")
         else:
-            seen_runs[key] = call_entry.id
+            seen_runs[run_key] = call_entry.id
 
     encode: list[Entry] = []
     pointers: list[Pointer] = []

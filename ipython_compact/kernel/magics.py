@@ -31,7 +31,12 @@ from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.namespace.snapshot import SnapshotError
 from ipython_compact.paths import read_only_reason
-from ipython_compact.store.errors import DatabaseLockedError, ImportFormatError, StoreError
+from ipython_compact.store.errors import (
+    DatabaseLockedError,
+    DuplicateImportError,
+    ImportFormatError,
+    StoreError,
+)
 
 COMMANDS = Registry("%compact")
 
@@ -328,13 +333,18 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return D.mapping_bundle("Exported", {"path": str(target), "entries": count})
 
     @COMMANDS.subcommand("import", "Append a pi or ipython-compact JSONL transcript to this session.",
-                         arg("path", help="the transcript file (pi session or our JSONL export)"))
+                         arg("path", help="the transcript file (pi session or our JSONL export)"),
+                         arg("--new-ids", action="store_true",
+                             help="store entries the session already holds again, as a copy under fresh ids"))
     def _import(self, a: argparse.Namespace) -> Any:
         source = Path(a.path).expanduser()
         if not source.is_file():
             raise ValueError(f"file {source} does not exist")
         try:
-            imported = self.service.import_transcript(source)
+            imported = self.service.import_transcript(source, new_ids=a.new_ids)
+        except DuplicateImportError as exc:
+            raise UsageError(f"%compact import: {exc}. To store them again as a copy under fresh ids: "
+                             f"`%compact import {a.path} --new-ids`.") from None
         except ImportFormatError as exc:
             where = f"fix line {exc.line} of {source}" if exc.line is not None else "check the file"
             raise UsageError(f"%compact import: {exc}. Nothing was imported; {where} "

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,11 +39,15 @@ from ipython_compact.namespace.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
+from ipython_compact.store.errors import DatabaseLockedError
 from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
+APPEND_RETRY_SECONDS = 15.0
+"""How long a bookkeeping append retries while the database is locked (three busy timeouts)."""
+LOG = logging.getLogger("ipython_compact")
 
 
 class Busy(Exception):
@@ -69,6 +75,9 @@ class KernelService:
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
         self.live_agent: Callable[[], Any] = lambda: None
+        self.append_retry_seconds = APPEND_RETRY_SECONDS
+        self.append_failures = 0
+        self.last_append_failure: str | None = None
         self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
@@ -198,6 +207,8 @@ class KernelService:
         elif problem is None and blocking is not None and tokens > blocking:
             problem = (f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
                        "the model; `%compact now` compacts now.")
+        if self.last_append_failure is not None:  # never silent: a dropped bookkeeping entry is a problem
+            problem = f"{problem} Also: {self.last_append_failure}." if problem else f"{self.last_append_failure}."
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -292,11 +303,12 @@ class KernelService:
         self.store.set_leaf(self.session, entry_id)
         return {"leaf": str(self.store.leaf(self.session)), "branch_summary": None}
 
-    def import_transcript(self, source: Path) -> dict[str, Any]:
-        """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes)."""
+    def import_transcript(self, source: Path, *, new_ids: bool = False) -> dict[str, Any]:
+        """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes;
+        entries the session already holds raise ``DuplicateImportError`` unless ``new_ids``)."""
         from ipython_compact.store.importers import import_file
 
-        result = import_file(self.store, source, session=self.session)
+        result = import_file(self.store, source, session=self.session, new_ids=new_ids)
         return {"session": result.session, "format": result.format, "imported": result.imported,
                 "leaf_id": result.leaf_id}
 
@@ -410,11 +422,10 @@ class KernelService:
             self.last_snapshot, self.last_snapshot_error = report, None
             if not record:
                 return report
-            with contextlib.suppress(Exception):
-                self.store.append(self.session, E.SNAPSHOT, {
-                    "generation": report.generation, "saved": len(report.saved),
-                    "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes,
-                    "manifest_digest": report.manifest_digest}, timestamp=_now())
+            self.append_or_report(E.SNAPSHOT, {
+                "generation": report.generation, "saved": len(report.saved),
+                "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes,
+                "manifest_digest": report.manifest_digest})
             return report
         finally:
             lock.release()
@@ -462,6 +473,34 @@ class KernelService:
         """Delete the snapshots of the earlier kernel that wrote ``generation`` (the user chose not to restore it)."""
         return self.snapshots.discard(generation)
 
+    # ------------------------------------------------------------------ bookkeeping appends
+    def append_or_report(self, kind: str, data: Mapping[str, Any]) -> E.Entry | None:
+        """Append a bookkeeping entry (a snapshot record, a cell's file operations) to the bound
+        session. It runs after a cell, so it must not raise into the user's work — and it must
+        not vanish either: while the database is locked (another process writing, busy timeout
+        each try) it retries with backoff for up to ``append_retry_seconds``; then, or on any
+        other error, it logs a warning and keeps the failure for ``status()``'s problem line."""
+        deadline = time.monotonic() + self.append_retry_seconds
+        delay = 0.05
+        while True:
+            try:
+                entry: E.Entry = self.store.append(self.session, kind, dict(data), timestamp=_now())
+                return entry
+            except DatabaseLockedError as exc:
+                if time.monotonic() + delay < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                    continue
+                failure: Exception = exc
+            except Exception as exc:
+                failure = exc
+            break
+        self.append_failures += 1
+        self.last_append_failure = (f"{self.append_failures} log entr{'y' if self.append_failures == 1 else 'ies'} "
+                                    f"could not be written to session {self.session!r} (last: a {kind} entry: {failure})")
+        LOG.warning("ipython_compact: %s", self.last_append_failure)
+        return None
+
     # ------------------------------------------------------------------ file ops
     def flush_file_ops(self) -> list[dict[str, Any]]:
         """Record the files the last cell read/modified as ``custom`` entries (data for the ledger),
@@ -469,8 +508,7 @@ class KernelService:
         recorded = []
         for actor, (read, modified) in sorted(self.fileops.take().items()):
             data = {"read": read, "modified": modified, "by": actor}
-            with contextlib.suppress(Exception):
-                self.store.append(self.session, E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data}, timestamp=_now())
+            self.append_or_report(E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
             recorded.append(data)
         return recorded
 

@@ -68,3 +68,28 @@ class ImportFormatError(StoreError, ValueError):
         super().__init__(message, path=path)
         self.line = line
         self.hint = hint
+
+
+class DuplicateImportError(StoreError, ValueError):
+    """An import would store entries the target session already holds (same id and content, or
+    the same content under another id: the same file imported twice, an export read back into
+    its own session). Nothing was written; ``hint`` says what to type instead."""
+
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, duplicates: int, same_id: int, total: int, hint: str
+    ) -> None:
+        super().__init__(message, path=path)
+        self.duplicates, self.same_id, self.total, self.hint = duplicates, same_id, total, hint
+
+
+class PartialImportError(StoreError):
+    """A large import (committed in batches) failed after some batches landed. The message says
+    exactly what was written: ``written`` of ``total`` entries, through ``last_id``, and where
+    the session's leaf is (``leaf``: unchanged by the import)."""
+
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, written: int, total: int, last_id: str | None,
+        leaf: str | None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.written, self.total, self.last_id, self.leaf = written, total, last_id, leaf

@@ -2,14 +2,16 @@
 
 Reading and storing are separate steps: ``load_transcript`` reads and validates a whole file
 (every error names the file and the 1-based line) and returns entries; ``import_file`` then
-writes them in one transaction. So a malformed file never leaves anything behind.
+writes them (``IMPORT_BATCH`` entries per transaction). So a malformed file never leaves anything
+behind, and neither does an import of entries the session already holds.
 
 What must hold:
 - pi files keep their order and ids (v1 files get pi's migration: ids, a linear chain,
   ``firstKeptEntryIndex`` → id), via ``core.pi_format.parse_pi_session``.
 - Our JSONL round-trips losslessly: ids, parents, timestamps, data and the leaf.
 - Importing into a session that already has entries appends after its leaf; ids that clash
-  with the session's are replaced by fresh ones (references inside the data follow).
+  with the session's (other content) are replaced by fresh ones (references inside the data
+  follow). Entries it already holds are refused unless ``new_ids`` asks for copies.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any, Final, Literal
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, path_to
 from ipython_compact.core.pi_format import PiFormatError, json_type_name, parse_pi_session
 from ipython_compact.store.database import check_session_name
-from ipython_compact.store.errors import ImportFormatError, UnknownSessionError
+from ipython_compact.store.errors import DuplicateImportError, ImportFormatError
+from ipython_compact.store.log import IMPORT_BATCH, Existing, ImportPlan, content_key, stored_data_text
 from ipython_compact.store.sqlite_store import SessionStore, random_entry_id
 
 Format = Literal["auto", "pi", "jsonl"]
@@ -66,6 +69,10 @@ class ImportResult:
     created: bool
     renamed_ids: int
     repaired_surrogates: int = 0
+    new_ids: bool = False
+    """Every entry was stored under a fresh id (``--new-ids``)."""
+    batches: int = 1
+    """Transactions the import was committed in (``IMPORT_BATCH`` entries each)."""
 
 
 @dataclass(frozen=True)
@@ -425,32 +432,80 @@ def session_name_for(transcript: Transcript, session: str | None) -> str:
     return transcript.source.stem
 
 
-def import_transcript(store: SessionStore, transcript: Transcript, session: str | None = None) -> ImportResult:
-    """Store a loaded transcript in ``session`` (default: its own name or the file's stem)."""
+def count_duplicates(entries: Sequence[Entry], existing: Existing) -> tuple[int, int]:
+    """How many ``entries`` the session already holds (same kind, timestamp and data, whatever
+    the id), and how many of those under the same id."""
+    duplicates = same_id = 0
+    for entry in entries:
+        key = content_key(entry.kind, entry.timestamp, stored_data_text(entry.data))
+        if key in existing.content:
+            duplicates += 1
+            same_id += existing.keys.get(entry.id) == key
+    return duplicates, same_id
+
+
+def import_transcript(
+    store: SessionStore,
+    transcript: Transcript,
+    session: str | None = None,
+    *,
+    new_ids: bool = False,
+    batch_size: int = IMPORT_BATCH,
+) -> ImportResult:
+    """Store a loaded transcript in ``session`` (default: its own name or the file's stem).
+
+    What must hold:
+    - Into an existing session the entries are appended after its leaf. Entries it already holds
+      (the same file imported twice, an export read back into its own session) are refused with
+      ``DuplicateImportError`` and nothing is written, unless ``new_ids``: then every entry is
+      stored again as a copy under a fresh id (parents and references re-linked).
+    - Ids that clash with the session's but carry other content get fresh ids (as before).
+    - A session created by another import meanwhile is treated as existing (no "already exists").
+    - Written ``batch_size`` entries per transaction (``EntryLog.import_batched``).
+    """
     name = session_name_for(transcript, session)
-    existing: set[str] = set()
-    created = True
-    try:
-        store.get_session(name)
-        created = False
-        existing = store.entry_ids(name)
-    except UnknownSessionError:
-        pass
-    entries, renamed = with_fresh_ids(transcript.entries, existing)
-    leaf = None if transcript.leaf_id is None else renamed.get(transcript.leaf_id, transcript.leaf_id)
-    stored = store.import_entries(name, entries, leaf_id=leaf, create=created)
+    where = source_name(transcript.source)
+    renamed: dict[str, str] = {}
+
+    def plan(existing: Existing) -> ImportPlan:
+        renamed.clear()
+        if not existing.created and not new_ids:
+            duplicates, same_id = count_duplicates(transcript.entries, existing)
+            if duplicates:
+                total = len(transcript.entries)
+                source = "-" if transcript.source == STDIN else str(transcript.source)
+                raise DuplicateImportError(
+                    f"{where}: {duplicates:,} of {total:,} entries are already in session {name!r} ({same_id:,} under "
+                    f"the same id, {duplicates - same_id:,} with the same content under another id); importing would "
+                    "store them twice, so nothing was written",
+                    path=where, duplicates=duplicates, same_id=same_id, total=total,
+                    hint=f"to store them again as copies under fresh ids: ipython-compact import {source} -s {name} "
+                    f"--new-ids   (or import into another session: -s {name}-2)",
+                )
+        avoid = set(existing.ids) | ({e.id for e in transcript.entries} if new_ids else set())
+        entries, fresh = with_fresh_ids(transcript.entries, avoid)
+        renamed.update(fresh)
+        leaf = None if transcript.leaf_id is None else fresh.get(transcript.leaf_id, transcript.leaf_id)
+        return ImportPlan(entries, leaf)
+
+    written = store.import_batched(name, plan, batch_size=batch_size)
     return ImportResult(
         session=name,
         format=transcript.format,
-        imported=len(stored),
+        imported=len(written.entries),
         leaf_id=store.leaf(name),
-        created=created,
+        created=written.created,
         renamed_ids=len(renamed),
         repaired_surrogates=transcript.repaired_surrogates,
+        new_ids=new_ids,
+        batches=written.batches,
     )
 
 
-def import_file(store: SessionStore, path: Path | str, *, session: str | None = None, format: Format = "auto") -> ImportResult:
-    """Read ``path`` whole, then store it in one transaction (nothing written on any error)."""
-    return import_transcript(store, load_transcript(path, format), session)
+def import_file(
+    store: SessionStore, path: Path | str, *, session: str | None = None, format: Format = "auto", new_ids: bool = False
+) -> ImportResult:
+    """Read ``path`` whole, then store it (see ``import_transcript``; nothing written when the
+    file is malformed or holds entries the session already has)."""
+    return import_transcript(store, load_transcript(path, format), session, new_ids=new_ids)
 

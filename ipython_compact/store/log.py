@@ -12,24 +12,32 @@ What must hold:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
-from ipython_compact.store.database import ENTRY_COLUMNS, Database, check_session_name, row_entry
+from ipython_compact.store import process
+from ipython_compact.store.database import ENTRY_COLUMNS, Database, SessionRow, check_session_name, row_entry
 from ipython_compact.store.errors import (
+    DatabaseLockedError,
     InvalidEntryError,
     LeafMovedError,
+    PartialImportError,
     SessionExistsError,
     StoreError,
     UnknownEntryError,
 )
 from ipython_compact.store.migrations import MARK_KINDS
+from ipython_compact.store.process import Owner
 from ipython_compact.store.records import ANY_LEAF, LEAF, SearchHit, _Default
 from ipython_compact.store.tree import Batch, ParentInfo, Tree
 
@@ -43,6 +51,61 @@ def entry_hash(parent_hash: str, entry: Entry) -> str:
 def chain_hash(previous_chain: str, hash_: str) -> str:
     """The append-order hash: binds an entry to everything appended to its session before it."""
     return hashlib.sha256((previous_chain + "\n" + hash_).encode("utf-8")).hexdigest()
+
+
+def stored_data_text(data: Mapping[str, Any]) -> str:
+    """The exact text an entry's data is stored as (sorted keys, no spaces, no NaN)."""
+    return json.dumps(dict(data), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def content_key(kind: str, timestamp: str, data_text: str) -> bytes:
+    """What makes two entries the same content whatever their ids and parents: kind, time, data."""
+    return hashlib.blake2b(f"{kind}\n{timestamp}\n{data_text}".encode(), digest_size=16).digest()
+
+
+IMPORT_BATCH = 2000
+"""Entries per transaction of a large import: short enough that other writers (a kernel
+appending after a cell, busy timeout 5 s) get the lock in between."""
+IMPORT_PAUSE = 0.05
+"""Seconds between an import's batches. SQLite's busy handler polls a waiting writer every
+few to 100 ms; without a gap the importer would take the lock straight back and starve it."""
+IMPORT_MARKER = "import_in_progress"
+"""``session_status`` key held while a batched import runs: {owner, total}. A second import
+into the session waits for it to go (or for its owner to end)."""
+
+
+@dataclass(frozen=True)
+class Existing:
+    """What the target session holds, read inside the import's first transaction."""
+
+    created: bool
+    """The session did not exist: this import creates it."""
+    leaf: str | None
+    ids: frozenset[str]
+    content: dict[bytes, str]
+    """``content_key`` → id of an entry already in the session with that content."""
+    keys: dict[str, bytes]
+    """id → ``content_key`` of every entry already in the session."""
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    entries: list[Entry]
+    leaf_id: str | None
+    """The new leaf (one of ``entries``), or None to leave the leaf where it is."""
+
+
+@dataclass(frozen=True)
+class ImportWritten:
+    entries: list[Entry]
+    created: bool
+    batches: int
+
+
+class _ImportRunning(Exception):
+    def __init__(self, owner: Owner) -> None:
+        super().__init__(owner.describe())
+        self.owner = owner
 
 
 class EntryLog:
@@ -91,27 +154,44 @@ class EntryLog:
         items = list(items)
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)
-            sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
-            if expect_leaf is not ANY_LEAF and expect_leaf != leaf:
+            if expect_leaf is not ANY_LEAF and expect_leaf != row.leaf:
                 raise LeafMovedError(
-                    f"session {session!r} moved: its leaf is {leaf!r}, not {expect_leaf!r} as planned; nothing was written",
+                    f"session {session!r} moved: its leaf is {row.leaf!r}, not {expect_leaf!r} as planned; nothing was written",
                     path=self.db.path,
                     expected=None if isinstance(expect_leaf, _Default) else expect_leaf,
-                    actual=leaf,
+                    actual=row.leaf,
                 )
-            parent = leaf if parent_id is LEAF else parent_id
-            assert not isinstance(parent, _Default)
-            entries: list[Entry] = []
-            cache = Batch()
-            when = timestamp or self.db.clock()
-            for i, (kind, data) in enumerate(items):
-                wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
-                new_id = wanted or self._fresh_id(conn, sid, cache)
-                entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
-                stored, tip = self._insert(conn, sid, entry, tip, cache)
-                entries.append(stored)
-                parent = stored.id
-            self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
+            return self.append_in(
+                conn, row, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf
+            )
+
+    def append_in(
+        self,
+        conn: sqlite3.Connection,
+        row: SessionRow,
+        items: Sequence[tuple[str, Mapping[str, Any]]],
+        *,
+        parent_id: str | _Default | None = LEAF,
+        timestamp: str | None = None,
+        entry_ids: Sequence[str | None] | None = None,
+        move_leaf: bool = True,
+    ) -> list[Entry]:
+        """``append_many`` inside a write transaction the caller holds (``row`` read in it), so
+        another write (settling an abandoned compaction) and its log entry land together."""
+        sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
+        parent = leaf if parent_id is LEAF else parent_id
+        assert not isinstance(parent, _Default)
+        entries: list[Entry] = []
+        cache = Batch()
+        when = timestamp or self.db.clock()
+        for i, (kind, data) in enumerate(items):
+            wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
+            new_id = wanted or self._fresh_id(conn, sid, cache)
+            entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
+            stored, tip = self._insert(conn, sid, entry, tip, cache)
+            entries.append(stored)
+            parent = stored.id
+        self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
         return entries
 
     def import_entries(
@@ -156,6 +236,138 @@ class EntryLog:
             self._finish(conn, sid, count + len(stored_entries), tip, new_leaf, cache)
         return stored_entries
 
+    def import_batched(
+        self,
+        session: str,
+        plan: Callable[[Existing], ImportPlan],
+        *,
+        batch_size: int = IMPORT_BATCH,
+        wait: float = 60.0,
+    ) -> ImportWritten:
+        """Create the session if missing, let ``plan`` decide what to write from what the session
+        holds, and write it ``batch_size`` entries per transaction.
+
+        What must hold:
+        - Creating, reading the existing entries, ``plan`` and the first batch share one
+          transaction: of two imports racing to create a session, the second waits and then sees
+          the first's entries (``plan`` may refuse duplicates; nothing is written then).
+        - Roots of the import hang under the leaf the first transaction saw; the leaf moves to
+          ``plan``'s leaf only with the last batch, so nobody's view shows half an import.
+        - While later batches remain, ``IMPORT_MARKER`` names this process; another import into
+          the session waits up to ``wait`` seconds for it (an ended owner's marker is ignored).
+        - A batch that fails after others landed raises ``PartialImportError`` saying exactly what
+          was written (entries, last id, the leaf); the first failing raises as it is.
+        """
+        me = process.current()
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                with self.db.write() as conn:
+                    created = not conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone()
+                    if created:
+                        check_session_name(session, self.db.path)
+                        conn.execute("INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self.db.clock()))
+                    row = self.db.session_row(conn, session)
+                    if not created:
+                        self._check_no_import_running(conn, row.sid)
+                    planned = plan(self._existing(conn, row, created))
+                    entries = [Entry(e.id, row.leaf, e.kind, e.timestamp, e.data) if e.parent_id is None and row.leaf
+                               else e for e in planned.entries]
+                    if planned.leaf_id is not None and planned.leaf_id not in {e.id for e in entries}:
+                        raise InvalidEntryError(
+                            f"import leaf {planned.leaf_id!r} is not among the imported entries", path=self.db.path)
+                    cache = Batch()
+                    more = len(entries) > batch_size
+                    self._write_batch(conn, row, entries[:batch_size], None if more else planned.leaf_id, cache)
+                    if more:
+                        conn.execute(
+                            "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                            (row.sid, IMPORT_MARKER, canonical_json({"owner": me.to_json(), "total": len(entries)}), self.db.clock()),
+                        )
+                break
+            except _ImportRunning as running:
+                if time.monotonic() > deadline:
+                    raise DatabaseLockedError(
+                        f"{self.db.path}: another import into session {session!r} is still running "
+                        f"({running.owner.describe()}) after {wait:g} s; nothing was written", path=self.db.path) from None
+                time.sleep(0.1)
+        written, batches = min(len(entries), batch_size), 1
+        try:
+            for start in range(batch_size, len(entries), batch_size):
+                time.sleep(IMPORT_PAUSE)  # let a waiting writer in
+                chunk = entries[start : start + batch_size]
+                last = start + batch_size >= len(entries)
+                leaf = planned.leaf_id if last else None
+                self._retry_locked(partial(self._later_batch, session, chunk, leaf, cache, last),
+                                   deadline=time.monotonic() + wait)
+                written += len(chunk)
+                batches += 1
+        except (StoreError, sqlite3.Error) as exc:
+            with contextlib.suppress(Exception), self.db.write() as conn:
+                conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
+            leaf = self.tree.leaf(session)
+            last_id = entries[written - 1].id
+            raise PartialImportError(
+                f"{self.db.path}: the import into session {session!r} stopped after {written:,} of {len(entries):,} "
+                f"entries ({batches} transaction(s) committed, the last written entry is {last_id!r}); the session's "
+                f"leaf is still {leaf!r}, so the written entries are not on its current branch. Cause: {exc}",
+                path=self.db.path, written=written, total=len(entries), last_id=last_id, leaf=leaf,
+            ) from exc
+        return ImportWritten(entries, created, batches)
+
+    def _check_no_import_running(self, conn: sqlite3.Connection, sid: int) -> None:
+        row = conn.execute(
+            "SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, IMPORT_MARKER)
+        ).fetchone()
+        if row is None:
+            return
+        owner = Owner.from_json(json.loads(row[0]).get("owner"))
+        if owner is None or process.ended(owner):  # killed mid-import: its marker means nothing
+            conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (sid, IMPORT_MARKER))
+            return
+        raise _ImportRunning(owner)
+
+    def _existing(self, conn: sqlite3.Connection, row: SessionRow, created: bool) -> Existing:
+        content: dict[bytes, str] = {}
+        keys: dict[str, bytes] = {}
+        if not created:
+            for entry_id, kind, timestamp, data in conn.execute(
+                "SELECT id, kind, timestamp, data FROM entries WHERE session_id = ? ORDER BY seq", (row.sid,)
+            ):
+                key = keys[entry_id] = content_key(kind, timestamp, data)
+                content.setdefault(key, entry_id)
+        return Existing(created, row.leaf, frozenset(keys), content, keys)
+
+    def _write_batch(
+        self, conn: sqlite3.Connection, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
+    ) -> None:
+        tip = row.tip
+        for entry in entries:
+            _, tip = self._insert(conn, row.sid, entry, tip, cache)
+        self._finish(conn, row.sid, row.count + len(entries), tip, leaf, cache)
+
+    def _later_batch(self, session: str, entries: Sequence[Entry], leaf: str | None, cache: Batch, last: bool) -> None:
+        with self.db.write() as conn:
+            row = self.db.session_row(conn, session)  # other writers may have moved count and tip
+            self._write_batch(conn, row, entries, leaf, cache)
+            if last:
+                conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
+
+    @staticmethod
+    def _retry_locked(write: Callable[[], None], *, deadline: float) -> None:
+        """Run ``write``; while the database stays locked, retry with backoff until ``deadline``."""
+        delay = 0.05
+        while True:
+            try:
+                write()
+                return
+            except DatabaseLockedError:
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
     def _finish(self, conn: sqlite3.Connection, sid: int, count: int, tip: str, leaf: str | None, batch: Batch) -> None:
         """Record the batch on the session row: count, chain tip, newest seq and (maybe) the leaf."""
         if not batch.last_seq:
@@ -190,7 +402,7 @@ class EntryLog:
         if not isinstance(entry.timestamp, str) or not entry.timestamp:
             raise InvalidEntryError(f"{where}: timestamp must be a non-empty string", path=self.db.path)
         try:
-            data_text = json.dumps(dict(entry.data), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            data_text = stored_data_text(entry.data)
         except (TypeError, ValueError) as exc:
             raise InvalidEntryError(f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path) from exc
         stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, json.loads(data_text))

@@ -23,6 +23,8 @@ What the schema guarantees:
 - ``compactions`` (migration 0003) counts the compaction entries on the root→entry path, this
   entry included, so "how many compactions on this branch" (the status every panel poll shows)
   is one row read. Derived and verified like ``mark``.
+- ``live_compactions.owner_*`` and ``inbox.taken_*`` (migration 0005) name the process (host,
+  pid, start time) that owns the row, so rows left by a killed process are settled, not kept.
 """
 
 from __future__ import annotations
@@ -205,11 +207,25 @@ def _kind_index(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX entries_kind ON entries(session_id, kind, seq)")
 
 
+def _work_owners(conn: sqlite3.Connection) -> None:
+    """Record which process owns work in progress: a live compaction (``owner_*``) and an inbox
+    item handed out at a turn boundary (``taken_*``): host, pid and the process start time (see
+    ``store.process``). A later process that finds the owner gone settles the row instead of
+    showing it as running forever (or losing a summary that was taken but never placed). Only
+    columns are added to these two status tables; entries and their triggers are untouched, and
+    rows written before this migration have no owner (never judged abandoned)."""
+    for table, prefix in (("live_compactions", "owner"), ("inbox", "taken")):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {prefix}_host TEXT")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {prefix}_pid INTEGER")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {prefix}_started TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial_schema", _initial_schema),
     Migration("0002_mark_chain", _mark_chain),
     Migration("0003_compaction_counts", _compaction_counts),
     Migration("0004_kind_index", _kind_index),
+    Migration("0005_work_owners", _work_owners),
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.settings import Estimator
+from ipython_compact.store.process import Owner
 
 
 class _Default(enum.Enum):
@@ -85,6 +86,8 @@ class LiveCompaction:
     blocking: bool
     started_at: str
     detail: dict[str, Any]
+    owner: Owner | None = None
+    """The process computing it (None: recorded before owners were, never judged abandoned)."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,16 @@ from ipython_compact.core.settings import Estimator
 from ipython_compact.store.database import Database, check_session_name, random_entry_id, utc_now
 from ipython_compact.store.errors import SessionExistsError
 from ipython_compact.store.integrity import Integrity
-from ipython_compact.store.log import EntryLog, chain_hash, entry_hash
+from ipython_compact.store.log import (
+    IMPORT_BATCH,
+    EntryLog,
+    Existing,
+    ImportPlan,
+    ImportWritten,
+    chain_hash,
+    entry_hash,
+)
+from ipython_compact.store.process import Owner
 from ipython_compact.store.records import (
     ANY_LEAF,
     LEAF,
@@ -91,7 +100,7 @@ class SessionStore:
         self._tree = Tree(self._db)
         self._log = EntryLog(self._db, self._tree)
         self._integrity = Integrity(self._db)
-        self._status = Status(self._db, self._tree)
+        self._status = Status(self._db, self._tree, self._log)
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -202,6 +211,18 @@ class SessionStore:
         """Append entries keeping their ids, timestamps and parent links (see ``EntryLog.import_entries``)."""
         return self._log.import_entries(session, entries, leaf_id=leaf_id, create=create)
 
+    def import_batched(
+        self,
+        session: str,
+        plan: Callable[[Existing], ImportPlan],
+        *,
+        batch_size: int = IMPORT_BATCH,
+        wait: float = 60.0,
+    ) -> ImportWritten:
+        """Create the session if missing, write what ``plan`` decides from what it holds, in
+        ``batch_size``-entry transactions (see ``EntryLog.import_batched``)."""
+        return self._log.import_batched(session, plan, batch_size=batch_size, wait=wait)
+
     def get(self, entry_id: str, session: str | None = None) -> Entry:
         """One entry by id (ids are unique within a session)."""
         return self._log.get(entry_id, session)
@@ -308,9 +329,10 @@ class SessionStore:
         """Mark pending items stale whose cut no longer lies inside the current context."""
         return self._status.inbox_settle_stale(session)
 
-    def inbox_take(self, session: str) -> list[InboxItem]:
-        """Settle stale items, then hand out (and mark taken) every pending one, oldest first."""
-        return self._status.inbox_take(session)
+    def inbox_take(self, session: str, *, owner: Owner | None = None) -> list[InboxItem]:
+        """Settle stale items, then hand out (and mark taken) every pending one, oldest first;
+        items taken by an ended process and never placed are handed out again."""
+        return self._status.inbox_take(session, owner=owner)
 
     def status_set(self, session: str, key: str, value: Any) -> None:
         self._status.status_set(session, key, value)
@@ -319,14 +341,24 @@ class SessionStore:
         return self._status.status_get(session, key, default)
 
     def live_begin(
-        self, session: str, task_id: str, *, reason: str, blocking: bool, detail: Mapping[str, Any] | None = None
+        self,
+        session: str,
+        task_id: str,
+        *,
+        reason: str,
+        blocking: bool,
+        detail: Mapping[str, Any] | None = None,
+        owner: Owner | None = None,
     ) -> LiveCompaction:
-        """Record a compaction in flight (shown by status displays until ``live_end``)."""
-        return self._status.live_begin(session, task_id, reason=reason, blocking=blocking, detail=detail)
+        """Record a compaction in flight (shown by status displays until ``live_end``), owned by
+        ``owner`` (default: this process); rows of ended processes are settled first."""
+        return self._status.live_begin(session, task_id, reason=reason, blocking=blocking, detail=detail, owner=owner)
 
     def live_end(self, session: str, task_id: str, *, error: str | None = None) -> None:
         """Remove a compaction from the in-flight list; an ``error`` becomes the last failure."""
         self._status.live_end(session, task_id, error=error)
 
     def live_status(self, session: str) -> LiveStatus:
+        """Compactions in flight and the last failure; rows whose owner process has ended are
+        settled first (removed, with a ``compaction_outcome`` entry saying it was abandoned)."""
         return self._status.live_status(session)

@@ -5,7 +5,13 @@ Entries are append-only; these tables are not, and their rules differ:
   exactly once (an UPDATE guarded by the current state, inside one transaction, so two takers
   never receive the same item). Stale = its cut no longer lies inside the current context.
 - ``live_compactions``: a row per compaction in flight, deleted when it ends; an error becomes
-  ``session_status['last_failure']``.
+  ``session_status['last_failure']``. Each row names its owner process (``store.process``); a
+  row whose owner has certainly ended (killed mid-compaction) is settled by the next process that
+  reads live status or begins a compaction: the row goes, and one ``compaction_outcome`` entry
+  ``abandoned: process PID on HOST ended while compacting`` is appended in the same transaction.
+- An inbox item handed out (``taken``) records its taker; if the taker ended without placing it
+  (no compaction with its cut and summary in the log), the next take hands it out again, so a
+  queued summary is placed or settled stale at the next turn boundary, never lost.
 - ``session_status``: small keyed values, overwritten.
 """
 
@@ -16,18 +22,31 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from ipython_compact.core.entries import canonical_json
+from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, canonical_json
+from ipython_compact.store import process
 from ipython_compact.store.database import Database
+from ipython_compact.store.log import EntryLog
+from ipython_compact.store.process import Owner
 from ipython_compact.store.records import InboxItem, LiveCompaction, LiveStatus
 from ipython_compact.store.tree import Tree
+
+_UPSERT_STATUS = (
+    "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
+)
+
+
+def _owner(host: str | None, pid: int | None, started: str | None) -> Owner | None:
+    return None if host is None or pid is None else Owner(host, int(pid), started)
 
 
 class Status:
     """Inbox items, compactions in flight and small per-session status values."""
 
-    def __init__(self, db: Database, tree: Tree) -> None:
+    def __init__(self, db: Database, tree: Tree, log: EntryLog) -> None:
         self.db = db
         self.tree = tree
+        self.log = log
 
     def inbox_put(
         self, session: str, payload: Mapping[str, Any], *, first_kept_entry_id: str | None = None
@@ -82,19 +101,62 @@ class Status:
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)
             sid, leaf = row.sid, row.leaf
+            self._reclaim_abandoned(conn, sid)
             return self._settle_stale(conn, sid, session, leaf)
 
-    def inbox_take(self, session: str) -> list[InboxItem]:
-        """Settle stale items, then hand out (and mark taken) every pending one, oldest first.
-        Two takers never receive the same item."""
+    def _reclaim_abandoned(self, conn: sqlite3.Connection, sid: int) -> int:
+        """Items taken by a process that has ended and that it never placed go back to pending.
+
+        "Placed" = a compaction entry in the session with the item's cut and summary (the
+        scheduler appends the payload as the entry's data). Returns how many went back."""
+        rows = conn.execute(
+            "SELECT item_id, first_kept_entry_id, payload, taken_host, taken_pid, taken_started FROM inbox "
+            "WHERE session_id = ? AND state = 'taken' AND taken_pid IS NOT NULL",
+            (sid,),
+        ).fetchall()
+        orphans = []
+        for item_id, first_kept, payload, host, pid, started in rows:
+            owner = _owner(host, pid, started)
+            if owner is not None and process.ended(owner):
+                orphans.append((item_id, first_kept, json.loads(payload)))
+        if not orphans:
+            return 0
+        placed = set()
+        for (data,) in conn.execute(
+            "SELECT data FROM entries WHERE session_id = ? AND kind = ? ORDER BY seq DESC", (sid, COMPACTION)
+        ):
+            entry = json.loads(data)
+            placed.add((entry.get("first_kept_entry_id"), entry.get("summary")))
+        reclaimed = 0
+        for item_id, first_kept, payload in orphans:
+            if (first_kept, payload.get("summary")) in placed:
+                continue
+            conn.execute(
+                "UPDATE inbox SET state = 'pending', settled_at = NULL, taken_host = NULL, taken_pid = NULL, "
+                "taken_started = NULL WHERE item_id = ? AND state = 'taken'",
+                (item_id,),
+            )
+            reclaimed += 1
+        return reclaimed
+
+    def inbox_take(self, session: str, *, owner: Owner | None = None) -> list[InboxItem]:
+        """Settle stale items, then hand out (and mark taken by ``owner``, default this process)
+        every pending one, oldest first. Two takers never receive the same item; an item taken
+        by a process that ended before placing it is handed out again."""
+        taker = owner or process.current()
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)
             sid, leaf = row.sid, row.leaf
+            self._reclaim_abandoned(conn, sid)
             self._settle_stale(conn, sid, session, leaf)
             pending = self._inbox_rows(conn, sid, session, "pending")
             now = self.db.clock()
             for item in pending:
-                conn.execute("UPDATE inbox SET state = 'taken', settled_at = ? WHERE item_id = ?", (now, item.item_id))
+                conn.execute(
+                    "UPDATE inbox SET state = 'taken', settled_at = ?, taken_host = ?, taken_pid = ?, taken_started = ? "
+                    "WHERE item_id = ?",
+                    (now, taker.host, taker.pid, taker.started, item.item_id),
+                )
         return [InboxItem(i.item_id, session, i.first_kept_entry_id, i.payload, "taken", i.created_at, now) for i in pending]
 
     # ------------------------------------------------------------------ live status
@@ -116,17 +178,29 @@ class Status:
         return default if row is None else json.loads(row[0])
 
     def live_begin(
-        self, session: str, task_id: str, *, reason: str, blocking: bool, detail: Mapping[str, Any] | None = None
+        self,
+        session: str,
+        task_id: str,
+        *,
+        reason: str,
+        blocking: bool,
+        detail: Mapping[str, Any] | None = None,
+        owner: Owner | None = None,
     ) -> LiveCompaction:
-        """Record a compaction in flight (shown by status displays until ``live_end``)."""
+        """Record a compaction in flight (shown by status displays until ``live_end``), owned by
+        ``owner`` (default: this process). Abandoned rows of the session are settled first."""
         started = self.db.clock()
+        who = owner or process.current()
         with self.db.write() as conn:
             sid = self.db.sid(conn, session)
+            self._settle_abandoned(conn, session)
             conn.execute(
-                "INSERT INTO live_compactions (task_id, session_id, reason, blocking, started_at, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                (task_id, sid, reason, int(blocking), started, canonical_json(dict(detail or {}))),
+                "INSERT INTO live_compactions (task_id, session_id, reason, blocking, started_at, detail, owner_host, "
+                "owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (task_id, sid, reason, int(blocking), started, canonical_json(dict(detail or {})), who.host, who.pid,
+                 who.started),
             )
-        return LiveCompaction(task_id, session, reason, blocking, started, dict(detail or {}))
+        return LiveCompaction(task_id, session, reason, blocking, started, dict(detail or {}), who)
 
     def live_end(self, session: str, task_id: str, *, error: str | None = None) -> None:
         """Remove a compaction from the in-flight list; an ``error`` becomes the last failure."""
@@ -139,24 +213,50 @@ class Status:
             conn.execute("DELETE FROM live_compactions WHERE task_id = ? AND session_id = ?", (task_id, sid))
             if error is not None:
                 failure = {"task_id": task_id, "reason": None if row is None else row[0], "error": error, "at": now}
-                conn.execute(
-                    "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, 'last_failure', ?, ?) "
-                    "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                    (sid, canonical_json(failure), now),
-                )
+                conn.execute(_UPSERT_STATUS, (sid, "last_failure", canonical_json(failure), now))
+
+    def _live_rows(self, conn: sqlite3.Connection, sid: int, session: str) -> list[LiveCompaction]:
+        rows = conn.execute(
+            "SELECT task_id, reason, blocking, started_at, detail, owner_host, owner_pid, owner_started "
+            "FROM live_compactions WHERE session_id = ? ORDER BY started_at, task_id",
+            (sid,),
+        ).fetchall()
+        return [LiveCompaction(r[0], session, r[1], bool(r[2]), r[3], json.loads(r[4]), _owner(r[5], r[6], r[7]))
+                for r in rows]
+
+    def _settle_abandoned(self, conn: sqlite3.Connection, session: str) -> list[LiveCompaction]:
+        """Inside a write transaction: remove the session's live rows whose owner has ended, each
+        with a ``compaction_outcome`` entry saying so (and the last failure). Returns them."""
+        row = self.db.session_row(conn, session)
+        abandoned = [c for c in self._live_rows(conn, row.sid, session) if c.owner is not None and process.ended(c.owner)]
+        if not abandoned:
+            return []
+        now = self.db.clock()
+        outcomes = []
+        for c in abandoned:
+            assert c.owner is not None
+            error = f"abandoned: {c.owner.describe()} ended while compacting"
+            conn.execute("DELETE FROM live_compactions WHERE task_id = ? AND session_id = ?", (c.task_id, row.sid))
+            outcomes.append((COMPACTION_OUTCOME, {"reason": c.reason, "outcome": "failed", "error": error,
+                                                  "task_id": c.task_id, "started_at": c.started_at,
+                                                  "owner": c.owner.to_json()}))
+            failure = {"task_id": c.task_id, "reason": c.reason, "error": error, "at": now}
+            conn.execute(_UPSERT_STATUS, (row.sid, "last_failure", canonical_json(failure), now))
+        self.log.append_in(conn, row, outcomes, timestamp=now)
+        return abandoned
 
     def live_status(self, session: str) -> LiveStatus:
+        """Compactions in flight and the last failure. Rows left by a process that has ended are
+        settled first (one write, only when there are some)."""
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
-            rows = conn.execute(
-                "SELECT task_id, reason, blocking, started_at, detail FROM live_compactions WHERE session_id = ? "
-                "ORDER BY started_at, task_id",
-                (sid,),
-            ).fetchall()
+            live = self._live_rows(conn, sid, session)
+        if any(c.owner is not None and process.ended(c.owner) for c in live):
+            with self.db.write() as conn:
+                self._settle_abandoned(conn, session)
+        with self.db.read() as conn:
+            live = self._live_rows(conn, sid, session)
             failure = conn.execute(
                 "SELECT value FROM session_status WHERE session_id = ? AND key = 'last_failure'", (sid,)
             ).fetchone()
-        return LiveStatus(
-            in_flight=[LiveCompaction(r[0], session, r[1], bool(r[2]), r[3], json.loads(r[4])) for r in rows],
-            last_failure=None if failure is None else json.loads(failure[0]),
-        )
+        return LiveStatus(in_flight=live, last_failure=None if failure is None else json.loads(failure[0]))

@@ -1,0 +1,94 @@
+"""Who owns a row that stands for work in progress: host, process id and process start time.
+
+Why: a live compaction (``live_compactions``), an inbox item handed out at a turn boundary and
+an import spread over several transactions are each recorded by one process and finished by the
+same process. When that process is killed, nobody finishes them; a later process must be able to
+tell "still running" from "its owner is gone" without guessing from timestamps.
+
+What must hold:
+- ``ended`` is True only when we know: the owner is on this host and its pid is not running, or
+  the pid now belongs to a process that started at another time (the pid was reused).
+- An owner on another host, or one recorded without a pid, is never judged ended here (that
+  process may be alive; only its own host can tell).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process: ``started`` is its start time as the OS reports it (Linux: clock ticks since
+    boot, from ``/proc/PID/stat``; None where that cannot be read)."""
+
+    host: str
+    pid: int
+    started: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "pid": self.pid, "started": self.started}
+
+    @staticmethod
+    def from_json(obj: Any) -> Owner | None:
+        """The owner recorded in ``obj`` (None when ``obj`` records none, or not in this shape)."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("host"), str) or type(obj.get("pid")) is not int:
+            return None
+        started = obj.get("started")
+        return Owner(obj["host"], obj["pid"], started if isinstance(started, str) else None)
+
+    def describe(self) -> str:
+        return f"process {self.pid} on {self.host}"
+
+
+def start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (None: not running, or unknown on this system)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # Field 2 (the command name) is in parentheses and may hold spaces: split after its last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def current() -> Owner:
+    """This process."""
+    return Owner(socket.gethostname(), os.getpid(), start_time(os.getpid()))
+
+
+def pid_running(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, belongs to another user
+        return True
+    except OSError:
+        return False
+    # A zombie (killed, not yet reaped by its parent) has ended: it runs no code.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        return stat[stat.rfind(")") + 2 :].split()[:1] != ["Z"]
+    except OSError:
+        return True
+
+
+def ended(owner: Owner, *, host: str | None = None) -> bool:
+    """True when ``owner`` has certainly ended (see the module rules); False when it runs or
+    when this process cannot tell."""
+    if owner.host != (host if host is not None else socket.gethostname()):
+        return False
+    if not pid_running(owner.pid):
+        return True
+    if owner.started is None:
+        return False
+    now = start_time(owner.pid)
+    return now is not None and now != owner.started
