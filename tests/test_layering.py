@@ -31,6 +31,7 @@ RANKS: dict[str, int] = {
     "summarizers": 2,
     "namespace": 2,
     "testing": 2,
+    "compaction_results": 2,
     "compactor": 3,
     "agent": 4,
     "client": 4,
