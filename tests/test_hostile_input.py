@@ -67,6 +67,8 @@ HOSTILE: list[tuple[str, str, str]] = [
     ("jsonl-first-kept-other-branch", lines({**JSONL_HEADER, "leaf_id": "c"}, jsonl_entry("a", None), jsonl_entry("b", "a"), jsonl_entry("c", "a", "compaction", {"summary": "s", "first_kept_entry_id": "b"})), r":4: compaction 'c': first_kept_entry_id 'b' is not on the path to it"),
     ("pi-first-kept-dangles", lines(PI_HEADER, pi_msg("a", None, USER), {"type": "compaction", "id": "c", "parentId": "a", "timestamp": "t", "summary": "s", "firstKeptEntryId": "zz", "tokensBefore": 1}), r":3: compaction 'c': first_kept_entry_id 'zz' is not an entry of the file"),
     ("pi-first-kept-self", lines(PI_HEADER, pi_msg("a", None, USER), {"type": "compaction", "id": "c", "parentId": "a", "timestamp": "t", "summary": "s", "firstKeptEntryId": "c", "tokensBefore": 1}), r":3: compaction 'c': first_kept_entry_id 'c' is the compaction itself"),
+    ("pi-header-only", lines(PI_HEADER), r": the file holds a session header but no entries; nothing to import"),
+    ("jsonl-header-only", lines({**JSONL_HEADER, "leaf_id": None}), r": the file holds a session header but no entries"),
     ("pi-v1-first-kept-self", lines({"type": "session", "id": "s1", "timestamp": "t", "cwd": "/"}, {"type": "message", "timestamp": "t", "message": USER}, {"type": "compaction", "timestamp": "t", "summary": "s", "firstKeptEntryIndex": 2, "tokensBefore": 1}), r":3: compaction '\w+': first_kept_entry_id '\w+' is the compaction itself"),
 ]
 

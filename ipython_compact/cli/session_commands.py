@@ -153,7 +153,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
         return 0
     where = f"new session {result.session!r}" if result.created else f"existing session {result.session!r} (appended after its leaf)"
-    print(f"imported {result.imported:,} entries ({result.format}) into {where}; leaf {result.leaf_id}")
+    noun = "entry" if result.imported == 1 else "entries"
+    print(f"imported {result.imported:,} {noun} ({result.format}) into {where}; leaf {result.leaf_id}")
     if result.new_ids:
         print("  stored as copies: every entry got a fresh id (--new-ids)")
     elif result.renamed_ids:

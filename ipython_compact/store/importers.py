@@ -284,6 +284,9 @@ def load_transcript(path: Path | str, format: Format = "auto", *, limits: Import
     objects, repaired = parse_json_lines(where, read_source(path, limits), limits)
     chosen = detect_format(where, objects) if format == "auto" else format
     transcript = _load_pi(where, path, objects) if chosen == "pi" else _load_jsonl(where, path, objects)
+    if not transcript.entries:  # importing it would only create an empty session
+        raise ImportFormatError(f"{where}: the file holds a session header but no entries; nothing to import",
+                                path=where, line=objects[0][0])
     return dataclasses.replace(transcript, repaired_surrogates=repaired)
 
 
