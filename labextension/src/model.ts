@@ -320,6 +320,7 @@ export class NotebookModel {
     if (channel === null || (this.mainBusy && !channel.overSubshell)) {
       return;
     }
+    const sentBusy = this.mainBusy || this.flooding;
     try {
       const reply = await channel.request('names', {});
       if (channel !== this._channel) {
@@ -340,7 +341,7 @@ export class NotebookModel {
       this.namesError = '';
     } catch (err) {
       if (channel === this._channel) {
-        this.namesError = this._failure(err, 'names');
+        this.namesError = this._failure(err, 'names', sentBusy);
       }
     } finally {
       this._changed.emit();
@@ -628,6 +629,7 @@ export class NotebookModel {
     if (channel === null || (this.mainBusy && !channel.overSubshell)) {
       return;
     }
+    const sentBusy = this.mainBusy || this.flooding;
     try {
       const reply = await channel.request('status');
       if (channel === this._channel) {
@@ -637,7 +639,7 @@ export class NotebookModel {
       }
     } catch (err) {
       if (channel === this._channel) {
-        this.statusError = this._failure(err, 'status');
+        this.statusError = this._failure(err, 'status', sentBusy);
       }
     }
     this._changed.emit();
@@ -648,6 +650,7 @@ export class NotebookModel {
     if (channel === null || (this.mainBusy && !channel.overSubshell)) {
       return;
     }
+    const sentBusy = this.mainBusy || this.flooding;
     try {
       const reply = await channel.request('summaries', { limit: 20 });
       const list = Array.isArray(reply['compactions']) ? reply['compactions'] : [];
@@ -659,7 +662,7 @@ export class NotebookModel {
       }
     } catch (err) {
       if (channel === this._channel) {
-        this._failure(err, 'summaries');
+        this._failure(err, 'summaries', sentBusy);
       }
       console.warn('ipython-compact: summaries failed', err);
     }
@@ -667,13 +670,15 @@ export class NotebookModel {
   }
 
   /**
-   * A request failed: the text to show for it. A timeout while the main shell
-   * runs a cell (or while already flooding) is the server's IOPub rate limiter
-   * dropping replies under an output flood, not a fault: the poll backs off and
-   * the panel says so instead of showing an error ('' is returned).
+   * A request failed: the text to show for it. A timeout of a request sent
+   * while the main shell ran a cell (or while already flooding; the cell may
+   * have ended since) is the server's IOPub rate limiter dropping replies under
+   * an output flood, not a fault: the poll backs off and the panel says so
+   * instead of showing an error ('' is returned).
    */
-  private _failure(err: unknown, what: string): string {
-    if (err instanceof RequestError && err.code === 'timeout' && (this.mainBusy || this.flooding)) {
+  private _failure(err: unknown, what: string, sentBusy: boolean): string {
+    const busy = sentBusy || this.mainBusy || this.flooding;
+    if (err instanceof RequestError && err.code === 'timeout' && busy) {
       if (!this.flooding) {
         this.flooding = true;
         this._changed.emit();

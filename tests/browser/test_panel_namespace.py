@@ -11,7 +11,6 @@ in an error state, and the panel shows fresh names once the cell ends. Each step
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -138,31 +137,27 @@ def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(page: Any, 
     page.evaluate(MONITOR, PANEL)
     run_cell(page, "for i in range(50000):\n    print(i, flush=True)\nflood_done = True", wait=False)
     page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=10_000)
-    flood_shot = False
-    deadline = time.monotonic() + 240
-    while page.get_attribute(PANEL, "data-busy") == "true":
-        assert time.monotonic() < deadline, "the flood cell did not finish within 240 s"
-        if not flood_shot and page.get_attribute(PANEL, "data-flooding") == "true":
-            shot("23-flooding")
-            flood_shot = True
-        page.wait_for_timeout(250)
-    ended = int(page.evaluate("() => Date.now()"))
-    wait_kernel_idle(page, timeout=60_000)
+    started = names_updated_at(page)
+    # The server's rate limiter starts dropping the panel's replies: the panel says so (not an error).
+    # (No screenshot mid-flood: capturing a page that is still drawing 50,000 lines stalls it for minutes.)
+    page.wait_for_selector(f'{PANEL}[data-flooding="true"]', timeout=60_000)
+    wait_kernel_idle(page, timeout=300_000)
+    page.wait_for_selector(f'{PANEL}[data-busy="false"]', timeout=30_000)
     # Fresh names after the cell ended: `flood_done` exists only once the loop is over.
     name_row(page, "flood_done").wait_for(timeout=60_000)
     page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=60_000)
-    assert names_updated_at(page) >= ended
+    assert names_updated_at(page) > started
     seen = page.evaluate("() => { window.clearInterval(window.__floodMonitor); return window.__floodSeen; }")
     assert len(seen) > 10
     bad = [s for s in seen if s["state"] != "ready" or s["problems"] or s["banner"] or s["noteKind"] == "error"]
-    assert bad == [], bad[:5]
+    assert bad == [], [(s["note"], s["problems"], s["banner"]) for s in bad[:5]]
     flooded = [s for s in seen if s["flooding"] == "true"]
     for s in flooded:
         assert s["note"] == "Kernel output is flooding; the panel will refresh when it calms down.", s
     print(f"panel samples: {len(seen)}, flooding in {len(flooded)}")
-    # The cell finished: its last line was printed and the kernel ran the next statement.
-    outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
-    assert any("49999" in o for o in outputs)
+    # The cell finished: the line after the loop ran (`flood_done` above), and the prompt shows its count.
+    prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(-2).locator(".jp-InputPrompt").inner_text()
+    assert re.fullmatch(r"\[\d+\]:", prompt.strip()), prompt
     assert page.get_attribute(PANEL, "data-state") == "ready"
     page.locator(f"{PANEL} .jp-IpythonCompact-namespace").scroll_into_view_if_needed()
     shot("24-after-flood")
