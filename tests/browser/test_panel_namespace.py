@@ -63,6 +63,12 @@ def test_a_plain_notebook_says_what_the_gauge_is_for(page: Any, shot: Callable[[
     for action in ("compact", "preview"):
         assert _button(page, action).is_disabled(), action
         assert _button(page, action).get_attribute("title") == NO_CONVERSATION
+    # Disabled, Compact no longer looks like the primary action (no brand-blue fill).
+    colours = page.evaluate(
+        f"""() => [...document.querySelectorAll('{PANEL} .jp-IpythonCompact-actions button')].map(
+            b => [b.dataset.action, getComputedStyle(b).backgroundColor])""")
+    by_action = dict(colours)
+    assert by_action["compact"] == by_action["preview"], colours
     for action in ("snapshot", "restore"):
         assert _button(page, action).is_enabled(), action
         assert not _button(page, action).get_attribute("title")
@@ -201,7 +207,9 @@ def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: C
     facts = page.inner_text(f"{PANEL} .jp-IpythonCompact-facts")
     assert re.fullmatch(r"[\d,]+ entries · 1 compaction", facts), facts
     page.locator(f"{PANEL} .jp-IpythonCompact-gauge").scroll_into_view_if_needed()
-    shot("25-singular-counts-and-focus")
+    shot("25-singular-counts")
+    card.scroll_into_view_if_needed()
+    shot("26-card-focus")
     # A compaction without focus text has no focus line.
     run_cell(page, SEED.strip())
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "")
