@@ -140,7 +140,9 @@ export class CompactPanel extends Widget {
     const refresh = button('↻', 'refresh-names', () => void this._model.current.refreshNames());
     refresh.title = 'Refresh the namespace now';
     refresh.classList.add('jp-IpythonCompact-iconButton');
-    ns.head.append(this._updated, refresh);
+    const tools = el('span', 'jp-IpythonCompact-headTools');
+    tools.append(this._updated, refresh);
+    ns.head.append(tools);
     this._nsFilter.type = 'search';
     this._nsFilter.placeholder = 'Filter names';
     this._nsFilter.setAttribute('aria-label', 'Filter the namespace by name');
