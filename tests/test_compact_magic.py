@@ -65,6 +65,26 @@ def test_now_and_focus_compact(ip: Any, line: str, focus: str | None) -> None:
     assert entry.data["details"].get("focus") == focus
 
 
+def test_the_focus_reaches_the_panel_and_show(ip: Any) -> None:
+    # The panel's timeline reads `summaries` over the comm; `%compact show` is the entry in full.
+    _run(ip, f"import {FIXTURE}")
+    first = _run(ip, "now").data["id"]
+    _run(ip, f"import {FIXTURE}")
+    focused = _run(ip, "now --focus=sales").data["id"]
+    ext = extension_for(ip)
+    assert ext is not None
+    reply = ext.comm.handle({"v": 1, "id": "s", "op": "summaries", "limit": 1000})
+    assert reply["ok"]
+    by_id = {c["id"]: c for c in reply["compactions"]}
+    assert by_id[focused]["focus"] == "sales"
+    assert by_id[first]["focus"] is None
+    bundle = _run(ip, f"show {focused}")._repr_mimebundle_()[0]
+    assert bundle["application/json"]["data"]["details"]["focus"] == "sales"
+    assert "focus: sales" in bundle["text/plain"].splitlines()[0]
+    other = _run(ip, f"show {first}")._repr_mimebundle_()[0]
+    assert "focus:" not in other["text/plain"].splitlines()[0]
+
+
 @pytest.mark.parametrize("line", ["--help", "-h", "help"])
 def test_help_is_printed_not_returned(ip: Any, line: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(ip, line) is None

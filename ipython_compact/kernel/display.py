@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.ledger import one_line  # one cell per line: tables never break apart
 from ipython_compact.core.readable import cell_text, entry_gist, fmt_bytes
 from ipython_compact.kernel import plain_text as P
@@ -157,6 +157,10 @@ def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
     facts = [record.kind] + ([str(record.role)] if record.role else []) + [record.timestamp]
     if record.parent_id:
         facts.append(f"parent {record.parent_id}")
+    details = record.data.get("details")
+    focus = details.get("focus") if isinstance(details, Mapping) else None
+    if record.kind == COMPACTION and isinstance(focus, str) and focus:
+        facts.append(f"focus: {focus}")
     title = f"Entry {record.id} · " + " · ".join(facts)
     shown = text_bundle(text or "(no text)", title=title)
     shown.bundle["application/json"] = json.loads(json.dumps(dict(entry), default=str))

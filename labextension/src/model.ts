@@ -65,6 +65,60 @@ export const COMPACT_TIMEOUT_MS = 120000;
 /** How often the namespace is re-read while a cell runs (ms). */
 export const BUSY_POLL_MS = 2000;
 
+/** The longest the poll waits between asks while replies are being lost to an output flood (ms). */
+export const MAX_POLL_MS = 16000;
+
+/** What the panel says instead of an error while replies are lost to an output flood. */
+export const FLOOD_NOTE = 'kernel output is flooding; the panel will refresh when it calms down';
+
+/** Why Compact and Preview are disabled in a session with no model conversation. */
+export const NO_CONVERSATION_NOTE =
+  'No model conversation in this session yet. The gauge fills when an %%agent cell runs ' +
+  'or a transcript is imported with %compact import FILE.';
+
+/** Rows of the namespace table drawn at a time ("show more" adds as many again). */
+export const NAMES_PAGE = 200;
+
+/**
+ * At most one run of a task at a time. Asking while one runs queues a single
+ * follow-up run (later asks share it), so nothing piles up when replies are slow
+ * and an ask made after a change is still answered by a fresh run.
+ */
+export class SingleFlight {
+  constructor(task: () => Promise<void>) {
+    this._task = task;
+  }
+
+  /** Whether a run is in flight now. */
+  get busy(): boolean {
+    return this._current !== null;
+  }
+
+  run(): Promise<void> {
+    if (this._current === null) {
+      const current = this._task().finally(() => {
+        if (this._current === current) {
+          this._current = null;
+        }
+      });
+      this._current = current;
+      return current;
+    }
+    if (this._next === null) {
+      const again = (): Promise<void> => {
+        this._next = null;
+        return this.run();
+      };
+      this._next = this._current.then(again, again);
+    }
+    return this._next;
+  }
+
+  private _task: () => Promise<void>;
+  private _current: Promise<void> | null = null;
+  private _next: Promise<void> | null = null;
+}
+
 /** The magic the "load" button runs; a normal, user-initiated execute request. */
 export const LOAD_CODE = '%load_ext ipython_compact';
 
@@ -131,6 +185,16 @@ export class NotebookModel {
   /** Why the last `status` request failed ('' when it did not). */
   statusError = '';
   names: INameInfo[] = [];
+  /** All user names the kernel counted (even ones a time budget cut from `names`), or null. */
+  namesTotal: number | null = null;
+  /** Bumped only when the kernel's list differs from the one before (the table is rebuilt then). */
+  namesVersion = 0;
+  /** What the namespace filter box holds for this notebook. */
+  namesFilter = '';
+  /** How many matching rows the table draws. */
+  namesShown = NAMES_PAGE;
+  /** Replies are being lost while the kernel floods its output; the poll has backed off. */
+  flooding = false;
   namesTruncated = false;
   namesElapsedMs: number | null = null;
   /** When the namespace was last answered (browser clock), or null. */
@@ -155,6 +219,20 @@ export class NotebookModel {
   recallHits: IRecallHit[] = [];
   recallError = '';
   recallPending = false;
+
+  /** The session has no model conversation: there is nothing to compact or preview. */
+  get noConversation(): boolean {
+    const s = this.status;
+    if (s === null) {
+      return false;
+    }
+    return s.conversation === false || (s.conversation === null && s.entries === 0);
+  }
+
+  /** The current wait between polls (ms): BUSY_POLL_MS, doubled per round while flooding. */
+  get pollDelayMs(): number {
+    return this._pollDelay;
+  }
 
   /** Whether requests are answered while a cell runs (comm on a subshell). */
   get liveWhileBusy(): boolean {
@@ -224,36 +302,48 @@ export class NotebookModel {
   }
 
   /** Re-read the namespace (shows a busy note instead when it cannot be answered now). */
-  async refreshNames(): Promise<void> {
+  refreshNames(): Promise<void> {
     const channel = this._channel;
     if (channel === null) {
-      return;
+      return Promise.resolve();
     }
     if (this.mainBusy && !channel.overSubshell) {
       this.namesError = 'Kernel busy: this kernel has no subshells, so the namespace refreshes when the cell finishes.';
       this._changed.emit();
+      return Promise.resolve();
+    }
+    return this._namesFlight.run();
+  }
+
+  private async _refreshNames(): Promise<void> {
+    const channel = this._channel;
+    if (channel === null || (this.mainBusy && !channel.overSubshell)) {
       return;
     }
-    if (this._namesInFlight) {
-      return;
-    }
-    this._namesInFlight = true;
+    const sentBusy = this.mainBusy || this.flooding;
     try {
-      const reply = await channel.request('names', { limit: 500 });
+      const reply = await channel.request('names', {});
       if (channel !== this._channel) {
         return;
       }
-      this.names = parseNames(reply);
+      this._answered();
+      // Rebuild the table only when the list changed; a poll that finds the same names keeps it.
+      const key = JSON.stringify(reply['names'] ?? null);
+      if (key !== this._namesKey) {
+        this._namesKey = key;
+        this.names = parseNames(reply);
+        this.namesVersion += 1;
+      }
+      this.namesTotal = numberField(reply, 'total');
       this.namesTruncated = reply['truncated'] === true;
       this.namesElapsedMs = numberField(reply, 'elapsed_ms');
       this.namesAt = new Date();
       this.namesError = '';
     } catch (err) {
       if (channel === this._channel) {
-        this.namesError = describeError(err, 'names');
+        this.namesError = this._failure(err, 'names', sentBusy);
       }
     } finally {
-      this._namesInFlight = false;
       this._changed.emit();
     }
   }
@@ -476,7 +566,7 @@ export class NotebookModel {
           }
         }
       });
-      this._setState('ready', channel.overSubshell ? 'answers while cells run' : 'answers between cells');
+      this._setState('ready', channel.overSubshell ? 'live while cells run (subshell)' : 'refreshes between cells');
       if (this.mainBusy) {
         this._startPolling();
       }
@@ -526,42 +616,91 @@ export class NotebookModel {
     await this.refresh();
   }
 
-  private async _refreshStatus(): Promise<void> {
+  private _refreshStatus(): Promise<void> {
+    return this._statusFlight.run();
+  }
+
+  private _refreshSummaries(): Promise<void> {
+    return this._summariesFlight.run();
+  }
+
+  private async _askStatus(): Promise<void> {
     const channel = this._channel;
     if (channel === null || (this.mainBusy && !channel.overSubshell)) {
       return;
     }
+    const sentBusy = this.mainBusy || this.flooding;
     try {
       const reply = await channel.request('status');
       if (channel === this._channel) {
+        this._answered();
         this.status = parseStatus(reply);
         this.statusError = '';
       }
     } catch (err) {
       if (channel === this._channel) {
-        this.statusError = describeError(err, 'status');
+        this.statusError = this._failure(err, 'status', sentBusy);
       }
     }
     this._changed.emit();
   }
 
-  private async _refreshSummaries(): Promise<void> {
+  private async _askSummaries(): Promise<void> {
     const channel = this._channel;
     if (channel === null || (this.mainBusy && !channel.overSubshell)) {
       return;
     }
+    const sentBusy = this.mainBusy || this.flooding;
     try {
       const reply = await channel.request('summaries', { limit: 20 });
       const list = Array.isArray(reply['compactions']) ? reply['compactions'] : [];
       if (channel === this._channel) {
+        this._answered();
         this.compactions = list
           .map(parseCompaction)
           .filter((c): c is ICompaction => c !== null);
       }
     } catch (err) {
+      if (channel === this._channel) {
+        this._failure(err, 'summaries', sentBusy);
+      }
       console.warn('ipython-compact: summaries failed', err);
     }
     this._changed.emit();
+  }
+
+  /**
+   * A request failed: the text to show for it. A timeout of a request sent
+   * while the main shell ran a cell (or while already flooding; the cell may
+   * have ended since) is the server's IOPub rate limiter dropping replies under
+   * an output flood, not a fault: the poll backs off and the panel says so
+   * instead of showing an error ('' is returned).
+   */
+  private _failure(err: unknown, what: string, sentBusy: boolean): string {
+    const busy = sentBusy || this.mainBusy || this.flooding;
+    if (err instanceof RequestError && err.code === 'timeout' && busy) {
+      if (!this.flooding) {
+        this.flooding = true;
+        this._changed.emit();
+      }
+      if (this._poll === null) {
+        this._schedulePoll();
+      }
+      return '';
+    }
+    return describeError(err, what);
+  }
+
+  /** A reply came back: leave the flood back-off. */
+  private _answered(): void {
+    if (!this.flooding && this._pollDelay === BUSY_POLL_MS) {
+      return;
+    }
+    this.flooding = false;
+    this._pollDelay = BUSY_POLL_MS;
+    if (this.statusError === '' && this.namesError === '') {
+      this._changed.emit();
+    }
   }
 
   private _onKernelChanged(): void {
@@ -631,19 +770,43 @@ export class NotebookModel {
       return;
     }
     void this.refreshNames();
-    this._poll = window.setInterval(() => {
-      if (this._channel !== null && this._channel.overSubshell) {
+    this._schedulePoll();
+  }
+
+  /**
+   * One poll round after `_pollDelay`, then the next, while a cell runs or
+   * replies are being lost. Each round sends at most one request of each kind
+   * (the single flights coalesce the rest); while flooding, the wait doubles
+   * per round up to MAX_POLL_MS and drops back as soon as a reply arrives.
+   */
+  private _schedulePoll(): void {
+    if (this._poll !== null || this._channel === null || !this._active) {
+      return;
+    }
+    this._poll = window.setTimeout(() => {
+      this._poll = null;
+      const channel = this._channel;
+      if (channel === null || !this._active || !(this.mainBusy || this.flooding)) {
+        return;
+      }
+      if (this.flooding) {
+        this._pollDelay = Math.min(this._pollDelay * 2, MAX_POLL_MS);
+      }
+      if (!this.mainBusy) {
+        void this.refresh(); // the cell ended during a flood: ask for everything until answered
+      } else if (channel.overSubshell) {
         void this.refreshNames();
         void this._refreshStatus();
       } else {
         void this.refreshNames(); // sets the "busy" note without sending
       }
-    }, BUSY_POLL_MS);
+      this._schedulePoll();
+    }, this._pollDelay);
   }
 
   private _stopPolling(): void {
     if (this._poll !== null) {
-      window.clearInterval(this._poll);
+      window.clearTimeout(this._poll);
       this._poll = null;
     }
   }
@@ -665,6 +828,11 @@ export class NotebookModel {
     this.status = null;
     this.statusError = '';
     this.names = [];
+    this._namesKey = '';
+    this.namesVersion += 1;
+    this.namesTotal = null;
+    this.flooding = false;
+    this._pollDelay = BUSY_POLL_MS;
     this.namesAt = null;
     this.namesElapsedMs = null;
     this.namesTruncated = false;
@@ -688,7 +856,11 @@ export class NotebookModel {
   private _channelKernel: Kernel.IKernelConnection | null = null;
   private _connecting: Promise<void> | null = null;
   private _connectingFor: Kernel.IKernelConnection | null = null;
-  private _namesInFlight = false;
+  private _namesFlight = new SingleFlight(() => this._refreshNames());
+  private _statusFlight = new SingleFlight(() => this._askStatus());
+  private _summariesFlight = new SingleFlight(() => this._askSummaries());
+  private _namesKey = '';
+  private _pollDelay = BUSY_POLL_MS;
   private _poll: number | null = null;
   private _disposed = false;
   private _active = false;

@@ -11,10 +11,10 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { NotebookModel, PanelModel } from './model';
+import { FLOOD_NOTE, NAMES_PAGE, NO_CONVERSATION_NOTE, NotebookModel, PanelModel } from './model';
 import { renderNamesTable } from './names';
-import { IRecallHit, isObject, Json } from './protocol';
-import { formatTimestamp, formatTokens, renderCompactionCard } from './summary';
+import { INameInfo, IRecallHit, isObject, Json } from './protocol';
+import { formatTimestamp, formatTokens, plural, renderCompactionCard } from './summary';
 
 /** Characters of a recall hit shown before "show all". */
 export const RECALL_EXCERPT_CHARS = 360;
@@ -140,8 +140,27 @@ export class CompactPanel extends Widget {
     const refresh = button('↻', 'refresh-names', () => void this._model.current.refreshNames());
     refresh.title = 'Refresh the namespace now';
     refresh.classList.add('jp-IpythonCompact-iconButton');
-    ns.head.append(this._updated, refresh);
-    ns.body.append(this._nsNote, this._nsTable);
+    const tools = el('span', 'jp-IpythonCompact-headTools');
+    tools.append(this._updated, refresh);
+    ns.head.append(tools);
+    this._nsFilter.type = 'search';
+    this._nsFilter.placeholder = 'Filter names';
+    this._nsFilter.setAttribute('aria-label', 'Filter the namespace by name');
+    this._nsFilter.addEventListener('input', () => {
+      const m = this._model.current;
+      m.namesFilter = this._nsFilter.value;
+      m.namesShown = NAMES_PAGE;
+      this._renderNamespace();
+    });
+    this._nsMore.type = 'button';
+    this._nsMore.dataset.action = 'more-names';
+    this._nsMore.addEventListener('click', () => {
+      this._model.current.namesShown += NAMES_PAGE;
+      this._renderNamespace();
+    });
+    const countRow = el('div', 'jp-IpythonCompact-nsCountRow');
+    countRow.append(this._nsCount, this._nsFilter);
+    ns.body.append(this._nsNote, countRow, this._nsTable, this._nsMore);
 
     const timeline = section('Compaction timeline', 'timeline');
     const recallForm = el('form', 'jp-IpythonCompact-recallForm');
@@ -196,10 +215,12 @@ export class CompactPanel extends Widget {
       this._shown = m;
       this._focus.value = m.focusText;
       this._recallInput.value = m.recallText;
+      this._nsFilter.value = m.namesFilter;
     }
     this.node.dataset.state = m.state;
     this.node.dataset.notebook = m.notebookLabel;
     this.node.dataset.busy = String(m.mainBusy);
+    this.node.dataset.flooding = String(m.flooding);
     this._stateChip.dataset.state = m.state;
     this._stateChip.textContent = STATE_LABELS[m.state] ?? m.state;
     this._notebook.textContent = m.notebookLabel || 'Open a notebook to see its kernel.';
@@ -242,11 +263,25 @@ export class CompactPanel extends Widget {
   }
 
   private _renderGauge(): void {
-    const s = this._model.current.status;
+    const m = this._model.current;
+    const s = m.status;
     const g = this._gauge;
     g.textContent = '';
-    if (this._model.current.statusError) {
-      g.appendChild(el('div', 'jp-IpythonCompact-problem', this._model.current.statusError));
+    if (m.flooding) {
+      g.appendChild(el('div', 'jp-IpythonCompact-flooding', FLOOD_NOTE));
+    }
+    if (m.statusError) {
+      g.appendChild(el('div', 'jp-IpythonCompact-problem', m.statusError));
+    }
+    if (s !== null && m.noConversation) {
+      // A plain notebook: nothing talks to a model, so an empty gauge would only puzzle.
+      g.appendChild(el('p', 'jp-IpythonCompact-noConversation', NO_CONVERSATION_NOTE));
+      if (s.session) {
+        const session = el('div', 'jp-IpythonCompact-session', `session ${shortSession(s.session)}`);
+        session.title = s.session;
+        g.appendChild(session);
+      }
+      return;
     }
     if (s === null || s.window === null || s.window <= 0) {
       g.appendChild(el('div', 'jp-IpythonCompact-empty', 'No context figures yet.'));
@@ -299,10 +334,10 @@ export class CompactPanel extends Widget {
       figures.appendChild(session);
     }
     if (s.entries !== null) {
-      facts.push(`${s.entries} entries`);
+      facts.push(plural(s.entries, 'entry', 'entries'));
     }
     if (s.compactions !== null) {
-      facts.push(`${s.compactions} compactions`);
+      facts.push(plural(s.compactions, 'compaction', 'compactions'));
     }
     const inFlight = Array.isArray(s.in_flight) ? s.in_flight.length : s.in_flight ? 1 : 0;
     if (inFlight > 0) {
@@ -323,6 +358,12 @@ export class CompactPanel extends Widget {
     for (const b of this._buttons) {
       // Restore stays usable when the extension is not loaded: it loads it first.
       b.disabled = !(usable || (b.dataset.action === 'restore' && m.state === 'not-loaded'));
+      // Nothing to compact in a session without a model conversation: say why instead of failing.
+      const pointless = (b.dataset.action === 'compact' || b.dataset.action === 'preview') && m.noConversation;
+      if (pointless) {
+        b.disabled = true;
+      }
+      b.title = pointless ? NO_CONVERSATION_NOTE : '';
     }
     this._result.textContent = '';
     if (m.pendingAction) {
@@ -347,7 +388,7 @@ export class CompactPanel extends Widget {
     if (m.namesAt !== null) {
       const ms = m.namesElapsedMs === null ? '' : ` · ${Math.round(m.namesElapsedMs)} ms`;
       const at = m.namesAt.toLocaleTimeString([], { hour12: false });
-      this._updated.textContent = at;
+      this._updated.textContent = `updated ${at}`;
       this._updated.title = `The kernel answered at ${at}${ms ? `, probe took${ms.slice(2)}` : ''}`;
       this._updated.dataset.updatedAt = String(m.namesAt.getTime());
     } else {
@@ -355,7 +396,9 @@ export class CompactPanel extends Widget {
       delete this._updated.dataset.updatedAt;
     }
     const notes: string[] = [];
-    if (m.mainBusy && m.liveWhileBusy) {
+    if (m.flooding) {
+      notes.push(`${FLOOD_NOTE[0].toUpperCase()}${FLOOD_NOTE.slice(1)}.`);
+    } else if (m.mainBusy && m.liveWhileBusy) {
       notes.push('A cell is running; live view over a subshell.');
     } else if (m.mainBusy && !m.namesError) {
       notes.push('Kernel busy.');
@@ -363,15 +406,49 @@ export class CompactPanel extends Widget {
     if (m.namesError) {
       notes.push(m.namesError);
     }
+    const total = m.namesTotal ?? m.names.length;
     if (m.namesTruncated) {
-      notes.push('List truncated by the kernel’s time budget.');
+      notes.push(`The kernel’s time budget ran out: ${m.names.length.toLocaleString('en-US')} of ${plural(total, 'name', 'names')} listed.`);
     }
     this._nsNote.textContent = notes.join(' ');
     this._nsNote.hidden = notes.length === 0;
     this._nsNote.dataset.busy = String(m.mainBusy);
+    this._nsNote.dataset.kind = m.flooding ? 'flooding' : m.namesError ? 'error' : 'note';
+
+    const shown = m.state === 'ready' || m.names.length > 0;
+    const filter = m.namesFilter.trim().toLowerCase();
+    // Rebuild only when what the table shows changed: a poll that found the same names keeps it.
+    const key = `${m.namesVersion}\u0000${filter}\u0000${m.namesShown}\u0000${shown}`;
+    if (m === this._nsFor && key === this._nsKey) {
+      return;
+    }
+    this._nsFor = m;
+    this._nsKey = key;
     this._nsTable.textContent = '';
-    if (m.state === 'ready' || m.names.length > 0) {
-      this._nsTable.appendChild(renderNamesTable(m.names));
+    this._nsMore.hidden = true;
+    this._nsCount.textContent = '';
+    this._nsFilter.hidden = !shown || m.names.length === 0;
+    if (!shown) {
+      return;
+    }
+    const matching: INameInfo[] = filter ? m.names.filter(n => n.name.toLowerCase().includes(filter)) : m.names;
+    if (m.names.length > 0) {
+      this._nsCount.textContent = filter
+        ? `${matching.length.toLocaleString('en-US')} of ${plural(total, 'name', 'names')} match`
+        : plural(total, 'name', 'names');
+    }
+    this._nsCount.dataset.total = String(total);
+    this._nsCount.dataset.matching = String(matching.length);
+    if (filter && matching.length === 0) {
+      this._nsTable.appendChild(el('div', 'jp-IpythonCompact-empty', `No name contains “${m.namesFilter.trim()}”.`));
+      return;
+    }
+    const page = matching.slice(0, m.namesShown);
+    this._nsTable.appendChild(renderNamesTable(page));
+    const rest = matching.length - page.length;
+    if (rest > 0) {
+      this._nsMore.hidden = false;
+      this._nsMore.textContent = `Showing ${page.length.toLocaleString('en-US')} of ${matching.length.toLocaleString('en-US')} · show ${Math.min(NAMES_PAGE, rest).toLocaleString('en-US')} more`;
     }
   }
 
@@ -438,6 +515,11 @@ export class CompactPanel extends Widget {
   private _updated = el('span', 'jp-IpythonCompact-updated');
   private _nsNote = el('div', 'jp-IpythonCompact-note');
   private _nsTable = el('div', 'jp-IpythonCompact-nsTable');
+  private _nsCount = el('span', 'jp-IpythonCompact-nsCount');
+  private _nsFilter = el('input', 'jp-IpythonCompact-nsFilter jp-mod-styled');
+  private _nsMore = el('button', 'jp-IpythonCompact-linkButton jp-IpythonCompact-nsMore');
+  private _nsFor: NotebookModel | null = null;
+  private _nsKey = '';
   private _timeline = el('div', 'jp-IpythonCompact-timelineBody');
   private _recallInput = el('input', 'jp-IpythonCompact-recallInput jp-mod-styled');
   private _recallButton = el('button', 'jp-IpythonCompact-button jp-mod-styled', 'Recall');
@@ -520,10 +602,12 @@ function describeBucket(value: unknown): string {
     }
     for (const k of ['entries', 'count', 'items']) {
       const v = value[k];
+      const one = k === 'entries' ? 'entry' : 'item';
+      const many = k === 'entries' ? 'entries' : 'items';
       if (typeof v === 'number') {
-        parts.push(`${v} ${k === 'count' ? 'items' : k}`);
+        parts.push(plural(v, one, many));
       } else if (Array.isArray(v)) {
-        parts.push(`${v.length} ${k === 'count' ? 'items' : k}`);
+        parts.push(plural(v.length, one, many));
       }
     }
     return parts.join(' · ') || '—';

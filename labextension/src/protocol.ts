@@ -81,11 +81,15 @@ export interface ICompaction {
   kept_entries: unknown;
   /** The `<ipython_state>` notice appended after this compaction, when the kernel sent it. */
   notice: string | null;
+  /** The focus text the compaction was asked for, or null when it had none. */
+  focus: string | null;
 }
 
 /** The `status` reply, reduced to what the gauge shows. */
 export interface IStatus {
   session: string | null;
+  /** Whether the context holds any model conversation (false: a plain notebook, nothing to compact). */
+  conversation: boolean | null;
   tokens: number | null;
   window: number | null;
   blocking_line: number | null;
@@ -158,7 +162,8 @@ export function parseCompaction(value: unknown): ICompaction | null {
     summary: stringField(value, 'summary') ?? '',
     first_kept_entry_id: stringField(value, 'first_kept_entry_id'),
     kept_entries: value['kept_entries'],
-    notice: stringField(value, 'notice')
+    notice: stringField(value, 'notice'),
+    focus: stringField(value, 'focus') || null
   };
 }
 
@@ -167,6 +172,7 @@ export function parseStatus(value: Json): IStatus {
   const snapshot = value['snapshot'];
   return {
     session: stringField(value, 'session'),
+    conversation: typeof value['conversation'] === 'boolean' ? value['conversation'] : null,
     tokens: numberField(value, 'tokens'),
     window: numberField(value, 'window'),
     blocking_line: numberField(value, 'blocking_line'),

@@ -186,6 +186,11 @@ export function renderSummaryText(text: string, onRecall?: RecallHandler): HTMLE
   return root;
 }
 
+/** A count and its noun, singular for exactly one: "1 entry", "10,000 names". */
+export function plural(n: number, one: string, many: string): string {
+  return `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
+}
+
 /** Thousands separators for token counts; `?` when the kernel gave none. */
 export function formatTokens(n: number | null): string {
   return n === null ? '?' : Math.round(n).toLocaleString('en-US');
@@ -217,7 +222,7 @@ export function keptDescription(kept: unknown, firstKept: string | null): string
     parts.push(`kept verbatim from entry ${firstKept}`);
   }
   if (count !== null) {
-    parts.push(`${count} kept ${count === 1 ? 'message' : 'messages'}`);
+    parts.push(`${count.toLocaleString('en-US')} kept ${count === 1 ? 'message' : 'messages'}`);
   }
   return parts.length ? parts.join(' · ') : 'nothing kept verbatim';
 }
@@ -256,7 +261,20 @@ export function renderCompactionCard(c: ICompaction, open: boolean, onRecall?: R
   summaryLabel.textContent = 'Summary';
   details.append(summaryLabel, renderSummaryText(c.summary || '(empty summary)', onRecall));
 
-  card.append(head, kept, details);
+  card.append(head);
+  if (c.focus) {
+    const focus = document.createElement('div');
+    focus.className = 'jp-IpythonCompact-cardFocus';
+    const label = document.createElement('span');
+    label.className = 'jp-IpythonCompact-cardFocusLabel';
+    label.textContent = 'focus: ';
+    const text = document.createElement('span');
+    text.className = 'jp-IpythonCompact-cardFocusText';
+    text.textContent = c.focus;
+    focus.append(label, text);
+    card.appendChild(focus);
+  }
+  card.append(kept, details);
   if (c.notice) {
     const notice = document.createElement('details');
     notice.className = 'jp-IpythonCompact-notice';

@@ -63,11 +63,14 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any, shot: Callable[
     banner.locator('button[data-action="load-extension"]').click()
     wait_panel_state(page, "ready")
     assert page.locator(f"{PANEL} .jp-IpythonCompact-state").inner_text().lower() == "connected"
-    # The gauge shows the kernel's own figures: a window and both threshold lines.
-    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
-    assert "tokens" in page.inner_text(f"{PANEL} .jp-IpythonCompact-tokenCount")
-    assert page.locator(f"{PANEL} .jp-IpythonCompact-line-blocking").count() == 1
-    assert page.locator(f"{PANEL} .jp-IpythonCompact-line-background").count() == 1
+    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail") == "live while cells run (subshell)"
+    # A plain notebook has no model conversation: the gauge says what it is for, Compact waits for one.
+    note = page.locator(f"{PANEL} .jp-IpythonCompact-noConversation")
+    note.wait_for()
+    assert note.inner_text().startswith("No model conversation in this session yet.")
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-tokenCount").count() == 0
+    assert page.locator(f'{PANEL} button[data-action="compact"]').get_attribute("title") == note.inner_text()
+    assert page.locator(f'{PANEL} button[data-action="snapshot"]').is_enabled()
     shot("02-panel-connected")
     assert len(_subshells(page)) == 1
 
@@ -129,6 +132,11 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any, shot: 
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
     run_cell(page, SEED.strip())
     page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
+    # A conversation now: the gauge shows the kernel's own figures, a window and both threshold lines.
+    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
+    assert "tokens" in page.inner_text(f"{PANEL} .jp-IpythonCompact-tokenCount")
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-line-blocking").count() == 1
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-line-background").count() == 1
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "revenue totals")
     page.locator(f'{PANEL} button[data-action="preview"]').click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="preview"][data-kind="ok"]')
@@ -244,7 +252,7 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, sh
     }""")
     wait_notebook_kernel(page, "no-subshells.ipynb")
     ensure_panel_ready(page)
-    assert "between cells" in page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail")
+    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail") == "refreshes between cells"
     run_cell(page, "delta = 1")
     name_row(page, "delta").wait_for()
 

@@ -1,0 +1,223 @@
+"""The panel in a plain notebook, with a large namespace, and under an output flood (real Chromium, real kernel).
+
+A plain notebook (nothing talks to a model) says what the context gauge is for and disables
+Compact/Preview with that reason; counts read "1 compaction", not "1 compactions"; a timeline card
+shows its compaction's focus. A namespace of 10,000 names is counted in full, filtered by name and
+drawn 200 rows at a time, and a poll that finds the same names keeps the table it drew. A cell that
+prints 50,000 lines (the server's IOPub rate limiter drops the panel's replies) never puts the panel
+in an error state, and the panel shows fresh names once the cell ends. Each step saves a screenshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ipython_compact.testing.jupyterlab import (
+    PANEL,
+    ensure_panel_ready,
+    name_row,
+    names_updated_at,
+    run_cell,
+    wait_kernel_idle,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+NOTEBOOK = "namespace-demo.ipynb"
+
+NO_CONVERSATION = (
+    "No model conversation in this session yet. The gauge fills when an %%agent cell runs "
+    "or a transcript is imported with %compact import FILE."
+)
+
+
+@pytest.fixture(scope="module")
+def notebooks() -> tuple[str, ...]:
+    return (NOTEBOOK,)
+
+
+def _button(page: Any, action: str) -> Any:
+    return page.locator(f'{PANEL} .jp-IpythonCompact-actions button[data-action="{action}"]')
+
+
+def _rows(page: Any) -> int:
+    return int(page.locator(f"{PANEL} .jp-IpythonCompact-nsTable tbody tr").count())
+
+
+def _count_text(page: Any) -> str:
+    return str(page.inner_text(f"{PANEL} .jp-IpythonCompact-nsCount"))
+
+
+def test_a_plain_notebook_says_what_the_gauge_is_for(page: Any, shot: Callable[[str], None]) -> None:
+    ensure_panel_ready(page)
+    note = page.locator(f"{PANEL} .jp-IpythonCompact-gauge .jp-IpythonCompact-noConversation")
+    note.wait_for()
+    assert note.inner_text() == NO_CONVERSATION
+    # No "0 / 128,000 tokens" and no bar: there is nothing to measure yet.
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-tokenCount").count() == 0
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-bar").count() == 0
+    for action in ("compact", "preview"):
+        assert _button(page, action).is_disabled(), action
+        assert _button(page, action).get_attribute("title") == NO_CONVERSATION
+    # Disabled, Compact no longer looks like the primary action (no brand-blue fill).
+    colours = page.evaluate(
+        f"""() => [...document.querySelectorAll('{PANEL} .jp-IpythonCompact-actions button')].map(
+            b => [b.dataset.action, getComputedStyle(b).backgroundColor])""")
+    by_action = dict(colours)
+    assert by_action["compact"] == by_action["preview"], colours
+    for action in ("snapshot", "restore"):
+        assert _button(page, action).is_enabled(), action
+        assert not _button(page, action).get_attribute("title")
+    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-stateDetail") == "live while cells run (subshell)"
+    shot("20-plain-notebook")
+
+
+def test_ten_thousand_names_are_counted_filtered_and_paged(page: Any, shot: Callable[[str], None]) -> None:
+    ensure_panel_ready(page)
+    run_cell(page, "globals().update({f'v{i:05d}': i for i in range(10_000)})")
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-nsCount').textContent === '10,000 names'",
+        timeout=15_000)
+    assert _rows(page) == 200
+    more = page.locator(f'{PANEL} button[data-action="more-names"]')
+    assert more.inner_text() == "Showing 200 of 10,000 · show 200 more"
+    # Every name was listed: no time-budget truncation note.
+    assert "time budget" not in page.inner_text(f"{PANEL} .jp-IpythonCompact-namespace")
+    assert re.fullmatch(r"updated \d\d:\d\d:\d\d", page.inner_text(f"{PANEL} .jp-IpythonCompact-updated"))
+    shot("21-ten-thousand-names")
+    more.click()
+    assert _rows(page) == 400
+    assert more.inner_text() == "Showing 400 of 10,000 · show 200 more"
+
+    filt = page.locator(f"{PANEL} .jp-IpythonCompact-nsFilter")
+    filt.fill("v0999")
+    assert _count_text(page) == "10 of 10,000 names match"
+    assert _rows(page) == 10
+    assert name_row(page, "v09999").count() == 1 and name_row(page, "v00001").count() == 0
+    assert more.is_hidden()
+    shot("22-names-filtered")
+    filt.fill("V099")  # case does not matter
+    assert _count_text(page) == "100 of 10,000 names match"
+    filt.fill("nosuchname")
+    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-nsTable") == "No name contains “nosuchname”."
+    filt.fill("")
+    assert _count_text(page) == "10,000 names" and _rows(page) == 200
+
+    # A refresh that finds the same names keeps the table element; a changed namespace rebuilds it.
+    page.evaluate(f"() => {{ document.querySelector('{PANEL} .jp-IpythonCompact-names').dataset.mark = 'kept'; }}")
+    before = names_updated_at(page)
+    page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
+    page.wait_for_function(
+        f"(t) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt) > t",
+        arg=before)
+    assert page.locator(f'{PANEL} .jp-IpythonCompact-names[data-mark="kept"]').count() == 1
+    run_cell(page, "aaa_new = 1")
+    name_row(page, "aaa_new").wait_for()
+    assert _count_text(page) == "10,001 names"
+    assert page.locator(f'{PANEL} .jp-IpythonCompact-names[data-mark="kept"]').count() == 0
+
+
+# Watches the panel every 100 ms from inside the page, so no state between two checks is missed.
+MONITOR = """(panel) => {
+    window.__floodSeen = [];
+    window.__floodMonitor = window.setInterval(() => {
+        const p = document.querySelector(panel);
+        const note = p.querySelector('.jp-IpythonCompact-note');
+        const problems = [...p.querySelectorAll('.jp-IpythonCompact-problem')].map(e => e.textContent);
+        const banner = p.querySelector('.jp-IpythonCompact-banner');
+        window.__floodSeen.push({
+            state: p.dataset.state, flooding: p.dataset.flooding, busy: p.dataset.busy,
+            noteKind: note.hidden ? '' : note.dataset.kind, note: note.hidden ? '' : note.textContent,
+            problems, banner: banner.hidden ? '' : banner.textContent,
+        });
+    }, 100);
+}"""
+
+
+def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(page: Any, shot: Callable[[str], None]) -> None:
+    ensure_panel_ready(page)
+    page.evaluate(MONITOR, PANEL)
+    run_cell(page, "for i in range(50000):\n    print(i, flush=True)\nflood_done = True", wait=False)
+    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=10_000)
+    started = names_updated_at(page)
+    # The server's rate limiter starts dropping the panel's replies: the panel says so (not an error).
+    # (No screenshot mid-flood: capturing a page that is still drawing 50,000 lines stalls it for minutes.)
+    page.wait_for_selector(f'{PANEL}[data-flooding="true"]', timeout=60_000)
+    wait_kernel_idle(page, timeout=300_000)
+    page.wait_for_selector(f'{PANEL}[data-busy="false"]', timeout=30_000)
+    # Fresh names after the cell ended: `flood_done` exists only once the loop is over.
+    name_row(page, "flood_done").wait_for(timeout=60_000)
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=60_000)
+    assert names_updated_at(page) > started
+    seen = page.evaluate("() => { window.clearInterval(window.__floodMonitor); return window.__floodSeen; }")
+    assert len(seen) > 10
+    bad = [s for s in seen if s["state"] != "ready" or s["problems"] or s["banner"] or s["noteKind"] == "error"]
+    assert bad == [], [(s["note"], s["problems"], s["banner"]) for s in bad[:5]]
+    flooded = [s for s in seen if s["flooding"] == "true"]
+    for s in flooded:
+        assert s["note"] == "Kernel output is flooding; the panel will refresh when it calms down.", s
+    print(f"panel samples: {len(seen)}, flooding in {len(flooded)}")
+    # The cell finished: the line after the loop ran (`flood_done` above), and the prompt shows its count.
+    prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(-2).locator(".jp-InputPrompt").inner_text()
+    assert re.fullmatch(r"\[\d+\]:", prompt.strip()), prompt
+    assert page.get_attribute(PANEL, "data-state") == "ready"
+    page.locator(f"{PANEL} .jp-IpythonCompact-namespace").scroll_into_view_if_needed()
+    shot("24-after-flood")
+
+
+SEED = """
+def _seed_transcript(turns=16):
+    from ipython_compact import paths
+    from ipython_compact.store import SessionStore
+    session = compact.status()["session"]
+    store = SessionStore(paths.database_path())
+    items = []
+    for i in range(turns):
+        items.append(("message", {"message": {"role": "user", "timestamp": 1765233665000 + i,
+            "content": [{"type": "text", "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
+        items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233665500 + i,
+            "content": [{"type": "text", "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. Next I will plot it. " * 8}]}}))
+    store.append_many(session, items)
+    store.close()
+_seed_transcript()
+del _seed_transcript
+"""
+
+
+def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: Callable[[str], None]) -> None:
+    ensure_panel_ready(page)
+    run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
+    run_cell(page, SEED.strip())
+    # A conversation now: the gauge is back and Compact is usable, without the plain-notebook tooltip.
+    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-noConversation").count() == 0
+    assert _button(page, "compact").is_enabled() and not _button(page, "compact").get_attribute("title")
+    page.fill(f"{PANEL} .jp-IpythonCompact-focus", "revenue totals")
+    _button(page, "compact").click()
+    card = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card").first
+    card.wait_for(timeout=60_000)
+    assert card.locator(".jp-IpythonCompact-cardFocus").inner_text() == "focus: revenue totals"
+    page.wait_for_function(
+        f"() => / · 1 compaction$/.test(document.querySelector('{PANEL} .jp-IpythonCompact-facts').textContent)",
+        timeout=15_000)
+    facts = page.inner_text(f"{PANEL} .jp-IpythonCompact-facts")
+    assert re.fullmatch(r"[\d,]+ entries · 1 compaction", facts), facts
+    page.locator(f"{PANEL} .jp-IpythonCompact-gauge").scroll_into_view_if_needed()
+    shot("25-singular-counts")
+    card.scroll_into_view_if_needed()
+    shot("26-card-focus")
+    # A compaction without focus text has no focus line.
+    run_cell(page, SEED.strip())
+    page.fill(f"{PANEL} .jp-IpythonCompact-focus", "")
+    _button(page, "compact").click()
+    page.wait_for_function(
+        f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card').length === 2",
+        timeout=60_000)
+    cards = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card")
+    assert cards.nth(0).locator(".jp-IpythonCompact-cardFocus").count() == 1
+    assert cards.nth(1).locator(".jp-IpythonCompact-cardFocus").count() == 0
+    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-facts").endswith(" · 2 compactions")
