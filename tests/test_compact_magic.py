@@ -69,7 +69,7 @@ def test_the_focus_reaches_the_panel_and_show(ip: Any) -> None:
     # The panel's timeline reads `summaries` over the comm; `%compact show` is the entry in full.
     _run(ip, f"import {FIXTURE}")
     first = _run(ip, "now").data["id"]
-    _run(ip, f"import {FIXTURE}")
+    _run(ip, f"import {FIXTURE} --new-ids")  # more history to compact (the same file again, as copies)
     focused = _run(ip, "now --focus=sales").data["id"]
     ext = extension_for(ip)
     assert ext is not None

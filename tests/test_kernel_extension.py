@@ -400,10 +400,14 @@ def test_a_terminal_cell_run_while_some_library_loop_runs_is_still_snapshotted(i
     """Found when the suite ran after the browser tests: Playwright's sync API leaves its asyncio
     loop looking like the running one, the debounced snapshot was scheduled on that loop and never
     ran. Only a kernel's loop runs between cells; terminal IPython snapshots at once."""
-    async def inside_a_foreign_loop() -> None:
+    foreign = asyncio.new_event_loop()  # set as running but never run, as Playwright's sync API leaves it
+    before = asyncio._get_running_loop()
+    asyncio._set_running_loop(foreign)
+    try:
         ip.run_cell("kept_in_terminal = 7")
-
-    asyncio.run(inside_a_foreign_loop())
+    finally:
+        asyncio._set_running_loop(before)
+        foreign.close()
     ext = extension_for(ip)
     assert ext is not None and ext.service.last_snapshot is not None
     assert "kept_in_terminal" in ext.service.last_snapshot.saved
