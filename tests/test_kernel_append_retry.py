@@ -1,6 +1,7 @@
 """The kernel's bookkeeping appends (snapshot records, a cell's file operations) never vanish
-silently: while another process holds the database's write lock they retry with backoff, and
-when the lock outlasts the retry budget they log a warning and put a problem line in ``status``.
+silently and never hold up the next cell: while another process holds the database's write lock
+they are queued and retried with backoff on a thread, in order; when the lock outlasts the retry
+budget they log a warning and put a problem line in ``status``.
 
 A real ``KernelService`` on a real SQLite file; the lock is held by a real second process.
 """
@@ -11,6 +12,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -55,28 +57,35 @@ def _file_ops(service: KernelService) -> list[dict[str, object]]:
 @pytest.mark.parametrize(
     ("held", "budget", "lands"),
     [
-        (1.0, 8.0, True),  # the lock goes away within the budget: the entry is written
+        (1.0, 8.0, True),  # the lock goes away within the budget: the entries are written, in order
         (2.0, 0.6, False),  # it outlasts the budget: reported, never silent
     ],
 )
-def test_a_locked_database_delays_a_bookkeeping_append_or_reports_it(
+def test_a_locked_database_queues_bookkeeping_appends_or_reports_them(
     service: KernelService, caplog: pytest.LogCaptureFixture, held: float, budget: float, lands: bool
 ) -> None:
-    service.append_retry_seconds = budget
-    data = {"read": ["/data/in.csv"], "modified": [], "by": "user"}
+    service.bookkeeping.retry_seconds = budget
+    first = {"read": ["/data/in.csv"], "modified": [], "by": "user"}
+    second = {"read": [], "modified": ["/data/out.csv"], "by": "user"}
     proc = hold_lock(service.store.db_path, held)
     try:
         with caplog.at_level(logging.WARNING, logger="ipython_compact"):
-            entry = service.append_or_report(CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
+            started = time.monotonic()
+            assert service.append_or_report(CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": first}) is None
+            assert service.append_or_report(CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": second}) is None
+            returned_after = time.monotonic() - started
+            assert service.bookkeeping.pending == 2  # queued, not dropped
+            assert service.bookkeeping.wait(30)
     finally:
         proc.wait(30)
-    assert (entry is not None) is lands
-    assert _file_ops(service) == ([{"custom_type": FILE_OPS_TYPE, "data": data}] if lands else [])
+    assert returned_after < held  # the cell was not held up until the lock went away
+    written = [{"custom_type": FILE_OPS_TYPE, "data": d} for d in (first, second)]
+    assert _file_ops(service) == (written if lands else [])
     problem = service.status()["problem"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     if lands:
         assert problem is None and warnings == []
     else:
-        expected = "1 log entry could not be written to session 'k' (last: a custom entry: "
+        expected = "2 log entries could not be written to session 'k' (last: a custom entry: "
         assert problem is not None and problem.startswith(expected) and "database is locked" in problem
         assert len(warnings) == 1 and expected in warnings[0]

@@ -113,6 +113,7 @@ class Extension:
         ip = self.ip
         self._cancel_timer()
         atexit.unregister(self.at_exit)
+        self.service.bookkeeping.wait(timeout=5.0)  # queued log entries land (or are reported) first
         if self._original_atexit_once is not None:
             with contextlib.suppress(AttributeError):
                 del ip._atexit_once  # the instance wrapper; the class method shows through again

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from ipython_compact.core import entries as E
 from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.kernel import binding as B
+from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig
 from ipython_compact.kernel.fileops import FileOpsRecorder
 from ipython_compact.namespace.probe import ProbeResult, probe_namespace, user_names
@@ -39,15 +38,11 @@ from ipython_compact.namespace.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
-from ipython_compact.store.errors import DatabaseLockedError
 from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
-APPEND_RETRY_SECONDS = 15.0
-"""How long a bookkeeping append retries while the database is locked (three busy timeouts)."""
-LOG = logging.getLogger("ipython_compact")
 
 
 class Busy(Exception):
@@ -75,9 +70,8 @@ class KernelService:
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
         self.live_agent: Callable[[], Any] = lambda: None
-        self.append_retry_seconds = APPEND_RETRY_SECONDS
-        self.append_failures = 0
-        self.last_append_failure: str | None = None
+        self.bookkeeping = BookkeepingLog(
+            lambda session, kind, data, timestamp: self.store.append(session, kind, data, timestamp=timestamp))
         self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
@@ -207,8 +201,9 @@ class KernelService:
         elif problem is None and blocking is not None and tokens > blocking:
             problem = (f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
                        "the model; `%compact now` compacts now.")
-        if self.last_append_failure is not None:  # never silent: a dropped bookkeeping entry is a problem
-            problem = f"{problem} Also: {self.last_append_failure}." if problem else f"{self.last_append_failure}."
+        dropped = self.bookkeeping.failure
+        if dropped is not None:  # never silent: a dropped bookkeeping entry is a problem
+            problem = f"{problem} Also: {dropped}." if problem else f"{dropped}."
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -476,30 +471,11 @@ class KernelService:
     # ------------------------------------------------------------------ bookkeeping appends
     def append_or_report(self, kind: str, data: Mapping[str, Any]) -> E.Entry | None:
         """Append a bookkeeping entry (a snapshot record, a cell's file operations) to the bound
-        session. It runs after a cell, so it must not raise into the user's work — and it must
-        not vanish either: while the database is locked (another process writing, busy timeout
-        each try) it retries with backoff for up to ``append_retry_seconds``; then, or on any
-        other error, it logs a warning and keeps the failure for ``status()``'s problem line."""
-        deadline = time.monotonic() + self.append_retry_seconds
-        delay = 0.05
-        while True:
-            try:
-                entry: E.Entry = self.store.append(self.session, kind, dict(data), timestamp=_now())
-                return entry
-            except DatabaseLockedError as exc:
-                if time.monotonic() + delay < deadline:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 1.0)
-                    continue
-                failure: Exception = exc
-            except Exception as exc:
-                failure = exc
-            break
-        self.append_failures += 1
-        self.last_append_failure = (f"{self.append_failures} log entr{'y' if self.append_failures == 1 else 'ies'} "
-                                    f"could not be written to session {self.session!r} (last: a {kind} entry: {failure})")
-        LOG.warning("ipython_compact: %s", self.last_append_failure)
-        return None
+        session. It runs after a cell, so it must neither raise into the user's work nor hold up
+        the next cell, and it must not vanish: a locked database queues it for the retry thread
+        (``kernel/bookkeeping.py``); giving up is logged and shown in ``status()``'s problem line."""
+        entry: E.Entry | None = self.bookkeeping.add(self.session, kind, data, _now())
+        return entry
 
     # ------------------------------------------------------------------ file ops
     def flush_file_ops(self) -> list[dict[str, Any]]:
