@@ -20,12 +20,8 @@ from typing import Any
 
 import openai
 
-from ipython_compact.agent.events import AgentEvent, summarize_event
-from ipython_compact.agent.kernel_tool import JupyterKernel
-from ipython_compact.agent.loop import Agent
-from ipython_compact.core.settings import CompactionSettings
-from ipython_compact.store import SessionStore
-from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
+from ipython_compact import Agent, AgentEvent, CompactionSettings, JupyterKernel, SessionStore
+from ipython_compact.testing import ModelServer, RecordedRequest, Reply, ToolCall
 
 STEPS = [
     "sales = {'jan': 120, 'feb': 95, 'mar': 143}\nprint(max(sales, key=sales.get))",
@@ -51,7 +47,7 @@ def run(workdir: Path, *, echo: bool = True) -> dict[str, Any]:
         events.append(ev)
         if echo and ev.kind in ("user", "tool_call", "tool_result", "assistant", "kernel_restart", "compaction_start",
                                 "compaction_end", "compaction_requested"):
-            print(summarize_event(ev), flush=True)
+            print(f"[{ev.kind}] {ev.text[:300]}", flush=True)
 
     store = SessionStore(workdir / "sessions.db")
     settings = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=60, background_tokens=0)
