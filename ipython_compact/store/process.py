@@ -44,16 +44,22 @@ class Owner:
         return f"process {self.pid} on {self.host}"
 
 
-def start_time(pid: int) -> str | None:
-    """The start time of process ``pid`` (None: not running, or unknown on this system)."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (None: no such process, or no
+    ``/proc``). Field 2, the command name, is in parentheses and may hold spaces, so the split
+    starts after its last ')': index 0 is then the state, index 19 the start time."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
     except OSError:
         return None
-    # Field 2 (the command name) is in parentheses and may hold spaces: split after its last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (None: not running, or unknown on this system)."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def current() -> Owner:
@@ -72,13 +78,9 @@ def pid_running(pid: int) -> bool:
         return True
     except OSError:
         return False
+    fields = _stat_fields(pid)
     # A zombie (killed, not yet reaped by its parent) has ended: it runs no code.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        return stat[stat.rfind(")") + 2 :].split()[:1] != ["Z"]
-    except OSError:
-        return True
+    return fields is None or fields[:1] != ["Z"]
 
 
 def ended(owner: Owner, *, host: str | None = None) -> bool:

@@ -251,11 +251,13 @@ class Status:
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
             live = self._live_rows(conn, sid, session)
-        if any(c.owner is not None and process.ended(c.owner) for c in live):
+        settled = any(c.owner is not None and process.ended(c.owner) for c in live)
+        if settled:
             with self.db.write() as conn:
                 self._settle_abandoned(conn, session)
         with self.db.read() as conn:
-            live = self._live_rows(conn, sid, session)
+            if settled:  # read again: the settled rows are gone
+                live = self._live_rows(conn, sid, session)
             failure = conn.execute(
                 "SELECT value FROM session_status WHERE session_id = ? AND key = 'last_failure'", (sid,)
             ).fetchone()

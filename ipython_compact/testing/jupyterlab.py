@@ -289,3 +289,24 @@ def names_updated_at(page: Any) -> int:
     """The browser-clock time (ms) of the panel's last answered namespace request, 0 if none."""
     value = page.get_attribute(f"{PANEL} .jp-IpythonCompact-updated", "data-updated-at")
     return int(value) if value else 0
+
+
+#: A cell that writes a 32-message conversation into the notebook's session log: enough history
+#: for a compaction with a 400-token recent tail (the panel tests' "model conversation").
+SEED_TRANSCRIPT = """
+def _seed_transcript(turns=16):
+    from ipython_compact import paths
+    from ipython_compact.store import SessionStore
+    session = compact.status()["session"]
+    store = SessionStore(paths.database_path())
+    items = []
+    for i in range(turns):
+        items.append(("message", {"message": {"role": "user", "timestamp": 1765233665000 + i,
+            "content": [{"type": "text", "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
+        items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233665500 + i,
+            "content": [{"type": "text", "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. Next I will plot it. " * 8}]}}))
+    store.append_many(session, items)
+    store.close()
+_seed_transcript()
+del _seed_transcript
+"""

@@ -31,7 +31,14 @@ export function tail(text: string, keep: number = LABEL_TAIL_CHARS): string {
  * A session id short enough for one line: `notebook:/long/dir/x.ipynb` becomes
  * `notebook:…/x.ipynb` (the part that tells two notebooks apart); others keep their tail.
  */
-export function shortSession(session: string, keep: number = LABEL_TAIL_CHARS): string {
+export /** The session's name, shortened, with the full name on hover. */
+function sessionLine(name: string): HTMLElement {
+  const line = el('div', 'jp-IpythonCompact-session', `session ${shortSession(name)}`);
+  line.title = name;
+  return line;
+}
+
+function shortSession(session: string, keep: number = LABEL_TAIL_CHARS): string {
   if (session.length <= keep) {
     return session;
   }
@@ -277,9 +284,7 @@ export class CompactPanel extends Widget {
       // A plain notebook: nothing talks to a model, so an empty gauge would only puzzle.
       g.appendChild(el('p', 'jp-IpythonCompact-noConversation', NO_CONVERSATION_NOTE));
       if (s.session) {
-        const session = el('div', 'jp-IpythonCompact-session', `session ${shortSession(s.session)}`);
-        session.title = s.session;
-        g.appendChild(session);
+        g.appendChild(sessionLine(s.session));
       }
       return;
     }
@@ -329,9 +334,7 @@ export class CompactPanel extends Widget {
     figures.appendChild(legend);
     const facts: string[] = [];
     if (s.session) {
-      const session = el('div', 'jp-IpythonCompact-session', `session ${shortSession(s.session)}`);
-      session.title = s.session;
-      figures.appendChild(session);
+      figures.appendChild(sessionLine(s.session));
     }
     if (s.entries !== null) {
       facts.push(plural(s.entries, 'entry', 'entries'));

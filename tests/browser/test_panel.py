@@ -19,6 +19,7 @@ import pytest
 
 from ipython_compact.testing.jupyterlab import (
     PANEL,
+    SEED_TRANSCRIPT,
     ensure_panel_ready,
     name_row,
     names_updated_at,
@@ -108,29 +109,12 @@ def test_namespace_is_answered_while_a_long_cell_runs(page: Any, shot: Callable[
     page.wait_for_selector(f'{PANEL}[data-busy="false"]')
 
 
-SEED = """
-def _seed_transcript(turns=16):
-    from ipython_compact import paths
-    from ipython_compact.store import SessionStore
-    session = compact.status()["session"]
-    store = SessionStore(paths.database_path())
-    items = []
-    for i in range(turns):
-        items.append(("message", {"message": {"role": "user", "timestamp": 1765233665000 + i,
-            "content": [{"type": "text", "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
-        items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233665500 + i,
-            "content": [{"type": "text", "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. Next I will plot it. " * 8}]}}))
-    store.append_many(session, items)
-    store.close()
-_seed_transcript()
-del _seed_transcript
-"""
 
 
 def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
-    run_cell(page, SEED.strip())
+    run_cell(page, SEED_TRANSCRIPT.strip())
     page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
     # A conversation now: the gauge shows the kernel's own figures, a window and both threshold lines.
     page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
@@ -228,7 +212,7 @@ def test_compact_magic_outputs_use_the_renderers(page: Any, shot: Callable[[str]
     before = cards.count()
     # A restart (previous test) reset the kernel's config: keep a small recent tail again.
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
-    run_cell(page, SEED.strip())
+    run_cell(page, SEED_TRANSCRIPT.strip())
     run_cell(page, "%compact now revenue")
     page.wait_for_function(
         "(n) => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card').length > n",

@@ -18,6 +18,7 @@ import pytest
 
 from ipython_compact.testing.jupyterlab import (
     PANEL,
+    SEED_TRANSCRIPT,
     ensure_panel_ready,
     name_row,
     names_updated_at,
@@ -169,29 +170,12 @@ def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(page: Any, 
     shot("24-after-flood")
 
 
-SEED = """
-def _seed_transcript(turns=16):
-    from ipython_compact import paths
-    from ipython_compact.store import SessionStore
-    session = compact.status()["session"]
-    store = SessionStore(paths.database_path())
-    items = []
-    for i in range(turns):
-        items.append(("message", {"message": {"role": "user", "timestamp": 1765233665000 + i,
-            "content": [{"type": "text", "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
-        items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233665500 + i,
-            "content": [{"type": "text", "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. Next I will plot it. " * 8}]}}))
-    store.append_many(session, items)
-    store.close()
-_seed_transcript()
-del _seed_transcript
-"""
 
 
 def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
-    run_cell(page, SEED.strip())
+    run_cell(page, SEED_TRANSCRIPT.strip())
     # A conversation now: the gauge is back and Compact is usable, without the plain-notebook tooltip.
     page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-tokenCount")
     assert page.locator(f"{PANEL} .jp-IpythonCompact-noConversation").count() == 0
@@ -211,7 +195,7 @@ def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: C
     card.scroll_into_view_if_needed()
     shot("26-card-focus")
     # A compaction without focus text has no focus line.
-    run_cell(page, SEED.strip())
+    run_cell(page, SEED_TRANSCRIPT.strip())
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "")
     _button(page, "compact").click()
     page.wait_for_function(
