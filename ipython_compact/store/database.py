@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.core.entries import Entry
+from ipython_compact.core.entries import Entry, canonical_json
 from ipython_compact.store import migrations
 from ipython_compact.store.errors import (
     CorruptDatabaseError,
@@ -193,6 +193,14 @@ class Database:
             hint = f" (known: {', '.join(known)})" if known else " (the database has no sessions yet)"
             raise UnknownSessionError(f"no session named {name!r} in {self.path}{hint}", path=self.path)
         return SessionRow(int(row[0]), row[1], int(row[2]), str(row[3]))
+
+    def set_status(self, conn: sqlite3.Connection, sid: int, key: str, value: Any) -> None:
+        """Set ``key`` of the session's ``session_status`` (JSON), inside the caller's write."""
+        conn.execute(
+            "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (sid, key, canonical_json(value), self.clock()),
+        )
 
     def sid(self, conn: sqlite3.Connection, name: str) -> int:
         return self.session_row(conn, name).sid

@@ -280,11 +280,7 @@ class EntryLog:
                     more = len(entries) > batch_size
                     self._write_batch(conn, row, entries[:batch_size], None if more else planned.leaf_id, cache)
                     if more:
-                        conn.execute(
-                            "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
-                            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                            (row.sid, IMPORT_MARKER, canonical_json({"owner": me.to_json(), "total": len(entries)}), self.db.clock()),
-                        )
+                        self.db.set_status(conn, row.sid, IMPORT_MARKER, {"owner": me.to_json(), "total": len(entries)})
                 break
             except _ImportRunning as running:
                 if time.monotonic() > deadline:

@@ -30,11 +30,6 @@ from ipython_compact.store.process import Owner
 from ipython_compact.store.records import InboxItem, LiveCompaction, LiveStatus
 from ipython_compact.store.tree import Tree
 
-_UPSERT_STATUS = (
-    "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
-)
-
 
 def _owner(host: str | None, pid: int | None, started: str | None) -> Owner | None:
     return None if host is None or pid is None else Owner(host, int(pid), started)
@@ -162,14 +157,8 @@ class Status:
     # ------------------------------------------------------------------ live status
 
     def status_set(self, session: str, key: str, value: Any) -> None:
-        text = canonical_json(value)
         with self.db.write() as conn:
-            sid = self.db.sid(conn, session)
-            conn.execute(
-                "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (sid, key, text, self.db.clock()),
-            )
+            self.db.set_status(conn, self.db.sid(conn, session), key, value)
 
     def status_get(self, session: str, key: str, default: Any = None) -> Any:
         with self.db.read() as conn:
@@ -213,7 +202,7 @@ class Status:
             conn.execute("DELETE FROM live_compactions WHERE task_id = ? AND session_id = ?", (task_id, sid))
             if error is not None:
                 failure = {"task_id": task_id, "reason": None if row is None else row[0], "error": error, "at": now}
-                conn.execute(_UPSERT_STATUS, (sid, "last_failure", canonical_json(failure), now))
+                self.db.set_status(conn, sid, "last_failure", failure)
 
     def _live_rows(self, conn: sqlite3.Connection, sid: int, session: str) -> list[LiveCompaction]:
         rows = conn.execute(
@@ -241,7 +230,7 @@ class Status:
                                                   "task_id": c.task_id, "started_at": c.started_at,
                                                   "owner": c.owner.to_json()}))
             failure = {"task_id": c.task_id, "reason": c.reason, "error": error, "at": now}
-            conn.execute(_UPSERT_STATUS, (row.sid, "last_failure", canonical_json(failure), now))
+            self.db.set_status(conn, row.sid, "last_failure", failure)
         self.log.append_in(conn, row, outcomes, timestamp=now)
         return abandoned
 
