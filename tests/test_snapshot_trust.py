@@ -406,3 +406,31 @@ def test_a_snapshot_written_before_session_binding_still_restores_with_a_warning
     assert values == {"x": 41} and any("older version" in w for w in report.warnings)
     _store(tmp_path, "upgraded").save([("y", 1)], automatic=True)
     assert _store(tmp_path, "later").load(generation=1)[0] == {"x": 41}  # its payload was not pruned
+
+
+@pytest.mark.parametrize("junk", ["file", "directory", "fifo", "other-generation"])
+def test_a_rolled_back_folder_is_refused_whatever_lies_at_the_newest_recorded_name(tmp_path: Path, junk: str) -> None:
+    """Red team 3, item 1: junk planted at ``manifest-<newest recorded>.json`` once made the rollback
+    check pass (restoring x = 1 instead of 3) with only a warning."""
+    ledger = MemoryLedger()
+    store = _store(tmp_path, ledger=ledger)
+    store.save([("x", 1)])
+    shutil.copytree(store.directory, tmp_path / "copy")
+    store.save([("x", 2)])
+    store.save([("x", 3)])
+    shutil.rmtree(store.directory)
+    shutil.copytree(tmp_path / "copy", store.directory)
+    planted = store.directory / "manifest-00000003.json"
+    if junk == "file":
+        planted.write_bytes(b"junk")
+    elif junk == "directory":
+        planted.mkdir()
+    elif junk == "fifo":
+        os.mkfifo(planted)
+    else:
+        shutil.copy(store.directory / "manifest-00000001.json", planted)
+    values, report = _store(tmp_path, ledger=ledger).load()
+    assert values == {} and report.generation is None
+    assert any("older than the session log" in r and "generation 3" in r for r in report.refused)
+    values, report = _store(tmp_path, ledger=ledger).load(generation=1)
+    assert values == {"x": 1} and any("older than the session log" in w for w in report.warnings)

@@ -31,16 +31,24 @@ _FORMAT_ORDER = {"pickle": 0, "oob": 0, "dill": 1}
 
 
 def _rollback(scan: Scan, recorded: dict[int, str]) -> str | None:
-    """Why the folder looks older than the session log, or None."""
+    """Why the folder cannot be trusted to be as new as the session log says, or None.
+
+    The newest generation the log recorded must be here and verified. Whatever else lies at its
+    file name (junk, a directory, a FIFO, a file signed for another generation) is no evidence the
+    folder is current: an attacker who rolled the folder back could plant it in a second, so it
+    refuses the automatic choice as surely as a missing file does (red team 3, item 1).
+    """
     if not recorded:
         return None
     newest = max(recorded)
     have = scan.valid[-1].generation if scan.valid else None
-    if (have is not None and have >= newest) or any(bad.generation >= newest for bad in scan.invalid):
-        return None  # the newest recorded file is here (an invalid one is refused with its own reason)
+    if have is not None and have >= newest:
+        return None
+    bad = next((b.reason for b in scan.invalid if b.generation == newest), None)
+    found = f" ({bad})" if bad else ""
     return (f"the snapshot folder is older than the session log: the log recorded generation {newest}, the newest "
-            f"valid one here is {have if have is not None else 'none'}; the folder may have been replaced by an older "
-            "copy, so nothing was restored. If you trust these files, name one: "
+            f"valid one here is {have if have is not None else 'none'}{found}; the folder may have been replaced by "
+            "an older copy, so nothing was restored. If you trust these files, name one: "
             "%compact restore --generation N (`%compact snapshots` lists them)")
 
 
