@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ipython_compact"
 RANKS: dict[str, int] = {
     "core": 0,
     "paths": 1,
+    "file_safety": 1,
     "version": 1,
     "store": 2,
     "summarizers": 2,

@@ -17,6 +17,7 @@ import difflib
 import importlib
 import os
 import re
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -248,11 +249,17 @@ def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.Argume
 
 
 def _looks_like_jsonl(path: Path) -> bool:
+    """Whether ``path`` is a regular file starting with ``{`` (read without blocking on a FIFO)."""
     try:
-        with path.open("rb") as f:
-            return f.read(1) == b"{"
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 1) == b"{"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _fail(message: str, hint: str | None) -> int:

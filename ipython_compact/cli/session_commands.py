@@ -9,12 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ipython_compact.cli import PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.message_text import message_text
@@ -25,6 +23,7 @@ from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
+from ipython_compact.file_safety import write_private_file
 from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
 from ipython_compact.store.log import IMPORT_BATCH
 
@@ -465,31 +464,13 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write {args.output}: the directory {args.output.parent} does not exist",
                            f"create it first (mkdir -p {args.output.parent}) or pick another path: {PROG} export -o FILE")
         try:
-            count = write_privately(args.output, lambda out: export_jsonl(store, session, out))
+            count = write_private_file(args.output, lambda out: export_jsonl(store, session, out),
+                                       what="the export target")
         except OSError as exc:
             raise CliError(f"cannot write {args.output}: {exc.strerror or exc}; nothing was written there",
                            f"free some space or pick another place: {PROG} export -s {session} -o FILE") from exc
     print(f"exported {count:,} entries of session {session!r} to {args.output}", file=sys.stderr)
     return 0
-
-
-def write_privately(target: Path, write: Callable[[TextIO], int]) -> int:
-    """Run ``write`` into a new owner-only temporary file beside ``target``, then rename it over
-    ``target``: a reader never sees half an export, a failure leaves ``target`` as it was and no
-    temporary file behind. The temporary name is random and created with O_EXCL (``mkstemp``),
-    so a symlink planted at a guessable name is never followed."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            count = write(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return count
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

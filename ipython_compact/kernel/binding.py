@@ -12,6 +12,7 @@ restarted kernel binds to the same session and finds its snapshots.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -20,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ipython_compact.file_safety import UnsafePathError, read_regular, replace_atomically
 
 ENV_SESSION = "IPYTHON_COMPACT_SESSION"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -30,9 +33,13 @@ class Binding:
     session: str
     source: str  # config, env, switched, notebook, connection, terminal
     key: str  # the natural key a switch is remembered under
+    problem: str | None = None  # why remembered switches could not be read (shown once at load)
 
     def to_json(self) -> dict[str, str]:
-        return {"session": self.session, "source": self.source, "key": self.key}
+        out = {"session": self.session, "source": self.source, "key": self.key}
+        if self.problem:
+            out["problem"] = self.problem
+        return out
 
 
 def from_environment(value: str) -> str:
@@ -71,9 +78,17 @@ def _bindings_path(data_dir: Path) -> Path:
     return data_dir / "bindings.json"
 
 
+_MAX_BINDINGS_BYTES = 4 << 20
+
+
 def _read(data_dir: Path) -> dict[str, str]:
-    with contextlib.suppress(OSError, ValueError):
-        doc = json.loads(_bindings_path(data_dir).read_text(encoding="utf-8"))
+    """Remembered switches; ``{}`` when none. ``UnsafePathError`` when ``bindings.json`` is a FIFO,
+    device, directory or too large: never a read that blocks (a FIFO once hung ``%load_ext``)."""
+    raw = read_regular(_bindings_path(data_dir), "the session bindings file", max_bytes=_MAX_BINDINGS_BYTES)
+    if raw is None:
+        return {}
+    with contextlib.suppress(ValueError, RecursionError):
+        doc = json.loads(raw.decode("utf-8"))
         if isinstance(doc, dict):
             return {str(k): str(v) for k, v in doc.items()}
     return {}
@@ -89,21 +104,38 @@ def resolve(
     named = from_environment(env.get(ENV_SESSION) or "")
     if named.strip():
         return Binding(named, "env", key)
-    switched = _read(data_dir).get(key)
+    try:
+        switched = _read(data_dir).get(key)
+    except UnsafePathError as exc:
+        return Binding(key, source, key, problem=f"{exc}; remembered session switches are ignored")
     if switched:
         return Binding(switched, "switched", key)
     return Binding(key, source, key)
 
 
+@contextlib.contextmanager
+def _bindings_lock(data_dir: Path) -> Any:
+    """Serialize read-modify-write of ``bindings.json`` across processes (an exclusive ``flock`` on
+    the data directory itself, so no lock file can be planted or left behind)."""
+    fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def remember_switch(data_dir: Path, key: str, session: str) -> None:
-    """Persist ``key → session`` atomically (owner-only) so a restart keeps the switch."""
+    """Persist ``key → session`` atomically (owner-only) so a restart keeps the switch.
+
+    The new file gets a fresh, exclusively created temporary name (a planted ``bindings.tmp``
+    symlink once had its target overwritten, and concurrent switches renamed each other's file
+    away); a special file at ``bindings.json`` is refused with ``UnsafePathError``.
+    """
     if not session.strip():
         raise ValueError("session name must not be empty")
-    doc = _read(data_dir)
-    doc[key] = session
-    path = _bindings_path(data_dir)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    with _bindings_lock(data_dir):
+        doc = _read(data_dir)
+        doc[key] = session
+        data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
+        replace_atomically(_bindings_path(data_dir), data, what="the session bindings file")

@@ -71,6 +71,8 @@ class Extension:
             fileops.activate(self.service.fileops)
         if getattr(ip, "kernel", None) is None:
             self._hook_exit()
+        if self.service.binding.problem:
+            print(f"ipython_compact: {self.service.binding.problem}", file=sys.stderr)
 
     def _hook_exit(self) -> None:
         """Terminal IPython: write the snapshot the throttle held back before the shell exits.

@@ -19,13 +19,14 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ipython_compact import paths
 from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
 from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
+from ipython_compact.file_safety import write_private_file
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig
@@ -309,12 +310,13 @@ class KernelService:
 
     def export(self, target: Path) -> int:
         entries = self.store.path(self.session)
-        tmp = target.with_name(target.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
+
+        def write(f: TextIO) -> int:
             for e in entries:
                 f.write(E.canonical_json(e.to_json()) + "\n")
-        os.replace(tmp, target)
-        return len(entries)
+            return len(entries)
+
+        return write_private_file(target, write, what="the export target")
 
     # ------------------------------------------------------------------ recall and pins
     def recall(self, entry_id: str | None = None, query: str | None = None, limit: int = 5) -> list[dict[str, Any]]:

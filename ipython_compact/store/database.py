@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact.core.entries import Entry, canonical_json
+from ipython_compact.file_safety import UnsafePathError, check_regular
 from ipython_compact.store import migrations
 from ipython_compact.store.errors import (
     CorruptDatabaseError,
@@ -102,7 +103,13 @@ class Database:
                 f"{self.path}: directory {self.path.parent} does not exist (create it, or pass another --db)",
                 path=self.path,
             )
-        if not self.path.exists():
+        try:
+            # A FIFO would block SQLite's open forever, /dev/null would get a `/dev/null-journal`
+            # beside it, and a dangling symlink would create the database wherever it points.
+            exists = check_regular(self.path, "the session database")
+        except UnsafePathError as exc:
+            raise StoreError(str(exc), path=self.path) from None
+        if not exists:
             # Conversations are private: create the file owner-only before SQLite opens it.
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
             os.close(fd)
