@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -488,10 +490,21 @@ def test_export_into_a_directory_is_a_usage_error_and_writes_nothing(ip: Any, tm
 
 
 def test_export_that_cannot_be_written_is_a_usage_error_not_a_traceback(ip: Any, tmp_path: Path) -> None:
-    (tmp_path / "out.jsonl.tmp").mkdir()  # the temporary file's name is taken by a directory: open() fails
-    with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl.tmp: Is a directory. Nothing was changed")):
+    os.mkfifo(tmp_path / "out.jsonl")  # renaming over it would silently replace someone's pipe
+    with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl: the export target is a FIFO (named pipe), "
+                                                   "not a regular file; refusing to use it. Nothing was changed")):
         _run(ip, f"export {tmp_path}/out.jsonl")
-    assert not (tmp_path / "out.jsonl").exists()
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "out.jsonl").st_mode)
+
+
+def test_export_is_not_steered_by_names_planted_beside_the_target(ip: Any, tmp_path: Path) -> None:
+    """Red team 3, item 2: the temporary file had a fixed name (``out.jsonl.tmp``), so anything
+    planted there broke the export or was written through."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "out.jsonl.tmp").symlink_to(victim)
+    _run(ip, f"export {tmp_path}/out.jsonl")
+    assert victim.read_text() == "precious" and (tmp_path / "out.jsonl").is_file()
 
 
 def test_a_damaged_database_is_a_usage_error_and_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -576,3 +589,26 @@ def test_files_libraries_open_on_their_own_are_nobodys(ip: Any, tmp_path: Path) 
     service = extension_for(ip).service  # type: ignore[union-attr]
     entries = [e for e in service.store.path(service.session) if e.kind == "custom"]
     assert entries[-1].data["data"] == {"read": [str(mine)], "modified": [], "by": "user"}
+
+
+def test_a_skipped_automatic_snapshot_is_shown_in_status_and_the_next_one_lands(ip: Any) -> None:
+    """Red team 3, item 6 and a minor: with another process holding the snapshot lock the automatic
+    snapshot skips at once (it used to stall the cell ~60 s) and ``status`` says so."""
+    import fcntl
+
+    ext = extension_for(ip)
+    ip.run_cell("x = 1")
+    ext.service.snapshot()
+    fd = os.open(ext.service.snapshots.directory / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        ip.run_cell("x = 2")
+        with pytest.raises(Exception, match="skipped rather than wait"):
+            ext.service.automatic_snapshot()
+        status = _run(ip, "status")
+        assert "skipped rather than wait" in (status.data["last_snapshot_error"] or "")
+        assert "Last snapshot failed" in status.bundle["text/plain"] and "skipped" in status.bundle["text/html"]
+    finally:
+        os.close(fd)
+    ext.service.automatic_snapshot()
+    assert _run(ip, "status").data["last_snapshot_error"] is None

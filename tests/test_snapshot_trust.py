@@ -434,3 +434,25 @@ def test_a_rolled_back_folder_is_refused_whatever_lies_at_the_newest_recorded_na
     assert any("older than the session log" in r and "generation 3" in r for r in report.refused)
     values, report = _store(tmp_path, ledger=ledger).load(generation=1)
     assert values == {"x": 1} and any("older than the session log" in w for w in report.warnings)
+
+
+def test_an_automatic_save_skips_instead_of_waiting_for_a_stuck_lock_holder(tmp_path: Path) -> None:
+    """Red team 3, item 6: a SIGSTOP'd process holding ``.lock`` stalled every cell ~60 s, because
+    the automatic snapshot waited on the kernel's main thread. It now skips at once and says so;
+    an explicit save still waits (bounded) and reports the holder."""
+    import fcntl
+
+    from ipython_compact.namespace.snapshot.locking import SnapshotLockBusy
+
+    store = _store(tmp_path, lock_timeout=0.2)
+    store.save([("x", 1)])
+    fd = os.open(store.directory / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: conflicts like another process
+        with pytest.raises(SnapshotLockBusy, match="skipped rather than wait"):
+            store.save([("x", 2)], automatic=True)
+        with pytest.raises(SnapshotError, match="held the snapshot lock"):
+            store.save([("x", 2)])
+    finally:
+        os.close(fd)
+    assert store.save([("x", 2)], automatic=True).generation == 2

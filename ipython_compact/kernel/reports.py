@@ -83,6 +83,9 @@ def status_bundle(status: Mapping[str, Any], *, width: int | None = None) -> Ren
             rows.append(("Not saved", _skipped_lines(snap["skipped"])))
     else:
         rows.append(("Snapshot", "none yet: a restart would lose every name (`%compact snapshot` writes one)"))
+    for label, key in (("Snapshot problem", "snapshot_problem"), ("Last snapshot failed", "last_snapshot_error")):
+        if status.get(key):
+            rows.append((label, cell_text(status[key])))
     rows.append(("Version", cell_text(status.get("version"))))
     return fields_bundle(title, rows, dict(status), width=width)
 

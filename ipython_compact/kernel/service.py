@@ -39,6 +39,8 @@ from ipython_compact.namespace.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
+from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
+from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
@@ -71,8 +73,7 @@ class KernelService:
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
         self.live_agent: Callable[[], Any] = lambda: None
-        self.bookkeeping = BookkeepingLog(
-            lambda session, kind, data, timestamp: self.store.append(session, kind, data, timestamp=timestamp))
+        self.bookkeeping = BookkeepingLog(self._apply_record, lambda: PendingJournal(self.store.db_path))
         self.fileops = FileOpsRecorder(ignore_prefixes=(str(paths.data_dir()),), cells_by=config.cells_by)
         self.binding = self._resolve()
 
@@ -114,6 +115,8 @@ class KernelService:
 
             self._store = SessionStore(paths.database_path())
             self._store.ensure_session(self.session)
+            if PendingJournal(self._store.db_path).count():  # an earlier kernel's writes still wait
+                self.bookkeeping.start()
         return self._store
 
     @property
@@ -202,9 +205,9 @@ class KernelService:
         elif problem is None and blocking is not None and tokens > blocking:
             problem = (f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
                        "the model; `%compact now` compacts now.")
-        dropped = self.bookkeeping.failure
-        if dropped is not None:  # never silent: a dropped bookkeeping entry is a problem
-            problem = f"{problem} Also: {dropped}." if problem else f"{dropped}."
+        for said in (self.bookkeeping.failure, self.bookkeeping.waiting_text()):
+            if said is not None:  # never silent: a dropped or waiting bookkeeping entry is a problem
+                problem = f"{problem} Also: {said}." if problem else f"{said}."
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -220,6 +223,9 @@ class KernelService:
             "snapshot_dir": str(self.snapshot_dir),
             "restore_pending": pending,  # an earlier kernel's snapshot waits for %compact restore
             "snapshot_problem": snapshot_problem,
+            # Why the last snapshot (automatic ones included) was not written; null once one is.
+            "last_snapshot_error": self.last_snapshot_error,
+            "bookkeeping_pending": self.bookkeeping.pending,  # log entries waiting in the journal
             "source": "agent" if agent is not None else "config",  # whose window and lines these are
             "model": model,  # the live agent's provider/model, or null
             "conversation": conversation,
@@ -476,8 +482,33 @@ class KernelService:
         session. It runs after a cell, so it must neither raise into the user's work nor hold up
         the next cell, and it must not vanish: a locked database queues it for the retry thread
         (``kernel/bookkeeping.py``); giving up is logged and shown in ``status()``'s problem line."""
-        entry: E.Entry | None = self.bookkeeping.add(self.session, kind, data, _now())
+        entry: E.Entry | None = self.bookkeeping.append(self.session, kind, data, _now())
         return entry
+
+    def _apply_record(self, record: Mapping[str, Any]) -> Any:
+        """Write one bookkeeping record (``kernel/bookkeeping.py``); ``DatabaseLockedError`` while locked.
+
+        An append whose entry id is already in the session landed before (a replay that ran
+        twice) and is not appended again."""
+        op, session = record.get("op"), str(record.get("session"))
+        if op == "append":
+            entry_id = str(record["entry_id"])
+            try:
+                return self.store.get(entry_id, session)
+            except UnknownEntryError:
+                pass
+            except UnknownSessionError:
+                self.store.ensure_session(session)
+            return self.store.append(session, str(record["kind"]), dict(record["data"]),
+                                     timestamp=str(record["timestamp"]), entry_id=entry_id)
+        if op == "merge_status":
+            key = str(record["key"])
+            known = self.store.status_get(session, key, {}) or {}
+            known.update({str(k): v for k, v in dict(record["values"]).items()})
+            newest = sorted(known, key=lambda g: int(g) if g.isdigit() else -1)[-LogLedger.KEEP:]
+            self.store.status_set(session, key, {g: known[g] for g in newest})
+            return None
+        raise ValueError(f"unknown bookkeeping record {str(record)[:120]}")
 
     # ------------------------------------------------------------------ file ops
     def flush_file_ops(self) -> list[dict[str, Any]]:
@@ -508,12 +539,11 @@ class LogLedger:
         self._service = service
 
     def record(self, generation: int, digest: str) -> None:
+        """Through the bookkeeping log: a locked database journals the digest instead of losing it
+        (lost digests once weakened the rollback check)."""
         with contextlib.suppress(Exception):
-            store, session = self._service.store, self._service.session
-            known = store.status_get(session, self.KEY, {}) or {}
-            known[str(generation)] = digest
-            newest = sorted(known, key=int)[-self.KEEP:]
-            store.status_set(session, self.KEY, {g: known[g] for g in newest})
+            self._service.bookkeeping.add({"op": "merge_status", "session": self._service.session,
+                                           "key": self.KEY, "values": {str(generation): digest}})
 
     def recorded(self) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -524,6 +554,11 @@ class LogLedger:
                     out[e.data["generation"]] = e.data["manifest_digest"]
             for g, d in (store.status_get(session, self.KEY, {}) or {}).items():
                 out[int(g)] = str(d)
+        with contextlib.suppress(Exception):  # digests that wait in the journal count as recorded
+            for record in PendingJournal(self._service.store.db_path).records():
+                if record.get("op") == "merge_status" and record.get("key") == self.KEY \
+                        and record.get("session") == self._service.session:
+                    out.update({int(g): str(d) for g, d in dict(record["values"]).items()})
         return out
 
 

@@ -7,8 +7,10 @@ does the same, so a save holds an exclusive ``flock`` on ``<folder>/.lock`` from
 payloads to pruning; a restore holds a shared one while it reads payloads.
 
 What must hold: the lock file is created owner-only and never followed through a symlink;
-waiting is bounded (``SnapshotError`` with what to do after ``timeout`` seconds); a process that
-dies releases its lock (the kernel drops ``flock`` locks of a dead process).
+waiting is bounded (``SnapshotError`` with what to do after ``timeout`` seconds), and with
+``timeout=0`` there is no wait at all: an automatic snapshot runs on the kernel's main thread
+between the user's cells, so it skips (``SnapshotLockBusy``) rather than stall every cell behind a
+stuck holder (a SIGSTOP'd process once stalled each cell ~60 s); a process that dies releases its lock (the kernel drops ``flock`` locks of a dead process).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ipython_compact.namespace.snapshot.reports import SnapshotError
+
+
+class SnapshotLockBusy(SnapshotError):
+    """Another process holds the folder's lock and the caller chose not to wait (``timeout=0``)."""
 
 
 @contextmanager
@@ -41,6 +47,10 @@ def folder_lock(directory: Path, *, shared: bool = False, timeout: float = 60.0)
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if timeout <= 0:
+                    raise SnapshotLockBusy(
+                        f"another process is writing a snapshot of {directory}; this automatic snapshot was "
+                        "skipped rather than wait (the next cell tries again)") from None
                 if time.monotonic() >= deadline:
                     raise SnapshotError(
                         f"another kernel has held the snapshot lock of {directory} for over {timeout:g} s; "

@@ -218,7 +218,7 @@ class SnapshotStore:
         """
         if verify not in VERIFY_MODES:
             raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
-        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout), self._fresh():
+        with self._lock, folder_lock(self.directory, timeout=0.0 if automatic else self.lock_timeout), self._fresh():
             self._remove_stale_temps()
             return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify,
                               automatic=automatic)
