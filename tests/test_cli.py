@@ -204,4 +204,5 @@ def test_verify_fails_with_exit_1_when_history_was_altered(tmp_path: Path) -> No
     done = run(tmp_path, "verify", check=1)
     assert "FAILED" in done.stdout and "does not match its hash" in done.stdout
     report = json.loads(run(tmp_path, "verify", "--json", check=1).stdout)
-    assert (report["ok"], report["entries"], len(report["problems"])) == (False, 1018, 1)
+    assert (report["ok"], report["entries"], len(report["problems"])) == (False, 1018, 2)
+    assert any("trigger 'entries_no_update' is missing" in p for p in report["problems"])  # the guard dropped too

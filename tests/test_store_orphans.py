@@ -172,3 +172,16 @@ def test_a_queued_summary_of_a_killed_process_is_placed_at_the_next_turn_boundar
         sched.finish_turn(requested=None, aborted=False)
         assert len(store.entries("s", kinds=(COMPACTION,))) == 1  # placed once
         assert store.verify().ok
+
+
+def test_an_owner_in_another_pid_namespace_of_the_same_host_name_is_never_judged_ended() -> None:
+    """Red team 3, minor: a live compaction was settled as abandoned from another PID namespace
+    (a container) with the same host name, because its pid was not running here."""
+    from ipython_compact.store import process
+
+    me = process.current()
+    assert me.host.startswith(socket.gethostname())
+    other_namespace = Owner(f"{socket.gethostname()}/pid:[1]", _dead_pid(), "1")
+    assert not process.ended(other_namespace)
+    assert process.ended(Owner(me.host, _dead_pid(), "1"))
+    assert other_namespace.describe() == f"process {other_namespace.pid} on {socket.gethostname()}"

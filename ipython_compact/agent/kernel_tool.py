@@ -283,6 +283,13 @@ class JupyterKernel:
     def is_alive(self) -> bool:
         return self._km is not None and bool(self._km.is_alive())
 
+    @property
+    def pid(self) -> int | None:
+        """The kernel process's id (None before ``start`` or when the provisioner does not say):
+        entries this process writes to the session log are told apart from the host's."""
+        pid = getattr(getattr(self._km, "provisioner", None), "pid", None)
+        return pid if isinstance(pid, int) else None
+
     def kill(self) -> None:
         """Kill the kernel process (tests use this to play a crash)."""
         if self._km is not None:

@@ -59,7 +59,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     session_option(p)
     p.add_argument("-n", "--limit", type=IntOption(0, 20), metavar="N", help="only the last N entries")
-    p.add_argument("--json", action="store_true", help="print the entries as JSON lines")
+    p.add_argument("--json", action="store_true", help="print the entries as JSON lines (with their writer)")
+    p.add_argument("--writers", action="store_true",
+                   help="show which process wrote each entry (role, pid, host): kernel code can write too")
     p.set_defaults(func=cmd_log)
 
     p = subparsers.add_parser(
@@ -258,20 +260,22 @@ def cmd_log(args: argparse.Namespace) -> int:
         shown = store.path(session) if args.limit is None else store.path_tail(session, args.limit)
         view = store.context_view(session)
         tokens = store.token_counts(session, shown, "density") if shown else []
+        writers = store.writers(session, [e.id for e in shown]) if (args.json or args.writers) and shown else {}
     in_view = {e.id for e in view.entries}
     first = length - len(shown)
     indexed = list(enumerate(shown, start=first))
     if args.json:
         for index, entry in indexed:
             print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view,
-                              "tokens": tokens[index - first]}, ensure_ascii=False))
+                              "tokens": tokens[index - first], "writer": writers.get(entry.id)}, ensure_ascii=False))
         return 0
     print(f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the model's view "
           "(│ in view, · compacted)")
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
+        by = f"  [{writers.get(entry.id) or 'writer not recorded'}]" if args.writers else ""
         print(f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} "
-              f"{tokens[index - first]:>7,}  {_preview(entry)}")
+              f"{tokens[index - first]:>7,}  {_preview(entry)}{by}")
     return 0
 
 
@@ -484,6 +488,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: no accidental damage "
               "(no entry altered, lost, added or reordered since it was written)")
         print("  (the hash chain is not keyed: this does not prove that nobody with write access rewrote it)")
+        if report.writers:
+            print("  written by: " + "; ".join(f"{w} ({n:,})" for w, n in list(report.writers.items())[:8]))
         return 0
     print(f"FAILED: {len(report.problems)} problem(s) in {where}:")
     for problem in report.problems:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ipython_compact.store.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
+    DatabaseReplacedError,
     DuplicateImportError,
     ImportFormatError,
     InvalidEntryError,
@@ -40,6 +41,7 @@ __all__ = [
     "ContextView",
     "CorruptDatabaseError",
     "DatabaseLockedError",
+    "DatabaseReplacedError",
     "DuplicateImportError",
     "ImportFormatError",
     "InboxItem",

@@ -34,10 +34,12 @@ from ipython_compact.store import migrations
 from ipython_compact.store.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
+    DatabaseReplacedError,
     InvalidEntryError,
     StoreError,
     UnknownSessionError,
 )
+from ipython_compact.store.process import writer_label
 
 ENTRY_COLUMNS = "id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4"
 
@@ -93,7 +95,9 @@ class Database:
         self.lock = threading.RLock()
         self.cache_size = cache_entries
         self.entry_cache: OrderedDict[tuple[int, str], Entry] = OrderedDict()
+        self.writer = writer_label()
         self.conn = self._open(busy_timeout)
+        self.identity = self._identity()
 
     def _open(self, busy_timeout: float) -> sqlite3.Connection:
         if self.path.is_dir():
@@ -144,6 +148,30 @@ class Database:
             raise
         return conn
 
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def check_not_replaced(self) -> None:
+        """``DatabaseReplacedError`` when the file this connection has open is no longer the one at
+        its path (deleted, or replaced by another file): entries written now would go to a file
+        nobody can open again (the red team unlinked ``sessions.db`` under a running agent, and
+        ``verify`` then said "ok: 0 entries" of the new, empty file)."""
+        if self.identity is None:
+            return
+        now = self._identity()
+        if now != self.identity:
+            what = "deleted" if now is None else "replaced by another file"
+            raise DatabaseReplacedError(
+                f"{self.path}: the database file was {what} while this process had it open; nothing more "
+                "is written to the old file, so that nothing is silently lost. Restore the file, or start a "
+                "new process to use the new one",
+                path=self.path,
+            )
+
     def translate(self, exc: sqlite3.Error) -> StoreError:
         """The ``StoreError`` subclass for an SQLite error, naming the file and what to do."""
         text = str(exc)
@@ -175,6 +203,7 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: all of the block or none of it."""
         with self.lock:
+            self.check_not_replaced()
             conn = self.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")

@@ -26,6 +26,10 @@ class DatabaseLockedError(StoreError):
     """Another process held the write lock for longer than the busy timeout."""
 
 
+class DatabaseReplacedError(StoreError):
+    """The database file was deleted or replaced while a process had it open; nothing was written."""
+
+
 class UnknownSessionError(StoreError, KeyError):
     """No session has that name."""
 

@@ -14,9 +14,19 @@ import sqlite3
 from ipython_compact.core.entries import COMPACTION
 from ipython_compact.store import migrations
 from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
+from ipython_compact.store.errors import StoreError
 from ipython_compact.store.log import chain_hash, entry_hash
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.records import VerifyReport
+
+#: What a database of ours must hold besides the entries: recall (FTS), the inbox and live status
+#: tables, and the triggers that make entries append-only. ``verify`` once said "ok" with any of
+#: them dropped.
+REQUIRED_SCHEMA: tuple[tuple[str, str], ...] = (
+    ("table", "sessions"), ("table", "entries"), ("table", "entries_fts"), ("table", "inbox"),
+    ("table", "live_compactions"), ("table", "session_status"), ("table", "migrations"),
+    ("trigger", "entries_no_update"), ("trigger", "entries_no_delete"),
+)
 
 
 class Integrity:
@@ -32,7 +42,17 @@ class Integrity:
         """
         problems: list[str] = []
         total = 0
+        try:
+            self.db.check_not_replaced()
+        except StoreError as exc:
+            problems.append(str(exc))
         with self.db.read() as conn:
+            present = set(conn.execute("SELECT type, name FROM sqlite_master"))
+            for kind, name in REQUIRED_SCHEMA:
+                if (kind, name) not in present:
+                    what = "the append-only guard " if kind == "trigger" else ""
+                    problems.append(f"{what}{kind} {name!r} is missing: the database was altered outside "
+                                    "ipython-compact")
             migrations_known = {m.name for m in migrations.MIGRATIONS}
             for (name,) in conn.execute("SELECT name FROM migrations"):
                 if name not in migrations_known:
@@ -48,7 +68,14 @@ class Integrity:
                 ).fetchall()
             for sid, name, leaf_id, count, tip in targets:
                 total += self._verify_session(conn, sid, name, leaf_id, count, tip, problems)
-        return VerifyReport(ok=not problems, sessions=len(targets), entries=total, problems=problems)
+            writers: dict[str, int] = {}
+            for sid, *_ in targets:
+                for writer, n in conn.execute(
+                        "SELECT writer, COUNT(*) FROM entries WHERE session_id = ? GROUP BY writer", (sid,)):
+                    key = writer if isinstance(writer, str) else "(not recorded)"
+                    writers[key] = writers.get(key, 0) + int(n)
+        return VerifyReport(ok=not problems, sessions=len(targets), entries=total, problems=problems,
+                            writers=dict(sorted(writers.items(), key=lambda kv: -kv[1])))
 
     def _verify_session(
         self, conn: sqlite3.Connection, sid: int, name: str, leaf_id: str | None, count: int, tip: str, problems: list[str]

@@ -430,7 +430,8 @@ class EntryLog:
         new_tip = chain_hash(tip, hash_)
         cur = conn.execute(
             "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
-            " depth, context_head, hash, chain, mark, compactions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " depth, context_head, hash, chain, mark, compactions, writer)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 sid,
                 stored.id,
@@ -446,6 +447,7 @@ class EntryLog:
                 new_tip,
                 mark,
                 compactions,
+                self.db.writer,
             ),
         )
         text = entry_text(stored)
@@ -457,6 +459,26 @@ class EntryLog:
         return stored, new_tip
 
     # ------------------------------------------------------------------ reading
+
+    def writers(self, session: str, ids: Iterable[str] | None = None) -> dict[str, str | None]:
+        """Who wrote each entry of ``session`` (or only ``ids``): ``id → writer`` (None: written
+        before writers were recorded)."""
+        wanted = None if ids is None else list(ids)
+        out: dict[str, str | None] = {}
+        with self.db.read() as conn:
+            sid = self.db.session_row(conn, session).sid
+            if wanted is None:
+                rows = conn.execute("SELECT id, writer FROM entries WHERE session_id = ?", (sid,)).fetchall()
+            else:
+                rows = []
+                for i in range(0, len(wanted), 500):
+                    chunk = wanted[i:i + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows += conn.execute(f"SELECT id, writer FROM entries WHERE session_id = ? AND id IN ({marks})",
+                                         (sid, *chunk)).fetchall()
+        for entry_id, writer in rows:
+            out[str(entry_id)] = writer
+        return out
 
     def get(self, entry_id: str, session: str | None = None) -> Entry:
         """One entry by id. Ids are unique within a session; without ``session`` the id must be

@@ -220,12 +220,20 @@ def _work_owners(conn: sqlite3.Connection) -> None:
         conn.execute(f"ALTER TABLE {table} ADD COLUMN {prefix}_started TEXT")
 
 
+def _entry_writers(conn: sqlite3.Connection) -> None:
+    """Record which process wrote each entry (``writer``: role, pid, host; NULL before this
+    migration). Not part of the entry's hash: it says who, not what, and the append-only
+    triggers still forbid changing it."""
+    conn.execute("ALTER TABLE entries ADD COLUMN writer TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial_schema", _initial_schema),
     Migration("0002_mark_chain", _mark_chain),
     Migration("0003_compaction_counts", _compaction_counts),
     Migration("0004_kind_index", _kind_index),
     Migration("0005_work_owners", _work_owners),
+    Migration("0006_entry_writers", _entry_writers),
 )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ class Owner:
         return Owner(obj["host"], obj["pid"], started if isinstance(started, str) else None)
 
     def describe(self) -> str:
-        return f"process {self.pid} on {self.host}"
+        return f"process {self.pid} on {self.host.split('/')[0]}"  # the PID namespace is for matching only
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -62,9 +63,31 @@ def start_time(pid: int) -> str | None:
     return fields[19] if fields is not None and len(fields) > 19 else None
 
 
+def host_id() -> str:
+    """This machine as process ids see it: the host name, plus the PID namespace when it can be
+    read. Two containers often share a host name while their pids mean different processes; a
+    live compaction owned by another namespace was once settled as abandoned because its pid was
+    not running here."""
+    host = socket.gethostname()
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return host
+    return f"{host}/{namespace}"
+
+
 def current() -> Owner:
     """This process."""
-    return Owner(socket.gethostname(), os.getpid(), start_time(os.getpid()))
+    return Owner(host_id(), os.getpid(), start_time(os.getpid()))
+
+
+def writer_label() -> str:
+    """Who writes entries from this process, as recorded with each entry: the role (``kernel``
+    inside an IPython kernel, else the program's name), the pid and the host. Kernel code runs as
+    the user and can write anything; recording the writer makes what it wrote distinguishable."""
+    role = "kernel" if "ipykernel" in sys.modules else (os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0]
+                                                         else "python")
+    return f"{role or 'python'} pid {os.getpid()} on {socket.gethostname()}"
 
 
 def pid_running(pid: int) -> bool:
@@ -86,8 +109,8 @@ def pid_running(pid: int) -> bool:
 def ended(owner: Owner, *, host: str | None = None) -> bool:
     """True when ``owner`` has certainly ended (see the module rules); False when it runs or
     when this process cannot tell."""
-    if owner.host != (host if host is not None else socket.gethostname()):
-        return False
+    if owner.host != (host if host is not None else host_id()):
+        return False  # another machine, or another PID namespace on a machine of the same name
     if not pid_running(owner.pid):
         return True
     if owner.started is None:

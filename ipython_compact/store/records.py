@@ -65,6 +65,7 @@ class VerifyReport:
     sessions: int
     entries: int
     problems: list[str] = field(default_factory=list)
+    writers: dict[str, int] = field(default_factory=dict)  # entries per writer ("(not recorded)": older rows)
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,15 @@ class SessionStore:
         ``batch_size``-entry transactions (see ``EntryLog.import_batched``)."""
         return self._log.import_batched(session, plan, batch_size=batch_size, wait=wait)
 
+    def writers(self, session: str, ids: Iterable[str] | None = None) -> dict[str, str | None]:
+        """Who wrote each entry: ``id → "ROLE pid N on HOST"`` (see ``EntryLog.writers``)."""
+        return self._log.writers(session, ids)
+
+    @property
+    def writer(self) -> str:
+        """How this store's own appends are recorded (``store.process.writer_label``)."""
+        return self._db.writer
+
     def get(self, entry_id: str, session: str | None = None) -> Entry:
         """One entry by id (ids are unique within a session)."""
         return self._log.get(entry_id, session)
