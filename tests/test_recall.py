@@ -84,3 +84,13 @@ def test_query_hits_are_not_crowded_out_by_checkpoints_quoting_the_same_words(tm
     assert ranked.count("compaction") > 4 and ranked[-1] == "message"  # the source ranks below the checkpoints
     assert [h.id for h in compactor.recall("s", query="zetamarker", limit=2)] == [big.id, pin.id]  # as logged
     store.close()
+
+
+@pytest.mark.parametrize("query", ["\x00", "hello\x00", "\x00world hello"])
+def test_a_query_with_nul_characters_searches_the_words_around_them(tmp_path: Path, query: str) -> None:
+    """Red team 3, minor: a NUL in a recall query failed with SQLite's "unterminated string"."""
+    with SessionStore(tmp_path / "s.db") as store:
+        store.ensure_session("s")
+        store.append("s", "message", {"message": {"role": "user", "content": "hello world"}})
+        hits = store.search(query, session="s")
+    assert len(hits) == (0 if not query.replace("\x00", "").strip() else 1)

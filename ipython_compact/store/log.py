@@ -586,6 +586,11 @@ class EntryLog:
         By default every word of ``text`` must occur (words are quoted, so FTS syntax in user text
         is harmless); ``raw=True`` passes an FTS5 query through unchanged.
         """
+        if "\x00" in text:
+            if raw:
+                raise InvalidEntryError("the search query holds a NUL character, which full-text search cannot "
+                                        "take; remove it", path=self.db.path)
+            text = text.replace("\x00", " ")  # SQLite ends the string at NUL ("unterminated string")
         if raw:
             query = text
         else:
