@@ -404,10 +404,15 @@ class JupyterKernel:
         return out
 
     def _evaluate_json(self, expr: str) -> Any:
+        """The JSON value ``expr`` returned as text; None when the kernel did not answer or the
+        text is not JSON (kernel code can replace the kernel side: its reply is data to check)."""
         got = self.evaluate({"v": expr})
         if got is None or not isinstance(got.get("v"), str):
             return None
-        return json.loads(got["v"])
+        try:
+            return json.loads(got["v"])
+        except ValueError:
+            return None
 
     def probe_names(self) -> list[str] | None:
         names = self._evaluate_json(_PROBE_EXPR)
