@@ -107,7 +107,9 @@ class Agent:
     ``FINAL``/``FINAL_VAR`` (sub-agents up to ``max_depth`` levels, answers cut to
     ``sub_agent_result_chars``; a ``FINAL``/``FINAL_VAR`` answer to ``final_answer_chars``, the whole
     value staying in the kernel); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
-    the model only its type, size and a preview. Caps: ``max_compactions`` and ``token_budget``
+    the model only its type, size and a preview. At most ``max_live_sub_agents`` children hold a
+    kernel at once; a call for one more waits up to ``sub_agent_wait_seconds`` for a busy one to
+    finish, then is refused with the reason. Caps: ``max_compactions`` and ``token_budget``
     per session end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
     the context as head and tail with the cut stated; the log keeps it whole (``recall``).
 
@@ -151,6 +153,7 @@ class Agent:
         max_depth: int = 1,
         sub_agent_result_chars: int = 4000,
         max_live_sub_agents: int = 4,
+        sub_agent_wait_seconds: float = 300.0,
         final_answer_chars: int = FINAL_CHARS,
         _depth: int = 0,
     ) -> None:
@@ -215,7 +218,7 @@ class Agent:
             registry = None
             if _depth < max_depth:
                 registry = SubAgentRegistry(self._log, self._make_child, max_live=max_live_sub_agents,
-                                            result_chars=sub_agent_result_chars)
+                                            result_chars=sub_agent_result_chars, wait_seconds=sub_agent_wait_seconds)
                 registry.restore(e for e in logged if e.kind == CUSTOM)
             self._bridge = RlmBridge(
                 self._log, ModelCaller(client, request_timeout=request_timeout, tools=()),
