@@ -167,11 +167,12 @@ class RlmBridge:
         self._check_budget("llm_query")
         self.subcalls += 1
         self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt))
-        before = self.caller.tokens
         answer = self.caller.call([{"role": "user", "content": prompt}], model=self._model(), provider=self._provider())
-        self._spent(self.caller.tokens - before)
         if answer.message is None:
             raise RuntimeError(f"the model request failed: {answer.error_text}")
+        # This call's own usage: the caller's running total also moves with other threads' calls.
+        usage = answer.message.get("usage")
+        self._spent(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
         blocks = answer.message.get("content") or []
         return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
