@@ -9,7 +9,9 @@ What must hold:
 - ``execute`` always returns an ``ExecResult`` (never raises for user-code errors): the text the
   model sees (streams, results, displays as text, tracebacks without ANSI colour), capped at
   ``max_output_chars`` with the cut said out loud, and a status of ``ok``/``error``/``died``/
-  ``timeout``/``interrupted``.
+  ``timeout``/``interrupted``. A cell still running ``interrupt_grace`` seconds after its
+  timeout's interrupt gets its kernel killed and reports ``died`` (never "was interrupted"), so
+  the restart path takes over.
 - ``probe_names`` answers the live list of user names or None when the kernel cannot be asked
   (a dead kernel is never reported as having names).
 - A model-requested compaction recorded in the kernel (``ipython_compact.agent.requests``) is
@@ -211,6 +213,7 @@ class JupyterKernel:
         max_output_chars: int = LOG_OUTPUT_CHARS,
         startup_timeout: float = 60.0,
         cwd: str | None = None,
+        interrupt_grace: float = 5.0,
     ) -> None:
         self.kernel_name = kernel_name
         self.extension = extension
@@ -218,6 +221,7 @@ class JupyterKernel:
         self.cwd = cwd
         self.max_output_chars = max_output_chars
         self.startup_timeout = startup_timeout
+        self.interrupt_grace = interrupt_grace
         self.extension_error: str | None = None
         self._km: Any = None
         self._kc: Any = None
@@ -322,9 +326,17 @@ class JupyterKernel:
         while not idle:
             if deadline is not None and time.perf_counter() > deadline:
                 self.interrupt()
-                parts.append(f"[execution timed out after {timeout:g}s and was interrupted]")
-                status = "timeout"
-                self._drain(msg_id, 5.0)
+                if self._drain(msg_id, self.interrupt_grace) and self.is_alive():
+                    parts.append(f"[execution timed out after {timeout:g}s and was interrupted]")
+                    status = "timeout"
+                elif not self.is_alive():
+                    parts.append(f"[execution timed out after {timeout:g}s; the kernel died when interrupted]")
+                    status = "died"
+                else:  # still running: stop the process, and let whoever restarts kernels restart it
+                    self.kill()
+                    parts.append(f"[execution timed out after {timeout:g}s; the interrupt did not stop it within "
+                                 f"{self.interrupt_grace:g}s, so the kernel was stopped]")
+                    status = "died"
                 break
             try:
                 msg = kc.get_iopub_msg(timeout=0.2)
@@ -357,18 +369,20 @@ class JupyterKernel:
         text, truncated = cap_text(joined, self.max_output_chars)
         return ExecResult(status, text, time.perf_counter() - start, truncated)
 
-    def _drain(self, msg_id: str, seconds: float) -> None:
+    def _drain(self, msg_id: str, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the interrupted cell to end; False when it did not."""
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             try:
                 msg = self._kc.get_iopub_msg(timeout=0.2)
             except queue.Empty:
                 if not self.is_alive():
-                    return
+                    return True  # ended, by dying: the caller's next look says so
                 continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
                     and msg["content"].get("execution_state") == "idle":
-                return
+                return True
+        return False
 
     def _shell_reply(self, msg_id: str, seconds: float) -> dict[str, Any] | None:
         end = time.perf_counter() + seconds
