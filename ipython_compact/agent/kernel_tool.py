@@ -192,6 +192,7 @@ _PROBE_EXPR = (
     "__import__('json').dumps(__import__('ipython_compact.namespace.probe', fromlist=['probe_namespace'])"
     ".probe_namespace(get_ipython().user_ns, get_ipython().user_ns_hidden).name_list)"
 )
+_ENV_SESSION = "IPYTHON_COMPACT_SESSION"  # the extension's session binding (kernel.binding.ENV_SESSION)
 _REQUESTS = "__import__('ipython_compact.agent.requests', fromlist=['take'])"
 _STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_json'])"
 
@@ -199,6 +200,11 @@ _STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_j
 class JupyterKernel:
     """A kernel in another process, started and driven through jupyter_client.
 
+    ``session`` binds the kernel's extension to that session (the host agent's own, so what the
+    extension records, e.g. the files cells read, lands in the agent's log, and no session of
+    the kernel's own is opened); ``auto_snapshot=False`` turns the extension's automatic
+    snapshots off for a host that keeps snapshots itself (no second copy of the namespace).
+    ``interrupt_grace`` is how long a timed-out cell may take to stop after its interrupt.
     ``extension`` names an IPython extension loaded at every (re)start (``%load_ext``); a failure
     to load it is recorded in ``extension_error`` rather than raised, because the tool still works
     without it. ``env`` adds environment variables for the kernel process.
@@ -214,6 +220,8 @@ class JupyterKernel:
         startup_timeout: float = 60.0,
         cwd: str | None = None,
         interrupt_grace: float = 5.0,
+        session: str | None = None,
+        auto_snapshot: bool = True,
     ) -> None:
         self.kernel_name = kernel_name
         self.extension = extension
@@ -222,6 +230,8 @@ class JupyterKernel:
         self.max_output_chars = max_output_chars
         self.startup_timeout = startup_timeout
         self.interrupt_grace = interrupt_grace
+        self.session = session
+        self.auto_snapshot = auto_snapshot
         self.extension_error: str | None = None
         self._km: Any = None
         self._kc: Any = None
@@ -238,6 +248,8 @@ class JupyterKernel:
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
+        if self.session is not None:
+            env[_ENV_SESSION] = self.session  # kept by restart_kernel, which relaunches with this env
         kwargs: dict[str, Any] = {"env": env}
         if self.cwd is not None:
             kwargs["cwd"] = self.cwd
@@ -254,8 +266,11 @@ class JupyterKernel:
         self.extension_error = None
         if self.extension:
             # every cell of this kernel is the agent's tool call (the ledger's file lists say so)
-            code = f"%load_ext {self.extension}" + ("\n%config CompactConfig.cells_by = 'agent'"
-                                                     if self.extension == "ipython_compact" else "")
+            code = f"%load_ext {self.extension}"
+            if self.extension == "ipython_compact":
+                code += "\n%config CompactConfig.cells_by = 'agent'"
+                if not self.auto_snapshot:  # set in the loading cell, before its first snapshot is scheduled
+                    code += "\n%config CompactConfig.auto_snapshot = False"
             res = self.execute(code, timeout=self.startup_timeout)
             if res.status != "ok":
                 self.extension_error = res.text

@@ -209,7 +209,7 @@ class Agent:
         try:
             store.get_session(self.session)
         except KeyError:
-            store.create_session(self.session)
+            store.ensure_session(self.session)  # the kernel's extension, bound to it, may have opened it meanwhile
         logged = store.entries(self.session, kinds=(MESSAGE, COMPACTION, CUSTOM))
         self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget,
                              compactions=RunCaps.count_compactions(logged), tokens=logged_tokens(logged))
@@ -248,7 +248,9 @@ class Agent:
         if snapshot_dir is None:
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.session)
             snapshot_dir = str(base / "agent-snapshots" / safe)
-        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}).start()
+        # Bound to this session, without automatic snapshots: the supervisor keeps them under
+        # agent-snapshots/, and the kernel must open no session (nor a snapshot copy) of its own.
+        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}, session=self.session, auto_snapshot=False).start()
         self._closers.append(kernel.shutdown)
         weakref.finalize(self, kernel.shutdown)  # a forgotten close() still stops the process at exit
         return kernel, snapshot_dir
