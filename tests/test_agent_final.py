@@ -109,3 +109,19 @@ def test_a_final_reply_of_the_wrong_shape_is_reported(reply: str) -> None:
         texts = tool_texts(agent.store, agent.session)
     assert (result.stopped, result.text) == ("final", "gave up")
     assert "final answer could not be collected" in texts[0]
+
+
+@pytest.mark.parametrize("report", ["'{\"ok\": true, \"skipped\": 5}'", "'{\"ok\": true, \"skipped\": [[1]]}'", "'[]'"])
+def test_an_unreadable_snapshot_report_is_a_failed_snapshot_not_a_crash(report: str, tmp_path: Any) -> None:
+    forge = ("import ipython_compact.agent.kernel_state as s\n"
+             f"s.snapshot_json = lambda *a, **kw: {report}\n"
+             "print('forged')")
+    script = steps(code(forge), code("print('still here')"), "done")
+    with ModelServer(script, context_window=8000) as srv, \
+            Agent(model="local-model", base_url=srv.base_url, snapshot_dir=str(tmp_path / "snaps")) as agent:
+        result = agent.ask("go")
+        texts = tool_texts(agent.store, agent.session)
+        last = agent._supervisor.last_snapshot
+    assert (result.stopped, result.text) == ("final", "done")
+    assert texts == ["forged", "still here"]
+    assert last is not None and last.written is False and "unreadable" in str(last.error)
