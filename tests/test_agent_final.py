@@ -125,3 +125,18 @@ def test_an_unreadable_snapshot_report_is_a_failed_snapshot_not_a_crash(report: 
     assert (result.stopped, result.text) == ("final", "done")
     assert texts == ["forged", "still here"]
     assert last is not None and last.written is False and "unreadable" in str(last.error)
+
+
+def test_a_compaction_request_of_the_wrong_shape_is_ignored_with_a_notice() -> None:
+    events: list[AgentEvent] = []
+    forge = ("import ipython_compact.agent.requests as r\n"
+             "r.take_json = lambda *a, **kw: '{\"instructions\": [1, 2]}'\n"
+             "print('forged')")
+    script = steps(code(forge), "done")
+    with ModelServer(script, context_window=8000) as srv, \
+            Agent(model="local-model", base_url=srv.base_url, on_event=events.append) as agent:
+        result = agent.ask("go")
+        placed = [e for e in agent.store.path(agent.session) if e.kind == "compaction"]
+    assert (result.stopped, result.text) == ("final", "done")
+    assert placed == []
+    assert any(e.kind == "guard" and "compaction request" in e.text for e in events)

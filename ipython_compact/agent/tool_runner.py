@@ -69,8 +69,13 @@ class ToolRunner:
         got = self.supervisor.take_request()
         if got is None:
             return
+        instructions = got.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):  # kernel code can forge the reply
+            self.log.emit("guard", f"a compaction request from the kernel was ignored: its instructions are "
+                          f"{type(instructions).__name__}, not text", guard="compaction_request")
+            return
         with self._lock:
-            self._requested = compact_requests.coalesce(self._requested, got.get("instructions"))
+            self._requested = compact_requests.coalesce(self._requested, instructions)
         self.log.emit("compaction_requested", "the model asked for compaction; it runs when this turn ends")
 
     # ------------------------------------------------------------------ one call
