@@ -102,15 +102,49 @@ def test_a_call_past_the_cap_is_refused_with_the_reason_when_no_child_frees_up(l
     census.release.set()
     for t in first:
         t.join(SAFETY)
+    again = registry.ask("the task again", "b")  # it can be asked once a slot is free
     registry.close()
     assert str(refused.value) == (
         "sub-agent 'b' was not started: all 1 live sub-agents (max_live_sub_agents=1) are busy and none "
         "became free within 0s; ask again later, or give the task to a running sub-agent by name")
     assert results == {0: "a0 did task 0"} and census.peak == 1
     assert [i["name"] for i in registry.describe()] == ["a0", "b"]  # the refused one is recorded, not lost
-    assert registry.ask("the task again", "b") == "b did the task again"  # and can be asked once a slot is free
+    assert again == "b did the task again" and census.alive == 0
 
 
 def test_wait_seconds_must_not_be_negative(log: SessionLog) -> None:
     with pytest.raises(ValueError, match="wait_seconds"):
         SubAgentRegistry(log, Census().factory, wait_seconds=-1)
+
+
+def created(log: SessionLog, name: str) -> bool:
+    return any(e.data.get("custom_type") == "sub_agent" and e.data.get("event") == "created"
+               and e.data.get("name") == name for e in log.store.entries(log.session))
+
+
+def test_a_call_waiting_for_a_slot_is_refused_when_the_parent_closes(log: SessionLog) -> None:
+    census = Census()
+    registry = SubAgentRegistry(log, census.factory, max_live=1, wait_seconds=SAFETY)
+    first, _ = ask_all(registry, 1)
+    census.wait_started(1)
+    late: list[str] = []
+
+    def ask_b() -> None:
+        try:
+            late.append(registry.ask("late task", "b"))
+        except RuntimeError as exc:
+            late.append(f"refused: {exc}")
+
+    waiting = threading.Thread(target=ask_b)
+    waiting.start()
+    never = threading.Event()
+    for _ in range(int(SAFETY * 100)):  # until the waiting call has recorded its sub-agent (then it waits)
+        if created(log, "b"):
+            break
+        never.wait(0.01)
+    registry.close()
+    census.release.set()
+    for t in [*first, waiting]:
+        t.join(SAFETY)
+    assert late == ["refused: sub-agent 'b' was not started: the parent agent is closing"]
+    assert census.started == 1 and census.alive == 0  # nothing started after close, nothing left running

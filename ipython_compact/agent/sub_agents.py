@@ -18,7 +18,8 @@ What must hold:
   a free slot or the slot of the least recently used idle child (closed first; its record stays
   and it is revived on demand); when all are busy the call waits up to ``wait_seconds`` for one
   to become idle, then is refused with the reason (its record stays). One task runs per child.
-- ``close`` stops every child this registry started.
+- ``close`` stops every child this registry started; a call still waiting for a slot, or whose
+  child was starting, is refused and nothing is left running.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class SubAgentRegistry:
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)  # notified when a task ends or a start gives its slot back
         self._starting = 0  # children being started: they hold a slot before they are in ``_live``
+        self._closed = False
         self._infos: dict[str, SubAgentInfo] = {}
         self._live: dict[str, ChildAgent] = {}  # name -> child holding a kernel, least recently used first
         self._running: dict[str, threading.Lock] = {}
@@ -183,7 +185,7 @@ class SubAgentRegistry:
                 self._live[info.name] = child  # most recently used last
                 return child
             deadline = time.monotonic() + self.wait_seconds
-            while len(self._live) + self._starting >= self.max_live:
+            while not self._closed and len(self._live) + self._starting >= self.max_live:
                 idle = [n for n in self._live if not self._running[n].locked()]
                 if idle:
                     evicted = self._live.pop(idle[0])
@@ -195,6 +197,8 @@ class SubAgentRegistry:
                         f"(max_live_sub_agents={self.max_live}) are busy and none became free within "
                         f"{self.wait_seconds:g}s; ask again later, or give the task to a running sub-agent by name")
                 self._freed.wait(left)
+            if self._closed:
+                raise RuntimeError(f"sub-agent {info.name!r} was not started: the parent agent is closing")
             self._starting += 1  # the slot is ours from here; others count it while the kernel starts
         child = None
         try:
@@ -204,9 +208,13 @@ class SubAgentRegistry:
         finally:
             with self._freed:
                 self._starting -= 1
-                if child is not None:
+                late = child is not None and self._closed
+                if child is not None and not late:
                     self._live[info.name] = child
                 self._freed.notify_all()
+        if late:  # the parent closed while this kernel started: stop it, nobody else will
+            child.close()
+            raise RuntimeError(f"sub-agent {info.name!r} was not started: the parent agent is closing")
         return child
 
     def _record(self, info: SubAgentInfo, stopped: str, chars: int) -> None:
@@ -215,8 +223,10 @@ class SubAgentRegistry:
 
     def close(self) -> None:
         """Stop every live child (their records and logs stay)."""
-        with self._lock:
+        with self._freed:
+            self._closed = True
             live, self._live = list(self._live.values()), {}
+            self._freed.notify_all()  # waiting calls are refused
         for child in live:
             try:
                 child.close()
