@@ -7,6 +7,7 @@ no tools; a sub-agent's conversation starts with its task; the parent's with the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,42 @@ def test_the_compaction_cap_ends_the_run_with_its_reason() -> None:
         placed = [e for e in agent.store.path(agent.session) if e.kind == "compaction"]
     assert result.stopped == "compaction_cap" and "max_compactions=1" in result.text
     assert len(placed) == 1
+
+
+def test_parallel_agent_queries_keep_to_max_live_sub_agents() -> None:
+    def reply(first: str, done: int, req: RecordedRequest) -> Reply | str:
+        if first.startswith("job"):  # a sub-agent's own conversation: answer at once
+            return f"did {first}"
+        if done == 0:
+            return code("import threading\nout = {}\n"
+                        "def one(i):\n    out[i] = agent_query(f'job {i}', name=f'w{i}')\n"
+                        "ts = [threading.Thread(target=one, args=(i,)) for i in range(3)]\n"
+                        "[t.start() for t in ts]; [t.join() for t in ts]\nprint(sorted(out.values()))")
+        return "finished"
+
+    lock, live, peak = threading.Lock(), [0], [0]
+    with ModelServer(scripted(reply), context_window=8000) as srv, \
+            Agent(model="local-model", base_url=srv.base_url, max_live_sub_agents=1) as agent:
+        registry = agent._bridge.registry if agent._bridge is not None else None
+        assert registry is not None
+        make = registry.factory
+
+        def counted(name: str, session: str) -> Any:
+            child = make(name, session)
+            with lock:
+                live[0] += 1
+                peak[0] = max(peak[0], live[0])
+            close = child.close
+
+            def closing() -> None:
+                with lock:
+                    live[0] -= 1
+                close()
+            child.close = closing  # type: ignore[method-assign]
+            return child
+
+        registry.factory = counted
+        assert agent.ask("run three jobs at once").stopped == "final"
+        texts = tool_texts(agent.store, agent.session)
+    assert texts == ["['did job 0', 'did job 1', 'did job 2']"]
+    assert peak[0] == 1

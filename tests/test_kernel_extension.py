@@ -174,6 +174,21 @@ def test_malformed_requests_get_error_replies_and_change_nothing(ip: Any, reques
     assert dict(ip.user_ns).keys() == before.keys()
 
 
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"v": 1, "id": "1", "op": "x" * 1_000_000},
+        {"v": 1, "id": "1", "op": "names", "limit": "9" * 1_000_000},
+        {"v": 1, "id": "1", "op": "recall", "entry_id": "e" * 150, "limit": ["y" * 1_000_000]},
+    ],
+)
+def test_error_replies_echo_only_a_bounded_part_of_the_request(ip: Any, request_: Any) -> None:
+    handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]
+    reply = handler.handle(request_)
+    assert reply["ok"] is False and len(json.dumps(reply)) < 2000
+    assert "characters" in reply["error"]["message"]  # the cut is stated
+
+
 def test_hello_and_names_replies(ip: Any) -> None:
     ip.run_cell("z = 3")
     handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]

@@ -9,7 +9,9 @@ What must hold:
 - ``execute`` always returns an ``ExecResult`` (never raises for user-code errors): the text the
   model sees (streams, results, displays as text, tracebacks without ANSI colour), capped at
   ``max_output_chars`` with the cut said out loud, and a status of ``ok``/``error``/``died``/
-  ``timeout``/``interrupted``.
+  ``timeout``/``interrupted``. A cell still running ``interrupt_grace`` seconds after its
+  timeout's interrupt gets its kernel killed and reports ``died`` (never "was interrupted"), so
+  the restart path takes over.
 - ``probe_names`` answers the live list of user names or None when the kernel cannot be asked
   (a dead kernel is never reported as having names).
 - A model-requested compaction recorded in the kernel (``ipython_compact.agent.requests``) is
@@ -190,6 +192,7 @@ _PROBE_EXPR = (
     "__import__('json').dumps(__import__('ipython_compact.namespace.probe', fromlist=['probe_namespace'])"
     ".probe_namespace(get_ipython().user_ns, get_ipython().user_ns_hidden).name_list)"
 )
+_ENV_SESSION = "IPYTHON_COMPACT_SESSION"  # the extension's session binding (kernel.binding.ENV_SESSION)
 _REQUESTS = "__import__('ipython_compact.agent.requests', fromlist=['take'])"
 _STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_json'])"
 
@@ -197,6 +200,11 @@ _STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_j
 class JupyterKernel:
     """A kernel in another process, started and driven through jupyter_client.
 
+    ``session`` binds the kernel's extension to that session (the host agent's own, so what the
+    extension records, e.g. the files cells read, lands in the agent's log, and no session of
+    the kernel's own is opened); ``auto_snapshot=False`` turns the extension's automatic
+    snapshots off for a host that keeps snapshots itself (no second copy of the namespace).
+    ``interrupt_grace`` is how long a timed-out cell may take to stop after its interrupt.
     ``extension`` names an IPython extension loaded at every (re)start (``%load_ext``); a failure
     to load it is recorded in ``extension_error`` rather than raised, because the tool still works
     without it. ``env`` adds environment variables for the kernel process.
@@ -211,6 +219,9 @@ class JupyterKernel:
         max_output_chars: int = LOG_OUTPUT_CHARS,
         startup_timeout: float = 60.0,
         cwd: str | None = None,
+        interrupt_grace: float = 5.0,
+        session: str | None = None,
+        auto_snapshot: bool = True,
     ) -> None:
         self.kernel_name = kernel_name
         self.extension = extension
@@ -218,6 +229,9 @@ class JupyterKernel:
         self.cwd = cwd
         self.max_output_chars = max_output_chars
         self.startup_timeout = startup_timeout
+        self.interrupt_grace = interrupt_grace
+        self.session = session
+        self.auto_snapshot = auto_snapshot
         self.extension_error: str | None = None
         self._km: Any = None
         self._kc: Any = None
@@ -234,6 +248,8 @@ class JupyterKernel:
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
+        if self.session is not None:
+            env[_ENV_SESSION] = self.session  # kept by restart_kernel, which relaunches with this env
         kwargs: dict[str, Any] = {"env": env}
         if self.cwd is not None:
             kwargs["cwd"] = self.cwd
@@ -250,8 +266,11 @@ class JupyterKernel:
         self.extension_error = None
         if self.extension:
             # every cell of this kernel is the agent's tool call (the ledger's file lists say so)
-            code = f"%load_ext {self.extension}" + ("\n%config CompactConfig.cells_by = 'agent'"
-                                                     if self.extension == "ipython_compact" else "")
+            code = f"%load_ext {self.extension}"
+            if self.extension == "ipython_compact":
+                code += "\n%config CompactConfig.cells_by = 'agent'"
+                if not self.auto_snapshot:  # set in the loading cell, before its first snapshot is scheduled
+                    code += "\n%config CompactConfig.auto_snapshot = False"
             res = self.execute(code, timeout=self.startup_timeout)
             if res.status != "ok":
                 self.extension_error = res.text
@@ -329,9 +348,17 @@ class JupyterKernel:
         while not idle:
             if deadline is not None and time.perf_counter() > deadline:
                 self.interrupt()
-                parts.append(f"[execution timed out after {timeout:g}s and was interrupted]")
-                status = "timeout"
-                self._drain(msg_id, 5.0)
+                if self._drain(msg_id, self.interrupt_grace) and self.is_alive():
+                    parts.append(f"[execution timed out after {timeout:g}s and was interrupted]")
+                    status = "timeout"
+                elif not self.is_alive():
+                    parts.append(f"[execution timed out after {timeout:g}s; the kernel died when interrupted]")
+                    status = "died"
+                else:  # still running: stop the process, and let whoever restarts kernels restart it
+                    self.kill()
+                    parts.append(f"[execution timed out after {timeout:g}s; the interrupt did not stop it within "
+                                 f"{self.interrupt_grace:g}s, so the kernel was stopped]")
+                    status = "died"
                 break
             try:
                 msg = kc.get_iopub_msg(timeout=0.2)
@@ -364,18 +391,20 @@ class JupyterKernel:
         text, truncated = cap_text(joined, self.max_output_chars)
         return ExecResult(status, text, time.perf_counter() - start, truncated)
 
-    def _drain(self, msg_id: str, seconds: float) -> None:
+    def _drain(self, msg_id: str, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the interrupted cell to end; False when it did not."""
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             try:
                 msg = self._kc.get_iopub_msg(timeout=0.2)
             except queue.Empty:
                 if not self.is_alive():
-                    return
+                    return True  # ended, by dying: the caller's next look says so
                 continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
                     and msg["content"].get("execution_state") == "idle":
-                return
+                return True
+        return False
 
     def _shell_reply(self, msg_id: str, seconds: float) -> dict[str, Any] | None:
         end = time.perf_counter() + seconds
@@ -411,10 +440,15 @@ class JupyterKernel:
         return out
 
     def _evaluate_json(self, expr: str) -> Any:
+        """The JSON value ``expr`` returned as text; None when the kernel did not answer or the
+        text is not JSON (kernel code can replace the kernel side: its reply is data to check)."""
         got = self.evaluate({"v": expr})
         if got is None or not isinstance(got.get("v"), str):
             return None
-        return json.loads(got["v"])
+        try:
+            return json.loads(got["v"])
+        except ValueError:
+            return None
 
     def probe_names(self) -> list[str] | None:
         names = self._evaluate_json(_PROBE_EXPR)

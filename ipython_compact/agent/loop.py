@@ -47,7 +47,7 @@ from ipython_compact.agent.kernel_tool import JupyterKernel, KernelTool
 from ipython_compact.agent.model_caller import ModelCaller
 from ipython_compact.agent.openai_chat import to_openai_messages
 from ipython_compact.agent.overflow import OverflowEpisode
-from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
+from ipython_compact.agent.rlm import FINAL_CHARS, RLM_PROMPT, RlmBridge
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.setup import (
@@ -106,8 +106,11 @@ class Agent:
 
     RLM: with ``subcalls`` the kernel gets ``llm_query``/``agent_query``/``sub_agents``/``recall``/
     ``FINAL``/``FINAL_VAR`` (sub-agents up to ``max_depth`` levels, answers cut to
-    ``sub_agent_result_chars``); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
-    the model only its type, size and a preview. Caps: ``max_compactions`` and ``token_budget``
+    ``sub_agent_result_chars``; a ``FINAL``/``FINAL_VAR`` answer to ``final_answer_chars``, the whole
+    value staying in the kernel); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
+    the model only its type, size and a preview. At most ``max_live_sub_agents`` children hold a
+    kernel at once; a call for one more waits up to ``sub_agent_wait_seconds`` for a busy one to
+    finish, then is refused with the reason. Caps: ``max_compactions`` and ``token_budget``
     per session end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
     the context as head and tail with the cut stated; the log keeps it whole (``recall``).
 
@@ -151,10 +154,15 @@ class Agent:
         max_depth: int = 1,
         sub_agent_result_chars: int = 4000,
         max_live_sub_agents: int = 4,
+        sub_agent_wait_seconds: float = 300.0,
+        final_answer_chars: int = FINAL_CHARS,
         _depth: int = 0,
     ) -> None:
         if max_output_chars < 200:
             raise ValueError(f"max_output_chars must be at least 200, got {max_output_chars}")
+        if final_answer_chars < 100:
+            raise ValueError(f"final_answer_chars must be at least 100, got {final_answer_chars}")
+        self.final_answer_chars = final_answer_chars
         self._closers: list[Callable[[], None]] = []
         if client is None:
             client = make_client(base_url, api_key)
@@ -202,7 +210,7 @@ class Agent:
         try:
             store.get_session(self.session)
         except KeyError:
-            store.create_session(self.session)
+            store.ensure_session(self.session)  # the kernel's extension, bound to it, may have opened it meanwhile
         logged = store.entries(self.session, kinds=(MESSAGE, COMPACTION, CUSTOM))
         self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget,
                              compactions=RunCaps.count_compactions(logged), tokens=logged_tokens(logged))
@@ -211,13 +219,13 @@ class Agent:
             registry = None
             if _depth < max_depth:
                 registry = SubAgentRegistry(self._log, self._make_child, max_live=max_live_sub_agents,
-                                            result_chars=sub_agent_result_chars)
+                                            result_chars=sub_agent_result_chars, wait_seconds=sub_agent_wait_seconds)
                 registry.restore(e for e in logged if e.kind == CUSTOM)
             self._bridge = RlmBridge(
                 self._log, ModelCaller(client, request_timeout=request_timeout, tools=()),
                 model=lambda: self.model, provider=lambda: self.provider, registry=registry,
                 budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
-                result_chars=sub_agent_result_chars).start()
+                result_chars=sub_agent_result_chars, final_chars=final_answer_chars).start()
             self._closers.insert(0, self._bridge.stop)
             self._supervisor.after_restart.append(lambda: self._attach_bridge())
             self._attach_bridge()
@@ -241,7 +249,9 @@ class Agent:
         if snapshot_dir is None:
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.session)
             snapshot_dir = str(base / "agent-snapshots" / safe)
-        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}).start()
+        # Bound to this session, without automatic snapshots: the supervisor keeps them under
+        # agent-snapshots/, and the kernel must open no session (nor a snapshot copy) of its own.
+        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}, session=self.session, auto_snapshot=False).start()
         self._closers.append(kernel.shutdown)
         weakref.finalize(self, kernel.shutdown)  # a forgotten close() still stops the process at exit
         return kernel, snapshot_dir
@@ -265,6 +275,7 @@ class Agent:
             tool_timeout=self._supervisor.tool_timeout, max_compactions=self._caps.max_compactions,
             token_budget=self._caps.token_budget, max_output_chars=self.max_output_chars,
             max_depth=self.max_depth, _depth=self._depth + 1, on_event=self._child_events(name),
+            final_answer_chars=self.final_answer_chars,
             request_timeout=self._caller.request_timeout)
 
     def _child_events(self, name: str) -> Callable[[AgentEvent], None] | None:
@@ -429,6 +440,10 @@ class Agent:
             self._overflow.before_turn()
             result = self._steps()
             finished = True
+        except BaseException as exc:
+            # The turn ends here too: whoever watches the events must hear so, with the reason.
+            self._log.emit("turn_end", f"error: {type(exc).__name__}: {exc}", stopped="error", steps=0)
+            raise
         finally:
             aborted = self._abort.is_set() or not finished  # an exception aborts the turn too
             self._supervisor.end_turn()
@@ -473,7 +488,9 @@ class Agent:
             final = self._runner.take_final()
             if final is not None:
                 answer = str(final.get("answer", ""))
-                self._log.append(CUSTOM, {"custom_type": "final_answer", "answer": answer, "source": final.get("source")})
+                self._log.append(CUSTOM, {"custom_type": "final_answer", "answer": answer, "source": final.get("source"),
+                                          "chars": final.get("chars", len(answer)), "cut": bool(final.get("cut")),
+                                          "name": final.get("name")})
                 self._log.emit("assistant", answer, final=final.get("source"))
                 return TurnResult("final", answer, steps)
 

@@ -9,6 +9,9 @@ kernel and describing it to the model, and collecting ``FINAL``/``FINAL_VAR``.
 
 What must hold:
 - The model is shown a context variable's type, size and a short preview, never the value.
+- A ``FINAL``/``FINAL_VAR`` answer is bounded (``final_chars``; the cut stated, the whole value
+  left in the kernel under a name the answer gives) and validated: a reply the host cannot read
+  is a ``FinalAnswerError`` the model is shown, never "no answer".
 - ``llm_query`` answers are model text for one prompt (no tools, no history); like every
   sub-call they are refused with a clear reason once the session's token budget is used up.
 - The kernel functions are (re)installed after every start and restart of the kernel.
@@ -25,12 +28,15 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.model_caller import ModelCaller
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.subcall_broker import SubcallBroker
 from ipython_compact.core.entries import CUSTOM, JSON
 
 PREVIEW_CHARS = 400
+FINAL_CHARS = 100_000
+"""Default bound of a ``FINAL``/``FINAL_VAR`` answer handed to the host (the rest stays in the kernel)."""
 _MODULE = "__import__('ipython_compact.agent.rlm_kernel', fromlist=['install'])"
 
 RLM_PROMPT = (
@@ -70,6 +76,43 @@ def _payload(value: Any) -> JSON:
     return {"kind": "json", "value": value}
 
 
+class FinalAnswerError(RuntimeError):
+    """A ``FINAL``/``FINAL_VAR`` answer the host could not collect (the message says why)."""
+
+
+_CUT_NOTE = 200  # room for the kernel's "[final answer cut: ...]" line past the bound
+
+
+def parse_final(raw: Any, limit: int) -> dict[str, Any] | None:
+    """Validate the kernel's final-answer reply: None (no answer pending) or
+    ``{"answer": str, "source": str, "chars": int, "cut": bool, "name": str | None}``.
+
+    Raises ``FinalAnswerError`` naming what was wrong; an answer longer than the bound allows is
+    cut here again (kernel code may have replaced the kernel side).
+    """
+    if not isinstance(raw, str):
+        raise FinalAnswerError(f"the kernel's reply was {type(raw).__name__}, not JSON text")
+    try:
+        final = json.loads(raw)
+    except ValueError as exc:
+        raise FinalAnswerError(f"the kernel's reply is not JSON ({exc}): {raw[:80]!r}") from None
+    if final is None:
+        return None
+    if not isinstance(final, dict):
+        raise FinalAnswerError(f"the kernel's reply is a JSON {type(final).__name__}, not an object")
+    answer, source = final.get("answer"), final.get("source")
+    if not isinstance(answer, str) or not isinstance(source, str):
+        raise FinalAnswerError("the kernel's reply lacks a text 'answer' and 'source'")
+    name = final.get("name")
+    chars = final.get("chars")
+    out = {"answer": answer, "source": source[:200], "name": name if isinstance(name, str) else None,
+           "chars": chars if type(chars) is int else len(answer), "cut": final.get("cut") is True}
+    if len(answer) > limit + _CUT_NOTE:
+        out["answer"], _ = cap_text(answer, limit)
+        out["cut"] = True
+    return out
+
+
 class RlmBridge:
     """The broker and its handlers for one agent (see the module docstring).
 
@@ -79,7 +122,10 @@ class RlmBridge:
 
     def __init__(self, log: Any, caller: ModelCaller, *, model: Callable[[], str], provider: Callable[[], str],
                  registry: SubAgentRegistry | None, budget_left: Callable[[], int | None],
-                 spent: Callable[[int], None], result_chars: int = 4000) -> None:
+                 spent: Callable[[int], None], result_chars: int = 4000,
+                 final_chars: int = FINAL_CHARS) -> None:
+        if final_chars < 100:
+            raise ValueError(f"final_answer_chars must be at least 100, got {final_chars}")
         self.log = log
         self.caller = caller
         self._model = model
@@ -88,6 +134,7 @@ class RlmBridge:
         self._budget_left = budget_left
         self._spent = spent
         self.result_chars = result_chars
+        self.final_chars = final_chars
         handlers: dict[str, Callable[..., Any]] = {"llm_query": self.llm_query, "recall": self.recall,
                                                    "sub_agents": self.sub_agents, "agent_query": self.agent_query}
         self.broker = SubcallBroker(handlers)
@@ -120,11 +167,12 @@ class RlmBridge:
         self._check_budget("llm_query")
         self.subcalls += 1
         self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt))
-        before = self.caller.tokens
         answer = self.caller.call([{"role": "user", "content": prompt}], model=self._model(), provider=self._provider())
-        self._spent(self.caller.tokens - before)
         if answer.message is None:
             raise RuntimeError(f"the model request failed: {answer.error_text}")
+        # This call's own usage: the caller's running total also moves with other threads' calls.
+        usage = answer.message.get("usage")
+        self._spent(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
         blocks = answer.message.get("content") or []
         return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
@@ -160,14 +208,19 @@ class RlmBridge:
         return bool(got) and got.get("v") == "ok"
 
     def take_final(self, kernel: Any) -> dict[str, Any] | None:
-        """The ``FINAL``/``FINAL_VAR`` answer the last cell recorded (handed over once), or None."""
+        """The ``FINAL``/``FINAL_VAR`` answer the last cell recorded (handed over once), or None.
+
+        The kernel cuts an answer longer than ``final_chars`` (see ``rlm_kernel.take_final_json``).
+        Raises ``FinalAnswerError`` (one line, for the model) when the kernel did not answer or its
+        reply is not a final answer: a hand-over that failed must never pass for "no answer".
+        """
         evaluate = getattr(kernel, "evaluate", None)
         if evaluate is None:
             return None
-        got = evaluate({"v": f"{_MODULE}.take_final_json()"})
-        raw = got.get("v") if got else None
-        final = json.loads(raw) if isinstance(raw, str) else None
-        return final if isinstance(final, dict) else None
+        got = evaluate({"v": f"{_MODULE}.take_final_json({self.final_chars})"})
+        if not got:
+            raise FinalAnswerError("the kernel did not answer when asked for it")
+        return parse_final(got.get("v"), self.final_chars)
 
     def place(self, kernel: Any, name: str, value: Any) -> str:
         """Bind ``value`` to ``name`` in the kernel; the description the model is shown.

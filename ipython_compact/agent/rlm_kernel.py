@@ -20,6 +20,8 @@ What must hold:
 - A failed sub-call raises ``RuntimeError`` with the host's reason in the model's cell; nothing is
   guessed.
 - ``FINAL_VAR`` of an undefined name raises ``NameError`` (the run goes on; the model sees why).
+- The hand-over (``take_final_json``) is bounded: a long answer comes back as head and tail with
+  the cut stated, the whole value staying in the kernel under a name the answer gives.
 - ``load_context`` reads a host-written file once, removes it, and binds the value to one name.
 """
 
@@ -96,8 +98,9 @@ def recall(entry_id: str) -> str:
 def FINAL(answer: Any) -> None:
     """End the run with ``answer`` (as text) once this cell finishes."""
     global _final
+    text = str(answer)
     with _lock:
-        _final = {"answer": str(answer), "source": "FINAL"}
+        _final = {"answer": text, "source": "FINAL", "name": None}
 
 
 def FINAL_VAR(name: str) -> None:
@@ -108,16 +111,42 @@ def FINAL_VAR(name: str) -> None:
     ns = get_ipython().user_ns
     if name not in ns:
         raise NameError(f"FINAL_VAR: no variable named {name!r} is defined")
+    text = str(ns[name])  # converted here, in the model's cell and under its timeout, never at hand-over
     with _lock:
-        _final = {"answer": str(ns[name]), "source": f"FINAL_VAR({name})"}
+        _final = {"answer": text, "source": f"FINAL_VAR({name})", "name": name}
 
 
-def take_final_json() -> str:
-    """The pending final answer as JSON (``null`` when none), handed over once."""
+FINAL_NAME = "_final_answer"
+"""Where a ``FINAL`` answer too long to hand over whole is kept in the kernel."""
+
+
+def _bounded(text: str, limit: int) -> str:
+    """Head and tail of ``text`` within about ``limit`` characters, the cut stated in the middle."""
+    head, tail = text[: limit * 2 // 3], text[len(text) - limit // 3:]
+    return f"{head}\n... [{len(text) - len(head) - len(tail):,} characters omitted] ...\n{tail}"
+
+
+def take_final_json(limit: int | None = None) -> str:
+    """The pending final answer as JSON (``null`` when none), handed over once.
+
+    With ``limit`` an answer longer than that is cut to head and tail (the cut stated, the whole
+    value left in the kernel: under its own name for ``FINAL_VAR``, as ``_final_answer`` for
+    ``FINAL``), so the hand-over stays small whatever the value's size.
+    """
     global _final
     with _lock:
         final, _final = _final, None
-    return json.dumps(final)
+    if final is None:
+        return "null"
+    text, name = final["answer"], final.get("name")
+    reply = {"answer": text, "source": final["source"], "chars": len(text), "cut": False, "name": name}
+    if limit is not None and len(text) > limit:
+        if name is None:
+            name = FINAL_NAME
+            get_ipython().user_ns[name] = text
+        reply.update(answer=_bounded(text, limit) + f"\n[final answer cut: {len(text):,} characters in all; "
+                     f"the whole value is the kernel variable `{name}`]", cut=True, name=name)
+    return json.dumps(reply)
 
 
 FUNCTIONS = {"llm_query": llm_query, "agent_query": agent_query, "sub_agents": sub_agents, "recall": recall,

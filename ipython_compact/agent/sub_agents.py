@@ -14,15 +14,19 @@ What must hold:
   "sub_agent"``) when one is created and when it answers.
 - An answer returned to the parent is bounded (``result_chars``: head and tail with the cut
   stated); the whole answer stays in the child's log.
-- At most ``max_live`` children hold a kernel at once; past that the least recently used one is
-  closed (its record stays and it is revived on demand). One task runs per child at a time.
-- ``close`` stops every child this registry started.
+- At most ``max_live`` children hold a kernel at once, parallel calls included: a new child takes
+  a free slot or the slot of the least recently used idle child (closed first; its record stays
+  and it is revived on demand); when all are busy the call waits up to ``wait_seconds`` for one
+  to become idle, then is refused with the reason (its record stays). One task runs per child.
+- ``close`` stops every child this registry started; a call still waiting for a slot, or whose
+  child was starting, is refused and nothing is left running.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
@@ -34,6 +38,8 @@ from ipython_compact.core.entries import CUSTOM, Entry
 SUB_AGENT = "sub_agent"
 PARENT_LINK = "parent_link"  # a child session's first entry: which session and entry it was started from
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+WAIT_SECONDS = 300.0
+"""How long a call for a new sub-agent waits for a free slot when every live one is busy."""
 
 
 class ChildAgent(Protocol):
@@ -63,14 +69,21 @@ class SubAgentInfo:
 class SubAgentRegistry:
     """The live sub-agents of one parent session (see the module docstring)."""
 
-    def __init__(self, log: SessionLog, factory: ChildFactory, *, max_live: int = 4, result_chars: int = 4000) -> None:
+    def __init__(self, log: SessionLog, factory: ChildFactory, *, max_live: int = 4, result_chars: int = 4000,
+                 wait_seconds: float = WAIT_SECONDS) -> None:
         if max_live < 1 or result_chars < 100:
             raise ValueError(f"max_live must be >= 1 and result_chars >= 100, got {max_live}, {result_chars}")
+        if wait_seconds < 0:
+            raise ValueError(f"wait_seconds must be 0 or more, got {wait_seconds}")
         self.log = log
         self.factory = factory
         self.max_live = max_live
         self.result_chars = result_chars
+        self.wait_seconds = wait_seconds
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)  # notified when a task ends or a start gives its slot back
+        self._starting = 0  # children being started: they hold a slot before they are in ``_live``
+        self._closed = False
         self._infos: dict[str, SubAgentInfo] = {}
         self._live: dict[str, ChildAgent] = {}  # name -> child holding a kernel, least recently used first
         self._running: dict[str, threading.Lock] = {}
@@ -109,25 +122,33 @@ class SubAgentRegistry:
         if name is not None and not _NAME.match(name):
             raise ValueError(f"a sub-agent name is 1-64 letters, digits, '_', '.' or '-', got {name!r}")
         info, gate = self._entry(task, name)
-        with gate:  # one task per child at a time
-            child = self._child(info)
+        try:
+            with gate:  # one task per child at a time
+                return self._run(info, task)
+        finally:
+            with self._freed:
+                self._freed.notify_all()  # this child is idle again: a waiting call may evict it
+
+    def _run(self, info: SubAgentInfo, task: str) -> str:
+        """One task on ``info``'s child (the caller holds its gate)."""
+        child = self._child(info)
+        with self._lock:
+            info.state = "running"
+        self.log.emit("sub_agent", f"{info.name}: {task}", name=info.name, session=info.session)
+        try:
+            result = child.ask(task)
+        except Exception as exc:
             with self._lock:
-                info.state = "running"
-            self.log.emit("sub_agent", f"{info.name}: {task}", name=info.name, session=info.session)
-            try:
-                result = child.ask(task)
-            except Exception as exc:
-                with self._lock:
-                    info.state, info.last_stop = "failed", "error"
-                self._record(info, "error", 0)
-                raise RuntimeError(f"sub-agent {info.name!r} failed: {type(exc).__name__}: {exc}") from exc
-            stopped = str(getattr(result, "stopped", "final"))
-            text = str(getattr(result, "text", result))
-            with self._lock:
-                info.tasks += 1
-                info.state = "failed" if stopped == "error" else "idle"
-                info.last_stop = stopped
-            self._record(info, stopped, len(text))
+                info.state, info.last_stop = "failed", "error"
+            self._record(info, "error", 0)
+            raise RuntimeError(f"sub-agent {info.name!r} failed: {type(exc).__name__}: {exc}") from exc
+        stopped = str(getattr(result, "stopped", "final"))
+        text = str(getattr(result, "text", result))
+        with self._lock:
+            info.tasks += 1
+            info.state = "failed" if stopped == "error" else "idle"
+            info.last_stop = stopped
+        self._record(info, stopped, len(text))
         bounded, _ = cap_text(text, self.result_chars)
         prefix = "" if stopped == "final" else f"[sub-agent {info.name} stopped: {stopped}] "
         return prefix + bounded
@@ -155,21 +176,45 @@ class SubAgentRegistry:
         return info, gate
 
     def _child(self, info: SubAgentInfo) -> ChildAgent:
-        """The live child for ``info``, started (and the least recently used one closed) when needed."""
-        with self._lock:
+        """The live child for ``info``; a new one takes a free slot, or the slot of the least recently
+        used idle child (closed first), or waits up to ``wait_seconds`` for one, then is refused."""
+        evicted: ChildAgent | None = None
+        with self._freed:
             child = self._live.pop(info.name, None)
             if child is not None:
                 self._live[info.name] = child  # most recently used last
                 return child
-        child = self.factory(info.name, info.session)
-        evicted: list[ChildAgent] = []
-        with self._lock:
-            self._live[info.name] = child
-            idle = [n for n in self._live if n != info.name and not self._running[n].locked()]
-            while len(self._live) > self.max_live and idle:
-                evicted.append(self._live.pop(idle.pop(0)))  # least recently used idle child
-        for old in evicted:
-            old.close()
+            deadline = time.monotonic() + self.wait_seconds
+            while not self._closed and len(self._live) + self._starting >= self.max_live:
+                idle = [n for n in self._live if not self._running[n].locked()]
+                if idle:
+                    evicted = self._live.pop(idle[0])
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(
+                        f"sub-agent {info.name!r} was not started: all {self.max_live} live sub-agents "
+                        f"(max_live_sub_agents={self.max_live}) are busy and none became free within "
+                        f"{self.wait_seconds:g}s; ask again later, or give the task to a running sub-agent by name")
+                self._freed.wait(left)
+            if self._closed:
+                raise RuntimeError(f"sub-agent {info.name!r} was not started: the parent agent is closing")
+            self._starting += 1  # the slot is ours from here; others count it while the kernel starts
+        child = None
+        try:
+            if evicted is not None:
+                evicted.close()  # before the new kernel starts: never more than max_live at once
+            child = self.factory(info.name, info.session)
+        finally:
+            with self._freed:
+                self._starting -= 1
+                late = child is not None and self._closed
+                if child is not None and not late:
+                    self._live[info.name] = child
+                self._freed.notify_all()
+        if late:  # the parent closed while this kernel started: stop it, nobody else will
+            child.close()
+            raise RuntimeError(f"sub-agent {info.name!r} was not started: the parent agent is closing")
         return child
 
     def _record(self, info: SubAgentInfo, stopped: str, chars: int) -> None:
@@ -178,8 +223,10 @@ class SubAgentRegistry:
 
     def close(self) -> None:
         """Stop every live child (their records and logs stay)."""
-        with self._lock:
+        with self._freed:
+            self._closed = True
             live, self._live = list(self._live.values()), {}
+            self._freed.notify_all()  # waiting calls are refused
         for child in live:
             try:
                 child.close()

@@ -13,7 +13,8 @@ What must hold:
   restored from its snapshot, told again that a turn is open, and ``after_restart`` hooks run;
   the reset text says exactly what came back. Past the budget, or when the restart fails, the
   reset is ``stopped`` with a clear message.
-- Kernel questions that fail (probe, turn markers, requests) never raise into the turn.
+- Kernel questions that fail (probe, turn markers, requests) never raise into the turn; a
+  snapshot or restore report of the wrong shape is a failed snapshot or restore, said so.
 """
 
 from __future__ import annotations
@@ -28,6 +29,21 @@ from typing import Any
 from ipython_compact.agent.kernel_reset import budget_exhausted, reset_notice, restart_budget, restart_failed
 from ipython_compact.agent.kernel_tool import ExecResult, KernelTool
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
+
+_REPORT_CHARS = 500  # of an error text a kernel reports
+
+
+def snapshot_outcome(report: Any) -> SnapshotOutcome:
+    """The kernel's snapshot report (``kernel_state.snapshot_json``), checked: kernel code can
+    replace the kernel side, so anything but the expected shape is a failed snapshot, never a crash."""
+    if not isinstance(report, dict):
+        return SnapshotOutcome(False, (), "the kernel did not answer, or its snapshot report was unreadable")
+    try:
+        skipped = tuple((str(n), str(r)) for n, r in report.get("skipped") or [])
+    except (TypeError, ValueError):
+        return SnapshotOutcome(False, (), "the kernel's snapshot report was unreadable")
+    error = report.get("error")
+    return SnapshotOutcome(report.get("ok") is True, skipped, None if error is None else str(error)[:_REPORT_CHARS])
 
 
 @dataclass(frozen=True)
@@ -146,12 +162,7 @@ class KernelSupervisor:
         snap = getattr(self.kernel, "snapshot", None)
         if snap is None or self.snapshot_dir is None:
             return None
-        report = snap(self.snapshot_dir)
-        if report is None:
-            outcome = SnapshotOutcome(False, (), "the kernel did not answer")
-        else:
-            skipped = tuple((str(n), str(r)) for n, r in report.get("skipped", []))
-            outcome = SnapshotOutcome(bool(report.get("ok")), skipped, report.get("error"))
+        outcome = snapshot_outcome(snap(self.snapshot_dir))
         with self._lock:
             self._last_snapshot = outcome
         return outcome
@@ -188,9 +199,14 @@ class KernelSupervisor:
         restore = getattr(self.kernel, "restore", None)
         if restore is None or self.snapshot_dir is None:
             return [], []
-        report = restore(self.snapshot_dir) or {}
-        restored = [str(n) for n in report.get("restored", [])]
-        failed = [(str(n), str(r)) for n, r in report.get("failed", [])]
+        report = restore(self.snapshot_dir)
+        if not isinstance(report, dict):
+            return [], [("(snapshot)", "the kernel did not answer, or its restore report was unreadable")]
+        try:
+            restored = [str(n) for n in report.get("restored") or []]
+            failed = [(str(n), str(r)) for n, r in report.get("failed") or []]
+        except (TypeError, ValueError):
+            return [], [("(snapshot)", "the kernel's restore report was unreadable")]
         if report.get("error"):
-            failed.append(("(snapshot)", str(report["error"])))
+            failed.append(("(snapshot)", str(report["error"])[:_REPORT_CHARS]))
         return restored, failed

@@ -69,8 +69,13 @@ class ToolRunner:
         got = self.supervisor.take_request()
         if got is None:
             return
+        instructions = got.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):  # kernel code can forge the reply
+            self.log.emit("guard", f"a compaction request from the kernel was ignored: its instructions are "
+                          f"{type(instructions).__name__}, not text", guard="compaction_request")
+            return
         with self._lock:
-            self._requested = compact_requests.coalesce(self._requested, got.get("instructions"))
+            self._requested = compact_requests.coalesce(self._requested, instructions)
         self.log.emit("compaction_requested", "the model asked for compaction; it runs when this turn ends")
 
     # ------------------------------------------------------------------ one call
@@ -97,15 +102,32 @@ class ToolRunner:
             self.append_result(call, result.text or "The kernel died while running this code.", True)
             reset = self._reset(self.supervisor.recover("the kernel died while running the last call"))
             return reset.text if reset.stopped else None
-        self.append_result(call, self.for_context(call, result.text) or "(no output)", result.is_error)
+        failed = self._collect_final()
+        text = self.for_context(call, result.text) or "(no output)"
+        if failed is not None:
+            text += f"\n[{failed}]"
+        self.append_result(call, text, result.is_error or failed is not None)
         if result.status == "interrupted":
             self._abort.set()  # the user interrupted the cell: the whole turn stops, cleanly
         self.collect_request()
-        if self._take_final is not None:
+        return None
+
+    def _collect_final(self) -> str | None:
+        """Keep the ``FINAL`` answer the cell recorded; the one-line failure when it could not be
+        collected (the model reads it in the cell's result, the user gets an ``error`` event)."""
+        if self._take_final is None:
+            return None
+        try:
             final = self._take_final(self.supervisor.kernel)
-            if final is not None:
-                with self._lock:
-                    self._final = final
+        except Exception as exc:  # any failure of the hand-over is reported, never raised into the turn
+            why = str(exc) if type(exc).__name__ == "FinalAnswerError" else f"{type(exc).__name__}: {exc}"
+            text = (f"A final answer could not be collected: {why}. The run goes on; if this cell called "
+                    "FINAL or FINAL_VAR, call it again")
+            self.log.emit("error", "final answer could not be collected: " + why, guard="final_answer")
+            return text
+        if final is not None:
+            with self._lock:
+                self._final = final
         return None
 
     def for_context(self, call: Mapping[str, Any], text: str) -> str:

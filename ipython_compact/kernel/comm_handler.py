@@ -9,6 +9,7 @@ What must hold (docs/protocol.md is the contract):
   get an error reply and change nothing.
 - Nothing in a request is executed; arguments are type-checked before use.
 - A handler failure becomes a ``failed`` error reply; it never reaches the user's cell.
+- An error reply quotes at most a bounded part of the request (``echo``), the cut stated.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ipython_compact.version import __version__
 
 TARGET = "ipython_compact"
 PROTOCOL = 1
+ECHO_CHARS = 80  # of a request value quoted in an error reply
+MESSAGE_CHARS = 1000  # of an error reply's message
 log = logging.getLogger(__name__)
 
 
@@ -36,7 +39,7 @@ def _opt_int(args: Mapping[str, Any], key: str, default: int | None, lo: int = 0
     if value is None:
         return None
     if type(value) is not int or not lo <= value <= hi:
-        raise BadRequest(f"argument {key!r} must be an integer in [{lo}, {hi}], got {value!r}")
+        raise BadRequest(f"argument {key!r} must be an integer in [{lo}, {hi}], got {echo(value)}")
     return value
 
 
@@ -118,13 +121,14 @@ class CommHandler:
         if "v" not in data or type(data["v"]) is not int:
             return _error(rid, "bad_request", "field 'v' (protocol version, an integer) is required")
         if data["v"] != PROTOCOL:
-            return _error(rid, "unsupported_version", f"protocol version {data['v']} is not supported; use {PROTOCOL}")
+            return _error(rid, "unsupported_version",
+                          f"protocol version {echo(data['v'])} is not supported; use {PROTOCOL}")
         op = data.get("op")
         if not isinstance(op, str):
             return _error(rid, "bad_request", "field 'op' must be a string")
         fn = self.ops.get(op)
         if fn is None:
-            return _error(rid, "unknown_op", f"unknown op {op!r}; known: {', '.join(sorted(self.ops))}")
+            return _error(rid, "unknown_op", f"unknown op {echo(op)}; known: {', '.join(sorted(self.ops))}")
         try:
             result = fn(data)
         except BadRequest as exc:
@@ -212,5 +216,19 @@ def _release_subshell(shell: Any, subshell_id: str, still_free: Callable[[], boo
     loop.add_callback(lambda: loop.call_later(RELEASE_DELAY_S, delete))
 
 
+def echo(value: Any, limit: int = ECHO_CHARS) -> str:
+    """``repr`` of a request value for an error message, cut to ``limit`` characters with the cut
+    stated: a reply must never carry a huge request back."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... [{len(value):,} characters in all]"
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return f"<a very large {type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text):,} characters in all]"
+
+
 def _error(rid: str | None, code: str, message: str) -> dict[str, Any]:
+    if len(message) > MESSAGE_CHARS:  # e.g. an exception that quoted its input
+        message = f"{message[:MESSAGE_CHARS]}... [{len(message):,} characters in all]"
     return {"v": PROTOCOL, "id": rid, "ok": False, "error": {"code": code, "message": message}}
