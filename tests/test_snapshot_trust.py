@@ -456,3 +456,16 @@ def test_an_automatic_save_skips_instead_of_waiting_for_a_stuck_lock_holder(tmp_
     finally:
         os.close(fd)
     assert store.save([("x", 2)], automatic=True).generation == 2
+
+
+def test_an_oversized_manifest_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Red team 3, minor: a planted 300 MB manifest made the first status take 65 s to parse it."""
+    from ipython_compact.namespace.snapshot import manifests
+
+    monkeypatch.setattr(manifests, "MAX_MANIFEST_BYTES", 4096)
+    store = _store(tmp_path)
+    store.save([("x", 1)])
+    (store.directory / "manifest-00000002.json").write_bytes(b"[" * 5000)
+    values, report = _store(tmp_path).load()
+    assert values == {"x": 1}
+    assert any("manifest-00000002.json is 5,000 bytes, more than the 4,096" in r for r in report.refused)
