@@ -368,25 +368,33 @@ class Compactor:
         ``compaction_outcome`` entry written, naming the failure).
         """
         _check_reason(reason)
-        work = self._work_or_raise(session, keep_recent_tokens)
-        plan = self._plan_of(session, focus, work)
-        try:
-            payload = self._payload(reason, focus, work)
-        except SummarizerError as exc:
-            outcome = self.store.append(
-                session,
-                E.COMPACTION_OUTCOME,
-                {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
-            )
-            raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
-        try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
-            entry = self.store.append(session, E.COMPACTION, payload, expect_leaf=work.leaf_id)
-        except LeafMovedError as exc:
-            raise SessionMoved(
-                f"session {session!r} moved while this compaction was being made (planned at leaf {exc.expected!r}, "
-                f"now {exc.actual!r}); nothing was written",
-            ) from exc
-        return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
+        for attempt in (1, 2):
+            compactions = self.store.count_on_path(session, (E.COMPACTION,))
+            work = self._work_or_raise(session, keep_recent_tokens)
+            plan = self._plan_of(session, focus, work)
+            try:
+                payload = self._payload(reason, focus, work)
+            except SummarizerError as exc:
+                outcome = self.store.append(
+                    session,
+                    E.COMPACTION_OUTCOME,
+                    {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
+                )
+                raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
+            try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
+                entry = self.store.append(session, E.COMPACTION, payload, expect_leaf=work.leaf_id)
+            except LeafMovedError as exc:
+                # Other writers appended while this summary was made (under load every try lost:
+                # 0 of 31 landed). Plan once more on the new leaf, unless a compaction landed
+                # meanwhile: then this one is not needed.
+                if attempt == 1 and self.store.count_on_path(session, (E.COMPACTION,)) == compactions:
+                    continue
+                raise SessionMoved(
+                    f"session {session!r} moved while this compaction was being made (planned at leaf {exc.expected!r}, "
+                    f"now {exc.actual!r}); nothing was written",
+                ) from exc
+            return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     # ------------------------------------------------------------------ branches
     def summarize_branch(self, session: str, target_id: str, *, focus: str | None = None) -> Entry:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,46 @@ def test_two_compact_runs_at_once_append_one_compaction(tmp_path: Path) -> None:
     with SessionStore(data / "sessions.db") as store:
         assert len(store.entries("work", kinds=[COMPACTION])) == before + 1
         assert store.verify().ok
+
+
+class _AppendsWhileSummarizing:
+    """The offline summarizer, with another writer appending to the session during its first
+    ``times`` calls (what a busy session under load looks like to a compaction)."""
+
+    name = "offline"
+
+    def __init__(self, store: SessionStore, times: int) -> None:
+        from ipython_compact.summarizers.offline import OfflineSummarizer
+
+        self._inner, self._store, self.times, self.calls = OfflineSummarizer(), store, times, 0
+
+    def summarize(self, request: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.times:
+            self._store.append("s", "message", {"message": {"role": "user", "content": f"meanwhile {self.calls}"}})
+        return self._inner.summarize(request)
+
+
+@pytest.mark.parametrize(("interruptions", "lands"), [(1, True), (5, False)])
+def test_a_compaction_that_lost_the_leaf_to_another_writer_plans_once_more(
+        tmp_path: Path, interruptions: int, lands: bool) -> None:
+    """Red team 3, minor: under a 4-process load 0 of 31 compactions landed, each lost to "session
+    moved". A compaction retries its plan once on the moved session (never when another compaction
+    landed meanwhile: the CAS test above)."""
+    from ipython_compact.compactor import Compactor, SessionMoved
+    from ipython_compact.core.settings import CompactionSettings
+
+    with SessionStore(tmp_path / "s.db") as store:
+        store.create_session("s")
+        for i in range(40):
+            store.append("s", "message", {"message": {"role": "user", "content": f"question {i} " + "words " * 60}})
+            store.append("s", "message", {"message": {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]}})
+        summarizer = _AppendsWhileSummarizing(store, interruptions)
+        compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=200))
+        if lands:
+            result = compactor.compact("s")
+            assert store.leaf("s") == result.entry.id and summarizer.calls >= 2
+        else:
+            with pytest.raises(SessionMoved, match="nothing was written"):
+                compactor.compact("s")
+            assert store.entries("s", kinds=[COMPACTION]) == []
