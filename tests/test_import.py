@@ -242,3 +242,25 @@ def test_forced_format_mismatch(tmp_path: Path, forced: Any, message: str) -> No
     wrong = write_jsonl(tmp_path / "w.jsonl", [{"type": "ipython_compact_session" if forced == "pi" else "session", "version": 1}])
     with pytest.raises(ImportFormatError, match=message):
         load_transcript(wrong, forced)
+
+
+def test_an_import_killed_part_way_is_finished_with_resume(store: SessionStore, tmp_path: Path) -> None:
+    """Red team 3, minor: a killed import could not be resumed; only --new-ids, which stored what
+    had landed a second time. The leftover is the file's first batches under their own ids."""
+    import dataclasses
+
+    from ipython_compact.store.importers import import_transcript
+
+    whole = load_transcript(FIXTURES / "before-compaction.jsonl")
+    landed = 7
+    partial = dataclasses.replace(whole, entries=whole.entries[:landed], leaf_id=whole.entries[landed - 1].id)
+    import_transcript(store, partial, "s")
+    with pytest.raises(DuplicateImportError) as err:
+        import_transcript(store, whole, "s")
+    assert f"stopped after {landed:,} entries" in str(err.value.hint) and "--resume" in str(err.value.hint)
+    result = import_transcript(store, whole, "s", resume=True)
+    assert result.imported == len(whole.entries) - landed
+    assert [e.id for e in store.path("s")] == [e.id for e in whole.path()]
+    assert store.verify("s").ok
+    with pytest.raises(DuplicateImportError):  # once whole, a resume has nothing to finish
+        import_transcript(store, whole, "s", resume=True)

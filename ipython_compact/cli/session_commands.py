@@ -46,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--new-ids", action="store_true",
                    help="store every entry as a copy under a fresh id (parents and references re-linked), "
                    "even entries the session already holds")
+    p.add_argument("--resume", action="store_true",
+                   help="finish an import that was killed part-way: skip the entries that landed, write the rest")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
 
@@ -142,7 +144,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     with open_store(args) as store:
         try:
-            result = import_transcript(store, transcript, args.session, new_ids=args.new_ids)
+            result = import_transcript(store, transcript, args.session, new_ids=args.new_ids, resume=args.resume)
         except DuplicateImportError as exc:
             raise CliError(str(exc), exc.hint) from exc
         except PartialImportError as exc:

@@ -447,15 +447,31 @@ def count_duplicates(entries: Sequence[Entry], existing: Existing) -> tuple[int,
     return duplicates, same_id
 
 
+def landed_prefix(entries: Sequence[Entry], existing: Existing) -> int:
+    """How many of the first ``entries`` the session holds under the same id and content (what an
+    import killed after some of its batches left behind)."""
+    n = 0
+    for entry in entries:
+        if existing.keys.get(entry.id) != content_key(entry.kind, entry.timestamp, stored_data_text(entry.data)):
+            break
+        n += 1
+    return n
+
+
 def import_transcript(
     store: SessionStore,
     transcript: Transcript,
     session: str | None = None,
     *,
     new_ids: bool = False,
+    resume: bool = False,
     batch_size: int = IMPORT_BATCH,
 ) -> ImportResult:
     """Store a loaded transcript in ``session`` (default: its own name or the file's stem).
+
+    ``resume`` finishes an import that was killed part-way: when the entries the session already
+    holds are exactly the transcript's first N, under the same ids and content, only the rest is
+    written (their parents are the entries that landed). Anything else is refused as before.
 
     What must hold:
     - Into an existing session the entries are appended after its leaf. Entries it already holds
@@ -472,8 +488,12 @@ def import_transcript(
 
     def plan(existing: Existing) -> ImportPlan:
         renamed.clear()
+        todo: Sequence[Entry] = transcript.entries
         if not existing.created and not new_ids:
             duplicates, same_id = count_duplicates(transcript.entries, existing)
+            landed = landed_prefix(transcript.entries, existing)
+            if resume and duplicates and duplicates == same_id == landed < len(transcript.entries):
+                todo, duplicates = transcript.entries[landed:], 0
             if duplicates:
                 total = len(transcript.entries)
                 source = "-" if transcript.source == STDIN else str(transcript.source)
@@ -482,11 +502,14 @@ def import_transcript(
                     f"the same id, {duplicates - same_id:,} with the same content under another id); importing would "
                     "store them twice, so nothing was written",
                     path=where, duplicates=duplicates, same_id=same_id, total=total,
-                    hint=f"to store them again as copies under fresh ids: ipython-compact import {source} -s {name} "
-                    f"--new-ids   (or import into another session: -s {name}-2)",
+                    hint=(f"an earlier import of this file stopped after {landed:,} entries; finish it: "
+                          f"ipython-compact import {source} -s {name} --resume"
+                          if duplicates == same_id == landed < total else
+                          f"to store them again as copies under fresh ids: ipython-compact import {source} -s {name} "
+                          f"--new-ids   (or import into another session: -s {name}-2)"),
                 )
-        avoid = set(existing.ids) | ({e.id for e in transcript.entries} if new_ids else set())
-        entries, fresh = with_fresh_ids(transcript.entries, avoid)
+        avoid = set(existing.ids) | ({e.id for e in todo} if new_ids else set())
+        entries, fresh = with_fresh_ids(todo, avoid)
         renamed.update(fresh)
         leaf = None if transcript.leaf_id is None else fresh.get(transcript.leaf_id, transcript.leaf_id)
         return ImportPlan(entries, leaf)
