@@ -242,3 +242,29 @@ def test_an_unchanged_data_frame_is_reused_by_the_next_snapshot(kernel: KernelMa
     again = magic(kernel, "snapshot")["data"]
     assert "df" not in first["unchanged"] and "df" in again["unchanged"]
     assert again["written_bytes"] < 1000 < first["written_bytes"]
+
+
+def test_automatic_snapshots_in_a_kernel_are_written_by_a_child_and_restore(
+        kernel: KernelManager, compact_dir: Path) -> None:
+    """Issue 21: the automatic snapshot is written by a forked child (the kernel only forks), and
+    it is as good as a foreground one: it names the kernel's pid, records its digest, restores."""
+    execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.2")
+    execute(kernel, "import numpy as np\nbig = np.arange(500_000)\nx = 7")
+    deadline = time.monotonic() + 60
+    while not list(compact_dir.glob("snapshots/*/manifest-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the event: the child's first manifest appears
+    directory = _session_dir(compact_dir)
+    gen = _wait_for_generation_after(directory, 0)
+    info = evaluate(kernel, "ext = __import__('ipython_compact.kernel.extension', fromlist=['x'])"
+                            ".extension_for(get_ipython())\next.service.settle_background(120)\nimport os",
+                    "__import__('json').dumps({'pid': os.getpid(), 'child': ext.service._background.pid, "
+                    "'error': ext.service.last_snapshot_error, "
+                    "'recorded': sorted(ext.service.snapshots.recorded_digests())})")
+    assert info["child"] not in (None, info["pid"]) and info["error"] is None
+    assert gen in info["recorded"]
+    listing = magic(kernel, "snapshots")["data"]
+    assert any(r["generation"] == gen and r["pid"] == info["pid"] and r["origin"] == "automatic" for r in listing)
+    restart(kernel)
+    execute(kernel, "%load_ext ipython_compact")
+    assert sorted(magic(kernel, "restore")["data"]["restored"]) == ["big", "np", "x"]
+    assert evaluate(kernel, "", "__import__('json').dumps([int(big[-1]), x])") == [499_999, 7]

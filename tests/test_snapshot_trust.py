@@ -469,3 +469,43 @@ def test_an_oversized_manifest_is_refused_before_it_is_read(tmp_path: Path, monk
     values, report = _store(tmp_path).load()
     assert values == {"x": 1}
     assert any("manifest-00000002.json is 5,000 bytes, more than the 4,096" in r for r in report.refused)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_background_save_writes_in_a_child_and_the_parent_adopts_its_state(tmp_path: Path) -> None:
+    """Issue 21: automatic snapshots are written by a forked child. The generation it writes is the
+    same as a foreground save's; the parent learns the incremental cache (the next save finds the
+    values unchanged) and records the digest in the session log's ledger."""
+    from ipython_compact.namespace.snapshot.background import BackgroundSave
+
+    ledger = MemoryLedger()
+    store = _store(tmp_path, ledger=ledger)
+    big = np.arange(300_000, dtype=np.float64)
+    job = BackgroundSave(store, lambda: [("big", big), ("x", 1)], verify="sampled", timestamp="t")
+    assert job.wait(120) and job.error is None and job.report is not None
+    assert job.pid is not None and job.pid != os.getpid()
+    assert job.report.generation == 1 and sorted(job.report.saved) == ["big", "x"]
+    assert ledger.records == {1: job.report.manifest_digest}
+    again = BackgroundSave(store, lambda: [("big", big), ("x", 1)], verify="sampled", timestamp="t")
+    assert again.wait(120) and again.report is not None
+    assert sorted(again.report.unchanged) == ["big", "x"]  # the child's cache reached the parent
+    values, _ = _store(tmp_path, "p2", ledger=ledger).load()
+    assert values["x"] == 1 and np.array_equal(values["big"], big)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_background_save_that_fails_says_why(tmp_path: Path) -> None:
+    import fcntl
+
+    from ipython_compact.namespace.snapshot.background import BackgroundSave
+
+    store = _store(tmp_path)
+    store.save([("x", 1)])
+    fd = os.open(store.directory / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        job = BackgroundSave(store, lambda: [("x", 2)], verify="sampled", timestamp="t")
+        assert job.wait(120)
+    finally:
+        os.close(fd)
+    assert job.report is None and job.error is not None and "skipped rather than wait" in job.error

@@ -25,8 +25,12 @@ class CompactConfig(Configurable):  # type: ignore[misc]
     summarizer = Unicode("offline", help="'offline' (no network) or 'openai'.").tag(config=True)
     model = Unicode("", help="Model name for the openai summarizer.").tag(config=True)
     base_url = Unicode("", help="Base URL of an OpenAI-compatible server for the openai summarizer.").tag(config=True)
-    auto_snapshot = Bool(True, help="Snapshot the namespace after cells (debounced, on the main thread).").tag(
+    auto_snapshot = Bool(True, help="Snapshot the namespace after cells (debounced).").tag(
         config=True)
+    background_snapshots = Bool(True, help=(
+        "In a kernel, write automatic snapshots from a forked child (a copy-on-write image of the namespace) "
+        "so the next cell never waits for them; off, or where fork is not available, they run on the main "
+        "thread.")).tag(config=True)
     snapshot_debounce = Float(1.5, help="Seconds of quiet after a cell before the automatic snapshot.").tag(
         config=True)
     snapshot_max_name_bytes = Int(512 << 20, help="Largest serialized value kept in a snapshot.").tag(config=True)

@@ -213,8 +213,18 @@ class Extension:
         self._timer = None
         if self.service.executing or threading.current_thread() is not threading.main_thread():
             return
+        in_kernel = getattr(self.ip, "kernel", None) is not None
+        if in_kernel and self.service.background_busy:  # the last one is still being written: try after it
+            self._schedule_snapshot()
+            return
+        failed = self.service.last_snapshot_error  # a background save's failure, said once like any other
+        if failed and f"ipython_compact: the automatic snapshot was not written: {failed}" != self._auto_error:
+            self._auto_error = f"ipython_compact: the automatic snapshot was not written: {failed}"
+            print(self._auto_error, file=sys.stderr)
         try:
-            self.service.automatic_snapshot()  # sampled checks, every Nth verifies fully; skipped while empty
+            # sampled checks, every Nth verifies fully; skipped while empty; in a kernel a forked
+            # child writes it, so the next cell never waits (a failure is said by the next attempt)
+            self.service.automatic_snapshot(background=in_kernel)
             self._auto_error = None
         except Exception as exc:  # said once per distinct problem: one sentence with what to do
             text = f"ipython_compact: the automatic snapshot was not written: {exc}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ from ipython_compact.namespace.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
+from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.sqlite_store import utc_now as _now
@@ -46,6 +48,8 @@ from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
+
+log = logging.getLogger(__name__)
 
 
 class Busy(Exception):
@@ -70,6 +74,7 @@ class KernelService:
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
+        self._background: BackgroundSave | None = None  # the automatic snapshot a forked child writes
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
         self.live_agent: Callable[[], Any] = lambda: None
@@ -137,6 +142,7 @@ class KernelService:
         return self._snapshots
 
     def close(self) -> None:
+        self.settle_background(5.0)  # its digest is recorded through the store closed below
         if self._store is not None:
             with contextlib.suppress(Exception):
                 self._store.close()
@@ -391,14 +397,53 @@ class KernelService:
         return notice
 
     # ------------------------------------------------------------------ snapshots
-    def automatic_snapshot(self) -> SnapshotReport | None:
+    def automatic_snapshot(self, *, background: bool = False) -> SnapshotReport | BackgroundSave | None:
         """The debounced snapshot after cells; None (nothing written) while no user name is defined.
 
         An automatic snapshot of an empty namespace would only bury the previous kernel's work.
+        With ``background`` (the kernel's timer) and ``CompactConfig.background_snapshots`` it is
+        written by a forked child (``namespace/snapshot/background.py``): the main thread only lists
+        the names and forks. Returns the running ``BackgroundSave`` then (None while another one
+        runs: the caller tries again later).
         """
-        if not user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids):
+        def items() -> list[tuple[str, Any]]:
+            return user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
+
+        if background and self.config.background_snapshots and fork_available():
+            if self.background_busy:
+                return None
+            self._main_and_idle("snapshot")
+            verify = self.snapshots.automatic_verification(self.config.verify_unchanged, self.config.full_verify_every)
+            try:  # the child lists the names (and finds none: nothing written) on its copy
+                self._background = BackgroundSave(self.snapshots, items, verify=verify, timestamp=_now(),
+                                                  on_done=self._background_done)
+            except OSError as exc:  # fork refused (memory, process limits): the main thread does it
+                log.debug("background snapshot not started (%s); writing it in the foreground", exc)
+            else:
+                return self._background
+        if not items():
             return None
         return self.snapshot(record=False, automatic=True)
+
+    @property
+    def background_busy(self) -> bool:
+        """A background snapshot is being written now."""
+        return self._background is not None and not self._background.done
+
+    def _background_done(self, job: BackgroundSave) -> None:
+        if job.empty:
+            return
+        if job.report is not None:
+            self.last_snapshot, self.last_snapshot_error = job.report, None
+        else:
+            self.last_snapshot_error = job.error or "the background snapshot ended without a report"
+
+    def settle_background(self, timeout: float | None = None) -> None:
+        """Wait for a background snapshot to finish (a foreground save, restore or unload first
+        lets it land, so their views of the folder and the store's state agree)."""
+        job = self._background
+        if job is not None:
+            job.wait(timeout if timeout is not None else 600.0)
 
     def snapshot(self, *, full: bool = False, record: bool = True, automatic: bool = False) -> SnapshotReport:
         """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log.
@@ -409,6 +454,7 @@ class KernelService:
         while an earlier kernel's snapshot waits to be restored they are provisional.
         """
         self._main_and_idle("snapshot")
+        self.settle_background()
         lock = self._lock("snapshot")
         if not lock.acquire(blocking=False):
             raise Busy("a snapshot is already being written")
@@ -440,6 +486,7 @@ class KernelService:
         available, and how to point it elsewhere — it is never reported as a success.
         """
         self._main_and_idle("restore")
+        self.settle_background()
         lock = self._lock("snapshot")
         if not lock.acquire(blocking=False):
             raise Busy("a snapshot is being written; restore after it finishes")
@@ -474,6 +521,7 @@ class KernelService:
 
     def discard_snapshots(self, generation: int) -> list[int]:
         """Delete the snapshots of the earlier kernel that wrote ``generation`` (the user chose not to restore it)."""
+        self.settle_background()
         return self.snapshots.discard(generation)
 
     # ------------------------------------------------------------------ bookkeeping appends

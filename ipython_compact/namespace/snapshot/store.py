@@ -118,6 +118,7 @@ class SnapshotStore:
         self._recorded_cache: dict[int, str] | None = None
         self._in_operation = False
         self._lock = threading.Lock()
+        self.pid = os.getpid()
         make_private_dirs(self.directory, root)
         make_private_dirs(self.blobs, self.directory)
         self._files = BlobFiles(self.blobs, key, durable=durable)
@@ -148,6 +149,19 @@ class SnapshotStore:
         if self._in_operation:
             self._recorded_cache = recorded
         return recorded
+
+    def recorded_digests(self) -> dict[int, str]:
+        """The ledger's digests now (a background save's child works from this copy)."""
+        return dict(self._recorded())
+
+    @contextlib.contextmanager
+    def state_lock(self) -> Iterator[None]:
+        """Held while a background save's outcome is adopted (no save or restore runs meanwhile)."""
+        with self._lock:
+            yield
+
+    def forget_recorded(self) -> None:
+        self._recorded_cache = None
 
     @contextlib.contextmanager
     def _fresh(self) -> Iterator[None]:
@@ -345,7 +359,7 @@ class SnapshotStore:
             "session": self.session,
             "generation": generation,
             "process": self.process,
-            "pid": os.getpid(),
+            "pid": self.pid,  # the kernel's, also when a forked child writes for it
             "started": PROCESS_STARTED,
             "origin": "automatic" if automatic else "explicit",
             "provisional": bool(automatic and self._pending),

@@ -1,0 +1,231 @@
+"""Automatic snapshots written by a forked child, so the user's next cell never waits for them.
+
+Why fork: serializing the namespace takes as long as the namespace is large (a 400 MB array, 100,000
+names: seconds), and an automatic snapshot ran on the kernel's main thread, where every cell sent
+meanwhile waited for it. A thread would not help (pickling holds the GIL). Redis answers the same
+problem by forking: the child gets a copy-on-write image of memory as it was at the fork, writes
+it out and exits, while the parent goes on at once. The parent's cost is the fork itself (page
+tables: milliseconds) and listing the names.
+
+What must hold:
+- The child touches nothing it shares with the parent but the snapshot folder: no SQLite
+  connection (forked connections corrupt databases), no ZMQ socket, no output stream. It reads
+  the session log's digests from a copy the parent took before the fork, writes the generation
+  under the folder's own lock (every guarantee of a foreground save: signed, atomic, two writers,
+  crash-safe), sends back what the parent must learn (the report, the store's incremental cache,
+  the digest to record) and leaves with ``os._exit``.
+- The parent learns the outcome on a thread that waits for the child: it adopts the child's
+  store state, records the digest through the session log, and reports; a child that dies or
+  hangs (``timeout``) is a failed snapshot with its reason, never a silent one.
+- One background save at a time per store; a foreground save waits for it first.
+- The pipe carries our own child's pickle, written to a descriptor no other process holds; nothing
+  read from a file is unpickled here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ipython_compact.namespace.snapshot.reports import SnapshotError, SnapshotReport
+
+#: Attributes of ``SnapshotStore`` a save changes that the parent must adopt from the child.
+STATE = ("_cache", "_last_full", "_sampled_since_full", "_pending", "_supersedes", "_high")
+
+
+def fork_available() -> bool:
+    return hasattr(os, "fork") and hasattr(os, "register_at_fork")
+
+
+class _CopiedLedger:
+    """The session log's digests as the parent read them before the fork; records are collected
+    for the parent to write (the child never opens the database)."""
+
+    def __init__(self, recorded: dict[int, str]) -> None:
+        self._recorded = dict(recorded)
+        self.records: list[tuple[int, str]] = []
+
+    def record(self, generation: int, digest: str) -> None:
+        self._recorded[generation] = digest
+        self.records.append((generation, digest))
+
+    def recorded(self) -> dict[int, str]:
+        return dict(self._recorded)
+
+
+_QUEUE: queue.SimpleQueue[tuple[BackgroundSave, int]] | None = None
+_QUEUE_LOCK = threading.Lock()
+
+
+def _collector() -> queue.SimpleQueue[tuple[BackgroundSave, int]]:
+    """The one thread that waits for children: started once, so a save costs the main thread no
+    thread start (starting one waits for it to run, ~10 ms on a busy machine)."""
+    global _QUEUE
+    with _QUEUE_LOCK:
+        if _QUEUE is None:
+            jobs: queue.SimpleQueue[tuple[BackgroundSave, int]] = queue.SimpleQueue()
+
+            def serve() -> None:
+                while True:
+                    job, fd = jobs.get()
+                    job._collect(fd)
+
+            threading.Thread(target=serve, name="ipython-compact-snapshot-children", daemon=True).start()
+            _QUEUE = jobs
+        return _QUEUE
+
+
+class _Empty(Exception):
+    """The child found no user name to save."""
+
+
+class BackgroundSave:
+    """One automatic save in a forked child; ``wait`` for its outcome (``report``, ``error`` or ``empty``).
+
+    ``items`` lists the ``(name, value)`` pairs; it is called in the child, on the copy, so the
+    parent pays only for the fork."""
+
+    def __init__(self, store: Any, items: Callable[[], list[tuple[str, Any]]], *, verify: str, timestamp: str | None,
+                 on_done: Callable[[BackgroundSave], None] | None = None, timeout: float = 600.0) -> None:
+        self.store = store
+        self.report: SnapshotReport | None = None
+        self.error: str | None = None
+        self.pid: int | None = None
+        self.empty = False  # the namespace held no user name: nothing was written
+        self._on_done = on_done
+        self._timeout = timeout
+        self._done = threading.Event()
+        self._start(items, verify, timestamp)
+
+    # ------------------------------------------------------------------ parent
+    def _start(self, items: Callable[[], list[tuple[str, Any]]], verify: str, timestamp: str | None) -> None:
+        recorded = self.store.recorded_digests()  # read in the parent: the child never opens the database
+        read_fd, write_fd = os.pipe()
+        # Frozen until the child is done: a collection in either process would write to every
+        # object's header and copy every page of the image (a full collection in the parent once
+        # held the next cell for seconds while the child wrote a 1M-row frame).
+        gc.freeze()
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
+        if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
+            os.close(read_fd)
+            self._child(items, verify, timestamp, recorded, write_fd)
+        os.close(write_fd)
+        self.pid = pid
+        _collector().put((self, read_fd))
+
+    def _collect(self, read_fd: int) -> None:
+        chunks: list[bytes] = []
+        killer = threading.Timer(self._timeout, self._kill)
+        killer.daemon = True
+        killer.start()
+        try:
+            while True:
+                chunk = os.read(read_fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            killer.cancel()
+            os.close(read_fd)
+            gc.unfreeze()  # the child has its image: the parent's objects are collected again
+        status = 0
+        with contextlib.suppress(ChildProcessError):
+            _, status = os.waitpid(self.pid or -1, 0)
+        try:
+            self._adopt(b"".join(chunks), status)
+        except Exception as exc:  # never silent
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._done.set()
+            if self._on_done is not None:
+                with contextlib.suppress(Exception):
+                    self._on_done(self)
+
+    def _kill(self) -> None:
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def _adopt(self, raw: bytes, status: int) -> None:
+        if not raw:
+            how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                   else f"exited with status {os.waitstatus_to_exitcode(status)}")
+            hint = f" after {self._timeout:g} s" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 else ""
+            raise SnapshotError(f"the background snapshot process {how}{hint} before it finished; nothing "
+                                "was written (the next cell tries again)")
+        outcome = pickle.loads(raw)  # our own child's bytes through a private pipe (module doc)
+        if outcome[0] == "empty":  # no user name yet: nothing written, nothing to report
+            self.empty = True
+            return
+        if outcome[0] != "ok":
+            self.error = str(outcome[1])
+            return
+        _, report, state, records = outcome
+        with self.store.state_lock():
+            for name in STATE:
+                setattr(self.store, name, state[name])
+            self.store.forget_recorded()
+        ledger = self.store.ledger
+        if ledger is not None:
+            for generation, digest in records:
+                ledger.record(generation, digest)
+        self.report = report
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once the outcome is known."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    # ------------------------------------------------------------------ child
+    def _child(self, items: Callable[[], list[tuple[str, Any]]], verify: str, timestamp: str | None,
+               recorded: dict[int, str], write_fd: int) -> None:  # pragma: no cover - child process
+        code = 0
+        try:
+            os.nice(10)  # the user's cells come first on a busy machine
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child exits, never closes
+            # Another thread of the parent (a comm request listing generations) may have held the
+            # store's lock at the fork; that thread does not exist here, so the lock would never open.
+            self.store._lock = threading.Lock()
+            ledger = _CopiedLedger(recorded)
+            self.store.ledger = ledger
+            try:
+                listed = items()  # listed here, on the copy: 100,000 names took the parent ~0.5 s
+                if not listed:
+                    raise _Empty
+                report = self.store.save(listed, automatic=True, verify=verify, timestamp=timestamp)
+                state = {name: getattr(self.store, name) for name in STATE}
+                payload = pickle.dumps(("ok", report, state, ledger.records), protocol=pickle.HIGHEST_PROTOCOL)
+            except _Empty:
+                payload = pickle.dumps(("empty",))
+            except BaseException as exc:  # reported to the parent, which says it to the user
+                payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(write_fd, view):]
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+
+
+__all__ = ["STATE", "BackgroundSave", "fork_available"]
