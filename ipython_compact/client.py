@@ -239,6 +239,34 @@ class KernelClient:
     def status(self, **kw: Any) -> Result:
         return self.request("status", **kw)
 
+    def all_names(self, *, timeout: float | None = None, page: int | None = None) -> Result:
+        """Every user name, walking the probe's pages (each page answered within the kernel's
+        budget, also while a cell runs): ``names`` (all of them, sorted), ``total``, ``pages``.
+
+        ``unknown`` when the whole walk takes longer than ``timeout`` (with how far it got)."""
+        limit = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        names: list[dict[str, Any]] = []
+        after: str | None = None
+        pages = 0
+        while True:
+            left = limit - (time.monotonic() - start)
+            if left <= 0:
+                return Result("unknown", reason=f"listing the names took over {limit:g} s ({len(names):,} listed "
+                              "so far)", elapsed_ms=(time.monotonic() - start) * 1000)
+            args: dict[str, Any] = {} if after is None else {"after": after}
+            if page is not None:
+                args["limit"] = page
+            got = self.request("names", timeout=left, **args)
+            if not got.ok:
+                return got
+            pages += 1
+            names.extend(got["names"])
+            after = got.data.get("next")
+            if not after:
+                return Result("ok", {"names": names, "total": got["total"], "pages": pages, "truncated": False},
+                              channel=got.channel, elapsed_ms=(time.monotonic() - start) * 1000)
+
     def execute(self, code: str, *, timeout: float = 30.0, subshell: bool = False, silent: bool = False
                 ) -> dict[str, Any] | None:
         """Run code on the main shell (or the subshell) and wait for its reply; None on timeout."""
@@ -279,7 +307,7 @@ class KernelClient:
             else:
                 why = snap.reason or (snap.error or {}).get("message") or snap.status
                 outcome = SnapshotOutcome(False, error=str(why))
-        names = self.request("names", timeout=timeout)
+        names = self.all_names(timeout=timeout)
         if names.status == "unknown" and not self.alive():
             return None
         listed = [n["name"] for n in names["names"]] if names.ok else None

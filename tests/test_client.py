@@ -97,3 +97,25 @@ def test_a_dead_kernel_is_unknown(tmp_path: Path) -> None:
         result = client.names()
         client.close()
     assert result.status == "unknown" and "not running" in result.reason
+
+
+def test_every_one_of_100000_names_is_listed_in_pages_while_a_cell_runs(km: KernelManager) -> None:
+    """Issue 21, item 3: at 100,000 names one answer returned 127 of 100,001 names (listing them ate
+    the budget). Pages, each within the budget, reach them all, also while a cell runs."""
+    with KernelClient.for_manager(km, timeout=30.0) as client:
+        assert client.ensure_extension()
+        execute(km, "globals().update({f'n{i:06d}': i for i in range(100_000)})\nkeep_me = 'x'")
+        busy = start_cell(km, "import time\nfor _ in range(600):\n    time.sleep(0.05)")
+        try:
+            listed = client.all_names(timeout=120)
+            assert listed.ok, listed.reason
+            one = client.names()
+        finally:
+            client.request("hello")  # the cell is still running: these answers came from the subshell
+            busy.stop_channels()
+            km.interrupt_kernel()
+        names = [n["name"] for n in listed["names"]]
+        assert len(names) == listed["total"] >= 100_001 and names == sorted(set(names))
+        assert {"keep_me", "n000000", "n099999"} <= set(names) and listed["pages"] >= 1
+        assert one.ok and (one["next"] is None) == (len(one["names"]) == one["total"])
+        execute(km, "for _k in [k for k in globals() if k.startswith('n0')]:\n    del globals()[_k]")

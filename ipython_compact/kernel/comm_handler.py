@@ -148,7 +148,7 @@ class CommHandler:
                 "subshell": threading.current_thread() is not threading.main_thread(), "ops": sorted(self.ops)}
 
     def _names(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return self.service.names(limit=_opt_int(args, "limit", None)).to_json()
+        return self.service.names(limit=_opt_int(args, "limit", None), after=_opt_str(args, "after")).to_json()
 
     def _status(self, args: Mapping[str, Any]) -> dict[str, Any]:
         return self.service.status()

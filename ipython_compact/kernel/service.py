@@ -156,9 +156,10 @@ class KernelService:
             raise Busy(f"{op} waits for the running cell to finish (the namespace is in use); try again when it ends")
 
     # ------------------------------------------------------------------ probe
-    def names(self, limit: int | None = None) -> ProbeResult:
+    def names(self, limit: int | None = None, after: str | None = None) -> ProbeResult:
+        """One page of the probe (``after``: the previous page's ``next``)."""
         return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids,
-                               limit=limit, deadline_s=self.config.probe_deadline)
+                               limit=limit, deadline_s=self.config.probe_deadline, after=after)
 
     # ------------------------------------------------------------------ status
     def settings(self) -> Any:
