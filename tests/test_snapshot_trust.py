@@ -509,3 +509,29 @@ def test_a_background_save_that_fails_says_why(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert job.report is None and job.error is not None and "skipped rather than wait" in job.error
+
+
+def test_an_unchanged_frame_with_a_string_column_is_reused_not_serialized_again(tmp_path: Path) -> None:
+    """Issue 21, item 2: a DataFrame with an object (str) column was never recognised as unchanged,
+    so every automatic snapshot serialized it again (97% of a full save). It is now a sampled kind:
+    reused on identity, pointers and sampled contents; a full save still proves it by its bytes."""
+    store = _store(tmp_path)
+    df = pd.DataFrame({"s": [f"row {i}" for i in range(50_000)], "x": np.arange(50_000)})
+    store.save([("df", df)])
+    sampled = store.save([("df", df)], verify="sampled", automatic=True)
+    assert sampled.unchanged == ["df"] and sampled.sampled == ["df"] and sampled.written_bytes == 0
+    df.loc[7, "s"] = "changed"  # a slot re-pointed: the pointer digest changes
+    changed = store.save([("df", df)], verify="sampled", automatic=True)
+    assert changed.unchanged == [] and changed.written_bytes > 0
+    values, _ = _store(tmp_path, "p2").load()
+    assert values["df"].loc[7, "s"] == "changed" and values["df"].equals(df)
+
+
+@pytest.mark.parametrize(("before", "after"), [(0.0, -0.0), (1, True), (1, 1.0), (None, 0), (2**70, 2**70 + 1)])
+def test_scalars_keyed_by_value_never_take_one_value_for_another(tmp_path: Path, before: Any, after: Any) -> None:
+    store = _store(tmp_path)
+    store.save([("v", before)])
+    report = store.save([("v", after)], automatic=True, verify="sampled")
+    assert report.unchanged == []
+    values, _ = _store(tmp_path, "p2").load()
+    assert type(values["v"]) is type(after) and repr(values["v"]) == repr(after)

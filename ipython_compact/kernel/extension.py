@@ -217,10 +217,13 @@ class Extension:
         if in_kernel and self.service.background_busy:  # the last one is still being written: try after it
             self._schedule_snapshot()
             return
-        failed = self.service.last_snapshot_error  # a background save's failure, said once like any other
-        if failed and f"ipython_compact: the automatic snapshot was not written: {failed}" != self._auto_error:
-            self._auto_error = f"ipython_compact: the automatic snapshot was not written: {failed}"
-            print(self._auto_error, file=sys.stderr)
+        job = self.service.last_background  # a background save's failure, said once like any other
+        if job is not None and job.error and not job.told:
+            job.told = True
+            text = f"ipython_compact: the automatic snapshot was not written: {job.error}"
+            if text != self._auto_error:
+                print(text, file=sys.stderr)
+            self._auto_error = text
         try:
             # sampled checks, every Nth verifies fully; skipped while empty; in a kernel a forked
             # child writes it, so the next cell never waits (a failure is said by the next attempt)

@@ -427,6 +427,11 @@ class KernelService:
         return self.snapshot(record=False, automatic=True)
 
     @property
+    def last_background(self) -> BackgroundSave | None:
+        """The newest background snapshot (running or finished), or None."""
+        return self._background
+
+    @property
     def background_busy(self) -> bool:
         """A background snapshot is being written now."""
         return self._background is not None and not self._background.done

@@ -100,6 +100,7 @@ class BackgroundSave:
         self.error: str | None = None
         self.pid: int | None = None
         self.empty = False  # the namespace held no user name: nothing was written
+        self.told = False  # its failure was said to the user
         self._on_done = on_done
         self._timeout = timeout
         self._done = threading.Event()

@@ -97,8 +97,9 @@ class SaveRun:
         """``(fingerprint, C-pickler bytes of a builtin value)``; raises SerializeTimeout."""
         plain: bytes | None = None
         try:
-            if type(value) not in PLAIN:
-                return fingerprint(value), None
+            cls = type(value)
+            if cls not in PLAIN or cls is int or cls is float or cls is bool or value is None:
+                return fingerprint(value), None  # scalars: their value is the key, pickled only when changed
             if type(value) in CONTAINERS:  # an item's __reduce__ (user code) runs here and may hang
                 with self.deadline.limit():
                     plain = plain_pickle(value)

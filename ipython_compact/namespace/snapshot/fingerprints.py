@@ -11,6 +11,7 @@ for the bound on what that can miss). No user code runs here except a builtin co
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import pickle
 import sys
@@ -84,10 +85,40 @@ def _byte_view(arr: Any) -> memoryview:
     return memoryview(arr.reshape(-1).view("u1")) if arr.nbytes else memoryview(b"")
 
 
-def _array_key(arr: Any) -> tuple[Any, ...] | None:
-    """The ``nd``/``ndv`` key of a C- or Fortran-contiguous array without Python objects."""
-    if arr.dtype.hasobject:
+_IMMUTABLE_ITEMS = (str, int, float, bool, bytes, type(None))
+
+
+def _object_array_key(arr: Any) -> tuple[Any, ...] | None:
+    """An ``ndv`` (sampled) key for a contiguous array of Python objects (a pandas string column).
+
+    Identity, address and shape, the digest of the array's pointers (which object sits in each
+    slot), and a digest of 64 spread items' contents; None unless those items are immutable
+    scalars. Sampled, never exact: a slot re-pointed twice may land on the address of the object
+    it held before (the allocator reuses freed blocks), so a ``"full"`` save re-serializes and
+    compares, as for large numeric arrays. Reads the pointer bytes with ctypes: no user code runs.
+    """
+    if arr.dtype.kind != "O" or not arr.flags.c_contiguous or arr.dtype.itemsize != ctypes.sizeof(ctypes.c_void_p):
         return None
+    n = int(arr.size)
+    addr = int(arr.__array_interface__["data"][0])
+    pointers = (ctypes.c_char * (n * arr.dtype.itemsize)).from_address(addr) if n else b""
+    sample = hashlib.blake2b(digest_size=16)
+    flat = arr.reshape(-1)
+    for i in range(0, n, max(1, n // _SAMPLES)):
+        item = flat[i]
+        cls = type(item)
+        if cls not in _IMMUTABLE_ITEMS:
+            return None
+        sample.update(cls.__name__.encode() + b"\0" + (item.encode("utf-8", "surrogatepass") if cls is str
+                                                        else item if cls is bytes else repr(item).encode()) + b"\0")
+    ident = (id(arr.base if arr.base is not None else arr), addr, arr.shape, "O")
+    return ("ndv", *ident, hashlib.blake2b(memoryview(pointers), digest_size=16).digest() + sample.digest())
+
+
+def _array_key(arr: Any) -> tuple[Any, ...] | None:
+    """The ``nd``/``ndv`` key of a C- or Fortran-contiguous array (objects: ``_object_array_key``)."""
+    if arr.dtype.hasobject:
+        return _object_array_key(arr) if arr.dtype.kind == "O" else None
     if not arr.flags.c_contiguous:
         if not arr.flags.f_contiguous:
             return None
@@ -169,6 +200,10 @@ def fingerprint(value: Any) -> tuple[Any, ...] | None:
         return _pandas_key(value)
     if cls is bytes:
         return ("b", len(value), _content_digest(value))
+    if cls is int or cls is bool or value is None:  # the value is its own key: no pickling
+        return ("v", cls.__name__, value)
+    if cls is float:  # hex tells -0.0 from 0.0 (== does not)
+        return ("v", "float", value.hex())
     if cls in PLAIN:
         data = plain_pickle(value)
         return None if data is None else plain_key(data)
