@@ -23,7 +23,7 @@ from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
-from ipython_compact.file_safety import write_private_file
+from ipython_compact.file_safety import UnsafePathError, write_private_file
 from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
 from ipython_compact.store.log import IMPORT_BATCH
 
@@ -472,6 +472,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         try:
             count = write_private_file(args.output, lambda out: export_jsonl(store, session, out),
                                        what="the export target")
+        except UnsafePathError as exc:
+            raise CliError(f"{exc}; nothing was written", f"pick a regular file: {PROG} export -s {session} -o FILE, "
+                           "or leave out -o to write to standard output") from exc
         except OSError as exc:
             raise CliError(f"cannot write {args.output}: {exc.strerror or exc}; nothing was written there",
                            f"free some space or pick another place: {PROG} export -s {session} -o FILE") from exc

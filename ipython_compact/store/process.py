@@ -85,9 +85,18 @@ def writer_label() -> str:
     """Who writes entries from this process, as recorded with each entry: the role (``kernel``
     inside an IPython kernel, else the program's name), the pid and the host. Kernel code runs as
     the user and can write anything; recording the writer makes what it wrote distinguishable."""
-    role = "kernel" if "ipykernel" in sys.modules else (os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0]
-                                                         else "python")
-    return f"{role or 'python'} pid {os.getpid()} on {socket.gethostname()}"
+    return f"{_role()} pid {os.getpid()} on {socket.gethostname()}"
+
+
+def _role() -> str:
+    app = sys.modules.get("ipykernel.kernelapp")
+    try:
+        if app is not None and app.IPKernelApp.initialized():
+            return "kernel"
+    except Exception:  # pragma: no cover - a broken ipykernel is not a kernel
+        pass
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name or "python"
 
 
 def pid_running(pid: int) -> bool:
