@@ -156,7 +156,7 @@ def _require_str(obj: Mapping[str, Any], key: str, line: int, what: str, *, opti
 def _validate(entry_type: str, obj: Mapping[str, Any], line: int) -> None:
     if entry_type == MESSAGE:
         message = obj.get("message")
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):  # dict first: ABC checks are slow
             raise PiFormatError(line, f"message entry has no 'message' object (got {type(message).__name__})")
         role = message.get("role")
         if not isinstance(role, str):
@@ -183,7 +183,7 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
     if not items:
         raise PiFormatError(1, "empty file: a pi session starts with a {\"type\": \"session\"} header line")
     for line, obj in items:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # dict first: ABC checks are slow
             raise PiFormatError(line, f"expected a JSON object, got {type(obj).__name__}")
     first_line, header_obj = items[0]
     if header_obj.get("type") != "session":

@@ -158,6 +158,10 @@ def read_source(path: Path, limits: ImportLimits = ImportLimits()) -> bytes:
     return data
 
 
+class _NonFinite(ValueError):
+    """NaN or Infinity in the input: the log stores strict JSON."""
+
+
 class _TooManyDigits(Exception):
     def __init__(self, digits: int) -> None:
         super().__init__(digits)
@@ -214,6 +218,17 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
             raise _TooManyDigits(digits)
         return int(text)
 
+    def parse_constant(name: str) -> float:
+        raise _NonFinite(name)
+
+    # One decoder (json.loads with arguments builds one per line). NaN and Infinity are refused
+    # here, so every value read is storable and nothing needs serializing again to check it.
+    decode = json.JSONDecoder(parse_int=parse_int, parse_constant=parse_constant).decode
+
+    def too_deep(number: int) -> ImportFormatError:  # built only when needed: each one parses a Path
+        return ImportFormatError(f"{where}:{number}: JSON nested deeper than {limits.max_depth} levels",
+                                 path=where, line=number)
+
     for number, line in enumerate(raw.split(b"\n"), start=1):
         if len(line) > limits.max_line_bytes:
             raise ImportFormatError(
@@ -225,17 +240,17 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ImportFormatError(f"{where}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})", path=where, line=number) from exc
-        too_deep = ImportFormatError(
-            f"{where}:{number}: JSON nested deeper than {limits.max_depth} levels", path=where, line=number
-        )
         try:
-            value = json.loads(text, parse_int=parse_int)
+            value = decode(text)
         except json.JSONDecodeError as exc:
             raise ImportFormatError(
                 f"{where}:{number}: invalid JSON ({exc.msg} at column {exc.colno})", path=where, line=number
             ) from exc
         except RecursionError:
-            raise too_deep from None
+            raise too_deep(number) from None
+        except _NonFinite as exc:
+            raise ImportFormatError(f"{where}:{number}: entry data cannot be stored ({exc.args[0]} is not a JSON "
+                                    "number the log can keep)", path=where, line=number) from None
         except _TooManyDigits as exc:
             raise ImportFormatError(
                 f"{where}:{number}: a number with {exc.digits:,} digits (at most {limits.max_digits:,} are read)",
@@ -244,7 +259,7 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
             ) from None
         # Counting brackets is cheap; only lines that could nest too deep are walked.
         if line.count(b"[") + line.count(b"{") > limits.max_depth and _nested_deeper_than(value, limits.max_depth):
-            raise too_deep
+            raise too_deep(number)
         if _SURROGATE_ESCAPE.search(line):  # JSON text can carry a surrogate only as a \\u escape
             value, n = _replace_lone_surrogates(value)
             repaired += n
@@ -387,10 +402,7 @@ def _check_storable(path: str, line: int, entry: Entry) -> None:
             path=path,
             line=line,
         )
-    try:
-        json.dumps(dict(entry.data), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ImportFormatError(f"{path}:{line}: entry data cannot be stored ({exc})", path=path, line=line) from exc
+    # Data read by parse_json_lines holds only JSON values (NaN and Infinity are refused there).
 
 
 def with_fresh_ids(entries: Sequence[Entry], avoid: set[str], new_id: Callable[[], str] = random_entry_id) -> tuple[list[Entry], dict[str, str]]:
