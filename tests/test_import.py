@@ -264,3 +264,27 @@ def test_an_import_killed_part_way_is_finished_with_resume(store: SessionStore, 
     assert store.verify("s").ok
     with pytest.raises(DuplicateImportError):  # once whole, a resume has nothing to finish
         import_transcript(store, whole, "s", resume=True)
+
+
+@pytest.mark.parametrize(("value", "expect"), [
+    ("123456789012345678901234567890", 123456789012345678901234567890),  # kept exact, never a float
+    ("-9223372036854775809", -9223372036854775809),
+    ("1.5", 1.5),
+    ('"\\ud83d\\ude00"', "\U0001F600"),
+])
+def test_values_read_exactly_whichever_parser_reads_the_line(tmp_path: Path, value: str, expect: Any) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps(pi_header()) + "\n" + json.dumps(pi_msg("a", None, "user", "hi"))[:-1]
+                    + f', "extra": {value}}}\n')
+    transcript = load_transcript(path)
+    got = transcript.entries[0].data["pi_extra"]["extra"]
+    assert got == expect and type(got) is type(expect)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
+def test_values_the_log_cannot_keep_are_refused_with_the_line(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps(pi_header()) + "\n" + json.dumps(pi_msg("a", None, "user", "hi"))[:-1]
+                    + f', "extra": {value}}}\n')
+    with pytest.raises(ImportFormatError, match=r"x\.jsonl:2: entry data cannot be stored"):
+        load_transcript(path)
