@@ -29,13 +29,12 @@ import os
 import shlex
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ipython_compact.agent.kernel_tool import InProcessKernel
-from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.agent.events import AgentEvent
 from ipython_compact.agent.setup import settings_for_window
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
@@ -45,6 +44,9 @@ from ipython_compact.kernel.config import AgentConfig
 from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
 from ipython_compact.kernel.transcript import Transcript, answer_bundle, step_plain
 from ipython_compact.summarizers.registry import make_summarizer
+
+if TYPE_CHECKING:
+    from ipython_compact.agent.loop import Agent
 
 AGENT_ARGS = (
     arg("--model", help="model name (default: AgentConfig.model, then CompactConfig.model)"),
@@ -95,6 +97,11 @@ class AgentMagics(Magics):  # type: ignore[misc]
 
     def _build(self, opts: dict[str, Any]) -> Agent:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
+
+        from ipython_compact.agent.kernel_tool import (
+            InProcessKernel,  # deferred: only a %%agent cell (start-up)
+        )
+        from ipython_compact.agent.loop import Agent  # deferred: ~200 ms that %load_ext paid (start-up)
 
         config = getattr(self.service, "config", None)
         chosen = resolve_settings(opts, self.agent_config, config, self._card_window)
