@@ -98,10 +98,9 @@ class AgentMagics(Magics):  # type: ignore[misc]
     def _build(self, opts: dict[str, Any]) -> Agent:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
 
-        from ipython_compact.agent.kernel_tool import (
-            InProcessKernel,  # deferred: only a %%agent cell (start-up)
-        )
-        from ipython_compact.agent.loop import Agent  # deferred: ~200 ms that %load_ext paid (start-up)
+        # deferred for start-up: only a %%agent cell needs the agent (~200 ms %load_ext paid)
+        from ipython_compact.agent.kernel_tool import InProcessKernel
+        from ipython_compact.agent.loop import Agent  # deferred with it (start-up)
 
         config = getattr(self.service, "config", None)
         chosen = resolve_settings(opts, self.agent_config, config, self._card_window)
