@@ -41,6 +41,7 @@ from ipython_compact.core.anchors import (
     apply_pins,
     constraint_spans,
     extract_anchors,
+    is_goal_statement,
     is_request,
     one_scan_per_text,
     user_text,
@@ -58,6 +59,7 @@ from ipython_compact.core.drift import (
 from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.ledger import MAX_FILES, Ledger
 from ipython_compact.core.messages import entry_message
+from ipython_compact.core.offline_summary import superseded_by
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
@@ -273,7 +275,7 @@ class Compactor:
         history_text: str | None = None
         if work.history or not prep.is_split_turn:
             res = self.summarizer.summarize(
-                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()))
+                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()), self._superseded(work, previous))
             )
             results.append(res)
             history_text = res.text
@@ -284,6 +286,16 @@ class Compactor:
             results.append(res)
             return combine_split_turn(history_text, res.text), results
         return history_text or "", results
+
+    def _superseded(self, work: _Work, previous: str | None) -> tuple[tuple[str, str], ...]:
+        """(earlier, later) statements the summary must not state as current: revised anchors
+        (goal, constraints), and for a model summarizer also the previous checkpoint's decisions
+        and constraints that the span's statements replace (the offline summarizer finds those
+        itself, in the same pass that reads the span)."""
+        pairs = list(work.anchors.replacements())
+        if previous and self.summarizer.name != OfflineSummarizer.name:
+            pairs.extend(superseded_by(work.history, previous))
+        return tuple(dict.fromkeys(pairs))
 
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
@@ -321,7 +333,11 @@ class Compactor:
         checkpoint = "\n\n".join(p for p in parts if p)
         guard: dict[str, Any] = {"checked": 0, "missing": [], "appended": 0}
         if self.use_drift_guard:
-            required = (work.anchors.texts() if self.use_anchors else []) + [i.text for i in identifiers]
+            # an exact string only a superseded anchor said is history, not something to restore
+            current = "\n".join(work.anchors.texts())
+            stale = [a.text for a in work.anchors.superseded]
+            tracked = [i.text for i in identifiers if not (any(i.text in old for old in stale) and i.text not in current)]
+            required = (work.anchors.texts() if self.use_anchors else []) + tracked
             checkpoint, report = apply_guard(checkpoint, required)
             guard = report.to_json()
 
@@ -507,7 +523,7 @@ def _anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Ent
             elif user_text(e) is not None:
                 text = entry_text(e)
                 new = {text[a:b] for a, b in constraint_spans(text)} - sentences
-                if new or (not goal_seen and is_request(text)):
+                if new or (not goal_seen and is_request(text)) or is_goal_statement(text):
                     goal_seen = goal_seen or is_request(text)
                     sentences |= new
                     kept.append(e)

@@ -71,7 +71,7 @@ def test_deterministic_and_extracts_goal_constraints_progress() -> None:
 
 def test_rolling_update_keeps_previous_items_and_moves_done() -> None:
     first = offline_summary([m("u1", "user", "Goal: build X. Never touch prod."), m("u2", "user", "Also add tests")])
-    assert parse_checkpoint(first)["In Progress"] == ["Goal: build X. Never touch prod.", "Also add tests"]
+    assert parse_checkpoint(first)["In Progress"] == ["Goal: build X. Never touch prod. (entry u1)", "Also add tests (entry u2)"]  # recall ids
     second = offline_summary([m("a1", "assistant", "I decided to use sqlite because it is local. All finished.", stopReason="stop")], previous_summary=first)
     sec = parse_checkpoint(second)
     assert sec["Goal"] == ["Goal: build X. Never touch prod."]

@@ -22,8 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from ipython_compact.core.drift import CODE_KEYS, render_block, variables_in_code
+from ipython_compact.core.drift import CODE_KEYS, extract_identifiers, render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
+from ipython_compact.core.facts import clip_sentences, dedupe_sentences
+from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
 
 Status = Literal["ok", "error", "pending"]
 
@@ -33,11 +35,17 @@ PATH_KEYS: Final = ("path", "file_path", "filePath", "filename", "file")
 COMMAND_KEYS: Final = ("command", "cmd", "code", "source", "cell", "script")
 MAX_COMMANDS: Final = 40
 MAX_ERRORS: Final = 20
-MAX_REQUESTS: Final = 40
+MAX_REQUESTS: Final = 40  # done requests kept (open and deferred ones: up to MAX_PENDING)
+MAX_PENDING: Final = 100
+MAX_DROPPED: Final = 10
+MAX_ARTIFACTS: Final = 40
+SHOW_ARTIFACTS: Final = 12
+SHOW_DROPPED: Final = 3
 MAX_FILES: Final = 200
 MAX_NAMES: Final = 120
 COMMAND_CHARS: Final = 160
 REQUEST_CHARS: Final = 240
+OUTCOME_CHARS: Final = 160
 # what ``render`` shows (the stored lists above stay longer; totals count everything)
 SHOW_OPEN: Final = 10
 SHOW_DONE: Final = 4
@@ -100,10 +108,63 @@ class ErrorRecord:
 
 
 @dataclass(frozen=True)
-class RequestRecord:
+class ArtifactRecord:
+    """Something the work produced: a file written or a commit made (``kind``), newest version
+    only (``replaced``: the earlier version's text, recallable from the log)."""
+
     entry_id: str
+    kind: Literal["file", "commit"]
     text: str
-    status: Literal["done", "open"]
+    replaced: str = ""
+
+
+# a version in a file name: v3, _3, -0003 before a separator or the end (churn_v3.pkl, part-0003.parquet)
+_VERSION: Final = re.compile(r"(?<=[_\-.vV])\d+(?=[._\-/]|$)")
+_ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
+ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
+
+
+def version_key(path: str) -> str:
+    """``path`` with its version numbers replaced: two versions of one artifact share the key."""
+    return _VERSION.sub("#", path)
+
+
+def _edge_lines(text: str, count: int) -> list[str]:
+    """The first and the last ``count`` lines of ``text`` (found without splitting all of it)."""
+    head: list[str] = []
+    pos = 0
+    while len(head) < count and pos <= len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        head.append(text[pos:end])
+        pos = end + 1
+    if pos > len(text):
+        return head
+    tail: list[str] = []
+    end = len(text)
+    while len(tail) < count and end > pos:
+        start = text.rfind("\n", pos, end) + 1
+        start = max(start, pos)
+        tail.append(text[start:end])
+        end = start - 1
+    return head + tail[::-1]
+
+
+def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
+    """Files and commits an output says it produced, on its first or last ``ARTIFACT_LINES``
+    lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader", "wrote 12 rows to out.csv")."""
+    lines = [ln for ln in _edge_lines(text, ARTIFACT_LINES) if len(ln) < 2000]
+    if not _ARTIFACT_LINE.search("\n".join(lines)):
+        return []
+    out: list[tuple[Literal["file", "commit"], str]] = []
+    for line in dict.fromkeys(lines):
+        if not _ARTIFACT_LINE.search(line):
+            continue
+        for cls, value in extract_identifiers(line):
+            kind: Literal["file", "commit"] | None = "file" if cls == "path" else "commit" if cls == "commit" else None
+            if kind and (kind, value) not in out:
+                out.append((kind, value))
+    return out
 
 
 def one_line(text: str, limit: int) -> str:
@@ -111,6 +172,11 @@ def one_line(text: str, limit: int) -> str:
     (the last one an ellipsis when anything was cut)."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def request_line(text: str) -> str:
+    """A request as the ledger keeps it: each sentence once, on one line, cut at a sentence end."""
+    return clip_sentences(dedupe_sentences(text), REQUEST_CHARS)
 
 
 def is_answer(msg: Mapping[str, Any]) -> bool:
@@ -166,6 +232,8 @@ class Ledger:
     error_total: int = 0
     request_total: int = 0
     names: tuple[str, ...] = ()  # kernel names defined by cells that succeeded, oldest first
+    artifacts: tuple[ArtifactRecord, ...] = ()  # newest last; each the current version of its artifact
+    unlisted: tuple[tuple[str, int], ...] = ()  # requests per state that left the bounded lists
     # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code names)
     _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
 
@@ -178,9 +246,14 @@ class Ledger:
         modified = dict.fromkeys(self.files_modified)
         commands = list(self.commands)
         errors = {(e.type, e.message): e for e in self.errors}
-        requests = list(self.requests)
-        # An answer settles every open request, so the open ones are always a suffix.
-        first_open = next((i for i, r in enumerate(requests) if r.status == "open"), len(requests))
+        book = RequestBook(self.requests)
+        artifacts = {version_key(a.text) if a.kind == "file" else a.text: a for a in self.artifacts}
+
+        def produced(entry_id: str, kind: Literal["file", "commit"], text: str) -> None:
+            key = version_key(text) if kind == "file" else text
+            old = artifacts.pop(key, None)
+            replaced = old.replaced if old is not None and old.text == text else (old.text if old is not None else "")
+            artifacts[key] = ArtifactRecord(entry_id, kind, text, replaced)
         pending = {call_id: (tool, path, reads, writes, defs) for call_id, tool, path, reads, writes, defs in self._pending}
         totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
 
@@ -217,9 +290,8 @@ class Ledger:
             role = msg.get("role")
             if role == "user":
                 text = text_of_content(msg.get("content"))
-                if text.strip():
+                if text.strip() and book.user(entry.id, text, request_line(text)) is not None:
                     totals["req"] += 1
-                    requests.append(RequestRecord(entry.id, one_line(text, REQUEST_CHARS), "open"))
             elif role == "assistant":
                 calls = tool_calls_of(msg)
                 for call in calls:
@@ -239,10 +311,8 @@ class Ledger:
                         commands.append(CommandRecord(entry.id, tool, command, "pending", call_id))
                 stop = msg.get("stopReason")
                 if is_answer(msg):
-                    for i in range(first_open, len(requests)):
-                        if requests[i].status == "open":
-                            requests[i] = replace(requests[i], status="done")
-                    first_open = len(requests)
+                    text = text_of_content(msg.get("content"))
+                    book.answer(text, clip_sentences(dedupe_sentences(text), OUTCOME_CHARS))
                 if stop == "error" and isinstance(msg.get("errorMessage"), str):
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
@@ -263,7 +333,11 @@ class Ledger:
                     looked = ([path] if path and READ_TOOLS.match(tool) else []) + list(code_reads)
                     for written in wrote:
                         read.pop(written, None)
-                        modified.setdefault(written, None)
+                        modified.pop(written, None)  # newest last: a file written again moves
+                        modified[written] = None
+                        produced(entry.id, "file", written)
+                    for kind, value in output_artifacts(body):
+                        produced(entry.id, kind, value)
                     for seen in looked:
                         if seen not in modified:
                             read.setdefault(seen, None)
@@ -277,18 +351,28 @@ class Ledger:
                     totals["failed"] += 1
                     add_error(entry.id, str(msg.get("output", "")) or f"exit code {exit_code}")
 
-        # bounded: open requests first (newest MAX_REQUESTS), then the newest done ones that fit
-        open_ids = {id(r) for r in [r for r in requests if r.status == "open"][-MAX_REQUESTS:]}
-        room = MAX_REQUESTS - len(open_ids)
-        done = [r for r in requests if r.status == "done"]
-        done_ids = {id(r) for r in done[max(0, len(done) - room) :]} if room > 0 else set()
-        requests = [r for r in requests if id(r) in open_ids or id(r) in done_ids]
+        # bounded per state: the newest MAX_PENDING open or deferred, MAX_REQUESTS done, MAX_DROPPED
+        # withdrawn; the ones that leave are counted per state, so the totals stay exact
+        unlisted = dict(self.unlisted)
+        limits = {"pending": MAX_PENDING, "done": MAX_REQUESTS, "dropped": MAX_DROPPED}
+        taken = dict.fromkeys(limits, 0)
+        newest_first: list[RequestRecord] = []
+        for r in reversed(book.records()):
+            group = "pending" if r.status in ("open", "deferred") else r.status
+            if taken[group] < limits[group]:
+                taken[group] += 1
+                newest_first.append(r)
+            else:
+                unlisted[r.status] = unlisted.get(r.status, 0) + 1
+        requests = newest_first[::-1]
         return Ledger(
             files_read=tuple(list(read)[-MAX_FILES:]),
             files_modified=tuple(list(modified)[-MAX_FILES:]),
             commands=tuple(commands[-MAX_COMMANDS:]),
             errors=tuple(list(errors.values())[-MAX_ERRORS:]),
             requests=tuple(requests),
+            artifacts=tuple(list(artifacts.values())[-MAX_ARTIFACTS:]),
+            unlisted=tuple((k, v) for k, v in unlisted.items() if v),
             command_total=totals["cmd"],
             command_failed=totals["failed"],
             error_total=totals["err"],
@@ -298,15 +382,32 @@ class Ledger:
         )
 
     def settle_answered(self, later: Iterable[Entry]) -> Ledger:
-        """Requests answered after the summarized span — in the kept tail — are done, not open.
+        """Requests answered after the summarized span — in the kept tail — are settled there.
 
         ``update`` only sees the summarized entries; a request whose answer is kept verbatim would
-        otherwise be listed as open and redone. ``later`` is what comes after the span, in order."""
-        if not any(r.status == "open" for r in self.requests):
+        otherwise be listed as open and redone. ``later`` is what comes after the span, in order:
+        its messages go through the same state machine (an answer there may also defer a request),
+        and only the states of this ledger's requests are kept (the next compaction folds the
+        tail itself; withdrawals in it are left to that fold, so none is applied twice)."""
+        if not any(r.status in ("open", "deferred") for r in self.requests):
             return self
-        if not any(e.message is not None and is_answer(e.message) for e in later):
+        book = RequestBook(self.requests)
+        answered = False
+        for entry in later:
+            msg = entry.message
+            if msg is None:
+                continue
+            if msg.get("role") == "user":
+                text = text_of_content(msg.get("content"))
+                if text.strip():
+                    book.user(entry.id, text, request_line(text), withdrawals=False)
+            elif is_answer(msg):
+                text = text_of_content(msg.get("content"))
+                book.answer(text, clip_sentences(dedupe_sentences(text), OUTCOME_CHARS))
+                answered = True
+        if not answered:
             return self
-        return replace(self, requests=tuple(replace(r, status="done") if r.status == "open" else r for r in self.requests))
+        return replace(self, requests=tuple(book.records()[: len(self.requests)]))
 
     # ---- persistence --------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -315,8 +416,10 @@ class Ledger:
             "files_modified": list(self.files_modified),
             "commands": [{"entry_id": c.entry_id, "tool": c.tool, "text": c.text, "status": c.status, "call_id": c.call_id} for c in self.commands],
             "errors": [{"entry_id": e.entry_id, "type": e.type, "message": e.message} for e in self.errors],
-            "requests": [{"entry_id": r.entry_id, "text": r.text, "status": r.status} for r in self.requests],
+            "requests": [r.to_json() for r in self.requests],
             "names": list(self.names),
+            "artifacts": [{"entry_id": a.entry_id, "kind": a.kind, "text": a.text, **({"replaced": a.replaced} if a.replaced else {})} for a in self.artifacts],
+            "unlisted_requests": dict(self.unlisted),
             "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
             "pending": [[k, t, p, list(r), list(w), list(d)] for k, t, p, r, w, d in self._pending],
         }
@@ -335,7 +438,11 @@ class Ledger:
                     CommandRecord(str(c["entry_id"]), str(c["tool"]), str(c["text"]), c["status"], c.get("call_id")) for c in obj.get("commands") or []
                 ),
                 errors=tuple(ErrorRecord(str(e["entry_id"]), str(e["type"]), str(e["message"])) for e in obj.get("errors") or []),
-                requests=tuple(RequestRecord(str(r["entry_id"]), str(r["text"]), r["status"]) for r in obj.get("requests") or []),
+                requests=tuple(RequestRecord.from_json(r) for r in obj.get("requests") or []),
+                artifacts=tuple(
+                    ArtifactRecord(str(a["entry_id"]), a["kind"], str(a["text"]), str(a.get("replaced") or "")) for a in obj.get("artifacts") or []
+                ),
+                unlisted=tuple((str(k), int(v)) for k, v in (obj.get("unlisted_requests") or {}).items() if str(k) in STATUSES),
                 command_total=int(totals.get("commands", 0)),
                 command_failed=int(totals.get("failed", 0)),
                 error_total=int(totals.get("errors", 0)),
@@ -345,10 +452,77 @@ class Ledger:
                     (str(p[0]), str(p[1]), str(p[2]), _strs(p, 3), _strs(p, 4), _strs(p, 5)) for p in obj.get("pending") or []
                 ),
             )
-        except (KeyError, TypeError, IndexError) as exc:
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
             raise ValueError(f"ledger details are malformed: {exc!r}") from exc
 
     # ---- rendering ----------------------------------------------------------------------------
+    def request_counts(self) -> dict[str, int]:
+        """Requests per state: the listed ones plus those that left the bounded lists; ``done``
+        is what the total leaves (a ledger stored before states existed listed fewer)."""
+        found = counts(self.requests)
+        for status, n in self.unlisted:
+            found[status] = found.get(status, 0) + n
+        found["done"] = max(found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"])
+        return found
+
+    def _request_lines(self) -> list[str]:
+        """Requests: counts per state, the newest done ones, every open or deferred one (the newest
+        in full, older ones by recall id), the newest withdrawn ones."""
+        n = self.request_counts()
+        total = sum(n.values())
+        states = f"{n['done']} done, {n['open']} open" + "".join(f", {n[k]} {label}" for k, label in (("deferred", "deferred"), ("dropped", "withdrawn")) if n[k])
+        lines = [f"user requests ({total} total: {states}; done = already answered, do not redo):"]
+        done = [r for r in self.requests if r.status == "done"]
+        shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
+        earlier = n["done"] - len(shown_done)
+        if earlier > 0:
+            older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
+            ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
+            lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
+        same: list[list[RequestRecord]] = []  # a request repeated verbatim is one line
+        for r in shown_done:
+            if same and same[-1][0].text == r.text:
+                same[-1].append(r)
+            else:
+                same.append([r])
+        lines.extend(
+            f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
+            if len(g) == 1
+            else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
+            for g in same
+        )
+        for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
+            lines.append(f"- [-] withdrawn: {one_line(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
+        pending = [r for r in self.requests if r.status in ("open", "deferred")]
+        if len(pending) > SHOW_OPEN:
+            older_ids = ", ".join(r.entry_id for r in pending[:-SHOW_OPEN])
+            lines.append(f"- [ ] {len(pending) - SHOW_OPEN} older open or deferred request(s): entries {older_ids} (recall by id)")
+        for r in pending[-SHOW_OPEN:]:
+            why = f"; deferred: {clip_sentences(r.note, 120)}" if r.status == "deferred" else ""
+            lines.append(f"- [ ] {r.text}  (entry {r.entry_id}{why})")
+        gone = sum(v for k, v in self.unlisted if k in ("open", "deferred"))
+        if gone:
+            lines.append(f"- [ ] {gone} more open request(s) older than these (not listed; recall by query)")
+        return lines
+
+    def _modified_keys(self) -> set[str]:
+        return {version_key(p) for p in self.files_modified}
+
+    def _files_line(self) -> str:
+        """Files modified, newest first, one per artifact: an older version of a file leaves the
+        line (the newer one says it replaced it)."""
+        replaced = {a.text: a.replaced for a in self.artifacts if a.kind == "file" and a.replaced}
+        seen: set[str] = set()
+        current: list[str] = []
+        for path in reversed(self.files_modified):
+            key = version_key(path)
+            if key in seen:
+                continue
+            seen.add(key)
+            current.append(f"{path} (replaced {replaced[path]})" if replaced.get(path) and replaced[path] != path else path)
+        shown = current[:SHOW_FILES]
+        return ", ".join(shown) + (f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else "")
+
     def render(self) -> str:
         """The ``<ledger>`` machine block the model reads after compaction.
 
@@ -358,36 +532,17 @@ class Ledger:
         command succeeding is one line; the newest names, files, commands and errors, with totals.
         """
         lines: list[str] = []
-        if self.requests:
-            open_ = [r for r in self.requests if r.status == "open"]
-            done = [r for r in self.requests if r.status == "done"]
-            done_total = max(len(done), self.request_total - len(open_))
-            lines.append(f"user requests ({self.request_total} total: {done_total} done, {len(open_)} open; done = already answered, do not redo):")
-            shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
-            earlier = done_total - len(shown_done)
-            if earlier > 0:
-                older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
-                ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
-                lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
-            same: list[list[RequestRecord]] = []  # a request repeated verbatim is one line
-            for r in shown_done:
-                if same and same[-1][0].text == r.text:
-                    same[-1].append(r)
-                else:
-                    same.append([r])
-            lines.extend(
-                f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
-                if len(g) == 1
-                else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
-                for g in same
-            )
-            lines.extend(f"- [ ] {r.text}  (entry {r.entry_id})" for r in open_[-SHOW_OPEN:])
-            if len(open_) > SHOW_OPEN:
-                lines.append(f"- [ ] ... and {len(open_) - SHOW_OPEN} older open request(s) (entries {', '.join(r.entry_id for r in open_[:-SHOW_OPEN][-SHOW_DONE_IDS:])})")
+        if self.requests or self.request_total:
+            lines.extend(self._request_lines())
         if self.names:
             lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
         if self.files_modified:
-            lines.append("files modified: " + _newest(self.files_modified, SHOW_FILES))
+            lines.append("files modified: " + self._files_line())  # newest first
+        named = [a for a in reversed(self.artifacts) if a.text not in self.files_modified and version_key(a.text) not in self._modified_keys()]
+        if named:
+            shown = named[:SHOW_ARTIFACTS]
+            more = f" (+{len(named) - len(shown)} older, not listed)" if len(named) > len(shown) else ""
+            lines.append("artifacts named by outputs (newest first): " + ", ".join(_artifact_text(a) for a in shown) + more)
         if self.files_read:
             lines.append("files read: " + _newest(self.files_read, SHOW_FILES))
         if self.commands:
@@ -407,6 +562,11 @@ class Ledger:
             lines.append(f"errors ({self.error_total} total; last {len(shown_errors)} distinct):")
             lines.extend(f"- {e.type}: {e.message}  (entry {e.entry_id})" for e in shown_errors)
         return render_block("ledger", lines)
+
+
+def _artifact_text(a: ArtifactRecord) -> str:
+    what = f"commit {a.text}" if a.kind == "commit" else a.text
+    return f"{what} (entry {a.entry_id}{f'; replaced {a.replaced}' if a.replaced else ''})"
 
 
 def _newest(items: tuple[str, ...], limit: int) -> str:
