@@ -282,7 +282,7 @@ class Compactor:
         elif previous:
             history_text = previous
         if prep.is_split_turn and work.prefix:
-            res = self.summarizer.summarize(SummaryInput(work.prefix, "turn_prefix", None, None, self.settings.turn_prefix_max_tokens))
+            res = self.summarizer.summarize(SummaryInput(work.prefix, "turn_prefix", None, None, self.settings.turn_prefix_max_tokens, tuple(work.anchors.texts())))
             results.append(res)
             return combine_split_turn(history_text, res.text), results
         return history_text or "", results
@@ -333,10 +333,15 @@ class Compactor:
         checkpoint = "\n\n".join(p for p in parts if p)
         guard: dict[str, Any] = {"checked": 0, "missing": [], "appended": 0}
         if self.use_drift_guard:
-            # an exact string only a superseded anchor said is history, not something to restore
+            # an exact string only a superseded anchor said, or an artifact's replaced version, is
+            # history, not something to restore
             current = "\n".join(work.anchors.texts())
             stale = [a.text for a in work.anchors.superseded]
-            tracked = [i.text for i in identifiers if not (any(i.text in old for old in stale) and i.text not in current)]
+            versions = set(ledger.replaced_versions)
+            tracked = [
+                i.text for i in identifiers
+                if i.text not in versions and not (any(i.text in old for old in stale) and i.text not in current)
+            ]
             required = (work.anchors.texts() if self.use_anchors else []) + tracked
             checkpoint, report = apply_guard(checkpoint, required)
             guard = report.to_json()

@@ -47,7 +47,7 @@ MAX_SUPERSEDED: Final = 8  # superseded anchors kept (for the same-line history 
 _CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(must|must not|mustn't|never|always|avoid|only use|use only|prefer|preferably|"
     r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
-    r"keep (?:it|the|all|every)|stick to|only want|(?:should|must) stay|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
+    r"keep (?:it|the|all|every)|stick to|only want|from now on|(?:should|must) stay|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
     r"|(?:^|[,;:(]\s*|\b(?:and|but|so|please|just|also|then)\s+)(?:do not|don't|dont)\b"  # a prohibition, not "i don't think"
     r"|^(?:please )?use [\w.=-]+(?: [\w.=-]+){0,3},? (?:not|instead of|rather than)\b"
     r"|(?<!\bi )(?<!\bwe )(?<!\byou )(?<!\bthey )\buse\b[^.!?]{1,60},\s*(?:no|not)\s+\w"  # "use rgb values in the themes, no rgb indices"
@@ -120,7 +120,23 @@ class AnchorSet:
         return ((self.goal,) if self.goal else ()) + self.constraints + self.pins
 
     def texts(self) -> list[str]:
-        return [a.text for a in self.all()]
+        """The anchors' texts as the block states them (the goal as ``goal_text``)."""
+        return [self.goal_text() if a is self.goal else a.text for a in self.all()]
+
+    def goal_text(self) -> str:
+        """The goal verbatim, except a constraint sentence inside it that the user revised since:
+        that one reads ``[revised: see entry X]`` (the goal message often states the first rules)."""
+        if self.goal is None:
+            return ""
+        goal, text = self.goal, self.goal.text
+        inside = sorted(
+            (a for a in self.superseded if a.kind == "constraint" and a.entry_id == goal.entry_id and goal.start <= a.start and a.end <= goal.end),
+            key=lambda a: a.start, reverse=True,
+        )
+        for a in inside:
+            by = (a.replaced_by or "").rsplit(":", 1)[0]
+            text = text[: a.start - goal.start] + f"[revised: see entry {by}]" + text[a.end - goal.start :]
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,7 +176,7 @@ class AnchorSet:
         lines: list[str] = []
         if self.goal is not None:
             lines.append(f"[goal · entry {self.goal.entry_id}]{self._replaced(self.goal)}")
-            lines.append(self.goal.text)
+            lines.append(self.goal_text())
         if self.constraints:
             lines.append("[constraints and preferences, verbatim from the user; each holds until the user revises it]")
             lines.extend(f"- {a.text}  (entry {a.entry_id}){self._replaced(a)}" for a in self.constraints)
@@ -233,7 +249,19 @@ def one_scan_per_text(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+# every text ``_CONSTRAINT_RE`` matches holds one of these (lower-cased): a text without any is
+# skipped in one pass of substring tests instead of a regex scan per sentence
+_CONSTRAINT_HINTS: Final = (
+    "must", "never", "always", "avoid", "only", "prefer", "should", "make sure", "ensure", "requir", "constraint", "no more",
+    "at most", "at least", "keep", "stick", "stay", "without", "allowed", "forbidden", "use", "pin", "exactly", "decimal",
+    "each time", "every time", "do not", "don", "no ", "from now on", "必须", "不要", "务必", "禁止", "只能", "保持",
+)
+
+
 def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
+    low = text.lower()
+    if not any(hint in low for hint in _CONSTRAINT_HINTS):
+        return ()
     spans: list[tuple[int, int]] = []
     lines = text.split("\n")
     diff = [i for i, line in enumerate(lines) if _DIFF_LINE_RE.match(line)]
@@ -269,10 +297,15 @@ _GOAL_STATEMENT_RE: Final = re.compile(
 )
 
 
+_GOAL_HINTS: Final = ("goal", "objective", "aim", "mission", "project", "building")
+
+
 def is_goal_statement(text: str) -> bool:
     """True for a user message that says what the goal is ("our goal is ...", "Goal: ...",
     "new goal: ..."): it becomes the goal, replacing an earlier one; a per-step request never does."""
-    return bool(_GOAL_STATEMENT_RE.search(text[:GOAL_MAX_CHARS]))
+    head = text[:GOAL_MAX_CHARS]
+    low = head.lower()
+    return any(h in low for h in _GOAL_HINTS) and bool(_GOAL_STATEMENT_RE.search(head))
 
 
 def is_request(text: str) -> bool:
@@ -392,8 +425,8 @@ def extract_anchors(
         full = entry_text(entry)
         for start, end in constraint_spans(full):
             sentence = full[start:end]
-            if sentence in seen:
-                continue
+            if sentence in seen or (goal is not None and goal.entry_id == entry.id and sentence == goal.text and is_goal_statement(text)):
+                continue  # said before, or a goal statement (the goal line states it)
             seen.add(sentence)
             anchor = Anchor("constraint", sentence, entry.id, start, end)
             # a revision: the earlier constraints this one replaces leave the block, marked superseded

@@ -196,14 +196,14 @@ class Identifier:
     mentions: int = 1
     last: int = 0
     result: bool = False
-    subject: str = ""  # a metric's subject (its key and what the line says before it): a new value replaces it
+    subjects: tuple[str, ...] = ()  # a metric's subjects (its key and what a line says before it): a new value replaces it
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
         if self.result:
             out["result"] = True
-        if self.subject:
-            out["subject"] = self.subject
+        if self.subjects:
+            out["subjects"] = list(self.subjects)
         return out
 
     @staticmethod
@@ -218,7 +218,7 @@ class Identifier:
         if mentions < 1 or last < 0:
             raise ValueError(f"identifier {obj!r}: mentions must be >= 1 and last >= 0")
         entry_id = None if obj.get("entry_id") is None else str(obj["entry_id"])
-        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)), str(obj.get("subject") or ""))  # type: ignore[arg-type]
+        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)), tuple(str(x) for x in obj.get("subjects") or ()))  # type: ignore[arg-type]
 
 
 def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
@@ -404,7 +404,7 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
         sources.append((text, pairs))
     for text, pairs in sources:
         out.extend(
-            Identifier(value, cls, entry.id, result=value in results, subject=metric_subject(text, value) if cls == "metric" else "")
+            Identifier(value, cls, entry.id, result=value in results, subjects=(metric_subject(text, value),) if cls == "metric" else ())
             for cls, value in pairs
         )
     for code in codes:
@@ -414,6 +414,7 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
 
 
 _DIGITS: Final = re.compile(r"\d+")
+MAX_SUBJECTS: Final = 3  # subjects kept per metric (an output line and the answer that repeats it)
 
 
 def metric_subject(text: str, value: str) -> str:
@@ -487,7 +488,7 @@ def track_identifiers(
         idents = entry_identifiers(span[k])
         read.append(idents)
         for ident in idents:
-            key = ident.subject or ident.text
+            key = ident.subjects[0] if ident.subjects else ident.text
             if key not in seen_keys:
                 seen_keys.add(key)
                 newest.append((tick0 + k + 1, len(ident.text) + 3))
@@ -498,7 +499,7 @@ def track_identifiers(
             first = k
             break
     order: dict[str, Identifier] = {ident.text: ident for ident in previous}
-    subjects: dict[str, str] = {ident.subject: ident.text for ident in previous if ident.subject}
+    subjects: dict[str, str] = {subject: ident.text for ident in previous for subject in ident.subjects}
     tick = tick0 + first
     for idents in reversed(read):
         tick += 1
@@ -508,14 +509,15 @@ def track_identifiers(
                 continue
             seen.add(ident.text)
             old = order.pop(ident.text, None)
-            if ident.subject:
-                replaced = subjects.get(ident.subject)
+            for subject in ident.subjects:
+                replaced = subjects.get(subject)
                 if replaced is not None and replaced != ident.text:
                     order.pop(replaced, None)  # a new value of the same quantity
-                subjects[ident.subject] = ident.text
+                subjects[subject] = ident.text
             mentions = 1 if old is None else old.mentions + 1
             order[ident.text] = Identifier(
-                ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result), ident.subject or (old.subject if old else "")
+                ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result),
+                tuple(dict.fromkeys((*(old.subjects if old else ()), *ident.subjects)))[-MAX_SUBJECTS:]
             )
     items = list(order.values())  # insertion order = last mention, oldest first
     rank = sorted(range(len(items)), key=lambda i: (relevance(items[i]), i), reverse=True)

@@ -60,7 +60,7 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that carry meaning (no stop words, at least 3 characters or a digit)."""
-    return {w for w in words(text) if w not in _STOP and (len(w) >= 3 or any(c.isdigit() for c in w))}
+    return {w for w in words(text) if _is_content(w)}
 
 
 def replaced_phrases(text: str) -> list[set[str]]:
@@ -76,14 +76,42 @@ def replaced_phrases(text: str) -> list[set[str]]:
     return out
 
 
+# a version in a file name: v3, _3, -0003 before a separator or the end (churn_v3.pkl, part-0003.parquet)
+_VERSION: Final = re.compile(r"(?<=[_\-.vV])\d+(?=[._\-/]|$)")
+
+
+def version_key(path: str) -> str:
+    """``path`` with its version numbers replaced: two versions of one artifact share the key."""
+    return _VERSION.sub("#", path)
+
+
 def _compared(text: str) -> list[str]:
     return [w for w in words(text) if w not in _REVISION_WORDS]
 
 
-def one_change(new: str, old: str) -> bool:
-    """Whether ``new`` says what ``old`` says with one value changed (see the module doc)."""
+def _is_content(word: str) -> bool:
+    return word not in _STOP and (len(word) >= 3 or any(c.isdigit() for c in word))
+
+
+def one_change(new: str, old: str, *, values_only: bool = False) -> bool:
+    """Whether ``new`` says what ``old`` says with its value changed (see the module doc): one
+    contiguous change of at most ``MAX_CHANGED`` words that share none, or, word for word, one
+    word with a digit differs ("CUDA 12.4" / "CUDA 12.6"; with ``values_only`` several may:
+    "the best run is run-17 with auc=0.81" / "... run-23 with auc=0.84"). Either way the unchanged words are at least half of the longer statement and at
+    least two of them content words. ``values_only``: the second form only (reports such as "Here
+    is the tenure view." / "... the region view." are two reports, not one value changed)."""
     a, b = _compared(new), _compared(old)
     if not a or not b or a == b:
+        return False
+    if len(a) == len(b):
+        differ = [i for i in range(len(a)) if a[i] != b[i]]
+        values = all(any(c.isdigit() for c in a[i]) and any(c.isdigit() for c in b[i]) for i in differ)
+        # one value changed; several only for results ("run-17 … auc=0.81"): "keep log 7 under
+        # app_7" / "log 8 under app_8" are two rules whose subject has a number in it
+        if values and (len(differ) == 1 or values_only):
+            shared = [a[i] for i in range(len(a)) if a[i] == b[i]]
+            return len(shared) * 2 >= len(a) and sum(map(_is_content, shared)) >= 2
+    if values_only:
         return False
     n = min(len(a), len(b))
     i = 0
@@ -100,11 +128,12 @@ def one_change(new: str, old: str) -> bool:
     shared = a[:i] + (a[len(a) - j :] if j else [])
     if len(shared) * 2 < max(len(a), len(b)):
         return False
-    return sum(1 for w in shared if w not in _STOP and (len(w) >= 3 or any(c.isdigit() for c in w))) >= 2
+    return sum(map(_is_content, shared)) >= 2
 
 
-def supersedes(new: str, old: str) -> bool:
-    """Whether the later statement ``new`` replaces the earlier ``old`` (see the module doc)."""
+def supersedes(new: str, old: str, *, values_only: bool = False) -> bool:
+    """Whether the later statement ``new`` replaces the earlier ``old`` (see the module doc;
+    ``values_only``: see ``one_change``)."""
     if new == old:
         return False
     old_words = None
@@ -112,7 +141,7 @@ def supersedes(new: str, old: str) -> bool:
         old_words = content_words(old) if old_words is None else old_words
         if phrase <= old_words and not phrase <= content_words(_NOT_AFTER_COMMA.sub(" ", _REPLACED.sub(" ", new))):
             return True
-    return one_change(new, old)
+    return one_change(new, old, values_only=values_only)
 
 
 def replaced_note(old: str, entry_id: str | None = None) -> str:
@@ -135,6 +164,9 @@ def dedupe_sentences(text: str) -> str:
     one = " ".join(text.split())
     if len(one) < 40:
         return one
+    parts = one.split(". ")
+    if len(parts) == len(set(parts)) and "!" not in one and "?" not in one and "。" not in one:
+        return one  # no sentence ending in ". " said twice (the common case, one C-level split)
     seen: set[str] = set()
     out: list[str] = []
     for m in SENTENCE_RE.finditer(one):
@@ -169,18 +201,30 @@ def clip_sentences(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
+def restates(new: str, old: str) -> bool:
+    """Whether two statements name the same thing they replace ("switch to DuckDB instead of
+    Postgres" / "Switching storage to DuckDB instead of Postgres"): the same decision, said twice."""
+    a = replaced_phrases(new)
+    return bool(a) and any(p in a for p in replaced_phrases(old))
+
+
+_SPEAKER: Final = re.compile(r"^\((?:user|assistant)\) ")
+
+
 def newest_current(items: Iterable[str], cap: int) -> list[str]:
     """The newest ``cap`` of ``items`` (oldest first in, oldest first out), each older item that a
-    newer kept one supersedes left out, the newer one marked ``— replaced: old``. Linear: every
-    item is compared with at most ``cap`` kept ones."""
+    newer kept one supersedes left out: a restatement silently, a replaced statement as the
+    newer one's mark ``— replaced: old``. Linear: every item is compared with at most ``cap``
+    kept ones."""
     kept: list[str] = []  # newest first
     for item in reversed(list(items)):
         if len(kept) >= cap:
             break
-        plain = without_note(item)
-        if any(without_note(k) == plain for k in kept):
+        plain = _SPEAKER.sub("", without_note(item))
+        current = [_SPEAKER.sub("", without_note(k)) for k in kept]
+        if plain in current or any(restates(k, plain) for k in current):
             continue
-        by = next((i for i, k in enumerate(kept) if supersedes(without_note(k), plain)), None)
+        by = next((i for i, k in enumerate(current) if supersedes(k, plain)), None)
         if by is None:
             kept.append(item)
         elif " — replaced: " not in kept[by]:

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core.drift import CODE_KEYS, extract_identifiers, render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
-from ipython_compact.core.facts import clip_sentences, dedupe_sentences
+from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
 from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
 
 Status = Literal["ok", "error", "pending"]
@@ -74,6 +74,11 @@ _CODE_WRITES: Final = (
 )
 
 
+# per pattern above: substrings one of which every match holds (a cell without them skips the scan)
+_CODE_READ_HINTS: Final = (("read_",), ("open(",), ("np.", "numpy."), ("Path(",), (".load(",))
+_CODE_WRITE_HINTS: Final = ((".to_",), ("open(",), ("np.", "numpy."), (".savefig(",), ("Path(",), (".dump(", ".save("))
+
+
 def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(files read, files written) that a Python cell names literally (pandas/numpy/open/Path/...).
 
@@ -81,10 +86,14 @@ def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """
     reads: list[str] = []
     writes: list[str] = []
-    for pattern in _CODE_WRITES:
-        writes.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in writes)
-    for pattern in _CODE_READS:
-        reads.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in reads and m.group(1) not in writes)
+    if "'" not in code and '"' not in code:
+        return (), ()  # no string literal, nothing named
+    for pattern, hints in zip(_CODE_WRITES, _CODE_WRITE_HINTS, strict=True):
+        if any(h in code for h in hints):
+            writes.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in writes)
+    for pattern, hints in zip(_CODE_READS, _CODE_READ_HINTS, strict=True):
+        if any(h in code for h in hints):
+            reads.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in reads and m.group(1) not in writes)
     return tuple(reads), tuple(writes)
 
 
@@ -118,15 +127,8 @@ class ArtifactRecord:
     replaced: str = ""
 
 
-# a version in a file name: v3, _3, -0003 before a separator or the end (churn_v3.pkl, part-0003.parquet)
-_VERSION: Final = re.compile(r"(?<=[_\-.vV])\d+(?=[._\-/]|$)")
 _ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
 ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
-
-
-def version_key(path: str) -> str:
-    """``path`` with its version numbers replaced: two versions of one artifact share the key."""
-    return _VERSION.sub("#", path)
 
 
 def _edge_lines(text: str, count: int) -> list[str]:
@@ -234,6 +236,7 @@ class Ledger:
     names: tuple[str, ...] = ()  # kernel names defined by cells that succeeded, oldest first
     artifacts: tuple[ArtifactRecord, ...] = ()  # newest last; each the current version of its artifact
     unlisted: tuple[tuple[str, int], ...] = ()  # requests per state that left the bounded lists
+    replaced_versions: tuple[str, ...] = ()  # artifacts a newer version replaced, newest last (recallable, not current)
     # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code names)
     _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
 
@@ -248,11 +251,16 @@ class Ledger:
         errors = {(e.type, e.message): e for e in self.errors}
         book = RequestBook(self.requests)
         artifacts = {version_key(a.text) if a.kind == "file" else a.text: a for a in self.artifacts}
+        stale = dict.fromkeys(self.replaced_versions)
 
         def produced(entry_id: str, kind: Literal["file", "commit"], text: str) -> None:
             key = version_key(text) if kind == "file" else text
             old = artifacts.pop(key, None)
             replaced = old.replaced if old is not None and old.text == text else (old.text if old is not None else "")
+            if old is not None and old.text != text:
+                stale.pop(old.text, None)
+                stale[old.text] = None
+            stale.pop(text, None)  # a version written again is current again
             artifacts[key] = ArtifactRecord(entry_id, kind, text, replaced)
         pending = {call_id: (tool, path, reads, writes, defs) for call_id, tool, path, reads, writes, defs in self._pending}
         totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
@@ -373,6 +381,7 @@ class Ledger:
             requests=tuple(requests),
             artifacts=tuple(list(artifacts.values())[-MAX_ARTIFACTS:]),
             unlisted=tuple((k, v) for k, v in unlisted.items() if v),
+            replaced_versions=tuple(list(stale)[-MAX_ARTIFACTS:]),
             command_total=totals["cmd"],
             command_failed=totals["failed"],
             error_total=totals["err"],
@@ -420,6 +429,7 @@ class Ledger:
             "names": list(self.names),
             "artifacts": [{"entry_id": a.entry_id, "kind": a.kind, "text": a.text, **({"replaced": a.replaced} if a.replaced else {})} for a in self.artifacts],
             "unlisted_requests": dict(self.unlisted),
+            "replaced_versions": list(self.replaced_versions),
             "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
             "pending": [[k, t, p, list(r), list(w), list(d)] for k, t, p, r, w, d in self._pending],
         }
@@ -443,6 +453,7 @@ class Ledger:
                     ArtifactRecord(str(a["entry_id"]), a["kind"], str(a["text"]), str(a.get("replaced") or "")) for a in obj.get("artifacts") or []
                 ),
                 unlisted=tuple((str(k), int(v)) for k, v in (obj.get("unlisted_requests") or {}).items() if str(k) in STATUSES),
+                replaced_versions=tuple(str(p) for p in obj.get("replaced_versions") or []),
                 command_total=int(totals.get("commands", 0)),
                 command_failed=int(totals.get("failed", 0)),
                 error_total=int(totals.get("errors", 0)),
@@ -493,11 +504,13 @@ class Ledger:
         )
         for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
             lines.append(f"- [-] withdrawn: {one_line(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
+        # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by id
         pending = [r for r in self.requests if r.status in ("open", "deferred")]
-        if len(pending) > SHOW_OPEN:
-            older_ids = ", ".join(r.entry_id for r in pending[:-SHOW_OPEN])
-            lines.append(f"- [ ] {len(pending) - SHOW_OPEN} older open or deferred request(s): entries {older_ids} (recall by id)")
-        for r in pending[-SHOW_OPEN:]:
+        full = {id(r) for r in [r for r in pending if r.status == "deferred"][-SHOW_OPEN:] + [r for r in pending if r.status == "open"][-SHOW_OPEN:]}
+        by_id = [r for r in pending if id(r) not in full]
+        if by_id:
+            lines.append(f"- [ ] {len(by_id)} older open or deferred request(s): entries {', '.join(r.entry_id for r in by_id)} (recall by id)")
+        for r in [r for r in pending if id(r) in full]:
             why = f"; deferred: {clip_sentences(r.note, 120)}" if r.status == "deferred" else ""
             lines.append(f"- [ ] {r.text}  (entry {r.entry_id}{why})")
         gone = sum(v for k, v in self.unlisted if k in ("open", "deferred"))

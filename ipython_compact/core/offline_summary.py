@@ -74,6 +74,7 @@ OUTCOME_CHARS: Final = 120  # the outcome after "→"
 # reference lines (parenthesized, naming <anchors>) stand in for anchored text and are not items
 ANCHORED_GOAL: Final = "(the goal: the first user request, verbatim in <anchors>)"
 ANCHORED_REST: Final = "(the other constraints: verbatim in <anchors>)"
+ANCHORED_REQUEST: Final = "(the request: verbatim in <anchors>)"
 _REFERENCE: Final = re.compile(r"^\(.*<anchors>.*\)$")
 _EARLIER_DONE: Final = re.compile(r"^\((\d+) earlier finished request\(s\) not listed")
 _EARLIER_OPEN: Final = re.compile(r"^\((\d+) older open or deferred request\(s\)")
@@ -336,6 +337,7 @@ class _Anchored:
 
     def __init__(self, anchors: Sequence[str]) -> None:
         self.blob = "\n".join(_norm(a) for a in anchors if a.strip())
+        self.goal = _norm(anchors[0]) if anchors else ""  # the goal comes first when there is one
 
     def __bool__(self) -> bool:
         return bool(self.blob)
@@ -343,6 +345,11 @@ class _Anchored:
     def has(self, text: str) -> bool:
         core = _norm(text).removesuffix("…").rstrip()
         return bool(self.blob) and bool(core) and core in self.blob
+
+    def is_goal(self, text: str) -> bool:
+        """Whether ``text`` is (contained in) the first anchor, the goal."""
+        core = _norm(text).removesuffix("…").rstrip()
+        return bool(core) and core in self.goal
 
     def strip_from(self, text: str) -> str:
         """``text`` without its constraint sentences that are anchored (the rest as written)."""
@@ -360,7 +367,7 @@ class _Anchored:
 
 
 def _request_line(text: str, anchored: _Anchored) -> str:
-    if anchored.has(text):
+    if anchored.is_goal(text):
         return "the goal request (verbatim in <anchors>)"
     text = dedupe_sentences(_describe(text))
     return clip_sentences(anchored.strip_from(text), REQUEST_CHARS) or clip_sentences(text, REQUEST_CHARS)
@@ -565,7 +572,7 @@ def _current_outcomes(lines: Sequence[str]) -> list[str]:
         sentences = [m.group(0).strip() for m in SENTENCE_RE.finditer(without_note(outcome))]
         kept = []
         for sentence in sentences:
-            by = next((j for j, s in newer if supersedes(s, sentence)), None)
+            by = next((j for j, s in newer if supersedes(s, sentence, values_only=True)), None)
             if by is None:
                 kept.append(sentence)
             elif " — replaced: " not in out[by]:
@@ -606,6 +613,8 @@ def offline_summary(
     if kind == "turn_prefix":
         original = found["Goal"][:1]
         within = _Anchored(original)  # the request is shown whole: do not repeat its parts
+        if original and anchored.has(original[0]):
+            original = [ANCHORED_REQUEST]
         in_progress = [r for r in found["In Progress"] if not within.has(_OPEN_LINE.match(r).group("text"))]  # type: ignore[union-attr]
         sections = {
             "Original Request": original,
@@ -622,7 +631,7 @@ def offline_summary(
         goal = [found["Goal statement"][0] + (replaced_note(old[0]) if old else "")]
 
     def current(items: Sequence[str], cap: int) -> list[str]:
-        return newest_current([i for i in items if not gone.has(without_note(i))], cap)
+        return newest_current([i for i in items if not gone.has(without_note(i).removeprefix("(user) "))], cap)
 
     constraints = current([*prev.get("Constraints & Preferences", []), *found["Constraints & Preferences"]], CAPS["Constraints & Preferences"])
     refs: dict[str, str] = {}

@@ -6,12 +6,16 @@ done. The ledger (the record carried across compactions) and the offline summary
 section) both fold a span's messages through this one state machine, so their counts agree.
 
 Rules, in log order:
-- A user message states a request (``open``) unless all it says is a withdrawal.
+- A user message states a request (``open``) unless all it says is a withdrawal, or it states
+  the goal (``anchors.is_goal_statement``: the goal is not a request an answer settles).
 - A user sentence that withdraws ("never mind the ROC plot", "forget about X", "drop X",
   "cancel X", "no need for X", "scratch that") drops the open or deferred request it names (the
-  most content words in common, at least one), else the newest one (``dropped``).
-- A final answer (assistant text, no tool calls, not cut short) answers the requests of its turn,
-  the ones still ``open``: each becomes ``done`` with the answer as its outcome, unless a
+  newest that ``names`` matches); a bare "never mind" drops the newest one (``dropped``); one
+  that names something no open request is about drops nothing.
+- A final answer (assistant text, no tool calls, not cut short) answers the requests of its turn
+  (the ones still ``open``) that it is about: the turn's newest, and an older one only when the
+  answer names it (else it stays open for the next answer). Each becomes ``done`` with the answer
+  as its outcome, unless a
   sentence of the answer puts it off ("later", "once X is done", "after X", "waiting on X",
   "blocked on", "postpone", "not yet", "next week", ...) and names it (content words in common),
   or refers back to it ("I'll do that later": the turn's newest request): it becomes ``deferred``
@@ -31,6 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
+from ipython_compact.core.anchors import is_goal_statement
 from ipython_compact.core.facts import SENTENCE_RE, content_words
 
 RequestStatus = Literal["open", "deferred", "done", "dropped"]
@@ -78,16 +83,27 @@ class RequestRecord:
         return RequestRecord(str(obj["entry_id"]), str(obj["text"]), status, str(obj.get("note") or ""))
 
 
+# every text the patterns above match holds one of these (lower-cased): cheap tests first
+_DEFER_HINTS: Final = ("later", "once", "after", "wait", "block", "until", "postpon", "defer", "put", "hold", "not yet", "next", "tomorrow", "come back", "park", "when", "depends")
+_WITHDRAW_WORDS: Final = frozenset("never mind nevermind forget about scratch drop cancel need bother longer skip ignore earlier previous last request question ask".split())
+_WITHDRAW_HINTS: Final = ("never", "forget", "scratch", "drop", "cancel", "no need", "bother", "no longer", "skip", "ignore")
+
+
+def _hinted(text: str, hints: tuple[str, ...]) -> bool:
+    low = text.lower()
+    return any(h in low for h in hints)
+
+
 def deferring_sentences(text: str) -> list[str]:
     """The sentences of an answer that put something off."""
-    if not _DEFER.search(text):
+    if not _hinted(text, _DEFER_HINTS) or not _DEFER.search(text):
         return []
     return [s for s in _sentences(text) if _DEFER.search(s) and not s.endswith("?")]
 
 
 def withdrawing_sentences(text: str) -> list[str]:
     """The sentences of a user message that withdraw an earlier request."""
-    if not _WITHDRAW.search(text):
+    if not _hinted(text, _WITHDRAW_HINTS) or not _WITHDRAW.search(text):
         return []
     return [s for s in _sentences(text) if _WITHDRAW.search(s) and not s.endswith("?")]
 
@@ -154,6 +170,8 @@ class RequestBook:
             self._withdraw(sentence)
         if withdrawals_ and sum(len(s) for s in withdrawals_) >= 0.8 * len(" ".join(text.split())):
             return None  # all it says is a withdrawal
+        if is_goal_statement(text):
+            return None  # the goal is what the work is for, not a request an answer settles
         record = RequestRecord(entry_id, line, "open")
         self._turn.append(self._add(record))
         return record
@@ -162,10 +180,13 @@ class RequestBook:
         candidates = [*self._turn[-MATCH_WINDOW:], *list(self._deferred)[-MATCH_WINDOW:]]
         if not candidates:
             return
-        words = content_words(sentence)
-        best = max(candidates, key=lambda k: (_overlap(self._records[k].text, words), int(k)))
-        if _overlap(self._records[best].text, words) == 0:
-            best = max(candidates, key=int)  # "never mind": the newest one
+        named = [k for k in candidates if names(self._records[k].text, sentence)]
+        if named:
+            best = max(named, key=int)
+        elif not content_words(sentence) - _WITHDRAW_WORDS:
+            best = max(candidates, key=int)  # a bare "never mind": the newest request
+        else:
+            return  # it names something no open request is about (done already, or never asked)
         self._set(best, "dropped", sentence)
         if best in self._deferred:
             del self._deferred[best]
@@ -185,14 +206,19 @@ class RequestBook:
                 named = turn[-1:]  # "I'll do that once the backfill is done": the newest request
             for key in named:
                 put_off.setdefault(key, sentence)
-        for key in turn:
+        unanswered: list[str] = []
+        for i, key in enumerate(turn):
             before = self._records[key]
             if key in put_off:
                 self._set(key, "deferred", put_off[key])
                 self._deferred[key] = None
-            else:
+            elif i == len(turn) - 1 or names(before.text, text):
                 self._set(key, "done", outcome)
+            else:
+                unanswered.append(key)  # asked earlier in the turn and not what this answer is about
+                continue
             changed.append((before, self._records[key]))
+        self._turn = unanswered
         if self._deferred:
             completed = completing_sentences(text)
             for key in list(self._deferred)[-MATCH_WINDOW:]:
