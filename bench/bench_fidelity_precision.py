@@ -53,17 +53,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_fidelity_probes import scripted  # noqa: E402
+from bench_fidelity_probes import scripted
 
-from ipython_compact.compactor import Compactor, NothingToCompact  # noqa: E402
-from ipython_compact.core.context import build_context  # noqa: E402
-from ipython_compact.core.entries import text_of_content  # noqa: E402
-from ipython_compact.core.settings import CompactionSettings  # noqa: E402
-from ipython_compact.core.tokens import estimate_message_tokens  # noqa: E402
-from ipython_compact.store import SessionStore  # noqa: E402
-from ipython_compact.summarizers import OfflineSummarizer  # noqa: E402
-from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer  # noqa: E402
-from ipython_compact.testing import ModelServer  # noqa: E402
+from ipython_compact.compactor import Compactor, NothingToCompact
+from ipython_compact.core.context import build_context
+from ipython_compact.core.entries import text_of_content
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.tokens import estimate_message_tokens
+from ipython_compact.store import SessionStore
+from ipython_compact.summarizers import OfflineSummarizer
+from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+from ipython_compact.testing import ModelServer
 
 ARMS = ("offline", "openai_good", "openai_drifting", "naive")
 JSON = dict[str, Any]

@@ -38,12 +38,10 @@ OLD_CHARS: Final = 90  # the replaced text as it is quoted on the new line
 
 _WORD: Final = re.compile(r"[\w][\w.%+/#@=-]*[\w%]|[\w]")
 _STOP: Final = frozenset(
-    "a an the this that these those our my your its their to of for in on at by with from as is are was were be been being "
-    "now new current currently and or but so we i you it let's lets please just also then actually instead anymore any "
-    "will would should shall can could do does did done not no yes ok okay".split()
+    ["a", "an", "the", "this", "that", "these", "those", "our", "my", "your", "its", "their", "to", "of", "for", "in", "on", "at", "by", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "now", "new", "current", "currently", "and", "or", "but", "so", "we", "i", "you", "it", "let's", "lets", "please", "just", "also", "then", "actually", "instead", "anymore", "any", "will", "would", "should", "shall", "can", "could", "do", "does", "did", "done", "not", "no", "yes", "ok", "okay"]
 )
 # words that only mark a revision; dropped before two statements are compared
-_REVISION_WORDS: Final = frozenset("actually now instead anymore rather from on ok okay so please update correction".split())
+_REVISION_WORDS: Final = frozenset(["actually", "now", "instead", "anymore", "rather", "from", "on", "ok", "okay", "so", "please", "update", "correction"])
 _REPLACED: Final = re.compile(
     r"(?i)\b(?:instead of|rather than|in place of|no longer(?: (?:use|using|need|want|do|keep|report))?|switch(?:ed|ing)? (?:away )?from|"
     r"replac(?:e|es|ed|ing)|(?:drop|dropped|dropping)(?: the)?|moved? away from)\s+(?P<old>[^.,;:!?()]{1,60}?)"

@@ -181,11 +181,14 @@ def request_line(text: str) -> str:
     return clip_sentences(dedupe_sentences(text), REQUEST_CHARS)
 
 
+NOT_ANSWERS: Final = ("error", "aborted", "toolUse")
+
+
 def is_answer(msg: Mapping[str, Any]) -> bool:
     """An assistant message that answers the requests before it: text, no tool calls, not cut
     short by an error or an abort."""
     return (msg.get("role") == "assistant" and not tool_calls_of(msg)
-            and msg.get("stopReason") not in ("error", "aborted", "toolUse")
+            and msg.get("stopReason") not in NOT_ANSWERS
             and bool(text_of_content(msg.get("content")).strip()))
 
 
@@ -318,9 +321,10 @@ class Ledger:
                         waiting.setdefault(call_id, []).append(len(commands))
                         commands.append(CommandRecord(entry.id, tool, command, "pending", call_id))
                 stop = msg.get("stopReason")
-                if is_answer(msg):
+                if not calls and stop not in NOT_ANSWERS:  # ``is_answer``, with the calls already read
                     text = text_of_content(msg.get("content"))
-                    book.answer(text, clip_sentences(dedupe_sentences(text), OUTCOME_CHARS))
+                    if text.strip():
+                        book.answer(text, clip_sentences(dedupe_sentences(text), OUTCOME_CHARS))
                 if stop == "error" and isinstance(msg.get("errorMessage"), str):
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
@@ -553,9 +557,8 @@ class Ledger:
             lines.append("files modified: " + self._files_line())  # newest first
         named = [a for a in reversed(self.artifacts) if a.text not in self.files_modified and version_key(a.text) not in self._modified_keys()]
         if named:
-            shown = named[:SHOW_ARTIFACTS]
-            more = f" (+{len(named) - len(shown)} older, not listed)" if len(named) > len(shown) else ""
-            lines.append("artifacts named by outputs (newest first): " + ", ".join(_artifact_text(a) for a in shown) + more)
+            more = f" (+{len(named) - SHOW_ARTIFACTS} older, not listed)" if len(named) > SHOW_ARTIFACTS else ""
+            lines.append("artifacts named by outputs (newest first): " + ", ".join(_artifact_text(a) for a in named[:SHOW_ARTIFACTS]) + more)
         if self.files_read:
             lines.append("files read: " + _newest(self.files_read, SHOW_FILES))
         if self.commands:

@@ -41,8 +41,16 @@ from typing import Final, Literal
 
 from ipython_compact.core.anchors import constraint_spans, is_goal_statement, is_request
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
-from ipython_compact.core.facts import SENTENCE_RE, clip_sentences, dedupe_sentences, newest_current, replaced_note, supersedes, without_note
-from ipython_compact.core.ledger import is_answer, one_line
+from ipython_compact.core.facts import (
+    SENTENCE_RE,
+    clip_sentences,
+    dedupe_sentences,
+    newest_current,
+    replaced_note,
+    supersedes,
+    without_note,
+)
+from ipython_compact.core.ledger import NOT_ANSWERS, one_line
 from ipython_compact.core.requests import RequestBook, RequestRecord
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
@@ -394,11 +402,6 @@ def _open_records(lines: Sequence[str]) -> list[RequestRecord]:
     return out
 
 
-def _final(msg: Mapping[str, object], text: str) -> bool:
-    """A final answer: assistant text, no tool calls, not cut short (the ledger's ``is_answer``)."""
-    return bool(text.strip()) and is_answer(msg)
-
-
 def _extract(
     entries: Sequence[Entry], focus: str | None, open_before: Sequence[RequestRecord] = (), anchored: _Anchored | None = None
 ) -> dict[str, list[str]]:
@@ -418,7 +421,7 @@ def _extract(
         msg = entry.message
         if msg is None:
             text = entry_text(entry)
-            if _POINTER.search(text):
+            if "[entry " in text:
                 out["Critical Context"].extend(m.group(0) for m in _POINTER.finditer(text))
             continue
         role = msg.get("role")
@@ -426,8 +429,9 @@ def _extract(
         if role == "user":
             if not text.strip():
                 continue
-            if is_request(text) and (not out["Goal"] or is_goal_statement(text)):
-                out["Goal" if not is_goal_statement(text) else "Goal statement"] = [clip_sentences(dedupe_sentences(_describe(text)), GOAL_CHARS)]
+            stated = is_goal_statement(text)
+            if (not out["Goal"] or stated) and is_request(text):
+                out["Goal statement" if stated else "Goal"] = [clip_sentences(dedupe_sentences(_describe(text)), GOAL_CHARS)]
                 out["Goal"] = out["Goal"] or out["Goal statement"]
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
@@ -462,7 +466,7 @@ def _extract(
                         reported.append(sentence)
             if fresh_next:
                 next_steps = list(dict.fromkeys(fresh_next))  # a sentence said eight times is one step
-            final = _final(msg, text)
+            final = not calls and bool(text.strip()) and msg.get("stopReason") not in NOT_ANSWERS  # ``is_answer``
             # the outcome: the final answer's report, else the last completion reported mid-turn
             progress = reported if final else [r for r in reported if _DONE.search(r)]
             if progress:
@@ -485,7 +489,8 @@ def _extract(
                 pending_errors[tool] = _clip(f"{tool}: {line.strip()}")
             else:
                 pending_errors.pop(tool, None)
-            out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
+            if "[entry " in text:
+                out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
         if focus_words and role in ("user", "assistant"):
             for sentence in _sentences(text):
                 low = sentence.lower()

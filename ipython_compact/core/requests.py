@@ -85,7 +85,7 @@ class RequestRecord:
 
 # every text the patterns above match holds one of these (lower-cased): cheap tests first
 _DEFER_HINTS: Final = ("later", "once", "after", "wait", "block", "until", "postpon", "defer", "put", "hold", "not yet", "next", "tomorrow", "come back", "park", "when", "depends")
-_WITHDRAW_WORDS: Final = frozenset("never mind nevermind forget about scratch drop cancel need bother longer skip ignore earlier previous last request question ask".split())
+_WITHDRAW_WORDS: Final = frozenset(["never", "mind", "nevermind", "forget", "about", "scratch", "drop", "cancel", "need", "bother", "longer", "skip", "ignore", "earlier", "previous", "last", "request", "question", "ask"])
 _WITHDRAW_HINTS: Final = ("never", "forget", "scratch", "drop", "cancel", "no need", "bother", "no longer", "skip", "ignore")
 
 
@@ -224,10 +224,10 @@ class RequestBook:
             for key in list(self._deferred)[-MATCH_WINDOW:]:
                 if key in put_off:
                     continue
-                sentence = next((s for s in completed if names(self._records[key].text, s)), None)
-                if sentence is not None:
+                finished = next((s for s in completed if names(self._records[key].text, s)), None)
+                if finished is not None:
                     before = self._records[key]
-                    self._set(key, "done", sentence)
+                    self._set(key, "done", finished)
                     del self._deferred[key]
                     changed.append((before, self._records[key]))
         return changed
