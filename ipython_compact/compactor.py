@@ -94,6 +94,8 @@ __all__ = [
 
 MAX_CARRIED_POINTERS = CARRIED_WITH_GIST + CARRIED_INDEX  # the newest with their gist, older as index items
 
+MAX_REPLACED_VALUES = 20  # metric values replaced in a span that the summarizer is told about (newest)
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -295,14 +297,14 @@ class Compactor:
             return None
         return self._payload(reason, focus, work)
 
-    def _summarize(self, work: _Work, focus: str | None) -> tuple[str, list[SummaryResult]]:
+    def _summarize(self, work: _Work, focus: str | None, values: Sequence[tuple[str, str]] = ()) -> tuple[str, list[SummaryResult]]:
         prep = work.prep
         previous = strip_machine_blocks(prep.previous_summary) if prep.previous_summary else None
         results: list[SummaryResult] = []
         history_text: str | None = None
         if work.history or not prep.is_split_turn:
             res = self.summarizer.summarize(
-                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()), self._superseded(work, previous))
+                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()), self._superseded(work, previous, values))
             )
             results.append(res)
             history_text = res.text
@@ -314,32 +316,35 @@ class Compactor:
             return combine_split_turn(history_text, res.text), results
         return history_text or "", results
 
-    def _superseded(self, work: _Work, previous: str | None) -> tuple[tuple[str, str], ...]:
+    def _superseded(self, work: _Work, previous: str | None, values: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         """(earlier, later) statements the summary must not state as current: revised anchors
-        (goal, constraints), and for a model summarizer also the previous checkpoint's decisions
-        and constraints that the span's statements replace (the offline summarizer finds those
-        itself, in the same pass that reads the span)."""
-        pairs = list(work.anchors.replacements())
+        (goal, constraints), the metric values the span replaced (``values``), and for a model
+        summarizer also the previous checkpoint's decisions and constraints that the span's
+        statements replace (the offline summarizer finds those itself, in the pass that reads
+        the span)."""
+        pairs = [*work.anchors.replacements(), *values]
         if previous and self.summarizer.name != OfflineSummarizer.name:
             pairs.extend(superseded_by(work.history, previous))
         return tuple(dict.fromkeys(pairs))
 
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
-        narrative, results = self._summarize(work, focus)
         prev = work.carried
+        replaced: list[tuple[str, str]] = []  # metric values the span replaced (told to the summarizer)
+        identifiers = track_identifiers(
+            prev.identifiers,
+            work.span,
+            max_count=self.max_identifiers,
+            max_chars=self.identifier_chars,
+            replaced=replaced,
+        )
+        narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:])
 
         ledger = Ledger()
         if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
             ledger = prev.ledger.update(work.span)
             ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
             ledger = ledger.settle_answered(work.path[prep.first_kept_index :])  # answered in the kept tail: done
-        identifiers = track_identifiers(
-            prev.identifiers,
-            work.span,
-            max_count=self.max_identifiers,
-            max_chars=self.identifier_chars,
-        )
         carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]
         all_pointers = carry_pointers(carried, pointers)
@@ -349,7 +354,7 @@ class Compactor:
             parts.append(work.anchors.render())
         parts.append(narrative.strip())
         if self.use_ledger:
-            parts.append(ledger.render())
+            parts.append(ledger.render(work.anchors.replaced_by_entry()))
         parts.append(
             render_block(
                 "externalized",

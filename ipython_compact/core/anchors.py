@@ -35,7 +35,7 @@ from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import PIN, Entry, entry_text, text_of_content
-from ipython_compact.core.facts import OLD_CHARS, SENTENCE_RE, clip_sentences, supersedes
+from ipython_compact.core.facts import OLD_CHARS, SENTENCE_RE, clip_sentences, dedupe_sentences, supersedes
 
 AnchorKind = Literal["goal", "constraint", "pin"]
 
@@ -136,7 +136,8 @@ class AnchorSet:
         for a in inside:
             by = (a.replaced_by or "").rsplit(":", 1)[0]
             text = text[: a.start - goal.start] + f"[revised: see entry {by}]" + text[a.end - goal.start :]
-        return text
+        once = dedupe_sentences(text)
+        return once if len(once) < 0.7 * len(text) else text  # a request pasted eight times reads once
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -165,6 +166,10 @@ class AnchorSet:
         replacement still stands."""
         current = {a.key: a.text for a in ((self.goal,) if self.goal else ()) + self.constraints}
         return [(a.text, current[a.replaced_by]) for a in self.superseded if a.replaced_by in current]
+
+    def replaced_by_entry(self) -> dict[str, str]:
+        """Superseded text -> the entry id of the statement that replaced it."""
+        return {a.text: (a.replaced_by or "").rsplit(":", 1)[0] for a in self.superseded if a.replaced_by}
 
     def _replaced(self, anchor: Anchor) -> str:
         """The history mark of a current anchor that replaced earlier ones (empty if none)."""
@@ -253,7 +258,7 @@ def one_scan_per_text(function: Callable[_P, _R]) -> Callable[_P, _R]:
 # skipped in one pass of substring tests instead of a regex scan per sentence
 _CONSTRAINT_HINTS: Final = (
     "must", "never", "always", "avoid", "only", "prefer", "should", "make sure", "ensure", "requir", "constraint", "no more",
-    "at most", "at least", "keep", "stick", "stay", "without", "allowed", "forbidden", "use", "pin", "exactly", "decimal",
+    "at most", "at least", "keep", "stick", "stay", "without", "allowed", "forbidden", "use", "pin to", "pinned to", "exactly", "decimal",
     "each time", "every time", "do not", "don", "no ", "from now on", "必须", "不要", "务必", "禁止", "只能", "保持",
 )
 

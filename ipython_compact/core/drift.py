@@ -458,6 +458,7 @@ def track_identifiers(
     *,
     max_count: int = MAX_TRACKED,
     max_chars: int = MAX_TRACKED_CHARS,
+    replaced: list[tuple[str, str]] | None = None,
 ) -> list[Identifier]:
     """Carry the tracked set forward: previous identifiers plus those in ``entries``.
 
@@ -468,7 +469,8 @@ def track_identifiers(
     characters (+3 per item for its line), the least relevant leave first (``relevance``: recency,
     then mentions; ties: older first). Identifiers of the newest entries therefore always stay, and
     the set, and the guard block built from it, reaches a fixed size instead of growing with the
-    session. The result is ordered by last mention, oldest first (deterministic).
+    session. The result is ordered by last mention, oldest first (deterministic). ``replaced``, when
+    given, receives (earlier value, later value) for each metric value replaced, in order.
 
     Linear, and bounded by what can matter: entries are read newest first, and reading stops once
     ``max_count`` identifiers (fitting ``max_chars``) were named more than ``MAX_BONUS`` positions
@@ -510,9 +512,9 @@ def track_identifiers(
             seen.add(ident.text)
             old = order.pop(ident.text, None)
             for subject in ident.subjects:
-                replaced = subjects.get(subject)
-                if replaced is not None and replaced != ident.text:
-                    order.pop(replaced, None)  # a new value of the same quantity
+                earlier = subjects.get(subject)
+                if earlier is not None and earlier != ident.text and order.pop(earlier, None) is not None and replaced is not None:
+                    replaced.append((earlier, ident.text))  # a new value of the same quantity
                 subjects[subject] = ident.text
             mentions = 1 if old is None else old.mentions + 1
             order[ident.text] = Identifier(

@@ -105,8 +105,9 @@ def one_change(new: str, old: str, *, values_only: bool = False) -> bool:
         differ = [i for i in range(len(a)) if a[i] != b[i]]
         values = all(any(c.isdigit() for c in a[i]) and any(c.isdigit() for c in b[i]) for i in differ)
         # one value changed; several only for results ("run-17 … auc=0.81"): "keep log 7 under
-        # app_7" / "log 8 under app_8" are two rules whose subject has a number in it
-        if values and (len(differ) == 1 or values_only):
+        # app_7" / "log 8 under app_8" are two rules whose subject has a number in it. The subject
+        # comes first: "Chunk 13 loaded; the mean is 19.5" / "Chunk 14 …" are two chunks.
+        if values and (len(differ) == 1 or values_only) and sum(map(_is_content, a[: differ[0]])) >= 2:
             shared = [a[i] for i in range(len(a)) if a[i] == b[i]]
             return len(shared) * 2 >= len(a) and sum(map(_is_content, shared)) >= 2
     if values_only:

@@ -128,6 +128,7 @@ class ArtifactRecord:
 
 
 _ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
+_ARTIFACT_HINTS: Final = ("sav", "wro", "writ", "creat", "export", "commit", "stor", "checkpoint", "dump")
 ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
 
 
@@ -156,7 +157,8 @@ def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
     """Files and commits an output says it produced, on its first or last ``ARTIFACT_LINES``
     lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader", "wrote 12 rows to out.csv")."""
     lines = [ln for ln in _edge_lines(text, ARTIFACT_LINES) if len(ln) < 2000]
-    if not _ARTIFACT_LINE.search("\n".join(lines)):
+    edges = "\n".join(lines).lower()
+    if not any(h in edges for h in _ARTIFACT_HINTS) or not _ARTIFACT_LINE.search(edges):
         return []
     out: list[tuple[Literal["file", "commit"], str]] = []
     for line in dict.fromkeys(lines):
@@ -174,6 +176,13 @@ def one_line(text: str, limit: int) -> str:
     (the last one an ellipsis when anything was cut)."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+RAW_CHARS: Final = 4 * REQUEST_CHARS  # a request or an answer as folded, before its one-line form
+
+
+def _note(text: str) -> str:
+    return clip_sentences(dedupe_sentences(text), OUTCOME_CHARS) if text else ""
 
 
 def request_line(text: str) -> str:
@@ -211,9 +220,11 @@ def _command_text(tool: str, args: Mapping[str, Any]) -> str | None:
     for key in COMMAND_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
-            lines = value.strip().splitlines()
-            head = one_line(lines[0], COMMAND_CHARS)
-            return head if len(lines) == 1 else f"{head} (+{len(lines) - 1} lines)"
+            text = value.strip()
+            cut = text.find("\n")
+            head = one_line(text if cut < 0 else text[:cut], COMMAND_CHARS)
+            more = 0 if cut < 0 else len(text[cut:].splitlines()) - 1  # as splitlines counts them
+            return head if not more else f"{head} (+{more} lines)"
     return None
 
 
@@ -290,7 +301,8 @@ class Ledger:
             if not indices:
                 return
             i = indices.pop()
-            commands[i] = replace(commands[i], status=status)
+            c = commands[i]
+            commands[i] = CommandRecord(c.entry_id, c.tool, c.text, status, c.call_id)
             if status == "error":
                 totals["failed"] += 1
 
@@ -301,7 +313,8 @@ class Ledger:
             role = msg.get("role")
             if role == "user":
                 text = text_of_content(msg.get("content"))
-                if text.strip() and book.user(entry.id, text, request_line(text)) is not None:
+                # the raw text, cut: the kept requests are put in their one-line form at the end
+                if text.strip() and book.user(entry.id, text, text[:RAW_CHARS]) is not None:
                     totals["req"] += 1
             elif role == "assistant":
                 calls = tool_calls_of(msg)
@@ -324,7 +337,7 @@ class Ledger:
                 if not calls and stop not in NOT_ANSWERS:  # ``is_answer``, with the calls already read
                     text = text_of_content(msg.get("content"))
                     if text.strip():
-                        book.answer(text, clip_sentences(dedupe_sentences(text), OUTCOME_CHARS))
+                        book.answer(text, text[:RAW_CHARS])
                 if stop == "error" and isinstance(msg.get("errorMessage"), str):
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
@@ -376,7 +389,7 @@ class Ledger:
                 newest_first.append(r)
             else:
                 unlisted[r.status] = unlisted.get(r.status, 0) + 1
-        requests = newest_first[::-1]
+        requests = [RequestRecord(r.entry_id, request_line(r.text), r.status, _note(r.note)) for r in reversed(newest_first)]
         return Ledger(
             files_read=tuple(list(read)[-MAX_FILES:]),
             files_modified=tuple(list(modified)[-MAX_FILES:]),
@@ -480,9 +493,15 @@ class Ledger:
         found["done"] = max(found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"])
         return found
 
-    def _request_lines(self) -> list[str]:
+    def _request_lines(self, replaced: Mapping[str, str]) -> list[str]:
         """Requests: counts per state, the newest done ones, every open or deferred one (the newest
-        in full, older ones by recall id), the newest withdrawn ones."""
+        in full, older ones by recall id), the newest withdrawn ones. A request whose text states a
+        rule the user replaced since says so on its line (``replaced``: old text -> entry id)."""
+
+        def history(text: str) -> str:
+            by = next((entry for old, entry in replaced.items() if old in text), None)
+            return f"; what it says was replaced later (entry {by})" if by else ""
+
         n = self.request_counts()
         total = sum(n.values())
         states = f"{n['done']} done, {n['open']} open" + "".join(f", {n[k]} {label}" for k, label in (("deferred", "deferred"), ("dropped", "withdrawn")) if n[k])
@@ -501,9 +520,9 @@ class Ledger:
             else:
                 same.append([r])
         lines.extend(
-            f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
+            f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
             if len(g) == 1
-            else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
+            else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
             for g in same
         )
         for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
@@ -540,17 +559,18 @@ class Ledger:
         shown = current[:SHOW_FILES]
         return ", ".join(shown) + (f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else "")
 
-    def render(self) -> str:
+    def render(self, replaced: Mapping[str, str] | None = None) -> str:
         """The ``<ledger>`` machine block the model reads after compaction.
 
         Every section has its own budget (``SHOW_*``) so the block reaches a fixed size early in a
         session and stays there: open requests verbatim, the newest done ones verbatim, older done
         ones as a count plus the newest ids (recallable); a failed attempt followed by the same
         command succeeding is one line; the newest names, files, commands and errors, with totals.
+        ``replaced`` maps texts the user replaced since (a revised rule) to the replacing entry.
         """
         lines: list[str] = []
         if self.requests or self.request_total:
-            lines.extend(self._request_lines())
+            lines.extend(self._request_lines(replaced or {}))
         if self.names:
             lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
         if self.files_modified:

@@ -104,6 +104,11 @@ _USER_DECISION: Final = re.compile(
 _NEXT: Final = re.compile(
     r"(?i)\b(next|then i(?:'ll| will)|i(?:'ll| will| am going to|'m going to)|let me|todo|to do:|need to|plan to|will now|remaining|after that)\b"
 )
+# every text the pattern above it matches holds one of these (lower-cased): a message without any
+# skips that pattern for all its sentences (one pass of substring tests instead of a scan each)
+_DECISION_HINTS: Final = ("decid", "decision", "chose", "choose", "opted", "settled", "go with", "going with", "use", "switch", "instead", "rather", "cause", "favo")
+_USER_DECISION_HINTS: Final = ("decided", "let", "go with", "switch", "instead", "rather", "from now on", "we'll", "we will", "change", "set ")
+_NEXT_HINTS: Final = ("next", "then", "i'll", "i will", "going to", "let me", "todo", "to do", "need to", "plan to", "will now", "remaining", "after that")
 _POINTER: Final = re.compile(r"\[entry [^\]]+ · [\d,]+ lines · recall [^\]]+\]")
 _ERROR: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::[ \t]*.{0,200})?)$")
 _HEADING: Final = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
@@ -116,7 +121,8 @@ def _clip(text: str, limit: int = ITEM_CHARS) -> str:
 
 def user_decisions(text: str) -> list[str]:
     """The sentences of a user message that decide something (switch, go with, instead of, ...)."""
-    if not _USER_DECISION.search(text):
+    low = text.lower()
+    if not any(h in low for h in _USER_DECISION_HINTS) or not _USER_DECISION.search(text):
         return []
     return [s for s in _sentences(text) if _USER_DECISION.search(s) and not s.endswith("?") and len(s.split()) >= 4]
 
@@ -411,7 +417,8 @@ def _extract(
     (the first request when none says it is the goal)."""
     anchored = anchored or _Anchored(())
     out: dict[str, list[str]] = {name: [] for name in ("Goal", "Goal statement", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
-    focus_words = [w.lower() for w in re.findall(r"\w{4,}", focus or "")]
+    # a focus word matches its stem ("means" finds "the mean is 30.0")
+    focus_words = list(dict.fromkeys(w.lower()[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", focus or "")))
     book = RequestBook(open_before)
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
     pending_errors: dict[str, str] = {}  # tool name -> error line
@@ -443,6 +450,9 @@ def _extract(
                 call_tools[str(call.get("id") or "")] = str(call.get("name", ""))
             fresh_next: list[str] = []
             reported: list[str] = []
+            low = text.lower()
+            may_decide = any(h in low for h in _DECISION_HINTS)
+            may_plan = any(h in low for h in _NEXT_HINTS)
             for kind, line in _blocks(text):
                 if kind == "code":
                     if line:
@@ -455,12 +465,12 @@ def _extract(
                     if sentence.endswith("?"):
                         continue
                     if sentence.endswith(":"):  # introduces what follows (code, a list)
-                        if _NEXT.search(sentence):
+                        if may_plan and _NEXT.search(sentence):
                             fresh_next.append(_clip(sentence[:-1].rstrip() + "."))
                         continue
-                    if _DECISION.search(sentence) and len(sentence.split()) >= 4:
+                    if may_decide and _DECISION.search(sentence) and len(sentence.split()) >= 4:
                         out["Key Decisions"].append(_clip(sentence))
-                    elif _NEXT.search(sentence):
+                    elif may_plan and _NEXT.search(sentence):
                         fresh_next.append(_clip(sentence))
                     else:
                         reported.append(sentence)
@@ -491,7 +501,7 @@ def _extract(
                 pending_errors.pop(tool, None)
             if "[entry " in text:
                 out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
-        if focus_words and role in ("user", "assistant"):
+        if focus_words and role == "assistant":  # what was found and decided; the user's requests are Progress lines
             for sentence in _sentences(text):
                 low = sentence.lower()
                 if any(w in low for w in focus_words):
@@ -653,14 +663,16 @@ def offline_summary(
         ids = [m.group("id") for line in older if (m := _OPEN_LINE.match(line)) and m.group("id")][-OLDER_OPEN_IDS:]
         listed = f": entries {', '.join(ids)}; recall by id" if ids else "; the log has them"
         pending = [f"({len(older)} older open or deferred request(s){listed})", *pending[len(older) :]]
+    done = _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"])
+    said = "\n".join(done)  # a focus sentence that a Done line already says is not repeated
     merged = {
         "Goal": goal,
         "Constraints & Preferences": constraints,
-        "Done": _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"]),
+        "Done": done,
         "In Progress": pending,
         "Blocked": _merge([], found["Blocked"], CAPS["Blocked"]) if entries else prev.get("Blocked", [])[-CAPS["Blocked"] :],
         "Key Decisions": current([*prev.get("Key Decisions", []), *found["Key Decisions"]], CAPS["Key Decisions"]),
         "Next Steps": (found["Next Steps"] or prev.get("Next Steps", []))[-CAPS["Next Steps"] :],
-        "Critical Context": _merge(prev.get("Critical Context", []), found["Critical Context"], CAPS["Critical Context"]),
+        "Critical Context": _merge([], [c for c in (*prev.get("Critical Context", []), *found["Critical Context"]) if c not in said], CAPS["Critical Context"]),
     }
     return _fit(kind, merged, max_chars, refs)

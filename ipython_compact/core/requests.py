@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ipython_compact.core.anchors import is_goal_statement
@@ -84,7 +84,10 @@ class RequestRecord:
 
 
 # every text the patterns above match holds one of these (lower-cased): cheap tests first
-_DEFER_HINTS: Final = ("later", "once", "after", "wait", "block", "until", "postpon", "defer", "put", "hold", "not yet", "next", "tomorrow", "come back", "park", "when", "depends")
+_DEFER_HINTS: Final = (
+    "later", "once", "after", "wait", "blocked", "until", "postpon", "defer", " off", "not yet", "next week", "next sprint",
+    "next session", "next time", "tomorrow", "come back", "park", "when", "depends",
+)
 _WITHDRAW_WORDS: Final = frozenset(["never", "mind", "nevermind", "forget", "about", "scratch", "drop", "cancel", "need", "bother", "longer", "skip", "ignore", "earlier", "previous", "last", "request", "question", "ask"])
 _WITHDRAW_HINTS: Final = ("never", "forget", "scratch", "drop", "cancel", "no need", "bother", "no longer", "skip", "ignore")
 
@@ -155,7 +158,8 @@ class RequestBook:
         return key
 
     def _set(self, key: str, status: RequestStatus, note: str) -> None:
-        self._records[key] = replace(self._records[key], status=status, note=note)
+        r = self._records[key]
+        self._records[key] = RequestRecord(r.entry_id, r.text, status, note)
 
     def records(self) -> list[RequestRecord]:
         """Every request, in the order asked."""
