@@ -97,10 +97,14 @@ def _keep(items: list[str], cap: int) -> list[str]:
     return list(seen)[-cap:]
 
 
-def good_model_text(prompt: str) -> str:
-    """What a good model writes: every section, the previous summary folded in, identifiers exact."""
+def good_model_text(prompt: str, *, honours_superseded: bool = True) -> str:
+    """What a good model writes: every section, the previous summary folded in, identifiers exact,
+    and an earlier statement the prompt's ``<superseded>`` block names left out (it is told so)."""
     conversation = _between(prompt, "conversation")
     previous = _sections(_between(prompt, "previous-summary"))
+    earlier = [ln.strip()[len("- earlier: ") :] for ln in _between(prompt, "superseded").splitlines() if ln.strip().startswith("- earlier: ")]
+    if honours_superseded and earlier:
+        previous = {name: [i for i in items if not any(e in i for e in earlier)] for name, items in previous.items()}
     users = [ln[len("[User]: ") :] for ln in conversation.splitlines() if ln.startswith("[User]: ")]
     says = [ln[len("[Assistant]: ") :] for ln in conversation.splitlines() if ln.startswith("[Assistant]: ")]
     decisions = [s for s in says if re.search(r"(?i)\b(decided|root cause|switch to|instead of)\b", s)]

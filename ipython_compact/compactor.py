@@ -20,9 +20,11 @@ What must hold:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+import gc
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ipython_compact.compaction_results import (
     CompactionError,
@@ -41,6 +43,7 @@ from ipython_compact.core.anchors import (
     apply_pins,
     constraint_spans,
     extract_anchors,
+    is_goal_statement,
     is_request,
     one_scan_per_text,
     user_text,
@@ -58,6 +61,7 @@ from ipython_compact.core.drift import (
 from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.ledger import MAX_FILES, Ledger
 from ipython_compact.core.messages import entry_message
+from ipython_compact.core.offline_summary import superseded_by
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
@@ -89,6 +93,31 @@ __all__ = [
 ]
 
 MAX_CARRIED_POINTERS = CARRIED_WITH_GIST + CARRIED_INDEX  # the newest with their gist, older as index items
+
+MAX_REPLACED_VALUES = 20  # metric values replaced in a span that the summarizer is told about (newest)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _collector_paused(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` run with Python's cyclic garbage collector paused (re-enabled after, when it
+    was on). Why: a compaction loads the whole span (200,000 entries are millions of small
+    objects) and then allocates per entry in every stage; each automatic full collection
+    re-scans everything loaded, which cost a quarter to a half of a large compaction and grew
+    faster than the span. The stages make no reference cycles worth collecting meanwhile."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if was_on:
+                gc.enable()
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -221,6 +250,7 @@ class Compactor:
             raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
         return work
 
+    @_collector_paused
     @one_scan_per_text
     def plan(self, session: str, focus: str | None = None, *, keep_recent_tokens: int | None = None) -> Plan:
         """The dry run: what would be summarized, kept, externalized and discarded. Writes nothing.
@@ -253,6 +283,7 @@ class Compactor:
         )
 
     # ------------------------------------------------------------------ summarizing
+    @_collector_paused
     @one_scan_per_text
     def prepare(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> dict[str, Any] | None:
         """Compute the ``compaction`` entry payload without writing it (the agent loop places it).
@@ -266,41 +297,54 @@ class Compactor:
             return None
         return self._payload(reason, focus, work)
 
-    def _summarize(self, work: _Work, focus: str | None) -> tuple[str, list[SummaryResult]]:
+    def _summarize(self, work: _Work, focus: str | None, values: Sequence[tuple[str, str]] = ()) -> tuple[str, list[SummaryResult]]:
         prep = work.prep
         previous = strip_machine_blocks(prep.previous_summary) if prep.previous_summary else None
         results: list[SummaryResult] = []
         history_text: str | None = None
         if work.history or not prep.is_split_turn:
             res = self.summarizer.summarize(
-                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()))
+                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()), self._superseded(work, previous, values))
             )
             results.append(res)
             history_text = res.text
         elif previous:
             history_text = previous
         if prep.is_split_turn and work.prefix:
-            res = self.summarizer.summarize(SummaryInput(work.prefix, "turn_prefix", None, None, self.settings.turn_prefix_max_tokens))
+            res = self.summarizer.summarize(SummaryInput(work.prefix, "turn_prefix", None, None, self.settings.turn_prefix_max_tokens, tuple(work.anchors.texts())))
             results.append(res)
             return combine_split_turn(history_text, res.text), results
         return history_text or "", results
 
+    def _superseded(self, work: _Work, previous: str | None, values: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        """(earlier, later) statements the summary must not state as current: revised anchors
+        (goal, constraints), the metric values the span replaced (``values``), and for a model
+        summarizer also the previous checkpoint's decisions and constraints that the span's
+        statements replace (the offline summarizer finds those itself, in the pass that reads
+        the span)."""
+        pairs = [*work.anchors.replacements(), *values]
+        if previous and self.summarizer.name != OfflineSummarizer.name:
+            pairs.extend(superseded_by(work.history, previous))
+        return tuple(dict.fromkeys(pairs))
+
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
-        narrative, results = self._summarize(work, focus)
         prev = work.carried
+        replaced: list[tuple[str, str]] = []  # metric values the span replaced (told to the summarizer)
+        identifiers = track_identifiers(
+            prev.identifiers,
+            work.span,
+            max_count=self.max_identifiers,
+            max_chars=self.identifier_chars,
+            replaced=replaced,
+        )
+        narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:])
 
         ledger = Ledger()
         if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
             ledger = prev.ledger.update(work.span)
             ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
             ledger = ledger.settle_answered(work.path[prep.first_kept_index :])  # answered in the kept tail: done
-        identifiers = track_identifiers(
-            prev.identifiers,
-            work.span,
-            max_count=self.max_identifiers,
-            max_chars=self.identifier_chars,
-        )
         carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]
         all_pointers = carry_pointers(carried, pointers)
@@ -310,7 +354,7 @@ class Compactor:
             parts.append(work.anchors.render())
         parts.append(narrative.strip())
         if self.use_ledger:
-            parts.append(ledger.render())
+            parts.append(ledger.render(work.anchors.replaced_by_entry()))
         parts.append(
             render_block(
                 "externalized",
@@ -321,7 +365,16 @@ class Compactor:
         checkpoint = "\n\n".join(p for p in parts if p)
         guard: dict[str, Any] = {"checked": 0, "missing": [], "appended": 0}
         if self.use_drift_guard:
-            required = (work.anchors.texts() if self.use_anchors else []) + [i.text for i in identifiers]
+            # an exact string only a superseded anchor said, or an artifact's replaced version, is
+            # history, not something to restore
+            current = "\n".join(work.anchors.texts())
+            stale = [a.text for a in work.anchors.superseded]
+            versions = set(ledger.replaced_versions)
+            tracked = [
+                i.text for i in identifiers
+                if i.text not in versions and not (any(i.text in old for old in stale) and i.text not in current)
+            ]
+            required = (work.anchors.texts() if self.use_anchors else []) + tracked
             checkpoint, report = apply_guard(checkpoint, required)
             guard = report.to_json()
 
@@ -360,6 +413,7 @@ class Compactor:
             "details": details,
         }
 
+    @_collector_paused
     @one_scan_per_text
     def compact(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> CompactionResult:
         """Summarize and append the compaction entry. History is never modified.
@@ -515,7 +569,7 @@ def _anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Ent
             elif user_text(e) is not None:
                 text = entry_text(e)
                 new = {text[a:b] for a, b in constraint_spans(text)} - sentences
-                if new or (not goal_seen and is_request(text)):
+                if new or (not goal_seen and is_request(text)) or is_goal_statement(text):
                     goal_seen = goal_seen or is_request(text)
                     sentences |= new
                     kept.append(e)

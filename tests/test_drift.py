@@ -168,13 +168,13 @@ def test_working_set_reaches_a_fixed_size() -> None:
     gen = TranscriptGenerator(seed=7, big_output_lines=20)
     tracked: list[Identifier] = []
     sizes: list[int] = []
-    for span in range(45):
+    for span in range(60):  # a new metric value replaces the old one, so the set fills later than when each value took a slot
         entries = [msg(f"s{span}m{i}", "user", text) for i, text in enumerate(_texts(gen.rounds(6)))]
         tracked = track_identifiers(tracked, entries, max_count=MAX_TRACKED, max_chars=MAX_TRACKED_CHARS)
         sizes.append(sum(len(t.text) + 3 for t in tracked))
     assert max(sizes) <= MAX_TRACKED_CHARS
     assert all(len(t.text) >= 3 for t in tracked)
-    assert min(sizes[25:]) >= 0.8 * max(sizes)  # full within the first half, then flat
+    assert min(sizes[40:]) >= 0.8 * max(sizes)  # full within the first two thirds, then flat
 
 
 def _texts(rounds: Any) -> list[str]:
@@ -344,3 +344,26 @@ def test_a_traceback_contributes_its_innermost_frames_and_its_error_only() -> No
     trace = f"Traceback (most recent call last):\n{frames}\nKeyError: 'amount_391f'"
     texts = [i.text for i in entry_identifiers(msg("r1", "toolResult", trace, toolCallId="c1"))]
     assert texts == ["KeyError: 'amount_391f'", "/srv/app/layer_29.py", "/srv/app/layer_28.py"]
+
+
+def test_a_new_value_of_a_metric_replaces_the_old_one_but_other_runs_stay() -> None:
+    entries = [
+        msg("o1", "toolResult", "rows after dedup: rows=41203", toolCallId="c1"),
+        msg("o2", "toolResult", "finished run-7f3a2c: auc=0.763", toolCallId="c2"),
+        msg("o3", "toolResult", "finished run-9c2e11: auc=0.791", toolCallId="c3"),
+        msg("o4", "toolResult", "rows after dedup: rows=40877", toolCallId="c4"),
+    ]
+    tracked = [t.text for t in track_identifiers([], entries)]
+    assert "rows=40877" in tracked and "rows=41203" not in tracked  # the same quantity: the newest value only
+    assert {"auc=0.763", "auc=0.791", "run-7f3a2c", "run-9c2e11"} <= set(tracked)  # two runs, two results
+    again = track_identifiers(track_identifiers([], entries[:1]), entries[1:])  # across compactions too
+    assert [t.text for t in again] == tracked
+
+
+def test_a_long_span_is_read_from_the_newest_entries_until_nothing_older_can_enter() -> None:
+    entries = [msg(f"u{i}", "user", f"look at /data/part_{i}.csv") for i in range(5000)]
+    tracked = track_identifiers([], entries, max_count=20)
+    assert [t.text for t in tracked] == [f"/data/part_{i}.csv" for i in range(4980, 5000)]
+    assert [t.last for t in tracked] == list(range(4981, 5001))  # positions as if every entry was read
+    early = [msg("x0", "user", "the key file is /data/keep.csv"), *entries]
+    assert "/data/keep.csv" not in [t.text for t in track_identifiers([], early, max_count=20)]

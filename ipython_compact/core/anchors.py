@@ -8,11 +8,16 @@ the previous checkpoint.
 
 What must hold:
 - ``Anchor.text == entry_text(raw_entry)[start:end]`` for every anchor with an entry id.
-- The goal is the first user request on the path (a bare ``/command`` is not a request; kept once
-  found; later compactions re-copy it).
+- The goal is the user's goal: the newest user message that says what the goal is ("our goal is
+  ...", "Goal: ...", ``is_goal_statement``), else the first user request on the path (a bare
+  ``/command`` is not a request); later compactions re-copy it. A per-step request never is.
 - Constraint sentences are user statements (not questions, not reports of a bug, not pasted
   text) with a constraint or preference marker, in log order, without duplicates. Precision and
   recall are measured on labelled user messages by ``bench/bench_fidelity_anchors.py``.
+- Anchors are verbatim while they stand, not forever: a later user sentence that revises one
+  (``core.facts.supersedes``: it names what it replaces, or says the same with one value changed)
+  takes its place, and the old one moves to ``superseded`` (``replaced_by`` names the new one);
+  the block shows it only as a same-line history mark of the new one. A redefined goal likewise.
 - Pins: a ``pin`` entry pins its ``text`` (its own entry is the raw source) or another entry; an
   ``unpin`` with the same ``pin_id`` (or the same text/entry id) removes it.
 - Pure: no I/O; the caller passes the raw entries the references need.
@@ -30,17 +35,19 @@ from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import PIN, Entry, entry_text, text_of_content
+from ipython_compact.core.facts import OLD_CHARS, SENTENCE_RE, clip_sentences, dedupe_sentences, supersedes
 
 AnchorKind = Literal["goal", "constraint", "pin"]
 
 GOAL_MAX_CHARS: Final = 2000
 CONSTRAINT_MAX_CHARS: Final = 400
 PIN_MAX_CHARS: Final = 4000
+MAX_SUPERSEDED: Final = 8  # superseded anchors kept (for the same-line history mark), newest last
 
 _CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(must|must not|mustn't|never|always|avoid|only use|use only|prefer|preferably|"
     r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
-    r"keep (?:it|the|all|every)|stick to|only want|(?:should|must) stay|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
+    r"keep (?:it|the|all|every)|stick to|only want|from now on|(?:should|must) stay|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
     r"|(?:^|[,;:(]\s*|\b(?:and|but|so|please|just|also|then)\s+)(?:do not|don't|dont)\b"  # a prohibition, not "i don't think"
     r"|^(?:please )?use [\w.=-]+(?: [\w.=-]+){0,3},? (?:not|instead of|rather than)\b"
     r"|(?<!\bi )(?<!\bwe )(?<!\byou )(?<!\bthey )\buse\b[^.!?]{1,60},\s*(?:no|not)\s+\w"  # "use rgb values in the themes, no rgb indices"
@@ -58,9 +65,6 @@ _DIFF_LINE_RE: Final = re.compile(r"^\s*[+-] ?\d+\b")
 _PASTED_SENTENCE_RE: Final = re.compile(r"^(?:[\w.]*(?:Error|Exception)\b|Traceback\b)")
 
 
-#: One sentence of a line: up to a sentence mark followed by a space or the end (the offline
-#: summarizer splits with the same rule).
-SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,18 @@ class Anchor:
     start: int = 0
     end: int = 0
     pin_id: str | None = None
+    replaced_by: str | None = None  # a superseded anchor: the ``key`` of the anchor that replaced it
+
+    @property
+    def key(self) -> str:
+        """Where the anchor's text is in the log (entry id and start), or its pin id."""
+        return f"{self.entry_id}:{self.start}" if self.entry_id else f"pin:{self.pin_id}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "entry_id": self.entry_id, "start": self.start, "end": self.end, "pin_id": self.pin_id}
+        out = {"kind": self.kind, "text": self.text, "entry_id": self.entry_id, "start": self.start, "end": self.end, "pin_id": self.pin_id}
+        if self.replaced_by:
+            out["replaced_by"] = self.replaced_by
+        return out
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Anchor:
@@ -89,6 +102,7 @@ class Anchor:
             start=int(obj.get("start", 0)),
             end=int(obj.get("end", 0)),
             pin_id=None if obj.get("pin_id") is None else str(obj["pin_id"]),
+            replaced_by=None if obj.get("replaced_by") is None else str(obj["replaced_by"]),
         )
 
 
@@ -100,12 +114,30 @@ class AnchorSet:
     constraints: tuple[Anchor, ...] = ()
     pins: tuple[Anchor, ...] = ()
     dropped: int = field(default=0)  # constraints dropped by the size cap (oldest first)
+    superseded: tuple[Anchor, ...] = ()  # the goal or constraints a later user statement replaced, newest last
 
     def all(self) -> tuple[Anchor, ...]:
         return ((self.goal,) if self.goal else ()) + self.constraints + self.pins
 
     def texts(self) -> list[str]:
-        return [a.text for a in self.all()]
+        """The anchors' texts as the block states them (the goal as ``goal_text``)."""
+        return [self.goal_text() if a is self.goal else a.text for a in self.all()]
+
+    def goal_text(self) -> str:
+        """The goal verbatim, except a constraint sentence inside it that the user revised since:
+        that one reads ``[revised: see entry X]`` (the goal message often states the first rules)."""
+        if self.goal is None:
+            return ""
+        goal, text = self.goal, self.goal.text
+        inside = sorted(
+            (a for a in self.superseded if a.kind == "constraint" and a.entry_id == goal.entry_id and goal.start <= a.start and a.end <= goal.end),
+            key=lambda a: a.start, reverse=True,
+        )
+        for a in inside:
+            by = (a.replaced_by or "").rsplit(":", 1)[0]
+            text = text[: a.start - goal.start] + f"[revised: see entry {by}]" + text[a.end - goal.start :]
+        once = dedupe_sentences(text)
+        return once if len(once) < 0.7 * len(text) else text  # a request pasted eight times reads once
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +145,7 @@ class AnchorSet:
             "constraints": [a.to_json() for a in self.constraints],
             "pins": [a.to_json() for a in self.pins],
             "dropped": self.dropped,
+            "superseded": [a.to_json() for a in self.superseded],
         }
 
     @staticmethod
@@ -125,17 +158,33 @@ class AnchorSet:
             constraints=tuple(Anchor.from_json(a) for a in obj.get("constraints") or []),
             pins=tuple(Anchor.from_json(a) for a in obj.get("pins") or []),
             dropped=int(obj.get("dropped", 0)),
+            superseded=tuple(Anchor.from_json(a) for a in obj.get("superseded") or []),
         )
+
+    def replacements(self) -> list[tuple[str, str]]:
+        """(superseded text, the current text that replaced it) for each superseded anchor whose
+        replacement still stands."""
+        current = {a.key: a.text for a in ((self.goal,) if self.goal else ()) + self.constraints}
+        return [(a.text, current[a.replaced_by]) for a in self.superseded if a.replaced_by in current]
+
+    def replaced_by_entry(self) -> dict[str, str]:
+        """Superseded text -> the entry id of the statement that replaced it."""
+        return {a.text: (a.replaced_by or "").rsplit(":", 1)[0] for a in self.superseded if a.replaced_by}
+
+    def _replaced(self, anchor: Anchor) -> str:
+        """The history mark of a current anchor that replaced earlier ones (empty if none)."""
+        olds = [a for a in self.superseded if a.replaced_by == anchor.key]
+        return "".join(f" — replaced: \"{clip_sentences(a.text, OLD_CHARS)}\" (entry {a.entry_id}, superseded)" for a in olds[-2:])
 
     def render(self) -> str:
         """The ``<anchors>`` machine block (verbatim texts, each with its source)."""
         lines: list[str] = []
         if self.goal is not None:
-            lines.append(f"[goal · entry {self.goal.entry_id}]")
-            lines.append(self.goal.text)
+            lines.append(f"[goal · entry {self.goal.entry_id}]{self._replaced(self.goal)}")
+            lines.append(self.goal_text())
         if self.constraints:
-            lines.append("[constraints and preferences, verbatim from the user]")
-            lines.extend(f"- {a.text}  (entry {a.entry_id})" for a in self.constraints)
+            lines.append("[constraints and preferences, verbatim from the user; each holds until the user revises it]")
+            lines.extend(f"- {a.text}  (entry {a.entry_id}){self._replaced(a)}" for a in self.constraints)
         if self.dropped:
             lines.append(f"({self.dropped} older constraint sentence(s) left this block to keep it small; they stay in the log)")
         for pin in self.pins:
@@ -205,7 +254,19 @@ def one_scan_per_text(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
+# every text ``_CONSTRAINT_RE`` matches holds one of these (lower-cased): a text without any is
+# skipped in one pass of substring tests instead of a regex scan per sentence
+_CONSTRAINT_HINTS: Final = (
+    "must", "never", "always", "avoid", "only", "prefer", "should", "make sure", "ensure", "requir", "constraint", "no more",
+    "at most", "at least", "keep", "stick", "stay", "without", "allowed", "forbidden", "use", "pin to", "pinned to", "exactly", "decimal",
+    "each time", "every time", "do not", "don", "no ", "from now on", "必须", "不要", "务必", "禁止", "只能", "保持",
+)
+
+
 def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
+    low = text.lower()
+    if not any(hint in low for hint in _CONSTRAINT_HINTS):
+        return ()
     spans: list[tuple[int, int]] = []
     lines = text.split("\n")
     diff = [i for i, line in enumerate(lines) if _DIFF_LINE_RE.match(line)]
@@ -233,6 +294,23 @@ def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
 
 
 _COMMAND_RE: Final = re.compile(r"^\s*/[\w:-]+(?:\s+\S+)?\s*$")
+
+
+_GOAL_STATEMENT_RE: Final = re.compile(
+    r"(?i)(?:\b(?:my|our|the) (?:overall |main |real |end |new |actual )?(?:goal|objective|aim|mission) (?:is|here is|now is|has changed|changes)\b|"
+    r"^\s*(?:new )?(?:goal|objective)\s*:|\bnew goal\b|\bthe project is to\b|\bwe(?:'re| are) (?:now )?building\b)"
+)
+
+
+_GOAL_HINTS: Final = ("goal", "objective", "aim", "mission", "project", "building")
+
+
+def is_goal_statement(text: str) -> bool:
+    """True for a user message that says what the goal is ("our goal is ...", "Goal: ...",
+    "new goal: ..."): it becomes the goal, replacing an earlier one; a per-step request never does."""
+    head = text[:GOAL_MAX_CHARS]
+    low = head.lower()
+    return any(h in low for h in _GOAL_HINTS) and bool(_GOAL_STATEMENT_RE.search(head))
 
 
 def is_request(text: str) -> bool:
@@ -308,6 +386,7 @@ def resolve_anchors(previous: AnchorSet, lookup: Callable[[str], Entry | None]) 
         constraints=tuple(recopy(a) for a in previous.constraints),
         pins=tuple(recopy(a) for a in previous.pins),
         dropped=previous.dropped,
+        superseded=tuple(recopy(a) for a in previous.superseded),
     )
 
 
@@ -333,6 +412,7 @@ def extract_anchors(
     base = resolve_anchors(previous, find)
     goal = base.goal
     constraints = list(base.constraints)
+    superseded = list(base.superseded)
     seen = {a.text for a in constraints}
     pin_entries: list[Entry] = []
     for entry in entries:
@@ -342,14 +422,27 @@ def extract_anchors(
         text = user_text(entry)
         if text is None:
             continue
-        if goal is None:
-            goal = _goal_from(entry)
+        if goal is None or (is_goal_statement(text) and goal.entry_id != entry.id):
+            new_goal = _goal_from(entry)
+            if goal is not None and new_goal is not None and new_goal.text != goal.text:
+                superseded.append(replace(goal, replaced_by=new_goal.key))
+            goal = new_goal or goal
         full = entry_text(entry)
         for start, end in constraint_spans(full):
             sentence = full[start:end]
-            if sentence not in seen:
-                seen.add(sentence)
-                constraints.append(Anchor("constraint", sentence, entry.id, start, end))
+            if sentence in seen or (goal is not None and goal.entry_id == entry.id and sentence == goal.text and is_goal_statement(text)):
+                continue  # said before, or a goal statement (the goal line states it)
+            seen.add(sentence)
+            anchor = Anchor("constraint", sentence, entry.id, start, end)
+            # a revision: the earlier constraints this one replaces leave the block, marked superseded
+            keep = []
+            for old in constraints:
+                if supersedes(sentence, old.text):
+                    superseded.append(replace(old, replaced_by=anchor.key))
+                    seen.discard(old.text)
+                else:
+                    keep.append(old)
+            constraints = [*keep, anchor]
     pins = apply_pins(base.pins, pin_entries, find)
     dropped = base.dropped
     total = sum(len(a.text) for a in constraints)
@@ -357,4 +450,4 @@ def extract_anchors(
         total -= len(constraints[0].text)
         constraints.pop(0)
         dropped += 1
-    return AnchorSet(goal=goal, constraints=tuple(constraints), pins=pins, dropped=dropped)
+    return AnchorSet(goal=goal, constraints=tuple(constraints), pins=pins, dropped=dropped, superseded=tuple(superseded[-MAX_SUPERSEDED:]))

@@ -196,11 +196,14 @@ class Identifier:
     mentions: int = 1
     last: int = 0
     result: bool = False
+    subjects: tuple[str, ...] = ()  # a metric's subjects (its key and what a line says before it): a new value replaces it
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
         if self.result:
             out["result"] = True
+        if self.subjects:
+            out["subjects"] = list(self.subjects)
         return out
 
     @staticmethod
@@ -215,7 +218,7 @@ class Identifier:
         if mentions < 1 or last < 0:
             raise ValueError(f"identifier {obj!r}: mentions must be >= 1 and last >= 0")
         entry_id = None if obj.get("entry_id") is None else str(obj["entry_id"])
-        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)))  # type: ignore[arg-type]
+        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)), tuple(str(x) for x in obj.get("subjects") or ()))  # type: ignore[arg-type]
 
 
 def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
@@ -395,13 +398,34 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
             texts.append(str(msg.get("command", "")))
         found.extend(output_identifiers(output))
         results = {value for _cls, value in extract_identifiers(_last_lines(output))}
+    sources: list[tuple[str, list[tuple[IdentifierClass, str]]]] = [(output, found)] if role in ("toolResult", "bashExecution") else []
     for text in texts:
-        found.extend(extract_identifiers(text))
-    out.extend(Identifier(value, cls, entry.id, result=value in results) for cls, value in found)
+        pairs = extract_identifiers(text)
+        sources.append((text, pairs))
+    for text, pairs in sources:
+        out.extend(
+            Identifier(value, cls, entry.id, result=value in results, subjects=(metric_subject(text, value),) if cls == "metric" else ())
+            for cls, value in pairs
+        )
     for code in codes:
         out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls not in ("error", "metric"))
         out.extend(Identifier(name, "variable", entry.id) for name in variables_in_code(code))
     return out
+
+
+_DIGITS: Final = re.compile(r"\d+")
+MAX_SUBJECTS: Final = 3  # subjects kept per metric (an output line and the answer that repeats it)
+
+
+def metric_subject(text: str, value: str) -> str:
+    """What a metric pair measures: its key and the words before it on its (last) line, digits
+    left out ("rows after dedup: rows=41203" and "... rows=40877" share it; "finished run-7f3a:
+    auc=0.76" and "finished run-9c2e: auc=0.79" do not). A later value of the same subject
+    replaces the earlier one in the working set."""
+    at = text.rfind(value)
+    start = text.rfind("\n", 0, at) + 1 if at >= 0 else 0
+    before = " ".join(_DIGITS.sub("", text[start:at] if at >= 0 else "").lower().split())[-40:]
+    return f"{value.split('=', 1)[0]}|{before}"
 
 
 # one extra mention is worth this many entries of recency (capped), so a path named in many turns
@@ -424,35 +448,79 @@ def relevance(ident: Identifier) -> int:
     return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP) + (RESULT_WEIGHT if ident.result else 0)
 
 
+# an identifier first named at position t can reach at most t + this much relevance
+MAX_BONUS: Final = MENTION_WEIGHT * MENTION_CAP + RESULT_WEIGHT
+
+
 def track_identifiers(
     previous: Sequence[Identifier],
     entries: Iterable[Entry],
     *,
     max_count: int = MAX_TRACKED,
     max_chars: int = MAX_TRACKED_CHARS,
+    replaced: list[tuple[str, str]] | None = None,
 ) -> list[Identifier]:
     """Carry the tracked set forward: previous identifiers plus those in ``entries``.
 
     Each entry advances a position counter (continuing from the previous set's newest ``last``); an
-    identifier seen again gets the new position and one more mention. When the set is over
-    ``max_count`` identifiers or ``max_chars`` characters (+3 per item for its line), the least
-    relevant leave first (``relevance``: recency, then mentions; ties: older first). Identifiers of
-    the newest entries therefore always stay, and the set, and the guard block built from it,
-    reaches a fixed size instead of growing with the session. The result is ordered by last
-    mention, oldest first (deterministic).
+    identifier seen again gets the new position and one more mention; a metric seen with a new
+    value of its subject (``metric_subject``) replaces the earlier value, which leaves the set
+    (the log keeps it). When the set is over ``max_count`` identifiers or ``max_chars``
+    characters (+3 per item for its line), the least relevant leave first (``relevance``: recency,
+    then mentions; ties: older first). Identifiers of the newest entries therefore always stay, and
+    the set, and the guard block built from it, reaches a fixed size instead of growing with the
+    session. The result is ordered by last mention, oldest first (deterministic). ``replaced``, when
+    given, receives (earlier value, later value) for each metric value replaced, in order.
+
+    Linear, and bounded by what can matter: entries are read newest first, and reading stops once
+    ``max_count`` identifiers (fitting ``max_chars``) were named more than ``MAX_BONUS`` positions
+    after the next older entry: nothing first named there could outrank them. The fold then runs
+    over the entries read, at their own positions; mentions are counted in the entries read. A
+    200,000-entry span reads a few thousand entries; a span shorter than ``MAX_BONUS`` entries is
+    read whole.
     """
+    span = entries if isinstance(entries, Sequence) else list(entries)
+    tick0 = max((ident.last for ident in previous), default=0)
+    read: list[list[Identifier]] = []  # newest first
+    newest: list[tuple[int, int]] = []  # (position of first sighting walking back, cost), decreasing positions
+    seen_keys: set[str] = set()
+    strong = 0  # leading items of ``newest`` that no older entry can outrank
+    first = 0
+    for k in range(len(span) - 1, -1, -1):
+        idents = entry_identifiers(span[k])
+        read.append(idents)
+        for ident in idents:
+            key = ident.subjects[0] if ident.subjects else ident.text
+            if key not in seen_keys:
+                seen_keys.add(key)
+                newest.append((tick0 + k + 1, len(ident.text) + 3))
+        bound = tick0 + k + MAX_BONUS  # the best an identifier first named before entry k can reach
+        while strong < len(newest) and newest[strong][0] > bound:
+            strong += 1
+        if strong >= max_count and k % 64 == 0 and _fills(newest[:strong], max_count, max_chars):
+            first = k
+            break
     order: dict[str, Identifier] = {ident.text: ident for ident in previous}
-    tick = max((ident.last for ident in previous), default=0)
-    for entry in entries:
+    subjects: dict[str, str] = {subject: ident.text for ident in previous for subject in ident.subjects}
+    tick = tick0 + first
+    for idents in reversed(read):
         tick += 1
         seen: set[str] = set()
-        for ident in entry_identifiers(entry):
+        for ident in idents:
             if ident.text in seen:
                 continue
             seen.add(ident.text)
             old = order.pop(ident.text, None)
+            for subject in ident.subjects:
+                earlier = subjects.get(subject)
+                if earlier is not None and earlier != ident.text and order.pop(earlier, None) is not None and replaced is not None:
+                    replaced.append((earlier, ident.text))  # a new value of the same quantity
+                subjects[subject] = ident.text
             mentions = 1 if old is None else old.mentions + 1
-            order[ident.text] = Identifier(ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result))
+            order[ident.text] = Identifier(
+                ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result),
+                tuple(dict.fromkeys((*(old.subjects if old else ()), *ident.subjects)))[-MAX_SUBJECTS:]
+            )
     items = list(order.values())  # insertion order = last mention, oldest first
     rank = sorted(range(len(items)), key=lambda i: (relevance(items[i]), i), reverse=True)
     keep: set[int] = set()
@@ -466,6 +534,19 @@ def track_identifiers(
         keep.add(i)
         chars += cost
     return [item for i, item in enumerate(items) if i in keep]
+
+
+def _fills(candidates: Sequence[tuple[int, int]], max_count: int, max_chars: int) -> bool:
+    """Whether ``max_count`` of ``candidates`` (newest first, with their cost) fit ``max_chars``
+    when taken in that order, skipping what does not fit (as the working set is filled)."""
+    count = chars = 0
+    for _tick, cost in candidates:
+        if chars + cost <= max_chars:
+            count += 1
+            chars += cost
+            if count >= max_count:
+                return True
+    return False
 
 
 def strip_machine_blocks(text: str) -> str:

@@ -22,8 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from ipython_compact.core.drift import CODE_KEYS, render_block, variables_in_code
+from ipython_compact.core.drift import CODE_KEYS, extract_identifiers, render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
+from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
+from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
 
 Status = Literal["ok", "error", "pending"]
 
@@ -33,11 +35,17 @@ PATH_KEYS: Final = ("path", "file_path", "filePath", "filename", "file")
 COMMAND_KEYS: Final = ("command", "cmd", "code", "source", "cell", "script")
 MAX_COMMANDS: Final = 40
 MAX_ERRORS: Final = 20
-MAX_REQUESTS: Final = 40
+MAX_REQUESTS: Final = 40  # done requests kept (open and deferred ones: up to MAX_PENDING)
+MAX_PENDING: Final = 100
+MAX_DROPPED: Final = 10
+MAX_ARTIFACTS: Final = 40
+SHOW_ARTIFACTS: Final = 12
+SHOW_DROPPED: Final = 3
 MAX_FILES: Final = 200
 MAX_NAMES: Final = 120
 COMMAND_CHARS: Final = 160
 REQUEST_CHARS: Final = 240
+OUTCOME_CHARS: Final = 160
 # what ``render`` shows (the stored lists above stay longer; totals count everything)
 SHOW_OPEN: Final = 10
 SHOW_DONE: Final = 4
@@ -66,6 +74,11 @@ _CODE_WRITES: Final = (
 )
 
 
+# per pattern above: substrings one of which every match holds (a cell without them skips the scan)
+_CODE_READ_HINTS: Final = (("read_",), ("open(",), ("np.", "numpy."), ("Path(",), (".load(",))
+_CODE_WRITE_HINTS: Final = ((".to_",), ("open(",), ("np.", "numpy."), (".savefig(",), ("Path(",), (".dump(", ".save("))
+
+
 def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(files read, files written) that a Python cell names literally (pandas/numpy/open/Path/...).
 
@@ -73,10 +86,14 @@ def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """
     reads: list[str] = []
     writes: list[str] = []
-    for pattern in _CODE_WRITES:
-        writes.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in writes)
-    for pattern in _CODE_READS:
-        reads.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in reads and m.group(1) not in writes)
+    if "'" not in code and '"' not in code:
+        return (), ()  # no string literal, nothing named
+    for pattern, hints in zip(_CODE_WRITES, _CODE_WRITE_HINTS, strict=True):
+        if any(h in code for h in hints):
+            writes.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in writes)
+    for pattern, hints in zip(_CODE_READS, _CODE_READ_HINTS, strict=True):
+        if any(h in code for h in hints):
+            reads.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in reads and m.group(1) not in writes)
     return tuple(reads), tuple(writes)
 
 
@@ -100,10 +117,58 @@ class ErrorRecord:
 
 
 @dataclass(frozen=True)
-class RequestRecord:
+class ArtifactRecord:
+    """Something the work produced: a file written or a commit made (``kind``), newest version
+    only (``replaced``: the earlier version's text, recallable from the log)."""
+
     entry_id: str
+    kind: Literal["file", "commit"]
     text: str
-    status: Literal["done", "open"]
+    replaced: str = ""
+
+
+_ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
+_ARTIFACT_HINTS: Final = ("sav", "wro", "writ", "creat", "export", "commit", "stor", "checkpoint", "dump")
+ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
+
+
+def _edge_lines(text: str, count: int) -> list[str]:
+    """The first and the last ``count`` lines of ``text`` (found without splitting all of it)."""
+    head: list[str] = []
+    pos = 0
+    while len(head) < count and pos <= len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        head.append(text[pos:end])
+        pos = end + 1
+    if pos > len(text):
+        return head
+    tail: list[str] = []
+    end = len(text)
+    while len(tail) < count and end > pos:
+        start = text.rfind("\n", pos, end) + 1
+        start = max(start, pos)
+        tail.append(text[start:end])
+        end = start - 1
+    return head + tail[::-1]
+
+
+def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
+    """Files and commits an output says it produced, on its first or last ``ARTIFACT_LINES``
+    lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader", "wrote 12 rows to out.csv")."""
+    lines = [ln for ln in _edge_lines(text, ARTIFACT_LINES) if len(ln) < 2000]
+    edges = "\n".join(lines).lower()
+    if not any(h in edges for h in _ARTIFACT_HINTS) or not _ARTIFACT_LINE.search(edges):
+        return []
+    out: list[tuple[Literal["file", "commit"], str]] = []
+    for line in dict.fromkeys(lines):
+        if not _ARTIFACT_LINE.search(line):
+            continue
+        for cls, value in extract_identifiers(line):
+            kind: Literal["file", "commit"] | None = "file" if cls == "path" else "commit" if cls == "commit" else None
+            if kind and (kind, value) not in out:
+                out.append((kind, value))
+    return out
 
 
 def one_line(text: str, limit: int) -> str:
@@ -113,11 +178,26 @@ def one_line(text: str, limit: int) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
+RAW_CHARS: Final = 4 * REQUEST_CHARS  # a request or an answer as folded, before its one-line form
+
+
+def _note(text: str) -> str:
+    return clip_sentences(dedupe_sentences(text), OUTCOME_CHARS) if text else ""
+
+
+def request_line(text: str) -> str:
+    """A request as the ledger keeps it: each sentence once, on one line, cut at a sentence end."""
+    return clip_sentences(dedupe_sentences(text), REQUEST_CHARS)
+
+
+NOT_ANSWERS: Final = ("error", "aborted", "toolUse")
+
+
 def is_answer(msg: Mapping[str, Any]) -> bool:
     """An assistant message that answers the requests before it: text, no tool calls, not cut
     short by an error or an abort."""
     return (msg.get("role") == "assistant" and not tool_calls_of(msg)
-            and msg.get("stopReason") not in ("error", "aborted", "toolUse")
+            and msg.get("stopReason") not in NOT_ANSWERS
             and bool(text_of_content(msg.get("content")).strip()))
 
 
@@ -140,9 +220,11 @@ def _command_text(tool: str, args: Mapping[str, Any]) -> str | None:
     for key in COMMAND_KEYS:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
-            lines = value.strip().splitlines()
-            head = one_line(lines[0], COMMAND_CHARS)
-            return head if len(lines) == 1 else f"{head} (+{len(lines) - 1} lines)"
+            text = value.strip()
+            cut = text.find("\n")
+            head = one_line(text if cut < 0 else text[:cut], COMMAND_CHARS)
+            more = 0 if cut < 0 else len(text[cut:].splitlines()) - 1  # as splitlines counts them
+            return head if not more else f"{head} (+{more} lines)"
     return None
 
 
@@ -166,6 +248,9 @@ class Ledger:
     error_total: int = 0
     request_total: int = 0
     names: tuple[str, ...] = ()  # kernel names defined by cells that succeeded, oldest first
+    artifacts: tuple[ArtifactRecord, ...] = ()  # newest last; each the current version of its artifact
+    unlisted: tuple[tuple[str, int], ...] = ()  # requests per state that left the bounded lists
+    replaced_versions: tuple[str, ...] = ()  # artifacts a newer version replaced, newest last (recallable, not current)
     # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code names)
     _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
 
@@ -178,9 +263,19 @@ class Ledger:
         modified = dict.fromkeys(self.files_modified)
         commands = list(self.commands)
         errors = {(e.type, e.message): e for e in self.errors}
-        requests = list(self.requests)
-        # An answer settles every open request, so the open ones are always a suffix.
-        first_open = next((i for i, r in enumerate(requests) if r.status == "open"), len(requests))
+        book = RequestBook(self.requests)
+        artifacts = {version_key(a.text) if a.kind == "file" else a.text: a for a in self.artifacts}
+        stale = dict.fromkeys(self.replaced_versions)
+
+        def produced(entry_id: str, kind: Literal["file", "commit"], text: str) -> None:
+            key = version_key(text) if kind == "file" else text
+            old = artifacts.pop(key, None)
+            replaced = old.replaced if old is not None and old.text == text else (old.text if old is not None else "")
+            if old is not None and old.text != text:
+                stale.pop(old.text, None)
+                stale[old.text] = None
+            stale.pop(text, None)  # a version written again is current again
+            artifacts[key] = ArtifactRecord(entry_id, kind, text, replaced)
         pending = {call_id: (tool, path, reads, writes, defs) for call_id, tool, path, reads, writes, defs in self._pending}
         totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
 
@@ -206,7 +301,8 @@ class Ledger:
             if not indices:
                 return
             i = indices.pop()
-            commands[i] = replace(commands[i], status=status)
+            c = commands[i]
+            commands[i] = CommandRecord(c.entry_id, c.tool, c.text, status, c.call_id)
             if status == "error":
                 totals["failed"] += 1
 
@@ -217,9 +313,9 @@ class Ledger:
             role = msg.get("role")
             if role == "user":
                 text = text_of_content(msg.get("content"))
-                if text.strip():
+                # the raw text, cut: the kept requests are put in their one-line form at the end
+                if text.strip() and book.user(entry.id, text, text[:RAW_CHARS]) is not None:
                     totals["req"] += 1
-                    requests.append(RequestRecord(entry.id, one_line(text, REQUEST_CHARS), "open"))
             elif role == "assistant":
                 calls = tool_calls_of(msg)
                 for call in calls:
@@ -238,11 +334,10 @@ class Ledger:
                         waiting.setdefault(call_id, []).append(len(commands))
                         commands.append(CommandRecord(entry.id, tool, command, "pending", call_id))
                 stop = msg.get("stopReason")
-                if is_answer(msg):
-                    for i in range(first_open, len(requests)):
-                        if requests[i].status == "open":
-                            requests[i] = replace(requests[i], status="done")
-                    first_open = len(requests)
+                if not calls and stop not in NOT_ANSWERS:  # ``is_answer``, with the calls already read
+                    text = text_of_content(msg.get("content"))
+                    if text.strip():
+                        book.answer(text, text[:RAW_CHARS])
                 if stop == "error" and isinstance(msg.get("errorMessage"), str):
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
@@ -263,7 +358,11 @@ class Ledger:
                     looked = ([path] if path and READ_TOOLS.match(tool) else []) + list(code_reads)
                     for written in wrote:
                         read.pop(written, None)
-                        modified.setdefault(written, None)
+                        modified.pop(written, None)  # newest last: a file written again moves
+                        modified[written] = None
+                        produced(entry.id, "file", written)
+                    for kind, value in output_artifacts(body):
+                        produced(entry.id, kind, value)
                     for seen in looked:
                         if seen not in modified:
                             read.setdefault(seen, None)
@@ -277,18 +376,29 @@ class Ledger:
                     totals["failed"] += 1
                     add_error(entry.id, str(msg.get("output", "")) or f"exit code {exit_code}")
 
-        # bounded: open requests first (newest MAX_REQUESTS), then the newest done ones that fit
-        open_ids = {id(r) for r in [r for r in requests if r.status == "open"][-MAX_REQUESTS:]}
-        room = MAX_REQUESTS - len(open_ids)
-        done = [r for r in requests if r.status == "done"]
-        done_ids = {id(r) for r in done[max(0, len(done) - room) :]} if room > 0 else set()
-        requests = [r for r in requests if id(r) in open_ids or id(r) in done_ids]
+        # bounded per state: the newest MAX_PENDING open or deferred, MAX_REQUESTS done, MAX_DROPPED
+        # withdrawn; the ones that leave are counted per state, so the totals stay exact
+        unlisted = dict(self.unlisted)
+        limits = {"pending": MAX_PENDING, "done": MAX_REQUESTS, "dropped": MAX_DROPPED}
+        taken = dict.fromkeys(limits, 0)
+        newest_first: list[RequestRecord] = []
+        for r in reversed(book.records()):
+            group = "pending" if r.status in ("open", "deferred") else r.status
+            if taken[group] < limits[group]:
+                taken[group] += 1
+                newest_first.append(r)
+            else:
+                unlisted[r.status] = unlisted.get(r.status, 0) + 1
+        requests = [RequestRecord(r.entry_id, request_line(r.text), r.status, _note(r.note)) for r in reversed(newest_first)]
         return Ledger(
             files_read=tuple(list(read)[-MAX_FILES:]),
             files_modified=tuple(list(modified)[-MAX_FILES:]),
             commands=tuple(commands[-MAX_COMMANDS:]),
             errors=tuple(list(errors.values())[-MAX_ERRORS:]),
             requests=tuple(requests),
+            artifacts=tuple(list(artifacts.values())[-MAX_ARTIFACTS:]),
+            unlisted=tuple((k, v) for k, v in unlisted.items() if v),
+            replaced_versions=tuple(list(stale)[-MAX_ARTIFACTS:]),
             command_total=totals["cmd"],
             command_failed=totals["failed"],
             error_total=totals["err"],
@@ -298,15 +408,32 @@ class Ledger:
         )
 
     def settle_answered(self, later: Iterable[Entry]) -> Ledger:
-        """Requests answered after the summarized span — in the kept tail — are done, not open.
+        """Requests answered after the summarized span — in the kept tail — are settled there.
 
         ``update`` only sees the summarized entries; a request whose answer is kept verbatim would
-        otherwise be listed as open and redone. ``later`` is what comes after the span, in order."""
-        if not any(r.status == "open" for r in self.requests):
+        otherwise be listed as open and redone. ``later`` is what comes after the span, in order:
+        its messages go through the same state machine (an answer there may also defer a request),
+        and only the states of this ledger's requests are kept (the next compaction folds the
+        tail itself; withdrawals in it are left to that fold, so none is applied twice)."""
+        if not any(r.status in ("open", "deferred") for r in self.requests):
             return self
-        if not any(e.message is not None and is_answer(e.message) for e in later):
+        book = RequestBook(self.requests)
+        answered = False
+        for entry in later:
+            msg = entry.message
+            if msg is None:
+                continue
+            if msg.get("role") == "user":
+                text = text_of_content(msg.get("content"))
+                if text.strip():
+                    book.user(entry.id, text, request_line(text), withdrawals=False)
+            elif is_answer(msg):
+                text = text_of_content(msg.get("content"))
+                book.answer(text, clip_sentences(dedupe_sentences(text), OUTCOME_CHARS))
+                answered = True
+        if not answered:
             return self
-        return replace(self, requests=tuple(replace(r, status="done") if r.status == "open" else r for r in self.requests))
+        return replace(self, requests=tuple(book.records()[: len(self.requests)]))
 
     # ---- persistence --------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -315,8 +442,11 @@ class Ledger:
             "files_modified": list(self.files_modified),
             "commands": [{"entry_id": c.entry_id, "tool": c.tool, "text": c.text, "status": c.status, "call_id": c.call_id} for c in self.commands],
             "errors": [{"entry_id": e.entry_id, "type": e.type, "message": e.message} for e in self.errors],
-            "requests": [{"entry_id": r.entry_id, "text": r.text, "status": r.status} for r in self.requests],
+            "requests": [r.to_json() for r in self.requests],
             "names": list(self.names),
+            "artifacts": [{"entry_id": a.entry_id, "kind": a.kind, "text": a.text, **({"replaced": a.replaced} if a.replaced else {})} for a in self.artifacts],
+            "unlisted_requests": dict(self.unlisted),
+            "replaced_versions": list(self.replaced_versions),
             "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
             "pending": [[k, t, p, list(r), list(w), list(d)] for k, t, p, r, w, d in self._pending],
         }
@@ -335,7 +465,12 @@ class Ledger:
                     CommandRecord(str(c["entry_id"]), str(c["tool"]), str(c["text"]), c["status"], c.get("call_id")) for c in obj.get("commands") or []
                 ),
                 errors=tuple(ErrorRecord(str(e["entry_id"]), str(e["type"]), str(e["message"])) for e in obj.get("errors") or []),
-                requests=tuple(RequestRecord(str(r["entry_id"]), str(r["text"]), r["status"]) for r in obj.get("requests") or []),
+                requests=tuple(RequestRecord.from_json(r) for r in obj.get("requests") or []),
+                artifacts=tuple(
+                    ArtifactRecord(str(a["entry_id"]), a["kind"], str(a["text"]), str(a.get("replaced") or "")) for a in obj.get("artifacts") or []
+                ),
+                unlisted=tuple((str(k), int(v)) for k, v in (obj.get("unlisted_requests") or {}).items() if str(k) in STATUSES),
+                replaced_versions=tuple(str(p) for p in obj.get("replaced_versions") or []),
                 command_total=int(totals.get("commands", 0)),
                 command_failed=int(totals.get("failed", 0)),
                 error_total=int(totals.get("errors", 0)),
@@ -345,49 +480,105 @@ class Ledger:
                     (str(p[0]), str(p[1]), str(p[2]), _strs(p, 3), _strs(p, 4), _strs(p, 5)) for p in obj.get("pending") or []
                 ),
             )
-        except (KeyError, TypeError, IndexError) as exc:
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
             raise ValueError(f"ledger details are malformed: {exc!r}") from exc
 
     # ---- rendering ----------------------------------------------------------------------------
-    def render(self) -> str:
+    def request_counts(self) -> dict[str, int]:
+        """Requests per state: the listed ones plus those that left the bounded lists; ``done``
+        is what the total leaves (a ledger stored before states existed listed fewer)."""
+        found = counts(self.requests)
+        for status, n in self.unlisted:
+            found[status] = found.get(status, 0) + n
+        found["done"] = max(found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"])
+        return found
+
+    def _request_lines(self, replaced: Mapping[str, str]) -> list[str]:
+        """Requests: counts per state, the newest done ones, every open or deferred one (the newest
+        in full, older ones by recall id), the newest withdrawn ones. A request whose text states a
+        rule the user replaced since says so on its line (``replaced``: old text -> entry id)."""
+
+        def history(text: str) -> str:
+            by = next((entry for old, entry in replaced.items() if old in text), None)
+            return f"; what it says was replaced later (entry {by})" if by else ""
+
+        n = self.request_counts()
+        total = sum(n.values())
+        states = f"{n['done']} done, {n['open']} open" + "".join(f", {n[k]} {label}" for k, label in (("deferred", "deferred"), ("dropped", "withdrawn")) if n[k])
+        lines = [f"user requests ({total} total: {states}; done = already answered, do not redo):"]
+        done = [r for r in self.requests if r.status == "done"]
+        shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
+        earlier = n["done"] - len(shown_done)
+        if earlier > 0:
+            older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
+            ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
+            lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
+        same: list[list[RequestRecord]] = []  # a request repeated verbatim is one line
+        for r in shown_done:
+            if same and same[-1][0].text == r.text:
+                same[-1].append(r)
+            else:
+                same.append([r])
+        lines.extend(
+            f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
+            if len(g) == 1
+            else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
+            for g in same
+        )
+        for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
+            lines.append(f"- [-] withdrawn: {one_line(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
+        # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by id
+        pending = [r for r in self.requests if r.status in ("open", "deferred")]
+        full = {id(r) for r in [r for r in pending if r.status == "deferred"][-SHOW_OPEN:] + [r for r in pending if r.status == "open"][-SHOW_OPEN:]}
+        by_id = [r for r in pending if id(r) not in full]
+        if by_id:
+            lines.append(f"- [ ] {len(by_id)} older open or deferred request(s): entries {', '.join(r.entry_id for r in by_id)} (recall by id)")
+        for r in [r for r in pending if id(r) in full]:
+            why = f"; deferred: {clip_sentences(r.note, 120)}" if r.status == "deferred" else ""
+            lines.append(f"- [ ] {r.text}  (entry {r.entry_id}{why})")
+        gone = sum(v for k, v in self.unlisted if k in ("open", "deferred"))
+        if gone:
+            lines.append(f"- [ ] {gone} more open request(s) older than these (not listed; recall by query)")
+        return lines
+
+    def _modified_keys(self) -> set[str]:
+        return {version_key(p) for p in self.files_modified}
+
+    def _files_line(self) -> str:
+        """Files modified, newest first, one per artifact: an older version of a file leaves the
+        line (the newer one says it replaced it)."""
+        replaced = {a.text: a.replaced for a in self.artifacts if a.kind == "file" and a.replaced}
+        seen: set[str] = set()
+        current: list[str] = []
+        for path in reversed(self.files_modified):
+            key = version_key(path)
+            if key in seen:
+                continue
+            seen.add(key)
+            current.append(f"{path} (replaced {replaced[path]})" if replaced.get(path) and replaced[path] != path else path)
+        shown = current[:SHOW_FILES]
+        return ", ".join(shown) + (f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else "")
+
+    def render(self, replaced: Mapping[str, str] | None = None) -> str:
         """The ``<ledger>`` machine block the model reads after compaction.
 
         Every section has its own budget (``SHOW_*``) so the block reaches a fixed size early in a
         session and stays there: open requests verbatim, the newest done ones verbatim, older done
         ones as a count plus the newest ids (recallable); a failed attempt followed by the same
         command succeeding is one line; the newest names, files, commands and errors, with totals.
+        ``replaced`` maps texts the user replaced since (a revised rule) to the replacing entry.
         """
         lines: list[str] = []
-        if self.requests:
-            open_ = [r for r in self.requests if r.status == "open"]
-            done = [r for r in self.requests if r.status == "done"]
-            done_total = max(len(done), self.request_total - len(open_))
-            lines.append(f"user requests ({self.request_total} total: {done_total} done, {len(open_)} open; done = already answered, do not redo):")
-            shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
-            earlier = done_total - len(shown_done)
-            if earlier > 0:
-                older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
-                ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
-                lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
-            same: list[list[RequestRecord]] = []  # a request repeated verbatim is one line
-            for r in shown_done:
-                if same and same[-1][0].text == r.text:
-                    same[-1].append(r)
-                else:
-                    same.append([r])
-            lines.extend(
-                f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id})"
-                if len(g) == 1
-                else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)})"
-                for g in same
-            )
-            lines.extend(f"- [ ] {r.text}  (entry {r.entry_id})" for r in open_[-SHOW_OPEN:])
-            if len(open_) > SHOW_OPEN:
-                lines.append(f"- [ ] ... and {len(open_) - SHOW_OPEN} older open request(s) (entries {', '.join(r.entry_id for r in open_[:-SHOW_OPEN][-SHOW_DONE_IDS:])})")
+        if self.requests or self.request_total:
+            lines.extend(self._request_lines(replaced or {}))
         if self.names:
             lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
         if self.files_modified:
-            lines.append("files modified: " + _newest(self.files_modified, SHOW_FILES))
+            lines.append("files modified: " + self._files_line())  # newest first
+        named = [a for a in reversed(self.artifacts) if a.text not in self.files_modified and version_key(a.text) not in self._modified_keys()]
+        if named:
+            more = f" (+{len(named) - SHOW_ARTIFACTS} older, not listed)" if len(named) > SHOW_ARTIFACTS else ""
+            lines.append("artifacts named by outputs (newest first): " + ", ".join(_artifact_text(a) for a in named[:SHOW_ARTIFACTS]) + more)
         if self.files_read:
             lines.append("files read: " + _newest(self.files_read, SHOW_FILES))
         if self.commands:
@@ -407,6 +598,11 @@ class Ledger:
             lines.append(f"errors ({self.error_total} total; last {len(shown_errors)} distinct):")
             lines.extend(f"- {e.type}: {e.message}  (entry {e.entry_id})" for e in shown_errors)
         return render_block("ledger", lines)
+
+
+def _artifact_text(a: ArtifactRecord) -> str:
+    what = f"commit {a.text}" if a.kind == "commit" else a.text
+    return f"{what} (entry {a.entry_id}{f'; replaced {a.replaced}' if a.replaced else ''})"
 
 
 def _newest(items: tuple[str, ...], limit: int) -> str:

@@ -39,9 +39,19 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
-from ipython_compact.core.anchors import SENTENCE_RE, constraint_spans, is_request
+from ipython_compact.core.anchors import constraint_spans, is_goal_statement, is_request
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
-from ipython_compact.core.ledger import one_line
+from ipython_compact.core.facts import (
+    SENTENCE_RE,
+    clip_sentences,
+    dedupe_sentences,
+    newest_current,
+    replaced_note,
+    supersedes,
+    without_note,
+)
+from ipython_compact.core.ledger import NOT_ANSWERS, one_line
+from ipython_compact.core.requests import RequestBook, RequestRecord
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
 
@@ -72,8 +82,12 @@ OUTCOME_CHARS: Final = 120  # the outcome after "→"
 # reference lines (parenthesized, naming <anchors>) stand in for anchored text and are not items
 ANCHORED_GOAL: Final = "(the goal: the first user request, verbatim in <anchors>)"
 ANCHORED_REST: Final = "(the other constraints: verbatim in <anchors>)"
+ANCHORED_REQUEST: Final = "(the request: verbatim in <anchors>)"
 _REFERENCE: Final = re.compile(r"^\(.*<anchors>.*\)$")
 _EARLIER_DONE: Final = re.compile(r"^\((\d+) earlier finished request\(s\) not listed")
+_EARLIER_OPEN: Final = re.compile(r"^\((\d+) older open or deferred request\(s\)")
+GOAL_CHARS: Final = 600
+OLDER_OPEN_IDS: Final = 40  # ids of open requests beyond the In Progress cap, listed in one line
 # sections shrunk first when the text exceeds its budget
 SHRINK_ORDER: Final = ("Critical Context", "Done", "Key Decisions", "Early Progress", "Context for Suffix", "Blocked", "Constraints & Preferences", "In Progress", "Next Steps")
 
@@ -82,9 +96,19 @@ _DECISION: Final = re.compile(
     r"(?i)\b(decided?|decision|chose|choose|opted|settled on|going with|go with|(?:will|'ll|let's|we'll) use|"
     r"switch(?:ed|ing)? (?:to|from)|instead of|rather than|root cause|the cause|because|in favou?r of)\b"
 )
+# a user sentence that decides (stricter than the assistant's: "because" alone is a report)
+_USER_DECISION: Final = re.compile(
+    r"(?i)\b(?:(?:we|i)(?:'ve| have)? decided|let'?s (?:use|go with|switch|keep|stick with|make)|go with|switch(?:ed|ing)? (?:to|from)|"
+    r"instead of|rather than|from now on|we(?:'ll| will) use|(?:change|set) (?:the )?[\w -]{2,30} to)\b"
+)
 _NEXT: Final = re.compile(
     r"(?i)\b(next|then i(?:'ll| will)|i(?:'ll| will| am going to|'m going to)|let me|todo|to do:|need to|plan to|will now|remaining|after that)\b"
 )
+# every text the pattern above it matches holds one of these (lower-cased): a message without any
+# skips that pattern for all its sentences (one pass of substring tests instead of a scan each)
+_DECISION_HINTS: Final = ("decid", "decision", "chose", "choose", "opted", "settled", "go with", "going with", "use", "switch", "instead", "rather", "cause", "favo")
+_USER_DECISION_HINTS: Final = ("decided", "let", "go with", "switch", "instead", "rather", "from now on", "we'll", "we will", "change", "set ")
+_NEXT_HINTS: Final = ("next", "then", "i'll", "i will", "going to", "let me", "todo", "to do", "need to", "plan to", "will now", "remaining", "after that")
 _POINTER: Final = re.compile(r"\[entry [^\]]+ · [\d,]+ lines · recall [^\]]+\]")
 _ERROR: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::[ \t]*.{0,200})?)$")
 _HEADING: Final = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
@@ -93,6 +117,14 @@ _ITEM_PREFIX: Final = re.compile(r"^(?:[-*]\s+(?:\[[ xX]\]\s+)?|\d+\.\s+)")
 
 def _clip(text: str, limit: int = ITEM_CHARS) -> str:
     return one_line(text, limit)
+
+
+def user_decisions(text: str) -> list[str]:
+    """The sentences of a user message that decide something (switch, go with, instead of, ...)."""
+    low = text.lower()
+    if not any(h in low for h in _USER_DECISION_HINTS) or not _USER_DECISION.search(text):
+        return []
+    return [s for s in _sentences(text) if _USER_DECISION.search(s) and not s.endswith("?") and len(s.split()) >= 4]
 
 
 def _sentences(text: str) -> Iterable[str]:
@@ -319,6 +351,7 @@ class _Anchored:
 
     def __init__(self, anchors: Sequence[str]) -> None:
         self.blob = "\n".join(_norm(a) for a in anchors if a.strip())
+        self.goal = _norm(anchors[0]) if anchors else ""  # the goal comes first when there is one
 
     def __bool__(self) -> bool:
         return bool(self.blob)
@@ -326,6 +359,11 @@ class _Anchored:
     def has(self, text: str) -> bool:
         core = _norm(text).removesuffix("…").rstrip()
         return bool(self.blob) and bool(core) and core in self.blob
+
+    def is_goal(self, text: str) -> bool:
+        """Whether ``text`` is (contained in) the first anchor, the goal."""
+        core = _norm(text).removesuffix("…").rstrip()
+        return bool(core) and core in self.goal
 
     def strip_from(self, text: str) -> str:
         """``text`` without its constraint sentences that are anchored (the rest as written)."""
@@ -343,21 +381,45 @@ class _Anchored:
 
 
 def _request_line(text: str, anchored: _Anchored) -> str:
-    if anchored.has(text):
+    if anchored.is_goal(text):
         return "the goal request (verbatim in <anchors>)"
-    text = _describe(text)
-    return _clip(anchored.strip_from(text), REQUEST_CHARS) or _clip(text, REQUEST_CHARS)
+    text = dedupe_sentences(_describe(text))
+    return clip_sentences(anchored.strip_from(text), REQUEST_CHARS) or clip_sentences(text, REQUEST_CHARS)
+
+
+# an In Progress line: the request, its state when deferred, and its entry id (parsed back when rolling)
+_OPEN_LINE: Final = re.compile(r"^(?P<text>.*?)(?: — deferred: (?P<why>.*?))?(?: \(entry (?P<id>[^()\s]+)\))?$")
+
+
+def _open_line(r: RequestRecord) -> str:
+    why = f" — deferred: {clip_sentences(r.note, OUTCOME_CHARS)}" if r.status == "deferred" else ""
+    where = f" (entry {r.entry_id})" if r.entry_id else ""
+    return f"{r.text}{why}{where}"
+
+
+def _open_records(lines: Sequence[str]) -> list[RequestRecord]:
+    out = []
+    for line in lines:
+        if _EARLIER_OPEN.match(line):
+            continue
+        m = _OPEN_LINE.match(line)
+        assert m is not None  # every group is optional
+        out.append(RequestRecord(m.group("id") or "", m.group("text"), "deferred" if m.group("why") else "open", m.group("why") or ""))
+    return out
 
 
 def _extract(
-    entries: Sequence[Entry], focus: str | None, open_before: Sequence[str] = (), anchored: _Anchored | None = None
+    entries: Sequence[Entry], focus: str | None, open_before: Sequence[RequestRecord] = (), anchored: _Anchored | None = None
 ) -> dict[str, list[str]]:
-    """Items found in the span, per section. ``open_before`` are requests still open from the
-    previous checkpoint (already in their line form): a final answer in this span settles them."""
+    """Items found in the span, per section. ``open_before`` are the requests still open or
+    deferred from the previous checkpoint: they go on through the same state machine
+    (``core.requests``) as the span's own. "Goal" holds the newest goal statement of the span
+    (the first request when none says it is the goal)."""
     anchored = anchored or _Anchored(())
-    out: dict[str, list[str]] = {name: [] for name in ("Goal", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
-    focus_words = [w.lower() for w in re.findall(r"\w{4,}", focus or "")]
-    open_requests: list[str] = list(open_before)
+    out: dict[str, list[str]] = {name: [] for name in ("Goal", "Goal statement", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
+    # a focus word matches its stem ("means" finds "the mean is 30.0")
+    focus_words = list(dict.fromkeys(w.lower()[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", focus or "")))
+    book = RequestBook(open_before)
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
     pending_errors: dict[str, str] = {}  # tool name -> error line
     next_steps: list[str] = []
@@ -366,7 +428,7 @@ def _extract(
         msg = entry.message
         if msg is None:
             text = entry_text(entry)
-            if _POINTER.search(text):
+            if "[entry " in text:
                 out["Critical Context"].extend(m.group(0) for m in _POINTER.finditer(text))
             continue
         role = msg.get("role")
@@ -374,19 +436,23 @@ def _extract(
         if role == "user":
             if not text.strip():
                 continue
-            if not out["Goal"] and is_request(text):
-                out["Goal"].append(_clip(_describe(text), 600))
+            stated = is_goal_statement(text)
+            if (not out["Goal"] or stated) and is_request(text):
+                out["Goal statement" if stated else "Goal"] = [clip_sentences(dedupe_sentences(_describe(text)), GOAL_CHARS)]
+                out["Goal"] = out["Goal"] or out["Goal statement"]
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
-            line = _request_line(text, anchored)
-            if line not in open_requests:
-                open_requests.append(line)
+            out["Key Decisions"].extend(f"(user) {_clip(s)}" for s in user_decisions(text))
+            book.user(entry.id, text, _request_line(text, anchored))
         elif role == "assistant":
             calls = tool_calls_of(msg)
             for call in calls:
                 call_tools[str(call.get("id") or "")] = str(call.get("name", ""))
             fresh_next: list[str] = []
             reported: list[str] = []
+            low = text.lower()
+            may_decide = any(h in low for h in _DECISION_HINTS)
+            may_plan = any(h in low for h in _NEXT_HINTS)
             for kind, line in _blocks(text):
                 if kind == "code":
                     if line:
@@ -399,27 +465,30 @@ def _extract(
                     if sentence.endswith("?"):
                         continue
                     if sentence.endswith(":"):  # introduces what follows (code, a list)
-                        if _NEXT.search(sentence):
+                        if may_plan and _NEXT.search(sentence):
                             fresh_next.append(_clip(sentence[:-1].rstrip() + "."))
                         continue
-                    if _DECISION.search(sentence) and len(sentence.split()) >= 4:
+                    if may_decide and _DECISION.search(sentence) and len(sentence.split()) >= 4:
                         out["Key Decisions"].append(_clip(sentence))
-                    elif _NEXT.search(sentence):
+                    elif may_plan and _NEXT.search(sentence):
                         fresh_next.append(_clip(sentence))
                     else:
                         reported.append(sentence)
             if fresh_next:
-                next_steps = fresh_next
-            final = not calls and text.strip() and msg.get("stopReason") not in ("error", "aborted", "toolUse")
+                next_steps = list(dict.fromkeys(fresh_next))  # a sentence said eight times is one step
+            final = not calls and bool(text.strip()) and msg.get("stopReason") not in NOT_ANSWERS  # ``is_answer``
             # the outcome: the final answer's report, else the last completion reported mid-turn
             progress = reported if final else [r for r in reported if _DONE.search(r)]
             if progress:
-                outcome = " ".join(progress)
+                outcome = dedupe_sentences(" ".join(progress))
             if final:
-                for i, request in enumerate(open_requests):
-                    last = i == len(open_requests) - 1
-                    out["Done"].append(f"{request} → {_clip(outcome, OUTCOME_CHARS)}" if last and outcome else request)
-                open_requests = []
+                changed = book.answer(text, outcome or "")
+                turn = [after for before, after in changed if before.status == "open" and after.status == "done"]
+                later = [after for before, after in changed if before.status == "deferred"]
+                # the turn's requests: the outcome once, on the last line; a deferred one: what finished it
+                for i, r in enumerate(turn):
+                    out["Done"].append(f"{r.text} → {clip_sentences(r.note, OUTCOME_CHARS)}" if r.note and i == len(turn) - 1 else r.text)
+                out["Done"].extend(f"{r.text} → {clip_sentences(r.note, OUTCOME_CHARS)}" for r in later)
                 outcome = None
         elif role in ("toolResult", "bashExecution"):
             tool = call_tools.get(str(msg.get("toolCallId") or ""), str(msg.get("toolName") or "bash"))
@@ -430,16 +499,38 @@ def _extract(
                 pending_errors[tool] = _clip(f"{tool}: {line.strip()}")
             else:
                 pending_errors.pop(tool, None)
-            out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
-        if focus_words and role in ("user", "assistant"):
+            if "[entry " in text:
+                out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
+        if focus_words and role == "assistant":  # what was found and decided; the user's requests are Progress lines
             for sentence in _sentences(text):
                 low = sentence.lower()
                 if any(w in low for w in focus_words):
                     out["Critical Context"].append(_clip(sentence))
-    out["In Progress"] = open_requests
+    records = book.records()
+    out["Done"].extend(f"(withdrawn) {r.text}" for r in records if r.status == "dropped")
+    pending = [r for r in records if r.status in ("open", "deferred")]
+    out["In Progress"] = list(dict.fromkeys(_open_line(r) for r in pending))
     out["Blocked"] = list(pending_errors.values())
     out["Next Steps"] = next_steps
     return out
+
+
+def superseded_by(entries: Sequence[Entry], previous_summary: str) -> list[tuple[str, str]]:
+    """(earlier, later): the previous checkpoint's decisions and constraints that a statement of
+    ``entries`` replaces (``core.facts.supersedes``), for a summarizer that rewrites the checkpoint
+    itself (a model is told so in its update prompt)."""
+    prev = parse_checkpoint(previous_summary)
+    old = [without_note(i).removeprefix("(user) ") for i in (*prev.get("Key Decisions", []), *prev.get("Constraints & Preferences", []))]
+    if not old:
+        return []
+    found = _extract(entries, None)
+    new = [without_note(i).removeprefix("(user) ") for i in (*found["Key Decisions"], *found["Constraints & Preferences"])][-200:]  # bounded: linear in the span
+    pairs: list[tuple[str, str]] = []
+    for earlier in old:
+        later = next((n for n in reversed(new) if supersedes(n, earlier)), None)
+        if later is not None:
+            pairs.append((earlier, later))
+    return pairs
 
 
 def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs: Mapping[str, str] | None = None) -> str:
@@ -468,7 +559,9 @@ def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs
 
 
 def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int) -> list[str]:
-    """Done lines, newest ``cap`` kept; the ones that leave are counted in a first line."""
+    """Done lines, newest ``cap`` kept; the ones that leave are counted in a first line. An
+    outcome sentence that a newer kept line's outcome replaces ("the best run is run-17" / "the
+    best run is now run-23") leaves the older line; the newer line says what it replaced."""
     earlier = 0
     items: list[str] = []
     for item in previous:
@@ -481,7 +574,28 @@ def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int) -> list[
     keep = merged[-cap:] if cap > 0 else []
     earlier += len(merged) - len(keep)
     head = [f"({earlier} earlier finished request(s) not listed; the log has them)"] if earlier else []
-    return head + keep
+    return head + _current_outcomes(keep)
+
+
+def _current_outcomes(lines: Sequence[str]) -> list[str]:
+    out = list(lines)
+    newer: list[tuple[int, str]] = []  # (line index, outcome sentence) of lines already walked, newest first
+    for i in range(len(out) - 1, -1, -1):
+        request, sep, outcome = out[i].partition(" → ")
+        if not sep:
+            continue
+        sentences = [m.group(0).strip() for m in SENTENCE_RE.finditer(without_note(outcome))]
+        kept = []
+        for sentence in sentences:
+            by = next((j for j, s in newer if supersedes(s, sentence, values_only=True)), None)
+            if by is None:
+                kept.append(sentence)
+            elif " — replaced: " not in out[by]:
+                out[by] += replaced_note(sentence)
+        if len(kept) < len(sentences):
+            out[i] = f"{request} → {' '.join(kept)}" if kept else f"{request} (its result was replaced by a later one)"
+        newer.extend((i, s) for s in kept)
+    return out
 
 
 def offline_summary(
@@ -492,6 +606,7 @@ def offline_summary(
     max_chars: int = 12000,
     kind: SummaryKind = "history",
     anchors: Sequence[str] = (),
+    superseded: Sequence[str] = (),
 ) -> str:
     """The checkpoint for ``entries`` (folded into ``previous_summary`` when given).
 
@@ -499,16 +614,23 @@ def offline_summary(
     ``kind="turn_prefix"`` it is ignored (a turn prefix stands alone, as with the model prompts).
     ``anchors`` are texts the checkpoint carries verbatim in its ``<anchors>`` block; the sections
     refer to them instead of repeating them (empty: the sections state goal and constraints).
+    ``superseded`` are texts that later statements replaced (a revised constraint, the earlier
+    goal): no section states them as current.
     """
     anchored = _Anchored(anchors)
+    gone = _Anchored(superseded)
     prev = parse_checkpoint(previous_summary or "") if kind != "turn_prefix" else {}
-    # a split turn's request (summarized last time as the turn prefix) is still open unless done now
-    open_before = prev.get("In Progress", []) + [_request_line(r, anchored) for r in prev.get("Original Request", [])[:1]]
+    # requests still open or deferred; a split turn's request (summarized last time as the turn prefix) is open
+    open_before = _open_records(prev.get("In Progress", [])) + [
+        RequestRecord("", _request_line(r, anchored), "open") for r in prev.get("Original Request", [])[:1]
+    ]
     found = _extract(entries, focus, open_before, anchored)
     if kind == "turn_prefix":
         original = found["Goal"][:1]
         within = _Anchored(original)  # the request is shown whole: do not repeat its parts
-        in_progress = [r for r in found["In Progress"] if not within.has(r)]
+        if original and anchored.has(original[0]):
+            original = [ANCHORED_REQUEST]
+        in_progress = [r for r in found["In Progress"] if not within.has(_OPEN_LINE.match(r).group("text"))]  # type: ignore[union-attr]
         sections = {
             "Original Request": original,
             "Early Progress": (found["Done"] + [f"(in progress) {r}" for r in in_progress] + [f"(blocked) {b}" for b in found["Blocked"]])[-CAPS["Early Progress"] :],
@@ -517,24 +639,40 @@ def offline_summary(
             )[-CAPS["Context for Suffix"] :],
         }
         return _fit(kind, sections, max_chars)
-    goal = [g for g in prev.get("Goal", [])][:3] or found["Goal"]
-    constraints = _merge(prev.get("Constraints & Preferences", []), found["Constraints & Preferences"], CAPS["Constraints & Preferences"])
+    # the goal: a span's goal statement replaces the earlier goal; else the earlier goal stays
+    goal = prev.get("Goal", [])[:3] or found["Goal"]
+    if found["Goal statement"]:
+        old = [without_note(g) for g in prev.get("Goal", []) if without_note(g) != found["Goal statement"][0]][:1]
+        goal = [found["Goal statement"][0] + (replaced_note(old[0]) if old else "")]
+
+    def current(items: Sequence[str], cap: int) -> list[str]:
+        return newest_current([i for i in items if not gone.has(without_note(i).removeprefix("(user) "))], cap)
+
+    constraints = current([*prev.get("Constraints & Preferences", []), *found["Constraints & Preferences"]], CAPS["Constraints & Preferences"])
     refs: dict[str, str] = {}
     if anchored:
         goal_was_anchored = previous_summary is not None and ANCHORED_GOAL in previous_summary and not prev.get("Goal")
-        if goal_was_anchored or not goal or all(anchored.has(g) for g in goal):
+        if goal_was_anchored or not goal or all(anchored.has(without_note(g)) for g in goal):
             goal, refs["Goal"] = [], ANCHORED_GOAL
         if any(anchored.has(c) for c in constraints):
             constraints = [c for c in constraints if not anchored.has(c)]
             refs["Constraints & Preferences"] = ANCHORED_REST if constraints else ANCHORED_REST.replace("other ", "")
+    pending = found["In Progress"]
+    if len(pending) > CAPS["In Progress"]:
+        older = pending[: len(pending) - CAPS["In Progress"] + 1]
+        ids = [m.group("id") for line in older if (m := _OPEN_LINE.match(line)) and m.group("id")][-OLDER_OPEN_IDS:]
+        listed = f": entries {', '.join(ids)}; recall by id" if ids else "; the log has them"
+        pending = [f"({len(older)} older open or deferred request(s){listed})", *pending[len(older) :]]
+    done = _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"])
+    said = "\n".join(done)  # a focus sentence that a Done line already says is not repeated
     merged = {
         "Goal": goal,
         "Constraints & Preferences": constraints,
-        "Done": _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"]),
-        "In Progress": found["In Progress"][-CAPS["In Progress"] :],
+        "Done": done,
+        "In Progress": pending,
         "Blocked": _merge([], found["Blocked"], CAPS["Blocked"]) if entries else prev.get("Blocked", [])[-CAPS["Blocked"] :],
-        "Key Decisions": _merge(prev.get("Key Decisions", []), found["Key Decisions"], CAPS["Key Decisions"]),
+        "Key Decisions": current([*prev.get("Key Decisions", []), *found["Key Decisions"]], CAPS["Key Decisions"]),
         "Next Steps": (found["Next Steps"] or prev.get("Next Steps", []))[-CAPS["Next Steps"] :],
-        "Critical Context": _merge(prev.get("Critical Context", []), found["Critical Context"], CAPS["Critical Context"]),
+        "Critical Context": _merge([], [c for c in (*prev.get("Critical Context", []), *found["Critical Context"]) if c not in said], CAPS["Critical Context"]),
     }
     return _fit(kind, merged, max_chars, refs)

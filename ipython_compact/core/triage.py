@@ -320,18 +320,43 @@ def triage(
     externalize_lines: int = EXTERNALIZE_LINES,
     externalize_chars: int = EXTERNALIZE_CHARS,
 ) -> Triage:
-    """Decide the fate of each entry in the span to summarize."""
+    """Decide the fate of each entry in the span to summarize.
+
+    One pass reads each entry's message, role and tool calls once (a 200,000-entry span is read
+    once, not once per rule); the rules below work on what it found."""
     discard: dict[str, str] = {}
     # exact duplicates (user / assistant text without tool calls; tool outputs by tool + text)
     first_seen: dict[tuple[Any, str], str] = {}  # (role, text): a tuple key copies no text
-    for entry in to_summarize:
+    # superseded attempts: failed call, later same tool + same target that succeeded
+    calls: dict[str, tuple[Entry, str, str, int]] = {}  # call id -> (assistant entry, tool, target, calls in that entry)
+    results: dict[str, Entry] = {}
+    failed: list[tuple[str, str, str, int]] = []  # (call id, tool, target, position of the result) in order
+    succeeded_after: dict[tuple[str, str], list[int]] = {}
+    single_calls: list[tuple[str, Mapping[str, Any]]] = []  # (call id, call) of assistant entries with one call and no text
+    for position, entry in enumerate(to_summarize):
         msg = entry.message
         if msg is None:
             continue
         role = msg.get("role")
-        if role == "assistant" and tool_calls_of(msg):
-            continue
+        if role == "assistant":
+            blocks = tool_calls_of(msg)
+            if blocks:
+                for call in blocks:
+                    cid = str(call.get("id") or "")
+                    if cid:
+                        calls[cid] = (entry, str(call.get("name", "")), _target(call), len(blocks))
+                if len(blocks) == 1 and not text_of_content(msg.get("content"), joiner=""):
+                    single_calls.append((str(blocks[0].get("id") or ""), blocks[0]))
+                continue
         if role == "toolResult":
+            cid = str(msg.get("toolCallId") or "")
+            if cid in calls:
+                results[cid] = entry
+                _, tool, target, _n = calls[cid]
+                if msg.get("isError"):
+                    failed.append((cid, tool, target, position))
+                else:
+                    succeeded_after.setdefault((tool, target), []).append(position)
             continue  # tool results pair with calls; handled via supersession only
         text = entry_text(entry)
         if not text.strip():
@@ -342,53 +367,26 @@ def triage(
         else:
             first_seen[key] = entry.id
 
-    # superseded attempts: failed call, later same tool + same target that succeeded
-    calls: dict[str, tuple[Entry, str, str]] = {}  # call id -> (assistant entry, tool, target)
-    results: dict[str, Entry] = {}
-    failed: list[tuple[str, str, str]] = []  # (call id, tool, target) in order
-    succeeded_after: dict[tuple[str, str], list[int]] = {}
-    order = {e.id: i for i, e in enumerate(to_summarize)}
-    for entry in to_summarize:
-        msg = entry.message
-        if msg is None:
-            continue
-        if msg.get("role") == "assistant":
-            for call in tool_calls_of(msg):
-                cid = str(call.get("id") or "")
-                if cid:
-                    calls[cid] = (entry, str(call.get("name", "")), _target(call))
-        elif msg.get("role") == "toolResult":
-            cid = str(msg.get("toolCallId") or "")
-            if cid in calls:
-                results[cid] = entry
-                _, tool, target = calls[cid]
-                if msg.get("isError"):
-                    failed.append((cid, tool, target))
-                else:
-                    succeeded_after.setdefault((tool, target), []).append(order[entry.id])
-    for cid, tool, target in failed:
-        call_entry, _, _ = calls[cid]
-        result = results[cid]
-        later = [i for i in succeeded_after.get((tool, target), []) if i > order[result.id]]
-        if not later:
+    for cid, tool, target, at in failed:
+        later = next((i for i in succeeded_after.get((tool, target), []) if i > at), None)
+        if later is None:
             continue
         # discard the pair only if the assistant entry made no other call (keep pairing intact)
-        msg = call_entry.message or {}
-        if len(tool_calls_of(msg)) != 1:
+        call_entry, _, _, count = calls[cid]
+        if count != 1:
             continue
-        winner = to_summarize[later[0]].id
+        winner = to_summarize[later].id
         discard.setdefault(call_entry.id, f"superseded by {winner}")
-        discard.setdefault(result.id, f"superseded by {winner}")
+        discard.setdefault(results[cid].id, f"superseded by {winner}")
 
     # repeated identical runs: same single call (tool + arguments) and the same output as before
     # keyed by the arguments' canonical JSON and the output as it is (not JSON-escaped: outputs are long)
     seen_runs: dict[tuple[str, str, bool, str], str] = {}
-    for cid, (call_entry, tool, _) in calls.items():
+    for cid, block in single_calls:
         run_result = results.get(cid)
-        msg = call_entry.message or {}
-        if run_result is None or len(tool_calls_of(msg)) != 1 or text_of_content(msg.get("content"), joiner=""):
+        if run_result is None:
             continue
-        block = tool_calls_of(msg)[0]
+        call_entry, tool, _, _n = calls[cid]
         run_key = (tool, canonical_json(block.get("arguments")), bool((run_result.message or {}).get("isError")), entry_text(run_result))
         if run_key in seen_runs:
             discard.setdefault(call_entry.id, f"duplicate of {seen_runs[run_key]}")
@@ -408,13 +406,13 @@ def triage(
             counts["discard"] += cost
             continue
         output = _output_text(entry)
-        if output is not None:
+        if output is not None and (len(output) > externalize_chars or output.count("\n") >= externalize_lines):
             lines = output.split("\n")
             if len(lines) > externalize_lines or len(output) > externalize_chars:
                 msg = entry.message or {}
                 tool = str(msg.get("toolName") or msg.get("command") or "bash")
                 cid = str(msg.get("toolCallId") or "")
-                call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")
+                call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")  # the target
                 call_line = call_line.strip().split("\n", 1)[0]
                 gist = make_gist(output, call_line or None)
                 pointer = Pointer(entry.id, one_line_tool(tool), len(lines), len(output), cost, gist, subject_of(call_line))

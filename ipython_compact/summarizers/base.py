@@ -29,6 +29,10 @@ class SummaryInput:
     ``anchors`` are the texts the checkpoint already carries verbatim in its ``<anchors>`` block
     (goal, constraints, pins); a summarizer may refer to them instead of repeating them. Empty when
     there is no anchor layer, and then the summary must state the goal and constraints itself.
+
+    ``superseded`` are (earlier statement, the later one that replaced it) pairs: a revised
+    constraint or goal, a decision of the previous checkpoint that the new messages replace. No
+    section may state the earlier one as current.
     """
 
     entries: Sequence[Entry]
@@ -37,6 +41,7 @@ class SummaryInput:
     focus: str | None = None
     max_tokens: int = 13107
     anchors: tuple[str, ...] = ()
+    superseded: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

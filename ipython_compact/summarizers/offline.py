@@ -32,5 +32,6 @@ class OfflineSummarizer:
             max_chars=budget,
             kind=request.kind,
             anchors=request.anchors,
+            superseded=[old for old, _new in request.superseded],
         )
         return SummaryResult(text=text, summarizer=self.name, model=None, usage={}, attempts=1, finish_reason="stop")

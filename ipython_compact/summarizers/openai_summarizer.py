@@ -22,6 +22,9 @@ What must hold:
   verbatim) go into the request with ``core.prompts.ANCHORS_NOTE``, so the model refers to them
   instead of restating them; that the checkpoint still holds them is the drift guard's job (the
   Compactor), not the model's.
+- Superseded: ``SummaryInput.superseded`` (earlier statements and what replaced them) go into the
+  request with ``core.prompts.SUPERSEDED_NOTE``, so the update never carries an old decision or
+  constraint forward as current.
 - A reply fails only if it is empty, truncated (``finish_reason == "length"``), calls a tool, or
   finishes for another reason than ``stop``; ``SummarizerError`` says which rule failed. A reply
   that lacks a required section is resampled once, with the reason stated (the model's own reply
@@ -154,6 +157,7 @@ class OpenAISummarizer:
             machine_blocks_note=True,
             max_tokens=cap,
             anchors=request.anchors,
+            superseded=request.superseded,
         )
         return [{"role": "system", "content": built.system}, {"role": "user", "content": built.user}]
 

@@ -1,0 +1,85 @@
+"""The LLM path knows what was superseded (issue 18, item 2): the update prompt names it, and the
+deterministic layers appended after the model's summary never state the old text as current."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ipython_compact.compactor import Compactor
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.store import SessionStore
+from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
+from ipython_compact.testing import ModelServer
+
+# a model that carries the previous checkpoint forward word for word and adds nothing: if the
+# pipeline re-injected the old rule anywhere, it would show in what follows its text
+STUBBORN = """## Goal
+Build the churn model.
+
+## Constraints & Preferences
+- Keep the storage decision in <anchors>.
+
+## Progress
+### Done
+- [x] Loaded the data.
+
+### In Progress
+(none)
+
+### Blocked
+(none)
+
+## Key Decisions
+(none)
+
+## Next Steps
+1. Train.
+
+## Critical Context
+(none)"""
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"}
+
+
+def result(cid: str, text: str) -> list[dict[str, Any]]:
+    call = {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": "stats()"}}
+    return [
+        {"role": "assistant", "content": [call], "stopReason": "toolUse"},
+        {"role": "toolResult", "toolCallId": cid, "toolName": "python", "content": [{"type": "text", "text": text}], "isError": False},
+    ]
+
+
+def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restate_it(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    store.create_session("s")
+    with ModelServer(script=lambda _req: STUBBORN) as srv:
+        summarizer = OpenAISummarizer(model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0)
+        compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0))
+        first = [user("Build the churn model. Always use Postgres for storage."), *result("c1", "rows after dedup: rows=41203"), answer("Loaded the data."),
+                 user("Now train it."), answer("Training next.")]
+        store.append_many("s", [("message", {"message": m}) for m in first])
+        compactor.compact("s")
+        second = [user("Please use DuckDB for storage instead of Postgres from now on."), *result("c2", "rows after dedup: rows=40877"),
+                  answer("Switched to DuckDB."), user("Thanks."), answer("You're welcome.")]
+        store.append_many("s", [("message", {"message": m}) for m in second])
+        done = compactor.compact("s")
+        prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
+    prompt = next(p for p in reversed(prompts) if "<previous-summary>" in p)  # the update of the history part
+    block = re.search(r"<superseded>\n(.*?)\n</superseded>", prompt, re.DOTALL)
+    assert block is not None
+    assert "- earlier: Always use Postgres for storage.\n  now: Please use DuckDB for storage instead of Postgres from now on." in block.group(1)
+    assert "- earlier: rows=41203\n  now: rows=40877" in block.group(1)
+    appended = done.summary.split(STUBBORN, 1)[1]  # what the pipeline added after the model's text
+    anchors = done.summary.split(STUBBORN, 1)[0]
+    for text in (anchors, appended):
+        stated = [ln for ln in text.splitlines() if ("Always use Postgres" in ln or "rows=41203" in ln) and "replaced" not in ln]
+        assert stated == []  # the old rule and the old value appear only as the new one's history
+    assert "rows=41203" not in appended
