@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
+from ipython_compact.kernel.display import ENTRY_MIME
 from ipython_compact.kernel.extension import extension_for
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
@@ -79,7 +80,7 @@ def test_the_focus_reaches_the_panel_and_show(ip: Any) -> None:
     assert by_id[focused]["focus"] == "sales"
     assert by_id[first]["focus"] is None
     bundle = _run(ip, f"show {focused}")._repr_mimebundle_()[0]
-    assert bundle["application/json"]["data"]["details"]["focus"] == "sales"
+    assert bundle[ENTRY_MIME]["data"]["details"]["focus"] == "sales"
     assert "focus: sales" in bundle["text/plain"].splitlines()[0]
     other = _run(ip, f"show {first}")._repr_mimebundle_()[0]
     assert "focus:" not in other["text/plain"].splitlines()[0]

@@ -421,7 +421,7 @@ def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
     shown = _run(ip, f"show {entry_id}")
     plain = shown._repr_mimebundle_()[0]["text/plain"]
     assert plain.startswith(f"Entry {entry_id} · message · ") and '{"message"' not in plain
-    assert shown._repr_mimebundle_()[0]["application/json"]["id"] == entry_id
+    assert shown._repr_mimebundle_()[0][D.ENTRY_MIME]["id"] == entry_id
     head = _run(ip, "now")._repr_mimebundle_()[0]["text/plain"].splitlines()[0]
     assert head.startswith("Compaction ") and "(manual)" in head
     before, after = head.split(": ", 1)[1].removesuffix(" tokens").split(" → ")

@@ -4,7 +4,7 @@ Why: these three were dumps of their JSON payloads (``field value`` tables with 
 each is written for a reader: one number format (``core.readable``), every value in full, the
 session named once, a problem stated when there is one, and names that will not survive a restart
 marked with the reason — the same words the ``<ipython_state>`` notice and the snapshot's skip
-reasons use. The payloads themselves (``data``, ``application/json``) are unchanged.
+reasons use. The payloads themselves (``data``, ``display.REPORT_MIME``) are unchanged.
 """
 
 from __future__ import annotations

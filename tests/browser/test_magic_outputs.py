@@ -1,0 +1,78 @@
+"""What a person sees in JupyterLab for each ``%compact`` report: the human table, not a JSON tree.
+
+Found in the quickstart notebook: ``status``, ``session``, ``import``, ``snapshot``, ``restore`` and
+``pin`` rendered as Lab's collapsible JSON viewer ("root ▼ … in_flight [] 0 items") because their
+bundles carried ``application/json``, which Lab ranks above ``text/html``. Here each magic runs in
+a real notebook and the test reads the rendered output from the DOM: the ``ipython-compact`` table
+is there, no JSON tree is, and Lab's own rendermime picks ``text/html`` for the bundle. A
+screenshot of the notebook is saved as ``magic-outputs.png`` (and ``magic-outputs-snapshot-restore-pin.png``)
+for a person to look at. ``tests/test_mime_order.py`` checks the same bundles in VS Code's and
+nbconvert's MIME order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipython_compact.testing.jupyterlab import ensure_panel_ready, run_cell
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+NOTEBOOK = "magic-outputs.ipynb"
+TRANSCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "pi" / "before-compaction.jsonl"
+
+#: The magic of each cell, and a text its human table must show.
+MAGICS = (
+    ("%compact status", "Context"),
+    ("%compact session", "session"),
+    (f"%compact import {TRANSCRIPT}", "imported"),
+    ("%compact snapshot", "Written"),
+    ("%compact restore", "restored"),
+    ("%compact pin the API key lives in env var X", "pin_id"),
+)
+
+#: Per output of the cell at ``index``: its MIME keys, what Lab's rendermime prefers for it, and
+#: what the DOM shows (the report table, a JSON tree, the rendered text).
+CELL_OUTPUTS = """(index) => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    const cell = panel.content.widgets[index];
+    const out = [];
+    for (let i = 0; i < cell.outputArea.model.length; i++) {
+        const data = cell.outputArea.model.get(i).data;
+        out.push({keys: Object.keys(data), preferred: panel.content.rendermime.preferredMimeType(data, 'any')});
+    }
+    const node = cell.outputArea.node;
+    return {outputs: out, tables: node.querySelectorAll('table.ipython-compact').length,
+            jsonTrees: node.querySelectorAll('.jp-RenderedJSON').length, text: node.innerText};
+}"""
+
+
+@pytest.fixture(scope="module")
+def notebooks() -> tuple[str, ...]:
+    return (NOTEBOOK,)
+
+
+def test_every_report_magic_renders_its_table_in_lab(page: Any, shot: Callable[[str], None]) -> None:
+    ensure_panel_ready(page)
+    run_cell(page, "alpha = {'unit': 'kelvin'}")
+    first = int(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex"))
+    for line, _ in MAGICS:
+        run_cell(page, line)
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.content.scrollToItem(0, 'start')")
+    shot("magic-outputs")
+    page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.scrollToItem(i, 'start')", first + 3)
+    shot("magic-outputs-snapshot-restore-pin")
+    for k, (line, expected) in enumerate(MAGICS):
+        seen = page.evaluate(CELL_OUTPUTS, first + k)
+        assert seen["outputs"], f"{line}: no output"
+        for output in seen["outputs"]:
+            assert "application/json" not in output["keys"], f"{line}: {output['keys']}"
+            assert output["preferred"] == "text/html", f"{line}: Lab picks {output['preferred']} of {output['keys']}"
+        assert seen["jsonTrees"] == 0, f"{line}: rendered as a JSON tree"
+        assert seen["tables"] >= 1, f"{line}: no report table in {seen['text'][:300]!r}"
+        assert expected in seen["text"], f"{line}: {expected!r} not in {seen['text'][:300]!r}"
+
