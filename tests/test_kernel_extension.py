@@ -466,7 +466,7 @@ def test_restore_of_a_name_the_snapshot_lacks_says_so(ip: Any) -> None:
     with pytest.raises(UsageError, match=r"not in snapshot generation \d+: ghost; `%compact restore` with no names"):
         _run(ip, "restore ghost")
     plain = _run(ip, "restore kept ghost")._repr_mimebundle_()[0]["text/plain"]
-    assert "restored         kept" in plain and "not_in_snapshot  ghost" in plain
+    assert "Restored         kept" in plain and "Not in snapshot  ghost" in plain
 
 
 def test_import_of_a_bad_line_names_the_line_and_stores_nothing(ip: Any, tmp_path: Path) -> None:

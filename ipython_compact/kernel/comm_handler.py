@@ -172,7 +172,10 @@ class CommHandler:
         generation = args.get("generation")
         if generation is not None and (type(generation) is not int or generation < 1):
             raise BadRequest("argument 'generation' must be an integer of 1 or more (see %compact snapshots)")
-        return self.service.restore(names=names, generation=generation).to_json()
+        overwrite = args.get("overwrite", False)
+        if type(overwrite) is not bool:
+            raise BadRequest("argument 'overwrite' must be a boolean")
+        return self.service.restore(names=names, generation=generation, overwrite=overwrite).to_json()
 
     def _recall(self, args: Mapping[str, Any]) -> dict[str, Any]:
         entry_id = _opt_str(args, "entry_id", 200)

@@ -210,27 +210,29 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return R.snapshot_bundle(report.to_json())
 
     @COMMANDS.subcommand("restore", "Bring names back from the newest snapshot holding your work (after a restart).",
-                         arg("names", nargs="*", help="only these names (default: all)"),
-                         arg("--names", dest="name_list", default="", help="only these names, comma-separated"),
+                         arg("names", nargs="*", help="only these names (default: all); named ones are overwritten"),
+                         arg("--names", dest="name_list", default="",
+                             help="only these names, comma-separated; named ones are overwritten"),
+                         arg("--overwrite", action="store_true",
+                             help="also replace names you defined since with a different value (kept by default)"),
                          arg("--generation", type=int, default=None,
                              help="restore this generation (see %%compact snapshots) instead of the newest"))
     def _restore(self, a: argparse.Namespace) -> Any:
         wanted = [*a.names, *[n.strip() for n in a.name_list.split(",") if n.strip()]]
-        report = self.service.restore(names=wanted or None, generation=a.generation)
+        report = self.service.restore(names=wanted or None, generation=a.generation, overwrite=a.overwrite)
         shown = report.to_json()
         if report.generation is None:  # a warning with what is available, never a success
             text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
             return D.text_bundle(text, title="Warning: nothing was restored")
-        accounted = set(report.restored) | {s.name for s in report.failed} | {s.name for s in report.quarantined}
+        accounted = (set(report.restored) | set(report.kept) | {s.name for s in report.failed}
+                     | {s.name for s in report.quarantined})
         missing = [n for n in wanted if n not in accounted]
         if missing and not accounted:
             raise ValueError(f"not in snapshot generation {report.generation}: {', '.join(missing)}; "
                              "`%compact restore` with no names brings back everything it holds")
         if missing:
             shown["not_in_snapshot"] = missing
-        if not report.restored:
-            return D.mapping_bundle(f"Warning: nothing was restored from generation {report.generation}", shown)
-        return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", shown)
+        return R.restore_bundle(shown, own_process=self.service.snapshots.process)
 
     @COMMANDS.subcommand("snapshots", "List snapshot generations: number, time, kernel, names, size, verified.",
                          arg("--discard", type=int, default=None, metavar="N",

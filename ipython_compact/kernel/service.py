@@ -425,19 +425,23 @@ class KernelService:
         finally:
             lock.release()
 
-    def restore(self, names: list[str] | None = None, generation: int | None = None) -> RestoreReport:
+    def restore(self, names: list[str] | None = None, generation: int | None = None, *,
+                overwrite: bool = False) -> RestoreReport:
         """Bind names from the newest snapshot holding user work (or ``generation``) into the namespace.
 
-        A restore that brings back nothing carries a warning saying where it looked, what is
-        available, and how to point it elsewhere — it is never reported as a success.
+        A name defined since with another value is not overwritten (``report.kept``) unless
+        ``overwrite`` or it is among ``names``. A restore that brings back nothing carries a warning
+        saying where it looked, what is available, and how to point it elsewhere — it is never
+        reported as a success.
         """
         self._main_and_idle("restore")
         lock = self._lock("snapshot")
         if not lock.acquire(blocking=False):
             raise Busy("a snapshot is being written; restore after it finishes")
         try:
-            report = self.snapshots.restore_into(self.shell.user_ns, names=names, generation=generation)
-            if not report.restored:
+            report = self.snapshots.restore_into(self.shell.user_ns, names=names, generation=generation,
+                                                 overwrite=overwrite)
+            if not report.restored and not report.kept:
                 report.warnings.append(self._nothing_restored(report))
             self.last_restore = report
             return report

@@ -208,6 +208,11 @@ export class NotebookModel {
   preview: Json | null = null;
   /** A restart was seen since the panel last connected; restore is offered. */
   restartNoticed = false;
+  /**
+   * Names the last restore did not overwrite because the user defined them
+   * since with another value; the panel asks whether to take the snapshot's.
+   */
+  restoreKept: string[] = [];
   /** An action is in flight (buttons are disabled). */
   pendingAction = '';
   /** What the user typed as focus text for this notebook (kept across notebook switches). */
@@ -424,21 +429,42 @@ export class NotebookModel {
     } else if (this._channel === null) {
       await this.connect();
     }
-    await this._act('restore', {}, reply => {
-      this.restartNoticed = false;
-      const restored = Array.isArray(reply['restored']) ? reply['restored'].map(String) : [];
-      const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
-      const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'].map(String) : [];
-      let text = `Restored ${restored.length} ${restored.length === 1 ? 'name' : 'names'}`;
-      text += restored.length ? `: ${restored.join(', ')}.` : '.';
-      if (failed.length) {
-        text += ` Not restored: ${namesWithReasons(failed)}.`;
-      }
-      if (quarantined.length) {
-        text += ` Quarantined: ${quarantined.join(', ')}.`;
-      }
-      return text;
-    });
+    await this._act('restore', {}, reply => this._describeRestore(reply));
+  }
+
+  /** Take the snapshot's values for the names the last restore kept (the user said yes). */
+  async overwriteKept(): Promise<void> {
+    const names = this.restoreKept;
+    if (names.length === 0) {
+      return;
+    }
+    await this._act('restore', { names }, reply => this._describeRestore(reply));
+  }
+
+  /** Leave the kept names as they are (the user said no). */
+  keepMine(): void {
+    this.restoreKept = [];
+    this._changed.emit();
+  }
+
+  private _describeRestore(reply: Json): string {
+    this.restartNoticed = false;
+    const restored = Array.isArray(reply['restored']) ? reply['restored'].map(String) : [];
+    const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
+    const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'] : [];
+    this.restoreKept = Array.isArray(reply['kept']) ? reply['kept'].map(String) : [];
+    let text = `Restored ${restored.length} ${restored.length === 1 ? 'name' : 'names'}`;
+    text += restored.length ? `: ${restored.join(', ')}.` : '.';
+    if (this.restoreKept.length) {
+      text += ` Not overwritten (you defined them since): ${this.restoreKept.join(', ')}.`;
+    }
+    if (failed.length) {
+      text += ` Could not load: ${namesWithReasons(failed)}.`;
+    }
+    if (quarantined.length) {
+      text += ` Not loaded: ${namesWithReasons(quarantined)}.`;
+    }
+    return text;
   }
 
   /**
@@ -720,6 +746,7 @@ export class NotebookModel {
   private _onStatusChanged(_: ISessionContext, status: Kernel.Status): void {
     if (status === 'restarting' || status === 'autorestarting') {
       this.restartNoticed = true;
+      this.restoreKept = [];
       this.mainBusy = false;
       this._dropChannel();
       this._clearAnswers();

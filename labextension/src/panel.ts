@@ -251,7 +251,16 @@ export class CompactPanel extends Widget {
       this._banner.dataset.kind = kind;
       this._banner.append(el('p', '', text), ...buttons);
     };
-    if (m.restartNoticed && m.state !== 'restarting') {
+    if (m.restoreKept.length && m.pendingAction === '') {
+      const names = m.restoreKept.join(', ');
+      show(
+        'restore-kept',
+        `Not overwritten: ${names}. You defined ${m.restoreKept.length === 1 ? 'it' : 'them'} since, ` +
+          "with a value other than the snapshot's. Replace with the snapshot's values?",
+        button(`Overwrite ${names}`, 'restore-overwrite', () => void m.overwriteKept()),
+        button('Keep mine', 'restore-keep', () => m.keepMine())
+      );
+    } else if (m.restartNoticed && m.state !== 'restarting') {
       show(
         'restart',
         'The kernel was restarted. Its variables are gone; restore them from the last snapshot?',

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ipython_compact.testing.jupyterlab import ensure_panel_ready, run_cell
+from ipython_compact.testing.jupyterlab import PANEL, ensure_panel_ready, run_cell, wait_kernel_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -31,7 +31,7 @@ MAGICS = (
     ("%compact session", "session"),
     (f"%compact import {TRANSCRIPT}", "imported"),
     ("%compact snapshot", "Written"),
-    ("%compact restore", "restored"),
+    ("%compact restore", "Restored"),
     ("%compact pin the API key lives in env var X", "pin_id"),
 )
 
@@ -76,3 +76,34 @@ def test_every_report_magic_renders_its_table_in_lab(page: Any, shot: Callable[[
         assert seen["tables"] >= 1, f"{line}: no report table in {seen['text'][:300]!r}"
         assert expected in seen["text"], f"{line}: {expected!r} not in {seen['text'][:300]!r}"
 
+
+
+def test_panel_restore_asks_before_replacing_a_name_defined_since(page: Any, shot: Callable[[str], None]) -> None:
+    """After a restart the user defines ``ledger`` again, then presses Restore: the snapshot's
+    ``ledger`` is not bound; the panel lists it and asks; Overwrite takes the snapshot's value."""
+    ensure_panel_ready(page)
+    run_cell(page, "ledger = [1, 2, 3]\nuntouched = 'kept'")
+    page.locator(f'{PANEL} button[data-action="snapshot"]').click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
+    wait_kernel_idle(page)
+    run_cell(page, "ledger = 'my new value'")
+    page.locator(f'{PANEL} button[data-action="restore"]').click()
+    banner = page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restore-kept"]')
+    banner.wait_for(timeout=30_000)
+    assert "ledger" in banner.inner_text() and "untouched" not in banner.inner_text()
+    assert "Not overwritten (you defined them since): ledger" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
+    shot("restore-asks-before-overwriting")
+    run_cell(page, "print(repr(ledger), repr(untouched))")
+    assert "'my new value' 'kept'" in page.evaluate(CELL_OUTPUTS, _last_run(page))["text"]
+
+    page.locator(f'{PANEL} button[data-action="restore-overwrite"]').click()
+    banner.wait_for(state="detached", timeout=30_000)
+    run_cell(page, "print(repr(ledger))")
+    assert "[1, 2, 3]" in page.evaluate(CELL_OUTPUTS, _last_run(page))["text"]
+
+
+def _last_run(page: Any) -> int:
+    return int(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex")) - 1
