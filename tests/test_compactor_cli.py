@@ -99,3 +99,22 @@ def test_openai_summarizer_from_the_command_line(tmp_path: Path) -> None:
         env = {"IPYTHON_COMPACT_MODEL": "env-model", "OPENAI_BASE_URL": srv.base_url}
         done = json.loads(run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--json", env=env).stdout)
         assert (done["summarizer"], (srv.chat_requests[0].body or {})["model"]) == ("openai", "env-model")
+
+
+@pytest.mark.slow
+def test_openai_summarizer_errors_name_the_cause(tmp_path: Path) -> None:
+    """A model the server does not serve lists the served ones; a dead server names its URL and
+    the refusal; neither hint says "retry later" (retrying cannot help)."""
+    run(tmp_path, "import", str(BEFORE), "--session", "pi")
+    refusal = Reply(status=404, error_message="The model `gpt-nothing` does not exist.", error_type="NotFoundError",
+                    error_code="model_not_found")
+    with ModelServer([refusal], model="qwen-7b") as srv:
+        err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "gpt-nothing", "--base-url",
+                  srv.base_url, "--keep-recent-tokens", "4000", code=2).stderr
+    assert "HTTP 404 from" in err and "the server serves: qwen-7b; pass one of them as --model" in err
+    assert "check --model and --base-url" in err and "retry later" not in err
+    with ModelServer() as srv:
+        dead = srv.base_url
+    err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "m", "--base-url", dead,
+              "--keep-recent-tokens", "4000", code=2).stderr
+    assert f"cannot connect to {dead} (ConnectError: " in err and "Connection refused" in err

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from ipython_compact.agent.model_caller import describe_api_error
 from ipython_compact.core.settings import CompactionSettings
 
 ENV_WINDOW = "IPYTHON_COMPACT_CONTEXT_WINDOW"
@@ -70,9 +71,6 @@ def model_cards(client: Any) -> list[dict[str, Any]]:
     """The server's ``/v1/models`` entries as dicts; ``ModelServerError`` (with the URL, or the
     HTTP status and the server's message) when the server cannot be asked."""
     import openai  # deferred for start-up time (heavy); only reached when a model or window is missing
-
-    from ipython_compact.agent.model_caller import describe_api_error
-
     try:
         page = client.models.list()
         items = list(getattr(page, "data", None) or page)

@@ -140,7 +140,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
             raise CliError(str(exc), f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000") from exc
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
-            raise CliError(f"{exc}{where}", f"retry later, or: {PROG} compact --summarizer offline") from exc
+            hint = ("check --model and --base-url (and $OPENAI_API_KEY)" if exc.code in ("http_error", "connection")
+                    else "retry later")
+            raise CliError(f"{exc}{where}", f"{hint}, or: {PROG} compact --summarizer offline") from exc
         except SessionMoved as exc:
             raise CliError(str(exc), f"see what changed, then plan again: {PROG} log -s {session} -n 5; "
                            f"{PROG} compact -s {session}") from exc
