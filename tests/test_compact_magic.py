@@ -118,3 +118,20 @@ def test_importing_the_same_transcript_twice_is_refused_unless_new_ids(ip: Any) 
     assert ext.service.status()["entries"] == count
     _run(ip, f"import {FIXTURE} --new-ids")
     assert ext.service.status()["entries"] == 2 * count
+
+
+def test_now_refuses_a_compaction_that_would_grow_the_context(ip: Any) -> None:
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    ext = extension_for(ip)
+    assert ext is not None
+    for msgs in TranscriptGenerator(4).rounds(8):
+        ext.service.store.append_many(ext.service.session, [("message", {"message": m}) for m in msgs])
+    ip.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 1500}")
+    before = ext.service.store.path_length(ext.service.session)
+    with pytest.raises(UsageError, match=r"would not make its context smaller.*Nothing was changed\. `%compact preview` "
+                                         r"shows what would be summarized and kept\."):
+        ip.run_line_magic("compact", "now")
+    reply = ext.comm.handle({"v": 1, "id": "c", "op": "compact"})
+    assert reply["ok"] is False and reply["error"]["code"] == "nothing_to_compact"
+    assert ext.service.store.path_length(ext.service.session) == before

@@ -253,7 +253,7 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     summaries = handler.handle({"v": 1, "id": "s", "op": "summaries"})
     assert summaries["ok"] and summaries["compactions"][-1]["id"] == payload["id"]
     again = handler.handle({"v": 1, "id": "c", "op": "compact"})
-    assert again["ok"] is False and again["error"]["code"] == "failed" and "nothing to compact" in again["error"]["message"]
+    assert again["ok"] is False and again["error"]["code"] == "nothing_to_compact" and "nothing to compact" in again["error"]["message"]
     with pytest.raises(UsageError, match=r"nothing to compact.*%compact status"):
         _run(ip, "now")
 

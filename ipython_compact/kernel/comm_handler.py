@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact.compactor import CompactionError
+from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.version import __version__
 
@@ -131,6 +131,8 @@ class CommHandler:
             return _error(rid, "bad_request", str(exc))
         except Busy as exc:
             return _error(rid, "busy", str(exc))
+        except NothingToCompact as exc:  # a refusal with its reason, not a failure
+            return _error(rid, "nothing_to_compact", str(exc))
         except (Unavailable, CompactionError, ValueError, KeyError, LookupError) as exc:
             return _error(rid, "failed", f"{type(exc).__name__}: {exc}")
         except Exception as exc:

@@ -74,8 +74,10 @@ ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str
     (Busy, lambda name, exc: f"%compact {name}: {exc}"),
     (SnapshotError, lambda name, exc: f"%compact {name}: {exc}."),  # the message says what to do
     (NothingToCompact, lambda name, exc: (
-        f"%compact {name}: {exc}. Nothing was changed. History to compact comes from `%%agent` turns or "
-        "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")),
+        f"%compact {name}: {exc}. Nothing was changed. " + (
+            "`%compact preview` shows what would be summarized and kept." if "would not make" in str(exc) else
+            "History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`; `%compact status` "
+            "shows the tokens in context."))),
     (CompactionError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact preview` to see what would be compacted."),
     (Unavailable, lambda name, exc: f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."),
     (LookupError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact log` to see entry ids."),

@@ -1001,6 +1001,9 @@ function namesWithReasons(items: unknown[]): string {
 }
 
 function describeError(err: unknown, what: string): string {
+  if (err instanceof RequestError && err.code === 'nothing_to_compact') {
+    return `Not compacted: ${err.message}.`;
+  }
   if (err instanceof RequestError) {
     return `${what} failed (${err.code}): ${err.message}`;
   }
