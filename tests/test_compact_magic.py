@@ -135,3 +135,37 @@ def test_now_refuses_a_compaction_that_would_grow_the_context(ip: Any) -> None:
     reply = ext.comm.handle({"v": 1, "id": "c", "op": "compact"})
     assert reply["ok"] is False and reply["error"]["code"] == "nothing_to_compact"
     assert ext.service.store.path_length(ext.service.session) == before
+
+
+def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -> None:
+    """Found with six `%%agent` turns in a 3,000-token window: status said 71% full while preview
+    and now said "nothing to compact", using CompactConfig's 20,000-token tail without saying so."""
+    import openai
+
+    from ipython_compact.agent.kernel_tool import InProcessKernel
+    from ipython_compact.agent.loop import Agent
+    from ipython_compact.testing import ModelServer
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    ext = extension_for(ip)
+    assert ext is not None
+    service = ext.service
+    for msgs in TranscriptGenerator(4).rounds(8):
+        service.store.append_many(service.session, [("message", {"message": m}) for m in msgs])
+    refusal = ip.run_line_magic("compact", "preview")._repr_mimebundle_()[0]["text/plain"]
+    assert "Nothing would be compacted now" in refusal and "decided with CompactConfig (128,000-token window, " \
+        "keep_recent_tokens 20,000)" in " ".join(refusal.split())
+    with ModelServer() as srv:
+        agent = Agent(store=service.store, session=service.session, model="local-model", context_window=3000,
+                      client=openai.OpenAI(base_url=srv.base_url, api_key="x"), kernel=InProcessKernel(ip),
+                      subcalls=False)
+        service.live_agent = lambda: agent
+        try:
+            assert agent.settings.keep_recent_tokens == 750
+            plan = ip.run_line_magic("compact", "preview").data
+            assert plan["summarize"]["entries"] > 0 and plan["keep"]["tokens"] <= 1500
+            done = ip.run_line_magic("compact", "now").data
+            assert done["tokens_after"] < done["tokens_before"]
+        finally:
+            service.live_agent = lambda: None
+            agent.close()

@@ -439,7 +439,8 @@ def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> 
     """A newcomer's third README line on a fresh session: a dry run's answer, not a UsageError."""
     plain = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
     assert plain.startswith("Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact")
-    assert "The context holds 0 tokens" in plain and "%compact status" in plain
+    assert "the context holds 0 tokens" in plain and "decided with CompactConfig (128,000-token window" in plain
+    assert "%compact status" in plain
     with pytest.raises(UsageError, match=re.escape("History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`")):
         _run(ip, "now")
 

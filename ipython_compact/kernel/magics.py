@@ -184,9 +184,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
             plan = self.service.preview(_focus(a))
         except NothingToCompact as exc:
             # A dry run's honest answer, not a mistake: a fresh session has nothing to compact yet.
-            tokens = self.service.status().get("tokens")
-            return D.text_bundle(f"Nothing would be compacted now: {exc}. The context holds "
-                                 f"{D.cell_text(tokens)} tokens; `%compact status` shows the threshold lines.",
+            return D.text_bundle(f"Nothing would be compacted now: {exc}. `%compact status` shows the threshold lines.",
                                  title="Compaction preview (nothing changed)")
         shown = D.text_bundle(plan.get("text") or json.dumps(plan, indent=1), title="Compaction preview (nothing changed)")
         shown.data = plan

@@ -337,14 +337,34 @@ class KernelService:
 
     # ------------------------------------------------------------------ compaction
     def _compactor(self) -> Compactor:
-        return Compactor(self.store, self._summarizer(), self.settings())
+        return Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
+
+    def compaction_settings(self) -> tuple[Any, str]:
+        """``(settings, whose)``: the live ``%%agent``'s own settings (its window, per-model
+        overrides) when there is one — the ones that decide its compactions — else CompactConfig's.
+        ``preview`` and ``now`` use these, so they never disagree with ``status``."""
+        agent = self.live_agent()
+        if agent is not None:
+            settings = agent.settings
+            return settings, (f"the live %%agent's settings ({int(agent.context_window):,}-token window, "
+                              f"keep_recent_tokens {settings.keep_recent_tokens:,})")
+        settings = self.settings()
+        return settings, (f"CompactConfig ({int(self.config.context_window):,}-token window, "
+                          f"keep_recent_tokens {settings.keep_recent_tokens:,})")
+
+    def _refusal(self, exc: NothingToCompact) -> NothingToCompact:
+        """The same refusal, saying whose settings decided it."""
+        return NothingToCompact(f"{exc} — decided with {self.compaction_settings()[1]}")
 
     def _summarizer(self) -> Any:
         """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
         return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
-        plan = self._compactor().plan(self.session, focus=focus)
+        try:
+            plan = self._compactor().plan(self.context_session(), focus=focus)
+        except NothingToCompact as exc:
+            raise self._refusal(exc) from None
         return {**_jsonable(plan), "text": plan.render()}
 
     def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any]:
@@ -352,7 +372,10 @@ class KernelService:
         if not lock.acquire(blocking=False):
             raise Busy("a compaction is already running for this kernel")
         try:
-            result = self._compactor().compact(self.session, reason=reason, focus=focus)
+            try:
+                result = self._compactor().compact(self.context_session(), reason=reason, focus=focus)
+            except NothingToCompact as exc:
+                raise self._refusal(exc) from None
             payload = _jsonable(result)
             notice = self.after_compaction()
             return {"compaction": payload, "notice": notice}
