@@ -169,3 +169,13 @@ def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -
         finally:
             service.live_agent = lambda: None
             agent.close()
+
+
+def test_names_lists_a_hundred_by_default_and_says_how_many_more(ip: Any) -> None:
+    ip.run_cell("\n".join(f"v{i:03d} = {i}" for i in range(150)))
+    shown = ip.run_line_magic("compact", "names")
+    plain = shown._repr_mimebundle_()[0]["text/plain"]
+    assert len(shown.data["names"]) == 100 and shown.data["total"] == 150
+    assert plain.splitlines()[0] == ("100 names of 150 · 50 more: `%compact names --limit 0` lists all (or the probe's "
+                                     "time budget ran out)")
+    assert len(ip.run_line_magic("compact", "names --limit 0").data["names"]) == 150

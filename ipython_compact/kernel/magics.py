@@ -39,6 +39,7 @@ from ipython_compact.store.errors import (
 )
 
 COMMANDS = Registry("%compact")
+NAMES_LIMIT = 100  # `%compact names` lists this many by default: 10,000 rows help no one in a cell
 
 SNAPSHOT_VERIFICATION = (
     "This snapshot verifies fully: a large array (> 1 MiB) that looks unchanged is re-hashed, so an "
@@ -195,12 +196,13 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return R.status_bundle(self.service.status())
 
     @COMMANDS.subcommand("names", "The user-defined names in the kernel with cheap facts (like %who).",
-                         arg("--limit", type=int, default=None, help="list at most this many names"))
+                         arg("--limit", type=int, default=NAMES_LIMIT,
+                             help=f"list at most this many names (default {NAMES_LIMIT}; 0 for all)"))
     def _names(self, a: argparse.Namespace) -> Any:
         _at_least(a.limit, 0, "--limit")
         last = self.service.last_snapshot  # its skip reasons are facts; the probe's are judged from types
         lost = {s.name: s.reason for s in last.skipped} if last is not None else {}
-        return R.names_bundle(self.service.names(limit=a.limit).to_json(), lost=lost)
+        return R.names_bundle(self.service.names(limit=a.limit or None).to_json(), lost=lost)
 
     @COMMANDS.subcommand("snapshot", "Write a snapshot of the namespace now (incremental unless --full).",
                          arg("--full", action="store_true", help="serialize and write every value again"),
@@ -340,6 +342,8 @@ class CompactMagics(Magics):  # type: ignore[misc]
                              help="store entries the session already holds again, as a copy under fresh ids"))
     def _import(self, a: argparse.Namespace) -> Any:
         source = Path(a.path).expanduser()
+        if source.is_dir():
+            raise ValueError(f"{source} is a directory; give a .jsonl file in it (a pi session or an export)")
         if not source.is_file():
             raise ValueError(f"file {source} does not exist")
         try:

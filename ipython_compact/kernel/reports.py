@@ -148,7 +148,8 @@ def names_bundle(payload: Mapping[str, Any], *, lost: Mapping[str, str] | None =
     total = payload.get("total")
     title = counted(len(names), "name")
     if payload.get("truncated") and isinstance(total, int):
-        title += f" of {cell_text(total)} (the rest were cut by --limit or the probe's time budget)"
+        title += (f" of {cell_text(total)} · {cell_text(total - len(names))} more: `%compact names --limit 0` lists "
+                  "all (or the probe's time budget ran out)")
     if gone:
         title += f" · {len(gone)} will not survive a restart: {', '.join(gone)}"
     return grid_bundle(title, ["name", "type", "size", "notes"], rows, dict(payload), mime=NAMESPACE_MIME, width=width)

@@ -20,6 +20,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { CompactChannel, RequestError, REQUEST_TIMEOUT_MS } from './channel';
+import { formatTokens, plural } from './summary';
 import {
   ICompaction,
   INameInfo,
@@ -387,7 +388,7 @@ export class NotebookModel {
       if (c === null) {
         return 'Compaction finished.';
       }
-      return `Compacted (${c.reason}): ${c.tokens_before ?? '?'} → ${c.tokens_after ?? '?'} tokens.`;
+      return `Compacted (${c.reason}): ${formatTokens(c.tokens_before ?? null)} → ${formatTokens(c.tokens_after ?? null)} tokens.`;
     });
   }
 
@@ -410,7 +411,7 @@ export class NotebookModel {
       const skipped = Array.isArray(snap['skipped']) ? snap['skipped'] : [];
       const gen = numberField(snap, 'generation');
       return (
-        `Snapshot${gen === null ? '' : ` generation ${gen}`}: saved ${saved} ${saved === 1 ? 'name' : 'names'}` +
+        `Snapshot${gen === null ? '' : ` generation ${gen}`}: saved ${plural(saved, 'name', 'names')}` +
         (skipped.length ? `; skipped ${namesWithReasons(skipped)}` : '') +
         '.'
       );
@@ -453,7 +454,7 @@ export class NotebookModel {
     const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
     const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'] : [];
     this.restoreKept = Array.isArray(reply['kept']) ? reply['kept'].map(String) : [];
-    let text = `Restored ${restored.length} ${restored.length === 1 ? 'name' : 'names'}`;
+    let text = `Restored ${plural(restored.length, 'name', 'names')}`;
     text += restored.length ? `: ${restored.join(', ')}.` : '.';
     if (this.restoreKept.length) {
       text += ` Not overwritten (you defined them since): ${this.restoreKept.join(', ')}.`;
