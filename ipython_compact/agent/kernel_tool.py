@@ -211,8 +211,10 @@ class JupyterKernel:
         max_output_chars: int = LOG_OUTPUT_CHARS,
         startup_timeout: float = 60.0,
         cwd: str | None = None,
+        ipc_path: str | None = None,
     ) -> None:
         self.kernel_name = kernel_name
+        self.ipc_path = ipc_path  # IPC sockets at this path prefix instead of TCP on localhost
         self.extension = extension
         self.env = env
         self.cwd = cwd
@@ -230,7 +232,8 @@ class JupyterKernel:
 
         if self._km is not None:
             raise RuntimeError("kernel already started")
-        km = KernelManager(kernel_name=self.kernel_name)
+        km = (KernelManager(kernel_name=self.kernel_name) if self.ipc_path is None
+              else KernelManager(kernel_name=self.kernel_name, transport="ipc", ip=self.ipc_path))
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
