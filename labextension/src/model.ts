@@ -442,6 +442,13 @@ export class NotebookModel {
     await this._act('restore', { names }, reply => this._describeRestore(reply));
   }
 
+  /** Dismiss the last action's message. */
+  dismissAction(): void {
+    this.lastAction = null;
+    this.preview = null;
+    this._changed.emit();
+  }
+
   /** Leave the kept names as they are (the user said no). */
   keepMine(): void {
     this.restoreKept = [];
@@ -776,6 +783,11 @@ export class NotebookModel {
     const state = (msg as KernelMessage.IStatusMsg).content.execution_state;
     if (state === 'busy') {
       this.mainBusy = true;
+      // The user moved on: the last action's message (and a preview) no longer describes the kernel.
+      if (this.pendingAction === '') {
+        this.lastAction = null;
+        this.preview = null;
+      }
       this._startPolling();
       this._changed.emit();
     } else if (state === 'idle') {

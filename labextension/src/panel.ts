@@ -389,7 +389,10 @@ export class CompactPanel extends Widget {
     }
     this._result.dataset.kind = m.lastAction.ok ? 'ok' : 'error';
     this._result.dataset.action = m.lastAction.action;
-    this._result.appendChild(el('p', '', m.lastAction.text));
+    const close = button('×', 'dismiss-result', () => m.dismissAction());
+    close.title = 'Dismiss this message (it also clears when a cell runs)';
+    close.classList.add('jp-IpythonCompact-dismiss');
+    this._result.append(close, el('p', '', m.lastAction.text));
     if (m.preview !== null && m.lastAction.action === 'preview') {
       this._result.appendChild(renderPlan(m.preview));
     }

@@ -101,8 +101,16 @@ def test_panel_restore_asks_before_replacing_a_name_defined_since(page: Any, sho
 
     page.locator(f'{PANEL} button[data-action="restore-overwrite"]').click()
     banner.wait_for(state="detached", timeout=30_000)
+    message = page.locator(f"{PANEL} .jp-IpythonCompact-result p")
+    assert "Restored 1 name: ledger." in message.inner_text()
+    # The action's message clears once the user moves on (runs a cell), and can be dismissed.
     run_cell(page, "print(repr(ledger))")
     assert "[1, 2, 3]" in page.evaluate(CELL_OUTPUTS, _last_run(page))["text"]
+    message.wait_for(state="detached", timeout=30_000)
+    page.locator(f'{PANEL} button[data-action="snapshot"]').click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
+    page.locator(f'{PANEL} button[data-action="dismiss-result"]').click()
+    message.wait_for(state="detached", timeout=30_000)
 
 
 def _last_run(page: Any) -> int:
