@@ -43,6 +43,7 @@ from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
+FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
 
 
 class Busy(Exception):
@@ -67,6 +68,7 @@ class KernelService:
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
+        self._figures_written: tuple[str, dict[str, Any]] | None = None
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
         self.live_agent: Callable[[], Any] = lambda: None
@@ -204,6 +206,8 @@ class KernelService:
         dropped = self.bookkeeping.failure
         if dropped is not None:  # never silent: a dropped bookkeeping entry is a problem
             problem = f"{problem} Also: {dropped}." if problem else f"{dropped}."
+        self._remember_figures(session, {"window": window, "blocking_line": blocking, "background_line": background,
+                                          "source": "agent" if agent is not None else "config"})
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -244,32 +248,19 @@ class KernelService:
             "version": __version__,
         }
 
+    def _remember_figures(self, session: str, figures: dict[str, Any]) -> None:
+        """Keep the window and lines in the session's status table (only when they change), so the
+        panel can draw the gauge from the log after a restart, before the extension is loaded
+        (``server_extension`` serves it). Best effort: status must answer even if this fails."""
+        if self._figures_written == (session, figures):
+            return
+        with contextlib.suppress(Exception):
+            self.store.status_set(session, FIGURES_KEY, figures)
+            self._figures_written = (session, figures)
+
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[dict[str, Any]]:
-        compactions = self.store.path(self.context_session(), kinds=(E.COMPACTION,))  # mark chain only
-        out = []
-        for e in compactions[-limit:] if limit > 0 else compactions:
-            details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
-            out.append({
-                "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
-                "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
-                "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
-                "focus": details.get("focus"),
-                # Kept verbatim = the messages from the first kept entry up to this compaction.
-                "kept_entries": self._kept_messages(e),
-            })
-        return out
-
-    def _kept_messages(self, compaction: E.Entry) -> int:
-        """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
-        first_kept = compaction.data.get("first_kept_entry_id")
-        if not isinstance(first_kept, str):
-            return 0
-        try:
-            return int(self.store.count_on_path(self.context_session(), (E.MESSAGE,), leaf=compaction.id,
-                                                from_id=first_kept))
-        except KeyError:  # not on the path (a damaged log): nothing counted as kept
-            return 0
+        return summaries_of(self.store, self.context_session(), limit)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
@@ -514,6 +505,35 @@ class KernelService:
             self.append_or_report(E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
             recorded.append(data)
         return recorded
+
+
+def summaries_of(store: Any, session: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
+    by ``server_extension``: they are read from the session log alone)."""
+    compactions = store.path(session, kinds=(E.COMPACTION,))  # mark chain only
+    out = []
+    for e in compactions[-limit:] if limit > 0 else compactions:
+        details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
+        out.append({
+            "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
+            "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
+            "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
+            "focus": details.get("focus"),
+            # Kept verbatim = the messages from the first kept entry up to this compaction.
+            "kept_entries": _kept_messages(store, session, e),
+        })
+    return out
+
+
+def _kept_messages(store: Any, session: str, compaction: E.Entry) -> int:
+    """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
+    first_kept = compaction.data.get("first_kept_entry_id")
+    if not isinstance(first_kept, str):
+        return 0
+    try:
+        return int(store.count_on_path(session, (E.MESSAGE,), leaf=compaction.id, from_id=first_kept))
+    except KeyError:  # not on the path (a damaged log): nothing counted as kept
+        return 0
 
 
 class LogLedger:

@@ -16,7 +16,7 @@
  * so the view can say "not loaded", "busy" or "restarted" plainly.
  */
 import { ISessionContext } from '@jupyterlab/apputils';
-import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { Kernel, KernelMessage, ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { CompactChannel, RequestError, REQUEST_TIMEOUT_MS } from './channel';
@@ -183,6 +183,11 @@ export class NotebookModel {
   notebookLabel = '';
   hello: Json | null = null;
   status: IStatus | null = null;
+  /**
+   * `status` and `compactions` come from the session log (the server extension),
+   * not from the kernel: it has not loaded the extension (e.g. after a restart).
+   */
+  fromLog = false;
   /** Why the last `status` request failed ('' when it did not). */
   statusError = '';
   names: INameInfo[] = [];
@@ -669,6 +674,7 @@ export class NotebookModel {
       if (channel === this._channel) {
         this._answered();
         this.status = parseStatus(reply);
+        this.fromLog = false;
         this.statusError = '';
       }
     } catch (err) {
@@ -866,6 +872,7 @@ export class NotebookModel {
   private _clearAnswers(): void {
     this.hello = null;
     this.status = null;
+    this.fromLog = false;
     this.statusError = '';
     this.names = [];
     this._namesKey = '';
@@ -888,7 +895,44 @@ export class NotebookModel {
   private _setState(state: ConnectionState, detail: string): void {
     this.state = state;
     this.stateDetail = detail;
+    if (state === 'not-loaded' && this.status === null) {
+      void this._loadPersisted();
+    }
     this._changed.emit();
+  }
+
+  /**
+   * What the session log holds for this notebook (gauge figures, timeline),
+   * served by the package's server extension while the kernel has no
+   * extension loaded. Optional: without the server extension nothing changes.
+   */
+  private async _loadPersisted(): Promise<void> {
+    const path = this.notebookLabel;
+    if (!path) {
+      return;
+    }
+    const settings = ServerConnection.makeSettings();
+    const url = `${settings.baseUrl.replace(/\/$/, '')}/ipython-compact/session?path=${encodeURIComponent(path)}`;
+    try {
+      const response = await ServerConnection.makeRequest(url, {}, settings);
+      if (!response.ok) {
+        return;
+      }
+      const data = (await response.json()) as Json;
+      if (this.status !== null || this.state !== 'not-loaded' || data['exists'] !== true) {
+        return;
+      }
+      if (!isObject(data['status'])) {
+        return;
+      }
+      this.status = parseStatus(data['status']);
+      const list = Array.isArray(data['compactions']) ? data['compactions'] : [];
+      this.compactions = list.map(parseCompaction).filter((c): c is ICompaction => c !== null);
+      this.fromLog = true;
+      this._changed.emit();
+    } catch (err) {
+      console.warn('ipython-compact: no persisted session from the server', err);
+    }
   }
 
   private _context: ISessionContext | null;

@@ -297,6 +297,22 @@ export class CompactPanel extends Widget {
       }
       return;
     }
+    if (m.fromLog && s !== null) {
+      g.appendChild(
+        el(
+          'div',
+          'jp-IpythonCompact-fromLog',
+          'From the session log: this kernel has not loaded the extension yet (the live names need it).'
+        )
+      );
+    }
+    if (s !== null && (s.window === null || s.window <= 0) && m.fromLog) {
+      g.appendChild(el('div', 'jp-IpythonCompact-tokenCount', `${formatTokens(s.tokens)} tokens in context`));
+      if (s.session) {
+        g.appendChild(sessionLine(s.session));
+      }
+      return;
+    }
     if (s === null || s.window === null || s.window <= 0) {
       g.appendChild(el('div', 'jp-IpythonCompact-empty', 'No context figures yet.'));
       return;

@@ -12,6 +12,7 @@ nbconvert's MIME order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,13 @@ def test_panel_restore_asks_before_replacing_a_name_defined_since(page: Any, sho
     page.locator(".jp-Dialog .jp-mod-accept").click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
     wait_kernel_idle(page)
+    # Before the new kernel loads the extension, the panel shows what the session log holds (served
+    # by the server extension): the gauge with the window the kernel last reported, the timeline.
+    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-fromLog", timeout=30_000)
+    assert page.get_attribute(PANEL, "data-state") == "not-loaded"
+    assert re.fullmatch(r"[\d,]+ / 128,000 tokens", page.inner_text(f"{PANEL} .jp-IpythonCompact-tokenCount"))
+    assert page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card").count() >= 2
+    shot("panel-after-restart-from-session-log")
     run_cell(page, "ledger = 'my new value'")
     page.locator(f'{PANEL} button[data-action="restore"]').click()
     banner = page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restore-kept"]')
