@@ -20,6 +20,7 @@ import { Kernel, KernelMessage, ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { CompactChannel, RequestError, REQUEST_TIMEOUT_MS } from './channel';
+import { INamesSort } from './names';
 import { formatTokens, plural } from './summary';
 import {
   ICompaction,
@@ -197,6 +198,8 @@ export class NotebookModel {
   namesVersion = 0;
   /** What the namespace filter box holds for this notebook. */
   namesFilter = '';
+  /** How this notebook's namespace table is sorted (the user clicks a column header). */
+  namesSort: INamesSort = { key: 'name', descending: false };
   /** How many matching rows the table draws. */
   namesShown = NAMES_PAGE;
   /** Replies are being lost while the kernel floods its output; the poll has backed off. */

@@ -12,7 +12,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { FLOOD_NOTE, NAMES_PAGE, NO_CONVERSATION_NOTE, NotebookModel, PanelModel } from './model';
-import { renderNamesTable } from './names';
+import { NamesSortKey, renderNamesTable, sortNames } from './names';
 import { INameInfo, IRecallHit, isObject, Json } from './protocol';
 import { formatTimestamp, formatTokens, plural, renderCompactionCard } from './summary';
 
@@ -449,7 +449,7 @@ export class CompactPanel extends Widget {
     const shown = m.state === 'ready' || m.names.length > 0;
     const filter = m.namesFilter.trim().toLowerCase();
     // Rebuild only when what the table shows changed: a poll that found the same names keeps it.
-    const key = `${m.namesVersion}\u0000${filter}\u0000${m.namesShown}\u0000${shown}`;
+    const key = `${m.namesVersion}\u0000${filter}\u0000${m.namesShown}\u0000${shown}\u0000${m.namesSort.key}${m.namesSort.descending}`;
     if (m === this._nsFor && key === this._nsKey) {
       return;
     }
@@ -474,8 +474,13 @@ export class CompactPanel extends Widget {
       this._nsTable.appendChild(el('div', 'jp-IpythonCompact-empty', `No name contains “${m.namesFilter.trim()}”.`));
       return;
     }
-    const page = matching.slice(0, m.namesShown);
-    this._nsTable.appendChild(renderNamesTable(page));
+    const page = sortNames(matching, m.namesSort).slice(0, m.namesShown);
+    const onSort = (column: NamesSortKey): void => {
+      const same = m.namesSort.key === column;
+      m.namesSort = { key: column, descending: same ? !m.namesSort.descending : column === 'size' };
+      this._renderNamespace();
+    };
+    this._nsTable.appendChild(renderNamesTable(page, m.namesSort, onSort));
     const rest = matching.length - page.length;
     if (rest > 0) {
       this._nsMore.hidden = false;

@@ -123,3 +123,30 @@ def test_panel_restore_asks_before_replacing_a_name_defined_since(page: Any, sho
 
 def _last_run(page: Any) -> int:
     return int(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.activeCellIndex")) - 1
+
+
+def _column(page: Any, index: int) -> list[str]:
+    return [t.strip() for t in page.locator(
+        f"{PANEL} .jp-IpythonCompact-names tbody tr td:nth-child({index})").all_inner_texts()]
+
+
+def test_namespace_table_sorts_by_column_and_previews_values(page: Any, shot: Callable[[str], None]) -> None:
+    ensure_panel_ready(page)
+    run_cell(page, "%reset -f\nbig = list(range(5000))\nmid = 'a' * 300\nsmall = 7\nlabel = 'kelvin'\n"
+                   "gen = (i for i in range(3))")
+    page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-names tbody tr').length === 5")
+    assert _column(page, 1) == ["big", "gen", "label", "mid", "small"]  # by name, the default
+    values = dict(zip(_column(page, 1), _column(page, 4), strict=True))
+    assert values["small"] == "7" and values["label"] == "'kelvin'" and values["big"] == "" and values["gen"] == ""
+    page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').click()
+    header = page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]')
+    assert header.get_attribute("aria-sort") == "descending"
+    assert _column(page, 1)[0] == "big"  # largest first
+    page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').click()
+    assert page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').get_attribute("aria-sort") == "ascending"
+    assert _column(page, 1)[-1] == "big"
+    page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="type"]').click()
+    types = _column(page, 2)
+    assert types == sorted(types)
+    page.locator(f"{PANEL} .jp-IpythonCompact-namespace").scroll_into_view_if_needed()
+    shot("namespace-sorted-with-values")
