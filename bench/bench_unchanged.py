@@ -57,11 +57,12 @@ def main() -> None:
     for shape, items in shapes(args.names, args.rows).items():
         with tempfile.TemporaryDirectory() as tmp:
             store = SnapshotStore(Path(tmp) / "snap", b"k" * 32, durable=False, session="bench")
-            pickle_s = best(lambda: pickle.dumps([v for _, v in items], protocol=5), args.repeats)
+            pickle_s = best(lambda items=items: pickle.dumps([v for _, v in items], protocol=5), args.repeats)
             start = time.perf_counter()
             store.save(items)
             first_s = time.perf_counter() - start
-            unchanged_s = best(lambda: store.save(items, automatic=True, verify="sampled"), args.repeats)
+            unchanged_s = best(lambda store=store, items=items: store.save(items, automatic=True, verify="sampled"),
+                               args.repeats)
             report = store.save(items, automatic=True, verify="sampled")
         out["shapes"][shape] = {
             "pickle_once_s": round(pickle_s, 4), "first_save_s": round(first_s, 4),

@@ -65,7 +65,7 @@ from ipython_compact.core.offline_summary import superseded_by
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.core.settings import CompactionSettings
-from ipython_compact.core.tokens import estimate_entry_tokens, estimate_message_tokens
+from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens, estimate_message_tokens
 from ipython_compact.core.triage import (
     CARRIED_INDEX,
     CARRIED_WITH_GIST,
@@ -247,8 +247,23 @@ class Compactor:
     def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
         work = self._work(session, keep_recent_tokens)
         if work is None:
-            raise NothingToCompact(f"nothing to compact in session {session!r}: the context is within the recent-tail budget or ends in a compaction")
+            raise NothingToCompact(self._why_nothing(session, keep_recent_tokens))
+        if not any(work.view_tokens.get(e.id, 0) for e in work.span):
+            raise NothingToCompact(
+                f"nothing to summarize in session {session!r}: the {len(work.span)} entries before the recent tail "
+                "hold 0 tokens of conversation")
         return work
+
+    def _why_nothing(self, session: str, keep_recent_tokens: int | None) -> str:
+        """Why there is nothing to compact, with the numbers that decided it."""
+        keep = self.settings.keep_recent_tokens if keep_recent_tokens is None else max(0, int(keep_recent_tokens))
+        view = self.store.context_view(session)
+        path = tuple(view.entries)
+        if path and path[-1].kind == E.COMPACTION:
+            return f"nothing to compact in session {session!r}: the context ends in a compaction (nothing new since)"
+        tokens = estimate_context(path, self.settings.estimator, tokens=view.tokens(self.settings.estimator)).tokens
+        return (f"nothing to compact in session {session!r}: the context holds {tokens:,} tokens and the recent tail "
+                f"kept verbatim is {keep:,} tokens (keep_recent_tokens); no turn before that tail is left to summarize")
 
     @_collector_paused
     @one_scan_per_text
@@ -418,7 +433,8 @@ class Compactor:
     def compact(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> CompactionResult:
         """Summarize and append the compaction entry. History is never modified.
 
-        Raises ``NothingToCompact`` (nothing written) or ``CompactionFailed`` (one
+        Raises ``NothingToCompact`` (nothing written) — also for a manual compaction whose result
+        would not be smaller than the context it replaces — or ``CompactionFailed`` (one
         ``compaction_outcome`` entry written, naming the failure).
         """
         _check_reason(reason)
@@ -435,6 +451,8 @@ class Compactor:
                     {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
                 )
                 raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
+            if reason == "manual":
+                self._refuse_if_not_smaller(session, work, plan, payload)
             try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
                 entry = self.store.append(session, E.COMPACTION, payload, expect_leaf=work.leaf_id)
             except LeafMovedError as exc:
@@ -449,6 +467,21 @@ class Compactor:
                 ) from exc
             return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _refuse_if_not_smaller(self, session: str, work: _Work, plan: Plan, payload: Mapping[str, Any]) -> None:
+        """A manual compaction must shrink what it replaces: the checkpoint against the summarized
+        span plus the previous summary it supersedes (not ``tokens_before``, which a usage report
+        anchors and can disagree with per-entry estimates)."""
+        estimator = self.settings.estimator
+        checkpoint = estimate_message_tokens({"role": "user", "content": payload["summary"]}, estimator)
+        previous = work.prep.previous_summary
+        replaced = plan.summarize.tokens + plan.turn_prefix.tokens + (
+            estimate_message_tokens({"role": "user", "content": previous}, estimator) if previous else 0)
+        if checkpoint >= replaced:
+            raise NothingToCompact(
+                f"compacting session {session!r} now would not make its context smaller: the checkpoint "
+                f"({checkpoint:,} tokens) is not smaller than the {replaced:,} tokens it would replace "
+                f"({plan.summarize.entries:,} entries before the recent tail); nothing was written")
 
     # ------------------------------------------------------------------ branches
     def summarize_branch(self, session: str, target_id: str, *, focus: str | None = None) -> Entry:

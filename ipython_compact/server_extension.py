@@ -1,4 +1,12 @@
-"""A jupyter_server extension with one job: keep the kernel's busy/idle status honest.
+"""A jupyter_server extension: keep the kernel's busy/idle status honest, and serve a notebook's
+persisted session to the panel.
+
+Persisted session (``GET /ipython-compact/session?path=NOTEBOOK``): after a kernel restart the
+new kernel has not loaded the extension yet, but what the session log holds — the context's
+tokens, the window and lines the kernel last reported, the compactions — is on disk. The panel
+shows it from here as soon as the notebook is open; only the live names need the kernel. The
+session is found as the kernel finds it (``kernel/binding.py``: ``$IPYTHON_COMPACT_SESSION``, a
+remembered ``%compact session`` switch, else the notebook's path); nothing is written.
 
 Why: the panel talks to the kernel over a comm on a subshell (JEP 91), so it is answered while a
 cell runs. ipykernel publishes a ``busy`` → ``idle`` pair of IOPub ``status`` messages for every
@@ -26,6 +34,7 @@ What must hold: nothing the list held before is dropped; loading twice adds noth
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 #: Requests the panel sends (comm traffic on its subshell, and the control requests that manage
@@ -50,6 +59,73 @@ def with_untracked(current: list[str] | tuple[str, ...]) -> list[str]:
     return merged
 
 
+def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data_dir: Any) -> tuple[str, str]:
+    """``(session, binding source)`` of the kernel Jupyter Server starts for notebook ``path``: it sets
+    ``JPY_SESSION_NAME`` to the notebook's directory joined with its name (``SessionManager``)."""
+    from ipython_compact.kernel import binding as B  # deferred for start-up: only a panel request needs it
+
+    name = os.path.join(cwd_for_path(os.path.dirname(path) or ""), os.path.basename(path))
+    found = B.resolve(configured="", env={**env, "JPY_SESSION_NAME": name}, user_ns={}, connection_file=None,
+                      data_dir=data_dir)
+    return found.session, found.source
+
+
+def persisted_session(path: str, session: str, source: str) -> dict[str, Any]:
+    """What the session log holds for ``session``: a ``status``-shaped object and its compactions."""
+    from ipython_compact import paths  # deferred for start-up: only a panel request needs them
+    from ipython_compact.core import entries as E  # deferred for start-up
+    from ipython_compact.core.tokens import estimate_context  # deferred for start-up
+    from ipython_compact.kernel.service import FIGURES_KEY, summaries_of  # deferred for start-up
+    from ipython_compact.store import SessionStore  # deferred for start-up
+
+    database = paths.database_path()
+    if not database.exists():
+        return {"notebook": path, "session": session, "exists": False}
+    store = SessionStore(database)
+    try:
+        try:
+            store.get_session(session)
+        except KeyError:
+            return {"notebook": path, "session": session, "exists": False}
+        view = store.context_view(session)
+        figures = store.status_get(session, FIGURES_KEY, {}) or {}
+        status: dict[str, Any] = {
+            "session": session, "binding": source, "source": "log",
+            "conversation": any(e.kind in (E.MESSAGE, E.COMPACTION) for e in view.entries),
+            "tokens": estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
+            "window": figures.get("window"), "blocking_line": figures.get("blocking_line"),
+            "background_line": figures.get("background_line"),
+            "entries": store.path_length(session), "compactions": store.count_on_path(session, (E.COMPACTION,)),
+            "in_flight": [], "last_failure": None, "problem": None,
+        }
+        return {"notebook": path, "session": session, "exists": True, "status": status,
+                "compactions": summaries_of(store, session, 50)}
+    finally:
+        store.close()
+
+
+def _handler() -> Any:
+    from jupyter_server.base.handlers import APIHandler  # deferred for start-up: the server's own classes
+    from tornado import web  # deferred for start-up
+
+    class SessionHandler(APIHandler):  # type: ignore[misc]
+        """``GET ?path=NOTEBOOK``: the persisted session (see the module docstring); read only."""
+
+        @web.authenticated  # type: ignore[misc]
+        def get(self) -> None:
+            from ipython_compact import paths  # deferred for start-up: only a panel request needs it
+
+            path = self.get_query_argument("path", "")
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                raise web.HTTPError(400, "path must be a notebook path relative to the server root")
+            manager = self.settings["kernel_manager"]
+            session, source = notebook_session(manager.root_dir, manager.cwd_for_path, path, os.environ,
+                                               paths.data_dir())
+            self.finish(persisted_session(path, session, source))
+
+    return SessionHandler
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "ipython_compact.server_extension"}]
 
@@ -63,3 +139,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     page_config = serverapp.web_app.settings.setdefault("page_config_data", {})
     page_config["untracked_message_types"] = list(merged)
     serverapp.log.info("ipython_compact: comm and subshell requests no longer change the kernel's busy/idle status")
+    from jupyter_server.utils import url_path_join  # deferred for start-up: only the server needs it
+
+    base = serverapp.web_app.settings.get("base_url", "/")
+    serverapp.web_app.add_handlers(".*$", [(url_path_join(base, "ipython-compact", "session"), _handler())])

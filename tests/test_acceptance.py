@@ -133,6 +133,9 @@ def test_terminal_ipython_reads_well(tmp_path: Path) -> None:
     """`printf '...' | ipython --simple-prompt`: aligned tables, separators, no JSON dumps."""
     script = "\n".join([
         "%load_ext ipython_compact",
+        # No automatic snapshot: one that lands after `x = 5` (debounced, so on a loaded machine it
+        # may or may not) would leave the explicit snapshot below "Unchanged x" instead of "Written x".
+        "%config CompactConfig.auto_snapshot = False",
         f"%compact import {FIXTURE}",
         "x = 5",
         "%compact status",

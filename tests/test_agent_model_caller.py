@@ -80,5 +80,6 @@ def test_http_errors_come_back_with_text_code_and_status(reply: Reply, status: i
     with ModelServer([reply]) as srv:
         caller = ModelCaller(openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0))
         answer = caller.call([{"role": "user", "content": "hi"}], model="m", provider="p")
+        url = f"{srv.base_url}/chat/completions"
     assert answer.message is None and (answer.error_status, answer.error_code) == (status, code)
-    assert answer.error_text == reply.error_message
+    assert answer.error_text == f"HTTP {status} from {url}: {reply.error_message}"

@@ -94,11 +94,11 @@ def _error_from_local_server(case: str) -> Exception:
 )
 def test_api_errors_are_read_into_text_code_and_status(case: str, text: str, code: str | None, status: int) -> None:
     got = api_error_details(_error_from_local_server(case))
-    assert got[0].startswith(text)
+    assert got[0].startswith(f"HTTP {status} from http://127.0.0.1:") and "/chat/completions: " + text in got[0]
     assert got[1:] == (code, status)
 
 
-def test_a_connection_error_has_no_code_or_status() -> None:
+def test_a_connection_error_names_the_url_and_has_no_code_or_status() -> None:
     with ModelServer() as srv:
         base_url = srv.base_url
     try:
@@ -107,4 +107,5 @@ def test_a_connection_error_has_no_code_or_status() -> None:
         text, code, status = api_error_details(exc)
     else:
         raise AssertionError("a stopped server still answered")
-    assert text.startswith("APIConnectionError: ") and (code, status) == (None, None)
+    assert text.startswith(f"cannot reach the model server at {base_url}/models (ConnectError: ")
+    assert (code, status) == (None, None)

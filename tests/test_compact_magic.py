@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
+from ipython_compact.kernel.display import ENTRY_MIME
 from ipython_compact.kernel.extension import extension_for
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
@@ -79,7 +80,7 @@ def test_the_focus_reaches_the_panel_and_show(ip: Any) -> None:
     assert by_id[focused]["focus"] == "sales"
     assert by_id[first]["focus"] is None
     bundle = _run(ip, f"show {focused}")._repr_mimebundle_()[0]
-    assert bundle["application/json"]["data"]["details"]["focus"] == "sales"
+    assert bundle[ENTRY_MIME]["data"]["details"]["focus"] == "sales"
     assert "focus: sales" in bundle["text/plain"].splitlines()[0]
     other = _run(ip, f"show {first}")._repr_mimebundle_()[0]
     assert "focus:" not in other["text/plain"].splitlines()[0]
@@ -117,3 +118,64 @@ def test_importing_the_same_transcript_twice_is_refused_unless_new_ids(ip: Any) 
     assert ext.service.status()["entries"] == count
     _run(ip, f"import {FIXTURE} --new-ids")
     assert ext.service.status()["entries"] == 2 * count
+
+
+def test_now_refuses_a_compaction_that_would_grow_the_context(ip: Any) -> None:
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    ext = extension_for(ip)
+    assert ext is not None
+    for msgs in TranscriptGenerator(4).rounds(8):
+        ext.service.store.append_many(ext.service.session, [("message", {"message": m}) for m in msgs])
+    ip.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 1500}")
+    before = ext.service.store.path_length(ext.service.session)
+    with pytest.raises(UsageError, match=r"would not make its context smaller.*Nothing was changed\. `%compact preview` "
+                                         r"shows what would be summarized and kept\."):
+        ip.run_line_magic("compact", "now")
+    reply = ext.comm.handle({"v": 1, "id": "c", "op": "compact"})
+    assert reply["ok"] is False and reply["error"]["code"] == "nothing_to_compact"
+    assert ext.service.store.path_length(ext.service.session) == before
+
+
+def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -> None:
+    """Found with six `%%agent` turns in a 3,000-token window: status said 71% full while preview
+    and now said "nothing to compact", using CompactConfig's 20,000-token tail without saying so."""
+    import openai
+
+    from ipython_compact.agent.kernel_tool import InProcessKernel
+    from ipython_compact.agent.loop import Agent
+    from ipython_compact.testing import ModelServer
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    ext = extension_for(ip)
+    assert ext is not None
+    service = ext.service
+    for msgs in TranscriptGenerator(4).rounds(8):
+        service.store.append_many(service.session, [("message", {"message": m}) for m in msgs])
+    refusal = ip.run_line_magic("compact", "preview")._repr_mimebundle_()[0]["text/plain"]
+    assert "Nothing would be compacted now" in refusal and "decided with CompactConfig (128,000-token window, " \
+        "keep_recent_tokens 20,000)" in " ".join(refusal.split())
+    with ModelServer() as srv:
+        agent = Agent(store=service.store, session=service.session, model="local-model", context_window=3000,
+                      client=openai.OpenAI(base_url=srv.base_url, api_key="x"), kernel=InProcessKernel(ip),
+                      subcalls=False)
+        service.live_agent = lambda: agent
+        try:
+            assert agent.settings.keep_recent_tokens == 750
+            plan = ip.run_line_magic("compact", "preview").data
+            assert plan["summarize"]["entries"] > 0 and plan["keep"]["tokens"] <= 1500
+            done = ip.run_line_magic("compact", "now").data
+            assert done["tokens_after"] < done["tokens_before"]
+        finally:
+            service.live_agent = lambda: None
+            agent.close()
+
+
+def test_names_lists_a_hundred_by_default_and_says_how_many_more(ip: Any) -> None:
+    ip.run_cell("\n".join(f"v{i:03d} = {i}" for i in range(150)))
+    shown = ip.run_line_magic("compact", "names")
+    plain = shown._repr_mimebundle_()[0]["text/plain"]
+    assert len(shown.data["names"]) == 100 and shown.data["total"] == 150
+    assert plain.splitlines()[0] == ("100 names of 150 · 50 more: `%compact names --limit 0` lists all (or the probe's "
+                                     "time budget ran out)")
+    assert len(ip.run_line_magic("compact", "names --limit 0").data["names"]) == 150

@@ -132,7 +132,7 @@ def test_ledger_and_identifiers_carry_forward(store: SessionStore) -> None:
     compactor = Compactor(store, settings=SETTINGS)
     totals = []
     for _ in range(3):
-        feed(store, gen, 8)
+        feed(store, gen, 12)  # enough that each compaction shrinks the context (a manual one must)
         details = compactor.compact("s").details
         totals.append(details["ledger"]["totals"]["requests"])
         summarized_users = sum(1 for e in store.path("s") if e.role == "user") - sum(
@@ -344,3 +344,23 @@ def test_identifier_budget_bounds_what_the_checkpoint_tracks(store: SessionStore
 def test_a_negative_identifier_budget_is_refused(store: SessionStore, bad: dict[str, int]) -> None:
     with pytest.raises(ValueError, match="identifier budget must be non-negative"):
         Compactor(store, **bad)
+
+
+def test_a_manual_compaction_that_would_grow_the_context_is_refused(store: SessionStore) -> None:
+    """Found in the panel: after a preview of "summarize 0 tokens · 0 entries" (only a small turn
+    prefix before the tail), Compact reported "2934 → 2962 tokens" as a success."""
+    feed(store, TranscriptGenerator(4), 8)
+    before = len(store.path("s"))
+    plan = Compactor(store, settings=SETTINGS).plan("s")
+    assert plan.summarize.entries == 0 and plan.turn_prefix.entries > 0
+    with pytest.raises(NothingToCompact, match=r"would not make its context smaller: the checkpoint \([\d,]+ tokens\) "
+                                               r"is not smaller than the [\d,]+ tokens it would replace"):
+        Compactor(store, settings=SETTINGS).compact("s")
+    assert len(store.path("s")) == before  # nothing written, not even an outcome record
+
+
+def test_nothing_to_compact_states_the_numbers(store: SessionStore) -> None:
+    feed(store, TranscriptGenerator(4), 2)
+    with pytest.raises(NothingToCompact, match=r"the context holds [\d,]+ tokens and the recent tail kept verbatim "
+                                               r"is 1,500 tokens \(keep_recent_tokens\); no turn before"):
+        Compactor(store, settings=SETTINGS).compact("s")

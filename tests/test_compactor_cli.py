@@ -34,7 +34,7 @@ def test_demo_runs_offline_in_a_fresh_data_dir(tmp_path: Path) -> None:
     assert "hash chain intact" in out
     assert "planted facts still verbatim in the model's context: goal 1/1, constraints 8/8, pinned text 1/1" in out
     assert "<anchors" in out and "Always use CUDA 12.4" in out
-    again = run(tmp_path, "demo", "--rounds", "4", "--compactions", "1", "--keep-recent-tokens", "500").stdout
+    again = run(tmp_path, "demo", "--rounds", "6", "--compactions", "1", "--keep-recent-tokens", "500").stdout
     assert "session 'demo-2'" in again
     assert "goal 1/1" in again
 
@@ -99,3 +99,43 @@ def test_openai_summarizer_from_the_command_line(tmp_path: Path) -> None:
         env = {"IPYTHON_COMPACT_MODEL": "env-model", "OPENAI_BASE_URL": srv.base_url}
         done = json.loads(run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--json", env=env).stdout)
         assert (done["summarizer"], (srv.chat_requests[0].body or {})["model"]) == ("openai", "env-model")
+
+
+@pytest.mark.slow
+def test_openai_summarizer_errors_name_the_cause(tmp_path: Path) -> None:
+    """A model the server does not serve lists the served ones; a dead server names its URL and
+    the refusal; neither hint says "retry later" (retrying cannot help)."""
+    run(tmp_path, "import", str(BEFORE), "--session", "pi")
+    refusal = Reply(status=404, error_message="The model `gpt-nothing` does not exist.", error_type="NotFoundError",
+                    error_code="model_not_found")
+    with ModelServer([refusal], model="qwen-7b") as srv:
+        err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "gpt-nothing", "--base-url",
+                  srv.base_url, "--keep-recent-tokens", "4000", code=2).stderr
+    assert "HTTP 404 from" in err and "the server serves: qwen-7b; pass one of them as --model" in err
+    assert "check --model and --base-url" in err and "retry later" not in err
+    with ModelServer() as srv:
+        dead = srv.base_url
+    err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "m", "--base-url", dead,
+              "--keep-recent-tokens", "4000", code=2).stderr
+    assert f"cannot connect to {dead} (ConnectError: " in err and "Connection refused" in err
+
+
+def test_a_compaction_that_would_grow_the_context_is_refused(tmp_path: Path) -> None:
+    from ipython_compact.store import SessionStore
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    db = tmp_path / "grow.db"
+    store = SessionStore(db)
+    store.ensure_session("s")
+    for msgs in TranscriptGenerator(4).rounds(8):  # only a small turn prefix lies before a 1,500-token tail
+        store.append_many("s", [("message", {"message": m}) for m in msgs])
+    before = len(store.path("s"))
+    store.close()
+    err = run(tmp_path, "compact", "--db", str(db), "-s", "s", "--keep-recent-tokens", "1500", code=2).stderr
+    assert "would not make its context smaller" in err and "nothing was written" in err
+    assert "try: see what would be summarized: ipython-compact plan -s s" in err
+    check = SessionStore(db)
+    try:
+        assert len(check.path("s")) == before
+    finally:
+        check.close()

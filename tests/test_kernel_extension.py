@@ -270,7 +270,7 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     summaries = handler.handle({"v": 1, "id": "s", "op": "summaries"})
     assert summaries["ok"] and summaries["compactions"][-1]["id"] == payload["id"]
     again = handler.handle({"v": 1, "id": "c", "op": "compact"})
-    assert again["ok"] is False and again["error"]["code"] == "failed" and "nothing to compact" in again["error"]["message"]
+    assert again["ok"] is False and again["error"]["code"] == "nothing_to_compact" and "nothing to compact" in again["error"]["message"]
     with pytest.raises(UsageError, match=r"nothing to compact.*%compact status"):
         _run(ip, "now")
 
@@ -438,7 +438,7 @@ def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
     shown = _run(ip, f"show {entry_id}")
     plain = shown._repr_mimebundle_()[0]["text/plain"]
     assert plain.startswith(f"Entry {entry_id} · message · ") and '{"message"' not in plain
-    assert shown._repr_mimebundle_()[0]["application/json"]["id"] == entry_id
+    assert shown._repr_mimebundle_()[0][D.ENTRY_MIME]["id"] == entry_id
     head = _run(ip, "now")._repr_mimebundle_()[0]["text/plain"].splitlines()[0]
     assert head.startswith("Compaction ") and "(manual)" in head
     before, after = head.split(": ", 1)[1].removesuffix(" tokens").split(" → ")
@@ -456,7 +456,8 @@ def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> 
     """A newcomer's third README line on a fresh session: a dry run's answer, not a UsageError."""
     plain = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
     assert plain.startswith("Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact")
-    assert "The context holds 0 tokens" in plain and "%compact status" in plain
+    assert "the context holds 0 tokens" in plain and "decided with CompactConfig (128,000-token window" in plain
+    assert "%compact status" in plain
     with pytest.raises(UsageError, match=re.escape("History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`")):
         _run(ip, "now")
 
@@ -483,7 +484,7 @@ def test_restore_of_a_name_the_snapshot_lacks_says_so(ip: Any) -> None:
     with pytest.raises(UsageError, match=r"not in snapshot generation \d+: ghost; `%compact restore` with no names"):
         _run(ip, "restore ghost")
     plain = _run(ip, "restore kept ghost")._repr_mimebundle_()[0]["text/plain"]
-    assert "restored         kept" in plain and "not_in_snapshot  ghost" in plain
+    assert "Restored         kept" in plain and "Not in snapshot  ghost" in plain
 
 
 def test_import_of_a_bad_line_names_the_line_and_stores_nothing(ip: Any, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ RANKS: dict[str, int] = {
     "client": 4,
     "cli": 4,
     "kernel": 5,
-    "server_extension": 5,
+    "server_extension": 6,  # serves a notebook's persisted session as the kernel side reads it
     "integrations": 6,
     "__init__": 7,
 }

@@ -222,8 +222,10 @@ class JupyterKernel:
         interrupt_grace: float = 5.0,
         session: str | None = None,
         auto_snapshot: bool = True,
+        ipc_path: str | None = None,
     ) -> None:
         self.kernel_name = kernel_name
+        self.ipc_path = ipc_path  # IPC sockets at this path prefix instead of TCP on localhost
         self.extension = extension
         self.env = env
         self.cwd = cwd
@@ -244,7 +246,8 @@ class JupyterKernel:
 
         if self._km is not None:
             raise RuntimeError("kernel already started")
-        km = KernelManager(kernel_name=self.kernel_name)
+        km = (KernelManager(kernel_name=self.kernel_name) if self.ipc_path is None
+              else KernelManager(kernel_name=self.kernel_name, transport="ipc", ip=self.ipc_path))
         env = dict(os.environ)
         if self.env:
             env.update(self.env)

@@ -26,7 +26,10 @@ What must hold:
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -244,16 +247,29 @@ class Agent:
             self._log.append(SYSTEM, {"content": self._baseline_text()})
 
     def _own_kernel(self, snapshot_dir: str | None) -> tuple[KernelTool, str]:
-        """Start a kernel for this agent (stopped by ``close``), snapshotting under the data directory."""
+        """Start a kernel for this agent (stopped by ``close``), snapshotting under the data directory.
+
+        The kernel talks over IPC sockets in a private temporary directory (0700), not TCP: only
+        this user can reach it, and ipykernel does not print "Kernel is running over TCP without
+        encryption" on every run. ``agent-snapshots/`` is created owner-only, like the rest."""
         base = paths.data_dir()
         if snapshot_dir is None:
             safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.session)
+            (base / "agent-snapshots").mkdir(parents=True, exist_ok=True, mode=0o700)
             snapshot_dir = str(base / "agent-snapshots" / safe)
         # Bound to this session, without automatic snapshots: the supervisor keeps them under
         # agent-snapshots/, and the kernel must open no session (nor a snapshot copy) of its own.
-        kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}, session=self.session, auto_snapshot=False).start()
+        sockets = tempfile.mkdtemp(prefix="ipython-compact-ipc-")
+        try:
+            kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}, session=self.session, auto_snapshot=False,
+                                   ipc_path=os.path.join(sockets, "kernel")).start()
+        except BaseException:
+            shutil.rmtree(sockets, ignore_errors=True)
+            raise
         self._closers.append(kernel.shutdown)
+        self._closers.append(lambda: shutil.rmtree(sockets, ignore_errors=True))
         weakref.finalize(self, kernel.shutdown)  # a forgotten close() still stops the process at exit
+        weakref.finalize(self, shutil.rmtree, sockets, True)
         return kernel, snapshot_dir
 
     def _attach_bridge(self) -> None:

@@ -27,18 +27,75 @@ from ipython_compact.agent.session_log import now_iso
 from ipython_compact.core.entries import JSON
 
 
-def api_error_details(exc: Exception) -> tuple[str, str | None, int | None]:
-    """(message text, provider error code, HTTP status) of an ``openai`` client exception."""
+def _endpoint(exc: Exception) -> str | None:
+    """The URL the failed request went to (``openai`` errors carry their ``httpx.Request``)."""
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    return str(url) if url is not None else None
+
+
+def served_models(client: Any, timeout: float = 5.0) -> list[str] | None:
+    """The model ids the server lists at ``/v1/models``, or None when it cannot be asked (one quick
+    try: this runs only to explain an error)."""
+    try:
+        listing = client.with_options(timeout=timeout, max_retries=0) if hasattr(client, "with_options") else client
+        page = listing.models.list()
+        items = list(getattr(page, "data", None) or page)
+    except Exception:
+        return None
+    return [str(getattr(m, "id", None) or (m.get("id") if isinstance(m, dict) else m)) for m in items]
+
+
+def describe_api_error(exc: Exception, client: Any = None, model: str | None = None) -> str:
+    """One line saying what went wrong and where, for an ``openai`` client exception.
+
+    A server that cannot be reached names the URL; a refusal states the HTTP status and the
+    server's message (401/403: how to give the key); a model the server does not serve lists the
+    models it does serve (asked from ``client`` when given). The server's own text is kept, so an
+    overflow refusal still reads as one (``core.overflow``)."""
     import openai  # deferred for start-up time (heavy); loaded already when an openai call raised
 
+    where = _endpoint(exc) or str(getattr(client, "base_url", "") or "the model server")
+    if isinstance(exc, openai.APITimeoutError):
+        return f"no answer from the model server at {where} (timed out)"
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        why = f"{type(cause).__name__}: {cause}" if cause is not None and str(cause) else str(exc)
+        return f"cannot reach the model server at {where} ({why}); is it running, and is base_url right?"
     if isinstance(exc, openai.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        err = body.get("error", body) if isinstance(body, dict) else {}
-        code = err.get("code") if isinstance(err, dict) else None
-        text = str(err.get("message")) if isinstance(err, dict) and err.get("message") else str(exc)
-        return text, code if isinstance(code, str) else None, exc.status_code
+        text, code, status = _status_details(exc)
+        line = f"HTTP {status} from {where}: {text}"
+        if status in (401, 403):
+            return line + " — check the API key (api_key=... or $OPENAI_API_KEY)"
+        if status == 404 and model is not None and (code in ("model_not_found", "not_found_error")
+                                                    or "model" in text.lower()):
+            served = served_models(client) if client is not None else None
+            if served:
+                line += f" — the server serves: {', '.join(served)}; pass one of them as the model"
+        return line
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _status_details(exc: Any) -> tuple[str, str | None, int]:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    err = body.get("error", body) if isinstance(body, dict) else {}
+    code = err.get("code") if isinstance(err, dict) else None
+    text = str(err.get("message")) if isinstance(err, dict) and err.get("message") else str(exc)
+    return text, code if isinstance(code, str) else None, int(exc.status_code)
+
+
+def api_error_details(exc: Exception, client: Any = None, model: str | None = None
+                      ) -> tuple[str, str | None, int | None]:
+    """(message text, provider error code, HTTP status) of an ``openai`` client exception; the text
+    is ``describe_api_error``'s (it names the URL and the status)."""
+    import openai  # deferred for start-up time (heavy); loaded already when an openai call raised
+
+    text = describe_api_error(exc, client, model)
+    if isinstance(exc, openai.APIStatusError):
+        _, code, status = _status_details(exc)
+        return text, code, status
     code = getattr(exc, "code", None)  # e.g. an error event in the middle of a stream
-    return f"{type(exc).__name__}: {exc}", code if isinstance(code, str) else None, None
+    return text, code if isinstance(code, str) else None, None
 
 
 @dataclass(frozen=True)
@@ -91,7 +148,7 @@ class ModelCaller:
                 completion = self.client.chat.completions.create(
                     model=model, messages=messages, tools=self.tools, timeout=self.request_timeout)
         except openai.APIError as exc:
-            text, code, status = api_error_details(exc)
+            text, code, status = api_error_details(exc, self.client, model)
             return ModelAnswer(error_text=text, error_code=code, error_status=status)
         try:
             message = from_openai_completion(completion, provider=provider, model=model, timestamp=now_iso())

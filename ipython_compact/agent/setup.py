@@ -9,6 +9,10 @@ What must hold:
 - The window is the explicit argument, else the server's card for the model (``max_model_len``
   (vLLM), ``context_length`` (OpenRouter, llama.cpp), ``context_window``; top level or under
   ``meta``/``metadata``), else ``$IPYTHON_COMPACT_CONTEXT_WINDOW``; otherwise ``ValueError``.
+- Every failure names its real cause (``ModelServerError``): a server that cannot be reached names
+  its URL; a refusal states the HTTP status; a model the server does not serve lists the ones it
+  does; a listed model whose card states no window asks for ``context_window``. Never "the card
+  states none" for a server that never answered.
 - Without explicit settings, a window too small for the default reserve gets the defaults scaled
   to it (``settings_for_window``), so ``Agent(model=..., base_url=...)`` works on an 8k model.
 - A default session name is new each time (time + random suffix), so two agents never share one
@@ -23,6 +27,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from ipython_compact.agent.model_caller import describe_api_error
 from ipython_compact.core.settings import CompactionSettings
 
 ENV_WINDOW = "IPYTHON_COMPACT_CONTEXT_WINDOW"
@@ -54,39 +59,73 @@ def window_from_card(card: Mapping[str, Any]) -> int | None:
     return None
 
 
+class ModelServerError(ValueError):
+    """The model server cannot be used as asked; the message says why and where (URL, status, models)."""
+
+
+def server_url(client: Any) -> str:
+    return str(getattr(client, "base_url", "") or "https://api.openai.com/v1").rstrip("/")
+
+
 def model_cards(client: Any) -> list[dict[str, Any]]:
-    """The server's ``/v1/models`` entries as dicts (empty when the server has none or fails)."""
+    """The server's ``/v1/models`` entries as dicts; ``ModelServerError`` (with the URL, or the
+    HTTP status and the server's message) when the server cannot be asked."""
+    import openai  # deferred for start-up time (heavy); only reached when a model or window is missing
     try:
         page = client.models.list()
         items = list(getattr(page, "data", None) or page)
-    except Exception:
-        return []
+    except openai.APIError as exc:
+        raise ModelServerError(f"cannot list the server's models: {describe_api_error(exc, client)}") from None
     return [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in items]
+
+
+def _env_window() -> int | None:
+    raw = os.environ.get(ENV_WINDOW)
+    if not raw:
+        return None
+    try:
+        window = int(raw)
+    except ValueError:
+        raise ValueError(f"${ENV_WINDOW} must be an integer, got {raw!r}") from None
+    if window <= 0:
+        raise ValueError(f"${ENV_WINDOW} must be positive, got {window}")
+    return window
 
 
 def resolve_model_and_window(client: Any, model: str | None, context_window: int | None) -> tuple[str, int]:
     """(model, window) from the arguments, the server's card, or the environment; see the module docstring."""
-    cards = [] if (model and context_window) else model_cards(client)
+    if context_window is not None and context_window <= 0:
+        raise ValueError(f"context_window must be positive, got {context_window}")
+    if model and context_window:
+        return model, context_window
+    url = server_url(client)
+    env_window = _env_window() if context_window is None else None
+    try:
+        cards = model_cards(client)
+    except ModelServerError:
+        if model and env_window:  # the window is known without the server: its first request will say
+            return model, env_window
+        raise
+    served = [str(c.get("id")) for c in cards]
     if not model:
         if not cards:
-            raise ValueError("no model: pass model=... (the server's /v1/models lists none)")
-        model = str(cards[0].get("id"))
+            raise ModelServerError(f"no model: the server at {url} lists none at /models; pass model=...")
+        model = served[0]
     if context_window is not None:
-        if context_window <= 0:
-            raise ValueError(f"context_window must be positive, got {context_window}")
         return model, context_window
     card = next((c for c in cards if c.get("id") == model), None)
-    window = window_from_card(card) if card is not None else None
-    if window is None and os.environ.get(ENV_WINDOW):
-        raw = os.environ[ENV_WINDOW]
-        try:
-            window = int(raw)
-        except ValueError:
-            raise ValueError(f"${ENV_WINDOW} must be an integer, got {raw!r}") from None
-    if window is None or window <= 0:
-        raise ValueError(
-            f"cannot tell the context window of {model!r}: the server's /v1/models card states none "
-            f"({', '.join(CARD_KEYS)}); pass context_window=... or set ${ENV_WINDOW}")
+    if card is None and env_window:  # an alias the server takes but does not list (Ollama's "llama3")
+        return model, env_window
+    if card is None:
+        listed = ", ".join(served) if served else "none"
+        raise ModelServerError(f"the server at {url} does not serve the model {model!r}; it serves: {listed}. "
+                               "Pass one of them as model=... (or, if the server takes this name anyway, "
+                               "its window as context_window=...)")
+    window = window_from_card(card) or env_window
+    if window is None:
+        raise ModelServerError(
+            f"the server at {url} serves {model!r} but its /models entry states no context window (none of "
+            f"{', '.join(CARD_KEYS)}); pass context_window=... or set ${ENV_WINDOW} (the model's window in tokens)")
     return model, window
 
 

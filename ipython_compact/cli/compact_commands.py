@@ -137,10 +137,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
             if args.dry_run:  # a dry run's honest answer, as `plan` gives it: not an error
                 print(json.dumps({"compactable": False, "reason": str(exc)}) if args.json else f"nothing would be compacted: {exc}")
                 return 0
-            raise CliError(str(exc), f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000") from exc
+            hint = (f"see what would be summarized: {PROG} plan -s {session}" if "would not make" in str(exc)
+                    else f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000")
+            raise CliError(str(exc), hint) from exc
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
-            raise CliError(f"{exc}{where}", f"retry later, or: {PROG} compact --summarizer offline") from exc
+            hint = ("check --model and --base-url (and $OPENAI_API_KEY)" if exc.code in ("http_error", "connection")
+                    else "retry later")
+            raise CliError(f"{exc}{where}", f"{hint}, or: {PROG} compact --summarizer offline") from exc
         except SessionMoved as exc:
             raise CliError(str(exc), f"see what changed, then plan again: {PROG} log -s {session} -n 5; "
                            f"{PROG} compact -s {session}") from exc
@@ -317,12 +321,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
             measure(f"after {gen.round} turns")
             try:
                 plan = compactor.plan(name)
-            except NothingToCompact as exc:
+                print(f"\n[{k}] dry run ({PROG} compact --dry-run):")
+                print(textwrap.indent(plan.render(), "  "))
+                result = compactor.compact(name, reason="manual")
+            except NothingToCompact as exc:  # also: a compaction that would not shrink the context
                 raise CliError(f"{exc} (after {gen.round} turns with --keep-recent-tokens {args.keep_recent_tokens:,})",
                                f"{PROG} demo --rounds 16   (more turns per compaction, or a smaller --keep-recent-tokens)") from exc
-            print(f"\n[{k}] dry run ({PROG} compact --dry-run):")
-            print(textwrap.indent(plan.render(), "  "))
-            result = compactor.compact(name, reason="manual")
             d = result.details
             print(
                 f"[{k}] compacted: {result.tokens_before:,} -> {result.tokens_after:,} tokens; checkpoint {len(result.summary):,} chars; "

@@ -38,8 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "time and content) are refused with exit 2 and nothing is stored, unless --new-ids asks for copies. "
         f"Large files are committed {IMPORT_BATCH:,} entries per transaction, so other writers are not locked out.",
     )
-    p.add_argument("file", metavar="FILE", type=Path,
-                   help="a pi session (.jsonl, v1-v3) or an ipython-compact export; - reads stdin (needs --session)")
+    p.add_argument("files", metavar="FILE", type=Path, nargs="+",
+                   help="a pi session (.jsonl, v1-v3) or an ipython-compact export; several are imported in order, "
+                   "each checked before anything is stored; - reads stdin (needs --session)")
     session_option(p, help_text="target session (default: the file's session name or stem)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
     max_bytes_option(p)
@@ -75,6 +76,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     session_option(p)
     p.add_argument("--json", action="store_true", help="print the message list as JSON")
     p.add_argument("--estimator", choices=("density", "chars4"), default="density", help="token estimator for the header")
+    p.add_argument("-n", "--tail", type=IntOption(0, 20), metavar="N",
+                   help="only the last N messages (the header still counts them all)")
     p.set_defaults(func=cmd_context)
 
     p = subparsers.add_parser(
@@ -131,6 +134,23 @@ def _limits(args: argparse.Namespace) -> ImportLimits:
 
 def cmd_import(args: argparse.Namespace) -> int:
     # deferred for start-up, like every store import of the CLI
+    from ipython_compact.store import ImportFormatError
+
+    transcripts = []
+    for file in args.files:  # read and check every input before the database is even opened
+        try:
+            transcripts.append(load_transcript(file, args.format, limits=_limits(args)))
+        except ImportFormatError as exc:
+            raise CliError(str(exc) + ("; nothing was imported" if len(args.files) > 1 else ""),
+                           _format_hint(exc, file, "import")) from exc
+    for file, transcript in zip(args.files, transcripts, strict=True):
+        args.file = file
+        _import_one(args, transcript)
+    return 0
+
+
+def _import_one(args: argparse.Namespace, transcript: Any) -> None:
+    # deferred for start-up, like every store import of the CLI
     from ipython_compact.store import (
         DuplicateImportError,
         ImportFormatError,
@@ -138,10 +158,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         PartialImportError,
     )
 
-    try:  # read and check the whole input before the database is even opened
-        transcript = load_transcript(args.file, args.format, limits=_limits(args))
-    except ImportFormatError as exc:
-        raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     with open_store(args) as store:
         try:
             result = import_transcript(store, transcript, args.session, new_ids=args.new_ids, resume=args.resume)
@@ -154,7 +170,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     if args.json:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
-        return 0
+        return
     where = f"new session {result.session!r}" if result.created else f"existing session {result.session!r} (appended after its leaf)"
     noun = "entry" if result.imported == 1 else "entries"
     print(f"imported {result.imported:,} {noun} ({result.format}) into {where}; leaf {result.leaf_id}")
@@ -165,7 +181,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     if result.repaired_surrogates:
         print(f"  {result.repaired_surrogates:,} lone UTF-16 surrogate(s) (half an emoji, as JavaScript writes it) "
               "stored as U+FFFD")
-    return 0
 
 
 def _format_hint(exc: Any, file: Path, command: str) -> str:
@@ -295,7 +310,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     estimate = estimate_context(view.entries, args.estimator, tokens=view.tokens(args.estimator))
     start = f"from entry {view.head_id} (newest compaction's first kept entry)" if view.head_id else "from the root"
     print(f"session {session!r}: {len(messages):,} messages, ~{estimate.tokens:,} tokens ({args.estimator}); view starts {start}")
-    for index, message in enumerate(messages, start=1):
+    first = max(0, len(messages) - args.tail) if args.tail else 0
+    if first:
+        print(f"(the last {len(messages) - first:,}; {first:,} earlier messages not shown: drop -n to see them)")
+    for index, message in enumerate(messages[first:], start=first + 1):
         print()
         print(message_text(index, message))
     return 0

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact.compactor import CompactionError
+from ipython_compact.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.version import __version__
 
@@ -135,6 +135,8 @@ class CommHandler:
             return _error(rid, "bad_request", str(exc))
         except Busy as exc:
             return _error(rid, "busy", str(exc))
+        except NothingToCompact as exc:  # a refusal with its reason, not a failure
+            return _error(rid, "nothing_to_compact", str(exc))
         except (Unavailable, CompactionError, ValueError, KeyError, LookupError) as exc:
             return _error(rid, "failed", f"{type(exc).__name__}: {exc}")
         except Exception as exc:
@@ -176,7 +178,10 @@ class CommHandler:
         generation = args.get("generation")
         if generation is not None and (type(generation) is not int or generation < 1):
             raise BadRequest("argument 'generation' must be an integer of 1 or more (see %compact snapshots)")
-        return self.service.restore(names=names, generation=generation).to_json()
+        overwrite = args.get("overwrite", False)
+        if type(overwrite) is not bool:
+            raise BadRequest("argument 'overwrite' must be a boolean")
+        return self.service.restore(names=names, generation=generation, overwrite=overwrite).to_json()
 
     def _recall(self, args: Mapping[str, Any]) -> dict[str, Any]:
         entry_id = _opt_str(args, "entry_id", 200)

@@ -2,7 +2,12 @@
 
 Why: one output must read well in JupyterLab (custom renderer or HTML), VS Code (HTML/Markdown),
 nbconvert (HTML/Markdown) and a terminal IPython (plain text). So every result carries a custom
-JSON type (where one exists) plus ``text/html``, ``text/markdown`` and ``text/plain``.
+JSON type plus ``text/html``, ``text/markdown`` and ``text/plain``.
+
+Never a bare ``application/json``: JupyterLab ranks it above ``text/html`` and shows a collapsible
+JSON tree instead of the table, and VS Code renders it too. The machine-readable payload goes under
+a vendor type (``REPORT_MIME``, ``ENTRY_MIME``, or the summary/namespace types the labextension
+renders); Lab, VS Code and nbconvert skip a vendor type they have no renderer for and show the HTML.
 
 What must hold: every string that came from the user, the session log or the namespace is escaped
 in HTML (``html.escape``) and Markdown (backslash-escaped specials), so a name or summary can never
@@ -27,6 +32,8 @@ __all__ = ["cell_text", "entry_gist", "fmt_bytes"]  # re-exported: the kernel si
 
 SUMMARY_MIME = "application/vnd.ipython-compact.summary+json"
 NAMESPACE_MIME = "application/vnd.ipython-compact.namespace+json"
+REPORT_MIME = "application/vnd.ipython-compact.report+json"  # status, session, import, snapshot, restore, pin…
+ENTRY_MIME = "application/vnd.ipython-compact.entry+json"  # one log entry's raw record (`%compact show`)
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
 
@@ -76,16 +83,14 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, 
 def fields_bundle(title: str, rows: Sequence[tuple[str, str]], data: Any, *, mime: str | None = None,
                   width: int | None = None) -> Rendered:
     """A titled list of labelled values, each in full: plain text wraps a long value under itself
-    (``plain_text.fields``) instead of cutting it; ``application/json`` (and ``mime``) carry ``data``."""
+    (``plain_text.fields``) instead of cutting it; ``mime`` (default ``REPORT_MIME``) carries ``data``."""
     plain = f"{title}\n{P.fields(rows, width or P.terminal_width())}" if rows else title
     body = "".join(f'<tr><th style="text-align:left">{_h(k)}</th><td style="text-align:left;white-space:pre-wrap">'
                    f"{_h(v)}</td></tr>" for k, v in rows)
     html_t = f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><tbody>{body}</tbody></table>'
     md = f"**{md_escape(title)}**\n\n" + "".join(f"- **{md_escape(k)}**: {md_escape(' '.join(v.split()))}\n" for k, v in rows)
     payload = json.loads(json.dumps(data, default=str))
-    bundle: dict[str, Any] = {"text/html": html_t, "text/markdown": md, "text/plain": plain, "application/json": payload}
-    if mime:
-        bundle[mime] = payload
+    bundle: dict[str, Any] = {mime or REPORT_MIME: payload, "text/html": html_t, "text/markdown": md, "text/plain": plain}
     return Rendered(bundle, data)
 
 
@@ -151,7 +156,7 @@ def rows_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]
 
 def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
     """One log entry (``Entry.to_json()``): a one-line header, then its whole text — a message's
-    content, tool calls included — never the raw JSON record (that stays in ``application/json``)."""
+    content, tool calls included — never the raw JSON record (that stays in ``ENTRY_MIME``)."""
     record = Entry.from_json(entry)
     text = entry_text(record)
     facts = [record.kind] + ([str(record.role)] if record.role else []) + [record.timestamp]
@@ -163,6 +168,6 @@ def entry_bundle(entry: Mapping[str, Any]) -> Rendered:
         facts.append(f"focus: {focus}")
     title = f"Entry {record.id} · " + " · ".join(facts)
     shown = text_bundle(text or "(no text)", title=title)
-    shown.bundle["application/json"] = json.loads(json.dumps(dict(entry), default=str))
+    shown.bundle[ENTRY_MIME] = json.loads(json.dumps(dict(entry), default=str))
     shown.data = dict(entry)
     return shown

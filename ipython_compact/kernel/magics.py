@@ -39,6 +39,7 @@ from ipython_compact.store.errors import (
 )
 
 COMMANDS = Registry("%compact")
+NAMES_LIMIT = 100  # `%compact names` lists this many by default: 10,000 rows help no one in a cell
 
 SNAPSHOT_VERIFICATION = (
     "This snapshot verifies fully: a large array (> 1 MiB) that looks unchanged is re-hashed, so an "
@@ -74,8 +75,10 @@ ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str
     (Busy, lambda name, exc: f"%compact {name}: {exc}"),
     (SnapshotError, lambda name, exc: f"%compact {name}: {exc}."),  # the message says what to do
     (NothingToCompact, lambda name, exc: (
-        f"%compact {name}: {exc}. Nothing was changed. History to compact comes from `%%agent` turns or "
-        "`%compact import FILE.jsonl`; `%compact status` shows the tokens in context.")),
+        f"%compact {name}: {exc}. Nothing was changed. " + (
+            "`%compact preview` shows what would be summarized and kept." if "would not make" in str(exc) else
+            "History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`; `%compact status` "
+            "shows the tokens in context."))),
     (CompactionError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact preview` to see what would be compacted."),
     (Unavailable, lambda name, exc: f"%compact {name}: {exc}. Install the full package (`pip install ipython-compact`)."),
     (LookupError, lambda name, exc: f"%compact {name}: {exc}. Type `%compact log` to see entry ids."),
@@ -182,9 +185,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
             plan = self.service.preview(_focus(a))
         except NothingToCompact as exc:
             # A dry run's honest answer, not a mistake: a fresh session has nothing to compact yet.
-            tokens = self.service.status().get("tokens")
-            return D.text_bundle(f"Nothing would be compacted now: {exc}. The context holds "
-                                 f"{D.cell_text(tokens)} tokens; `%compact status` shows the threshold lines.",
+            return D.text_bundle(f"Nothing would be compacted now: {exc}. `%compact status` shows the threshold lines.",
                                  title="Compaction preview (nothing changed)")
         shown = D.text_bundle(plan.get("text") or json.dumps(plan, indent=1), title="Compaction preview (nothing changed)")
         shown.data = plan
@@ -195,12 +196,13 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return R.status_bundle(self.service.status())
 
     @COMMANDS.subcommand("names", "The user-defined names in the kernel with cheap facts (like %who).",
-                         arg("--limit", type=int, default=None, help="list at most this many names"))
+                         arg("--limit", type=int, default=NAMES_LIMIT,
+                             help=f"list at most this many names (default {NAMES_LIMIT}; 0 for all)"))
     def _names(self, a: argparse.Namespace) -> Any:
         _at_least(a.limit, 0, "--limit")
         last = self.service.last_snapshot  # its skip reasons are facts; the probe's are judged from types
         lost = {s.name: s.reason for s in last.skipped} if last is not None else {}
-        return R.names_bundle(self.service.names(limit=a.limit).to_json(), lost=lost)
+        return R.names_bundle(self.service.names(limit=a.limit or None).to_json(), lost=lost)
 
     @COMMANDS.subcommand("snapshot", "Write a snapshot of the namespace now (incremental unless --full).",
                          arg("--full", action="store_true", help="serialize and write every value again"),
@@ -210,27 +212,29 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return R.snapshot_bundle(report.to_json())
 
     @COMMANDS.subcommand("restore", "Bring names back from the newest snapshot holding your work (after a restart).",
-                         arg("names", nargs="*", help="only these names (default: all)"),
-                         arg("--names", dest="name_list", default="", help="only these names, comma-separated"),
+                         arg("names", nargs="*", help="only these names (default: all); named ones are overwritten"),
+                         arg("--names", dest="name_list", default="",
+                             help="only these names, comma-separated; named ones are overwritten"),
+                         arg("--overwrite", action="store_true",
+                             help="also replace names you defined since with a different value (kept by default)"),
                          arg("--generation", type=int, default=None,
                              help="restore this generation (see %%compact snapshots) instead of the newest"))
     def _restore(self, a: argparse.Namespace) -> Any:
         wanted = [*a.names, *[n.strip() for n in a.name_list.split(",") if n.strip()]]
-        report = self.service.restore(names=wanted or None, generation=a.generation)
+        report = self.service.restore(names=wanted or None, generation=a.generation, overwrite=a.overwrite)
         shown = report.to_json()
         if report.generation is None:  # a warning with what is available, never a success
             text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
             return D.text_bundle(text, title="Warning: nothing was restored")
-        accounted = set(report.restored) | {s.name for s in report.failed} | {s.name for s in report.quarantined}
+        accounted = (set(report.restored) | set(report.kept) | {s.name for s in report.failed}
+                     | {s.name for s in report.quarantined})
         missing = [n for n in wanted if n not in accounted]
         if missing and not accounted:
             raise ValueError(f"not in snapshot generation {report.generation}: {', '.join(missing)}; "
                              "`%compact restore` with no names brings back everything it holds")
         if missing:
             shown["not_in_snapshot"] = missing
-        if not report.restored:
-            return D.mapping_bundle(f"Warning: nothing was restored from generation {report.generation}", shown)
-        return D.mapping_bundle(f"Restored from snapshot generation {report.generation}", shown)
+        return R.restore_bundle(shown, own_process=self.service.snapshots.process)
 
     @COMMANDS.subcommand("snapshots", "List snapshot generations: number, time, kernel, names, size, verified.",
                          arg("--discard", type=int, default=None, metavar="N",
@@ -338,6 +342,8 @@ class CompactMagics(Magics):  # type: ignore[misc]
                              help="store entries the session already holds again, as a copy under fresh ids"))
     def _import(self, a: argparse.Namespace) -> Any:
         source = Path(a.path).expanduser()
+        if source.is_dir():
+            raise ValueError(f"{source} is a directory; give a .jsonl file in it (a pi session or an export)")
         if not source.is_file():
             raise ValueError(f"file {source} does not exist")
         try:

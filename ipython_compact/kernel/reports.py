@@ -4,7 +4,7 @@ Why: these three were dumps of their JSON payloads (``field value`` tables with 
 each is written for a reader: one number format (``core.readable``), every value in full, the
 session named once, a problem stated when there is one, and names that will not survive a restart
 marked with the reason — the same words the ``<ipython_state>`` notice and the snapshot's skip
-reasons use. The payloads themselves (``data``, ``application/json``) are unchanged.
+reasons use. The payloads themselves (``data``, ``display.REPORT_MIME``) are unchanged.
 """
 
 from __future__ import annotations
@@ -151,7 +151,44 @@ def names_bundle(payload: Mapping[str, Any], *, lost: Mapping[str, str] | None =
     total = payload.get("total")
     title = counted(len(names), "name")
     if payload.get("truncated") and isinstance(total, int):
-        title += f" of {cell_text(total)} (the rest were cut by --limit or the probe's time budget)"
+        title += (f" of {cell_text(total)} · {cell_text(total - len(names))} more: `%compact names --limit 0` lists "
+                  "all (or the probe's time budget ran out)")
     if gone:
         title += f" · {len(gone)} will not survive a restart: {', '.join(gone)}"
     return grid_bundle(title, ["name", "type", "size", "notes"], rows, dict(payload), mime=NAMESPACE_MIME, width=width)
+
+
+def restore_bundle(report: Mapping[str, Any], *, own_process: str | None = None, width: int | None = None) -> Rendered:
+    """What a restore did, in words: what came back, what was kept because the user defined it
+    since (and what to type to take it), what failed and why. No internal words ("quarantined",
+    process ids); empty rows are left out. ``report`` is ``RestoreReport.to_json()`` plus
+    ``not_in_snapshot`` when names were asked for that the generation lacks."""
+    restored = list(report.get("restored") or [])
+    kept = list(report.get("kept") or [])
+    generation = report.get("generation")
+    if restored:
+        title = f"Restored from snapshot generation {cell_text(generation)}: {counted(len(restored), 'name')}"
+    else:
+        title = f"Warning: nothing was restored from generation {cell_text(generation)}"
+    if kept:
+        title += f" · {counted(len(kept), 'name')} you defined since kept as they are"
+    rows: list[tuple[str, str]] = [("Restored", ", ".join(restored) if restored else "none")]
+    if kept:
+        rows.append(("Not overwritten", (
+            f"{', '.join(kept)}: defined since with a different value, so left as they are. To take the snapshot's "
+            f"values: `%compact restore --overwrite` (every name), or `%compact restore --names {','.join(kept)}` "
+            "(only those).")))
+    if report.get("not_in_snapshot"):
+        rows.append(("Not in snapshot", ", ".join(report["not_in_snapshot"])))
+    if report.get("failed"):
+        rows.append(("Could not load", _skipped_lines(report["failed"])))
+    if report.get("quarantined"):
+        rows.append(("Not loaded", _skipped_lines(report["quarantined"])))
+    for warning in report.get("warnings") or []:
+        rows.append(("Warning", str(warning)))
+    if report.get("refused"):
+        rows.append(("Skipped snapshots", "\n".join(str(r) for r in report["refused"])))
+    if report.get("process") is not None:
+        by = "this kernel" if own_process is not None and report.get("process") == own_process else "an earlier kernel"
+        rows.append(("Written by", by))
+    return fields_bundle(title, rows, dict(report), width=width)

@@ -48,6 +48,7 @@ from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
+FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class KernelService:
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
         self._background: BackgroundSave | None = None  # the automatic snapshot a forked child writes
+        self._figures_written: tuple[str, dict[str, Any]] | None = None
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
         self.live_agent: Callable[[], Any] = lambda: None
@@ -215,6 +217,8 @@ class KernelService:
         for said in (self.bookkeeping.failure, self.bookkeeping.waiting_text()):
             if said is not None:  # never silent: a dropped or waiting bookkeeping entry is a problem
                 problem = f"{problem} Also: {said}." if problem else f"{said}."
+        self._remember_figures(session, {"window": window, "blocking_line": blocking, "background_line": background,
+                                          "source": "agent" if agent is not None else "config"})
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -258,32 +262,19 @@ class KernelService:
             "version": __version__,
         }
 
+    def _remember_figures(self, session: str, figures: dict[str, Any]) -> None:
+        """Keep the window and lines in the session's status table (only when they change), so the
+        panel can draw the gauge from the log after a restart, before the extension is loaded
+        (``server_extension`` serves it). Best effort: status must answer even if this fails."""
+        if self._figures_written == (session, figures):
+            return
+        with contextlib.suppress(Exception):
+            self.store.status_set(session, FIGURES_KEY, figures)
+            self._figures_written = (session, figures)
+
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[dict[str, Any]]:
-        compactions = self.store.path(self.context_session(), kinds=(E.COMPACTION,))  # mark chain only
-        out = []
-        for e in compactions[-limit:] if limit > 0 else compactions:
-            details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
-            out.append({
-                "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
-                "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
-                "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
-                "focus": details.get("focus"),
-                # Kept verbatim = the messages from the first kept entry up to this compaction.
-                "kept_entries": self._kept_messages(e),
-            })
-        return out
-
-    def _kept_messages(self, compaction: E.Entry) -> int:
-        """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
-        first_kept = compaction.data.get("first_kept_entry_id")
-        if not isinstance(first_kept, str):
-            return 0
-        try:
-            return int(self.store.count_on_path(self.context_session(), (E.MESSAGE,), leaf=compaction.id,
-                                                from_id=first_kept))
-        except KeyError:  # not on the path (a damaged log): nothing counted as kept
-            return 0
+        return summaries_of(self.store, self.context_session(), limit)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
@@ -352,14 +343,34 @@ class KernelService:
 
     # ------------------------------------------------------------------ compaction
     def _compactor(self) -> Compactor:
-        return Compactor(self.store, self._summarizer(), self.settings())
+        return Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
+
+    def compaction_settings(self) -> tuple[Any, str]:
+        """``(settings, whose)``: the live ``%%agent``'s own settings (its window, per-model
+        overrides) when there is one — the ones that decide its compactions — else CompactConfig's.
+        ``preview`` and ``now`` use these, so they never disagree with ``status``."""
+        agent = self.live_agent()
+        if agent is not None:
+            settings = agent.settings
+            return settings, (f"the live %%agent's settings ({int(agent.context_window):,}-token window, "
+                              f"keep_recent_tokens {settings.keep_recent_tokens:,})")
+        settings = self.settings()
+        return settings, (f"CompactConfig ({int(self.config.context_window):,}-token window, "
+                          f"keep_recent_tokens {settings.keep_recent_tokens:,})")
+
+    def _refusal(self, exc: NothingToCompact) -> NothingToCompact:
+        """The same refusal, saying whose settings decided it."""
+        return NothingToCompact(f"{exc} — decided with {self.compaction_settings()[1]}")
 
     def _summarizer(self) -> Any:
         """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
         return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
     def preview(self, focus: str | None = None) -> dict[str, Any]:
-        plan = self._compactor().plan(self.session, focus=focus)
+        try:
+            plan = self._compactor().plan(self.context_session(), focus=focus)
+        except NothingToCompact as exc:
+            raise self._refusal(exc) from None
         return {**_jsonable(plan), "text": plan.render()}
 
     def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any]:
@@ -367,7 +378,10 @@ class KernelService:
         if not lock.acquire(blocking=False):
             raise Busy("a compaction is already running for this kernel")
         try:
-            result = self._compactor().compact(self.session, reason=reason, focus=focus)
+            try:
+                result = self._compactor().compact(self.context_session(), reason=reason, focus=focus)
+            except NothingToCompact as exc:
+                raise self._refusal(exc) from None
             payload = _jsonable(result)
             notice = self.after_compaction()
             return {"compaction": payload, "notice": notice}
@@ -485,11 +499,14 @@ class KernelService:
         finally:
             lock.release()
 
-    def restore(self, names: list[str] | None = None, generation: int | None = None) -> RestoreReport:
+    def restore(self, names: list[str] | None = None, generation: int | None = None, *,
+                overwrite: bool = False) -> RestoreReport:
         """Bind names from the newest snapshot holding user work (or ``generation``) into the namespace.
 
-        A restore that brings back nothing carries a warning saying where it looked, what is
-        available, and how to point it elsewhere — it is never reported as a success.
+        A name defined since with another value is not overwritten (``report.kept``) unless
+        ``overwrite`` or it is among ``names``. A restore that brings back nothing carries a warning
+        saying where it looked, what is available, and how to point it elsewhere — it is never
+        reported as a success.
         """
         self._main_and_idle("restore")
         self.settle_background()
@@ -497,8 +514,9 @@ class KernelService:
         if not lock.acquire(blocking=False):
             raise Busy("a snapshot is being written; restore after it finishes")
         try:
-            report = self.snapshots.restore_into(self.shell.user_ns, names=names, generation=generation)
-            if not report.restored:
+            report = self.snapshots.restore_into(self.shell.user_ns, names=names, generation=generation,
+                                                 overwrite=overwrite)
+            if not report.restored and not report.kept:
                 report.warnings.append(self._nothing_restored(report))
             self.last_restore = report
             return report
@@ -574,6 +592,35 @@ class KernelService:
             self.append_or_report(E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
             recorded.append(data)
         return recorded
+
+
+def summaries_of(store: Any, session: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
+    by ``server_extension``: they are read from the session log alone)."""
+    compactions = store.path(session, kinds=(E.COMPACTION,))  # mark chain only
+    out = []
+    for e in compactions[-limit:] if limit > 0 else compactions:
+        details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
+        out.append({
+            "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
+            "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
+            "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
+            "focus": details.get("focus"),
+            # Kept verbatim = the messages from the first kept entry up to this compaction.
+            "kept_entries": _kept_messages(store, session, e),
+        })
+    return out
+
+
+def _kept_messages(store: Any, session: str, compaction: E.Entry) -> int:
+    """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
+    first_kept = compaction.data.get("first_kept_entry_id")
+    if not isinstance(first_kept, str):
+        return 0
+    try:
+        return int(store.count_on_path(session, (E.MESSAGE,), leaf=compaction.id, from_id=first_kept))
+    except KeyError:  # not on the path (a damaged log): nothing counted as kept
+        return 0
 
 
 class LogLedger:

@@ -137,6 +137,10 @@ def read_source(path: Path, limits: ImportLimits = ImportLimits()) -> bytes:
         raise ImportFormatError(f"{path}: no such file", path=path, hint=f"check the path: ls {path}") from None
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot read ({exc.strerror})", path=path) from exc
+    if stat.S_ISDIR(os.fstat(fd).st_mode):  # os.fdopen would refuse it naming only the descriptor ("3")
+        os.close(fd)
+        raise ImportFormatError(f"{path}: is a directory, expected a .jsonl file", path=path,
+                                hint=f"name a file in it: ls {path}")
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):

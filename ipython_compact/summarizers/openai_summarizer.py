@@ -241,7 +241,9 @@ class OpenAISummarizer:
         if isinstance(exc, openai.APITimeoutError):
             return SummarizerError(f"no reply from {where} within {self.timeout:g}s (timeout)", code="timeout", attempts=attempts, usage=usage, retryable=True)
         if isinstance(exc, openai.APIConnectionError):
-            return SummarizerError(f"cannot connect to {where}: {exc}", code="connection", attempts=attempts, usage=usage, retryable=True)
+            cause = f"{type(exc.__cause__).__name__}: {exc.__cause__}" if exc.__cause__ is not None else str(exc)
+            return SummarizerError(f"cannot connect to {where} ({cause}); is the server running, and is the URL right?",
+                                   code="connection", attempts=attempts, usage=usage, retryable=True)
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = _error_detail(exc)
@@ -253,8 +255,19 @@ class OpenAISummarizer:
                 code, retryable = "server_error", True
             else:
                 code, retryable = "http_error", status in (408, 409)
+            if status == 404 and "model" in detail.lower():
+                detail += self._served_models()
             return SummarizerError(f"HTTP {status} from {where}: {detail}", code=code, attempts=attempts, usage=usage, retryable=retryable)
         return SummarizerError(f"{type(exc).__name__}: {exc}", code="bad_reply", attempts=attempts, usage=usage)
+
+    def _served_models(self) -> str:
+        """`` — the server serves: a, b`` for a 404 about the model (one quick try; empty when it fails)."""
+        try:
+            page = self._client.with_options(timeout=5.0, max_retries=0).models.list()
+            served = [str(m.id) for m in page.data]
+        except Exception:
+            return ""
+        return f" — the server serves: {', '.join(served)}; pass one of them as --model" if served else ""
 
     def _check(self, reply: Any, attempts: int, usage: Mapping[str, int], cap: int) -> str:
         """The reply's text, or ``SummarizerError`` for a reply that cannot be a summary."""

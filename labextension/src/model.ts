@@ -16,10 +16,12 @@
  * so the view can say "not loaded", "busy" or "restarted" plainly.
  */
 import { ISessionContext } from '@jupyterlab/apputils';
-import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { Kernel, KernelMessage, ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { CompactChannel, RequestError, REQUEST_TIMEOUT_MS } from './channel';
+import { INamesSort } from './names';
+import { formatTokens, plural } from './summary';
 import {
   ICompaction,
   INameInfo,
@@ -182,6 +184,11 @@ export class NotebookModel {
   notebookLabel = '';
   hello: Json | null = null;
   status: IStatus | null = null;
+  /**
+   * `status` and `compactions` come from the session log (the server extension),
+   * not from the kernel: it has not loaded the extension (e.g. after a restart).
+   */
+  fromLog = false;
   /** Why the last `status` request failed ('' when it did not). */
   statusError = '';
   names: INameInfo[] = [];
@@ -191,6 +198,8 @@ export class NotebookModel {
   namesVersion = 0;
   /** What the namespace filter box holds for this notebook. */
   namesFilter = '';
+  /** How this notebook's namespace table is sorted (the user clicks a column header). */
+  namesSort: INamesSort = { key: 'name', descending: false };
   /** How many matching rows the table draws. */
   namesShown = NAMES_PAGE;
   /** Replies are being lost while the kernel floods its output; the poll has backed off. */
@@ -208,6 +217,11 @@ export class NotebookModel {
   preview: Json | null = null;
   /** A restart was seen since the panel last connected; restore is offered. */
   restartNoticed = false;
+  /**
+   * Names the last restore did not overwrite because the user defined them
+   * since with another value; the panel asks whether to take the snapshot's.
+   */
+  restoreKept: string[] = [];
   /** An action is in flight (buttons are disabled). */
   pendingAction = '';
   /** What the user typed as focus text for this notebook (kept across notebook switches). */
@@ -382,7 +396,7 @@ export class NotebookModel {
       if (c === null) {
         return 'Compaction finished.';
       }
-      return `Compacted (${c.reason}): ${c.tokens_before ?? '?'} → ${c.tokens_after ?? '?'} tokens.`;
+      return `Compacted (${c.reason}): ${formatTokens(c.tokens_before ?? null)} → ${formatTokens(c.tokens_after ?? null)} tokens.`;
     });
   }
 
@@ -405,7 +419,7 @@ export class NotebookModel {
       const skipped = Array.isArray(snap['skipped']) ? snap['skipped'] : [];
       const gen = numberField(snap, 'generation');
       return (
-        `Snapshot${gen === null ? '' : ` generation ${gen}`}: saved ${saved} ${saved === 1 ? 'name' : 'names'}` +
+        `Snapshot${gen === null ? '' : ` generation ${gen}`}: saved ${plural(saved, 'name', 'names')}` +
         (skipped.length ? `; skipped ${namesWithReasons(skipped)}` : '') +
         '.'
       );
@@ -424,21 +438,49 @@ export class NotebookModel {
     } else if (this._channel === null) {
       await this.connect();
     }
-    await this._act('restore', {}, reply => {
-      this.restartNoticed = false;
-      const restored = Array.isArray(reply['restored']) ? reply['restored'].map(String) : [];
-      const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
-      const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'].map(String) : [];
-      let text = `Restored ${restored.length} ${restored.length === 1 ? 'name' : 'names'}`;
-      text += restored.length ? `: ${restored.join(', ')}.` : '.';
-      if (failed.length) {
-        text += ` Not restored: ${namesWithReasons(failed)}.`;
-      }
-      if (quarantined.length) {
-        text += ` Quarantined: ${quarantined.join(', ')}.`;
-      }
-      return text;
-    });
+    await this._act('restore', {}, reply => this._describeRestore(reply));
+  }
+
+  /** Take the snapshot's values for the names the last restore kept (the user said yes). */
+  async overwriteKept(): Promise<void> {
+    const names = this.restoreKept;
+    if (names.length === 0) {
+      return;
+    }
+    await this._act('restore', { names }, reply => this._describeRestore(reply));
+  }
+
+  /** Dismiss the last action's message. */
+  dismissAction(): void {
+    this.lastAction = null;
+    this.preview = null;
+    this._changed.emit();
+  }
+
+  /** Leave the kept names as they are (the user said no). */
+  keepMine(): void {
+    this.restoreKept = [];
+    this._changed.emit();
+  }
+
+  private _describeRestore(reply: Json): string {
+    this.restartNoticed = false;
+    const restored = Array.isArray(reply['restored']) ? reply['restored'].map(String) : [];
+    const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
+    const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'] : [];
+    this.restoreKept = Array.isArray(reply['kept']) ? reply['kept'].map(String) : [];
+    let text = `Restored ${plural(restored.length, 'name', 'names')}`;
+    text += restored.length ? `: ${restored.join(', ')}.` : '.';
+    if (this.restoreKept.length) {
+      text += ` Not overwritten (you defined them since): ${this.restoreKept.join(', ')}.`;
+    }
+    if (failed.length) {
+      text += ` Could not load: ${namesWithReasons(failed)}.`;
+    }
+    if (quarantined.length) {
+      text += ` Not loaded: ${namesWithReasons(quarantined)}.`;
+    }
+    return text;
   }
 
   /**
@@ -635,6 +677,7 @@ export class NotebookModel {
       if (channel === this._channel) {
         this._answered();
         this.status = parseStatus(reply);
+        this.fromLog = false;
         this.statusError = '';
       }
     } catch (err) {
@@ -720,6 +763,7 @@ export class NotebookModel {
   private _onStatusChanged(_: ISessionContext, status: Kernel.Status): void {
     if (status === 'restarting' || status === 'autorestarting') {
       this.restartNoticed = true;
+      this.restoreKept = [];
       this.mainBusy = false;
       this._dropChannel();
       this._clearAnswers();
@@ -748,6 +792,11 @@ export class NotebookModel {
     const state = (msg as KernelMessage.IStatusMsg).content.execution_state;
     if (state === 'busy') {
       this.mainBusy = true;
+      // The user moved on: the last action's message (and a preview) no longer describes the kernel.
+      if (this.pendingAction === '') {
+        this.lastAction = null;
+        this.preview = null;
+      }
       this._startPolling();
       this._changed.emit();
     } else if (state === 'idle') {
@@ -826,6 +875,7 @@ export class NotebookModel {
   private _clearAnswers(): void {
     this.hello = null;
     this.status = null;
+    this.fromLog = false;
     this.statusError = '';
     this.names = [];
     this._namesKey = '';
@@ -848,7 +898,44 @@ export class NotebookModel {
   private _setState(state: ConnectionState, detail: string): void {
     this.state = state;
     this.stateDetail = detail;
+    if (state === 'not-loaded' && this.status === null) {
+      void this._loadPersisted();
+    }
     this._changed.emit();
+  }
+
+  /**
+   * What the session log holds for this notebook (gauge figures, timeline),
+   * served by the package's server extension while the kernel has no
+   * extension loaded. Optional: without the server extension nothing changes.
+   */
+  private async _loadPersisted(): Promise<void> {
+    const path = this.notebookLabel;
+    if (!path) {
+      return;
+    }
+    const settings = ServerConnection.makeSettings();
+    const url = `${settings.baseUrl.replace(/\/$/, '')}/ipython-compact/session?path=${encodeURIComponent(path)}`;
+    try {
+      const response = await ServerConnection.makeRequest(url, {}, settings);
+      if (!response.ok) {
+        return;
+      }
+      const data = (await response.json()) as Json;
+      if (this.status !== null || this.state !== 'not-loaded' || data['exists'] !== true) {
+        return;
+      }
+      if (!isObject(data['status'])) {
+        return;
+      }
+      this.status = parseStatus(data['status']);
+      const list = Array.isArray(data['compactions']) ? data['compactions'] : [];
+      this.compactions = list.map(parseCompaction).filter((c): c is ICompaction => c !== null);
+      this.fromLog = true;
+      this._changed.emit();
+    } catch (err) {
+      console.warn('ipython-compact: no persisted session from the server', err);
+    }
   }
 
   private _context: ISessionContext | null;
@@ -974,6 +1061,9 @@ function namesWithReasons(items: unknown[]): string {
 }
 
 function describeError(err: unknown, what: string): string {
+  if (err instanceof RequestError && err.code === 'nothing_to_compact') {
+    return `Not compacted: ${err.message}.`;
+  }
   if (err instanceof RequestError) {
     return `${what} failed (${err.code}): ${err.message}`;
   }

@@ -35,8 +35,44 @@ export function describeSize(info: INameInfo): string {
   return parts.join(' · ');
 }
 
-/** The table element for a list of names (an empty-state line when there are none). */
-export function renderNamesTable(names: INameInfo[]): HTMLElement {
+/** A column the namespace table can be sorted by. */
+export type NamesSortKey = 'name' | 'type' | 'size';
+
+/** How the table is sorted: a column and a direction. */
+export interface INamesSort {
+  key: NamesSortKey;
+  descending: boolean;
+}
+
+/** The size a row sorts by: bytes when known, else length, else -1 (unknown last when ascending). */
+function sizeOf(info: INameInfo): number {
+  return info.bytes ?? info.length ?? -1;
+}
+
+/** `names` in the order `sort` asks for (a copy; ties keep the name order). */
+export function sortNames(names: INameInfo[], sort: INamesSort): INameInfo[] {
+  const byName = (a: INameInfo, b: INameInfo): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  const compare: (a: INameInfo, b: INameInfo) => number =
+    sort.key === 'name'
+      ? byName
+      : sort.key === 'type'
+        ? (a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : byName(a, b))
+        : (a, b) => sizeOf(a) - sizeOf(b) || byName(a, b);
+  const sorted = [...names].sort(compare);
+  return sort.descending ? sorted.reverse() : sorted;
+}
+
+/**
+ * The table element for a list of names (an empty-state line when there are none).
+ * With `onSort` the headers are buttons that sort by their column (again: the
+ * other direction); `sort` marks the current one (`aria-sort`). A value's
+ * preview (builtin scalars and short text only) is in its own column.
+ */
+export function renderNamesTable(
+  names: INameInfo[],
+  sort?: INamesSort,
+  onSort?: (key: NamesSortKey) => void
+): HTMLElement {
   if (names.length === 0) {
     const empty = document.createElement('div');
     empty.className = 'jp-IpythonCompact-empty';
@@ -46,9 +82,32 @@ export function renderNamesTable(names: INameInfo[]): HTMLElement {
   const table = document.createElement('table');
   table.className = 'jp-IpythonCompact-names';
   const head = table.createTHead().insertRow();
-  for (const label of ['Name', 'Type', 'Size']) {
+  const columns: [string, NamesSortKey | null][] = [
+    ['Name', 'name'],
+    ['Type', 'type'],
+    ['Size', 'size'],
+    ['Value', null]
+  ];
+  for (const [label, key] of columns) {
     const th = document.createElement('th');
     th.textContent = label;
+    if (key !== null && onSort !== undefined) {
+      th.dataset.sort = key;
+      th.tabIndex = 0;
+      th.className = 'jp-IpythonCompact-sortable';
+      th.title = `Sort by ${label.toLowerCase()}`;
+      if (sort?.key === key) {
+        th.setAttribute('aria-sort', sort.descending ? 'descending' : 'ascending');
+        th.textContent = `${label} ${sort.descending ? '▼' : '▲'}`;
+      }
+      th.addEventListener('click', () => onSort(key));
+      th.addEventListener('keydown', event => {
+        if (event.key === 'Enter' || event.key === ' ') {
+          event.preventDefault();
+          onSort(key);
+        }
+      });
+    }
     head.appendChild(th);
   }
   const body = table.createTBody();
@@ -58,7 +117,7 @@ export function renderNamesTable(names: INameInfo[]): HTMLElement {
     const name = row.insertCell();
     name.className = 'jp-IpythonCompact-name';
     name.textContent = info.name;
-    name.title = info.name;
+    name.title = info.preview === undefined ? info.name : `${info.name} = ${info.preview}`;
     const type = row.insertCell();
     type.className = 'jp-IpythonCompact-type';
     type.textContent = info.type;
@@ -79,6 +138,10 @@ export function renderNamesTable(names: INameInfo[]): HTMLElement {
       size.appendChild(span);
     });
     size.title = describeSize(info);
+    const value = row.insertCell();
+    value.className = 'jp-IpythonCompact-value';
+    value.textContent = info.preview ?? '';
+    value.title = info.preview ?? '';
   }
   return table;
 }

@@ -12,7 +12,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { FLOOD_NOTE, NAMES_PAGE, NO_CONVERSATION_NOTE, NotebookModel, PanelModel } from './model';
-import { renderNamesTable } from './names';
+import { NamesSortKey, renderNamesTable, sortNames } from './names';
 import { INameInfo, IRecallHit, isObject, Json } from './protocol';
 import { formatTimestamp, formatTokens, plural, renderCompactionCard } from './summary';
 
@@ -251,7 +251,16 @@ export class CompactPanel extends Widget {
       this._banner.dataset.kind = kind;
       this._banner.append(el('p', '', text), ...buttons);
     };
-    if (m.restartNoticed && m.state !== 'restarting') {
+    if (m.restoreKept.length && m.pendingAction === '') {
+      const names = m.restoreKept.join(', ');
+      show(
+        'restore-kept',
+        `Not overwritten: ${names}. You defined ${m.restoreKept.length === 1 ? 'it' : 'them'} since, ` +
+          "with a value other than the snapshot's. Replace with the snapshot's values?",
+        button(`Overwrite ${names}`, 'restore-overwrite', () => void m.overwriteKept()),
+        button('Keep mine', 'restore-keep', () => m.keepMine())
+      );
+    } else if (m.restartNoticed && m.state !== 'restarting') {
       show(
         'restart',
         'The kernel was restarted. Its variables are gone; restore them from the last snapshot?',
@@ -283,6 +292,22 @@ export class CompactPanel extends Widget {
     if (s !== null && m.noConversation) {
       // A plain notebook: nothing talks to a model, so an empty gauge would only puzzle.
       g.appendChild(el('p', 'jp-IpythonCompact-noConversation', NO_CONVERSATION_NOTE));
+      if (s.session) {
+        g.appendChild(sessionLine(s.session));
+      }
+      return;
+    }
+    if (m.fromLog && s !== null) {
+      g.appendChild(
+        el(
+          'div',
+          'jp-IpythonCompact-fromLog',
+          'From the session log: this kernel has not loaded the extension yet (the live names need it).'
+        )
+      );
+    }
+    if (s !== null && (s.window === null || s.window <= 0) && m.fromLog) {
+      g.appendChild(el('div', 'jp-IpythonCompact-tokenCount', `${formatTokens(s.tokens)} tokens in context`));
       if (s.session) {
         g.appendChild(sessionLine(s.session));
       }
@@ -380,7 +405,10 @@ export class CompactPanel extends Widget {
     }
     this._result.dataset.kind = m.lastAction.ok ? 'ok' : 'error';
     this._result.dataset.action = m.lastAction.action;
-    this._result.appendChild(el('p', '', m.lastAction.text));
+    const close = button('×', 'dismiss-result', () => m.dismissAction());
+    close.title = 'Dismiss this message (it also clears when a cell runs)';
+    close.classList.add('jp-IpythonCompact-dismiss');
+    this._result.append(close, el('p', '', m.lastAction.text));
     if (m.preview !== null && m.lastAction.action === 'preview') {
       this._result.appendChild(renderPlan(m.preview));
     }
@@ -421,7 +449,7 @@ export class CompactPanel extends Widget {
     const shown = m.state === 'ready' || m.names.length > 0;
     const filter = m.namesFilter.trim().toLowerCase();
     // Rebuild only when what the table shows changed: a poll that found the same names keeps it.
-    const key = `${m.namesVersion}\u0000${filter}\u0000${m.namesShown}\u0000${shown}`;
+    const key = `${m.namesVersion}\u0000${filter}\u0000${m.namesShown}\u0000${shown}\u0000${m.namesSort.key}${m.namesSort.descending}`;
     if (m === this._nsFor && key === this._nsKey) {
       return;
     }
@@ -446,8 +474,13 @@ export class CompactPanel extends Widget {
       this._nsTable.appendChild(el('div', 'jp-IpythonCompact-empty', `No name contains “${m.namesFilter.trim()}”.`));
       return;
     }
-    const page = matching.slice(0, m.namesShown);
-    this._nsTable.appendChild(renderNamesTable(page));
+    const page = sortNames(matching, m.namesSort).slice(0, m.namesShown);
+    const onSort = (column: NamesSortKey): void => {
+      const same = m.namesSort.key === column;
+      m.namesSort = { key: column, descending: same ? !m.namesSort.descending : column === 'size' };
+      this._renderNamespace();
+    };
+    this._nsTable.appendChild(renderNamesTable(page, m.namesSort, onSort));
     const rest = matching.length - page.length;
     if (rest > 0) {
       this._nsMore.hidden = false;

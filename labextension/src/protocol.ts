@@ -67,6 +67,8 @@ export interface INameInfo {
   length?: number;
   bytes?: number;
   kind?: string;
+  /** repr of a builtin scalar or short text, when the probe gave one. */
+  preview?: string;
 }
 
 /** One compaction as `summaries` and `compact` return it. */
@@ -122,6 +124,10 @@ export function parseName(row: unknown): INameInfo | null {
   const dtype = stringField(row, 'dtype');
   if (dtype !== null) {
     info.dtype = dtype;
+  }
+  const preview = stringField(row, 'preview');
+  if (preview !== null) {
+    info.preview = preview;
   }
   const length = numberField(row, 'length');
   if (length !== null) {

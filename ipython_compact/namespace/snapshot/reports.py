@@ -77,6 +77,7 @@ class RestoreReport:
     warnings: list[str] = field(default_factory=list)  # restored, but with something the user must know
     process: str | None = None  # the kernel process that wrote the restored generation
     available: list[str] = field(default_factory=list)  # every name the restored generation holds
+    kept: list[str] = field(default_factory=list)  # defined since with another value: not overwritten
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,4 +89,5 @@ class RestoreReport:
             "warnings": list(self.warnings),
             "process": self.process,
             "available": list(self.available),
+            "kept": list(self.kept),
         }

@@ -14,8 +14,15 @@ then code — and each is bound into the namespace as soon as it loads; a value 
 retried in the next pass, until a pass makes no progress. Nothing is bound for a name that
 failed in the end.
 
+Names already defined (never clobbered): a name the namespace already holds is compared with the
+snapshot's payload by serializing the current value the same way (bounded by the payload's size).
+Equal: nothing to do, it counts as restored. Different, or not comparable: it is left as it is and
+listed in ``report.kept`` — unless ``overwrite`` is set or the caller named it in ``names`` (the
+user asked for that name). The snapshot's value of a kept name is never unpickled.
+
 What must hold: nothing is unpickled from a generation whose manifest or payloads did not verify;
-a named ``generation`` older than the log's newest record is restored only with a warning saying so.
+a named ``generation`` older than the log's newest record is restored only with a warning saying so;
+a restore never replaces a value the user defined since unless asked to.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 from ipython_compact.namespace.snapshot.blobs import BlobFiles
-from ipython_compact.namespace.snapshot.codec import deserialize
+from ipython_compact.namespace.snapshot.codec import CapExceeded, deserialize, serialize
+from ipython_compact.namespace.snapshot.fingerprints import plain_pickle
 from ipython_compact.namespace.snapshot.manifests import Manifest, Scan
 from ipython_compact.namespace.snapshot.reports import RestoreReport, Skipped, SnapshotError, python_tag
 
@@ -66,10 +74,45 @@ def _order(m: Manifest, names: list[str]) -> list[str]:
     return sorted(names, key=key)
 
 
+def same_as_payload(value: Any, body: bytes | memoryview) -> bool:
+    """True when ``value`` serializes to exactly ``body``; False when it differs, is larger, or cannot
+    be serialized (then it is treated as different: kept, never overwritten)."""
+    try:
+        _, parts = serialize(value, len(body), plain_pickle(value))
+    except CapExceeded:
+        return False
+    except Exception:  # user __reduce__ code may raise anything: not comparable, so "different"
+        return False
+    joined = b"".join(bytes(p) for p in parts)
+    return joined == bytes(body)
+
+
+def _split_defined(bodies: dict[str, bytes | memoryview], namespace: dict[str, Any] | None,
+                   take: set[str] | None) -> tuple[list[str], list[str]]:
+    """``(same, kept)``: names already holding the snapshot's value, and names defined with another
+    value that must not be overwritten (``take``: the names the caller may overwrite; None: all)."""
+    same: list[str] = []
+    kept: list[str] = []
+    if namespace is None:
+        return same, kept
+    for name, body in bodies.items():
+        if name not in namespace:
+            continue
+        if same_as_payload(namespace[name], body):
+            same.append(name)
+        elif take is not None and name not in take:
+            kept.append(name)
+    return same, kept
+
+
 def _bind(m: Manifest, bodies: dict[str, bytes | memoryview], report: RestoreReport,
-          namespace: dict[str, Any] | None) -> dict[str, Any]:
+          namespace: dict[str, Any] | None, take: set[str] | None = None) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    pending = _order(m, list(bodies))
+    same, kept = _split_defined(bodies, namespace, take)
+    report.kept += sorted(kept)
+    if namespace is not None:
+        values.update({name: namespace[name] for name in same})
+    pending = _order(m, [n for n in bodies if n not in same and n not in kept])
     errors: dict[str, Exception] = {}
     while pending:
         retry = []
@@ -98,9 +141,10 @@ def _bind(m: Manifest, bodies: dict[str, bytes | memoryview], report: RestoreRep
 
 
 def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, generation: int | None,
-                    names: list[str] | None, namespace: dict[str, Any] | None, own: str = ""
-                    ) -> tuple[dict[str, Any], RestoreReport, Manifest | None]:
-    """``(values, report, chosen manifest)``; see the module doc for the rules."""
+                    names: list[str] | None, namespace: dict[str, Any] | None, own: str = "",
+                    overwrite: bool = False) -> tuple[dict[str, Any], RestoreReport, Manifest | None]:
+    """``(values, report, chosen manifest)``; see the module doc for the rules. Names the namespace
+    already holds with another value are overwritten only with ``overwrite`` or when named in ``names``."""
     report = RestoreReport(generation=None)
     rollback = _rollback(scan, recorded)
     valid = scan.by_generation()
@@ -151,5 +195,6 @@ def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, g
         if not m.candidate and generation is None:
             report.warnings.append(f"generation {m.generation} is a provisional automatic snapshot (taken before this "
                                    "session's earlier work was restored); no other snapshot holds user work")
-        return _bind(m, bodies, report, namespace), report, m
+        take = None if overwrite else set(names or ())
+        return _bind(m, bodies, report, namespace, take), report, m
     return {}, report, None

@@ -478,7 +478,7 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ restore
     def load(self, *, generation: int | None = None, names: Iterable[str] | None = None,
-             namespace: dict[str, Any] | None = None) -> tuple[dict[str, Any], RestoreReport]:
+             namespace: dict[str, Any] | None = None, overwrite: bool = False) -> tuple[dict[str, Any], RestoreReport]:
         """Verified values of the newest snapshot holding user work (or ``generation``), with a report.
 
         With ``namespace`` each value is bound as soon as it loads, so later values whose
@@ -489,7 +489,8 @@ class SnapshotStore:
             self._start(scan)
             values, report, chosen = choose_and_load(
                 scan, self._recorded(), self._files, generation=generation,
-                names=None if names is None else list(names), namespace=namespace, own=self.process)
+                names=None if names is None else list(names), namespace=namespace, own=self.process,
+                overwrite=overwrite)
             if chosen is not None:  # this process took the chosen snapshot's work over
                 if chosen.process != self.process:
                     self._supersedes |= {chosen.process, *chosen.supersedes}
@@ -497,9 +498,10 @@ class SnapshotStore:
             return values, report
 
     def restore_into(self, namespace: dict[str, Any], *, generation: int | None = None,
-                     names: Iterable[str] | None = None) -> RestoreReport:
-        """Load and bind values into ``namespace``; nothing is bound for names that failed."""
-        return self.load(generation=generation, names=names, namespace=namespace)[1]
+                     names: Iterable[str] | None = None, overwrite: bool = False) -> RestoreReport:
+        """Load and bind values into ``namespace``; nothing is bound for names that failed, nor for
+        names defined since with another value unless ``overwrite`` or named (``report.kept``)."""
+        return self.load(generation=generation, names=names, namespace=namespace, overwrite=overwrite)[1]
 
 
 __all__ = ["PROCESS_ID", "VERIFY_MODES", "GenerationInfo", "Manifest", "SnapshotLedger", "SnapshotStore"]
