@@ -348,6 +348,7 @@ class JupyterKernel:
         status: ExecStatus = "ok"
         deadline = None if timeout is None else start + timeout
         idle = False
+        streaming = False  # the last part is stream text (the next chunk extends it)
         while not idle:
             if deadline is not None and time.perf_counter() > deadline:
                 self.interrupt()
@@ -376,8 +377,16 @@ class JupyterKernel:
             mtype = msg["msg_type"]
             content = msg["content"]
             if mtype == "stream":
-                parts.append(content.get("text", ""))
-            elif mtype in ("execute_result", "display_data"):
+                # One print may arrive in several chunks ("5000001", then "\n") on a busy kernel:
+                # consecutive stream text is one part, so a chunk boundary never adds a line.
+                if streaming and parts:
+                    parts[-1] += content.get("text", "")
+                else:
+                    parts.append(content.get("text", ""))
+                streaming = True
+                continue
+            streaming = False
+            if mtype in ("execute_result", "display_data"):
                 data = content.get("data", {})
                 parts.append(str(data.get("text/plain", f"[{', '.join(sorted(data))} output]")))
             elif mtype == "error":
