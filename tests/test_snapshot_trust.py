@@ -535,3 +535,17 @@ def test_scalars_keyed_by_value_never_take_one_value_for_another(tmp_path: Path,
     assert report.unchanged == []
     values, _ = _store(tmp_path, "p2").load()
     assert type(values["v"]) is type(after) and repr(values["v"]) == repr(after)
+
+
+@pytest.mark.parametrize("value", [7, 2.5, True, None, 2**80])
+def test_scalars_keyed_by_value_are_still_written_by_the_c_pickler(tmp_path: Path, value: Any) -> None:
+    """Restore compares a defined name with the snapshot by its bytes; a scalar written by dill
+    (when its key no longer needed the pickled bytes) never compared equal to the same value."""
+    from ipython_compact.namespace.snapshot.restore import same_as_payload
+
+    store = _store(tmp_path)
+    store.save([("v", value)])
+    manifest = store.read_manifest(1)
+    assert manifest["names"]["v"]["format"] == "pickle"
+    body = store._files.read_ref(manifest["names"]["v"]["ref"], {})
+    assert same_as_payload(value, body)

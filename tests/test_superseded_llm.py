@@ -66,11 +66,11 @@ def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restat
         first = [user("Build the churn model. Always use Postgres for storage."), *result("c1", "rows after dedup: rows=41203"), answer("Loaded the data."),
                  user("Now train it."), answer("Training next.")]
         store.append_many("s", [("message", {"message": m}) for m in first])
-        compactor.compact("s")
+        compactor.compact("s", reason="threshold")  # tiny spans: a manual one would be refused as not smaller
         second = [user("Please use DuckDB for storage instead of Postgres from now on."), *result("c2", "rows after dedup: rows=40877"),
                   answer("Switched to DuckDB."), user("Thanks."), answer("You're welcome.")]
         store.append_many("s", [("message", {"message": m}) for m in second])
-        done = compactor.compact("s")
+        done = compactor.compact("s", reason="threshold")
         prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
     prompt = next(p for p in reversed(prompts) if "<previous-summary>" in p)  # the update of the history part
     block = re.search(r"<superseded>\n(.*?)\n</superseded>", prompt, re.DOTALL)

@@ -395,11 +395,12 @@ def describe(name: str, value: Any) -> NameInfo:
     """Facts about one value. Never raises: a failure leaves the optional facts empty."""
     cls = type(value)
     if cls is int or cls is float or cls is bool or value is None:
-        return NameInfo(name, cls.__name__, None, "data", None, None, None, None, False, None, None)
+        return NameInfo(name, cls.__name__, None, "data", None, None, None, None, False, None, None,
+                        value_preview(value))
     _, qual, module, kind, base, restart = _class_facts(cls)
     if base is str and cls is str:
         return NameInfo(name, "str", None, "data", None, None, str.__len__(value), int(str.__sizeof__(value)),
-                        False, None, None)
+                        False, None, None, value_preview(value))
     return _describe_slow(name, value, cls, qual, module, kind, base, restart)
 
 

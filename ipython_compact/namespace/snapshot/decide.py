@@ -68,6 +68,9 @@ class Decision:
     small: tuple[bytes, str, tuple[Any, ...] | None] | None = None  # (body, mac, fingerprint) to pack
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def _skip(name: str, reason: str) -> Decision:
     return Decision(name, skipped=Skipped(name, reason))
 
@@ -129,6 +132,8 @@ class SaveRun:
         if cached is not None and fp is not None and (fp[0] not in SAMPLED_KINDS or self.verify == "sampled"):
             return self._reuse(name, cached, meta, trusted=fp[0] in SAMPLED_KINDS)
         cap = min(self.max_name_bytes, self.max_total_bytes - self.total)
+        if plain is None and type(value) in _SCALARS:  # keyed by value, pickled only now: the C pickler
+            plain = plain_pickle(value)
         try:
             with self.deadline.limit():
                 fmt, chunks = serialize(value, cap, plain)
