@@ -25,6 +25,7 @@ What must hold:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import threading
@@ -217,6 +218,7 @@ class Agent:
             allowed=lambda: self._caps.may_compact())
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
         self._abort = threading.Event()
+        self._asking = threading.Lock()  # one turn at a time (ask and aask)
         self._continuations: list[str] = []
         self._goal: str | None = None
         try:
@@ -453,6 +455,53 @@ class Agent:
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"the message for the agent must be non-empty text, got {text!r}")
+        if not self._asking.acquire(blocking=False):
+            raise RuntimeError(f"agent {self.session!r} is already running a turn (ask/aask): one turn at a time per "
+                               "agent; use one Agent per parallel rollout, or wait for the first answer")
+        try:
+            return self._ask(text, context, context_name)
+        finally:
+            self._asking.release()
+
+    async def aask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
+        """``ask`` for asyncio: the same turn, the same result and errors, on a thread of its own so
+        many agents' turns run at once (evaluation and RL harnesses with hundreds of rollouts).
+
+        Cancelling the awaiting task interrupts the turn and waits for it to end (the log and the
+        kernel stay consistent), then raises ``CancelledError``.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[TurnResult] = loop.create_future()
+
+        def settle(result: TurnResult | None, error: BaseException | None) -> None:
+            if done.cancelled():
+                return
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result)  # type: ignore[arg-type]
+
+        def run() -> None:
+            try:
+                result = self.ask(text, context=context, context_name=context_name)
+            except BaseException as exc:  # handed to the awaiting task, never lost on this thread
+                loop.call_soon_threadsafe(settle, None, exc)
+            else:
+                loop.call_soon_threadsafe(settle, result, None)
+
+        threading.Thread(target=run, name=f"aask-{self.session}", daemon=True).start()
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.interrupt()
+            await asyncio.wait([done])  # the turn ends "interrupted"; only then is the agent free again
+            raise
+
+    async def aclose(self) -> None:
+        """``close`` for asyncio (stopping kernels blocks; it runs on a worker thread)."""
+        await asyncio.to_thread(self.close)
+
+    def _ask(self, text: str, context: Any, context_name: str) -> TurnResult:
         if context is not None:
             if self._bridge is None:
                 raise ValueError("context= needs subcalls=True (the kernel functions that carry it)")
