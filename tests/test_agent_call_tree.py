@@ -201,3 +201,24 @@ def test_a_server_that_dies_while_llm_query_waits_is_one_line_in_the_cell() -> N
     assert texts == [f"SubcallError: llm_query failed: the model server {url.rstrip('/')} did not answer "
                      "(APIConnectionError: Connection error.). It may be down or restarting: retry this call "
                      "later, or carry on without sub-calls and end with FINAL(answer) from what you have."]
+
+
+def test_agent_query_batched_runs_sub_agents_with_their_contexts_in_order() -> None:
+    def reply(first: str, done: int, req: RecordedRequest) -> Reply | str:
+        if first.startswith("measure"):
+            return code("print(len(context))") if done == 0 else f"{first.split()[1]}={req.messages[-1]['content']}"
+        if done == 0:
+            return code("rs = agent_query_batched(['measure a', 'measure b', '  '], contexts=['x' * 10, 'y' * 20, None])\n"
+                        "print([getattr(r, 'failed', False) for r in rs])")
+        if done == 1:
+            return code("rs = agent_query_batched(['measure a', 'measure b'], contexts=['x' * 10, 'y' * 20])\nprint(rs)")
+        return "done"
+
+    with ModelServer(scripted(reply), context_window=8000) as srv, \
+            Agent(model="local-model", base_url=srv.base_url, max_concurrent_subcalls=2) as agent:
+        assert agent.ask("two things at once").stopped == "final"
+        texts = tool_texts(agent.store, agent.session)
+        status = agent.status()
+    assert "TypeError: agent_query needs a non-empty str task" in texts[0]  # checked in the kernel, nothing sent
+    assert texts[1] == "['a=10', 'b=20']"
+    assert sorted((a["name"], a["tokens"]) for a in status["sub_agents"]) == [("sub1", 2 * COST), ("sub2", 2 * COST)]
