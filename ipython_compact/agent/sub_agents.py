@@ -11,7 +11,8 @@ What must hold:
 - Each sub-agent is a child session linked to its parent (``parent_session``, ``parent_entry``,
   ``name``) in the session's metadata and in its first entry (``custom_type: "parent_link"``), so
   an export keeps the link; the parent's log gets a ``custom`` entry (``custom_type:
-  "sub_agent"``) when one is created and when it answers.
+  "sub_agent"``) when one is created and when it answers, whose ``summary`` names the child (the
+  line ``ipython-compact log`` and search show).
 - An answer returned to the parent is bounded (``result_chars``: head and tail with the cut
   stated); the whole answer stays in the child's log.
 - At most ``max_live`` children hold a kernel at once, parallel calls included: a new child takes
@@ -192,7 +193,7 @@ class SubAgentRegistry:
             store.ensure_session(session)  # a child session left by an earlier run of this parent
         store.append(session, CUSTOM, {"custom_type": PARENT_LINK, **link, "task": task})
         self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "created", "name": name, "session": session,
-                                 "task": task})
+                                 "task": task, "summary": f"sub-agent {name} started ({session}): {task[:200]}"})
         return info, gate
 
     def _child(self, info: SubAgentInfo) -> ChildAgent:
@@ -239,7 +240,9 @@ class SubAgentRegistry:
 
     def _record(self, info: SubAgentInfo, stopped: str, chars: int, tokens: int = 0) -> None:
         self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "answered", "name": info.name,
-                                 "session": info.session, "stopped": stopped, "chars": chars, "tokens": tokens})
+                                 "session": info.session, "stopped": stopped, "chars": chars, "tokens": tokens,
+                                 "summary": f"sub-agent {info.name} answered ({stopped}, {chars:,} characters, "
+                                            f"{tokens:,} tokens)"})
 
     def close(self) -> None:
         """Stop every live child (their records and logs stay)."""
