@@ -41,6 +41,7 @@ from dspy.primitives.code_interpreter import (
 )
 from dspy.primitives.repl_types import REPLEntry, REPLHistory
 
+from ipython_compact.agent.setup import make_client, resolve_model_and_window
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
@@ -214,8 +215,6 @@ def window_of_lm(lm: Any) -> int:
     base = kwargs.get("api_base") or kwargs.get("base_url")
     why: list[str] = []
     if base:
-        from ipython_compact.agent.setup import make_client, resolve_model_and_window
-
         name = model.split("/", 1)[1] if "/" in model else model
         try:
             return resolve_model_and_window(make_client(str(base), kwargs.get("api_key")), name, None)[1]
