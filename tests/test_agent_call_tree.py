@@ -74,6 +74,13 @@ def test_sub_agents_spend_the_roots_budget_and_the_run_stops_when_it_is_gone() -
         lines = tool_texts(agent.store, agent.session)[0].splitlines()
         requests = len(srv.chat_requests)
         children = [s for s in sessions(agent.store) if s.startswith(agent.session + "/")]
+        with Agent(model="local-model", base_url=srv.base_url, token_budget=6 * COST, store=agent.store,
+                   session=agent.session, subcalls=False) as resumed:  # the log carries the tree's spend on
+            again = resumed.ask("go on")
+            resumed_tree = resumed.status()["tree"]
+        after_resume = len(srv.chat_requests)
+    assert again.stopped == "token_budget" and after_resume == requests  # refused before any request
+    assert resumed_tree["tokens_used"] == 6 * COST
     assert result.stopped == "token_budget" and "call tree" in result.text
     assert requests == 6  # the root's first request, then five of the child's: the budget, exactly
     assert status["tree"]["tokens_used"] == 6 * COST == requests * COST  # what the server billed, all of it
