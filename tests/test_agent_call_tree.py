@@ -132,18 +132,22 @@ def test_agent_query_places_its_context_in_the_childs_kernel() -> None:
 def test_a_task_too_large_for_the_childs_window_is_refused_before_any_request() -> None:
     def reply(first: str, done: int, req: RecordedRequest) -> Reply | str:
         if done == 0:
-            return code("try:\n    agent_query('summarize: ' + 'word ' * 40_000)\nexcept Exception as e:\n    print(e)")
+            return code("try:\n    agent_query('summarize: ' + 'word ' * 40_000)\nexcept Exception as e:\n    print(e)\n"
+                        "try:\n    llm_query('word ' * 40_000)\nexcept Exception as e:\n    print(e)")
         return "done"
 
     with ModelServer(scripted(reply), context_window=8000) as srv, \
             Agent(model="local-model", base_url=srv.base_url) as agent:
         assert agent.ask("delegate a huge task").stopped == "final"
-        text = tool_texts(agent.store, agent.session)[0]
+        text, prompt = tool_texts(agent.store, agent.session)[0].splitlines()
         requests = len(srv.chat_requests)
         children = [s for s in sessions(agent.store) if s.startswith(agent.session + "/")]
     assert text.startswith("agent_query failed: ValueError: sub-agent task refused before any request: it is "
                            "200,011 characters")
     assert "agent_query(task, context=data)" in text
+    assert prompt.startswith("llm_query failed: ValueError: llm_query prompt refused before any request: "
+                             "it is 200,000 characters")
+    assert prompt.endswith("split it and send the pieces with llm_query_batched.")
     assert requests == 2 and children == []  # the root's two requests; no child, no child session
 
 

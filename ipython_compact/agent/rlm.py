@@ -226,9 +226,10 @@ class RlmBridge:
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ValueError(f"llm_query's model must be a model name (text), got {model!r}")
         self._check_budget("llm_query")
-        self._check_size(prompt, "llm_query prompt")
-        self.subcalls += 1
         chosen = model or self.sub_model or self._model()
+        if chosen == self._model():  # another model's window is unknown here: its server decides
+            self._check_size(prompt, "llm_query prompt")
+        self.subcalls += 1
         self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt), model=chosen)
         answer = self.caller.call([{"role": "user", "content": prompt}], model=chosen, provider=self._provider())
         if answer.message is None:
