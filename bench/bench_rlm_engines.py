@@ -392,7 +392,9 @@ def run_fanout(chars: int, budget: int) -> dict[str, Any]:
     line = " ".join(rng.choice(words) for _ in range(12))
     needles = [(k, rng.randrange(1, 1000)) for k in range(FANOUT_AGENTS * 2)]
     body = (line + "\n") * (chars // (len(line) + 1))
-    pieces = [body[i * len(body) // len(needles):(i + 1) * len(body) // len(needles)] + f"NEEDLE-{k}: value={v}\n"
+    cuts = [i * len(body) // (2 * len(needles)) for i in range(2 * len(needles) + 1)]
+    # each needle mid-piece, far from the root's chunk boundaries (a cut needle would be lost)
+    pieces = [body[cuts[2 * i]:cuts[2 * i + 1]] + f"NEEDLE-{k}: value={v}\n" + body[cuts[2 * i + 1]:cuts[2 * i + 2]]
               for i, (k, v) in enumerate(needles)]
     corpus = "".join(pieces)
     script = FanoutScript(len(corpus))
