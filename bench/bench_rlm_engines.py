@@ -32,7 +32,8 @@ Two more tasks (issue 22), for our own agent only (see "Not measured" below):
   tokens by level of the tree vs the budget, what the server billed in all, the peak request
   vs the window, wall time, sub-agents started, and sub-calls.
 - ``--task rollouts``: 64 concurrent ``await agent.aask(...)`` rollouts against the local server
-  (64 agents, one SQLite log), each answering without code. The agents share one in-process
+  (64 agents, one SQLite log), each answering without code; the server takes ``LATENCY`` (0.2 s)
+  per answer, the time concurrent rollouts overlap. The agents share one in-process
   shell as their kernel, because 64 kernel processes do not fit a 2-core machine; then 8
   rollouts with a kernel each, running code. Reported: wall time of all rollouts concurrently vs
   one rollout alone, and the most requests in flight at once.
@@ -59,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ipython_compact.testing import ModelServer  # noqa: E402
-from ipython_compact.testing.model_server import RecordedRequest, Reply  # noqa: E402
+from ipython_compact.testing.model_server import RecordedRequest, Reply, ToolCall  # noqa: E402
 
 CORPUS_CHARS = 8_000_000
 WINDOW = 16_384
@@ -319,6 +320,8 @@ def run_one(name: str) -> dict[str, Any]:
 
 # ---- issue 22: a fan-out under a tree budget, and concurrent rollouts (our agent) ------------------
 
+LATENCY = 0.2
+"""Seconds the rollouts' server takes per answer (a fast hosted model); rollouts overlap it."""
 FANOUT_CHARS = 20_000_000
 FANOUT_AGENTS = 32
 FANOUT_BATCH = 8
@@ -444,6 +447,7 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
     from ipython_compact.agent.kernel_tool import InProcessKernel
 
     lock = threading.Lock()
+    stop = threading.Event()  # never set: a wait of LATENCY seconds
     flight = {"now": 0, "peak": 0}
 
     def answer(req: RecordedRequest) -> Any:
@@ -454,8 +458,9 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
             messages = req.messages
             tools = [m for m in messages if m.get("role") == "tool"]
             question = next(str(m["content"]) for m in messages if m.get("role") == "user")
+            stop.wait(LATENCY)  # the model's own latency: what concurrent rollouts overlap
             if question.startswith("code") and not tools:
-                return Reply.tool_call("python", {"code": "import math\nprint(math.factorial(200) % 1000003)"})
+                return Reply(tool_calls=(ToolCall("python", {"code": "import math\nprint(math.factorial(200) % 1000003)"}),))
             return Reply(text=f"answer to {question[:40]}" + (f": {tools[-1]['content']}" if tools else ""))
         finally:
             with lock:
@@ -464,7 +469,9 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp, ModelServer(script=answer) as srv:
         os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
-        client = openai.OpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
+        # openai's default retries: the test server's listen backlog (5) refuses some of 64 simultaneous
+        # connects, which a real harness's client retries too
+        client = openai.OpenAI(base_url=srv.base_url, api_key="bench")
         store = SessionStore(Path(tmp) / "rollouts.db")
         shell = InProcessKernel(InteractiveShell.instance())
 
@@ -475,7 +482,8 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
         async def many(agents: list[Agent], prefix: str) -> tuple[float, list[str]]:
             started = time.perf_counter()
             results = await asyncio.gather(*(a.aask(f"{prefix} {i}") for i, a in enumerate(agents)))
-            return time.perf_counter() - started, [r.stopped for r in results]
+            return time.perf_counter() - started, [r.stopped if r.stopped == "final" else f"{r.stopped}: {r.error}"
+                                                   for r in results]
 
         agents = [agent(i) for i in range(count)]
         one, _ = asyncio.run(many(agents[:1], "warm-up"))
@@ -483,6 +491,7 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
         flight["peak"] = 0
         wall, stops = asyncio.run(many(agents, "question"))
         out["no_code"] = {"rollouts": count, "finished": stops.count("final"), "wall_s": round(wall, 3),
+                          "not_finished": sorted({x for x in stops if x != "final"}),
                           "one_alone_s": round(one, 3), "peak_in_flight": flight["peak"]}
         for a in agents:
             a.close()
