@@ -193,9 +193,10 @@ class Agent:
         self.max_output_chars = max_output_chars
         self.max_depth = max_depth
         self._depth = _depth
-        self._sub_options: dict[str, Any] = {"max_live_sub_agents": max_live_sub_agents, "sub_agent_result_chars": sub_agent_result_chars,
-                             "sub_agent_wait_seconds": sub_agent_wait_seconds,
-                             "max_concurrent_subcalls": max_concurrent_subcalls, "sub_model": sub_model}
+        self._sub_options: dict[str, Any] = {  # what a sub-agent inherits for its own sub-calls
+            "max_live_sub_agents": max_live_sub_agents, "sub_agent_result_chars": sub_agent_result_chars,
+            "sub_agent_wait_seconds": sub_agent_wait_seconds, "max_concurrent_subcalls": max_concurrent_subcalls,
+            "sub_model": sub_model}
         self._base_url = base_url
         self._api_key = api_key
         threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
