@@ -10,6 +10,7 @@ import asyncio
 import threading
 
 import pytest
+from jupyter_core.utils import ensure_event_loop
 
 from ipython_compact import Agent
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
@@ -38,14 +39,16 @@ def test_many_agents_run_their_turns_at_once_with_asks_results() -> None:
         return f"rollout {i}: {tools[-1]['content']}"
 
     async def main(url: str) -> list[str]:
-        agents = await asyncio.gather(*(asyncio.to_thread(Agent, model="local-model", base_url=url)
-                                        for _ in range(ROLLOUTS)))
+        agents = await asyncio.gather(*(Agent.acreate(model="local-model", base_url=url) for _ in range(ROLLOUTS)))
         try:
             results = await asyncio.gather(*(a.aask(f"rollout {i}") for i, a in enumerate(agents)))
             return [f"{r.stopped} {r.text}" for r in results]
         finally:
             await asyncio.gather(*(a.aclose() for a in agents))
 
+    # jupyter_client's event loop for this thread, in this context (as after any kernel started here
+    # before): threads that copy the context (asyncio.to_thread) would all share it, and fail.
+    ensure_event_loop()
     with ModelServer(reply, context_window=8000) as srv:
         texts = asyncio.run(main(srv.base_url))
     assert texts == [f"final rollout {i}: {2 * i}" for i in range(ROLLOUTS)]

@@ -471,26 +471,7 @@ class Agent:
         Cancelling the awaiting task interrupts the turn and waits for it to end (the log and the
         kernel stay consistent), then raises ``CancelledError``.
         """
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[TurnResult] = loop.create_future()
-
-        def settle(result: TurnResult | None, error: BaseException | None) -> None:
-            if done.cancelled():
-                return
-            if error is not None:
-                done.set_exception(error)
-            else:
-                done.set_result(result)  # type: ignore[arg-type]
-
-        def run() -> None:
-            try:
-                result = self.ask(text, context=context, context_name=context_name)
-            except BaseException as exc:  # handed to the awaiting task, never lost on this thread
-                loop.call_soon_threadsafe(settle, None, exc)
-            else:
-                loop.call_soon_threadsafe(settle, result, None)
-
-        threading.Thread(target=run, name=f"aask-{self.session}", daemon=True).start()
+        done = _on_thread(lambda: self.ask(text, context=context, context_name=context_name), f"aask-{self.session}")
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
@@ -498,9 +479,19 @@ class Agent:
             await asyncio.wait([done])  # the turn ends "interrupted"; only then is the agent free again
             raise
 
+    @classmethod
+    async def acreate(cls, **options: Any) -> Agent:
+        """``Agent(**options)`` for asyncio: starting its kernel blocks, so it runs on a thread of its
+        own. Not ``asyncio.to_thread``: that copies the caller's context, in which jupyter_client keeps
+        its event loop, and agents built at once on such threads fail with "This event loop is already
+        running"."""
+        agent: Agent = await _on_thread(lambda: cls(**options), "agent-create")
+        return agent
+
     async def aclose(self) -> None:
-        """``close`` for asyncio (stopping kernels blocks; it runs on a worker thread)."""
-        await asyncio.to_thread(self.close)
+        """``close`` for asyncio (stopping kernels blocks; it runs on a thread of its own, as in
+        ``acreate``)."""
+        await _on_thread(self.close, f"aclose-{self.session}")
 
     def _ask(self, text: str, context: Any, context_name: str) -> TurnResult:
         if context is not None:
@@ -738,6 +729,35 @@ class Agent:
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""
         return len(self._request_messages()), self.store.entry_count(self.session)
+
+
+def _on_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
+    """Run ``fn`` on a new thread; a future of the running loop gets its result or exception.
+
+    A new ``threading.Thread`` starts in an empty context, so what ``fn`` does with jupyter_client
+    (which keeps its event loop in a context variable) never shares the caller's loop.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def run() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # handed to the awaiting task, never lost on this thread
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
 
 
 __all__: Sequence[str] = (
