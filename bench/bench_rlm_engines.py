@@ -21,6 +21,26 @@ Each engine runs in its own interpreter (dspy and rlms clash): ours in this one,
 skipped. For comparison, ``dspy_stock`` (plain ``dspy.RLM`` on the same kernel interpreter) and
 ``rlms_stock`` (rlms' own IPython environment, which never compacts) run the same task.
 ``python bench/bench_rlm_engines.py`` prints one JSON object; ``--engine NAME`` runs one.
+
+Two more tasks (issue 22), for our own agent only (see "Not measured" below):
+
+- ``--task fanout [--chars N]``: a root splits a ``FANOUT_CHARS`` corpus (20,000,000 characters by
+  default) over ``FANOUT_AGENTS`` (32) sub-agents with ``agent_query_batched`` (batches of 8, each
+  chunk handed over as the child's ``context``), and each child asks ``llm_query_batched`` about 4
+  excerpts before it answers. The root's ``token_budget`` is about half of what the whole tree
+  needs, so the tree budget must stop it halfway. Reported: finished or stopped (and why),
+  tokens by level of the tree vs the budget, what the server billed in all, the peak request
+  vs the window, wall time, sub-agents started, and sub-calls.
+- ``--task rollouts``: 64 concurrent ``await agent.aask(...)`` rollouts against the local server
+  (64 agents, one SQLite log), each answering without code; the server takes ``LATENCY`` (0.2 s)
+  per answer, the time concurrent rollouts overlap. The agents share one in-process
+  shell as their kernel, because 64 kernel processes do not fit a 2-core machine; then 8
+  rollouts with a kernel each, running code. Reported: wall time of all rollouts concurrently vs
+  one rollout alone, and the most requests in flight at once.
+
+Not measured: the fan-out on dspy + CompactRLM and on rlms + our environment (and the stock
+engines). Their sub-agent facilities (dspy's sub-agent facade, rlms' ``rlm_query_batched``) need
+scripts of their own, and the time went into the budget itself.
 """
 
 from __future__ import annotations
@@ -40,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ipython_compact.testing import ModelServer  # noqa: E402
-from ipython_compact.testing.model_server import RecordedRequest, Reply  # noqa: E402
+from ipython_compact.testing.model_server import RecordedRequest, Reply, ToolCall  # noqa: E402
 
 CORPUS_CHARS = 8_000_000
 WINDOW = 16_384
@@ -298,7 +318,210 @@ def run_one(name: str) -> dict[str, Any]:
         return {"expected_answer": expected, **ENGINES[name][0](corpus, expected, Path(tmp))}
 
 
+# ---- issue 22: a fan-out under a tree budget, and concurrent rollouts (our agent) ------------------
+
+LATENCY = 0.2
+"""Seconds the rollouts' server takes per answer (a fast hosted model); rollouts overlap it."""
+FANOUT_CHARS = 20_000_000
+FANOUT_AGENTS = 32
+FANOUT_BATCH = 8
+FANOUT_EXCERPTS = 4
+CHILD_TASK = "Sum the NEEDLE values in your context"
+FANOUT_TASK = (f"`context` holds a large corpus. Split it over {FANOUT_AGENTS} sub-agents (agent_query_batched, "
+               "each chunk as its context) and add up their sums of the NEEDLE values.")
+
+
+def fanout_code(chars: int) -> str:
+    size = chars // FANOUT_AGENTS
+    return (
+        f"n, size = {FANOUT_AGENTS}, {size}\n"
+        f"tasks = [f'{CHILD_TASK} (chunk {{i}}).' for i in range(n)]\n"
+        "sums = []\n"
+        f"for b in range(0, n, {FANOUT_BATCH}):\n"
+        f"    chunks = [context[i * size:(i + 1) * size] for i in range(b, min(n, b + {FANOUT_BATCH}))]\n"
+        f"    sums += agent_query_batched(tasks[b:b + {FANOUT_BATCH}], contexts=chunks)\n"
+        "ok = [int(s) for s in sums if not getattr(s, 'failed', False) and s.strip().isdigit()]\n"
+        "print('answered', len(ok), 'of', n, 'total', sum(ok))\n"
+        "print('\\n'.join(s[:160] for s in sums if getattr(s, 'failed', False))[:2000])"
+    )
+
+
+CHILD_CODE = (
+    "import re\n"
+    "vals = [int(v) for v in re.findall(r'NEEDLE-\\d+: value=(\\d+)', context)]\n"
+    f"step = max(1, len(context) // {FANOUT_EXCERPTS})\n"
+    f"notes = llm_query_batched([{SUB_PREFIX!r} + context[i * step:i * step + 300] for i in range({FANOUT_EXCERPTS})])\n"
+    "print(sum(vals))"
+)
+
+
+class FanoutScript:
+    """Root: one fan-out cell, then the total. Child: one cell, then its sum. Sub-calls: a line."""
+
+    def __init__(self, chars: int) -> None:
+        self.chars = chars
+        self.by_level: dict[str, int] = {"root": 0, "sub_agents": 0, "llm_query": 0}
+        self.requests = 0
+        self._lock = __import__("threading").Lock()
+
+    def __call__(self, req: RecordedRequest) -> Any:
+        messages = req.messages
+        users = [m for m in messages if m.get("role") == "user"]
+        first = str(users[0].get("content", "")) if users else ""
+        level = ("llm_query" if not (req.body or {}).get("tools") else
+                 "sub_agents" if first.startswith(CHILD_TASK) else "root")
+        with self._lock:
+            self.by_level[level] += req.prompt_tokens
+            self.requests += 1
+        if level == "llm_query":
+            return "sub-model: filler text, no needle"
+        tools = [m for m in messages if m.get("role") == "tool"]
+        if level == "sub_agents":
+            return Reply.tool_call("python", {"code": CHILD_CODE}) if not tools else Reply(
+                text=str(tools[-1].get("content", "")).strip().splitlines()[-1])
+        if not tools:
+            return Reply.tool_call("python", {"code": fanout_code(self.chars)}, text="Fan out.")
+        return Reply(text=f"Done: {str(tools[-1].get('content', ''))[:300]}")
+
+
+def run_fanout(chars: int, budget: int) -> dict[str, Any]:
+    """Our agent on the fan-out task; see the module docstring."""
+    import openai
+
+    from ipython_compact import Agent, SessionStore
+
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "kernel", "state"]
+    line = " ".join(rng.choice(words) for _ in range(12))
+    needles = [(k, rng.randrange(1, 1000)) for k in range(FANOUT_AGENTS * 2)]
+    body = (line + "\n") * (chars // (len(line) + 1))
+    cuts = [i * len(body) // (2 * len(needles)) for i in range(2 * len(needles) + 1)]
+    # each needle mid-piece, far from the root's chunk boundaries (a cut needle would be lost)
+    pieces = [body[cuts[2 * i]:cuts[2 * i + 1]] + f"NEEDLE-{k}: value={v}\n" + body[cuts[2 * i + 1]:cuts[2 * i + 2]]
+              for i, (k, v) in enumerate(needles)]
+    corpus = "".join(pieces)
+    script = FanoutScript(len(corpus))
+    with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp, \
+            ModelServer(script=script, context_window=WINDOW) as srv:
+        os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
+        client = openai.OpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
+        store = SessionStore(Path(tmp) / "fanout.db")
+        started = time.perf_counter()
+        with Agent(store=store, session="fanout", client=client, model="bench", context_window=WINDOW,
+                   token_budget=budget, max_sub_agents=FANOUT_AGENTS, max_live_sub_agents=FANOUT_BATCH,
+                   max_concurrent_subcalls=FANOUT_BATCH, max_steps=6) as agent:
+            result = agent.ask(FANOUT_TASK, context=corpus)
+            status = agent.status()
+            wall = time.perf_counter() - started
+            cell = [e.message["content"][0]["text"] for e in store.path("fanout")
+                    if e.role == "toolResult" and e.message]
+        tree = status["tree"]
+        prompts = [r.prompt_tokens for r in srv.chat_requests]
+        children = {k: v for k, v in tree["by_session"].items() if k != "fanout"}
+        store.close()
+    return {
+        "corpus_chars": len(corpus), "sub_agents_planned": FANOUT_AGENTS, "expected_total": sum(v for _, v in needles),
+        "stopped": result.stopped, "why": result.text[:300],
+        "root_cell": (cell[0].splitlines()[0] if cell else None),
+        "token_budget": budget, "tree_tokens_used": tree["tokens_used"],
+        "tokens_by_level": {"root": tree["by_session"].get("fanout", 0), "sub_agents": sum(children.values())},
+        "prompt_tokens_by_level_server": script.by_level,
+        "sub_agents_started": tree["sub_agents_started"],
+        "sub_agents_with_tokens": sum(1 for v in children.values() if v),
+        "sub_calls_root": status["subcalls"], "requests": script.requests,
+        "peak_request_tokens": max(prompts) if prompts else 0, "window_tokens": WINDOW,
+        "wall_s": round(wall, 2),
+    }
+
+
+def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
+    """``count`` concurrent ``aask`` rollouts on one shared in-process shell (no code), then
+    ``with_kernels`` rollouts with a kernel each (one cell of code); see the module docstring."""
+    import asyncio
+    import threading
+
+    import openai
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ipython_compact import Agent, SessionStore
+    from ipython_compact.agent.kernel_tool import InProcessKernel
+
+    lock = threading.Lock()
+    stop = threading.Event()  # never set: a wait of LATENCY seconds
+    flight = {"now": 0, "peak": 0}
+
+    def answer(req: RecordedRequest) -> Any:
+        with lock:
+            flight["now"] += 1
+            flight["peak"] = max(flight["peak"], flight["now"])
+        try:
+            messages = req.messages
+            tools = [m for m in messages if m.get("role") == "tool"]
+            question = next(str(m["content"]) for m in messages if m.get("role") == "user")
+            stop.wait(LATENCY)  # the model's own latency: what concurrent rollouts overlap
+            if question.startswith("code") and not tools:
+                return Reply(tool_calls=(ToolCall("python", {"code": "import math\nprint(math.factorial(200) % 1000003)"}),))
+            return Reply(text=f"answer to {question[:40]}" + (f": {tools[-1]['content']}" if tools else ""))
+        finally:
+            with lock:
+                flight["now"] -= 1
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp, ModelServer(script=answer) as srv:
+        os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
+        # openai's default retries: the test server's listen backlog (5) refuses some of 64 simultaneous
+        # connects, which a real harness's client retries too
+        client = openai.OpenAI(base_url=srv.base_url, api_key="bench")
+        store = SessionStore(Path(tmp) / "rollouts.db")
+        shell = InProcessKernel(InteractiveShell.instance())
+
+        def agent(i: int, kernel: Any = shell) -> Agent:
+            return Agent(store=store, session=f"rollout-{i}", client=client, model="bench", context_window=WINDOW,
+                         kernel=kernel, subcalls=kernel is not shell, max_steps=4)
+
+        async def many(agents: list[Agent], prefix: str) -> tuple[float, list[str]]:
+            started = time.perf_counter()
+            results = await asyncio.gather(*(a.aask(f"{prefix} {i}") for i, a in enumerate(agents)))
+            return time.perf_counter() - started, [r.stopped if r.stopped == "final" else f"{r.stopped}: {r.error}"
+                                                   for r in results]
+
+        agents = [agent(i) for i in range(count)]
+        one, _ = asyncio.run(many(agents[:1], "warm-up"))
+        one, _ = asyncio.run(many(agents[:1], "alone"))
+        flight["peak"] = 0
+        wall, stops = asyncio.run(many(agents, "question"))
+        out["no_code"] = {"rollouts": count, "finished": stops.count("final"), "wall_s": round(wall, 3),
+                          "not_finished": sorted({x for x in stops if x != "final"}),
+                          "one_alone_s": round(one, 3), "peak_in_flight": flight["peak"]}
+        for a in agents:
+            a.close()
+        kernels = [agent(1000 + i, kernel=None) for i in range(with_kernels)]  # each starts its own kernel
+        try:
+            one, _ = asyncio.run(many(kernels[:1], "code alone"))
+            flight["peak"] = 0
+            wall, stops = asyncio.run(many(kernels, "code"))
+        finally:
+            for a in kernels:
+                a.close()
+        out["with_kernels"] = {"rollouts": with_kernels, "finished": stops.count("final"), "wall_s": round(wall, 3),
+                               "one_alone_s": round(one, 3), "peak_in_flight": flight["peak"]}
+        store.close()
+    return out
+
+
 def main() -> None:
+    if len(sys.argv) >= 3 and sys.argv[1] == "--task":
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        if sys.argv[2] == "fanout":
+            chars = int(sys.argv[sys.argv.index("--chars") + 1]) if "--chars" in sys.argv else FANOUT_CHARS
+            # about half of what the whole tree spends on this task (52,156 tokens measured with no budget)
+            budget = int(sys.argv[sys.argv.index("--budget") + 1]) if "--budget" in sys.argv else 26_000
+            print(json.dumps(run_fanout(chars, budget), indent=1))
+        elif sys.argv[2] == "rollouts":
+            print(json.dumps(run_rollouts(), indent=1))
+        else:
+            raise SystemExit(f"unknown task {sys.argv[2]!r}: fanout or rollouts")
+        return
     if len(sys.argv) == 3 and sys.argv[1] == "--engine":
         print(json.dumps(run_one(sys.argv[2])))
         return

@@ -25,6 +25,7 @@ What must hold:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import re
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact import paths
-from ipython_compact.agent.caps import RunCaps, logged_tokens
+from ipython_compact.agent.caps import RunCaps, TreeBudget, logged_child_tokens, logged_tokens
 from ipython_compact.agent.events import (
     AgentError,
     AgentEvent,
@@ -83,7 +84,7 @@ from ipython_compact.core.overflow import (
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
-from ipython_compact.core.tokens import estimate_context, usage_of
+from ipython_compact.core.tokens import estimate_context, estimate_message_tokens, usage_of
 from ipython_compact.core.triggers import usage_is_stale
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.registry import make_summarizer
@@ -107,14 +108,19 @@ class Agent:
     ``base_url``/``api_key``; ``compactor`` replaces the ``Compactor`` built with ``summarizer``
     (a name for ``make_summarizer``: ``offline``, ``openai`` = this model on this server, ``auto``).
 
-    RLM: with ``subcalls`` the kernel gets ``llm_query``/``agent_query``/``sub_agents``/``recall``/
-    ``FINAL``/``FINAL_VAR`` (sub-agents up to ``max_depth`` levels, answers cut to
+    RLM: with ``subcalls`` the kernel gets ``llm_query``/``llm_query_batched``/``agent_query``/
+    ``agent_query_batched``/``sub_agents``/``recall``/``FINAL``/``FINAL_VAR`` (batched calls run at
+    most ``max_concurrent_subcalls`` at once; ``llm_query`` uses ``sub_model`` when given, or the
+    model a call names; sub-agents up to ``max_depth`` levels, answers cut to
     ``sub_agent_result_chars``; a ``FINAL``/``FINAL_VAR`` answer to ``final_answer_chars``, the whole
     value staying in the kernel); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
     the model only its type, size and a preview. At most ``max_live_sub_agents`` children hold a
     kernel at once; a call for one more waits up to ``sub_agent_wait_seconds`` for a busy one to
-    finish, then is refused with the reason. Caps: ``max_compactions`` and ``token_budget``
-    per session end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
+    finish, then is refused with the reason. Caps: ``max_compactions`` per session, and for the
+    whole call tree ``token_budget`` (every sub-agent's and every ``llm_query``'s tokens count
+    against the root's budget; a child may spend what is left; ``status()["tree"]`` and
+    ``status()["sub_agents"]`` say who spent what) and ``max_sub_agents`` (how many sub-agents one
+    run may start), end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
     the context as head and tail with the cut stated; the log keeps it whole (``recall``).
 
     Kernel: ``max_restarts`` within ``restart_window_seconds`` (Prime: 3 per hour);
@@ -159,7 +165,11 @@ class Agent:
         max_live_sub_agents: int = 4,
         sub_agent_wait_seconds: float = 300.0,
         final_answer_chars: int = FINAL_CHARS,
+        max_sub_agents: int | None = 32,
+        max_concurrent_subcalls: int = 8,
+        sub_model: str | None = None,
         _depth: int = 0,
+        _tree: TreeBudget | None = None,
     ) -> None:
         if max_output_chars < 200:
             raise ValueError(f"max_output_chars must be at least 200, got {max_output_chars}")
@@ -186,6 +196,10 @@ class Agent:
         self.max_output_chars = max_output_chars
         self.max_depth = max_depth
         self._depth = _depth
+        self._sub_options: dict[str, Any] = {  # what a sub-agent inherits for its own sub-calls
+            "max_live_sub_agents": max_live_sub_agents, "sub_agent_result_chars": sub_agent_result_chars,
+            "sub_agent_wait_seconds": sub_agent_wait_seconds, "max_concurrent_subcalls": max_concurrent_subcalls,
+            "sub_model": sub_model}
         self._base_url = base_url
         self._api_key = api_key
         threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
@@ -208,6 +222,7 @@ class Agent:
             allowed=lambda: self._caps.may_compact())
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
         self._abort = threading.Event()
+        self._asking = threading.Lock()  # one turn at a time (ask and aask)
         self._continuations: list[str] = []
         self._goal: str | None = None
         try:
@@ -215,20 +230,29 @@ class Agent:
         except KeyError:
             store.ensure_session(self.session)  # the kernel's extension, bound to it, may have opened it meanwhile
         logged = store.entries(self.session, kinds=(MESSAGE, COMPACTION, CUSTOM))
-        self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget,
-                             compactions=RunCaps.count_compactions(logged), tokens=logged_tokens(logged))
+        own = logged_tokens(logged)
+        if _tree is None:  # the root of a call tree: the budget and the fan-out cap are its own
+            started = sum(1 for e in logged if e.data.get("custom_type") == "sub_agent" and e.data.get("event") == "created")
+            _tree = TreeBudget(root=self.session, token_budget=token_budget, max_sub_agents=max_sub_agents,
+                               spent=own + logged_child_tokens(logged), started=started)
+        self._tree = _tree
+        self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget if _depth == 0 else None,
+                             compactions=RunCaps.count_compactions(logged), tokens=own, tree=_tree,
+                             session=self.session)
         self._bridge: RlmBridge | None = None
         if subcalls:
             registry = None
             if _depth < max_depth:
                 registry = SubAgentRegistry(self._log, self._make_child, max_live=max_live_sub_agents,
-                                            result_chars=sub_agent_result_chars, wait_seconds=sub_agent_wait_seconds)
+                                            result_chars=sub_agent_result_chars, wait_seconds=sub_agent_wait_seconds,
+                                            tree=_tree)
                 registry.restore(e for e in logged if e.kind == CUSTOM)
             self._bridge = RlmBridge(
                 self._log, ModelCaller(client, request_timeout=request_timeout, tools=()),
                 model=lambda: self.model, provider=lambda: self.provider, registry=registry,
                 budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
-                result_chars=sub_agent_result_chars, final_chars=final_answer_chars).start()
+                result_chars=sub_agent_result_chars, final_chars=final_answer_chars,
+                max_concurrent=max_concurrent_subcalls, too_large=self._too_large, sub_model=sub_model).start()
             self._closers.insert(0, self._bridge.stop)
             self._supervisor.after_restart.append(lambda: self._attach_bridge())
             self._attach_bridge()
@@ -289,10 +313,30 @@ class Agent:
             context_window=self.context_window, compactor=self.compactor, provider=self.provider,
             settings=self._base_settings, system_prompt=self.system_prompt, max_steps=self.max_steps,
             tool_timeout=self._supervisor.tool_timeout, max_compactions=self._caps.max_compactions,
-            token_budget=self._caps.token_budget, max_output_chars=self.max_output_chars,
+            max_output_chars=self.max_output_chars, _tree=self._tree,  # the budget left is the tree's
             max_depth=self.max_depth, _depth=self._depth + 1, on_event=self._child_events(name),
             final_answer_chars=self.final_answer_chars,
-            request_timeout=self._caller.request_timeout)
+            request_timeout=self._caller.request_timeout, **self._sub_options)
+
+    def _too_large(self, text: str, what: str) -> str | None:
+        """Why ``text`` (a sub-agent's task, an ``llm_query`` prompt) cannot fit the window, or None.
+
+        A task becomes a sub-agent's first message after its system prompt; both must stay under
+        the blocking line, or the child's very first request overflows (and compaction has nothing
+        to cut). Checked before any request is sent and before a child session is made.
+        """
+        estimator = self.settings.estimator
+        tokens = estimate_message_tokens({"role": "user", "content": text}, estimator)
+        room = threshold_lines(self.context_window, self.settings).blocking
+        if what != "llm_query prompt":
+            room -= estimate_message_tokens({"role": "system", "content": self._baseline_text()}, estimator)
+        if tokens <= room:
+            return None
+        fix = ("split it and send the pieces with llm_query_batched" if what == "llm_query prompt" else
+               "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
+               "keep the task short")
+        return (f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
+                f"{self.context_window:,}-token window leaves room for about {max(room, 0):,}; {fix}.")
 
     def _child_events(self, name: str) -> Callable[[AgentEvent], None] | None:
         parent = self._log
@@ -428,6 +472,44 @@ class Agent:
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"the message for the agent must be non-empty text, got {text!r}")
+        if not self._asking.acquire(blocking=False):
+            raise RuntimeError(f"agent {self.session!r} is already running a turn (ask/aask): one turn at a time per "
+                               "agent; use one Agent per parallel rollout, or wait for the first answer")
+        try:
+            return self._ask(text, context, context_name)
+        finally:
+            self._asking.release()
+
+    async def aask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
+        """``ask`` for asyncio: the same turn, the same result and errors, on a thread of its own so
+        many agents' turns run at once (evaluation and RL harnesses with hundreds of rollouts).
+
+        Cancelling the awaiting task interrupts the turn and waits for it to end (the log and the
+        kernel stay consistent), then raises ``CancelledError``.
+        """
+        done = _on_thread(lambda: self.ask(text, context=context, context_name=context_name), f"aask-{self.session}")
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.interrupt()
+            await asyncio.wait([done])  # the turn ends "interrupted"; only then is the agent free again
+            raise
+
+    @classmethod
+    async def acreate(cls, **options: Any) -> Agent:
+        """``Agent(**options)`` for asyncio: starting its kernel blocks, so it runs on a thread of its
+        own. Not ``asyncio.to_thread``: that copies the caller's context, in which jupyter_client keeps
+        its event loop, and agents built at once on such threads fail with "This event loop is already
+        running"."""
+        agent: Agent = await _on_thread(lambda: cls(**options), "agent-create")
+        return agent
+
+    async def aclose(self) -> None:
+        """``close`` for asyncio (stopping kernels blocks; it runs on a thread of its own, as in
+        ``acreate``)."""
+        await _on_thread(self.close, f"aclose-{self.session}")
+
+    def _ask(self, text: str, context: Any, context_name: str) -> TurnResult:
         if context is not None:
             if self._bridge is None:
                 raise ValueError("context= needs subcalls=True (the kernel functions that carry it)")
@@ -647,7 +729,8 @@ class Agent:
                             for r in self.compactions],
             "restarts": self.restarts,
             "tokens_used": self._caps.tokens,
-            "token_budget": self._caps.token_budget,
+            "token_budget": self._tree.token_budget,
+            "tree": self._tree.describe(),
             "compaction_count": self._caps.compactions,
             "max_compactions": self._caps.max_compactions,
             "subcalls": self._bridge.subcalls if self._bridge is not None else 0,
@@ -662,6 +745,35 @@ class Agent:
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""
         return len(self._request_messages()), self.store.entry_count(self.session)
+
+
+def _on_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
+    """Run ``fn`` on a new thread; a future of the running loop gets its result or exception.
+
+    A new ``threading.Thread`` starts in an empty context, so what ``fn`` does with jupyter_client
+    (which keeps its event loop in a context variable) never shares the caller's loop.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def run() -> None:
+        try:
+            result = fn()
+        except BaseException as exc:  # handed to the awaiting task, never lost on this thread
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
 
 
 __all__: Sequence[str] = (

@@ -12,8 +12,14 @@ What must hold:
 - A ``FINAL``/``FINAL_VAR`` answer is bounded (``final_chars``; the cut stated, the whole value
   left in the kernel under a name the answer gives) and validated: a reply the host cannot read
   is a ``FinalAnswerError`` the model is shown, never "no answer".
-- ``llm_query`` answers are model text for one prompt (no tools, no history); like every
-  sub-call they are refused with a clear reason once the session's token budget is used up.
+- ``llm_query`` answers are model text for one prompt (no tools, no history), from the agent's
+  model or the ``model=`` asked for; like every sub-call they are refused with a clear reason once
+  the call tree's token budget is used up, and a prompt or task text too large for the window is
+  refused before any request (data goes in ``context=``, not in the text).
+- Batched calls run at most ``max_concurrent`` at once and answer in the order asked, each item
+  either its answer or its own error; one failure never sinks the others.
+- A failed request reaches the model's cell as one line that names the server and what to do next
+  (``SubcallError``, rendered without library frames).
 - The kernel functions are (re)installed after every start and restart of the kernel.
 - A context value is handed over through an owner-only file in an owner-only directory, read
   and removed by the kernel; only ``str``, ``bytes`` and JSON values are accepted (nothing is
@@ -22,14 +28,16 @@ What must hold:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ipython_compact.agent.kernel_tool import cap_text
-from ipython_compact.agent.model_caller import ModelCaller
+from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.subcall_broker import SubcallBroker
 from ipython_compact.core.entries import CUSTOM, JSON
@@ -40,12 +48,17 @@ FINAL_CHARS = 100_000
 _MODULE = "__import__('ipython_compact.agent.rlm_kernel', fromlist=['install'])"
 
 RLM_PROMPT = (
-    "Inside the kernel you also have: `llm_query(prompt)` asks the model one question and returns its "
-    "answer (use it on slices of large data); `agent_query(task, name=None)` gives a task to a sub-agent "
-    "with its own kernel and returns its answer (pass the same name to ask it again; `sub_agents()` lists "
-    "them); `recall(entry_id)` returns a logged output whole when the context shows only its head and "
-    "tail; `FINAL(answer)` or `FINAL_VAR(variable_name)` ends the run with that answer."
+    "Inside the kernel you also have: `llm_query(prompt, model=None)` asks the model one question and returns "
+    "its answer (use it on slices of large data); `llm_query_batched(prompts)` asks several at once and returns "
+    "the answers in order; `agent_query(task, name=None, context=None)` gives a task to a sub-agent with its own "
+    "kernel and returns its answer (`context` is placed in the sub-agent's kernel as the variable `context`: "
+    "pass data there, keep the task text short; pass the same name to ask it again; `sub_agents()` lists them); "
+    "`agent_query_batched(tasks, contexts=None)` runs several sub-agents at once; `recall(entry_id)` returns a "
+    "logged output whole when the context shows only its head and tail; `FINAL(answer)` or "
+    "`FINAL_VAR(variable_name)` ends the run with that answer."
 )
+MAX_CONCURRENT = 8
+"""Default bound on the sub-calls one batched call runs at once."""
 
 
 def describe_value(name: str, value: Any) -> str:
@@ -63,6 +76,20 @@ def describe_value(name: str, value: Any) -> str:
             f"It is not shown here; explore it with code. Preview: {preview!r}{more}")
 
 
+def _from_payload(payload: Any) -> Any:
+    """The value a kernel sent as ``{"kind": "str"|"bytes"|"json", "value": ...}`` (``rlm_kernel``)."""
+    if not isinstance(payload, dict) or payload.get("kind") not in ("str", "bytes", "json"):
+        raise ValueError("a context must arrive as {'kind': 'str'|'bytes'|'json', 'value': ...}")
+    value = payload.get("value")
+    if payload["kind"] == "bytes":
+        if not isinstance(value, str):
+            raise ValueError("a bytes context must arrive as hex text")
+        return bytes.fromhex(value)
+    if payload["kind"] == "str" and not isinstance(value, str):
+        raise ValueError("a str context must arrive as text")
+    return value
+
+
 def _payload(value: Any) -> JSON:
     if isinstance(value, str):
         return {"kind": "str", "value": value}
@@ -74,6 +101,12 @@ def _payload(value: Any) -> JSON:
         raise TypeError(f"context must be str, bytes or a JSON value (list, dict, number...), got "
                         f"{type(value).__name__}: {exc}") from None
     return {"kind": "json", "value": value}
+
+
+class SubcallFailed(RuntimeError):
+    """A sub-call's model request failed; the message is the one line the model is shown."""
+
+    one_line = True
 
 
 class FinalAnswerError(RuntimeError):
@@ -116,14 +149,19 @@ def parse_final(raw: Any, limit: int) -> dict[str, Any] | None:
 class RlmBridge:
     """The broker and its handlers for one agent (see the module docstring).
 
-    ``budget_left`` says how many tokens the session may still spend (None = no budget);
-    ``spent`` is told what each ``llm_query`` cost.
+    ``budget_left`` says how many tokens the call tree may still spend (None = no budget);
+    ``spent`` is told what each ``llm_query`` cost. ``too_large(text, what)`` returns why a prompt
+    or task text cannot fit the window (None when it fits). ``sub_model`` is ``llm_query``'s model
+    when the call names none (default: the agent's).
     """
 
     def __init__(self, log: Any, caller: ModelCaller, *, model: Callable[[], str], provider: Callable[[], str],
                  registry: SubAgentRegistry | None, budget_left: Callable[[], int | None],
                  spent: Callable[[int], None], result_chars: int = 4000,
-                 final_chars: int = FINAL_CHARS) -> None:
+                 final_chars: int = FINAL_CHARS, max_concurrent: int = MAX_CONCURRENT,
+                 too_large: Callable[[str, str], str | None] | None = None, sub_model: str | None = None) -> None:
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent_subcalls must be at least 1, got {max_concurrent}")
         if final_chars < 100:
             raise ValueError(f"final_answer_chars must be at least 100, got {final_chars}")
         self.log = log
@@ -135,8 +173,13 @@ class RlmBridge:
         self._spent = spent
         self.result_chars = result_chars
         self.final_chars = final_chars
-        handlers: dict[str, Callable[..., Any]] = {"llm_query": self.llm_query, "recall": self.recall,
-                                                   "sub_agents": self.sub_agents, "agent_query": self.agent_query}
+        self.max_concurrent = max_concurrent
+        self._too_large = too_large
+        self.sub_model = sub_model
+        handlers: dict[str, Callable[..., Any]] = {
+            "llm_query": self.llm_query, "llm_query_batched": self.llm_query_batched, "recall": self.recall,
+            "sub_agents": self.sub_agents, "agent_query": self.agent_query,
+            "agent_query_batched": self.agent_query_batched}
         self.broker = SubcallBroker(handlers)
         self.subcalls = 0
         self._dir: str | None = None
@@ -161,27 +204,76 @@ class RlmBridge:
         if left is not None and left <= 0:
             raise RuntimeError(f"{what} refused: the session's token budget is used up")
 
-    def llm_query(self, prompt: str) -> str:
+    def _check_size(self, text: str, what: str) -> None:
+        why = None if self._too_large is None else self._too_large(text, what)
+        if why is not None:
+            raise ValueError(why)
+
+    def _failure(self, answer: ModelAnswer, model: str) -> str:
+        """One line for a failed request: which server, what happened, what the model can do next."""
+        server = str(getattr(self.caller.client, "base_url", "") or "").rstrip("/") or "(the configured server)"
+        if answer.error_status is None:
+            return (f"the model server {server} did not answer ({answer.error_text}). It may be down or "
+                    "restarting: retry this call later, or carry on without sub-calls and end with "
+                    "FINAL(answer) from what you have.")
+        return (f"the model server {server} refused the request for model {model!r} with HTTP "
+                f"{answer.error_status}: {answer.error_text}. Change the request (a shorter prompt, another "
+                "model) or carry on without this sub-call.")
+
+    def llm_query(self, prompt: str, model: str | None = None) -> str:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("llm_query needs a non-empty prompt")
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise ValueError(f"llm_query's model must be a model name (text), got {model!r}")
         self._check_budget("llm_query")
+        chosen = model or self.sub_model or self._model()
+        if chosen == self._model():  # another model's window is unknown here: its server decides
+            self._check_size(prompt, "llm_query prompt")
         self.subcalls += 1
-        self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt))
-        answer = self.caller.call([{"role": "user", "content": prompt}], model=self._model(), provider=self._provider())
+        self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt), model=chosen)
+        answer = self.caller.call([{"role": "user", "content": prompt}], model=chosen, provider=self._provider())
         if answer.message is None:
-            raise RuntimeError(f"the model request failed: {answer.error_text}")
+            raise SubcallFailed(self._failure(answer, chosen))
         # This call's own usage: the caller's running total also moves with other threads' calls.
         usage = answer.message.get("usage")
         self._spent(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
         blocks = answer.message.get("content") or []
         return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
-    def agent_query(self, task: str, name: str | None = None) -> str:
+    def agent_query(self, task: str, name: str | None = None, context: Any = None) -> str:
         if self.registry is None:
             raise RuntimeError("agent_query is not available at this depth (sub-agents do not start sub-agents)")
+        if not isinstance(task, str) or not task.strip():
+            raise ValueError("a sub-agent task must be non-empty text")
+        value = None if context is None else _from_payload(context)
         self._check_budget("agent_query")
+        self._check_size(task, "sub-agent task")
         self.subcalls += 1
-        return self.registry.ask(task, name)
+        return self.registry.ask(task, name, context=value)
+
+    def _batched(self, calls: list[Callable[[], str]]) -> list[dict[str, Any]]:
+        """Run ``calls`` at most ``max_concurrent`` at once; ``{"ok", "value"|"error"}`` per call, in order."""
+        def one(call: Callable[[], str]) -> dict[str, Any]:
+            try:
+                return {"ok": True, "value": call()}
+            except Exception as exc:
+                return {"ok": False, "error": str(exc) if isinstance(exc, SubcallFailed) else f"{type(exc).__name__}: {exc}"}
+
+        if not calls:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrent, len(calls)), thread_name_prefix="subcall") as pool:
+            return list(pool.map(one, calls))
+
+    def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[dict[str, Any]]:
+        if not isinstance(prompts, list):
+            raise ValueError(f"llm_query_batched needs a list of prompts, got {type(prompts).__name__}")
+        return self._batched([functools.partial(self.llm_query, p, model) for p in prompts])
+
+    def agent_query_batched(self, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+            raise ValueError("agent_query_batched needs a list of {'task', 'name', 'context'} items")
+        return self._batched([functools.partial(self.agent_query, str(t.get("task") or ""), t.get("name"), t.get("context"))
+                              for t in tasks])
 
     def sub_agents(self) -> list[dict[str, Any]]:
         return [] if self.registry is None else self.registry.describe()

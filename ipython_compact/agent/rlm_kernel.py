@@ -1,9 +1,12 @@
 """The RLM functions the model's code calls inside the kernel: sub-calls, recall, and the end of a run.
 
-``llm_query(prompt)`` asks the model one question (no tools, no history) and returns its text;
-``agent_query(task, name=None)`` hands a task to a sub-agent (a child session with its own kernel
-and its own compaction) and returns its bounded answer — with ``name`` the same sub-agent is asked
-again; ``sub_agents()`` lists the live ones; ``recall(entry_id)`` returns a logged text whole (a
+``llm_query(prompt, model=None)`` asks the model (or ``model``) one question (no tools, no
+history) and returns its text; ``agent_query(task, name=None, context=None)`` hands a task to a
+sub-agent (a child session with its own kernel and its own compaction; ``context`` becomes the
+variable ``context`` in that kernel) and returns its bounded answer — with ``name`` the same
+sub-agent is asked again; ``llm_query_batched(prompts)`` and ``agent_query_batched(tasks)`` run
+several at once (the host bounds how many) and return the answers in order, a failed item as a
+``SubcallFailure`` (a ``str`` saying why, with ``.failed`` true); ``sub_agents()`` lists the live ones; ``recall(entry_id)`` returns a logged text whole (a
 tool output the context only showed head and tail of); ``FINAL(answer)`` / ``FINAL_VAR(name)`` end
 the run with an answer, the second with the value of a kernel variable.
 
@@ -17,8 +20,9 @@ What must hold:
 - The functions are installed as hidden names (``user_ns_hidden``), so the namespace probe, the
   ``<ipython_state>`` notice and snapshots never list or save them; ``install`` is idempotent and
   is run again after every kernel restart.
-- A failed sub-call raises ``RuntimeError`` with the host's reason in the model's cell; nothing is
-  guessed.
+- A failed sub-call raises ``SubcallError`` (a ``RuntimeError``) with the host's reason in the
+  model's cell, shown as that one line (``_render_traceback_``: no frames of this module); nothing
+  is guessed.
 - ``FINAL_VAR`` of an undefined name raises ``NameError`` (the run goes on; the model sees why).
 - The hand-over (``take_final_json``) is bounded: a long answer comes back as head and tail with
   the cut stated, the whole value staying in the kernel under a name the answer gives.
@@ -43,11 +47,24 @@ _final: dict[str, Any] | None = None
 TIMEOUT = 3600.0  # a sub-agent may work for a long time; the host bounds its own steps
 
 
+class SubcallError(RuntimeError):
+    """A sub-call the host could not answer; IPython shows it as its one line, without frames."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class SubcallFailure(str):
+    """One failed item of a batched call: the reason as text (so joining answers never breaks)."""
+
+    failed = True
+
+
 def _call(op: str, **args: Any) -> Any:
     with _lock:
         url, token = _bridge.get("url"), _bridge.get("token")
     if not url:
-        raise RuntimeError(f"{op}: no agent is attached to this kernel (sub-calls work only inside an agent run)")
+        raise SubcallError(f"{op}: no agent is attached to this kernel (sub-calls work only inside an agent run)")
     body = json.dumps({"op": op, **args}).encode()
     req = urllib.request.Request(url, data=body, method="POST",
                                  headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
@@ -58,28 +75,87 @@ def _call(op: str, **args: Any) -> Any:
         try:
             reply = json.loads(exc.read().decode())
         except ValueError:
-            raise RuntimeError(f"{op} failed: HTTP {exc.code}") from None
+            raise SubcallError(f"{op} failed: HTTP {exc.code}") from None
     except OSError as exc:
-        raise RuntimeError(f"{op} failed: the agent did not answer ({exc})") from None
+        raise SubcallError(f"{op} failed: the agent did not answer ({exc})") from None
     if not reply.get("ok"):
-        raise RuntimeError(f"{op} failed: {reply.get('error')}")
+        raise SubcallError(f"{op} failed: {reply.get('error')}")
     return reply.get("value")
 
 
-def llm_query(prompt: str) -> str:
-    """Ask the model one question (no tools, no conversation); returns its answer text."""
+def _check_model(model: Any) -> None:
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise TypeError(f"model must be a model name (str) or None, got {model!r}")
+
+
+def llm_query(prompt: str, model: str | None = None) -> str:
+    """Ask the model (or ``model``) one question (no tools, no conversation); returns its answer text."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise TypeError(f"llm_query needs a non-empty str prompt, got {type(prompt).__name__}")
-    return str(_call("llm_query", prompt=prompt))
+    _check_model(model)
+    return str(_call("llm_query", prompt=prompt, model=model))
 
 
-def agent_query(task: str, name: str | None = None) -> str:
-    """Give ``task`` to a sub-agent (a new one, or the live one called ``name``); returns its answer."""
+def _items(replies: Any, count: int, op: str) -> list[str]:
+    if not isinstance(replies, list) or len(replies) != count:
+        raise SubcallError(f"{op} failed: the host answered {type(replies).__name__}, not {count} results")
+    return [str(r.get("value")) if isinstance(r, dict) and r.get("ok") else
+            SubcallFailure(f"[{op} item {i} failed: {r.get('error') if isinstance(r, dict) else r}]")
+            for i, r in enumerate(replies)]
+
+
+def llm_query_batched(prompts: list[str], model: str | None = None) -> list[str]:
+    """Ask several questions at once; the answers in the order of ``prompts``, a failed one as a
+    ``SubcallFailure`` (text saying why; ``getattr(answer, 'failed', False)`` tells it apart)."""
+    prompts = list(prompts)
+    bad = [i for i, p in enumerate(prompts) if not isinstance(p, str) or not p.strip()]
+    if bad:
+        raise TypeError(f"llm_query_batched needs non-empty str prompts; item(s) {bad[:10]} are not")
+    _check_model(model)
+    return _items(_call("llm_query_batched", prompts=prompts, model=model), len(prompts), "llm_query")
+
+
+def _encode(value: Any) -> dict[str, Any]:
+    """A context value as data the host can read back: str, bytes (hex) or a JSON value."""
+    if isinstance(value, str):
+        return {"kind": "str", "value": value}
+    if isinstance(value, bytes | bytearray):
+        return {"kind": "bytes", "value": bytes(value).hex()}
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"context must be str, bytes or a JSON value (list, dict, number...), got "
+                        f"{type(value).__name__}: {exc}") from None
+    return {"kind": "json", "value": value}
+
+
+def _task(task: Any, name: Any, context: Any) -> dict[str, Any]:
     if not isinstance(task, str) or not task.strip():
         raise TypeError(f"agent_query needs a non-empty str task, got {type(task).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"agent_query's name must be a str or None, got {type(name).__name__}")
-    return str(_call("agent_query", task=task, name=name))
+    return {"task": task, "name": name, "context": None if context is None else _encode(context)}
+
+
+def agent_query(task: str, name: str | None = None, context: Any = None) -> str:
+    """Give ``task`` to a sub-agent (a new one, or the live one called ``name``); returns its answer.
+
+    ``context`` (str, bytes or a JSON value) becomes the variable ``context`` in the sub-agent's
+    kernel, so data never has to be pasted into the task text."""
+    return str(_call("agent_query", **_task(task, name, context)))
+
+
+def agent_query_batched(tasks: list[str], contexts: list[Any] | None = None,
+                        names: list[str | None] | None = None) -> list[str]:
+    """Run several sub-agents at once (``contexts[i]``/``names[i]`` go with ``tasks[i]``); the
+    answers in order, a failed one as a ``SubcallFailure``."""
+    tasks = list(tasks)
+    contexts = [None] * len(tasks) if contexts is None else list(contexts)
+    names = [None] * len(tasks) if names is None else list(names)
+    if len(contexts) != len(tasks) or len(names) != len(tasks):
+        raise ValueError(f"agent_query_batched: {len(tasks)} tasks but {len(contexts)} contexts and {len(names)} names")
+    items = [_task(t, n, c) for t, n, c in zip(tasks, names, contexts, strict=True)]
+    return _items(_call("agent_query_batched", tasks=items), len(items), "agent_query")
 
 
 def sub_agents() -> list[dict[str, Any]]:
@@ -149,7 +225,8 @@ def take_final_json(limit: int | None = None) -> str:
     return json.dumps(reply)
 
 
-FUNCTIONS = {"llm_query": llm_query, "agent_query": agent_query, "sub_agents": sub_agents, "recall": recall,
+FUNCTIONS = {"llm_query": llm_query, "llm_query_batched": llm_query_batched, "agent_query": agent_query,
+             "agent_query_batched": agent_query_batched, "sub_agents": sub_agents, "recall": recall,
              "FINAL": FINAL, "FINAL_VAR": FINAL_VAR}
 
 

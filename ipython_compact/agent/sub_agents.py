@@ -11,13 +11,18 @@ What must hold:
 - Each sub-agent is a child session linked to its parent (``parent_session``, ``parent_entry``,
   ``name``) in the session's metadata and in its first entry (``custom_type: "parent_link"``), so
   an export keeps the link; the parent's log gets a ``custom`` entry (``custom_type:
-  "sub_agent"``) when one is created and when it answers.
+  "sub_agent"``) when one is created and when it answers, whose ``summary`` names the child (the
+  line ``ipython-compact log`` and search show).
 - An answer returned to the parent is bounded (``result_chars``: head and tail with the cut
   stated); the whole answer stays in the child's log.
 - At most ``max_live`` children hold a kernel at once, parallel calls included: a new child takes
   a free slot or the slot of the least recently used idle child (closed first; its record stays
   and it is revived on demand); when all are busy the call waits up to ``wait_seconds`` for one
   to become idle, then is refused with the reason (its record stays). One task runs per child.
+- With a ``tree`` (the call tree's ``TreeBudget``), a new child is counted against
+  ``max_sub_agents`` before its session is created, and each answer's record carries the tokens
+  the child (and its own children) spent on that task, which ``describe`` sums per child.
+- A ``context`` value given with a task is placed in the child's kernel (``ask(context=)``).
 - ``close`` stops every child this registry started; a call still waiting for a slot, or whose
   child was starting, is refused and nothing is left running.
 """
@@ -31,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from ipython_compact.agent.caps import TreeBudget
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.session_log import SessionLog
 from ipython_compact.core.entries import CUSTOM, Entry
@@ -45,7 +51,7 @@ WAIT_SECONDS = 300.0
 class ChildAgent(Protocol):
     """What the registry needs from a child: answer a task, and stop its kernel."""
 
-    def ask(self, text: str) -> Any: ...
+    def ask(self, text: str, *, context: Any = None) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -64,13 +70,14 @@ class SubAgentInfo:
     tasks: int = 0
     state: str = "idle"  # idle | running | failed
     last_stop: str | None = None
+    tokens: int = 0  # what it (and its own sub-agents) spent on the tasks it answered
 
 
 class SubAgentRegistry:
     """The live sub-agents of one parent session (see the module docstring)."""
 
     def __init__(self, log: SessionLog, factory: ChildFactory, *, max_live: int = 4, result_chars: int = 4000,
-                 wait_seconds: float = WAIT_SECONDS) -> None:
+                 wait_seconds: float = WAIT_SECONDS, tree: TreeBudget | None = None) -> None:
         if max_live < 1 or result_chars < 100:
             raise ValueError(f"max_live must be >= 1 and result_chars >= 100, got {max_live}, {result_chars}")
         if wait_seconds < 0:
@@ -80,6 +87,7 @@ class SubAgentRegistry:
         self.max_live = max_live
         self.result_chars = result_chars
         self.wait_seconds = wait_seconds
+        self.tree = tree
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)  # notified when a task ends or a start gives its slot back
         self._starting = 0  # children being started: they hold a slot before they are in ``_live``
@@ -104,6 +112,8 @@ class SubAgentRegistry:
                     info = self._infos[name]
                     info.tasks += 1
                     info.last_stop = e.data.get("stopped")
+                    tokens = e.data.get("tokens")
+                    info.tokens += tokens if type(tokens) is int and tokens > 0 else 0
                     info.state = "failed" if info.last_stop == "error" else "idle"
 
     def describe(self) -> list[dict[str, Any]]:
@@ -115,8 +125,9 @@ class SubAgentRegistry:
             return list(self._infos)
 
     # ------------------------------------------------------------------ asking
-    def ask(self, task: str, name: str | None = None) -> str:
-        """Run ``task`` on the named (or a new) sub-agent; its answer, bounded."""
+    def ask(self, task: str, name: str | None = None, *, context: Any = None) -> str:
+        """Run ``task`` on the named (or a new) sub-agent, with ``context`` placed in its kernel
+        first when given; its answer, bounded."""
         if not isinstance(task, str) or not task.strip():
             raise ValueError("a sub-agent task must be non-empty text")
         if name is not None and not _NAME.match(name):
@@ -124,31 +135,39 @@ class SubAgentRegistry:
         info, gate = self._entry(task, name)
         try:
             with gate:  # one task per child at a time
-                return self._run(info, task)
+                return self._run(info, task, context)
         finally:
             with self._freed:
                 self._freed.notify_all()  # this child is idle again: a waiting call may evict it
 
-    def _run(self, info: SubAgentInfo, task: str) -> str:
+    def _spent(self, info: SubAgentInfo) -> int:
+        return 0 if self.tree is None else self.tree.spent_under(info.session)
+
+    def _run(self, info: SubAgentInfo, task: str, context: Any = None) -> str:
         """One task on ``info``'s child (the caller holds its gate)."""
         child = self._child(info)
         with self._lock:
             info.state = "running"
         self.log.emit("sub_agent", f"{info.name}: {task}", name=info.name, session=info.session)
+        before = self._spent(info)
         try:
-            result = child.ask(task)
+            result = child.ask(task) if context is None else child.ask(task, context=context)
         except Exception as exc:
+            tokens = self._spent(info) - before
             with self._lock:
                 info.state, info.last_stop = "failed", "error"
-            self._record(info, "error", 0)
+                info.tokens += tokens
+            self._record(info, "error", 0, tokens)
             raise RuntimeError(f"sub-agent {info.name!r} failed: {type(exc).__name__}: {exc}") from exc
         stopped = str(getattr(result, "stopped", "final"))
         text = str(getattr(result, "text", result))
+        tokens = self._spent(info) - before
         with self._lock:
             info.tasks += 1
             info.state = "failed" if stopped == "error" else "idle"
             info.last_stop = stopped
-        self._record(info, stopped, len(text))
+            info.tokens += tokens
+        self._record(info, stopped, len(text), tokens)
         bounded, _ = cap_text(text, self.result_chars)
         prefix = "" if stopped == "final" else f"[sub-agent {info.name} stopped: {stopped}] "
         return prefix + bounded
@@ -158,6 +177,8 @@ class SubAgentRegistry:
         with self._lock:
             if name is not None and name in self._infos:
                 return self._infos[name], self._running[name]
+            if self.tree is not None:
+                self.tree.start_sub_agent(name or f"sub{self._counter + 1}")  # refused before anything is made
             self._counter += 1
             name = name or f"sub{self._counter}"
             session = f"{self.log.session}/{name}"
@@ -172,7 +193,7 @@ class SubAgentRegistry:
             store.ensure_session(session)  # a child session left by an earlier run of this parent
         store.append(session, CUSTOM, {"custom_type": PARENT_LINK, **link, "task": task})
         self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "created", "name": name, "session": session,
-                                 "task": task})
+                                 "task": task, "summary": f"sub-agent {name} started ({session}): {task[:200]}"})
         return info, gate
 
     def _child(self, info: SubAgentInfo) -> ChildAgent:
@@ -217,9 +238,11 @@ class SubAgentRegistry:
             raise RuntimeError(f"sub-agent {info.name!r} was not started: the parent agent is closing")
         return child
 
-    def _record(self, info: SubAgentInfo, stopped: str, chars: int) -> None:
+    def _record(self, info: SubAgentInfo, stopped: str, chars: int, tokens: int = 0) -> None:
         self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "answered", "name": info.name,
-                                 "session": info.session, "stopped": stopped, "chars": chars})
+                                 "session": info.session, "stopped": stopped, "chars": chars, "tokens": tokens,
+                                 "summary": f"sub-agent {info.name} answered ({stopped}, {chars:,} characters, "
+                                            f"{tokens:,} tokens)"})
 
     def close(self) -> None:
         """Stop every live child (their records and logs stay)."""

@@ -10,7 +10,8 @@ What must hold:
   secret per broker) or gets 401; bodies over ``max_body`` bytes get 413.
 - A request is data: ``{"op": name, ...args}`` is dispatched to ``handlers[op](**args)``; nothing in
   it is ever executed. Unknown ops and bad arguments get one clear error.
-- A handler's exception becomes ``{"ok": false, "error": "Type: message"}``; the server goes on.
+- A handler's exception becomes ``{"ok": false, "error": "Type: message"}`` (just the message for
+  an exception marked ``one_line``, already worded for the model); the server goes on.
 - ``stop`` closes the socket and joins the thread.
 """
 
@@ -83,7 +84,9 @@ class SubcallBroker:
         except TypeError as exc:
             return 400, {"ok": False, "error": f"bad arguments for {op}: {exc}"}
         except Exception as exc:
-            return 200, {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            # A failure already worded for the model (``one_line``) travels as it is.
+            text = str(exc) if getattr(exc, "one_line", False) else f"{type(exc).__name__}: {exc}"
+            return 200, {"ok": False, "error": text}
         return 200, {"ok": True, "value": value}
 
 

@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("sessions", help="list the sessions in the database")
     p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.add_argument("--tree", action="store_true",
+                   help="show sub-agent sessions under the session that started them (with --json: 'parent' per row)")
     p.set_defaults(func=cmd_sessions)
 
     p = subparsers.add_parser(
@@ -220,8 +222,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                     "last_timestamp": info.last_timestamp,
                 }
             )
+        if getattr(args, "tree", False):
+            rows = _as_tree(store, rows)
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(json.dumps([{k: v for k, v in r.items() if k != "label"} for r in rows], ensure_ascii=False, indent=2))
         return 0
     if not rows:
         print(f"no sessions yet; import one with: {PROG} import FILE.jsonl")
@@ -229,11 +233,51 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     table = [("SESSION", "ENTRIES", "IN VIEW", "~TOKENS", "LEAF", "LAST ACTIVITY")]
     for r in rows:
         table.append(
-            (r["name"], f"{r['entries']:,}", f"{r['context_entries']:,}", f"{r['context_tokens']:,}", r["leaf_id"] or "-",
+            (r.get("label", r["name"]), f"{r['entries']:,}", f"{r['context_entries']:,}", f"{r['context_tokens']:,}", r["leaf_id"] or "-",
              r["last_timestamp"] or r["created_at"])
         )
     _print_table(table, right=(1, 2, 3))
     return 0
+
+
+def _parent_of(store: Any, session: str) -> str | None:
+    """The session that started ``session`` as a sub-agent (its first entry's ``parent_link``), or None."""
+    for entry in store.children(session, None):
+        if entry.data.get("custom_type") == "parent_link" and isinstance(entry.data.get("parent_session"), str):
+            return str(entry.data["parent_session"])
+    return None
+
+
+def _as_tree(store: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` ordered depth-first under their parents, each with ``parent`` and an indented ``label``.
+
+    Roots keep the flat list's order; children come in the order they were started. A child
+    whose parent session is gone is shown as a root (its ``parent`` still says whose it was).
+    """
+    by_name = {r["name"]: r for r in rows}
+    kids: dict[str | None, list[dict[str, Any]]] = {}
+    for r in rows:
+        r["parent"] = _parent_of(store, r["name"])
+        kids.setdefault(r["parent"] if r["parent"] in by_name else None, []).append(r)
+    out: list[dict[str, Any]] = []
+
+    def walk(row: dict[str, Any], lead: str, branch: str, seen: frozenset[str]) -> None:
+        row["label"] = branch + row["name"]
+        out.append(row)
+        children = sorted((c for c in kids.get(row["name"], []) if c["name"] not in seen),
+                          key=lambda c: (str(c["created_at"]), c["name"]))  # in the order they were started
+        for i, child in enumerate(children):
+            last = i == len(children) - 1
+            walk(child, lead + ("   " if last else "│  "), lead + ("└─ " if last else "├─ "), seen | {child["name"]})
+
+    for root in kids.get(None, []):
+        walk(root, "", "", frozenset({root["name"]}))
+    placed = {r["name"] for r in out}
+    for r in rows:  # a cycle of parent links (hand-edited data) still lists every session once
+        if r["name"] not in placed:
+            r["label"] = r["name"]
+            out.append(r)
+    return out
 
 
 def _print_table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> None:

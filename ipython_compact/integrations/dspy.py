@@ -28,6 +28,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
+import importlib
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,6 +41,7 @@ from dspy.primitives.code_interpreter import (
 )
 from dspy.primitives.repl_types import REPLEntry, REPLHistory
 
+from ipython_compact.agent.setup import make_client, resolve_model_and_window
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
@@ -75,12 +77,13 @@ class KernelInterpreter:
         snapshot_dir: str | None = None,
         restore_after_death: bool = False,
         env: dict[str, str] | None = None,
+        session: str | None = None,
     ) -> None:
         self._tools: dict[str, Callable[..., Any]] = dict(tools or {})
         self.output_fields = output_fields
         self._tools_registered = False
         self._runner = KernelRunner(self._tools, timeout=timeout, snapshot_dir=snapshot_dir,
-                                    restore_after_death=restore_after_death, env=env)
+                                    restore_after_death=restore_after_death, env=env, session=session)
         self._dead: str | None = None
         self._closed = False
 
@@ -197,26 +200,67 @@ class CompactedHistory(REPLHistory):  # type: ignore[misc]
                                 checkpoint=self.checkpoint, state=self.state, first_step=self.first_step)
 
 
-def _estimate(text: str) -> int:
-    return estimate_message_tokens({"role": "user", "content": text}, "chars4")
+def _message_tokens(messages: Sequence[dict[str, Any]]) -> int:
+    return sum(estimate_message_tokens({"role": str(m.get("role", "user")), "content": m.get("content", "")}, "chars4")
+               for m in messages)
+
+
+def window_of_lm(lm: Any) -> int:
+    """The context window of a ``dspy.LM``: its server's ``/v1/models`` card (``api_base``), else
+    litellm's table of known models (offline), else ``ValueError`` saying what to pass."""
+    if lm is None:
+        raise ValueError("CompactRLM needs a language model: dspy.configure(lm=dspy.LM(...)) or dspy.context(lm=...)")
+    model = str(getattr(lm, "model", "") or "")
+    kwargs = dict(getattr(lm, "kwargs", {}) or {})
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    why: list[str] = []
+    if base:
+        name = model.split("/", 1)[1] if "/" in model else model
+        try:
+            return resolve_model_and_window(make_client(str(base), kwargs.get("api_key")), name, None)[1]
+        except ValueError:  # a card without a window: try the table
+            why.append(f"the server at {base} states no window for {name!r} on its /v1/models card")
+        except Exception as exc:  # an unreachable server: try the table
+            why.append(f"the server at {base} did not answer /v1/models ({type(exc).__name__})")
+    try:
+        # dspy's own dependency (untyped); its model table is local (LITELLM_LOCAL_MODEL_COST_MAP)
+        litellm = importlib.import_module("litellm")
+        info = litellm.get_model_info(model)
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        if isinstance(window, int) and window > 0:
+            return window
+        why.append(f"litellm's model table lists {model!r} without a window")
+    except Exception:
+        why.append(f"litellm's model table does not know {model!r}")
+    raise ValueError(f"CompactRLM cannot tell the context window of {model!r}: {'; '.join(why)}; "
+                     "pass window_tokens=...")
 
 
 class CompactRLM(dspy.RLM):  # type: ignore[misc]
     """``dspy.RLM`` with compaction by ipython-compact, a session log and a ``recall`` tool.
 
-    Each ``forward`` is one session ``"{session_prefix}-{id}"`` in ``store`` (``last_session``).
-    Before each model call the prompt is estimated; past the blocking line for ``window_tokens``
-    (``settings``: reserve and kept-tail sizes) the older steps are summarized by ``compactor``
-    (default: ours, offline) and replaced in the model's view by the checkpoint and the kernel's
-    live names. ``interpreter_factory`` defaults to ``KernelInterpreter``.
+    A drop-in: ``CompactRLM(signature, ...)`` takes ``dspy.RLM``'s arguments. ``store`` defaults to
+    the data directory's log (a path is accepted too), ``window_tokens`` to the LM's window (its
+    server's ``/v1/models`` card, else litellm's known-model table, else a clear error at the first
+    call). Each ``forward`` is one session ``"{session_prefix}-{id}"`` in ``store``
+    (``last_session``), and the default ``KernelInterpreter`` is bound to it.
+
+    Before each model call the prompt that will really be sent is built (the adapter's messages:
+    instructions, tool docs, field formatting, variables, history) and measured, scaled by what
+    the server reported for the previous prompts (``usage.prompt_tokens`` against our estimate of
+    the same messages); past the blocking line (``settings``: reserve and kept-tail sizes) the
+    older steps are summarized by ``compactor`` (default: ours, offline) and replaced in the
+    model's view by the checkpoint and the kernel's live names; when the prompt is still past the
+    line (the fixed part, not in the log, leaves less room than ``keep_recent_tokens``), it is
+    compacted again keeping half as much of the tail, up to four times.
     """
 
     def __init__(
         self,
         signature: Any,
         *,
-        store: SessionStore,
-        window_tokens: int,
+        store: SessionStore | str | os.PathLike[str] | None = None,
+        window_tokens: int | None = None,
         session_prefix: str = "dspy-rlm",
         settings: CompactionSettings | None = None,
         compactor: Compactor | None = None,
@@ -224,15 +268,26 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         interpreter_factory: Callable[[], Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._store = store
+        if window_tokens is not None and window_tokens <= 0:
+            raise ValueError(f"window_tokens must be positive, got {window_tokens}")
+        self._store_arg = store
+        self._store_obj: SessionStore | None = store if isinstance(store, SessionStore) else None
         self._window = window_tokens
         self._settings = settings
         self._compactor = compactor
         self.session_prefix = session_prefix
         self.log: IterationLog | None = None
         self.last_session: str | None = None
+        self._ratio = 1.0  # server-reported prompt tokens per estimated token, from the last measured request
+        self._own_factory = interpreter_factory is None
         super().__init__(signature, tools=[*(tools or []), self._recall_tool()],
                          interpreter_factory=interpreter_factory or KernelInterpreter, **kwargs)
+
+    @property
+    def _store(self) -> SessionStore:
+        if self._store_obj is None:
+            self._store_obj = SessionStore(None if self._store_arg is None else str(self._store_arg))
+        return self._store_obj
 
     def _recall_tool(self) -> Callable[..., Any]:
         def recall(query: str) -> str:
@@ -246,21 +301,28 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
 
     # ---- one run ---------------------------------------------------------------------------
     def _begin(self, input_args: dict[str, Any]) -> None:
+        window = self._window if self._window is not None else window_of_lm(dspy.settings.lm)
         self.last_session = f"{self.session_prefix}-{uuid.uuid4().hex[:8]}"
-        self.log = IterationLog(self._store, self.last_session, window_tokens=self._window,
+        self.log = IterationLog(self._store, self.last_session, window_tokens=window,
                                 settings=self._settings, compactor=self._compactor)
         variables = self._build_variables(**input_args)
         task = "\n\n".join([str(self.signature.instructions or "").strip(),
                             *(v.format() for v in variables)]).strip()
         self.log.begin(task)
 
+    def _factory(self, input_args: dict[str, Any]) -> dict[str, Any]:
+        """The run's arguments, with our default interpreter bound to the run's session."""
+        if self._own_factory and input_args.get("interpreter_factory") is None and self.last_session is not None:
+            return {**input_args, "interpreter_factory": KernelInterpreter.factory(session=self.last_session)}
+        return input_args
+
     def forward(self, **input_args: Any) -> Any:
         self._begin({k: v for k, v in input_args.items() if k != "interpreter_factory"})
-        return super().forward(**input_args)
+        return super().forward(**self._factory(input_args))
 
     async def aforward(self, **input_args: Any) -> Any:
         self._begin({k: v for k, v in input_args.items() if k != "interpreter_factory"})
-        return await super().aforward(**input_args)
+        return await super().aforward(**self._factory(input_args))
 
     def _view(self, history: REPLHistory) -> REPLHistory:
         assert self.log is not None
@@ -270,25 +332,54 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         return CompactedHistory(entries=list(history.entries)[cp.first_kept_step:], max_output_chars=history.max_output_chars,
                                 checkpoint=cp.summary, state=cp.state, first_step=cp.first_kept_step)
 
-    def _prompt_tokens(self, variables: list[Any], view: REPLHistory) -> int:
-        signature = getattr(self.generate_action, "signature", None)
-        instructions = str(getattr(signature, "instructions", "") or "")
-        return _estimate(instructions + "\n".join(v.format() for v in variables) + view.format())
+    def _messages(self, variables: list[Any], view: REPLHistory, rest: tuple[Any, ...]) -> list[dict[str, Any]]:
+        """The messages the adapter will send for this step (what ``generate_action`` formats)."""
+        iteration, factory, rules = rest[0], rest[3], rest[4]
+        signature = self._action_signature_for_current_factory(factory, rules)
+        adapter = dspy.settings.adapter or dspy.ChatAdapter()
+        inputs = {"variables_info": [v.format() for v in variables], "repl_history": view,
+                  "iteration": f"{iteration + 1}/{self.max_iters}"}
+        messages: list[dict[str, Any]] = adapter.format(signature, demos=list(self.generate_action.demos or []),
+                                                        inputs=inputs)
+        return messages
 
-    def _compacted_view(self, repl: Any, variables: list[Any], history: REPLHistory) -> REPLHistory:
-        """The view to send, after compacting when the prompt would pass the blocking line."""
+    def _measure(self, messages: list[dict[str, Any]]) -> int:
+        return int(_message_tokens(messages) * self._ratio + 0.999)
+
+    def _calibrate(self, messages: list[dict[str, Any]]) -> None:
+        """Learn the server's count from the usage it returned for exactly these messages."""
+        lm = dspy.settings.lm
+        for entry in reversed(list(getattr(lm, "history", None) or [])[-50:]):
+            if entry.get("messages") != messages:
+                continue
+            prompt = (entry.get("usage") or {}).get("prompt_tokens")
+            estimate = _message_tokens(messages)
+            if isinstance(prompt, int) and prompt > 0 and estimate > 0:
+                self._ratio = min(4.0, max(0.5, prompt / estimate))
+                assert self.log is not None
+                self.log.note_prompt(prompt)
+            return
+
+    def _compacted_view(self, repl: Any, variables: list[Any], history: REPLHistory,
+                        rest: tuple[Any, ...]) -> tuple[REPLHistory, list[dict[str, Any]]]:
+        """The view to send, after compacting when the real prompt would pass the blocking line."""
         assert self.log is not None
         view = self._view(history)
-        tokens = self._prompt_tokens(variables, view)
-        if self.log.should_compact(tokens):
+        messages = self._messages(variables, view, rest)
+        full = self.log.settings.keep_recent_tokens
+        # The instructions and tool docs are not in the log, so a kept tail of keep_recent_tokens may
+        # not fit beside them: while still past the line, compact again keeping half as much.
+        for keep in (full, full // 2, full // 4, 0):
+            if not self.log.should_compact(self._measure(messages)):
+                break
             names_of = getattr(repl, "names", None)
             names = names_of() if callable(names_of) else None
             alive = bool(getattr(getattr(repl, "runner", None), "is_alive", lambda: True)())
-            if self.log.compact(names=names, kernel_alive=alive, reason="threshold") is not None:
+            if self.log.compact(names=names, kernel_alive=alive, reason="threshold", keep_recent_tokens=keep) is not None:
                 view = self._view(history)
-                tokens = self._prompt_tokens(variables, view)
-        self.log.note_prompt(tokens)
-        return view
+                messages = self._messages(variables, view, rest)
+        self.log.note_prompt(self._measure(messages))
+        return view, messages
 
     def _record(self, history: REPLHistory, result: Any) -> Any:
         """Log the new step and hand the engine its full history back (or the final Prediction)."""
@@ -302,12 +393,16 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         return history.append(reasoning=new.reasoning, code=new.code, output=new.output)
 
     def _execute_iteration(self, repl: Any, variables: list[Any], history: REPLHistory, *rest: Any) -> Any:
-        view = self._compacted_view(repl, variables, history)
-        return self._record(history, super()._execute_iteration(repl, variables, view, *rest))
+        view, messages = self._compacted_view(repl, variables, history, rest)
+        result = super()._execute_iteration(repl, variables, view, *rest)
+        self._calibrate(messages)
+        return self._record(history, result)
 
     async def _aexecute_iteration(self, repl: Any, variables: list[Any], history: REPLHistory, *rest: Any) -> Any:
-        view = self._compacted_view(repl, variables, history)
-        return self._record(history, await super()._aexecute_iteration(repl, variables, view, *rest))
+        view, messages = self._compacted_view(repl, variables, history, rest)
+        result = await super()._aexecute_iteration(repl, variables, view, *rest)
+        self._calibrate(messages)
+        return self._record(history, result)
 
     def _extract_fallback(self, variables: list[Any], history: REPLHistory, output_field_names: list[str]) -> Any:
         return super()._extract_fallback(variables, self._view(history), output_field_names)

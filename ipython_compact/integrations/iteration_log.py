@@ -123,14 +123,15 @@ class IterationLog:
         return self.compact(names=names, kernel_alive=kernel_alive, snapshot=snapshot, reason="threshold")
 
     def compact(self, *, names: Sequence[str] | None, kernel_alive: bool = True, snapshot: SnapshotOutcome | None = None,
-                reason: str = "manual") -> Checkpoint | None:
-        """Summarize the older steps now; None when there is nothing to summarize."""
+                reason: str = "manual", keep_recent_tokens: int | None = None) -> Checkpoint | None:
+        """Summarize the older steps now (keeping ``keep_recent_tokens`` of recent steps verbatim,
+        default: the settings'); None when there is nothing to summarize."""
         try:
-            result = self.compactor.compact(self.session, reason=reason)
+            result = self.compactor.compact(self.session, reason=reason, keep_recent_tokens=keep_recent_tokens)
         except NothingToCompact:
             return None
         first_kept = str(result.entry.data.get("first_kept_entry_id"))
-        step = self._step_of.get(first_kept, 0)
+        step = self._first_step_from(first_kept)
         if self.checkpoint is not None:
             step = max(step, self.checkpoint.first_kept_step)
         notice = state_notice(kernel_alive=kernel_alive, names=None if names is None else list(names), snapshot=snapshot)
@@ -147,6 +148,18 @@ class IterationLog:
         )
         self.checkpoints.append(self.checkpoint)
         return self.checkpoint
+
+    def _first_step_from(self, entry_id: str) -> int:
+        """The first step kept verbatim when the log is kept from ``entry_id`` on: that entry's step,
+        else the first step recorded after it (the cut may fall on a notice or an earlier
+        compaction), else ``steps`` (every step was summarized)."""
+        if entry_id in self._step_of:
+            return self._step_of[entry_id]
+        ids = [e.id for e in self.store.entries(self.session)]
+        if entry_id not in ids:
+            return 0
+        later = (self._step_of[i] for i in ids[ids.index(entry_id):] if i in self._step_of)
+        return next(later, self.steps)
 
     # ---- reading ---------------------------------------------------------------------------
     def recall(self, query: str, limit: int = 3) -> str:

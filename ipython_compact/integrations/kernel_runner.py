@@ -75,6 +75,7 @@ class KernelRunner:
         snapshot_dir: str | None = None,
         restore_after_death: bool = False,
         env: dict[str, str] | None = None,
+        session: str | None = None,
     ) -> None:
         if restore_after_death and snapshot_dir is None:
             raise ValueError("restore_after_death needs snapshot_dir (where the snapshots to restore are written)")
@@ -82,7 +83,8 @@ class KernelRunner:
         self.timeout = timeout
         self.snapshot_dir = snapshot_dir
         self.restore_after_death = restore_after_death
-        self.kernel = kernel if kernel is not None else JupyterKernel(max_output_chars=max_output_chars, env=env)
+        self.kernel = kernel if kernel is not None else JupyterKernel(max_output_chars=max_output_chars, env=env,
+                                                                      session=session)
         self.stats = RunnerStats()
         self._bridge: ToolBridge | None = None
         self._installed: tuple[tuple[str, ...], tuple[str, ...] | None] | None = None

@@ -10,6 +10,8 @@ recovery when the kernel dies, and its ``SHOW_VARS`` lists its own scaffolding a
   ``kernel_state`` entry naming the kernel's live names at each compaction;
 - loads the ipython_compact extension in the kernel and answers ``SHOW_VARS()`` from our probe
   (``integrations.kernel_vars``), with the rlms scaffolding hidden;
+- defines ``history``, which rlms' compaction prompt points the model to, as a view of our log in
+  rlms' shape (``integrations.kernel_history``): it outlives kernel deaths;
 - with ``snapshot_dir`` set, snapshots the user's names after every cell
   (``ipython_compact.namespace.snapshot`` through ``agent.kernel_state``); when the kernel has
   died, the next cell starts a fresh kernel, restores the snapshot and tells the model in the
@@ -51,6 +53,7 @@ OPTIONS_KEY = "ipython_compact"
 SCAFFOLD = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "answer", "SHOW_VARS")
 _VARS = "__import__('ipython_compact.integrations.kernel_vars', fromlist=['hide'])"
 _STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_json'])"
+_HISTORY = "__import__('ipython_compact.integrations.kernel_history', fromlist=['install'])"
 _WIRE = (
     "%load_ext ipython_compact\n"
     "def SHOW_VARS():\n"
@@ -102,7 +105,11 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
     # ---- kernel wiring ---------------------------------------------------------------------
     def setup(self) -> None:
         super().setup()
-        result = self._execute_in_kernel(_WIRE, timeout=self.startup_timeout, drain_broker=False)
+        # The extension binds to the run's session, not to a "kernel:tmp..." session of its own.
+        bind = f"__import__('os').environ['IPYTHON_COMPACT_SESSION'] = {self.session!r}\n"
+        history = f"{_HISTORY}.install(get_ipython(), {str(self.store.db_path)!r}, {self.session!r})"
+        result = self._execute_in_kernel(bind + _WIRE + "\n" + history, timeout=self.startup_timeout,
+                                         drain_broker=False)
         self.wire_error = result.stderr or None
 
     def _evaluate(self, expression: str, timeout: float = 120.0) -> Any:

@@ -122,9 +122,10 @@ class Scripted:
     """A model that reads a chunk per step (big outputs), asks a sub-question, recalls an early
     step after the compaction, then submits the sum of the names it created."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, filler: int = 5000) -> None:
         self.steps = steps
         self.step = 0
+        self.filler = filler
 
     def __call__(self, req: RecordedRequest) -> str:
         text = _prompt(req)
@@ -133,7 +134,7 @@ class Scripted:
         self.step += 1
         if self.step <= self.steps:
             return _action(f"read chunk {self.step}",
-                           f"part{self.step} = {self.step}\nprint('MARK-{self.step}', context[:10], '#' * 5000)\n"
+                           f"part{self.step} = {self.step}\nprint('MARK-{self.step}', context[:10], '#' * {self.filler})\n"
                            f"print(llm_query('what is in chunk {self.step}?'))")
         if self.step == self.steps + 1:
             return _action("look back", "print(recall('MARK-1')[:300])")
@@ -173,3 +174,32 @@ def test_compact_rlm_compacts_logs_and_recalls_end_to_end(no_network: list[str],
     # recall, called from the kernel, brought step 1's output back verbatim into the last prompt.
     last = [_prompt(r) for r in requests if "[[ ## repl_history ## ]]" in _prompt(r)][-1]
     assert "MARK-1 corpus cor" in last.split("Reasoning: look back")[-1]
+
+
+def test_compact_rlm_is_a_drop_in_and_keeps_every_request_inside_a_small_window(
+        no_network: list[str], tmp_path: Path) -> None:
+    """Issue 22, item 5: dspy.RLM's arguments only (no store, no window); the 4,000-token window comes
+    from the server's card, and the prompt really sent is what is measured: no request overflows."""
+    steps = 8
+    script = Scripted(steps, filler=1500)
+    with ModelServer(script=script, context_window=4000, model="scripted") as srv:
+        lm = dspy.LM("openai/scripted", api_base=srv.base_url, api_key="test", cache=False, num_retries=0)
+        rlm = CompactRLM("context, query -> answer", max_iters=20)
+        with dspy.context(lm=lm):
+            pred = rlm(context="corpus " * 200, query="sum the parts")
+        sent = [r.prompt_tokens for r in srv.chat_requests]
+    assert pred.answer == str(sum(range(1, steps + 1)))
+    assert rlm.log is not None and len(rlm.log.checkpoints) >= 1
+    assert max(sent) <= 4000 and rlm.log.peak_prompt_tokens <= 4000 - 1000  # under the blocking line
+    data = SessionStore(tmp_path / "data" / "sessions.db")  # the default store: the data directory's
+    assert [s.name for s in data.sessions()] == [rlm.last_session]  # and no kernel:tmp... session beside it
+
+
+def test_compact_rlm_says_when_it_cannot_tell_the_window(no_network: list[str]) -> None:
+    with ModelServer(script=["unused"]) as srv:
+        lm = dspy.LM("openai/scripted", api_base=srv.base_url, api_key="test", cache=False, num_retries=0)
+        rlm = CompactRLM("context -> answer")
+        with dspy.context(lm=lm), pytest.raises(ValueError) as err:
+            rlm(context="x")
+    assert str(err.value).startswith("CompactRLM cannot tell the context window of 'openai/scripted': the server at ")
+    assert str(err.value).endswith("litellm's model table does not know 'openai/scripted'; pass window_tokens=...")

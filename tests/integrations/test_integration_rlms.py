@@ -111,6 +111,28 @@ def test_a_dead_kernel_comes_back_from_the_snapshot_and_the_model_is_told(no_net
         env.cleanup()
 
 
+def test_history_is_backed_by_the_log_and_outlives_the_kernel(no_network: list[str], tmp_path: Path) -> None:
+    """rlms' compaction prompt tells the model to "check `history`"; it used to be a NameError here."""
+    env = CompactIPythonEnv(context_payload="ctx", cell_timeout=5.0,
+                            ipython_compact={"store": SessionStore(tmp_path / "log.db"), "session": "hist",
+                                             "snapshot_dir": str(tmp_path / "snaps")})
+    try:
+        env.append_compaction_entry([{"role": "assistant", "content": "step one"}, {"role": "user", "content": "out 1"}])
+        env.append_compaction_entry([{"role": "assistant", "content": "step two"}])
+        env.append_compaction_entry({"type": "summary", "content": "did two steps"})
+        seen = env.execute_code("print(len(history), history[0], history[-1]['content'], 'history' in SHOW_VARS())")
+        env.execute_code("import os; os.kill(os.getpid(), 9)")
+        again = env.execute_code("print(len(history), history[1][0]['content'])")
+    finally:
+        env.cleanup()
+    assert seen.stderr == ""
+    assert seen.stdout.strip() == ("3 [{'role': 'assistant', 'content': 'step one'}, {'role': 'user', 'content': "
+                                   "'out 1'}] did two steps False")
+    assert again.stdout.strip() == "3 step two"  # read from the log again in the new kernel
+    # The kernels' extension wrote to the run's session, never to a "kernel:tmp..." one of its own.
+    assert [s.name for s in SessionStore(tmp_path / "data" / "sessions.db").sessions()] == ["hist"]
+
+
 def test_only_subprocess_kernels_and_known_options(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="kernel_mode='subprocess'"):
         CompactIPythonEnv(kernel_mode="in_process", ipython_compact={"store": SessionStore(tmp_path / "a.db")})
