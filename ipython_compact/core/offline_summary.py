@@ -512,20 +512,20 @@ def _extract(
     # of thousands of requests): the newest Done lines and open requests; the rest are counted
     records = book.records()
 
-    def line(r: RequestRecord) -> RequestRecord:
+    def formatted(r: RequestRecord) -> RequestRecord:
         return RequestRecord(r.entry_id, _request_line(r.text, anchored), r.status, r.note)
 
     events = list(dict.fromkeys((r.entry_id, r.text, note) for r, note in done_events))  # a request answered twice: once
     shown = events[-DONE_WINDOW:]
     out["Done earlier"] = [str(len(events) - len(shown))]
-    for entry_id, text, note in shown:
+    for _entry_id, text, note in shown:
         request = _request_line(text, anchored)
         out["Done"].append(f"{request} → {clip_sentences(note, OUTCOME_CHARS)}" if note else request)
-    out["Done"].extend(f"(withdrawn) {line(r).text}" for r in records if r.status == "dropped")
+    out["Done"].extend(f"(withdrawn) {formatted(r).text}" for r in records if r.status == "dropped")
     pending = [r for r in records if r.status in ("open", "deferred")]
     newest = pending[-CAPS["In Progress"] :]
     out["Open older"] = [r.entry_id for r in pending[: len(pending) - len(newest)]]
-    out["In Progress"] = list(dict.fromkeys(_open_line(line(r)) for r in newest))
+    out["In Progress"] = list(dict.fromkeys(_open_line(formatted(r)) for r in newest))
     out["Blocked"] = list(pending_errors.values())
     out["Next Steps"] = next_steps
     return out
