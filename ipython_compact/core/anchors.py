@@ -226,16 +226,22 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
 _MEMO: Final[ContextVar[dict[str, tuple[tuple[int, int], ...]] | None]] = ContextVar("constraint_spans_memo", default=None)
 
 
+_GOAL_MEMO: Final[ContextVar[dict[str, bool] | None]] = ContextVar("goal_statement_memo", default=None)
+
+
 @contextmanager
 def remembered_constraints() -> Iterator[None]:
-    """Remember ``constraint_spans`` answers until the block ends (per thread or task, so
-    concurrent compactions never share one; nested blocks reuse the outer memo)."""
+    """Remember ``constraint_spans`` and ``is_goal_statement`` answers until the block ends (per
+    thread or task, so concurrent compactions never share one; nested blocks reuse the outer memo)."""
     token = _MEMO.set({}) if _MEMO.get() is None else None
+    goal_token = _GOAL_MEMO.set({}) if _GOAL_MEMO.get() is None else None
     try:
         yield
     finally:
         if token is not None:
             _MEMO.reset(token)
+        if goal_token is not None:
+            _GOAL_MEMO.reset(goal_token)
 
 
 _P = ParamSpec("_P")
@@ -307,7 +313,18 @@ _GOAL_HINTS: Final = ("goal", "objective", "aim", "mission", "project", "buildin
 
 def is_goal_statement(text: str) -> bool:
     """True for a user message that says what the goal is ("our goal is ...", "Goal: ...",
-    "new goal: ..."): it becomes the goal, replacing an earlier one; a per-step request never does."""
+    "new goal: ..."): it becomes the goal, replacing an earlier one; a per-step request never does.
+    Inside ``remembered_constraints()`` each text is tested once (anchors, summary and ledger ask)."""
+    memo = _GOAL_MEMO.get()
+    if memo is None:
+        return _is_goal_statement(text)
+    found = memo.get(text)
+    if found is None:
+        found = memo[text] = _is_goal_statement(text)
+    return found
+
+
+def _is_goal_statement(text: str) -> bool:
     head = text[:GOAL_MAX_CHARS]
     low = head.lower()
     return any(h in low for h in _GOAL_HINTS) and bool(_GOAL_STATEMENT_RE.search(head))
@@ -419,9 +436,10 @@ def extract_anchors(
         if entry.kind == PIN:
             pin_entries.append(entry)
             continue
-        text = user_text(entry)
-        if text is None:
+        msg = entry.message
+        if msg is None or msg.get("role") != "user":
             continue
+        text = text_of_content(msg.get("content"))
         if goal is None or (is_goal_statement(text) and goal.entry_id != entry.id):
             new_goal = _goal_from(entry)
             if goal is not None and new_goal is not None and new_goal.text != goal.text:

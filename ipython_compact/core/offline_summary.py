@@ -88,6 +88,8 @@ _EARLIER_DONE: Final = re.compile(r"^\((\d+) earlier finished request\(s\) not l
 _EARLIER_OPEN: Final = re.compile(r"^\((\d+) older open or deferred request\(s\)")
 GOAL_CHARS: Final = 600
 OLDER_OPEN_IDS: Final = 40  # ids of open requests beyond the In Progress cap, listed in one line
+RAW_REQUEST_CHARS: Final = 2000  # a request as the state machine reads it (its line form is made at the end)
+DONE_WINDOW: Final = 4 * CAPS["Done"]  # Done lines of a span put in their line form; older ones are counted
 # sections shrunk first when the text exceeds its budget
 SHRINK_ORDER: Final = ("Critical Context", "Done", "Key Decisions", "Early Progress", "Context for Suffix", "Blocked", "Constraints & Preferences", "In Progress", "Next Steps")
 
@@ -416,10 +418,11 @@ def _extract(
     (``core.requests``) as the span's own. "Goal" holds the newest goal statement of the span
     (the first request when none says it is the goal)."""
     anchored = anchored or _Anchored(())
-    out: dict[str, list[str]] = {name: [] for name in ("Goal", "Goal statement", "Constraints & Preferences", "Done", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
+    out: dict[str, list[str]] = {name: [] for name in ("Goal", "Goal statement", "Constraints & Preferences", "Done", "Done earlier", "Open older", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
     # a focus word matches its stem ("means" finds "the mean is 30.0")
     focus_words = list(dict.fromkeys(w.lower()[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", focus or "")))
     book = RequestBook(open_before)
+    done_events: list[tuple[RequestRecord, str]] = []  # (request done, its outcome line or "")
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
     pending_errors: dict[str, str] = {}  # tool name -> error line
     next_steps: list[str] = []
@@ -443,7 +446,7 @@ def _extract(
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
             out["Key Decisions"].extend(f"(user) {_clip(s)}" for s in user_decisions(text))
-            book.user(entry.id, text, _request_line(text, anchored))
+            book.user(entry.id, text, text[:RAW_REQUEST_CHARS])  # put in its line form at the end, if shown
         elif role == "assistant":
             calls = tool_calls_of(msg)
             for call in calls:
@@ -486,9 +489,8 @@ def _extract(
                 turn = [after for before, after in changed if before.status == "open" and after.status == "done"]
                 later = [after for before, after in changed if before.status == "deferred"]
                 # the turn's requests: the outcome once, on the last line; a deferred one: what finished it
-                for i, r in enumerate(turn):
-                    out["Done"].append(f"{r.text} → {clip_sentences(r.note, OUTCOME_CHARS)}" if r.note and i == len(turn) - 1 else r.text)
-                out["Done"].extend(f"{r.text} → {clip_sentences(r.note, OUTCOME_CHARS)}" for r in later)
+                done_events.extend((r, r.note if i == len(turn) - 1 else "") for i, r in enumerate(turn))
+                done_events.extend((r, r.note) for r in later)
                 outcome = None
         elif role in ("toolResult", "bashExecution"):
             tool = call_tools.get(str(msg.get("toolCallId") or ""), str(msg.get("toolName") or "bash"))
@@ -506,10 +508,24 @@ def _extract(
                 low = sentence.lower()
                 if any(w in low for w in focus_words):
                     out["Critical Context"].append(_clip(sentence))
+    # only the lines a checkpoint can show are put in their line form (a 200,000-entry span has tens
+    # of thousands of requests): the newest Done lines and open requests; the rest are counted
     records = book.records()
-    out["Done"].extend(f"(withdrawn) {r.text}" for r in records if r.status == "dropped")
+
+    def formatted(r: RequestRecord) -> RequestRecord:
+        return RequestRecord(r.entry_id, _request_line(r.text, anchored), r.status, r.note)
+
+    events = list(dict.fromkeys((r.entry_id, r.text, note) for r, note in done_events))  # a request answered twice: once
+    shown = events[-DONE_WINDOW:]
+    out["Done earlier"] = [str(len(events) - len(shown))]
+    for _entry_id, text, note in shown:
+        request = _request_line(text, anchored)
+        out["Done"].append(f"{request} → {clip_sentences(note, OUTCOME_CHARS)}" if note else request)
+    out["Done"].extend(f"(withdrawn) {formatted(r).text}" for r in records if r.status == "dropped")
     pending = [r for r in records if r.status in ("open", "deferred")]
-    out["In Progress"] = list(dict.fromkeys(_open_line(r) for r in pending))
+    newest = pending[-CAPS["In Progress"] :]
+    out["Open older"] = [r.entry_id for r in pending[: len(pending) - len(newest)]]
+    out["In Progress"] = list(dict.fromkeys(_open_line(formatted(r)) for r in newest))
     out["Blocked"] = list(pending_errors.values())
     out["Next Steps"] = next_steps
     return out
@@ -558,11 +574,12 @@ def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs
     return text
 
 
-def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int) -> list[str]:
-    """Done lines, newest ``cap`` kept; the ones that leave are counted in a first line. An
+def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int, found_earlier: int = 0) -> list[str]:
+    """Done lines, newest ``cap`` kept; the ones that leave (and ``found_earlier``, the span's
+    older ones that were only counted) are counted in a first line. An
     outcome sentence that a newer kept line's outcome replaces ("the best run is run-17" / "the
     best run is now run-23") leaves the older line; the newer line says what it replaced."""
-    earlier = 0
+    earlier = found_earlier
     items: list[str] = []
     for item in previous:
         m = _EARLIER_DONE.match(item)
@@ -658,12 +675,15 @@ def offline_summary(
             constraints = [c for c in constraints if not anchored.has(c)]
             refs["Constraints & Preferences"] = ANCHORED_REST if constraints else ANCHORED_REST.replace("other ", "")
     pending = found["In Progress"]
-    if len(pending) > CAPS["In Progress"]:
-        older = pending[: len(pending) - CAPS["In Progress"] + 1]
-        ids = [m.group("id") for line in older if (m := _OPEN_LINE.match(line)) and m.group("id")][-OLDER_OPEN_IDS:]
+    older_ids = found["Open older"]
+    if older_ids:  # the newest in full, one line for the older ones (the newest of their ids)
+        pending = pending[1:]
+        first = _OPEN_LINE.match(found["In Progress"][0])
+        older_ids = [*older_ids, (first.group("id") or "") if first else ""]
+        ids = [i for i in older_ids if i][-OLDER_OPEN_IDS:]
         listed = f": entries {', '.join(ids)}; recall by id" if ids else "; the log has them"
-        pending = [f"({len(older)} older open or deferred request(s){listed})", *pending[len(older) :]]
-    done = _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"])
+        pending = [f"({len(older_ids)} older open or deferred request(s){listed})", *pending]
+    done = _roll_done(prev.get("Done", []), found["Done"], CAPS["Done"], int(found["Done earlier"][0]))
     said = "\n".join(done)  # a focus sentence that a Done line already says is not repeated
     merged = {
         "Goal": goal,
