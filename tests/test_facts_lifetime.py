@@ -251,3 +251,12 @@ def test_a_withdrawal_is_not_a_standing_rule() -> None:
     from ipython_compact.core.anchors import constraint_spans
 
     assert constraint_spans("Never mind the PDF export of the dashboard.") == []
+
+
+def test_open_requests_beyond_in_progress_roll_on_by_id() -> None:
+    span = [m(f"u{i}", "user", f"Open question {i} about segment {i}") for i in range(14)]
+    first = offline_summary(span)
+    line = parse_checkpoint(first)["In Progress"][0]
+    assert line.startswith("(5 older open or deferred request(s): entries u0, u1, u2, u3, u4; recall by id)")
+    rolled = parse_checkpoint(offline_summary([m("u99", "user", "One more question")], previous_summary=first))["In Progress"]
+    assert rolled[0].startswith("(6 older open or deferred request(s): entries u0, u1, u2, u3, u4, u5;")  # still open, by id
