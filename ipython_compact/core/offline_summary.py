@@ -409,7 +409,7 @@ def _open_line(r: RequestRecord) -> str:
 
 
 def _open_records(lines: Sequence[str]) -> list[RequestRecord]:
-    out = []
+    out: list[RequestRecord] = []
     for line in lines:
         if _EARLIER_OPEN.match(line):  # older ones shown by id only: they stay open, by id
             ids = re.search(r"entries ([^;)]+)", line)
