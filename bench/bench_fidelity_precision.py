@@ -206,7 +206,7 @@ def make_session(days: int = 30) -> ChangingSession:
         topic = TOPICS[day % len(TOPICS)]
         w.user(ROUTINE[day % len(ROUTINE)].format(x=topic))
         outputs = [f"{prefix} {key}={value}" for _q, (prefix, key, series) in QUANTITIES.items() for d, value in series if d == day]
-        code = f"stats = summarize('{topic}', day={day})\nprint(stats)"
+        code = f"stats = summarize('{topic}')\nprint(stats)"
         w.call(code, "\n".join([f"{topic}: {day * 3} rows checked", *outputs]) if outputs else f"{topic}: {day * 3} rows checked")
         for q, (_prefix, key, series) in QUANTITIES.items():
             for d, value in series:

@@ -84,7 +84,9 @@ def _sections(summary: str) -> dict[str, list[str]]:
         if m:
             current = m.group(1).strip()
             out[current] = []
-        elif current and line.strip() and line.strip() != "(none)" and not line.startswith("###"):
+        elif line.strip() == "---" or line.startswith("**Turn context"):
+            current = None  # the split turn's part follows; a model does not fold its separator in
+        elif current and line.strip() and line.strip() not in ("(none)", "- (none)", "- [x] (none)") and not line.startswith("###"):
             out[current].append(line.strip())
     return out
 
@@ -119,7 +121,8 @@ def good_model_text(prompt: str, *, honours_superseded: bool = True) -> str:
                 "## Context for Suffix\n" + "\n".join(f"- {i}" for i in _keep(idents, 40)),
             ]
         )
-    goal = previous.get("Goal") or users[:1] or ["(none)"]
+    # the goal: "(see <anchors>)" when the prompt shows the anchors (the note asks for a reference)
+    goal = ["(see <anchors>)"] if "<anchors>" in prompt else previous.get("Goal") or users[:1] or ["(none)"]
     constraints = _keep(previous.get("Constraints & Preferences", []) + [u for u in users if re.search(r"(?i)\b(never|always|keep|do not|use at most|don't)\b", u)], 10)
     return "\n\n".join(
         [

@@ -345,7 +345,7 @@ class Compactor:
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
         prev = work.carried
-        replaced: list[tuple[str, str]] = []  # metric values the span replaced (told to the summarizer)
+        replaced: list[tuple[str, str]] = []  # metric values and file versions the span replaced (told to the summarizer)
         identifiers = track_identifiers(
             prev.identifiers,
             work.span,
@@ -353,13 +353,15 @@ class Compactor:
             max_chars=self.identifier_chars,
             replaced=replaced,
         )
-        narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:])
-
         ledger = Ledger()
         if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
             ledger = prev.ledger.update(work.span)
             ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
             ledger = ledger.settle_answered(work.path[prep.first_kept_index :])  # answered in the kept tail: done
+            span_ids = {e.id for e in work.span}  # and the files a newer version replaced in this span
+            replaced.extend((a.replaced, a.text) for a in ledger.artifacts if a.replaced and a.entry_id in span_ids)
+        narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:])
+
         carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]
         all_pointers = carry_pointers(carried, pointers)

@@ -236,3 +236,27 @@ def test_values_that_change_word_for_word(new: str, old: str, replaces: bool) ->
 def test_a_result_may_change_several_values() -> None:
     new, old = "The best run is run-cd34 with best_auc=0.812.", "The best run is run-ab12 with best_auc=0.801."
     assert supersedes(new, old, values_only=True) and not supersedes("Here is the tenure view.", "Here is the region view.", values_only=True)
+
+
+def test_numbered_siblings_are_not_versions_and_run_ids_keep_their_results_apart() -> None:
+    from ipython_compact.core.drift import metric_subject
+
+    assert version_key("src/billing/ledger_01.py") != version_key("src/billing/ledger_02.py")  # two files
+    assert version_key("model-rev3.pt") == version_key("model-rev4.pt")
+    assert metric_subject("finished run-0b8f2f: auc=0.787", "auc=0.787") != metric_subject("finished run-0b8e2a: auc=0.790", "auc=0.790")
+    assert metric_subject("epoch 12 loss=0.3", "loss=0.3") == metric_subject("epoch 13 loss=0.2", "loss=0.2")
+
+
+def test_a_withdrawal_is_not_a_standing_rule() -> None:
+    from ipython_compact.core.anchors import constraint_spans
+
+    assert constraint_spans("Never mind the PDF export of the dashboard.") == []
+
+
+def test_open_requests_beyond_in_progress_roll_on_by_id() -> None:
+    span = [m(f"u{i}", "user", f"Open question {i} about segment {i}") for i in range(14)]
+    first = offline_summary(span)
+    line = parse_checkpoint(first)["In Progress"][0]
+    assert line.startswith("(5 older open or deferred request(s): entries u0, u1, u2, u3, u4; recall by id)")
+    rolled = parse_checkpoint(offline_summary([m("u99", "user", "One more question")], previous_summary=first))["In Progress"]
+    assert rolled[0].startswith("(6 older open or deferred request(s): entries u0, u1, u2, u3, u4, u5;")  # still open, by id

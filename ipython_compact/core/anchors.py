@@ -57,7 +57,8 @@ _CONSTRAINT_RE: Final = re.compile(
 # a report of what happened or what seems wrong is not a rule, even when it says "should never"
 _REPORT_RE: Final = re.compile(
     r"(?i)\b(?:i (?:do not|don'?t) (?:think|tink|know|understand|see)|i (?:think|guess|noticed|selected|saw)\b.*\b(?:doesn'?t|isn'?t|does not|is not|wasn'?t|got)\b|"
-    r"got a crash|crashed|looked odd|(?:doesn'?t|does not|isn'?t|is not) work(?:ing)?|works? correctly)"
+    r"got a crash|crashed|looked odd|(?:doesn'?t|does not|isn'?t|is not) work(?:ing)?|works? correctly|"
+    r"never ?mind)"  # a withdrawal ("never mind the PDF export") takes a request back; it sets no rule
 )
 # pasted material: JSON, error lines, stack frames; a numbered diff paste is skipped whole
 _PASTED_LINE_RE: Final = re.compile(r'\{"|":\s*["{\[\d]|^\s*(?:[\w.]*(?:Error|Exception)\b|at \S+ \(|File "|Traceback \(|[>$] )')

@@ -413,18 +413,19 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
     return out
 
 
-_DIGITS: Final = re.compile(r"\d+")
+_NUMBER: Final = re.compile(r"(?<![\w.-])[-+]?\d+(?:[.,:]\d+)*%?(?![\w-])")  # a bare number, not part of an id
 MAX_SUBJECTS: Final = 3  # subjects kept per metric (an output line and the answer that repeats it)
 
 
 def metric_subject(text: str, value: str) -> str:
-    """What a metric pair measures: its key and the words before it on its (last) line, digits
-    left out ("rows after dedup: rows=41203" and "... rows=40877" share it; "finished run-7f3a:
-    auc=0.76" and "finished run-9c2e: auc=0.79" do not). A later value of the same subject
+    """What a metric pair measures: its key and the words before it on its (last) line, bare
+    numbers left out ("rows after dedup: rows=41203" and "... rows=40877" share it, so do "epoch 12
+    loss=…" and "epoch 13 loss=…"; "finished run-7f3a: auc=0.76" and "finished run-9c2e: auc=0.79"
+    do not: an id is kept whole). A later value of the same subject
     replaces the earlier one in the working set."""
     at = text.rfind(value)
     start = text.rfind("\n", 0, at) + 1 if at >= 0 else 0
-    before = " ".join(_DIGITS.sub("", text[start:at] if at >= 0 else "").lower().split())[-40:]
+    before = " ".join(_NUMBER.sub("", text[start:at] if at >= 0 else "").lower().split())[-40:]
     return f"{value.split('=', 1)[0]}|{before}"
 
 
@@ -513,8 +514,10 @@ def track_identifiers(
             old = order.pop(ident.text, None)
             for subject in ident.subjects:
                 earlier = subjects.get(subject)
-                if earlier is not None and earlier != ident.text and order.pop(earlier, None) is not None and replaced is not None:
-                    replaced.append((earlier, ident.text))  # a new value of the same quantity
+                if earlier is not None and earlier != ident.text:
+                    order.pop(earlier, None)  # a new value of the same quantity
+                    if replaced is not None and (earlier, ident.text) not in replaced:
+                        replaced.append((earlier, ident.text))
                 subjects[subject] = ident.text
             mentions = 1 if old is None else old.mentions + 1
             order[ident.text] = Identifier(

@@ -74,13 +74,14 @@ def replaced_phrases(text: str) -> list[set[str]]:
     return out
 
 
-# a version in a file name: v3, _3, -0003 before a separator or the end (churn_v3.pkl, part-0003.parquet)
-_VERSION: Final = re.compile(r"(?<=[_\-.vV])\d+(?=[._\-/]|$)")
+# a version in a file name: v3, ver3, version3, rev3 after a separator (churn_v3.pkl, model-rev12.pt);
+# a bare number is not one (ledger_01.py and ledger_02.py are two files, not two versions)
+_VERSION: Final = re.compile(r"(?i)(?<![^\W_])(v|ver|version|rev)[_\-.]?\d+(?=[._\-/]|$)")
 
 
 def version_key(path: str) -> str:
     """``path`` with its version numbers replaced: two versions of one artifact share the key."""
-    return _VERSION.sub("#", path)
+    return _VERSION.sub(lambda m: f"{m.group(1)}#", path)
 
 
 def _compared(text: str) -> list[str]:

@@ -12,7 +12,13 @@ What must hold:
 - Lists are bounded (newest kept); totals keep counting, so nothing is silently forgotten.
 - Files: modified wins over read (a file written after being read is listed as modified only).
   Besides read/write/edit tools, a Python cell's literal paths count (``pd.read_csv("a.csv")`` is a
-  read, ``df.to_parquet("b.parquet")`` a write) — but only when the cell succeeded.
+  read, ``df.to_parquet("b.parquet")`` a write) — but only when the cell succeeded. Files modified
+  are shown newest first, one per artifact: a newer version (``churn_v4.pkl``) replaces the older
+  (kept in ``replaced_versions``, recallable, never listed as current). Files and commits an output
+  names on its first or last lines ("saved models/...", "[main 1a2b3c4] ...") are artifacts too.
+- Requests have a state (``core.requests``: open, deferred, done, dropped); the header counts each
+  state exactly (lists are bounded, the ones that leave are counted per state), every open or
+  deferred request is shown (the newest in full, older ones by entry id).
 """
 
 from __future__ import annotations

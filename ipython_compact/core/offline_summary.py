@@ -7,19 +7,27 @@ prompts ask for, so everything downstream (drift guard, section validation, the 
 summarizers alike.
 
 Rules (per span, in log order):
-- Goal: the first user request (kept from the previous checkpoint once known).
+- Goal: the newest user message that says it is the goal ("Our goal is ...", "Goal: ..."),
+  else the first user request (kept from the previous checkpoint once known); a redefined goal
+  says what it replaced.
 - Constraints & Preferences: user sentences with a constraint/preference marker (``core.anchors``).
-- Progress: one Done line per finished request (the request, then ``→`` the outcome the assistant
-  reported for it), unanswered requests In Progress, errors not followed by a success Blocked.
-  Done keeps the newest ``CAPS["Done"]`` lines and counts the older ones in one line.
+- Progress: requests go through ``core.requests`` (open / deferred / done / dropped): one Done line
+  per finished request (the request, then ``→`` the outcome the assistant reported for it), open
+  and deferred requests In Progress with their entry id (a deferred one with the sentence that put
+  it off), errors not followed by a success Blocked. Done keeps the newest ``CAPS["Done"]`` lines
+  and counts the older ones in one line; an outcome a newer Done line replaces leaves the older one.
 - Key Decisions: assistant sentences that choose or explain ("I'll use X because Y", "decided",
-  "switching to", "instead of", "root cause").
+  "switching to", "instead of", "root cause") and user sentences that decide ("let's switch to",
+  "from now on"); the newest statement of a subject only (``core.facts``), marked with what it
+  replaced.
 - Next Steps: the newest assistant intent ("next I will", "then", "I'll", "plan to", ...), replacing
-  older ones (plans go stale).
-- Critical Context: sentences matching the focus text, pointers to externalized outputs.
+  older ones (plans go stale); each sentence once.
+- Critical Context: assistant sentences matching the focus text (by stem) that no Done line says,
+  pointers to externalized outputs.
 - Anchors: when the caller says which texts the checkpoint already carries verbatim (``anchors``),
   sections do not repeat them: Goal and anchored constraints become one reference line, and
-  anchored constraint sentences are cut from request lines.
+  anchored constraint sentences are cut from request lines. Texts the caller says were
+  superseded (``superseded``) are stated by no section.
 
 What must hold:
 - Deterministic: same entries, previous summary, focus and budget → byte-identical text.
@@ -29,7 +37,8 @@ What must hold:
 - One line per finished request: the assistant's own "done" sentences are the outcome of a request,
   never lines of their own.
 - Hard budget: ``len(result) <= max_chars`` always.
-- Fast: linear in the span's text (a 1,000-entry span well under a second).
+- Fast: linear in the span's text (a 1,000-entry span well under a second; 200,000 entries in a few
+  seconds: only the lines a checkpoint can show are put in their line form).
 """
 
 from __future__ import annotations
@@ -400,9 +409,13 @@ def _open_line(r: RequestRecord) -> str:
 
 
 def _open_records(lines: Sequence[str]) -> list[RequestRecord]:
-    out = []
+    out: list[RequestRecord] = []
     for line in lines:
-        if _EARLIER_OPEN.match(line):
+        if _EARLIER_OPEN.match(line):  # older ones shown by id only: they stay open, by id
+            ids = re.search(r"entries ([^;)]+)", line)
+            out.extend(
+                RequestRecord(i.strip(), f"(the request of entry {i.strip()}; recall by id)", "open") for i in (ids.group(1).split(",") if ids else ())
+            )
             continue
         m = _OPEN_LINE.match(line)
         assert m is not None  # every group is optional
