@@ -537,6 +537,22 @@ def test_scalars_keyed_by_value_never_take_one_value_for_another(tmp_path: Path,
     assert type(values["v"]) is type(after) and repr(values["v"]) == repr(after)
 
 
+@pytest.mark.parametrize("value", ["text", "x" * 100_000, b"raw", [1, "a"], {"k": (1, 2)}, np.arange(10)])
+def test_a_value_equal_to_the_snapshots_compares_equal_to_its_payload(tmp_path: Path, value: Any) -> None:
+    """Restore keeps a defined name only when its value differs from the snapshot's; a string (saved
+    by dill) was compared as a plain pickle and always looked different (an rlms kernel restart
+    then kept the re-sent context instead of restoring it)."""
+    from ipython_compact.namespace.snapshot.restore import same_as_payload
+
+    store = _store(tmp_path)
+    store.save([("v", value)])
+    manifest = store.read_manifest(1)
+    body = store._files.read_ref(manifest["names"]["v"]["ref"], {})
+    assert same_as_payload(value, body)
+    _, report = _store(tmp_path, "p2").load(namespace={"v": value})
+    assert report.restored == ["v"] and report.kept == []
+
+
 @pytest.mark.parametrize("value", [7, 2.5, True, None, 2**80])
 def test_scalars_keyed_by_value_are_still_written_by_the_c_pickler(tmp_path: Path, value: Any) -> None:
     """Restore compares a defined name with the snapshot by its bytes; a scalar written by dill

@@ -31,7 +31,7 @@ from typing import Any
 
 from ipython_compact.namespace.snapshot.blobs import BlobFiles
 from ipython_compact.namespace.snapshot.codec import CapExceeded, deserialize, serialize
-from ipython_compact.namespace.snapshot.fingerprints import plain_pickle
+from ipython_compact.namespace.snapshot.fingerprints import PLAIN, plain_pickle
 from ipython_compact.namespace.snapshot.manifests import Manifest, Scan
 from ipython_compact.namespace.snapshot.reports import RestoreReport, Skipped, SnapshotError, python_tag
 
@@ -78,7 +78,10 @@ def same_as_payload(value: Any, body: bytes | memoryview) -> bool:
     """True when ``value`` serializes to exactly ``body``; False when it differs, is larger, or cannot
     be serialized (then it is treated as different: kept, never overwritten)."""
     try:
-        _, parts = serialize(value, len(body), plain_pickle(value))
+        # Serialized as a save would: the C pickler for builtin values (PLAIN), dill for the rest
+        # (a str is saved by dill; compared as a plain pickle it never matched, and a re-sent
+        # context string was kept as "different" instead of restored).
+        _, parts = serialize(value, len(body), plain_pickle(value) if type(value) in PLAIN else None)
     except CapExceeded:
         return False
     except Exception:  # user __reduce__ code may raise anything: not comparable, so "different"
