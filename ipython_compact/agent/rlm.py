@@ -36,11 +36,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ipython_compact.agent.context_payload import decode_context, encode_context
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.subcall_broker import SubcallBroker
-from ipython_compact.core.entries import CUSTOM, JSON
+from ipython_compact.core.entries import CUSTOM
 
 PREVIEW_CHARS = 400
 FINAL_CHARS = 100_000
@@ -74,33 +75,6 @@ def describe_value(name: str, value: Any) -> str:
     more = "…" if len(preview) >= PREVIEW_CHARS else ""
     return (f"The kernel variable `{name}` holds the context: {type(value).__name__}, {size}. "
             f"It is not shown here; explore it with code. Preview: {preview!r}{more}")
-
-
-def _from_payload(payload: Any) -> Any:
-    """The value a kernel sent as ``{"kind": "str"|"bytes"|"json", "value": ...}`` (``rlm_kernel``)."""
-    if not isinstance(payload, dict) or payload.get("kind") not in ("str", "bytes", "json"):
-        raise ValueError("a context must arrive as {'kind': 'str'|'bytes'|'json', 'value': ...}")
-    value = payload.get("value")
-    if payload["kind"] == "bytes":
-        if not isinstance(value, str):
-            raise ValueError("a bytes context must arrive as hex text")
-        return bytes.fromhex(value)
-    if payload["kind"] == "str" and not isinstance(value, str):
-        raise ValueError("a str context must arrive as text")
-    return value
-
-
-def _payload(value: Any) -> JSON:
-    if isinstance(value, str):
-        return {"kind": "str", "value": value}
-    if isinstance(value, bytes):
-        return {"kind": "bytes", "value": value.hex()}
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"context must be str, bytes or a JSON value (list, dict, number...), got "
-                        f"{type(value).__name__}: {exc}") from None
-    return {"kind": "json", "value": value}
 
 
 class SubcallFailed(RuntimeError):
@@ -245,7 +219,7 @@ class RlmBridge:
             raise RuntimeError("agent_query is not available at this depth (sub-agents do not start sub-agents)")
         if not isinstance(task, str) or not task.strip():
             raise ValueError("a sub-agent task must be non-empty text")
-        value = None if context is None else _from_payload(context)
+        value = None if context is None else decode_context(context)
         self._check_budget("agent_query")
         self._check_size(task, "sub-agent task")
         self.subcalls += 1
@@ -321,7 +295,7 @@ class RlmBridge:
         """
         if not name.isidentifier():
             raise ValueError(f"context_name must be a Python identifier, got {name!r}")
-        payload = _payload(value)
+        payload = encode_context(value)
         evaluate = getattr(kernel, "evaluate", None)
         if evaluate is None:
             raise RuntimeError("this kernel cannot receive a context variable")

@@ -40,6 +40,8 @@ from typing import Any
 
 from IPython import get_ipython
 
+from ipython_compact.agent.context_payload import encode_context
+
 _lock = threading.Lock()
 _bridge: dict[str, Any] = {}
 _final: dict[str, Any] | None = None
@@ -115,26 +117,12 @@ def llm_query_batched(prompts: list[str], model: str | None = None) -> list[str]
     return _items(_call("llm_query_batched", prompts=prompts, model=model), len(prompts), "llm_query")
 
 
-def _encode(value: Any) -> dict[str, Any]:
-    """A context value as data the host can read back: str, bytes (hex) or a JSON value."""
-    if isinstance(value, str):
-        return {"kind": "str", "value": value}
-    if isinstance(value, bytes | bytearray):
-        return {"kind": "bytes", "value": bytes(value).hex()}
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"context must be str, bytes or a JSON value (list, dict, number...), got "
-                        f"{type(value).__name__}: {exc}") from None
-    return {"kind": "json", "value": value}
-
-
 def _task(task: Any, name: Any, context: Any) -> dict[str, Any]:
     if not isinstance(task, str) or not task.strip():
         raise TypeError(f"agent_query needs a non-empty str task, got {type(task).__name__}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"agent_query's name must be a str or None, got {type(name).__name__}")
-    return {"task": task, "name": name, "context": None if context is None else _encode(context)}
+    return {"task": task, "name": name, "context": None if context is None else encode_context(context)}
 
 
 def agent_query(task: str, name: str | None = None, context: Any = None) -> str:
