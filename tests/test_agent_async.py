@@ -7,7 +7,9 @@ until all rollouts' requests have arrived, which only happens when the turns rea
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
+from typing import Any
 
 import pytest
 from jupyter_core.utils import ensure_event_loop
@@ -19,6 +21,13 @@ pytestmark = pytest.mark.slow
 
 ROLLOUTS = 8
 SAFETY = 120.0
+
+
+def run_fresh(coro: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: after the browser tests, Playwright's sync API leaves
+    a loop marked running on the main thread, where ``asyncio.run`` refuses to start (seen in CI)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def code(source: str) -> Reply:
@@ -50,7 +59,7 @@ def test_many_agents_run_their_turns_at_once_with_asks_results() -> None:
     # before): threads that copy the context (asyncio.to_thread) would all share it, and fail.
     ensure_event_loop()
     with ModelServer(reply, context_window=8000) as srv:
-        texts = asyncio.run(main(srv.base_url))
+        texts = run_fresh(main(srv.base_url))
     assert texts == [f"final rollout {i}: {2 * i}" for i in range(ROLLOUTS)]
 
 
@@ -79,7 +88,7 @@ def test_aask_raises_what_ask_raises_and_one_agent_runs_one_turn_at_a_time() -> 
         return str(empty.value), str(busy.value), again.text, agent.session
 
     with ModelServer(reply, context_window=8000) as srv, Agent(model="local-model", base_url=srv.base_url) as agent:
-        empty, busy, again, session = asyncio.run(main(agent))
+        empty, busy, again, session = run_fresh(main(agent))
         results = [e.message["content"][0]["text"] for e in agent.store.path(session)
                    if e.role == "toolResult" and e.message]
     assert empty == "the message for the agent must be non-empty text, got '  '"
