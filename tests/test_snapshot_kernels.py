@@ -248,7 +248,8 @@ def test_automatic_snapshots_in_a_kernel_are_written_by_a_child_and_restore(
         kernel: KernelManager, compact_dir: Path) -> None:
     """Issue 21: the automatic snapshot is written by a forked child (the kernel only forks), and
     it is as good as a foreground one: it names the kernel's pid, records its digest, restores."""
-    execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.2")
+    execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.2\n"
+                    "%config CompactConfig.background_snapshots = True")
     execute(kernel, "import numpy as np\nbig = np.arange(500_000)\nx = 7")
     deadline = time.monotonic() + 60
     while not list(compact_dir.glob("snapshots/*/manifest-*.json")) and time.monotonic() < deadline:
