@@ -18,19 +18,18 @@ what it is, before anything is opened in a way that could block or create.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 T = TypeVar("T")
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
@@ -119,53 +118,35 @@ def create_temp(folder: Path, prefix: str) -> tuple[int, Path]:
     raise FileExistsError(f"{folder}: could not create a temporary file (16 names taken)")
 
 
-def replace_atomically(path: Path, data: bytes, *, what: str, durable: bool = True) -> None:
-    """Put ``data`` at ``path`` whole or not at all, owner-only.
-
-    A special file at ``path`` is refused (a FIFO would otherwise be silently replaced); a symlink
-    there is replaced by the new file, never written through.
-    """
-    if os.path.islink(path):
-        pass  # rename replaces the link itself; its target is never touched
-    else:
-        check_regular(path, what)
-    fd, tmp = create_temp(path.parent, path.name)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if durable:
-            os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def write_private_file(target: Path, write: Callable[[TextIO], T], *, what: str = "the output file") -> T:
-    """Run ``write`` into a new owner-only temporary file beside ``target``, then rename it over
+def _into_place(target: Path, what: str, fill: Callable[[Any], T], *, text: bool, durable: bool = True) -> T:
+    """Run ``fill`` into a new owner-only temporary file beside ``target``, then rename it over
     ``target``: a reader never sees half a file, a failure leaves ``target`` as it was and no
     temporary file behind. A FIFO or device at ``target`` is refused (renaming over it would
-    silently replace it); a symlink there is replaced, not written through."""
+    silently replace it); a symlink there is replaced, never written through."""
     if not os.path.islink(target):
         check_regular(target, what)
     fd, tmp = create_temp(target.parent, target.name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            result = write(out)
+        with os.fdopen(fd, "w", encoding="utf-8") if text else os.fdopen(fd, "wb") as out:
+            result = fill(out)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return result
+
+
+def replace_atomically(path: Path, data: bytes, *, what: str, durable: bool = True) -> None:
+    """Put ``data`` at ``path`` whole or not at all, owner-only (see ``_into_place``)."""
+    _into_place(path, what, lambda out: out.write(data), text=False, durable=durable)
+
+
+def write_private_file(target: Path, write: Callable[[TextIO], T], *, what: str = "the output file") -> T:
+    """Text written by ``write`` put at ``target`` whole or not at all, owner-only (see ``_into_place``)."""
+    return _into_place(target, what, write, text=True)
 
 
 __all__ = ["UnsafePathError", "check_regular", "create_temp", "kind_of", "read_regular", "replace_atomically", "write_private_file"]

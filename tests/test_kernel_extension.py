@@ -507,7 +507,7 @@ def test_export_into_a_directory_is_a_usage_error_and_writes_nothing(ip: Any, tm
 
 def test_export_that_cannot_be_written_is_a_usage_error_not_a_traceback(ip: Any, tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "out.jsonl")  # renaming over it would silently replace someone's pipe
-    with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl: the export target is a FIFO (named pipe), "
+    with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl: the export target is a FIFO, "
                                                    "not a regular file; refusing to use it. Nothing was changed")):
         _run(ip, f"export {tmp_path}/out.jsonl")
     assert stat.S_ISFIFO(os.lstat(tmp_path / "out.jsonl").st_mode)

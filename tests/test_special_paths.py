@@ -90,29 +90,21 @@ def test_replace_atomically_replaces_a_link_never_its_target(tmp_path: Path) -> 
 # ---------------------------------------------------------------- bindings.json (item 2, item 7)
 
 
-def test_a_switch_never_writes_through_a_planted_temporary_symlink(tmp_path: Path) -> None:
+@pytest.mark.parametrize("planted", [("bindings.tmp", "bindings.json.tmp"), ("bindings.json",)])
+def test_a_switch_never_writes_through_a_planted_symlink(tmp_path: Path, planted: tuple[str, ...]) -> None:
+    """A link at the old fixed temporary name had its target overwritten; a link at the file
+    itself is replaced by the new file, never written through."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     data = tmp_path / "data"
     data.mkdir()
-    (data / "bindings.tmp").symlink_to(victim)
-    (data / "bindings.json.tmp").symlink_to(victim)
+    for name in planted:
+        (data / name).symlink_to(victim)
     B.remember_switch(data, "kernel:k1", "mine")
     assert victim.read_text() == "precious"
     bindings = data / "bindings.json"
     assert not bindings.is_symlink() and json.loads(bindings.read_text()) == {"kernel:k1": "mine"}
     assert stat.S_IMODE(bindings.stat().st_mode) == 0o600
-
-
-def test_a_switch_replaces_a_planted_bindings_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "bindings.json").symlink_to(victim)
-    B.remember_switch(data, "kernel:k1", "mine")
-    assert victim.read_text() == "precious"
-    assert json.loads((data / "bindings.json").read_text()) == {"kernel:k1": "mine"}
 
 
 def _switch_many(data: str, worker: int, count: int) -> None:

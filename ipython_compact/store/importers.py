@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, path_to
 from ipython_compact.core.pi_format import PiFormatError, json_type_name, parse_pi_session
+from ipython_compact.file_safety import kind_of
 from ipython_compact.store.database import check_session_name
 from ipython_compact.store.errors import DuplicateImportError, ImportFormatError
 from ipython_compact.store.log import IMPORT_BATCH, Existing, ImportPlan, content_key, stored_data_text
@@ -97,12 +98,6 @@ class ImportLimits:
 STDIN: Final = Path("-")
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_FILE_KINDS: Final = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 def source_name(path: Path) -> str:
@@ -146,7 +141,7 @@ def read_source(path: Path, limits: ImportLimits = ImportLimits()) -> bytes:
         if stat.S_ISDIR(info.st_mode):
             raise ImportFormatError(f"{path}: is a directory, expected a .jsonl file", path=path)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "not a file")
+            kind = kind_of(info.st_mode)
             raise ImportFormatError(
                 f"{path}: not a regular file ({kind}); import reads session files",
                 path=path,
