@@ -1,6 +1,6 @@
 """Fidelity benchmark: do planted facts survive 50 rolling compactions, and does the checkpoint stay bounded?
 
-A generated kernel-agent transcript (``ipython_compact.testing.transcripts``) plants facts of each
+A generated kernel-agent transcript (``ipython_compact.cli.demo_transcript``) plants facts of each
 class — the goal, user constraints, pinned text and a pinned entry, file paths, versions, error
 messages, ids/issue refs, kernel variable names, commit hashes — and is rolled through N
 compactions with the offline summarizer on a real SQLite log. After every compaction we build the
@@ -43,13 +43,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ipython_compact.cli.demo_transcript import TranscriptGenerator
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers import OfflineSummarizer, SummaryInput, SummaryResult
-from ipython_compact.testing.transcripts import TranscriptGenerator
 
 PIN_TEXTS = ("Deadline: the model card goes to legal on 2026-12-11.", "The on-call contact for the GPU pool is ext. 4471.")
 ANCHOR_CLASSES = ("goal", "constraint", "pin")

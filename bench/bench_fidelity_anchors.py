@@ -8,7 +8,7 @@ a false negative loses a rule the user set. Labels:
   files (``tests/fixtures/pi``), labelled by hand: a constraint is a rule or preference meant to
   hold beyond the request that states it ("invalid themes must NEVER explode", "don't modify the
   theme"); a bug report, a question, a one-off request or pasted text is not.
-- The generated sessions (``ipython_compact.testing.transcripts`` and ``testing.sessions``):
+- The generated sessions (``ipython_compact.cli.demo_transcript`` and ``tests/generated_sessions.py``):
   labelled by construction (the planted constraints are the positives; every other user sentence,
   including planted distractors such as bug reports and pasted errors, is a negative).
 
@@ -31,6 +31,7 @@ from ipython_compact.core.pi_format import parse_pi_session
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "tests" / "fixtures" / "anchor_labels.jsonl"
+sys.path.insert(0, str(ROOT / "tests"))  # the generated sessions live with the tests
 
 
 def sentences(text: str) -> Iterable[str]:
@@ -59,8 +60,9 @@ def fixture_user_texts(name: str) -> list[str]:
 def generated_sources() -> dict[str, tuple[list[str], set[str], set[str]]]:
     """Generated sessions: (user texts, planted constraints, goal sentences). The goal is its own
     anchor, so its sentences count neither way."""
-    from ipython_compact.testing.sessions import SESSION_KINDS, make_session
-    from ipython_compact.testing.transcripts import TranscriptGenerator
+    from generated_sessions import SESSION_KINDS, make_session
+
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
 
     out: dict[str, tuple[list[str], set[str], set[str]]] = {}
     gen = TranscriptGenerator(seed=2026)

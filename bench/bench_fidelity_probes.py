@@ -2,7 +2,7 @@
 
 In the spirit of published compaction evaluations (recall, artifact, continuation and decision
 probes), with exact answers instead of a judge model. Four generated sessions
-(``ipython_compact.testing.sessions``: data analysis in a kernel, debugging with tracebacks, a long
+(``tests/generated_sessions.py``: data analysis in a kernel, debugging with tracebacks, a long
 single-turn agent task, a multi-file edit), each ``--chunks`` chunks long, are appended to a real
 SQLite log one chunk at a time, and after each chunk the session is compacted (N rolling
 compactions). After the last one, every probe is scored on the model's context view (the
@@ -61,7 +61,9 @@ from ipython_compact.store import SessionStore
 from ipython_compact.summarizers import OfflineSummarizer
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer, RecordedRequest, Reply
-from ipython_compact.testing.sessions import PROBE_KINDS, SESSION_KINDS, GeneratedSession, Probe, make_session
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # generated sessions live with the tests
+from generated_sessions import PROBE_KINDS, SESSION_KINDS, GeneratedSession, Probe, make_session
 
 ARMS = ("offline", "openai_good", "openai_drifting", "naive")
 PIN_TEXT = "Escalation contact for this work: ops-pager 5512."

@@ -33,8 +33,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the Lab driver lives with the tests
 
-from ipython_compact.testing.jupyterlab import (  # noqa: E402
+from lab_driver import (  # noqa: E402
     PANEL,
     chromium,
     ensure_panel_ready,

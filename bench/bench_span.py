@@ -6,7 +6,7 @@ ten times larger; the work must grow about linearly with it, not quadratically. 
 for every shape, the 200k-entry compaction takes at most 12x the 20k one and under 20 s, both in
 this process and as ``ipython-compact compact`` wall time.
 
-Shapes (``--shapes``, each a span built by ``testing.transcripts.TranscriptGenerator`` with the
+Shapes (``--shapes``, each a span built by ``cli.demo_transcript.TranscriptGenerator`` with the
 same seed):
 - ``answers-long``: every round ends in a final answer; a 240-line tool output (``--big-lines``)
   every ninth round.
@@ -53,9 +53,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ipython_compact.cli.demo_transcript import TranscriptGenerator  # noqa: E402
 from ipython_compact.compactor import Compactor  # noqa: E402
 from ipython_compact.store import SessionStore  # noqa: E402
-from ipython_compact.testing.transcripts import TranscriptGenerator  # noqa: E402
 
 SESSION = "span"
 BATCH = 2000

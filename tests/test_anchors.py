@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from generated_sessions import SESSION_KINDS, make_session
 
 from ipython_compact.core.anchors import SENTENCE_RE, constraint_spans
 from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.pi_format import parse_pi_session
-from ipython_compact.testing.sessions import SESSION_KINDS, make_session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ipython_compact.cli.demo_transcript import TranscriptGenerator
 from ipython_compact.core.entries import Entry
 from ipython_compact.store import PartialImportError, SessionStore
 from ipython_compact.store.exporters import export_text
 from ipython_compact.store.log import Existing, ImportPlan
-from ipython_compact.testing.transcripts import TranscriptGenerator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi"
 BEFORE = FIXTURES / "before-compaction.jsonl"

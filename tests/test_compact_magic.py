@@ -121,7 +121,7 @@ def test_importing_the_same_transcript_twice_is_refused_unless_new_ids(ip: Any) 
 
 
 def test_now_refuses_a_compaction_that_would_grow_the_context(ip: Any) -> None:
-    from ipython_compact.testing.transcripts import TranscriptGenerator
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
 
     ext = extension_for(ip)
     assert ext is not None
@@ -144,8 +144,8 @@ def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -
 
     from ipython_compact.agent.kernel_tool import InProcessKernel
     from ipython_compact.agent.loop import Agent
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
     from ipython_compact.testing import ModelServer
-    from ipython_compact.testing.transcripts import TranscriptGenerator
 
     ext = extension_for(ip)
     assert ext is not None

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ipython_compact.cli.demo_transcript import GOAL, TranscriptGenerator
 from ipython_compact.compactor import (
     MAX_CARRIED_POINTERS,
     CompactionError,
@@ -23,7 +24,6 @@ from ipython_compact.core.triage import CARRIED_WITH_GIST
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer, RecordedRequest, Reply
-from ipython_compact.testing.transcripts import GOAL, TranscriptGenerator
 
 SETTINGS = CompactionSettings(keep_recent_tokens=1500)
 CHECKPOINT = (

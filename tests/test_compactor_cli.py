@@ -121,8 +121,8 @@ def test_openai_summarizer_errors_name_the_cause(tmp_path: Path) -> None:
 
 
 def test_a_compaction_that_would_grow_the_context_is_refused(tmp_path: Path) -> None:
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
     from ipython_compact.store import SessionStore
-    from ipython_compact.testing.transcripts import TranscriptGenerator
 
     db = tmp_path / "grow.db"
     store = SessionStore(db)

@@ -163,7 +163,7 @@ def test_char_budget_skips_what_does_not_fit_and_fills_with_the_rest() -> None:
 
 
 def test_working_set_reaches_a_fixed_size() -> None:
-    from ipython_compact.testing.transcripts import TranscriptGenerator
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
 
     gen = TranscriptGenerator(seed=7, big_output_lines=20)
     tracked: list[Identifier] = []
@@ -315,10 +315,10 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
     """Real store and Compactor: after a few compactions the checkpoint and its guard block stay flat."""
     import re
 
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
     from ipython_compact.compactor import Compactor
     from ipython_compact.core.settings import CompactionSettings
     from ipython_compact.store import SessionStore
-    from ipython_compact.testing.transcripts import TranscriptGenerator
 
     store = SessionStore(tmp_path / "s.db")
     store.create_session("s")

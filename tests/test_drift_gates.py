@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ipython_compact.cli.demo_transcript import TranscriptGenerator
 from ipython_compact.core import drift
-from ipython_compact.testing.transcripts import TranscriptGenerator
 
 TEXTS = [
     "score=٥٥٥",  # a Unicode digit after "=", alone

@@ -1,6 +1,6 @@
 """Differential fuzz: ``chars4`` against pi 0.73.1's own code on hundreds of generated sessions.
 
-``ipython_compact.testing.pi_sessions`` builds seeded pi v3 files the way pi's SessionManager and
+``tests/pi_sessions.py`` builds seeded pi v3 files the way pi's SessionManager and
 tree navigation build them (branches, branch summaries, 0-3 compactions on the path, split turns,
 huge tool results, images, aborted/errored assistants with usage, custom and bash entries, labels,
 lone surrogates, numbers JavaScript prints differently). All of them run through pi's real package
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pi_sessions import PiSessionFile, fork_session, generate_pi_session
 
 from ipython_compact.core.context import build_agent_messages
 from ipython_compact.core.cutpoints import find_cut_point
@@ -41,7 +42,6 @@ from ipython_compact.core.preparation import prepare_compaction
 from ipython_compact.core.serialization import serialize_conversation
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens, estimate_message_tokens
-from ipython_compact.testing.pi_sessions import PiSessionFile, fork_session, generate_pi_session
 
 pytestmark = pytest.mark.slow
 

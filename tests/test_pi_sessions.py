@@ -1,4 +1,4 @@
-"""The seeded pi session generator (ipython_compact.testing.pi_sessions) behind the differential fuzz."""
+"""The seeded pi session generator (tests/pi_sessions.py) behind the differential fuzz."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 import random
 
 import pytest
+from pi_sessions import fork_session, generate_pi_session, path_of_objects
 
 from ipython_compact.core.entries import path_to
 from ipython_compact.core.pi_format import parse_pi_session
-from ipython_compact.testing.pi_sessions import fork_session, generate_pi_session, path_of_objects
 
 
 def test_same_seed_same_file_and_different_seeds_differ() -> None:

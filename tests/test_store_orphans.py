@@ -23,12 +23,12 @@ import pytest
 
 from ipython_compact.agent.scheduler import CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog
+from ipython_compact.cli.demo_transcript import TranscriptGenerator
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, MESSAGE
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
 from ipython_compact.store.process import Owner, current, start_time
-from ipython_compact.testing.transcripts import TranscriptGenerator
 
 SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400, background_tokens=500)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ipython_compact.cli.demo_transcript import CONSTRAINTS, GOAL, TranscriptGenerator
 from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.offline_summary import (
     ANCHORED_GOAL,
@@ -18,7 +19,6 @@ from ipython_compact.core.offline_summary import (
 )
 from ipython_compact.core.prompts import combine_split_turn
 from ipython_compact.summarizers import OfflineSummarizer, Summarizer, SummaryInput
-from ipython_compact.testing.transcripts import CONSTRAINTS, GOAL, TranscriptGenerator
 
 
 def entries_of(rounds: int, seed: int = 3) -> list[Entry]:

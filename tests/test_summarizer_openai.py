@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ipython_compact.cli.demo_transcript import GOAL, TranscriptGenerator
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.anchors import AnchorSet
 from ipython_compact.core.entries import Entry
@@ -16,7 +17,6 @@ from ipython_compact.store import SessionStore
 from ipython_compact.summarizers import SummarizerError, SummaryInput
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer, retry_after_seconds
 from ipython_compact.testing import ModelServer, RecordedRequest, Reply
-from ipython_compact.testing.transcripts import GOAL, TranscriptGenerator
 
 CHECKPOINT = """## Goal
 Train the churn model.

@@ -275,9 +275,9 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator  # start-up: only the demo needs it
     from ipython_compact.compactor import Compactor, NothingToCompact
     from ipython_compact.core.tokens import estimate_context
-    from ipython_compact.testing.transcripts import TranscriptGenerator
 
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     db = database_from(args)

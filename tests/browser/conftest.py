@@ -4,7 +4,7 @@ Why this shape: the panel only means something against a real kernel, a real ser
 browser, so nothing here is mocked. The whole browser run shares one server (random free port, a token, its
 own root directory, Jupyter directories and ``IPYTHON_COMPACT_DIR`` under a temporary directory)
 and one Chromium; both are stopped at the end (the server shuts down its kernels). The machinery
-is ``ipython_compact.testing.jupyterlab``, shared with bench/bench_panel_latency.py.
+is ``tests/lab_driver.py``, shared with bench/bench_panel_latency.py.
 
 Each test module says which notebooks it works in (a module-scoped ``notebooks`` fixture) and
 gets one ``page``: a browser context of its own with those notebooks open, the last one in front.
@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ipython_compact.testing.jupyterlab import LabServer, chromium, running_lab, wait_notebook_kernel
+from lab_driver import LabServer, chromium, running_lab, wait_notebook_kernel
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from lab_driver import run_cell
 
-from ipython_compact.testing.jupyterlab import run_cell
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ipython_compact.testing.jupyterlab import PANEL, ensure_panel_ready, run_cell, wait_kernel_idle
+from lab_driver import PANEL, ensure_panel_ready, run_cell, wait_kernel_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
