@@ -32,7 +32,7 @@ import ipython_compact
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "ipython_compact"
-DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
 # Extras whose modules import optional engines at the top; their names are still indexed when importable.
 OPTIONAL_MODULES = ("ipython_compact.integrations.dspy", "ipython_compact.integrations.rlms")
