@@ -17,7 +17,6 @@ What must hold:
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import time
 import uuid
@@ -78,10 +77,6 @@ class KernelClient:
     @classmethod
     def for_manager(cls, km: KernelManager, **kw: Any) -> KernelClient:
         return cls(dict(km.get_connection_info(session=False)), manager=km, **kw)
-
-    @classmethod
-    def from_connection_file(cls, path: str | os.PathLike[str], **kw: Any) -> KernelClient:
-        return cls(os.fspath(path), **kw)
 
     # ------------------------------------------------------------------ connection
     def _connect(self) -> None:

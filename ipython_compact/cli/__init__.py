@@ -13,7 +13,6 @@ What must hold:
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import os
 import re
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ipython_compact.core.readable import closest
 from ipython_compact.paths import read_only_reason
 from ipython_compact.version import __version__
 
@@ -81,11 +81,6 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _suggest(word: str, choices: Sequence[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
 def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[str, str]:
     """Rewrite argparse's message for a person: name the option, suggest the likely spelling."""
     help_hint = f"{parser.prog} --help"
@@ -93,7 +88,7 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
     if choice:
         where, word, listed = choice.groups()
         options = re.findall(r"'([^']*)'", listed)
-        guess = _suggest(word, options)
+        guess = closest(word, options)
         mean = f"; did you mean {guess!r}?" if guess else f" (choose from {', '.join(options)})"
         if where == "COMMAND":
             return f"unknown command {word!r}{mean}", f"{PROG} {guess} --help" if guess else f"{PROG} --help"
@@ -114,7 +109,7 @@ def unknown_options_error(parser: argparse.ArgumentParser, extras: Sequence[str]
     options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
     for word in extras:
         if word.startswith("-"):
-            guess = _suggest(word.split("=", 1)[0], options)
+            guess = closest(word.split("=", 1)[0], options)
             if guess:
                 return f"unknown option {word!r} for {parser.prog}; did you mean {guess!r}?", f"{parser.prog} --help"
     return f"unrecognized arguments: {' '.join(extras)}", f"{parser.prog} --help"

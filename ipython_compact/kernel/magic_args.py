@@ -14,12 +14,13 @@ What must hold:
 from __future__ import annotations
 
 import argparse
-import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError
+
+from ipython_compact.core.readable import closest
 
 
 class HelpShown(Exception):
@@ -56,8 +57,8 @@ class MagicParser(argparse.ArgumentParser):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean `x`?"`` for the closest of ``choices``, or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
+    guess = closest(word, choices)
+    return f"; did you mean `{guess}`?" if guess else ""
 
 
 @dataclass(frozen=True)
