@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import openai
 import pytest
+from builders import entry, text_block
 
 from ipython_compact.agent.model_caller import api_error_details
 from ipython_compact.agent.recovery import emergency_payload, keep_recent_after_failures
@@ -31,8 +30,7 @@ def test_keep_less_verbatim_after_each_failure(failures: int, keep: int, expecte
 
 
 def _msg(i: int, role: str, text: str = "") -> Entry:
-    content: Any = [{"type": "text", "text": text or f"{role} {i}"}]
-    return Entry(f"e{i}", None, MESSAGE, "t", {"message": {"role": role, "content": content}})
+    return entry(f"e{i}", {"role": role, "content": [text_block(text or f"{role} {i}")]}, kind=MESSAGE)
 
 
 def _compaction(i: int, summary: str) -> Entry:

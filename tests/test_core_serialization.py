@@ -5,20 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import tool_call as call
+from builders import tool_result_message
+from builders import user_message as user
 
 from ipython_compact.core.serialization import serialize_conversation, truncate_middle
 
 
-def user(t: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": t}]}
-
-
-def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
-    return {"type": "toolCall", "id": call_id, "name": name, "arguments": args}
-
-
 def result(call_id: str, name: str, t: str, error: bool = False) -> dict[str, Any]:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": name, "content": [{"type": "text", "text": t}], "isError": error}
+    return tool_result_message(call_id, t, name=name, error=error)
 
 
 CONVERSATION: list[dict[str, Any]] = [

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import assistant_message, tool_result_message
+from builders import text_block as text
+from builders import user_message as user
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.tokens import (
@@ -21,23 +24,14 @@ from ipython_compact.core.tokens import (
 IMAGE = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
 
 
-def text(t: str) -> dict[str, Any]:
-    return {"type": "text", "text": t}
-
-
-def user(t: str, *extra: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "user", "content": [text(t), *extra]}
 
 
 def assistant(t: str = "", usage: dict[str, int] | None = None, stop: str = "stop", blocks: list[Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": blocks if blocks is not None else [text(t)], "stopReason": stop}
-    if usage is not None:
-        msg["usage"] = usage
-    return msg
+    return assistant_message(t, blocks=blocks, usage=usage, stop=stop)
 
 
 def tool_result(t: str, *extra: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "content": [text(t), *extra], "isError": False}
+    return tool_result_message("c1", t, name="read", blocks=extra)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import message_entry as msg
 
 from ipython_compact.core.anchors import (
     Anchor,
@@ -28,12 +29,6 @@ from ipython_compact.core.drift import (
     variables_in_code,
 )
 from ipython_compact.core.entries import Entry, entry_text
-
-
-def msg(entry_id: str, role: str, text: str = "", **extra: Any) -> Entry:
-    message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": text}] if text else []}
-    message.update(extra)
-    return Entry(entry_id, None, "message", "2026-01-01T00:00:00.000Z", {"message": message})
 
 
 @pytest.mark.parametrize(

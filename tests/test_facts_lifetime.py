@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import message_entry
 
 from ipython_compact.core.anchors import AnchorSet, extract_anchors
 from ipython_compact.core.entries import Entry
@@ -15,10 +16,7 @@ from ipython_compact.core.requests import RequestBook, RequestRecord
 
 
 def m(eid: str, role: str, text: str, **extra: Any) -> Entry:
-    message = {"role": role, "content": [{"type": "text", "text": text}], **extra}
-    if role == "assistant":
-        message.setdefault("stopReason", "stop")
-    return Entry(eid, None, "message", "t", {"message": message})
+    return message_entry(eid, role, text, **({"stopReason": "stop"} if role == "assistant" else {}), **extra)
 
 
 @pytest.mark.parametrize(

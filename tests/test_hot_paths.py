@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import counting_clock, counting_ids
+from builders import assistant, counting_clock, counting_ids, tool_result
+from builders import user as _user
 
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.entries import Entry
@@ -22,19 +23,12 @@ from ipython_compact.store import SessionStore, UnknownEntryError, migrations
 from ipython_compact.store.migrations import MARK_KINDS
 
 
-def _user(text: str) -> dict[str, Any]:
-    return {"message": {"role": "user", "content": text}}
-
-
 def _assistant(text: str, tool: bool = False) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    if tool:
-        content.append({"type": "toolCall", "id": f"c-{text[:6]}", "name": "read", "arguments": {"path": f"/f/{text[:6]}.py"}})
-    return {"message": {"role": "assistant", "content": content}}
+    return assistant(text, tool, call_id=f"c-{text[:6]}", name="read", arguments={"path": f"/f/{text[:6]}.py"})
 
 
 def _tool(text: str) -> dict[str, Any]:
-    return {"message": {"role": "toolResult", "toolCallId": "c", "toolName": "read", "content": [{"type": "text", "text": text}]}}
+    return tool_result(text, call_id="c", name="read")
 
 
 def _grow(store: SessionStore, session: str, turns: int, tag: str, compact_every: int) -> list[Entry]:

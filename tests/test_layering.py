@@ -58,7 +58,6 @@ NOT_YET_EXPLAINED: set[str] = {
     'ipython_compact/cli/compact_commands.py: from ipython_compact.core.settings import SettingsError',
     'ipython_compact/cli/compact_commands.py: from ipython_compact.core.tokens import estimate_context',
     'ipython_compact/cli/compact_commands.py: from ipython_compact.paths import ENV_DIR',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.cli.demo_transcript import TranscriptGenerator',
     'ipython_compact/cli/session_commands.py: from ipython_compact.core.ledger import one_line',
     'ipython_compact/cli/session_commands.py: from ipython_compact.store import ImportFormatError',
     'ipython_compact/cli/session_commands.py: from ipython_compact.store.exporters import export_jsonl',

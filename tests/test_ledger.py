@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
+from builders import answer_entry as answer
+from builders import calls_entry as calls
+from builders import entry as m
+from builders import result_entry
+from builders import user_entry as user
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.ledger import Ledger, code_file_ops, parse_error
 
 
-def m(eid: str, message: dict[str, Any]) -> Entry:
-    return Entry(eid, None, "message", "t", {"message": message})
-
-
-def user(eid: str, text: str) -> Entry:
-    return m(eid, {"role": "user", "content": [{"type": "text", "text": text}]})
-
-
-def answer(eid: str, text: str) -> Entry:
-    return m(eid, {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"})
-
-
-def calls(eid: str, *blocks: tuple[str, str, dict[str, Any]]) -> Entry:
-    content = [{"type": "toolCall", "id": cid, "name": name, "arguments": args} for cid, name, args in blocks]
-    return m(eid, {"role": "assistant", "content": content, "stopReason": "toolUse"})
-
-
 def res(eid: str, cid: str, text: str, error: bool = False) -> Entry:
-    return m(eid, {"role": "toolResult", "toolCallId": cid, "content": [{"type": "text", "text": text}], "isError": error})
+    return result_entry(eid, cid, text, name=None, error=error)
 
 
 SESSION = [

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import counting_clock, counting_ids
+from builders import assistant, counting_clock, counting_ids, user
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.store import (
@@ -28,14 +28,6 @@ def store(tmp_path: Path) -> Any:
     s.create_session("s")
     yield s
     s.close()
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"message": {"role": "user", "content": text}}
-
-
-def assistant(text: str) -> dict[str, Any]:
-    return {"message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
 
 
 def test_append_chains_under_leaf_and_moves_it(store: SessionStore) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
+from builders import assistant_message, entry, text_block, tool_call
+from builders import message_entry as m
 
 from ipython_compact.cli.demo_transcript import CONSTRAINTS, GOAL, TranscriptGenerator
 from ipython_compact.core.entries import Entry, entry_text
@@ -28,10 +29,6 @@ def entries_of(rounds: int, seed: int = 3) -> list[Entry]:
         for message in msgs:
             out.append(Entry(f"e{len(out)}", None, "message", "t", {"message": message}))
     return out
-
-
-def m(eid: str, role: str, text: str, **extra: Any) -> Entry:
-    return Entry(eid, None, "message", "t", {"message": {"role": role, "content": [{"type": "text", "text": text}], **extra}})
 
 
 @pytest.mark.parametrize("kind", ["history", "branch", "turn_prefix"])
@@ -210,8 +207,7 @@ def test_adapter_passes_the_anchors() -> None:
 
 
 def _call(eid: str, cid: str, code: str, text: str) -> Entry:
-    content = [{"type": "text", "text": text}, {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}}]
-    return Entry(eid, None, "message", "t", {"message": {"role": "assistant", "content": content, "stopReason": "toolUse"}})
+    return entry(eid, assistant_message(blocks=[text_block(text), tool_call(cid, "python", code=code)], stop="toolUse"))
 
 
 def _result(eid: str, cid: str, text: str, error: bool = False) -> Entry:

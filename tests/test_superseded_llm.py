@@ -7,6 +7,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from builders import assistant_message as answer
+from builders import tool_calls_message, tool_result_message
+from builders import user_message as user
+
 from ipython_compact.compactor import Compactor
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
@@ -41,20 +45,8 @@ Build the churn model.
 (none)"""
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}]}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"}
-
-
 def result(cid: str, text: str) -> list[dict[str, Any]]:
-    call = {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": "stats()"}}
-    return [
-        {"role": "assistant", "content": [call], "stopReason": "toolUse"},
-        {"role": "toolResult", "toolCallId": cid, "toolName": "python", "content": [{"type": "text", "text": text}], "isError": False},
-    ]
+    return [tool_calls_message((cid, "python", {"code": "stats()"})), tool_result_message(cid, text)]
 
 
 def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restate_it(tmp_path: Path) -> None:

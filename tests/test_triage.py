@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import bash_message, calls_entry, entry, result_entry
+from builders import user_entry as user
 
 from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.triage import (
@@ -19,22 +21,16 @@ from ipython_compact.core.triage import (
 )
 
 
-def user(eid: str, text: str) -> Entry:
-    return Entry(eid, None, "message", "t", {"message": {"role": "user", "content": [{"type": "text", "text": text}]}})
-
-
 def call(eid: str, cid: str, code: str, name: str = "python") -> Entry:
-    block = {"type": "toolCall", "id": cid, "name": name, "arguments": {"code": code}}
-    return Entry(eid, None, "message", "t", {"message": {"role": "assistant", "content": [block], "stopReason": "toolUse"}})
+    return calls_entry(eid, (cid, name, {"code": code}))
 
 
 def result(eid: str, cid: str, text: str, error: bool = False) -> Entry:
-    data: dict[str, Any] = {"role": "toolResult", "toolCallId": cid, "toolName": "python", "content": [{"type": "text", "text": text}], "isError": error}
-    return Entry(eid, None, "message", "t", {"message": data})
+    return result_entry(eid, cid, text, error=error)
 
 
 def bash(eid: str, output: str) -> Entry:
-    return Entry(eid, None, "message", "t", {"message": {"role": "bashExecution", "command": "make", "output": output, "exitCode": 0}})
+    return entry(eid, bash_message("make", output))
 
 
 @pytest.mark.parametrize(("entry_id", "lines", "text"), [("123", 24013, "[entry 123 · 24,013 lines · recall 123]"), ("ab", 1, "[entry ab · 1 lines · recall ab]")])
