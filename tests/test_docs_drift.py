@@ -256,3 +256,12 @@ def test_the_cli_reference_is_the_cli_help() -> None:
     assert committed == render(), (
         "docs/cli.md differs from the CLI's help: run `python -m ipython_compact.cli.help_doc > docs/cli.md`"
     )
+
+
+def test_the_magics_reference_is_the_magics_help() -> None:
+    from ipython_compact.kernel.help_doc import render
+
+    committed = (ROOT / "docs" / "magics.md").read_text(encoding="utf-8")
+    assert committed == render(), (
+        "docs/magics.md differs from the magics' help: run `python -m ipython_compact.kernel.help_doc > docs/magics.md`"
+    )

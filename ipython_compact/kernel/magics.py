@@ -97,7 +97,7 @@ def usage_error(name: str, exc: BaseException) -> UsageError | None:
     return None
 
 
-def _overview(width: int | None = None) -> str:
+def overview(width: int | None = None) -> str:
     rows = [(f"  {n}", COMMANDS[n].help) for n in COMMANDS.names()]
     lines = ["usage: %compact [SUBCOMMAND] [ARGS] — `%compact SUBCOMMAND --help` for each", "",
              "`%compact` alone, `%compact now [FOCUS]` or `%compact --focus FOCUS` compacts now.", ""]
@@ -145,7 +145,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         except ValueError as exc:
             raise UsageError(f"%compact: cannot parse the line ({exc}); check the quotes") from None
         if argv and argv[0] in ("-h", "--help", "help"):
-            print(_overview())
+            print(overview())
             return None
         if argv and argv[0] == "compact":
             argv = argv[1:]
