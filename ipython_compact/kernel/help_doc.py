@@ -41,7 +41,7 @@ def render() -> str:
         "```",
     ]
     for name in COMMANDS.names():
-        help_text = _fixed_width(lambda name=name: COMMANDS[name].parser("%compact").format_help())
+        help_text = _fixed_width(COMMANDS[name].parser("%compact").format_help)
         parts += ["", f"## `%compact {name}`", "", "```text", help_text, "```"]
     parts += ["", "## `%%agent`", "", "```text", _fixed_width(lambda: agent_parser().format_help()), "```"]
     return "\n".join(parts) + "\n"
