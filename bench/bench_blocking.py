@@ -38,7 +38,7 @@ import openai  # noqa: E402
 
 from ipython_compact.agent.kernel_tool import JupyterKernel  # noqa: E402
 from ipython_compact.agent.loop import Agent, AgentEvent  # noqa: E402
-from ipython_compact.compactor import Compactor  # noqa: E402
+from ipython_compact.compaction.compactor import Compactor  # noqa: E402
 from ipython_compact.core.prompts import SYSTEM_PROMPT  # noqa: E402
 from ipython_compact.core.settings import CompactionSettings  # noqa: E402
 from ipython_compact.store import SessionStore  # noqa: E402

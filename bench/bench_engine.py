@@ -48,7 +48,7 @@ from typing import Any, Final
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ipython_compact.compactor import Compactor  # noqa: E402
+from ipython_compact.compaction.compactor import Compactor  # noqa: E402
 from ipython_compact.core.context import build_context  # noqa: E402
 from ipython_compact.core.entries import Entry  # noqa: E402
 from ipython_compact.core.pi_format import entry_to_pi  # noqa: E402
@@ -220,7 +220,7 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
     config = CompactConfig(session=SESSION, context_window=WINDOW, compaction={"estimator": ESTIMATOR})
     service = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), config)
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=0)  # never called
-    from ipython_compact import compactor as compactor_module
+    from ipython_compact.compaction import compactor as compactor_module
 
     compactor_module._ANCHOR_HISTORY.clear()
     store.clear_cache()

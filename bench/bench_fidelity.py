@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_fidelity_probes import scripted
 
-from ipython_compact.compactor import Compactor, NothingToCompact
+from ipython_compact.compaction.compactor import Compactor, NothingToCompact
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.settings import CompactionSettings

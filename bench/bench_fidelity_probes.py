@@ -50,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.drift import extract_identifiers
 from ipython_compact.core.entries import text_of_content

@@ -27,7 +27,7 @@ from typing import Any
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 
-from ipython_compact.client import KernelClient
+from ipython_compact.host.kernel_client import KernelClient
 from ipython_compact.namespace.probe import probe_namespace
 
 IDLE_SAMPLES = 30

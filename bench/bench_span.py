@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ipython_compact.cli.demo_transcript import TranscriptGenerator  # noqa: E402
-from ipython_compact.compactor import Compactor  # noqa: E402
+from ipython_compact.compaction.compactor import Compactor  # noqa: E402
 from ipython_compact.store import SessionStore  # noqa: E402
 
 SESSION = "span"

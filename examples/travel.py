@@ -28,7 +28,7 @@ import openai
 
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, KERNEL_STATE, text_of_content
 from ipython_compact.core.prompts import SYSTEM_PROMPT as SUMMARIZER_PROMPT
 from ipython_compact.core.settings import CompactionSettings

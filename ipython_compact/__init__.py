@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from ipython_compact.agent.events import AgentEvent, TurnResult
     from ipython_compact.agent.kernel_tool import JupyterKernel
     from ipython_compact.agent.loop import Agent
-    from ipython_compact.client import KernelClient
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
     from ipython_compact.core.settings import CompactionSettings
+    from ipython_compact.host.kernel_client import KernelClient
     from ipython_compact.store import SessionStore
     from ipython_compact.summarizers import make_summarizer
 
@@ -38,8 +38,8 @@ _PUBLIC = {
     "AgentEvent": "ipython_compact.agent.events",
     "TurnResult": "ipython_compact.agent.events",
     "JupyterKernel": "ipython_compact.agent.kernel_tool",
-    "KernelClient": "ipython_compact.client",
-    "Compactor": "ipython_compact.compactor",
+    "KernelClient": "ipython_compact.host.kernel_client",
+    "Compactor": "ipython_compact.compaction.compactor",
     "CompactionSettings": "ipython_compact.core.settings",
     "SessionStore": "ipython_compact.store",
     "make_summarizer": "ipython_compact.summarizers",

@@ -295,7 +295,7 @@ def names_updated_at(page: Any) -> int:
 #: for a compaction with a 400-token recent tail (the panel tests' "model conversation").
 SEED_TRANSCRIPT = """
 def _seed_transcript(turns=16):
-    from ipython_compact import paths
+    from ipython_compact.files import paths
     from ipython_compact.store import SessionStore
     session = compact.status()["session"]
     store = SessionStore(paths.database_path())

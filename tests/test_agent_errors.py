@@ -17,7 +17,7 @@ import pytest
 
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent
-from ipython_compact.agent.setup import ModelServerError
+from ipython_compact.agent.model_resolution import ModelServerError
 from ipython_compact.testing.model_server import ModelServer, Reply
 
 

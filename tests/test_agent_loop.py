@@ -13,7 +13,7 @@ import pytest
 
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, CUSTOM_MESSAGE, KERNEL_STATE, SYSTEM
 from ipython_compact.core.overflow import OVERFLOW_FAILURE_MESSAGE
 from ipython_compact.core.settings import CompactionSettings

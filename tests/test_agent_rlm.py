@@ -57,7 +57,7 @@ def test_defaults_start_and_stop_a_kernel_and_read_the_window_from_the_models_ca
 
 @pytest.mark.parametrize(("card", "window"), [({"context_length": 5000}, 5000), ({"meta": {"context_window": 7000}}, 7000)])
 def test_other_card_keys_give_the_window(card: dict[str, Any], window: int) -> None:
-    from ipython_compact.agent.setup import window_from_card
+    from ipython_compact.agent.model_resolution import window_from_card
 
     assert window_from_card({"id": "m", **card}) == window
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ipython_compact import SessionStore
 from ipython_compact.agent.model_caller import ModelCaller
+from ipython_compact.agent.model_resolution import make_client
 from ipython_compact.agent.rlm import RlmBridge
 from ipython_compact.agent.session_log import SessionLog
-from ipython_compact.agent.setup import make_client
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply
 
 THREADS = 16

@@ -93,7 +93,7 @@ def test_a_compaction_that_lost_the_leaf_to_another_writer_plans_once_more(
     """Red team 3, minor: under a 4-process load 0 of 31 compactions landed, each lost to "session
     moved". A compaction retries its plan once on the moved session (never when another compaction
     landed meanwhile: the CAS test above)."""
-    from ipython_compact.compactor import Compactor, SessionMoved
+    from ipython_compact.compaction.compactor import Compactor, SessionMoved
     from ipython_compact.core.settings import CompactionSettings
 
     with SessionStore(tmp_path / "s.db") as store:

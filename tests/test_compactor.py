@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ipython_compact.cli.demo_transcript import GOAL, TranscriptGenerator
-from ipython_compact.compactor import (
+from ipython_compact.compaction.compactor import (
     MAX_CARRIED_POINTERS,
     CompactionError,
     CompactionFailed,

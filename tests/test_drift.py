@@ -311,7 +311,7 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
     import re
 
     from ipython_compact.cli.demo_transcript import TranscriptGenerator
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
     from ipython_compact.core.settings import CompactionSettings
     from ipython_compact.store import SessionStore
 

@@ -267,7 +267,7 @@ def test_service_status_summaries_and_log_equal_the_full_path_figures(tmp_path: 
 
 
 def test_compactor_pins_compactions_and_branch_summary_follow_the_current_path(tmp_path: Path) -> None:
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
 
     with SessionStore(tmp_path / "c.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
@@ -298,7 +298,7 @@ def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path,
     """The stuck session: with Prime's fallback (the product default) the Compactor (and its
     ``prepare``, the agent's path) makes room; the pi-compatible chars4 path keeps pi's rule
     (nothing to compact)."""
-    from ipython_compact.compactor import Compactor, NothingToCompact
+    from ipython_compact.compaction.compactor import Compactor, NothingToCompact
 
     settings = CompactionSettings(keep_recent_tokens=2000, estimator=estimator)  # type: ignore[arg-type]
     with SessionStore(tmp_path / "stuck.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
@@ -323,7 +323,7 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
     """A compaction without anchors (pi import) sends the Compactor to the raw log for the goal,
     constraints and pins; reading only the history before the view (kept per head) gives the
     anchors the whole-path computation gives, on every call."""
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
     from ipython_compact.core.anchors import AnchorSet, extract_anchors
 
     with SessionStore(tmp_path / "a.db", clock=counting_clock(), new_id=counting_ids("h")) as store:

@@ -16,9 +16,7 @@ from IPython import get_ipython
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
-from ipython_compact.kernel import binding as B
-from ipython_compact.kernel import display as D
-from ipython_compact.kernel import reports as R
+from ipython_compact.kernel import binding, display, report_rows
 from ipython_compact.kernel.comm_handler import CommHandler
 from ipython_compact.kernel.extension import extension_for
 from ipython_compact.kernel.magics import COMMANDS
@@ -83,7 +81,7 @@ def test_names_status_snapshot_restore_in_process(ip: Any) -> None:
     ip.run_cell("x = 41\ny = [1, 2]\ngen = (i for i in range(2))")
     names = _run(ip, "names")
     bundle = names._repr_mimebundle_()[0]
-    assert [n["name"] for n in bundle[D.NAMESPACE_MIME]["names"]] == ["gen", "x", "y"]
+    assert [n["name"] for n in bundle[display.NAMESPACE_MIME]["names"]] == ["gen", "x", "y"]
     status = _run(ip, "status").data
     assert status["window"] == 128000 and status["blocking_line"] < status["window"]
     snap = _run(ip, "snapshot").data
@@ -213,14 +211,14 @@ def test_hello_and_names_replies(ip: Any) -> None:
 )
 def test_binding_order(tmp_path: Path, configured: str, env: dict[str, str], ns: dict[str, Any], conn: str | None,
                        session: str, source: str) -> None:
-    b = B.resolve(configured=configured, env=env, user_ns=ns, connection_file=conn, data_dir=tmp_path)
+    b = binding.resolve(configured=configured, env=env, user_ns=ns, connection_file=conn, data_dir=tmp_path)
     assert (b.session, b.source) == (session, source)
 
 
 def test_binding_switch_survives_a_restart(tmp_path: Path) -> None:
-    first = B.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
-    B.remember_switch(tmp_path, first.key, "chosen")
-    again = B.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
+    first = binding.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
+    binding.remember_switch(tmp_path, first.key, "chosen")
+    again = binding.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
     assert (again.session, again.source) == ("chosen", "switched")
 
 
@@ -231,15 +229,15 @@ EVIL = '<script>alert(1)</script>*bold* [x](javascript:y)'
 @pytest.mark.parametrize(
     "rendered",
     [
-        R.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}, width=160),
-        D.summary_bundle({"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL),
-        D.mapping_bundle(EVIL, {EVIL: EVIL}),
-        D.text_bundle(EVIL, title=EVIL),
-        D.rows_bundle(EVIL, ["h"], [[EVIL]]),
+        report_rows.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}, width=160),
+        display.summary_bundle({"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL),
+        display.mapping_bundle(EVIL, {EVIL: EVIL}),
+        display.text_bundle(EVIL, title=EVIL),
+        display.rows_bundle(EVIL, ["h"], [[EVIL]]),
     ],
     ids=["names", "summary", "mapping", "text", "rows"],
 )
-def test_bundles_escape_html_and_carry_all_fallbacks(rendered: D.Rendered) -> None:
+def test_bundles_escape_html_and_carry_all_fallbacks(rendered: display.Rendered) -> None:
     bundle = rendered._repr_mimebundle_()[0]
     assert {"text/plain", "text/html", "text/markdown"} <= set(bundle)
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
@@ -260,7 +258,7 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     assert preview["keep"]["entries"] > 0 and _run(ip, "status").data["entries"] == before["entries"]
     out = _run(ip, "now")
     bundle = out._repr_mimebundle_()[0]
-    payload = bundle[D.SUMMARY_MIME]
+    payload = bundle[display.SUMMARY_MIME]
     assert payload["tokens_after"] < payload["tokens_before"]
     assert "<ipython_state>" in payload["notice"] and "These names are still defined: alive." in payload["notice"]
     service = extension_for(ip).service  # type: ignore[union-attr]
@@ -388,16 +386,16 @@ def test_unload_leaves_a_magic_of_the_same_name_registered_by_someone_else(ip: A
     ],
 )
 def test_cells_read_as_text_not_json(value: Any, shown: str) -> None:
-    assert D.cell_text(value) == shown
+    assert display.cell_text(value) == shown
 
 
 def test_table_rows_stay_one_line_each() -> None:
     long = "line one\nline two\n" + "x" * 500
-    plain = D.rows_bundle("t", ["id", "text"], [["a", long], ["b", "short"]])._repr_mimebundle_()[0]["text/plain"]
+    plain = display.rows_bundle("t", ["id", "text"], [["a", long], ["b", "short"]])._repr_mimebundle_()[0]["text/plain"]
     lines = plain.splitlines()
     assert len(lines) == 4 and lines[2].startswith("a   line one line two xxx") and lines[2].endswith("…")
     assert lines[3].split() == ["b", "short"]
-    assert len(lines[2]) == len("a   ") + D.PLAIN_CELL_WIDTH
+    assert len(lines[2]) == len("a   ") + display.PLAIN_CELL_WIDTH
 
 
 def test_status_and_snapshot_read_well_in_a_terminal(ip: Any) -> None:
@@ -438,7 +436,7 @@ def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
     shown = _run(ip, f"show {entry_id}")
     plain = shown._repr_mimebundle_()[0]["text/plain"]
     assert plain.startswith(f"Entry {entry_id} · message · ") and '{"message"' not in plain
-    assert shown._repr_mimebundle_()[0][D.ENTRY_MIME]["id"] == entry_id
+    assert shown._repr_mimebundle_()[0][display.ENTRY_MIME]["id"] == entry_id
     head = _run(ip, "now")._repr_mimebundle_()[0]["text/plain"].splitlines()[0]
     assert head.startswith("Compaction ") and "(manual)" in head
     before, after = head.split(": ", 1)[1].removesuffix(" tokens").split(" → ")
@@ -465,7 +463,7 @@ def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> 
 def test_entry_bundle_escapes_html() -> None:
     entry = {"id": "e1", "parent_id": None, "kind": "message", "timestamp": "t",
              "data": {"message": {"role": "user", "content": EVIL}}}
-    bundle = D.entry_bundle(entry)._repr_mimebundle_()[0]
+    bundle = display.entry_bundle(entry)._repr_mimebundle_()[0]
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
     assert bundle["text/plain"] == f"Entry e1 · message · user · t\n\n{EVIL}"
 
@@ -565,7 +563,7 @@ def test_names_lengths_have_separators(ip: Any) -> None:
     ],
 )
 def test_entries_without_text_get_a_gist(kind: str, data: dict[str, Any], gist: str) -> None:
-    assert D.entry_gist({"id": "e", "parent_id": None, "kind": kind, "timestamp": "t", "data": data}) == gist
+    assert display.entry_gist({"id": "e", "parent_id": None, "kind": kind, "timestamp": "t", "data": data}) == gist
 
 
 def test_log_rows_of_textless_entries_are_described(ip: Any) -> None:

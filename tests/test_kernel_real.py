@@ -12,7 +12,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 from kernel_fixtures import execute, running_kernel, start_cell
 
-from ipython_compact.client import KernelClient
+from ipython_compact.host.kernel_client import KernelClient
 
 pytestmark = pytest.mark.slow
 

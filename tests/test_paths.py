@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ipython_compact import paths
+from ipython_compact.files import paths
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.entries import entry_text
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ipython_compact.server_extension import (
+from ipython_compact.jupyter.server_extension import (
     STATUS_UNTRACKED,
     _jupyter_server_extension_points,
     with_untracked,

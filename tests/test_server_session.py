@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ipython_compact import paths
+from ipython_compact.files import paths
+from ipython_compact.jupyter.server_extension import notebook_session, persisted_session
 from ipython_compact.kernel.extension import extension_for
-from ipython_compact.server_extension import notebook_session, persisted_session
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from generated_sessions import PROBE_KINDS, SESSION_KINDS, make_session
 
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.settings import CompactionSettings

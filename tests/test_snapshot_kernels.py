@@ -18,7 +18,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 from kernel_fixtures import execute, running_kernel
 
-from ipython_compact.client import KernelClient
+from ipython_compact.host.kernel_client import KernelClient
 from ipython_compact.kernel.binding import snapshot_slug
 from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ipython_compact.file_safety import UnsafePathError, check_regular, read_regular, replace_atomically
-from ipython_compact.kernel import binding as B
+from ipython_compact.files.safety import UnsafePathError, check_regular, read_regular, replace_atomically
+from ipython_compact.kernel import binding
 from ipython_compact.store import SessionStore, StoreError
 
 SCRIPT = Path(sys.executable).parent / "ipython-compact"
@@ -100,7 +100,7 @@ def test_a_switch_never_writes_through_a_planted_symlink(tmp_path: Path, planted
     data.mkdir()
     for name in planted:
         (data / name).symlink_to(victim)
-    B.remember_switch(data, "kernel:k1", "mine")
+    binding.remember_switch(data, "kernel:k1", "mine")
     assert victim.read_text() == "precious"
     bindings = data / "bindings.json"
     assert not bindings.is_symlink() and json.loads(bindings.read_text()) == {"kernel:k1": "mine"}
@@ -109,7 +109,7 @@ def test_a_switch_never_writes_through_a_planted_symlink(tmp_path: Path, planted
 
 def _switch_many(data: str, worker: int, count: int) -> None:
     for i in range(count):
-        B.remember_switch(Path(data), f"kernel:w{worker}", f"s{i}")
+        binding.remember_switch(Path(data), f"kernel:w{worker}", f"s{i}")
 
 
 @pytest.mark.slow
@@ -130,8 +130,8 @@ def test_concurrent_switches_from_three_processes_all_land(tmp_path: Path) -> No
 @pytest.mark.parametrize("kind", ["fifo", "directory", "dangling"])
 def test_a_special_bindings_file_is_reported_not_waited_on(tmp_path: Path, kind: str) -> None:
     _make(kind, tmp_path / "bindings.json")
-    done: list[B.Binding] = []
-    t = threading.Thread(target=lambda: done.append(B.resolve(
+    done: list[binding.Binding] = []
+    t = threading.Thread(target=lambda: done.append(binding.resolve(
         configured="", env={}, user_ns={}, connection_file="/x/kernel-1.json", data_dir=tmp_path)), daemon=True)
     t.start()
     t.join(timeout=30)
@@ -139,7 +139,7 @@ def test_a_special_bindings_file_is_reported_not_waited_on(tmp_path: Path, kind:
     assert done[0].session == "kernel:kernel-1" and done[0].problem is not None
     assert "bindings.json" in done[0].problem and "ignored" in done[0].problem
     with pytest.raises(UnsafePathError):
-        B.remember_switch(tmp_path, "kernel:kernel-1", "other")
+        binding.remember_switch(tmp_path, "kernel:kernel-1", "other")
     assert os.path.lexists(tmp_path / "bindings.json")  # left as it was
 
 

@@ -24,7 +24,7 @@ import pytest
 from ipython_compact.agent.scheduler import CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, MESSAGE
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
@@ -134,7 +134,7 @@ def test_start_time_reads_this_process() -> None:
 
 QUEUEING = """
 import sys, time
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
 store = SessionStore(sys.argv[1])

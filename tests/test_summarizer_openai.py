@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ipython_compact.cli.demo_transcript import GOAL, TranscriptGenerator
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.anchors import AnchorSet
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.prompts import ANCHORS_NOTE

@@ -11,7 +11,7 @@ from builders import assistant_message as answer
 from builders import tool_calls_message, tool_result_message
 from builders import user_message as user
 
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer

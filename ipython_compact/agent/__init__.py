@@ -23,6 +23,6 @@ and ``supervisor`` (``KernelSupervisor``: code in the kernel, snapshots, restart
 steps), ``kernel_tool`` (in-process and jupyter_client kernels), ``openai_chat`` (wire format),
 ``requests`` (``compact.run()`` hand-over, imported inside kernels), ``kernel_state`` (snapshot
 glue run inside the kernel), ``kernel_reset`` (restart wording and budget), ``events`` (what a
-turn reports). Compactions are computed by ``ipython_compact.compactor.Compactor``; the pure
+turn reports). Compactions are computed by ``ipython_compact.compaction.compactor.Compactor``; the pure
 decisions live in ``core.triggers`` and ``core.overflow``.
 """

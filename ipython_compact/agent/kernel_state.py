@@ -17,9 +17,9 @@ from typing import Any
 
 from IPython import get_ipython
 
+from ipython_compact.files.paths import key_path
 from ipython_compact.namespace.probe import user_names
 from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
-from ipython_compact.paths import key_path
 
 _stores: dict[str, SnapshotStore] = {}
 

@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipython_compact import paths
 from ipython_compact.agent.caps import RunCaps, TreeBudget, logged_child_tokens, logged_tokens
 from ipython_compact.agent.events import (
     AgentError,
@@ -49,21 +48,21 @@ from ipython_compact.agent.events import (
 )
 from ipython_compact.agent.kernel_tool import JupyterKernel, KernelTool
 from ipython_compact.agent.model_caller import ModelCaller
-from ipython_compact.agent.openai_chat import to_openai_messages
-from ipython_compact.agent.overflow import OverflowEpisode
-from ipython_compact.agent.rlm import FINAL_CHARS, RLM_PROMPT, RlmBridge
-from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
-from ipython_compact.agent.session_log import SessionLog, now_iso
-from ipython_compact.agent.setup import (
+from ipython_compact.agent.model_resolution import (
     default_session_name,
     make_client,
     resolve_model_and_window,
     settings_for_window,
 )
+from ipython_compact.agent.openai_chat import to_openai_messages
+from ipython_compact.agent.overflow_episode import OverflowEpisode
+from ipython_compact.agent.rlm import FINAL_CHARS, RLM_PROMPT, RlmBridge
+from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
+from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.supervisor import KernelSupervisor
 from ipython_compact.agent.tool_runner import ToolRunner
-from ipython_compact.compactor import Compactor
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import (
     COMPACTION,
@@ -86,6 +85,7 @@ from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_message_tokens, usage_of
 from ipython_compact.core.triggers import usage_is_stale
+from ipython_compact.files import paths
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.registry import make_summarizer
 

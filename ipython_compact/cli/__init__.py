@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ipython_compact.core.readable import closest
-from ipython_compact.paths import read_only_reason
+from ipython_compact.files.paths import read_only_reason
 from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def database_from(args: argparse.Namespace) -> Path:
     db = getattr(args, "db", None)
     if db:
         return Path(db).expanduser()
-    from ipython_compact.paths import ENV_DIR, database_path
+    from ipython_compact.files.paths import ENV_DIR, database_path
 
     try:
         return database_path()

@@ -110,7 +110,7 @@ def _summarizer(args: argparse.Namespace) -> Any:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     # deferred for start-up: `ipython-compact --help` and the read-only commands skip the engine
-    from ipython_compact.compactor import (
+    from ipython_compact.compaction.compactor import (
         CompactionError,
         CompactionFailed,
         Compactor,
@@ -165,7 +165,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
     from ipython_compact.core.ledger import one_line
 
     given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
@@ -197,7 +197,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
 
     if (args.entry_id is None) == (args.query is None):
         raise CliError("give an ENTRY_ID or --query WORDS (one of them)", f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'")
@@ -221,7 +221,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ipython_compact.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor
 
     with open_store(args) as store:
         session = pick_session(store, args.session)
@@ -276,12 +276,12 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from ipython_compact.cli.demo_transcript import TranscriptGenerator  # start-up: only the demo needs it
-    from ipython_compact.compactor import Compactor, NothingToCompact
+    from ipython_compact.compaction.compactor import Compactor, NothingToCompact
     from ipython_compact.core.tokens import estimate_context
 
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     db = database_from(args)
-    from ipython_compact.paths import ENV_DIR
+    from ipython_compact.files.paths import ENV_DIR
 
     # `make demo` sets IPYTHON_COMPACT_DIR; a user's shell usually does not, so the commands shown
     # name the database, or they would look in the default data directory and find no 'demo'.

@@ -23,7 +23,7 @@ from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
-from ipython_compact.file_safety import UnsafePathError, write_private_file
+from ipython_compact.files.safety import UnsafePathError, write_private_file
 from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
 from ipython_compact.store.log import IMPORT_BATCH
 

@@ -41,8 +41,8 @@ from dspy.primitives.code_interpreter import (
 )
 from dspy.primitives.repl_types import REPLEntry, REPLHistory
 
-from ipython_compact.agent.setup import make_client, resolve_model_and_window
-from ipython_compact.compactor import Compactor
+from ipython_compact.agent.model_resolution import make_client, resolve_model_and_window
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.integrations.iteration_log import Checkpoint, IterationLog

@@ -22,7 +22,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ipython_compact.compactor import Compactor, NothingToCompact
+from ipython_compact.compaction.compactor import Compactor, NothingToCompact
 from ipython_compact.core.entries import KERNEL_STATE, MESSAGE
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice

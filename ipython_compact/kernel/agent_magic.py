@@ -35,8 +35,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.events import AgentEvent
-from ipython_compact.agent.setup import settings_for_window
-from ipython_compact.compactor import Compactor
+from ipython_compact.agent.model_resolution import settings_for_window
+from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.kernel.agent_settings import AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
@@ -112,7 +112,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
                                          base_url=getattr(config, "base_url", None))  # the one %compact uses
             compactor: Any = Compactor(store, summarizer, settings)
         else:
-            from ipython_compact import paths  # deferred: the extension-less path only (start-up)
+            from ipython_compact.files import paths  # deferred: the extension-less path only (start-up)
             from ipython_compact.store import SessionStore
 
             store = SessionStore(paths.database_path())

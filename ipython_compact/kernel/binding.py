@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.file_safety import UnsafePathError, read_regular, replace_atomically
+from ipython_compact.files.safety import UnsafePathError, read_regular, replace_atomically
 
 ENV_SESSION = "IPYTHON_COMPACT_SESSION"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

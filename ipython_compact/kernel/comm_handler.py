@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact.compactor import CompactionError, NothingToCompact
+from ipython_compact.compaction.compactor import CompactionError, NothingToCompact
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.version import __version__
 

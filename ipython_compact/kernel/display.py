@@ -26,7 +26,7 @@ from typing import Any
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.ledger import one_line  # one cell per line: tables never break apart
 from ipython_compact.core.readable import cell_text, entry_gist, fmt_bytes
-from ipython_compact.kernel import plain_text as P
+from ipython_compact.kernel import plain_text
 
 __all__ = ["cell_text", "entry_gist", "fmt_bytes"]  # re-exported: the kernel side's one import for rendering
 
@@ -84,7 +84,7 @@ def fields_bundle(title: str, rows: Sequence[tuple[str, str]], data: Any, *, mim
                   width: int | None = None) -> Rendered:
     """A titled list of labelled values, each in full: plain text wraps a long value under itself
     (``plain_text.fields``) instead of cutting it; ``mime`` (default ``REPORT_MIME``) carries ``data``."""
-    plain = f"{title}\n{P.fields(rows, width or P.terminal_width())}" if rows else title
+    plain = f"{title}\n{plain_text.fields(rows, width or plain_text.terminal_width())}" if rows else title
     body = "".join(f'<tr><th style="text-align:left">{_h(k)}</th><td style="text-align:left;white-space:pre-wrap">'
                    f"{_h(v)}</td></tr>" for k, v in rows)
     html_t = f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><tbody>{body}</tbody></table>'
@@ -98,8 +98,8 @@ def grid_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
                 mime: str | None = None, width: int | None = None) -> Rendered:
     """A titled table whose cells are shown in full: plain text wraps a cell inside its column
     (``plain_text.table``) so the table fits the terminal."""
-    plain = f"{title}\n{P.table(headers, rows, width or P.terminal_width())}" if rows else title
-    rows = [[c.replace(P.KEEP, " ") for c in r] for r in rows]
+    plain = f"{title}\n{plain_text.table(headers, rows, width or plain_text.terminal_width())}" if rows else title
+    rows = [[c.replace(plain_text.KEEP, " ") for c in r] for r in rows]
     head = "".join(f"<th>{_h(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
     html_t = (f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><thead><tr>{head}</tr></thead>'

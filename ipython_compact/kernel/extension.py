@@ -278,7 +278,7 @@ def load(ip: Any) -> None:
     except OSError as exc:  # the data directory cannot be created: say so, without a traceback
         from IPython.core.error import UsageError
 
-        from ipython_compact.paths import ENV_DIR
+        from ipython_compact.files.paths import ENV_DIR
 
         raise UsageError(f"ipython_compact: cannot create the data directory {exc.filename}: {exc.strerror or exc}. "
                          f"Point {ENV_DIR} at a writable directory, then `%load_ext ipython_compact` again.") from None

@@ -23,14 +23,13 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ipython_compact.compactor import CompactionError, NothingToCompact
-from ipython_compact.kernel import display as D
-from ipython_compact.kernel import reports as R
+from ipython_compact.compaction.compactor import CompactionError, NothingToCompact
+from ipython_compact.files.paths import read_only_reason
+from ipython_compact.kernel import display, report_rows
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean
 from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.namespace.snapshot import SnapshotError
-from ipython_compact.paths import read_only_reason
 from ipython_compact.store.errors import (
     DatabaseLockedError,
     DuplicateImportError,
@@ -176,7 +175,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         result = self.service.compact(focus=_focus(a))
         comp = result["compaction"]
         shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
-        return D.summary_bundle(shown, result.get("notice"))
+        return display.summary_bundle(shown, result.get("notice"))
 
     @COMMANDS.subcommand("preview", "Dry run: what would be summarized, kept, externalized and discarded.",
                          *FOCUS_ARGS)
@@ -185,15 +184,15 @@ class CompactMagics(Magics):  # type: ignore[misc]
             plan = self.service.preview(_focus(a))
         except NothingToCompact as exc:
             # A dry run's honest answer, not a mistake: a fresh session has nothing to compact yet.
-            return D.text_bundle(f"Nothing would be compacted now: {exc}. `%compact status` shows the threshold lines.",
+            return display.text_bundle(f"Nothing would be compacted now: {exc}. `%compact status` shows the threshold lines.",
                                  title="Compaction preview (nothing changed)")
-        shown = D.text_bundle(plan.get("text") or json.dumps(plan, indent=1), title="Compaction preview (nothing changed)")
+        shown = display.text_bundle(plan.get("text") or json.dumps(plan, indent=1), title="Compaction preview (nothing changed)")
         shown.data = plan
         return shown
 
     @COMMANDS.subcommand("status", "Tokens in context, the window, and both threshold lines.")
     def _status(self, a: argparse.Namespace) -> Any:
-        return R.status_bundle(self.service.status())
+        return report_rows.status_bundle(self.service.status())
 
     @COMMANDS.subcommand("names", "The user-defined names in the kernel with cheap facts (like %who).",
                          arg("--limit", type=int, default=NAMES_LIMIT,
@@ -202,14 +201,14 @@ class CompactMagics(Magics):  # type: ignore[misc]
         _at_least(a.limit, 0, "--limit")
         last = self.service.last_snapshot  # its skip reasons are facts; the probe's are judged from types
         lost = {s.name: s.reason for s in last.skipped} if last is not None else {}
-        return R.names_bundle(self.service.names(limit=a.limit or None).to_json(), lost=lost)
+        return report_rows.names_bundle(self.service.names(limit=a.limit or None).to_json(), lost=lost)
 
     @COMMANDS.subcommand("snapshot", "Write a snapshot of the namespace now (incremental unless --full).",
                          arg("--full", action="store_true", help="serialize and write every value again"),
                          epilog=SNAPSHOT_VERIFICATION)
     def _snapshot(self, a: argparse.Namespace) -> Any:
         report = self.service.snapshot(full=a.full)
-        return R.snapshot_bundle(report.to_json())
+        return report_rows.snapshot_bundle(report.to_json())
 
     @COMMANDS.subcommand("restore", "Bring names back from the newest snapshot holding your work (after a restart).",
                          arg("names", nargs="*", help="only these names (default: all); named ones are overwritten"),
@@ -225,7 +224,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         shown = report.to_json()
         if report.generation is None:  # a warning with what is available, never a success
             text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
-            return D.text_bundle(text, title="Warning: nothing was restored")
+            return display.text_bundle(text, title="Warning: nothing was restored")
         accounted = (set(report.restored) | set(report.kept) | {s.name for s in report.failed}
                      | {s.name for s in report.quarantined})
         missing = [n for n in wanted if n not in accounted]
@@ -234,7 +233,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
                              "`%compact restore` with no names brings back everything it holds")
         if missing:
             shown["not_in_snapshot"] = missing
-        return R.restore_bundle(shown, own_process=self.service.snapshots.process)
+        return report_rows.restore_bundle(shown, own_process=self.service.snapshots.process)
 
     @COMMANDS.subcommand("snapshots", "List snapshot generations: number, time, kernel, names, size, verified.",
                          arg("--discard", type=int, default=None, metavar="N",
@@ -242,10 +241,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
     def _snapshots(self, a: argparse.Namespace) -> Any:
         if a.discard is not None:
             gone = self.service.discard_snapshots(a.discard)
-            return D.mapping_bundle("Discarded", {"generations": gone})
+            return display.mapping_bundle("Discarded", {"generations": gone})
         rows = self.service.snapshot_list()
         if not rows:
-            return D.text_bundle(f"No snapshots for session {self.service.session} in {self.service.snapshot_dir}.")
+            return display.text_bundle(f"No snapshots for session {self.service.session} in {self.service.snapshot_dir}.")
 
         def kernel(r: dict[str, Any]) -> str:
             who = "this kernel" if r["own"] else f"pid {r['pid']}" if r["pid"] else "?"
@@ -259,9 +258,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
             return str(r["timestamp"] or "")[:19].replace("T", " ")
 
         # names last: the one column of any width, so a narrow terminal wraps only it
-        table = [[r["generation"], when(r), kernel(r), r["origin"] or "", D.fmt_bytes(r["bytes"]),
+        table = [[r["generation"], when(r), kernel(r), r["origin"] or "", display.fmt_bytes(r["bytes"]),
                   "yes" if r["verified"] else f"no: {r['problem']}", names(r)] for r in rows]
-        return D.rows_bundle(f"Snapshots of {self.service.session}",
+        return display.rows_bundle(f"Snapshots of {self.service.session}",
                              ["generation", "time (UTC)", "kernel", "taken", "size", "verified", "names"], table, rows)
 
     @COMMANDS.subcommand("log", "The newest entries of the session log.",
@@ -269,12 +268,12 @@ class CompactMagics(Magics):  # type: ignore[misc]
     def _log(self, a: argparse.Namespace) -> Any:
         _at_least(a.n, 0, "-n")
         rows = self.service.log(limit=a.n)  # entries without text come described, not blank
-        return D.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
+        return display.rows_bundle(f"Last {len(rows)} entries of {self.service.session}", ["id", "kind", "role", "text"],
                              [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows], rows)
 
     @COMMANDS.subcommand("show", "One log entry in full.", arg("entry_id", help="the entry id (see %%compact log)"))
     def _show(self, a: argparse.Namespace) -> Any:
-        return D.entry_bundle(self.service.show(a.entry_id))
+        return display.entry_bundle(self.service.show(a.entry_id))
 
     @COMMANDS.subcommand("recall", "The original text of compacted entries, by id or by search.",
                          arg("entry_id", nargs="?", help="an entry id"),
@@ -291,7 +290,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
                 raise
             raise UsageError(f"%compact recall: {exc}. Type `%compact log` to see entry ids, "
                              "or `%compact recall --query WORDS` to search.") from None
-        return D.text_bundle("\n\n".join(f"[{h['id']}] {h['kind']} {h['role'] or ''}\n{h['text']}" for h in hits)
+        return display.text_bundle("\n\n".join(f"[{h['id']}] {h['kind']} {h['role'] or ''}\n{h['text']}" for h in hits)
                              or "No matching entries.", title=f"{len(hits)} recalled")
 
     @COMMANDS.subcommand("pin", "Keep a text verbatim through every compaction (alone or with --list: the active pins).",
@@ -301,21 +300,21 @@ class CompactMagics(Magics):  # type: ignore[misc]
         if a.list or not a.text:
             pins = self.service.pins()
             if not pins:
-                return D.text_bundle("No active pins. Pin a text with `%compact pin TEXT`.")
-            return D.rows_bundle("Active pins", ["pin id", "text"], [[k, v] for k, v in pins.items()], pins)
+                return display.text_bundle("No active pins. Pin a text with `%compact pin TEXT`.")
+            return display.rows_bundle("Active pins", ["pin id", "text"], [[k, v] for k, v in pins.items()], pins)
         text = " ".join(a.text)
         if not text.strip():
             raise ValueError("give the text to pin, e.g. `%compact pin the API key lives in env var X`")
-        return D.mapping_bundle("Pinned", self.service.pin(text))
+        return display.mapping_bundle("Pinned", self.service.pin(text))
 
     @COMMANDS.subcommand("unpin", "Remove a pin by its id.", arg("pin_id", help="the pin id (see %%compact pin --list)"))
     def _unpin(self, a: argparse.Namespace) -> Any:
-        return D.mapping_bundle("Unpinned", self.service.unpin(a.pin_id))
+        return display.mapping_bundle("Unpinned", self.service.unpin(a.pin_id))
 
     @COMMANDS.subcommand("tree", "The branch tips of the session tree.")
     def _tree(self, a: argparse.Namespace) -> Any:
         tips = self.service.tree()
-        return D.rows_bundle("Branch tips", ["id", "kind", "leaf", "text"],
+        return display.rows_bundle("Branch tips", ["id", "kind", "leaf", "text"],
                              [[t["id"], t["kind"], "*" if t["leaf"] else "", t["text"]] for t in tips], tips)
 
     @COMMANDS.subcommand("branch", "Move the session's leaf to an entry (start a branch there).",
@@ -323,7 +322,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
                          arg("--no-summary", action="store_true", help="do not summarize the branch left behind"))
     def _branch(self, a: argparse.Namespace) -> Any:
         moved = self.service.branch(a.entry_id, summarize=not a.no_summary)
-        return D.mapping_bundle("Leaf moved", {"session": self.service.session, **moved})
+        return display.mapping_bundle("Leaf moved", {"session": self.service.session, **moved})
 
     @COMMANDS.subcommand("export", "Write the session (root to leaf) as JSONL.",
                          arg("path", help="the JSONL file to write"))
@@ -334,7 +333,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         if not target.parent.is_dir():
             raise ValueError(f"directory {target.parent} does not exist")
         count = self.service.export(target)
-        return D.mapping_bundle("Exported", {"path": str(target), "entries": count})
+        return display.mapping_bundle("Exported", {"path": str(target), "entries": count})
 
     @COMMANDS.subcommand("import", "Append a pi or ipython-compact JSONL transcript to this session.",
                          arg("path", help="the transcript file (pi session or our JSONL export)"),
@@ -355,11 +354,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
             where = f"fix line {exc.line} of {source}" if exc.line is not None else "check the file"
             raise UsageError(f"%compact import: {exc}. Nothing was imported; {where} "
                              "(a pi session or an ipython-compact export, one JSON object per line).") from None
-        return D.mapping_bundle("Imported", imported)
+        return display.mapping_bundle("Imported", imported)
 
     @COMMANDS.subcommand("session", "Show the bound session, or switch to another (remembered across restarts).",
                          arg("name", nargs="?", help="switch to this session"))
     def _session(self, a: argparse.Namespace) -> Any:
         if a.name:
             self.service.switch(a.name)
-        return D.mapping_bundle("Session binding", self.service.binding.to_json())
+        return display.mapping_bundle("Session binding", self.service.binding.to_json())

@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ipython_compact import paths
-from ipython_compact.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
+from ipython_compact.compaction.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
 from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
-from ipython_compact.file_safety import write_private_file
+from ipython_compact.files import paths
+from ipython_compact.files.safety import write_private_file
 from ipython_compact.kernel import binding as B
 from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig

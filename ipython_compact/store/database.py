@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact.core.entries import Entry, canonical_json
-from ipython_compact.file_safety import UnsafePathError, check_regular
+from ipython_compact.files.safety import UnsafePathError, check_regular
 from ipython_compact.store import migrations
 from ipython_compact.store.errors import (
     CorruptDatabaseError,

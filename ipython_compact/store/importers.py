@@ -31,7 +31,7 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, path_to
 from ipython_compact.core.pi_format import PiFormatError, json_type_name, parse_pi_session
-from ipython_compact.file_safety import kind_of
+from ipython_compact.files.safety import kind_of
 from ipython_compact.store.database import check_session_name
 from ipython_compact.store.errors import DuplicateImportError, ImportFormatError
 from ipython_compact.store.log import IMPORT_BATCH, Existing, ImportPlan, content_key, stored_data_text

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.file_safety import UnsafePathError, kind_of, replace_atomically
+from ipython_compact.files.safety import UnsafePathError, kind_of, replace_atomically
 from ipython_compact.store.errors import DatabaseLockedError
 
 SUFFIX = ".pending"

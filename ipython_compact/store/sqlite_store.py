@@ -92,7 +92,7 @@ class SessionStore:
         cache_entries: int = 4096,
     ) -> None:
         if db_path is None:
-            from ipython_compact.paths import database_path  # resolved only when no path is given
+            from ipython_compact.files.paths import database_path  # resolved only when no path is given
 
             db_path = database_path()
         self.db_path = Path(db_path)

@@ -59,7 +59,7 @@ def test_wheel_carries_the_prebuilt_extension(tmp_path: Path) -> None:
     assert prefix + meta["jupyterlab"]["_build"]["load"] in names
     assert not any("node_modules" in n for n in names)
     # The server extension that keeps the panel's subshell statuses out of the kernel's busy/idle.
-    assert server_config["ServerApp"]["jpserver_extensions"] == {"ipython_compact.server_extension": True}
+    assert server_config["ServerApp"]["jpserver_extensions"] == {"ipython_compact.jupyter.server_extension": True}
 
 
 def test_jupyterlab_reports_the_extension_enabled() -> None:

@@ -38,7 +38,7 @@ def notebooks() -> tuple[str, ...]:
 # holds the pointer "[entry <id> · 401 lines · recall <id>]". One message carries hostile markup.
 SEED = """
 def _seed_big_output():
-    from ipython_compact import paths
+    from ipython_compact.files import paths
     from ipython_compact.store import SessionStore
     session = compact.status()["session"]
     store = SessionStore(paths.database_path())

@@ -16,7 +16,7 @@ ENGINE_MODULES = ("dspy", "rlm", "litellm", "tiktoken")
 
 def test_importing_the_package_and_the_shared_adapter_parts_imports_no_engine() -> None:
     code = (
-        "import sys, json, ipython_compact, ipython_compact.compactor, ipython_compact.agent.loop, "
+        "import sys, json, ipython_compact, ipython_compact.compaction.compactor, ipython_compact.agent.loop, "
         "ipython_compact.cli, ipython_compact.integrations, ipython_compact.integrations.kernel_runner, "
         "ipython_compact.integrations.iteration_log, ipython_compact.integrations.tool_bridge\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {ENGINE_MODULES!r})))"

@@ -52,6 +52,7 @@ What must hold:
 from __future__ import annotations
 
 from ipython_compact.namespace.snapshot.fingerprints import carries_code, fingerprint
+from ipython_compact.namespace.snapshot.folder import PROCESS_ID, VERIFY_MODES, SnapshotLedger, SnapshotStore
 from ipython_compact.namespace.snapshot.keys import load_or_create_key
 from ipython_compact.namespace.snapshot.manifests import MANIFEST_VERSION, GenerationInfo
 from ipython_compact.namespace.snapshot.reports import (
@@ -62,7 +63,6 @@ from ipython_compact.namespace.snapshot.reports import (
     python_tag,
 )
 from ipython_compact.namespace.snapshot.signing import MAGIC
-from ipython_compact.namespace.snapshot.store import PROCESS_ID, VERIFY_MODES, SnapshotLedger, SnapshotStore
 
 __all__ = [
     "MAGIC",

@@ -2,8 +2,8 @@
 
 Why a module of its own: the CLI, the kernel service, the agent and the panel's comm replies all
 read these; they need the shapes (``to_json``, ``render``) without the pipeline that makes them,
-and ``compactor.py`` stays one job (plan, summarize, append). ``ipython_compact.compactor``
-re-exports every name, so ``from ipython_compact.compactor import Plan`` keeps working.
+and ``compaction/compactor.py`` stays one job (plan, summarize, append). ``ipython_compact.compaction.compactor``
+re-exports every name, so ``from ipython_compact.compaction.compactor import Plan`` keeps working.
 
 What must hold: ``to_json`` returns plain JSON values only (they cross the comm and the CLI's
 ``--json`` unchanged); ``Plan.render`` is the terminal's table and writes nothing.

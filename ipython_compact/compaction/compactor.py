@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from ipython_compact.compaction_results import (
+from ipython_compact.compaction.results import (
     CompactionError,
     CompactionFailed,
     CompactionResult,

@@ -27,7 +27,7 @@ subshell ones. A widget callback that runs long on the main shell (commsOverSubs
 ``disabled``) then no longer shows "Busy", and comm traffic alone no longer counts as activity for
 the idle culler. The exact fix (ignore statuses whose parent ran on another subshell) belongs
 upstream and is written up there. Opting out: ``jupyter server extension disable
-ipython_compact.server_extension``.
+ipython_compact.jupyter.server_extension``.
 
 What must hold: nothing the list held before is dropped; loading twice adds nothing twice.
 """
@@ -72,9 +72,9 @@ def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data
 
 def persisted_session(path: str, session: str, source: str) -> dict[str, Any]:
     """What the session log holds for ``session``: a ``status``-shaped object and its compactions."""
-    from ipython_compact import paths  # deferred for start-up: only a panel request needs them
     from ipython_compact.core import entries as E  # deferred for start-up
     from ipython_compact.core.tokens import estimate_context  # deferred for start-up
+    from ipython_compact.files import paths  # deferred for start-up: only a panel request needs them
     from ipython_compact.kernel.service import FIGURES_KEY, summaries_of  # deferred for start-up
     from ipython_compact.store import SessionStore  # deferred for start-up
 
@@ -113,7 +113,7 @@ def _handler() -> Any:
 
         @web.authenticated  # type: ignore[misc]
         def get(self) -> None:
-            from ipython_compact import paths  # deferred for start-up: only a panel request needs it
+            from ipython_compact.files import paths  # deferred for start-up: only a panel request needs it
 
             path = self.get_query_argument("path", "")
             if not path or path.startswith("/") or ".." in path.split("/"):
@@ -127,7 +127,7 @@ def _handler() -> Any:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    return [{"module": "ipython_compact.server_extension"}]
+    return [{"module": "ipython_compact.jupyter.server_extension"}]
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
