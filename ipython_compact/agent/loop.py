@@ -135,7 +135,7 @@ class Agent:
         base_url: str | None = None,
         api_key: str | None = None,
         client: Any = None,
-        store: Any = None,
+        store: SessionStore | str | Path | None = None,
         session: str | None = None,
         context_window: int | None = None,
         kernel: KernelTool | None = None,

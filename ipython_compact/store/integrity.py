@@ -30,8 +30,9 @@ REQUIRED_SCHEMA: tuple[tuple[str, str], ...] = (
 
 
 class Integrity:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    """``verify``, a part of ``SessionStore`` (its base class); ``self.db`` is the store's ``Database``."""
+
+    db: Database
 
     def verify(self, session: str | None = None) -> VerifyReport:
         """Recompute every hash and chain link; report what does not match.

@@ -26,7 +26,7 @@ from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_jso
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
 from ipython_compact.store import process
-from ipython_compact.store.database import ENTRY_COLUMNS, Database, SessionRow, check_session_name, row_entry
+from ipython_compact.store.database import ENTRY_COLUMNS, SessionRow, check_session_name, row_entry
 from ipython_compact.store.errors import (
     DatabaseLockedError,
     InvalidEntryError,
@@ -108,12 +108,11 @@ class _ImportRunning(Exception):
         self.owner = owner
 
 
-class EntryLog:
-    """Appends and entry reads over one database (the tree answers ancestry questions)."""
+class EntryLog(Tree):
+    """Appends and entry reads over one database (the tree answers ancestry questions).
 
-    def __init__(self, db: Database, tree: Tree) -> None:
-        self.db = db
-        self.tree = tree
+    A part of ``SessionStore`` (its base class): the methods here are the store's own, defined
+    once; ``self.db`` is the store's ``Database``."""
 
     def append(
         self,
@@ -302,7 +301,7 @@ class EntryLog:
         except (StoreError, sqlite3.Error) as exc:
             with contextlib.suppress(Exception), self.db.write() as conn:
                 conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
-            leaf = self.tree.leaf(session)
+            leaf = self.leaf(session)
             last_id = entries[written - 1].id
             raise PartialImportError(
                 f"{self.db.path}: the import into session {session!r} stopped after {written:,} of {len(entries):,} "
@@ -409,7 +408,7 @@ class EntryLog:
         if entry.parent_id is None:
             depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
         else:
-            parent = self.tree.parent_info(conn, sid, entry.parent_id, cache)
+            parent = self.parent_info(conn, sid, entry.parent_id, cache)
             if parent is None:
                 raise InvalidEntryError(f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path)
             depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
@@ -421,7 +420,7 @@ class EntryLog:
             first_kept = stored.data.get("first_kept_entry_id")
             if not isinstance(first_kept, str) or not first_kept:
                 raise InvalidEntryError(f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path)
-            if not self.tree.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
+            if not self.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
                 raise InvalidEntryError(
                     f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction", path=self.db.path
                 )

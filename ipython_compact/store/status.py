@@ -24,24 +24,20 @@ from typing import Any
 
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, canonical_json
 from ipython_compact.store import process
-from ipython_compact.store.database import Database
 from ipython_compact.store.log import EntryLog
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import InboxItem, LiveCompaction, LiveStatus
-from ipython_compact.store.tree import Tree
 
 
 def _owner(host: str | None, pid: int | None, started: str | None) -> Owner | None:
     return None if host is None or pid is None else Owner(host, int(pid), started)
 
 
-class Status:
-    """Inbox items, compactions in flight and small per-session status values."""
+class Status(EntryLog):
+    """Inbox items, compactions in flight and small per-session status values.
 
-    def __init__(self, db: Database, tree: Tree, log: EntryLog) -> None:
-        self.db = db
-        self.tree = tree
-        self.log = log
+    A part of ``SessionStore`` (its base class; settling an abandoned compaction appends to the
+    log in the same transaction, hence the log as this class's base)."""
 
     def inbox_put(
         self, session: str, payload: Mapping[str, Any], *, first_kept_entry_id: str | None = None
@@ -80,7 +76,7 @@ class Status:
             head = conn.execute(
                 "SELECT context_head FROM entries WHERE session_id = ? AND id = ?", (sid, leaf)
             ).fetchone()[0]
-            live_ids = {r[0] for r in self.tree.walk_links(conn, sid, leaf, head)}  # ids only: no entry bodies
+            live_ids = {r[0] for r in self.walk_links(conn, sid, leaf, head)}  # ids only: no entry bodies
             live_ids.discard(head)
         now = self.db.clock()
         stale: list[InboxItem] = []
@@ -231,7 +227,7 @@ class Status:
                                                   "owner": c.owner.to_json()}))
             failure = {"task_id": c.task_id, "reason": c.reason, "error": error, "at": now}
             self.db.set_status(conn, row.sid, "last_failure", failure)
-        self.log.append_in(conn, row, outcomes, timestamp=now)
+        self.append_in(conn, row, outcomes, timestamp=now)
         return abandoned
 
     def live_status(self, session: str) -> LiveStatus:

@@ -49,10 +49,12 @@ class Batch:
 
 
 class Tree:
-    """Path and branch queries over one database."""
+    """Path and branch queries over one database.
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    The lowest part of ``SessionStore`` (its base class): the methods here are the store's own,
+    defined once; ``self.db`` is the store's ``Database``, set by ``SessionStore.__init__``."""
+
+    db: Database
 
     def leaf(self, session: str) -> str | None:
         with self.db.read() as conn:
