@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
 from ipython_compact.store import process
 from ipython_compact.store.database import ENTRY_COLUMNS, SessionRow, check_session_name, row_entry
+from ipython_compact.store.dialect import Conn
 from ipython_compact.store.errors import (
     DatabaseLockedError,
     InvalidEntryError,
@@ -166,7 +166,7 @@ class EntryLog(Tree):
 
     def append_in(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         row: SessionRow,
         items: Sequence[tuple[str, Mapping[str, Any]]],
         *,
@@ -212,11 +212,11 @@ class EntryLog(Tree):
         with self.db.write() as conn:
             if create:
                 check_session_name(session, self.db.path)
-                if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone():
+                if conn.execute(
+                    "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+                    "RETURNING session_id", (session, self.db.clock())
+                ).fetchone() is None:
                     raise SessionExistsError(f"session {session!r} already exists in {self.db.path}", path=self.db.path)
-                conn.execute(
-                    "INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self.db.clock())
-                )
             row = self.db.session_row(conn, session)
             sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
             cache = Batch()
@@ -262,10 +262,10 @@ class EntryLog(Tree):
         while True:
             try:
                 with self.db.write() as conn:
-                    created = not conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone()
-                    if created:
-                        check_session_name(session, self.db.path)
-                        conn.execute("INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self.db.clock()))
+                    check_session_name(session, self.db.path)
+                    created = conn.execute(
+                        "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+                        "RETURNING session_id", (session, self.db.clock())).fetchone() is not None
                     row = self.db.session_row(conn, session)
                     if not created:
                         self._check_no_import_running(conn, row.sid)
@@ -298,7 +298,7 @@ class EntryLog(Tree):
                                    deadline=time.monotonic() + wait)
                 written += len(chunk)
                 batches += 1
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             with contextlib.suppress(Exception), self.db.write() as conn:
                 conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
             leaf = self.leaf(session)
@@ -311,19 +311,19 @@ class EntryLog(Tree):
             ) from exc
         return ImportWritten(entries, created, batches)
 
-    def _check_no_import_running(self, conn: sqlite3.Connection, sid: int) -> None:
+    def _check_no_import_running(self, conn: Conn, sid: int) -> None:
         row = conn.execute(
             "SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, IMPORT_MARKER)
         ).fetchone()
         if row is None:
             return
         owner = Owner.from_json(json.loads(row[0]).get("owner"))
-        if owner is None or process.ended(owner):  # killed mid-import: its marker means nothing
+        if owner is None or self.db.owner_ended(conn, owner):  # killed mid-import: its marker means nothing
             conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (sid, IMPORT_MARKER))
             return
         raise _ImportRunning(owner)
 
-    def _existing(self, conn: sqlite3.Connection, row: SessionRow, created: bool) -> Existing:
+    def _existing(self, conn: Conn, row: SessionRow, created: bool) -> Existing:
         content: dict[bytes, str] = {}
         keys: dict[str, bytes] = {}
         if not created:
@@ -335,7 +335,7 @@ class EntryLog(Tree):
         return Existing(created, row.leaf, frozenset(keys), content, keys)
 
     def _write_batch(
-        self, conn: sqlite3.Connection, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
+        self, conn: Conn, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
     ) -> None:
         tip = row.tip
         for entry in entries:
@@ -363,7 +363,7 @@ class EntryLog(Tree):
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    def _finish(self, conn: sqlite3.Connection, sid: int, count: int, tip: str, leaf: str | None, batch: Batch) -> None:
+    def _finish(self, conn: Conn, sid: int, count: int, tip: str, leaf: str | None, batch: Batch) -> None:
         """Record the batch on the session row: count, chain tip, newest seq and (maybe) the leaf."""
         if not batch.last_seq:
             if leaf is not None:
@@ -375,7 +375,7 @@ class EntryLog(Tree):
             (count, tip, batch.last_seq, leaf, sid),
         )
 
-    def _fresh_id(self, conn: sqlite3.Connection, sid: int, cache: Batch) -> str:
+    def _fresh_id(self, conn: Conn, sid: int, cache: Batch) -> str:
         for _ in range(100):
             candidate = self.db.new_id()
             if candidate not in cache and not conn.execute(
@@ -385,7 +385,7 @@ class EntryLog(Tree):
         raise StoreError(f"{self.db.path}: could not find a free entry id after 100 tries", path=self.db.path)
 
     def _insert(
-        self, conn: sqlite3.Connection, sid: int, entry: Entry, tip: str, cache: Batch
+        self, conn: Conn, sid: int, entry: Entry, tip: str, cache: Batch
     ) -> tuple[Entry, str]:
         where = f"entry {entry.id!r}"
         if not isinstance(entry.id, str) or not entry.id:
@@ -427,10 +427,10 @@ class EntryLog(Tree):
             head = first_kept
         hash_ = entry_hash(parent_hash, stored)
         new_tip = chain_hash(tip, hash_)
-        cur = conn.execute(
+        seq = conn.execute(
             "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
             " depth, context_head, hash, chain, mark, compactions, writer)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             (
                 sid,
                 stored.id,
@@ -448,11 +448,11 @@ class EntryLog(Tree):
                 compactions,
                 self.db.writer,
             ),
-        )
+        ).fetchone()[0]
         text = entry_text(stored)
         if text:
-            conn.execute("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
-        cache.last_seq = int(cur.lastrowid or 0)
+            conn.execute(self.db.dialect.fts_insert, (seq, self.db.dialect.fts_text(text)))
+        cache.last_seq = int(seq)
         cache.info[stored.id] = ParentInfo(depth, head, hash_, mark, compactions)
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
@@ -542,7 +542,8 @@ class EntryLog(Tree):
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
             rows = conn.execute(
-                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id IS ? ORDER BY seq",
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id {self.db.dialect.is_same} ? "
+                "ORDER BY seq",
                 (sid, entry_id),
             )
             return [row_entry(r) for r in rows]
@@ -583,25 +584,18 @@ class EntryLog(Tree):
         """Full-text search over entry text, best match first.
 
         By default every word of ``text`` must occur (words are quoted, so FTS syntax in user text
-        is harmless); ``raw=True`` passes an FTS5 query through unchanged.
+        is harmless); ``raw=True`` passes a query in the engine's own syntax through unchanged
+        (SQLite: FTS5; PostgreSQL: ``websearch_to_tsquery``).
         """
         if "\x00" in text:
             if raw:
                 raise InvalidEntryError("the search query holds a NUL character, which full-text search cannot "
                                         "take; remove it", path=self.db.path)
             text = text.replace("\x00", " ")  # SQLite ends the string at NUL ("unterminated string")
-        if raw:
-            query = text
-        else:
-            words = [w.replace('"', '""') for w in text.split()]
-            if not words:
-                return []
-            query = " ".join(f'"{w}"' for w in words)
-        sql = (
-            f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank FROM entries_fts f "
-            "JOIN entries e ON e.seq = f.rowid JOIN sessions s ON s.session_id = e.session_id "
-            "WHERE entries_fts MATCH ?"
-        )
+        query = self.db.dialect.search_query(text, raw)
+        if query is None:
+            return []
+        sql = f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank {self.db.dialect.search_from(raw)}"
         params: list[Any] = [query]
         with self.db.read() as conn:
             if session is not None:
@@ -611,8 +605,8 @@ class EntryLog(Tree):
             params.append(limit)
             try:
                 rows = conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+            except Exception as exc:
+                if self.db.is_query_syntax_error(exc):
                     raise ValueError(f"bad search query {text!r}: {exc}") from exc
                 raise
         return [SearchHit(session=r[0], entry=row_entry(r[1:8]), rank=float(r[8])) for r in rows]

@@ -1,4 +1,4 @@
-"""The session log: an append-only tree of entries in one SQLite file.
+"""The session log: an append-only tree of entries in one SQLite file or a PostgreSQL database.
 
 Why SQLite: one file, safe concurrent appends from the kernel, the CLI and the agent loop (WAL,
 ``BEGIN IMMEDIATE``, a busy timeout), transactions that make a killed process harmless, and FTS5
@@ -26,9 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact.core.entries import canonical_json
-from ipython_compact.store.database import Database, check_session_name, random_entry_id, utc_now
-from ipython_compact.store.errors import SessionExistsError
+from ipython_compact.store.database import (
+    Database,
+    SqliteDatabase,
+    check_session_name,
+    random_entry_id,
+    utc_now,
+)
+from ipython_compact.store.errors import SessionExistsError, StoreError
 from ipython_compact.store.integrity import Integrity
+from ipython_compact.store.location import LocationError, is_postgres, redact, sidecar_name, sqlite_path
 from ipython_compact.store.log import (
     chain_hash,
     entry_hash,
@@ -85,15 +92,39 @@ class SessionStore(Status, Integrity):
         cache_entries: int = 4096,
     ) -> None:
         if db_path is None:
-            from ipython_compact.paths import database_path  # resolved only when no path is given
+            from ipython_compact.paths import database_location  # resolved only when no path is given
 
-            db_path = database_path()
-        self.db_path = Path(db_path)
-        self.db = Database(self.db_path, busy_timeout=busy_timeout, clock=clock, new_id=new_id, cache_entries=cache_entries)
+            db_path = database_location()
+        self.url = str(db_path)
+        """The location as given: a file path or a URL (with its password: pass it on, never show it)."""
+        self.db: Database
+        if is_postgres(db_path):
+            # optional: psycopg is the `postgres` extra, imported only for a postgresql:// URL
+            from ipython_compact.paths import data_dir
+            from ipython_compact.store.postgres import PostgresDatabase
+
+            self.db = PostgresDatabase(self.url, busy_timeout=busy_timeout, clock=clock, new_id=new_id,
+                                       cache_entries=cache_entries)
+            # Files this host keeps for the server's log (the kernel's pending-writes journal).
+            self.db_path = data_dir() / sidecar_name(self.url)
+        else:
+            try:
+                self.db_path = sqlite_path(db_path)
+            except LocationError as exc:
+                raise StoreError(str(exc), path=redact(self.url)) from None
+            self.db = SqliteDatabase(self.db_path, busy_timeout=busy_timeout, clock=clock, new_id=new_id,
+                                     cache_entries=cache_entries)
+
+    @property
+    def engine(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.db.dialect.name
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        """The raw connection (tests that damage a database on purpose use it)."""
+        """The raw SQLite connection (tests that damage a database on purpose use it)."""
+        if not isinstance(self.db, SqliteDatabase):
+            raise TypeError(f"{self.db.path}: not a SQLite store")
         return self.db.conn
 
     def clear_cache(self) -> None:
@@ -112,15 +143,16 @@ class SessionStore(Status, Integrity):
     # ------------------------------------------------------------------ sessions
 
     def create_session(self, name: str, *, meta: Mapping[str, Any] | None = None) -> SessionInfo:
-        check_session_name(name, self.db_path)
+        check_session_name(name, self.db.path)
         created = self.db.clock()
         with self.db.write() as conn:
-            if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (name,)).fetchone():
-                raise SessionExistsError(f"session {name!r} already exists in {self.db_path}", path=self.db_path)
-            conn.execute(
-                "INSERT INTO sessions (name, created_at, meta) VALUES (?, ?, ?)",
+            made = conn.execute(
+                "INSERT INTO sessions (name, created_at, meta) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING "
+                "RETURNING session_id",
                 (name, created, canonical_json(dict(meta or {}))),
-            )
+            ).fetchone()
+            if made is None:
+                raise SessionExistsError(f"session {name!r} already exists in {self.db.path}", path=self.db.path)
         return SessionInfo(name=name, created_at=created, leaf_id=None, entry_count=0)
 
     def ensure_session(self, name: str) -> SessionInfo:
