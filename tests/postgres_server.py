@@ -108,3 +108,41 @@ def server() -> Server:
             pytest.fail(message)
         pytest.skip(message)
     return _server
+
+
+ENGINES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=ENGINES)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """A new, empty session log on each engine: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return tmp_path / "log.db"
+    return server().fresh_url()
+
+
+def raw_sql(location: str | Path, *statements: str, lift_guards: bool = False) -> None:
+    """Run ``statements`` on the log's database behind the store's back (what a damaged disk, a
+    hand edit or another program would do); ``lift_guards`` first removes the append-only
+    triggers, as someone editing the file on purpose would."""
+    if isinstance(location, Path):
+        import sqlite3
+
+        conn = sqlite3.connect(location)
+        try:
+            if lift_guards:
+                conn.execute("DROP TRIGGER entries_no_update")
+                conn.execute("DROP TRIGGER entries_no_delete")
+            for statement in statements:
+                conn.execute(statement)
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    import psycopg  # optional: only the PostgreSQL tests need it
+
+    with psycopg.connect(location) as pg:
+        if lift_guards:
+            pg.execute("ALTER TABLE entries DISABLE TRIGGER USER")
+        for statement in statements:
+            pg.execute(statement.encode())

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 SQLITE_SCHEME = "sqlite"
@@ -60,15 +59,9 @@ def redact(url: str) -> str:
     """``url`` with its password replaced by ``***`` (query-string passwords too)."""
     if scheme(url) is None:
         return url
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{host}"
-    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    # Edited in place (urlunsplit would drop the empty host of postgresql:///db?host=/socket).
+    shown = re.sub(r"^([^:]+://[^/@:?#]*):[^@/?#]*@", r"\1:***@", url)
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", shown)
 
 
 def sidecar_name(url: str) -> str:

@@ -96,7 +96,7 @@ CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
 CREATE TRIGGER entries_no_truncate BEFORE TRUNCATE ON entries
     FOR EACH STATEMENT EXECUTE FUNCTION ipython_compact_append_only();
 CREATE TABLE entries_fts (
-    seq  BIGINT PRIMARY KEY REFERENCES entries(seq),
+    seq  BIGINT PRIMARY KEY,
     tsv  TSVECTOR NOT NULL
 );
 CREATE INDEX entries_fts_tsv ON entries_fts USING GIN (tsv);
