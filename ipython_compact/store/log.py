@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -526,6 +526,30 @@ class EntryLog(Tree):
                 params.extend(wanted)
             rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE {where} ORDER BY seq", params)
             return [row_entry(r) for r in rows]
+
+    def iter_entries(self, session: str, *, batch: int = 1000) -> Iterator[Entry]:
+        """Every entry of the session in append order, read ``batch`` rows at a time (keyset on
+        ``seq``), so an export or a copy between stores holds one batch in memory, not the log.
+        Entries appended while iterating are included; none is skipped or repeated."""
+        after = 0
+        while True:
+            with self.db.read() as conn:
+                sid = self.db.sid(conn, session)
+                rows = conn.execute(
+                    f"SELECT seq, {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    (sid, after, batch),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield row_entry(row[1:])
+            after = int(rows[-1][0])
+
+    def chain_tip(self, session: str) -> str:
+        """The session's append-chain hash: equal tips mean the same entries in the same order
+        (a copy between stores that kept ids and order has the source's tip)."""
+        with self.db.read() as conn:
+            return self.db.session_row(conn, session).tip
 
     def entry_count(self, session: str) -> int:
         """How many entries the session holds (all branches); one row read."""
