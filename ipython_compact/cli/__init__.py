@@ -169,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
 def database_from(args: argparse.Namespace) -> Path | str:
     """The ``--db`` value, ``$IPYTHON_COMPACT_DB`` or the default file: a path, or a server URL."""
     # deferred for start-up, like every store import of the CLI
-    from ipython_compact.paths import ENV_DIR, database_location
-    from ipython_compact.store.location import scheme
+    from ipython_compact.paths import ENV_DIR, database_location  # start-up
+    from ipython_compact.store.location import scheme  # start-up
 
     db = getattr(args, "db", None)
     if db:

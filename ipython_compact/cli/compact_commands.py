@@ -281,7 +281,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     # deferred for start-up, like every store import of the CLI
-    from ipython_compact.store.location import redact
+    from ipython_compact.store.location import redact  # start-up
 
     db = redact(str(database_from(args)))
     from ipython_compact.paths import ENV_DIR

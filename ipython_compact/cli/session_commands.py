@@ -551,9 +551,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _copy_to(args: argparse.Namespace) -> int:
     # deferred for start-up, like every store import of the CLI
-    from ipython_compact.store import SessionExistsError, SessionStore
-    from ipython_compact.store.location import redact
-    from ipython_compact.store.transfer import copy_session
+    from ipython_compact.store import SessionExistsError, SessionStore  # start-up
+    from ipython_compact.store.location import redact  # start-up
+    from ipython_compact.store.transfer import copy_session  # start-up
 
     if args.output is not None:
         raise CliError("--to and -o both name where to write", f"pick one: {PROG} export -s NAME --to URL")

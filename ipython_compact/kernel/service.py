@@ -121,7 +121,7 @@ class KernelService:
         if self._store is None:
             from ipython_compact.store import SessionStore
 
-            self._store = SessionStore(paths.database_path())
+            self._store = SessionStore(self.config.database or None)  # None: $IPYTHON_COMPACT_DB or the data dir
             self._store.ensure_session(self.session)
             if PendingJournal(self._store.db_path).count():  # an earlier kernel's writes still wait
                 self.bookkeeping.start()

@@ -92,7 +92,7 @@ class SessionStore(Status, Integrity):
         cache_entries: int = 4096,
     ) -> None:
         if db_path is None:
-            from ipython_compact.paths import database_location  # resolved only when no path is given
+            from ipython_compact.paths import database_location  # start-up: only when no path is given
 
             db_path = database_location()
         self.url = str(db_path)
@@ -100,8 +100,8 @@ class SessionStore(Status, Integrity):
         self.db: Database
         if is_postgres(db_path):
             # optional: psycopg is the `postgres` extra, imported only for a postgresql:// URL
-            from ipython_compact.paths import data_dir
-            from ipython_compact.store.postgres import PostgresDatabase
+            from ipython_compact.paths import data_dir  # optional: postgres only
+            from ipython_compact.store.postgres import PostgresDatabase  # optional: the postgres extra
 
             self.db = PostgresDatabase(self.url, busy_timeout=busy_timeout, clock=clock, new_id=new_id,
                                        cache_entries=cache_entries)
