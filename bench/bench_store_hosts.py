@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # postgres_server: the tests' own server starter
 
 
-def worker(location: str, host: str, session: str, agent: str, deadline: float, ack_path: str) -> None:
+def worker(location: str, host: str, session: str, agent: str, ack_path: str) -> None:
     """One agent: turns, compactions and recalls until ``deadline`` (see the module text)."""
     from ipython_compact.store import process
 
@@ -54,6 +54,8 @@ def worker(location: str, host: str, session: str, agent: str, deadline: float, 
 
     store = SessionStore(location, busy_timeout=60)
     store.ensure_session(session)
+    print("ready", flush=True)
+    deadline = float(sys.stdin.readline())  # sent when every agent is ready
     lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": []}
     counts = {"turns": 0, "compactions": 0, "races_lost": 0, "recalls": 0, "recall_hits": 0}
     with open(ack_path, "a", encoding="utf-8") as ack:
@@ -105,18 +107,24 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
     from ipython_compact.store import SessionStore
 
     pairs = max(1, agents // 2)
-    start = time.time() + 3.0  # every worker opens its store before the clock starts
-    deadline = start + duration
     procs = []
     for i in range(agents):
         host = f"bench-host-{i % hosts}" if hosts > 1 else "bench-host-0"
         session = f"pair-{i % pairs}"  # agents i and i+pairs share it, on different hosts when hosts > 1
         ack = folder / f"{engine}-{i}.ack"
         procs.append((subprocess.Popen(
-            [sys.executable, __file__, "--worker", location, host, session, f"a{i}", str(deadline), str(ack)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), session, ack))
-    time.sleep(max(0.0, start - time.time() + duration / 2))
-    victims = [p for p, _, _ in procs[:: max(1, agents // max(1, kills))][:kills]]
+            [sys.executable, __file__, "--worker", location, host, session, f"a{i}", str(ack)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), session, ack))
+    for p, _, _ in procs:  # the clock starts when every agent has opened the log
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr and p.stderr.read()
+    deadline = time.time() + duration
+    for p, _, _ in procs:
+        assert p.stdin is not None
+        p.stdin.write(f"{deadline}\n")
+        p.stdin.flush()
+    time.sleep(duration / 2)  # the load runs for a fixed time by design; kills land in its middle
+    # One agent of a pair at most, so every shared session keeps a writer that settles orphans.
+    victims = [procs[i][0] for i in range(0, pairs, max(1, pairs // max(1, kills)))][:kills]
     for p in victims:
         os.kill(p.pid, signal.SIGKILL)
     lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": []}
@@ -177,8 +185,8 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        location, host, session, agent, deadline, ack = sys.argv[2:8]
-        worker(location, host, session, agent, float(deadline), ack)
+        location, host, session, agent, ack = sys.argv[2:7]
+        worker(location, host, session, agent, ack)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=16)
