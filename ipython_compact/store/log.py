@@ -187,7 +187,7 @@ class EntryLog(Tree):
             wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
             new_id = wanted or self._fresh_id(conn, sid, cache)
             entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
-            stored, tip = self._insert(conn, sid, entry, tip, cache)
+            stored, tip = self._insert(conn, sid, entry, tip, cache, id_checked=not wanted)
             entries.append(stored)
             parent = stored.id
         self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
@@ -385,8 +385,11 @@ class EntryLog(Tree):
         raise StoreError(f"{self.db.path}: could not find a free entry id after 100 tries", path=self.db.path)
 
     def _insert(
-        self, conn: Conn, sid: int, entry: Entry, tip: str, cache: Batch
+        self, conn: Conn, sid: int, entry: Entry, tip: str, cache: Batch, *, id_checked: bool = False
     ) -> tuple[Entry, str]:
+        """Insert one entry inside the caller's transaction. ``id_checked``: the id was just found
+        free in this transaction (``_fresh_id``), so the duplicate lookup is skipped (one round
+        trip per entry less on a server)."""
         where = f"entry {entry.id!r}"
         if not isinstance(entry.id, str) or not entry.id:
             raise InvalidEntryError(f"{where}: id must be a non-empty string", path=self.db.path)
@@ -401,9 +404,9 @@ class EntryLog(Tree):
         except (TypeError, ValueError) as exc:
             raise InvalidEntryError(f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path) from exc
         stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, json.loads(data_text))
-        if entry.id in cache or conn.execute(
+        if not id_checked and (entry.id in cache or conn.execute(
             "SELECT 1 FROM entries WHERE session_id = ? AND id = ?", (sid, entry.id)
-        ).fetchone():
+        ).fetchone()):
             raise InvalidEntryError(f"{where}: an entry with this id already exists in the session", path=self.db.path)
         if entry.parent_id is None:
             depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
