@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from postgres_server import server
@@ -147,3 +148,25 @@ def test_a_password_is_never_shown(url: str, shown: str) -> None:
 def test_a_url_of_no_engine_is_a_location_error() -> None:
     with pytest.raises(LocationError, match="unknown database URL scheme 'ftp'"):
         sqlite_path("ftp://x/y")
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+
+
+def test_a_notebook_configured_with_a_server_log_compacts_into_it(ip: Any) -> None:
+    from ipython_compact.kernel.extension import extension_for
+
+    url = server().fresh_url()
+    ip.run_line_magic("config", f"CompactConfig.database = {url!r}")
+    try:
+        ip.run_line_magic("compact", f"import {FIXTURE}")
+        ip.run_line_magic("compact", "now")
+        ext = extension_for(ip)
+        assert ext is not None and ext.service.store.engine == "postgresql"
+        session = ext.service.context_session()
+    finally:
+        ip.run_line_magic("config", "CompactConfig.database = ''")  # the shell's config outlives the test
+    with SessionStore(url) as store:
+        assert store.entry_count(session) > 1000
+        assert store.entries(session, kinds=(COMPACTION,))[-1].data["reason"] == "manual"
+        assert store.verify().ok

@@ -85,3 +85,14 @@ def test_export_to_a_url_moves_a_session_and_back(tmp_path: Path) -> None:
     again = subprocess.run([str(SCRIPT), "--db", str(tmp_path / "data.db"), "export", "-s", "s", "--to", url],
                            env=env, capture_output=True, text=True)
     assert again.returncode == 2 and "already exists" in again.stderr and "--as NEW-NAME" in again.stderr
+
+
+@pytest.mark.parametrize("batch", [1, 3, 1000])
+def test_entries_stream_in_append_order_a_batch_at_a_time(location: str | Path, batch: int) -> None:
+    from ipython_compact.store.exporters import export_lines
+
+    with SessionStore(location) as store:
+        _branchy(store)
+        assert list(store.iter_entries("s", batch=batch)) == store.entries("s")
+        lines = list(export_lines(store, "s"))
+        assert len(lines) - 1 == store.entry_count("s")
