@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from postgres_server import server
 
+from ipython_compact import Agent
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME
 from ipython_compact.store import SessionStore, StoreError
 from ipython_compact.store.location import LocationError, is_postgres, redact, sqlite_path
+from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 COMPACTOR = textwrap.dedent(
     """
@@ -169,4 +171,29 @@ def test_a_notebook_configured_with_a_server_log_compacts_into_it(ip: Any) -> No
     with SessionStore(url) as store:
         assert store.entry_count(session) > 1000
         assert store.entries(session, kinds=(COMPACTION,))[-1].data["reason"] == "manual"
+        assert store.verify().ok
+
+
+@pytest.mark.slow
+def test_an_agent_on_a_server_log_hands_it_to_its_kernel() -> None:
+    url = server().fresh_url()
+    code = ("from ipython_compact.store import SessionStore\n"
+            "s = SessionStore()\n"  # no location: the kernel's environment names it
+            "s.append(SESSION, 'custom', {'custom_type': 'from-kernel', 'data': s.engine})\n"
+            "print('kernel wrote')")
+
+    def reply(req: RecordedRequest) -> Reply | str:
+        tools = sum(1 for m in req.messages if m.get("role") == "tool")
+        return Reply(tool_calls=(ToolCall("python", {"code": code}),)) if tools == 0 else "done"
+
+    with ModelServer(reply, context_window=8000) as srv, \
+            Agent(model="local-model", base_url=srv.base_url, store=url, subcalls=False) as agent:
+        assert agent.store.engine == "postgresql"
+        agent.kernel.execute(f"SESSION = {agent.session!r}")
+        agent.ask("Write from the kernel")
+        session = agent.session
+    with SessionStore(url) as store:
+        written = [e.data for e in store.entries(session, kinds=("custom",))
+                   if e.data.get("custom_type") == "from-kernel"]
+        assert written == [{"custom_type": "from-kernel", "data": "postgresql"}]
         assert store.verify().ok
