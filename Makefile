@@ -46,6 +46,10 @@ system-deps:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else echo "chromium is missing: run 'sudo apt-get install -y chromium'"; exit 1; fi; \
 	fi
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else echo "postgresql is missing (the store tests start one): run 'sudo apt-get install -y postgresql'"; exit 1; fi; \
+	fi
 
 setup: $(VENV)/.installed $(LABEXT_BUILT)
 

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+# The ``location`` fixture (a log on each engine: SQLite, and PostgreSQL started by the tests).
+pytest_plugins = ["postgres_server"]
+
 
 @pytest.fixture(autouse=True)
 def compact_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:

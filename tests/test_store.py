@@ -1,4 +1,5 @@
-"""The SQLite session log on real database files: append-only tree, context view, integrity."""
+"""The session log on both engines (a SQLite file, a real PostgreSQL server): append-only tree,
+context view, integrity. Tests taking ``location`` or ``store`` run once per engine."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import pytest
 from builders import assistant, counting_clock, counting_ids, user
+from postgres_server import raw_sql, server
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.store import (
@@ -23,8 +25,8 @@ from ipython_compact.store import (
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Any:
-    s = SessionStore(tmp_path / "log.db", clock=counting_clock(), new_id=counting_ids())
+def store(location: str | Path) -> Any:
+    s = SessionStore(location, clock=counting_clock(), new_id=counting_ids())
     s.create_session("s")
     yield s
     s.close()
@@ -115,12 +117,10 @@ def test_compaction_from_a_side_branch_is_refused(store: SessionStore) -> None:
 
 
 @pytest.mark.parametrize("sql", ["UPDATE entries SET kind = 'label'", "DELETE FROM entries"])
-def test_triggers_forbid_changing_entries(store: SessionStore, sql: str) -> None:
+def test_triggers_forbid_changing_entries(store: SessionStore, location: str | Path, sql: str) -> None:
     store.append("s", "message", user("a"))
-    conn = sqlite3.connect(store.db_path)
-    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        conn.execute(sql)
-    conn.close()
+    with pytest.raises(Exception, match="append-only"):
+        raw_sql(location, sql)
     assert len(store.entries("s")) == 1
 
 
@@ -173,8 +173,8 @@ def test_context_view_starts_at_newest_compactions_first_kept_entry(store: Sessi
 
 
 @pytest.mark.parametrize("cache_entries", [0, 3, 4096])
-def test_context_view_is_the_same_whatever_the_cache_size(tmp_path: Path, cache_entries: int) -> None:
-    with SessionStore(tmp_path / "c.db", clock=counting_clock(), new_id=counting_ids(), cache_entries=cache_entries) as s:
+def test_context_view_is_the_same_whatever_the_cache_size(location: str | Path, cache_entries: int) -> None:
+    with SessionStore(location, clock=counting_clock(), new_id=counting_ids(), cache_entries=cache_entries) as s:
         s.create_session("s")
         first = s.append("s", "message", user("root"))
         for i in range(20):
@@ -229,14 +229,8 @@ def test_verify_passes_on_a_clean_log(store: SessionStore) -> None:
     assert report.entries == len(store.entries("s"))
 
 
-def _tamper(path: Path, *sql: str) -> None:
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TRIGGER entries_no_update")
-    conn.execute("DROP TRIGGER entries_no_delete")
-    for statement in sql:
-        conn.execute(statement)
-    conn.commit()
-    conn.close()
+def _tamper(location: str | Path, *sql: str) -> None:
+    raw_sql(location, *sql, lift_guards=True)
 
 
 @pytest.mark.parametrize(
@@ -250,8 +244,8 @@ def _tamper(path: Path, *sql: str) -> None:
         ("UPDATE sessions SET chain_tip = 'f00d'", "append chain ends at"),
     ],
 )
-def test_verify_detects_tampering(tmp_path: Path, sql: str, problem: str) -> None:
-    path = tmp_path / "log.db"
+def test_verify_detects_tampering(location: str | Path, sql: str, problem: str) -> None:
+    path = location
     with SessionStore(path, clock=counting_clock(), new_id=counting_ids()) as s:
         s.create_session("s")
         for i in range(8):
@@ -263,8 +257,8 @@ def test_verify_detects_tampering(tmp_path: Path, sql: str, problem: str) -> Non
     assert any(problem in p for p in report.problems), report.problems
 
 
-def test_verify_detects_a_removed_branch_tip(tmp_path: Path) -> None:
-    path = tmp_path / "log.db"
+def test_verify_detects_a_removed_branch_tip(location: str | Path) -> None:
+    path = location
     with SessionStore(path, clock=counting_clock(), new_id=counting_ids()) as s:
         s.create_session("s")
         a = s.append("s", "message", user("a"))
@@ -287,8 +281,10 @@ READERS = {
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
-def test_a_missing_parent_is_reported_by_every_path_reader_not_read_as_a_shorter_path(tmp_path: Path, reader: str) -> None:
-    path = tmp_path / "log.db"
+def test_a_missing_parent_is_reported_by_every_path_reader_not_read_as_a_shorter_path(
+    location: str | Path, reader: str
+) -> None:
+    path = location
     with SessionStore(path, clock=counting_clock(), new_id=counting_ids()) as s:
         s.create_session("s")
         made = [s.append("s", "message", user(f"question {i}")) for i in range(8)]
@@ -351,3 +347,25 @@ def test_live_status_tracks_in_flight_and_last_failure(store: SessionStore) -> N
     store.status_set("s", "cooldown_until", {"at": "later"})
     assert store.status_get("s", "cooldown_until") == {"at": "later"}
     assert store.status_get("s", "missing", 7) == 7
+
+
+def test_newer_postgres_database_is_refused_and_its_migrations_are_named() -> None:
+    from ipython_compact.store import postgres
+
+    url = server().fresh_url()
+    with SessionStore(url) as s:
+        assert s.engine == "postgresql"
+        assert s.verify().ok
+    SessionStore(url).close()  # reopening applies nothing twice
+    raw_sql(url, "INSERT INTO migrations (name, applied_at) VALUES ('9999_from_the_future', 'x')")
+    with pytest.raises(StoreError, match=r"postgresql://.*newer ipython-compact"):
+        SessionStore(url)
+    assert [m.name for m in postgres.MIGRATIONS] == ["0001_postgres_schema"]
+
+
+def test_a_postgres_database_of_another_program_is_left_untouched() -> None:
+    url = server().fresh_url()
+    raw_sql(url, "CREATE TABLE customers (id INTEGER)")
+    with pytest.raises(StoreError, match=r"tables of another program \(customers\)"):
+        SessionStore(url)
+    raw_sql(url, "SELECT id FROM customers")  # still there, still alone

@@ -1,5 +1,5 @@
 """The session log under real processes: concurrent appenders, a killed writer, a locked or
-corrupt database file."""
+corrupt database file. Tests taking ``location`` run on SQLite and on a real PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ def _spawn(script: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "shared.db"
+def test_two_processes_appending_lose_nothing(location: str | Path) -> None:
+    db = location
     SessionStore(db).close()
     procs = [_spawn(APPENDER, str(db), tag, "150") for tag in ("alpha", "beta")]
     for p in procs:
@@ -82,8 +82,8 @@ def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
         assert store.verify().ok
 
 
-def test_killed_writer_never_leaves_a_partial_batch(tmp_path: Path) -> None:
-    db = tmp_path / "killed.db"
+def test_killed_writer_never_leaves_a_partial_batch(location: str | Path) -> None:
+    db = location
     committed_seen = []
     for round_ in range(3):
         proc = _spawn(BATCH_WRITER, str(db))
@@ -128,8 +128,8 @@ STALLING_WRITER = textwrap.dedent(
 )
 
 
-def test_writer_killed_inside_a_transaction_leaves_only_whole_batches(tmp_path: Path) -> None:
-    db = tmp_path / "stalled.db"
+def test_writer_killed_inside_a_transaction_leaves_only_whole_batches(location: str | Path) -> None:
+    db = location
     proc = _spawn(STALLING_WRITER, str(db))
     assert proc.stdout is not None
     assert proc.stdout.readline().split() == ["committed", "0"]
@@ -145,8 +145,8 @@ def test_writer_killed_inside_a_transaction_leaves_only_whole_batches(tmp_path: 
         assert store.verify().ok
 
 
-def test_threads_sharing_one_store_lose_nothing(tmp_path: Path) -> None:
-    with SessionStore(tmp_path / "threads.db") as store:
+def test_threads_sharing_one_store_lose_nothing(location: str | Path) -> None:
+    with SessionStore(location) as store:
         store.create_session("s")
 
         def work(tag: str) -> None:

@@ -135,7 +135,7 @@ class Agent:
         base_url: str | None = None,
         api_key: str | None = None,
         client: Any = None,
-        store: Any = None,
+        store: SessionStore | str | Path | None = None,
         session: str | None = None,
         context_window: int | None = None,
         kernel: KernelTool | None = None,
@@ -181,7 +181,7 @@ class Agent:
             client = make_client(base_url, api_key)
         model, context_window = resolve_model_and_window(client, model, context_window)
         if store is None or isinstance(store, str | Path):
-            store = SessionStore(paths.database_path() if store is None else Path(store))
+            store = SessionStore(store)  # a path or URL; None: $IPYTHON_COMPACT_DB, else the data directory's
             self._closers.append(store.close)
         self.store = store
         self.session = session or default_session_name()
@@ -285,7 +285,9 @@ class Agent:
         # agent-snapshots/, and the kernel must open no session (nor a snapshot copy) of its own.
         sockets = tempfile.mkdtemp(prefix="ipython-compact-ipc-")
         try:
-            kernel = JupyterKernel(env={paths.ENV_DIR: str(base)}, session=self.session, auto_snapshot=False,
+            # The kernel writes to the agent's log: a server's URL travels to it (a file is found by the dir).
+            env = {paths.ENV_DIR: str(base), **({paths.ENV_DB: self.store.url} if self.store.engine != "sqlite" else {})}
+            kernel = JupyterKernel(env=env, session=self.session, auto_snapshot=False,
                                    ipc_path=os.path.join(sockets, "kernel")).start()
         except BaseException:
             shutil.rmtree(sockets, ignore_errors=True)

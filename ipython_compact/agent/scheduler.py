@@ -36,6 +36,7 @@ from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, Entry
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.thresholds import threshold_lines
 from ipython_compact.core.triggers import PreRequest, decide, decide_turn_end, in_cooldown
+from ipython_compact.store import SessionStore
 
 NOTHING_TO_COMPACT = "nothing to compact"
 
@@ -389,7 +390,7 @@ class _LiveTask:
     ``error`` set before exit is recorded as the task's failure.
     """
 
-    def __init__(self, store: Any, session: str, task: str, reason: str, blocking: bool) -> None:
+    def __init__(self, store: SessionStore, session: str, task: str, reason: str, blocking: bool) -> None:
         self.store, self.session, self.task = store, session, task
         self.reason, self.blocking = reason, blocking
         self.error: str | None = None

@@ -18,7 +18,7 @@ from typing import Any
 
 from ipython_compact.agent.events import AgentEvent
 from ipython_compact.core.entries import MESSAGE, Entry
-from ipython_compact.store.sqlite_store import utc_now
+from ipython_compact.store.sqlite_store import SessionStore, utc_now
 
 Listener = Callable[[AgentEvent], None]
 
@@ -31,7 +31,7 @@ def now_iso() -> str:
 class SessionLog:
     """Where one agent writes (``store`` + ``session``) and whom it tells (``on_event``)."""
 
-    def __init__(self, store: Any, session: str, on_event: Listener | None = None) -> None:
+    def __init__(self, store: SessionStore, session: str, on_event: Listener | None = None) -> None:
         self.store = store
         self.session = session
         self.on_event = on_event

@@ -4,8 +4,9 @@ Subcommands live in small modules listed in ``COMMAND_MODULES``; each exposes
 ``register(subparsers)`` which adds its parsers and sets ``func`` (``(args) -> int``) on them.
 
 What must hold:
-- ``--db PATH`` works before or after the subcommand; without it the database is
-  ``paths.database_path()`` (``$IPYTHON_COMPACT_DIR`` moves the whole data directory).
+- ``--db PATH|URL`` works before or after the subcommand; without it the database is
+  ``$IPYTHON_COMPACT_DB`` or ``paths.database_path()`` (``$IPYTHON_COMPACT_DIR`` moves the whole
+  data directory). A ``postgresql://`` URL opens the shared server log (docs/team.md).
 - Every error goes to stderr, prefixed ``ipython-compact: error:``, with a line saying what to
   type instead, and exit code 2. Results go to stdout.
 """
@@ -118,9 +119,10 @@ def unknown_options_error(parser: argparse.ArgumentParser, extras: Sequence[str]
 def db_option(parser: argparse.ArgumentParser, *, default: object = None) -> None:
     parser.add_argument(
         "--db",
-        metavar="PATH",
+        metavar="PATH|URL",
         default=default,
-        help="session database file (default: $IPYTHON_COMPACT_DIR/sessions.db or the user data dir)",
+        help="session database: a file, or postgresql://user@host/dbname (default: $IPYTHON_COMPACT_DB, "
+        "else $IPYTHON_COMPACT_DIR/sessions.db or the user data dir)",
     )
 
 
@@ -159,14 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def database_from(args: argparse.Namespace) -> Path:
+def database_from(args: argparse.Namespace) -> Path | str:
+    """The ``--db`` value, ``$IPYTHON_COMPACT_DB`` or the default file: a path, or a server URL."""
+    # deferred for start-up, like every store import of the CLI
+    from ipython_compact.files.paths import ENV_DIR, database_location  # start-up
+    from ipython_compact.store.location import scheme  # start-up
+
     db = getattr(args, "db", None)
     if db:
-        return Path(db).expanduser()
-    from ipython_compact.files.paths import ENV_DIR, database_path
-
+        return db if scheme(db) else Path(db).expanduser()
     try:
-        return database_path()
+        return database_location()
     except OSError as exc:
         where = exc.filename or os.environ.get(ENV_DIR) or "the data directory"
         raise CliError(

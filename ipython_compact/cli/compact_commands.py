@@ -280,7 +280,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ipython_compact.core.tokens import estimate_context
 
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
-    db = database_from(args)
+    # deferred for start-up, like every store import of the CLI
+    from ipython_compact.store.location import redact  # start-up
+
+    db = redact(str(database_from(args)))
     from ipython_compact.files.paths import ENV_DIR
 
     # `make demo` sets IPYTHON_COMPACT_DIR; a user's shell usually does not, so the commands shown

@@ -106,6 +106,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser("export", help="write a session as ipython-compact JSONL (lossless)")
     session_option(p)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--to", metavar="PATH|URL", help="copy the session into another session database instead "
+                   "(a file or postgresql://...), streaming, with its ids and hash chain kept")
+    p.add_argument("--as", dest="as_name", metavar="NAME", help="with --to: the copy's session name (default: the same)")
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser(
@@ -521,6 +524,8 @@ def _print_plan(r: dict[str, Any]) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from ipython_compact.store.exporters import export_jsonl
 
+    if args.to:
+        return _copy_to(args)
     with open_store(args) as store:
         session = pick_session(store, args.session)
         if args.output is None:
@@ -544,10 +549,30 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _copy_to(args: argparse.Namespace) -> int:
+    # deferred for start-up, like every store import of the CLI
+    from ipython_compact.store import SessionExistsError, SessionStore  # start-up
+    from ipython_compact.store.location import redact  # start-up
+    from ipython_compact.store.transfer import copy_session  # start-up
+
+    if args.output is not None:
+        raise CliError("--to and -o both name where to write", f"pick one: {PROG} export -s NAME --to URL")
+    with open_store(args) as source, SessionStore(args.to) as target:
+        session = pick_session(source, args.session)
+        try:
+            copied = copy_session(source, target, session, name=args.as_name)
+        except SessionExistsError as exc:
+            raise CliError(str(exc), f"copy it under another name: {PROG} export -s {session} --to ... --as NEW-NAME") from exc
+    proof = "same hash chain as the source" if copied.identical else "WARNING: hash chain differs from the source"
+    print(f"copied {copied.entries:,} entries of session {session!r} to {redact(args.to)} as {copied.session!r} "
+          f"in {copied.batches} transaction(s); {proof}", file=sys.stderr)
+    return 0 if copied.identical else 1
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         report = store.verify(args.session)
-        where = store.db_path
+        where = store.db.path  # a file, or a server URL without its password
     if args.json:
         print(json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2))
         return 0 if report.ok else 1

@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 ENV_DIR = "IPYTHON_COMPACT_DIR"
+ENV_DB = "IPYTHON_COMPACT_DB"
+"""A database for the session log other than ``<data dir>/sessions.db``: a file path or a URL
+(``postgresql://user@host/dbname``, docs/team.md)."""
 
 
 def data_dir() -> Path:
@@ -26,6 +29,13 @@ def data_dir() -> Path:
 
 def database_path() -> Path:
     return data_dir() / "sessions.db"
+
+
+def database_location() -> str | Path:
+    """The session log to open when none is named: ``$IPYTHON_COMPACT_DB`` (a path or a URL),
+    else ``database_path()``."""
+    chosen = os.environ.get(ENV_DB, "").strip()
+    return chosen if chosen else database_path()
 
 
 def snapshots_dir() -> Path:

@@ -107,7 +107,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         super().setup()
         # The extension binds to the run's session, not to a "kernel:tmp..." session of its own.
         bind = f"__import__('os').environ['IPYTHON_COMPACT_SESSION'] = {self.session!r}\n"
-        history = f"{_HISTORY}.install(get_ipython(), {str(self.store.db_path)!r}, {self.session!r})"
+        history = f"{_HISTORY}.install(get_ipython(), {self.store.url!r}, {self.session!r})"
         result = self._execute_in_kernel(bind + _WIRE + "\n" + history, timeout=self.startup_timeout,
                                          drain_broker=False)
         self.wire_error = result.stderr or None

@@ -112,10 +112,9 @@ class AgentMagics(Magics):  # type: ignore[misc]
                                          base_url=getattr(config, "base_url", None))  # the one %compact uses
             compactor: Any = Compactor(store, summarizer, settings)
         else:
-            from ipython_compact.files import paths  # deferred: the extension-less path only (start-up)
-            from ipython_compact.store import SessionStore
+            from ipython_compact.store import SessionStore  # deferred: start-up (extension-less path)
 
-            store = SessionStore(paths.database_path())
+            store = SessionStore()  # $IPYTHON_COMPACT_DB, else the data directory's sessions.db
             session = opts.get("session") or "agent"
             settings = settings_for_window(chosen.window)
             compactor = None  # the Agent's default: a Compactor with the offline summarizer

@@ -19,6 +19,8 @@ class CompactConfig(Configurable):  # type: ignore[misc]
     session = Unicode("", help="Session name to bind to; empty means: IPYTHON_COMPACT_SESSION, the notebook "
                                "path, the kernel's connection file, or (terminal IPython) the working "
                                "directory and profile.").tag(config=True)
+    database = Unicode("", help="The session log: a file path or a postgresql:// URL (docs/team.md); empty means "
+                                "IPYTHON_COMPACT_DB, else sessions.db in the data directory.").tag(config=True)
     context_window = Int(128_000, help="The model's context window in tokens (for status and thresholds).").tag(
         config=True)
     compaction = Dict(help="CompactionSettings overrides, e.g. {'keep_recent_tokens': 8000}.").tag(config=True)

@@ -43,6 +43,7 @@ from ipython_compact.namespace.snapshot import (
 from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
+from ipython_compact.store.sqlite_store import SessionStore
 from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
@@ -69,7 +70,7 @@ class KernelService:
         self.config = config
         self.exclude_ids: set[int] = set()
         self.executing = False
-        self._store: Any = None
+        self._store: SessionStore | None = None
         self._snapshots: SnapshotStore | None = None
         self._op_locks: dict[str, threading.Lock] = {}
         self.last_snapshot: SnapshotReport | None = None
@@ -116,11 +117,11 @@ class KernelService:
 
     # ------------------------------------------------------------------ adapters
     @property
-    def store(self) -> Any:
+    def store(self) -> SessionStore:
         if self._store is None:
             from ipython_compact.store import SessionStore
 
-            self._store = SessionStore(paths.database_path())
+            self._store = SessionStore(self.config.database or None)  # None: $IPYTHON_COMPACT_DB or the data dir
             self._store.ensure_session(self.session)
             if PendingJournal(self._store.db_path).count():  # an earlier kernel's writes still wait
                 self.bookkeeping.start()
@@ -594,13 +595,14 @@ class KernelService:
         return recorded
 
 
-def summaries_of(store: Any, session: str, limit: int = 20) -> list[dict[str, Any]]:
+def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[dict[str, Any]]:
     """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
     by ``server_extension``: they are read from the session log alone)."""
     compactions = store.path(session, kinds=(E.COMPACTION,))  # mark chain only
     out = []
     for e in compactions[-limit:] if limit > 0 else compactions:
-        details = e.data.get("details") if isinstance(e.data.get("details"), dict) else {}
+        details = e.data.get("details")
+        details = details if isinstance(details, dict) else {}
         out.append({
             "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
             "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
@@ -612,7 +614,7 @@ def summaries_of(store: Any, session: str, limit: int = 20) -> list[dict[str, An
     return out
 
 
-def _kept_messages(store: Any, session: str, compaction: E.Entry) -> int:
+def _kept_messages(store: SessionStore, session: str, compaction: E.Entry) -> int:
     """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
     first_kept = compaction.data.get("first_kept_entry_id")
     if not isinstance(first_kept, str):

@@ -1,7 +1,9 @@
-"""The session log adapter: SQLite storage, JSONL/pi import and JSONL export.
+"""The session log adapter: SQLite or PostgreSQL storage, JSONL/pi import and JSONL export,
+copies between stores.
 
-This package is the only place that imports ``sqlite3``. Everything above it works with
-``core.entries.Entry`` values and the ``SessionStore`` methods listed in docs/contracts.md.
+This package is the only place that imports ``sqlite3`` and ``psycopg`` (``store.postgres``,
+loaded only for a ``postgresql://`` URL). Everything above it works with ``core.entries.Entry``
+values and the ``SessionStore`` methods listed in docs/contracts.md, whatever the engine.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ decides on locking itself.
 What must hold:
 - A file is opened only if it is ours (or new): another program's SQLite file is refused before
   the WAL switch could rewrite its header. New files are created owner-only (0600).
-- ``write()`` is one ``BEGIN IMMEDIATE`` transaction: all of the block or none of it.
+- ``write()`` is one transaction (SQLite: ``BEGIN IMMEDIATE``): all of the block or none of it.
 - Every ``sqlite3.Error`` leaves as a ``StoreError`` naming the file.
 - Cached entries are shared values: stored entries never change, so the cache is never stale.
 """
@@ -22,7 +22,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +30,8 @@ from typing import Any
 
 from ipython_compact.core.entries import Entry, canonical_json
 from ipython_compact.files.safety import UnsafePathError, check_regular
-from ipython_compact.store import migrations
+from ipython_compact.store import migrations, process
+from ipython_compact.store.dialect import SQLITE, Conn, Dialect
 from ipython_compact.store.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -39,7 +40,7 @@ from ipython_compact.store.errors import (
     StoreError,
     UnknownSessionError,
 )
-from ipython_compact.store.process import writer_label
+from ipython_compact.store.process import Owner, writer_label
 
 ENTRY_COLUMNS = "id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4"
 
@@ -78,6 +79,121 @@ class SessionRow:
 
 
 class Database:
+    """What the store's parts share, whatever the engine: clock and ids, the session row, status
+    values, the cache of parsed entries. ``SqliteDatabase`` (here) and ``PostgresDatabase``
+    (``store.postgres``) provide the connection, transactions, error translation and schema."""
+
+    dialect: Dialect
+    path: Path | str
+    """Where the log lives, as error messages name it (a file, or a URL without its password)."""
+
+    def __init__(self, *, clock: Callable[[], str], new_id: Callable[[], str], cache_entries: int) -> None:
+        self.clock = clock
+        self.new_id = new_id
+        self.lock = threading.RLock()
+        self._local = threading.local()
+        self.cache_size = cache_entries
+        self.entry_cache: OrderedDict[tuple[int, str], Entry] = OrderedDict()
+        self.writer = writer_label()
+
+    def session_row(self, conn: Conn, name: str) -> SessionRow:
+        """The session's row; ``UnknownSessionError`` (listing known names) when there is none."""
+        lock = self.dialect.row_lock if getattr(self._local, "writing", False) else ""
+        row = conn.execute(
+            "SELECT session_id, leaf_id, entry_count, chain_tip FROM sessions WHERE name = ?" + lock, (name,)
+        ).fetchone()
+        if row is None:
+            known = [r[0] for r in conn.execute("SELECT name FROM sessions ORDER BY name LIMIT 20")]
+            hint = f" (known: {', '.join(known)})" if known else " (the database has no sessions yet)"
+            raise UnknownSessionError(f"no session named {name!r} in {self.path}{hint}", path=self.path)
+        return SessionRow(int(row[0]), row[1], int(row[2]), str(row[3]))
+
+    def set_status(self, conn: Conn, sid: int, key: str, value: Any) -> None:
+        """Set ``key`` of the session's ``session_status`` (JSON), inside the caller's write."""
+        conn.execute(
+            "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (sid, key, canonical_json(value), self.clock()),
+        )
+
+    def sid(self, conn: Conn, name: str) -> int:
+        return self.session_row(conn, name).sid
+
+    def cached_entries(self, conn: Conn, sid: int, ids: Sequence[str]) -> list[Entry]:
+        """The entries with ``ids`` (in that order), parsed once and kept in a bounded LRU cache."""
+        with self.lock:
+            return self._cached_entries(conn, sid, ids)
+
+    def _cached_entries(self, conn: Conn, sid: int, ids: Sequence[str]) -> list[Entry]:
+        cache = self.entry_cache
+        missing = [i for i in ids if (sid, i) not in cache]
+        # Parsing creates only acyclic values (JSON), so the cyclic collector has nothing to find;
+        # left on, its full passes over an ever larger heap make a 200k-entry read super-linear.
+        collecting = gc.isenabled() and len(missing) > 10_000
+        if collecting:
+            gc.disable()
+        try:
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(
+                    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+                ):
+                    cache[(sid, row[0])] = row_entry(row)
+        finally:
+            if collecting:
+                gc.enable()
+        out: list[Entry] = []
+        for entry_id in ids:
+            entry = cache[(sid, entry_id)]
+            cache.move_to_end((sid, entry_id))
+            out.append(entry)
+        while len(cache) > max(self.cache_size, len(ids)):
+            cache.popitem(last=False)
+        return out
+
+    def clear_cache(self) -> None:
+        with self.lock:
+            self.entry_cache.clear()
+
+    def is_query_syntax_error(self, exc: Exception) -> bool:
+        """Whether ``exc`` says a raw full-text query was malformed (the user's mistake)."""
+        return False
+
+    def owner_ended(self, conn: Conn, owner: Owner) -> bool:
+        """Whether the process ``owner`` has certainly ended (``store.process.ended``: known only
+        on its own host). The PostgreSQL store also asks the server about owners on other hosts."""
+        return process.ended(owner)
+
+    # ------------------------------------------------------------------ what each engine provides
+
+    def read(self) -> AbstractContextManager[Conn]:
+        """A connection for reads (autocommit; inside a ``write`` of this thread, that one)."""
+        raise NotImplementedError
+
+    def write(self) -> AbstractContextManager[Conn]:
+        """One transaction: all of the block or none of it; writers of one session take turns."""
+        raise NotImplementedError
+
+    def check_not_replaced(self) -> None:
+        """Raise when what this store has open is no longer what its location names."""
+
+    def schema_objects(self, conn: Conn) -> set[tuple[str, str]]:
+        """``(type, name)`` of the tables and triggers the database holds (``verify`` checks them)."""
+        raise NotImplementedError
+
+    def applied_migrations(self, conn: Conn) -> list[str]:
+        raise NotImplementedError
+
+    def known_migrations(self) -> set[str]:
+        """Names of the migrations this version can apply (a database recording others is newer)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SqliteDatabase(Database):
     """One SQLite file, opened once per store; thread-safe through one re-entrant lock."""
 
     def __init__(
@@ -89,13 +205,9 @@ class Database:
         new_id: Callable[[], str],
         cache_entries: int,
     ) -> None:
-        self.path = db_path
-        self.clock = clock
-        self.new_id = new_id
-        self.lock = threading.RLock()
-        self.cache_size = cache_entries
-        self.entry_cache: OrderedDict[tuple[int, str], Entry] = OrderedDict()
-        self.writer = writer_label()
+        super().__init__(clock=clock, new_id=new_id, cache_entries=cache_entries)
+        self.dialect = SQLITE
+        self.path: Path = db_path
         self.conn = self._open(busy_timeout)
         self.identity = self._identity()
 
@@ -209,6 +321,7 @@ class Database:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise self.translate(exc) from exc
+            self._local.writing = True
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -218,62 +331,22 @@ class Database:
                 if isinstance(exc, sqlite3.Error):
                     raise self.translate(exc) from exc
                 raise
+            finally:
+                self._local.writing = False
 
-    def session_row(self, conn: sqlite3.Connection, name: str) -> SessionRow:
-        """The session's row; ``UnknownSessionError`` (listing known names) when there is none."""
-        row = conn.execute(
-            "SELECT session_id, leaf_id, entry_count, chain_tip FROM sessions WHERE name = ?", (name,)
-        ).fetchone()
-        if row is None:
-            known = [r[0] for r in conn.execute("SELECT name FROM sessions ORDER BY name LIMIT 20")]
-            hint = f" (known: {', '.join(known)})" if known else " (the database has no sessions yet)"
-            raise UnknownSessionError(f"no session named {name!r} in {self.path}{hint}", path=self.path)
-        return SessionRow(int(row[0]), row[1], int(row[2]), str(row[3]))
+    def is_query_syntax_error(self, exc: Exception) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and ("fts5" in str(exc).lower() or "syntax" in str(exc).lower())
 
-    def set_status(self, conn: sqlite3.Connection, sid: int, key: str, value: Any) -> None:
-        """Set ``key`` of the session's ``session_status`` (JSON), inside the caller's write."""
-        conn.execute(
-            "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            (sid, key, canonical_json(value), self.clock()),
-        )
+    def schema_objects(self, conn: Conn) -> set[tuple[str, str]]:
+        return {(str(t), str(n)) for t, n in conn.execute("SELECT type, name FROM sqlite_master")}
 
-    def sid(self, conn: sqlite3.Connection, name: str) -> int:
-        return self.session_row(conn, name).sid
+    def applied_migrations(self, conn: Conn) -> list[str]:
+        return [str(r[0]) for r in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
 
-    def cached_entries(self, conn: sqlite3.Connection, sid: int, ids: Sequence[str]) -> list[Entry]:
-        """The entries with ``ids`` (in that order), parsed once and kept in a bounded LRU cache."""
-        cache = self.entry_cache
-        missing = [i for i in ids if (sid, i) not in cache]
-        # Parsing creates only acyclic values (JSON), so the cyclic collector has nothing to find;
-        # left on, its full passes over an ever larger heap make a 200k-entry read super-linear.
-        collecting = gc.isenabled() and len(missing) > 10_000
-        if collecting:
-            gc.disable()
-        try:
-            for start in range(0, len(missing), 500):
-                chunk = missing[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                for row in conn.execute(
-                    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
-                ):
-                    cache[(sid, row[0])] = row_entry(row)
-        finally:
-            if collecting:
-                gc.enable()
-        out: list[Entry] = []
-        for entry_id in ids:
-            entry = cache[(sid, entry_id)]
-            cache.move_to_end((sid, entry_id))
-            out.append(entry)
-        while len(cache) > max(self.cache_size, len(ids)):
-            cache.popitem(last=False)
-        return out
-
-    def clear_cache(self) -> None:
-        with self.lock:
-            self.entry_cache.clear()
+    def known_migrations(self) -> set[str]:
+        return {m.name for m in migrations.MIGRATIONS}
 
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+

@@ -15,7 +15,8 @@ class StoreError(Exception):
 
     def __init__(self, message: str, *, path: Path | str | None = None) -> None:
         super().__init__(message)
-        self.path = None if path is None else Path(path)
+        # A server's log is named by its URL (password removed), which is no file path.
+        self.path: Path | str | None = None if path is None else path if "://" in str(path) else Path(path)
 
 
 class CorruptDatabaseError(StoreError):

@@ -11,6 +11,7 @@ Entries are written in append order, so every parent precedes its children.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import TextIO
 
 from ipython_compact.core.entries import canonical_json
@@ -21,7 +22,6 @@ from ipython_compact.store.sqlite_store import SessionStore
 def export_lines(store: SessionStore, session: str) -> Iterator[str]:
     """The export, line by line (no trailing newlines)."""
     info = store.get_session(session)
-    entries = store.entries(session)
     yield canonical_json(
         {
             "type": JSONL_TYPE,
@@ -29,10 +29,12 @@ def export_lines(store: SessionStore, session: str) -> Iterator[str]:
             "name": info.name,
             "leaf_id": info.leaf_id,
             "created_at": info.created_at,
-            "entry_count": len(entries),
+            "entry_count": info.entry_count,
         }
     )
-    for entry in entries:
+    # Streamed (one batch in memory, not the session); entries appended after the header was
+    # written are left for the next export, so the header's count stays true.
+    for entry in islice(store.iter_entries(session), info.entry_count):
         yield canonical_json(entry.to_json())
 
 

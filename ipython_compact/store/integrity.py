@@ -9,11 +9,9 @@ tampering.
 
 from __future__ import annotations
 
-import sqlite3
-
 from ipython_compact.core.entries import COMPACTION
-from ipython_compact.store import migrations
 from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
+from ipython_compact.store.dialect import Conn
 from ipython_compact.store.errors import StoreError
 from ipython_compact.store.log import chain_hash, entry_hash
 from ipython_compact.store.migrations import MARK_KINDS
@@ -30,8 +28,9 @@ REQUIRED_SCHEMA: tuple[tuple[str, str], ...] = (
 
 
 class Integrity:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    """``verify``, a part of ``SessionStore`` (its base class); ``self.db`` is the store's ``Database``."""
+
+    db: Database
 
     def verify(self, session: str | None = None) -> VerifyReport:
         """Recompute every hash and chain link; report what does not match.
@@ -47,14 +46,14 @@ class Integrity:
         except StoreError as exc:
             problems.append(str(exc))
         with self.db.read() as conn:
-            present = set(conn.execute("SELECT type, name FROM sqlite_master"))
+            present = self.db.schema_objects(conn)
             for kind, name in REQUIRED_SCHEMA:
                 if (kind, name) not in present:
                     what = "the append-only guard " if kind == "trigger" else ""
                     problems.append(f"{what}{kind} {name!r} is missing: the database was altered outside "
                                     "ipython-compact")
-            migrations_known = {m.name for m in migrations.MIGRATIONS}
-            for (name,) in conn.execute("SELECT name FROM migrations"):
+            migrations_known = self.db.known_migrations()
+            for name in self.db.applied_migrations(conn):
                 if name not in migrations_known:
                     problems.append(f"unknown migration {name!r} recorded")
             if session is None:
@@ -78,7 +77,7 @@ class Integrity:
                             writers=dict(sorted(writers.items(), key=lambda kv: -kv[1])))
 
     def _verify_session(
-        self, conn: sqlite3.Connection, sid: int, name: str, leaf_id: str | None, count: int, tip: str, problems: list[str]
+        self, conn: Conn, sid: int, name: str, leaf_id: str | None, count: int, tip: str, problems: list[str]
     ) -> int:
         seen: dict[str, tuple[str, str | None, str | None, int]] = {}  # id -> (hash, context_head, mark, compactions)
         chain = ""

@@ -15,9 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -26,7 +25,8 @@ from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_jso
 from ipython_compact.core.settings import ESTIMATORS, Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
 from ipython_compact.store import process
-from ipython_compact.store.database import ENTRY_COLUMNS, Database, SessionRow, check_session_name, row_entry
+from ipython_compact.store.database import ENTRY_COLUMNS, SessionRow, check_session_name, row_entry
+from ipython_compact.store.dialect import Conn
 from ipython_compact.store.errors import (
     DatabaseLockedError,
     InvalidEntryError,
@@ -108,12 +108,11 @@ class _ImportRunning(Exception):
         self.owner = owner
 
 
-class EntryLog:
-    """Appends and entry reads over one database (the tree answers ancestry questions)."""
+class EntryLog(Tree):
+    """Appends and entry reads over one database (the tree answers ancestry questions).
 
-    def __init__(self, db: Database, tree: Tree) -> None:
-        self.db = db
-        self.tree = tree
+    A part of ``SessionStore`` (its base class): the methods here are the store's own, defined
+    once; ``self.db`` is the store's ``Database``."""
 
     def append(
         self,
@@ -167,7 +166,7 @@ class EntryLog:
 
     def append_in(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         row: SessionRow,
         items: Sequence[tuple[str, Mapping[str, Any]]],
         *,
@@ -188,7 +187,7 @@ class EntryLog:
             wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
             new_id = wanted or self._fresh_id(conn, sid, cache)
             entry = Entry(id=new_id, parent_id=parent, kind=kind, timestamp=when, data=dict(data))
-            stored, tip = self._insert(conn, sid, entry, tip, cache)
+            stored, tip = self._insert(conn, sid, entry, tip, cache, id_checked=not wanted)
             entries.append(stored)
             parent = stored.id
         self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
@@ -213,11 +212,11 @@ class EntryLog:
         with self.db.write() as conn:
             if create:
                 check_session_name(session, self.db.path)
-                if conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone():
+                if conn.execute(
+                    "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+                    "RETURNING session_id", (session, self.db.clock())
+                ).fetchone() is None:
                     raise SessionExistsError(f"session {session!r} already exists in {self.db.path}", path=self.db.path)
-                conn.execute(
-                    "INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self.db.clock())
-                )
             row = self.db.session_row(conn, session)
             sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
             cache = Batch()
@@ -263,10 +262,10 @@ class EntryLog:
         while True:
             try:
                 with self.db.write() as conn:
-                    created = not conn.execute("SELECT 1 FROM sessions WHERE name = ?", (session,)).fetchone()
-                    if created:
-                        check_session_name(session, self.db.path)
-                        conn.execute("INSERT INTO sessions (name, created_at) VALUES (?, ?)", (session, self.db.clock()))
+                    check_session_name(session, self.db.path)
+                    created = conn.execute(
+                        "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+                        "RETURNING session_id", (session, self.db.clock())).fetchone() is not None
                     row = self.db.session_row(conn, session)
                     if not created:
                         self._check_no_import_running(conn, row.sid)
@@ -299,10 +298,10 @@ class EntryLog:
                                    deadline=time.monotonic() + wait)
                 written += len(chunk)
                 batches += 1
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             with contextlib.suppress(Exception), self.db.write() as conn:
                 conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
-            leaf = self.tree.leaf(session)
+            leaf = self.leaf(session)
             last_id = entries[written - 1].id
             raise PartialImportError(
                 f"{self.db.path}: the import into session {session!r} stopped after {written:,} of {len(entries):,} "
@@ -312,19 +311,19 @@ class EntryLog:
             ) from exc
         return ImportWritten(entries, created, batches)
 
-    def _check_no_import_running(self, conn: sqlite3.Connection, sid: int) -> None:
+    def _check_no_import_running(self, conn: Conn, sid: int) -> None:
         row = conn.execute(
             "SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, IMPORT_MARKER)
         ).fetchone()
         if row is None:
             return
         owner = Owner.from_json(json.loads(row[0]).get("owner"))
-        if owner is None or process.ended(owner):  # killed mid-import: its marker means nothing
+        if owner is None or self.db.owner_ended(conn, owner):  # killed mid-import: its marker means nothing
             conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (sid, IMPORT_MARKER))
             return
         raise _ImportRunning(owner)
 
-    def _existing(self, conn: sqlite3.Connection, row: SessionRow, created: bool) -> Existing:
+    def _existing(self, conn: Conn, row: SessionRow, created: bool) -> Existing:
         content: dict[bytes, str] = {}
         keys: dict[str, bytes] = {}
         if not created:
@@ -336,7 +335,7 @@ class EntryLog:
         return Existing(created, row.leaf, frozenset(keys), content, keys)
 
     def _write_batch(
-        self, conn: sqlite3.Connection, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
+        self, conn: Conn, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
     ) -> None:
         tip = row.tip
         for entry in entries:
@@ -364,7 +363,7 @@ class EntryLog:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    def _finish(self, conn: sqlite3.Connection, sid: int, count: int, tip: str, leaf: str | None, batch: Batch) -> None:
+    def _finish(self, conn: Conn, sid: int, count: int, tip: str, leaf: str | None, batch: Batch) -> None:
         """Record the batch on the session row: count, chain tip, newest seq and (maybe) the leaf."""
         if not batch.last_seq:
             if leaf is not None:
@@ -376,7 +375,7 @@ class EntryLog:
             (count, tip, batch.last_seq, leaf, sid),
         )
 
-    def _fresh_id(self, conn: sqlite3.Connection, sid: int, cache: Batch) -> str:
+    def _fresh_id(self, conn: Conn, sid: int, cache: Batch) -> str:
         for _ in range(100):
             candidate = self.db.new_id()
             if candidate not in cache and not conn.execute(
@@ -386,8 +385,11 @@ class EntryLog:
         raise StoreError(f"{self.db.path}: could not find a free entry id after 100 tries", path=self.db.path)
 
     def _insert(
-        self, conn: sqlite3.Connection, sid: int, entry: Entry, tip: str, cache: Batch
+        self, conn: Conn, sid: int, entry: Entry, tip: str, cache: Batch, *, id_checked: bool = False
     ) -> tuple[Entry, str]:
+        """Insert one entry inside the caller's transaction. ``id_checked``: the id was just found
+        free in this transaction (``_fresh_id``), so the duplicate lookup is skipped (one round
+        trip per entry less on a server)."""
         where = f"entry {entry.id!r}"
         if not isinstance(entry.id, str) or not entry.id:
             raise InvalidEntryError(f"{where}: id must be a non-empty string", path=self.db.path)
@@ -402,14 +404,14 @@ class EntryLog:
         except (TypeError, ValueError) as exc:
             raise InvalidEntryError(f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path) from exc
         stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, json.loads(data_text))
-        if entry.id in cache or conn.execute(
+        if not id_checked and (entry.id in cache or conn.execute(
             "SELECT 1 FROM entries WHERE session_id = ? AND id = ?", (sid, entry.id)
-        ).fetchone():
+        ).fetchone()):
             raise InvalidEntryError(f"{where}: an entry with this id already exists in the session", path=self.db.path)
         if entry.parent_id is None:
             depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
         else:
-            parent = self.tree.parent_info(conn, sid, entry.parent_id, cache)
+            parent = self.parent_info(conn, sid, entry.parent_id, cache)
             if parent is None:
                 raise InvalidEntryError(f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path)
             depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
@@ -421,17 +423,17 @@ class EntryLog:
             first_kept = stored.data.get("first_kept_entry_id")
             if not isinstance(first_kept, str) or not first_kept:
                 raise InvalidEntryError(f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path)
-            if not self.tree.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
+            if not self.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
                 raise InvalidEntryError(
                     f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction", path=self.db.path
                 )
             head = first_kept
         hash_ = entry_hash(parent_hash, stored)
         new_tip = chain_hash(tip, hash_)
-        cur = conn.execute(
+        seq = conn.execute(
             "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
             " depth, context_head, hash, chain, mark, compactions, writer)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             (
                 sid,
                 stored.id,
@@ -449,11 +451,11 @@ class EntryLog:
                 compactions,
                 self.db.writer,
             ),
-        )
+        ).fetchone()[0]
         text = entry_text(stored)
         if text:
-            conn.execute("INSERT INTO entries_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, text))
-        cache.last_seq = int(cur.lastrowid or 0)
+            conn.execute(self.db.dialect.fts_insert, (seq, self.db.dialect.fts_text(text)))
+        cache.last_seq = int(seq)
         cache.info[stored.id] = ParentInfo(depth, head, hash_, mark, compactions)
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
@@ -528,6 +530,30 @@ class EntryLog:
             rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE {where} ORDER BY seq", params)
             return [row_entry(r) for r in rows]
 
+    def iter_entries(self, session: str, *, batch: int = 1000) -> Iterator[Entry]:
+        """Every entry of the session in append order, read ``batch`` rows at a time (keyset on
+        ``seq``), so an export or a copy between stores holds one batch in memory, not the log.
+        Entries appended while iterating are included; none is skipped or repeated."""
+        after = 0
+        while True:
+            with self.db.read() as conn:
+                sid = self.db.sid(conn, session)
+                rows = conn.execute(
+                    f"SELECT seq, {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    (sid, after, batch),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield row_entry(row[1:])
+            after = int(rows[-1][0])
+
+    def chain_tip(self, session: str) -> str:
+        """The session's append-chain hash: equal tips mean the same entries in the same order
+        (a copy between stores that kept ids and order has the source's tip)."""
+        with self.db.read() as conn:
+            return self.db.session_row(conn, session).tip
+
     def entry_count(self, session: str) -> int:
         """How many entries the session holds (all branches); one row read."""
         with self.db.read() as conn:
@@ -543,7 +569,8 @@ class EntryLog:
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
             rows = conn.execute(
-                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id IS ? ORDER BY seq",
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id {self.db.dialect.is_same} ? "
+                "ORDER BY seq",
                 (sid, entry_id),
             )
             return [row_entry(r) for r in rows]
@@ -584,25 +611,18 @@ class EntryLog:
         """Full-text search over entry text, best match first.
 
         By default every word of ``text`` must occur (words are quoted, so FTS syntax in user text
-        is harmless); ``raw=True`` passes an FTS5 query through unchanged.
+        is harmless); ``raw=True`` passes a query in the engine's own syntax through unchanged
+        (SQLite: FTS5; PostgreSQL: ``websearch_to_tsquery``).
         """
         if "\x00" in text:
             if raw:
                 raise InvalidEntryError("the search query holds a NUL character, which full-text search cannot "
                                         "take; remove it", path=self.db.path)
             text = text.replace("\x00", " ")  # SQLite ends the string at NUL ("unterminated string")
-        if raw:
-            query = text
-        else:
-            words = [w.replace('"', '""') for w in text.split()]
-            if not words:
-                return []
-            query = " ".join(f'"{w}"' for w in words)
-        sql = (
-            f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank FROM entries_fts f "
-            "JOIN entries e ON e.seq = f.rowid JOIN sessions s ON s.session_id = e.session_id "
-            "WHERE entries_fts MATCH ?"
-        )
+        query = self.db.dialect.search_query(text, raw)
+        if query is None:
+            return []
+        sql = f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank {self.db.dialect.search_from(raw)}"
         params: list[Any] = [query]
         with self.db.read() as conn:
             if session is not None:
@@ -612,8 +632,8 @@ class EntryLog:
             params.append(limit)
             try:
                 rows = conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+            except Exception as exc:
+                if self.db.is_query_syntax_error(exc):
                     raise ValueError(f"bad search query {text!r}: {exc}") from exc
                 raise
         return [SearchHit(session=r[0], entry=row_entry(r[1:8]), rank=float(r[8])) for r in rows]

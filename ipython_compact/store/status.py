@@ -18,30 +18,26 @@ Entries are append-only; these tables are not, and their rules differ:
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, canonical_json
 from ipython_compact.store import process
-from ipython_compact.store.database import Database
+from ipython_compact.store.dialect import Conn
 from ipython_compact.store.log import EntryLog
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import InboxItem, LiveCompaction, LiveStatus
-from ipython_compact.store.tree import Tree
 
 
 def _owner(host: str | None, pid: int | None, started: str | None) -> Owner | None:
     return None if host is None or pid is None else Owner(host, int(pid), started)
 
 
-class Status:
-    """Inbox items, compactions in flight and small per-session status values."""
+class Status(EntryLog):
+    """Inbox items, compactions in flight and small per-session status values.
 
-    def __init__(self, db: Database, tree: Tree, log: EntryLog) -> None:
-        self.db = db
-        self.tree = tree
-        self.log = log
+    A part of ``SessionStore`` (its base class; settling an abandoned compaction appends to the
+    log in the same transaction, hence the log as this class's base)."""
 
     def inbox_put(
         self, session: str, payload: Mapping[str, Any], *, first_kept_entry_id: str | None = None
@@ -52,10 +48,11 @@ class Status:
         with self.db.write() as conn:
             sid = self.db.sid(conn, session)
             cur = conn.execute(
-                "INSERT INTO inbox (session_id, first_kept_entry_id, payload, created_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO inbox (session_id, first_kept_entry_id, payload, created_at) VALUES (?, ?, ?, ?) "
+                "RETURNING item_id",
                 (sid, first_kept_entry_id, text, created),
             )
-            item_id = int(cur.lastrowid or 0)
+            item_id = int(cur.fetchone()[0])
         return InboxItem(item_id, session, first_kept_entry_id, json.loads(text), "pending", created, None)
 
     def inbox_items(self, session: str, state: str | None = None) -> list[InboxItem]:
@@ -63,15 +60,15 @@ class Status:
             sid = self.db.sid(conn, session)
             return self._inbox_rows(conn, sid, session, state)
 
-    def _inbox_rows(self, conn: sqlite3.Connection, sid: int, session: str, state: str | None) -> list[InboxItem]:
+    def _inbox_rows(self, conn: Conn, sid: int, session: str, state: str | None) -> list[InboxItem]:
         rows = conn.execute(
             "SELECT item_id, first_kept_entry_id, payload, state, created_at, settled_at FROM inbox "
-            "WHERE session_id = ? AND (? IS NULL OR state = ?) ORDER BY item_id",
+            "WHERE session_id = ? AND (CAST(? AS TEXT) IS NULL OR state = ?) ORDER BY item_id",
             (sid, state, state),
         ).fetchall()
         return [InboxItem(r[0], session, r[1], json.loads(r[2]), r[3], r[4], r[5]) for r in rows]
 
-    def _settle_stale(self, conn: sqlite3.Connection, sid: int, session: str, leaf: str | None) -> list[InboxItem]:
+    def _settle_stale(self, conn: Conn, sid: int, session: str, leaf: str | None) -> list[InboxItem]:
         pending = self._inbox_rows(conn, sid, session, "pending")
         if not pending:
             return []
@@ -80,7 +77,7 @@ class Status:
             head = conn.execute(
                 "SELECT context_head FROM entries WHERE session_id = ? AND id = ?", (sid, leaf)
             ).fetchone()[0]
-            live_ids = {r[0] for r in self.tree.walk_links(conn, sid, leaf, head)}  # ids only: no entry bodies
+            live_ids = {r[0] for r in self.walk_links(conn, sid, leaf, head)}  # ids only: no entry bodies
             live_ids.discard(head)
         now = self.db.clock()
         stale: list[InboxItem] = []
@@ -99,7 +96,7 @@ class Status:
             self._reclaim_abandoned(conn, sid)
             return self._settle_stale(conn, sid, session, leaf)
 
-    def _reclaim_abandoned(self, conn: sqlite3.Connection, sid: int) -> int:
+    def _reclaim_abandoned(self, conn: Conn, sid: int) -> int:
         """Items taken by a process that has ended and that it never placed go back to pending.
 
         "Placed" = a compaction entry in the session with the item's cut and summary (the
@@ -112,7 +109,7 @@ class Status:
         orphans = []
         for item_id, first_kept, payload, host, pid, started in rows:
             owner = _owner(host, pid, started)
-            if owner is not None and process.ended(owner):
+            if owner is not None and self.db.owner_ended(conn, owner):
                 orphans.append((item_id, first_kept, json.loads(payload)))
         if not orphans:
             return 0
@@ -204,7 +201,7 @@ class Status:
                 failure = {"task_id": task_id, "reason": None if row is None else row[0], "error": error, "at": now}
                 self.db.set_status(conn, sid, "last_failure", failure)
 
-    def _live_rows(self, conn: sqlite3.Connection, sid: int, session: str) -> list[LiveCompaction]:
+    def _live_rows(self, conn: Conn, sid: int, session: str) -> list[LiveCompaction]:
         rows = conn.execute(
             "SELECT task_id, reason, blocking, started_at, detail, owner_host, owner_pid, owner_started "
             "FROM live_compactions WHERE session_id = ? ORDER BY started_at, task_id",
@@ -213,11 +210,12 @@ class Status:
         return [LiveCompaction(r[0], session, r[1], bool(r[2]), r[3], json.loads(r[4]), _owner(r[5], r[6], r[7]))
                 for r in rows]
 
-    def _settle_abandoned(self, conn: sqlite3.Connection, session: str) -> list[LiveCompaction]:
+    def _settle_abandoned(self, conn: Conn, session: str) -> list[LiveCompaction]:
         """Inside a write transaction: remove the session's live rows whose owner has ended, each
         with a ``compaction_outcome`` entry saying so (and the last failure). Returns them."""
         row = self.db.session_row(conn, session)
-        abandoned = [c for c in self._live_rows(conn, row.sid, session) if c.owner is not None and process.ended(c.owner)]
+        abandoned = [c for c in self._live_rows(conn, row.sid, session)
+                     if c.owner is not None and self.db.owner_ended(conn, c.owner)]
         if not abandoned:
             return []
         now = self.db.clock()
@@ -231,7 +229,7 @@ class Status:
                                                   "owner": c.owner.to_json()}))
             failure = {"task_id": c.task_id, "reason": c.reason, "error": error, "at": now}
             self.db.set_status(conn, row.sid, "last_failure", failure)
-        self.log.append_in(conn, row, outcomes, timestamp=now)
+        self.append_in(conn, row, outcomes, timestamp=now)
         return abandoned
 
     def live_status(self, session: str) -> LiveStatus:
@@ -240,7 +238,7 @@ class Status:
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
             live = self._live_rows(conn, sid, session)
-        settled = any(c.owner is not None and process.ended(c.owner) for c in live)
+            settled = any(c.owner is not None and self.db.owner_ended(conn, c.owner) for c in live)
         if settled:
             with self.db.write() as conn:
                 self._settle_abandoned(conn, session)

@@ -13,13 +13,13 @@ What must hold:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
 from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
+from ipython_compact.store.dialect import Conn
 from ipython_compact.store.errors import StoreError, UnknownEntryError
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.records import BranchPaths, ContextView
@@ -49,10 +49,12 @@ class Batch:
 
 
 class Tree:
-    """Path and branch queries over one database."""
+    """Path and branch queries over one database.
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    The lowest part of ``SessionStore`` (its base class): the methods here are the store's own,
+    defined once; ``self.db`` is the store's ``Database``, set by ``SessionStore.__init__``."""
+
+    db: Database
 
     def leaf(self, session: str) -> str | None:
         with self.db.read() as conn:
@@ -69,7 +71,7 @@ class Tree:
             conn.execute("UPDATE sessions SET leaf_id = ? WHERE session_id = ?", (entry_id, sid))
 
     def parent_info(
-        self, conn: sqlite3.Connection, sid: int, entry_id: str, cache: Batch
+        self, conn: Conn, sid: int, entry_id: str, cache: Batch
     ) -> ParentInfo | None:
         info = cache.info.get(entry_id)
         if info is not None:
@@ -81,7 +83,7 @@ class Tree:
         return None if row is None else ParentInfo(int(row[0]), row[1], str(row[2]), row[3], int(row[4]))
 
     def is_ancestor_or_self(
-        self, conn: sqlite3.Connection, sid: int, ancestor: str, start: str | None, cache: Batch
+        self, conn: Conn, sid: int, ancestor: str, start: str | None, cache: Batch
     ) -> bool:
         target = self.parent_info(conn, sid, ancestor, cache)
         if target is None:
@@ -96,27 +98,27 @@ class Tree:
             current = self.parent_of(conn, sid, current, cache)
         return False
 
-    def parent_of(self, conn: sqlite3.Connection, sid: int, entry_id: str, cache: Batch) -> str | None:
+    def parent_of(self, conn: Conn, sid: int, entry_id: str, cache: Batch) -> str | None:
         if entry_id in cache.parents:
             return cache.parents[entry_id]
         row = conn.execute("SELECT parent_id FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
         return None if row is None else row[0]
 
     def _walk_up(
-        self, conn: sqlite3.Connection, sid: int, leaf: str, stop_at: str | None
+        self, conn: Conn, sid: int, leaf: str, stop_at: str | None
     ) -> list[tuple[Any, ...]]:
         """Rows from ``leaf`` up to ``stop_at`` inclusive (or the root), oldest first.
 
         A recursive query with one indexed lookup per step: cost follows the rows returned.
         """
-        rows = conn.execute(
+        rows: list[tuple[Any, ...]] = conn.execute(
             f"""
             WITH RECURSIVE up(n, {ENTRY_COLUMNS}) AS (
                 SELECT 0, {ENTRY_COLUMNS} FROM entries WHERE session_id = :sid AND id = :leaf
                 UNION ALL
                 SELECT up.n + 1, e.id, e.parent_id, e.kind, e.timestamp, e.data, e.tokens_density, e.tokens_chars4
                 FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
-                WHERE up.id IS NOT :stop
+                WHERE up.id {self.db.dialect.is_distinct} :stop
             )
             SELECT {ENTRY_COLUMNS} FROM up ORDER BY n DESC
             """,
@@ -138,18 +140,18 @@ class Tree:
             )
 
     def walk_links(
-        self, conn: sqlite3.Connection, sid: int, leaf: str, stop_at: str | None, limit: int = -1
+        self, conn: Conn, sid: int, leaf: str, stop_at: str | None, limit: int = -1
     ) -> list[tuple[str, str | None, str]]:
         """``(id, parent_id, kind)`` from ``leaf`` up to ``stop_at`` inclusive (or the root, or
         ``limit`` rows), oldest first. Reads no entry bodies; one indexed lookup per row."""
         rows: list[tuple[str, str | None, str]] = conn.execute(
-            """
+            f"""
             WITH RECURSIVE up(n, id, parent_id, kind) AS (
                 SELECT 0, id, parent_id, kind FROM entries WHERE session_id = :sid AND id = :leaf
                 UNION ALL
                 SELECT up.n + 1, e.id, e.parent_id, e.kind
                 FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
-                WHERE up.id IS NOT :stop AND (:limit < 0 OR up.n + 1 < :limit)
+                WHERE up.id {self.db.dialect.is_distinct} :stop AND (:limit < 0 OR up.n + 1 < :limit)
             )
             SELECT id, parent_id, kind FROM up ORDER BY n DESC
             """,
@@ -161,7 +163,7 @@ class Tree:
             self._check_reached_top(rows[0], stop_at)
         return rows
 
-    def _marked(self, conn: sqlite3.Connection, sid: int, leaf: str, min_depth: int) -> list[tuple[str, str]]:
+    def _marked(self, conn: Conn, sid: int, leaf: str, min_depth: int) -> list[tuple[str, str]]:
         """``(id, kind)`` of the marked entries (``MARK_KINDS``) on the path to ``leaf`` at depth
         ``min_depth`` or deeper, oldest first: a walk along the ``mark`` chain, one step per
         marked entry whatever the length of the history in between."""
@@ -186,18 +188,18 @@ class Tree:
         ).fetchall()
         return [(r[0], r[1]) for r in rows if int(r[2]) >= min_depth]
 
-    def _start(self, conn: sqlite3.Connection, session: str, leaf: str | None) -> tuple[int, str | None]:
+    def _start(self, conn: Conn, session: str, leaf: str | None) -> tuple[int, str | None]:
         row = self.db.session_row(conn, session)
         return row.sid, leaf or row.leaf
 
-    def _depth(self, conn: sqlite3.Connection, sid: int, session: str, entry_id: str) -> int:
+    def _depth(self, conn: Conn, sid: int, session: str, entry_id: str) -> int:
         row = conn.execute("SELECT depth FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
         if row is None:
             raise UnknownEntryError(f"no entry {entry_id!r} in session {session!r}", path=self.db.path)
         return int(row[0])
 
     def _ids_of_kinds(
-        self, conn: sqlite3.Connection, sid: int, session: str, leaf: str, kinds: Collection[str], from_id: str | None
+        self, conn: Conn, sid: int, session: str, leaf: str, kinds: Collection[str], from_id: str | None
     ) -> list[str]:
         """Ids of the path entries of ``kinds`` from ``from_id`` (inclusive; None = the root) to
         ``leaf``, oldest first. Marked kinds follow the ``mark`` chain; others walk the span's
@@ -220,7 +222,7 @@ class Tree:
             raise UnknownEntryError(f"entry {from_id!r} is not on the path to {leaf!r} in session {session!r}", path=self.db.path)
         return [r[0] for r in rows if r[2] in wanted]
 
-    def _require_ancestor(self, conn: sqlite3.Connection, sid: int, session: str, ancestor: str, leaf: str) -> None:
+    def _require_ancestor(self, conn: Conn, sid: int, session: str, ancestor: str, leaf: str) -> None:
         self._depth(conn, sid, session, ancestor)
         if not self.is_ancestor_or_self(conn, sid, ancestor, leaf, Batch()):
             raise UnknownEntryError(f"entry {ancestor!r} is not on the path to {leaf!r} in session {session!r}", path=self.db.path)
@@ -254,17 +256,17 @@ class Tree:
             return self.db.cached_entries(conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, None))
 
     def _ids_by_role(
-        self, conn: sqlite3.Connection, sid: int, leaf: str, kinds: Collection[str] | None, roles: Collection[str]
+        self, conn: Conn, sid: int, leaf: str, kinds: Collection[str] | None, roles: Collection[str]
     ) -> list[str]:
         rows = conn.execute(
-            """
+            f"""
             WITH RECURSIVE up(n, id, parent_id, kind, data) AS (
                 SELECT 0, id, parent_id, kind, data FROM entries WHERE session_id = :sid AND id = :leaf
                 UNION ALL
                 SELECT up.n + 1, e.id, e.parent_id, e.kind, e.data
                 FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
             )
-            SELECT id, parent_id, kind, CASE WHEN kind = 'message' THEN json_extract(data, '$.message.role') END
+            SELECT id, parent_id, kind, CASE WHEN kind = 'message' THEN {self.db.dialect.message_role} END
             FROM up ORDER BY n DESC
             """,
             {"sid": sid, "leaf": leaf},
@@ -321,13 +323,13 @@ class Tree:
                 )
             return len(self._ids_of_kinds(conn, sid, session, start, kinds, from_id))
 
-    def _compactions(self, conn: sqlite3.Connection, sid: int, session: str, entry_id: str) -> int:
+    def _compactions(self, conn: Conn, sid: int, session: str, entry_id: str) -> int:
         row = conn.execute("SELECT compactions FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
         if row is None:
             raise UnknownEntryError(f"no entry {entry_id!r} in session {session!r}", path=self.db.path)
         return int(row[0])
 
-    def _kind(self, conn: sqlite3.Connection, sid: int, entry_id: str) -> str | None:
+    def _kind(self, conn: Conn, sid: int, entry_id: str) -> str | None:
         row = conn.execute("SELECT kind FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
         return None if row is None else str(row[0])
 
@@ -393,14 +395,14 @@ class Tree:
                 raise UnknownEntryError(f"no entry {start!r} in session {session!r}", path=self.db.path)
             head, leaf_depth = row[0], int(row[1])
             rows = conn.execute(
-                """
+                f"""
                 WITH RECURSIVE up(n, id, parent_id, tokens_density, tokens_chars4) AS (
                     SELECT 0, id, parent_id, tokens_density, tokens_chars4 FROM entries
                     WHERE session_id = :sid AND id = :leaf
                     UNION ALL
                     SELECT up.n + 1, e.id, e.parent_id, e.tokens_density, e.tokens_chars4
                     FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
-                    WHERE up.id IS NOT :stop
+                    WHERE up.id {self.db.dialect.is_distinct} :stop
                 )
                 SELECT id, parent_id, tokens_density, tokens_chars4 FROM up ORDER BY n DESC
                 """,
