@@ -36,7 +36,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ipython_compact.agent import rlm_kernel
 from ipython_compact.agent.context_payload import decode_context, encode_context
+from ipython_compact.agent.kernel_calls import kernel_call
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
 from ipython_compact.agent.sub_agents import SubAgentRegistry
@@ -46,7 +48,6 @@ from ipython_compact.core.entries import CUSTOM
 PREVIEW_CHARS = 400
 FINAL_CHARS = 100_000
 """Default bound of a ``FINAL``/``FINAL_VAR`` answer handed to the host (the rest stays in the kernel)."""
-_MODULE = "__import__('ipython_compact.agent.rlm_kernel', fromlist=['install'])"
 
 RLM_PROMPT = (
     "Inside the kernel you also have: `llm_query(prompt, model=None)` asks the model one question and returns "
@@ -270,7 +271,7 @@ class RlmBridge:
         evaluate = getattr(kernel, "evaluate", None)
         if evaluate is None:
             return False
-        got = evaluate({"v": f"{_MODULE}.install({self.broker.url!r}, {self.broker.token!r})"})
+        got = evaluate({"v": kernel_call(rlm_kernel.install, self.broker.url, self.broker.token)})
         return bool(got) and got.get("v") == "ok"
 
     def take_final(self, kernel: Any) -> dict[str, Any] | None:
@@ -283,7 +284,7 @@ class RlmBridge:
         evaluate = getattr(kernel, "evaluate", None)
         if evaluate is None:
             return None
-        got = evaluate({"v": f"{_MODULE}.take_final_json({self.final_chars})"})
+        got = evaluate({"v": kernel_call(rlm_kernel.take_final_json, self.final_chars)})
         if not got:
             raise FinalAnswerError("the kernel did not answer when asked for it")
         return parse_final(got.get("v"), self.final_chars)
@@ -304,7 +305,7 @@ class RlmBridge:
         fd, path = tempfile.mkstemp(dir=self._dir, suffix=".json")  # created 0600
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh)
-        got = evaluate({"v": f"{_MODULE}.load_context({path!r}, {name!r})"}, timeout=300.0)
+        got = evaluate({"v": kernel_call(rlm_kernel.load_context, path, name)}, timeout=300.0)
         if not got or got.get("v") != "ok":
             if os.path.exists(path):
                 os.unlink(path)
