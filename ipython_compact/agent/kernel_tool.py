@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ipython_compact.agent import kernel_state
@@ -110,16 +110,6 @@ class KernelTool(Protocol):
     def take_compaction_request(self) -> dict[str, Any] | None:
         """The model's pending ``compact.run()`` request (``{"instructions": ...}``), handed over once."""
         ...
-
-
-@dataclass
-class RestartReport:
-    """What a restart brought back (from the snapshot) and what it did not."""
-
-    restarted: bool
-    restored: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    detail: str = ""
 
 
 class InProcessKernel:

@@ -737,11 +737,6 @@ class Agent:
             "sub_agents": self._bridge.sub_agents() if self._bridge is not None else [],
         }
 
-    def compaction_entries(self) -> list[Entry]:
-        """Every compaction entry of the session, oldest first."""
-        entries: list[Entry] = self.store.entries(self.session, kinds=(COMPACTION,))
-        return entries
-
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""
         return len(self._request_messages()), self.store.entry_count(self.session)

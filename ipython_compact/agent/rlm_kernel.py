@@ -221,13 +221,6 @@ def install(url: str, token: str, names: list[str] | None = None) -> str:
     return "ok"
 
 
-def detach() -> str:
-    """Forget the broker (sub-calls then say no agent is attached)."""
-    with _lock:
-        _bridge.clear()
-    return "ok"
-
-
 def load_context(path: str, name: str) -> str:
     """Bind the value the host wrote to ``path`` (JSON: ``{"kind": "str"|"json"|"bytes", "value"}``)
     to ``name`` in the user namespace, then remove the file. Returns ``"ok"``."""
