@@ -41,13 +41,12 @@ from ipython_compact.agent.context_payload import decode_context, encode_context
 from ipython_compact.agent.kernel_calls import kernel_call
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
+from ipython_compact.agent.options import FINAL_CHARS
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.subcall_broker import SubcallBroker
 from ipython_compact.core.entries import CUSTOM
 
 PREVIEW_CHARS = 400
-FINAL_CHARS = 100_000
-"""Default bound of a ``FINAL``/``FINAL_VAR`` answer handed to the host (the rest stays in the kernel)."""
 
 RLM_PROMPT = (
     "Inside the kernel you also have: `llm_query(prompt, model=None)` asks the model one question and returns "

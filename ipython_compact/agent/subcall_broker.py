@@ -21,7 +21,7 @@ What must hold:
   bridge, both ways (the kernel end refuses a larger reply).
 - A request is data: ``op`` names a handler (``handlers[op]``, or ``resolve(op)`` looked up at
   call time so a tool table updated between runs is honoured), called with the JSON ``args`` and
-  ``kwargs``; nothing in it is ever executed. Unknown ops and bad arguments get one clear error.
+  ``kwargs``; nothing in it is ever executed. An unknown op gets one clear error.
 - A handler's exception becomes ``{"ok": false, "error": "Type: message"}`` (just the message for
   an exception marked ``one_line``, already worded for the model); a value JSON cannot carry is
   an error naming the op and the type, never a silent ``str()``. The server goes on.
@@ -128,9 +128,7 @@ class SubcallBroker:
         context = self._context.copy() if self._context is not None else contextvars.Context()
         try:
             value = context.run(handler, *args, **kwargs)
-        except TypeError as exc:
-            return 400, {"ok": False, "error": f"bad arguments for {op}: {exc}"}
-        except Exception as exc:
+        except Exception as exc:  # arguments that do not fit are the handler's TypeError, like any other
             # A failure already worded for the model (``one_line``) travels as it is.
             text = str(exc) if getattr(exc, "one_line", False) else f"{type(exc).__name__}: {exc}"
             return 200, {"ok": False, "error": text}

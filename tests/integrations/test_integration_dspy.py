@@ -53,7 +53,7 @@ def test_it_is_a_code_interpreter_and_start_is_idempotent(interp: KernelInterpre
     [
         ("if True print(1)", SyntaxError, "SyntaxError"),
         ("1 / 0", CodeExecutionError, "ZeroDivisionError"),
-        ("double()", CodeExecutionError, "ToolCallError: TypeError"),
+        ("double()", CodeExecutionError, "HostCallError: TypeError"),
         ("undefined_tool(1)", CodeExecutionError, "NameError"),
     ],
 )
