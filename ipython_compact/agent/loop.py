@@ -53,7 +53,7 @@ from ipython_compact.agent.model_caller import ModelCaller
 from ipython_compact.agent.openai_chat import to_openai_messages
 from ipython_compact.agent.options import DEFAULT_SYSTEM_PROMPT, FINAL_CHARS, AgentOptions
 from ipython_compact.agent.overflow import OverflowEpisode
-from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
+from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge, too_large_for_window
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.setup import (
@@ -62,7 +62,7 @@ from ipython_compact.agent.setup import (
     resolve_model_and_window,
     settings_for_window,
 )
-from ipython_compact.agent.sub_agents import SubAgentRegistry
+from ipython_compact.agent.sub_agents import SubAgentRegistry, forward_child_events
 from ipython_compact.agent.supervisor import KernelSupervisor
 from ipython_compact.agent.tool_runner import ToolRunner
 from ipython_compact.core.context import build_context
@@ -85,7 +85,7 @@ from ipython_compact.core.overflow import (
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
-from ipython_compact.core.tokens import estimate_context, estimate_message_tokens, usage_of
+from ipython_compact.core.tokens import estimate_context, usage_of
 from ipython_compact.core.triggers import usage_is_stale
 
 CONTINUATION_TEXT = "Context was compacted. Continue working toward the goal from where you left off."
@@ -289,37 +289,13 @@ class Agent:
                                 tool_timeout=self._supervisor.tool_timeout)
         return Agent(model=self.model, client=self.client, store=self.store, session=session,
                      context_window=self.context_window, compactor=self.compactor, settings=self._base_settings,
-                     on_event=self._child_events(name), _tree=self._tree, _depth=self._depth + 1,
+                     on_event=forward_child_events(self._log, name), _tree=self._tree, _depth=self._depth + 1,
                      **{f.name: getattr(o, f.name) for f in dataclasses.fields(o)})
 
     def _too_large(self, text: str, what: str) -> str | None:
-        """Why ``text`` (a sub-agent's task, an ``llm_query`` prompt) cannot fit the window, or None.
-
-        A task becomes a sub-agent's first message after its system prompt; both must stay under
-        the blocking line, or the child's very first request overflows (and compaction has nothing
-        to cut). Checked before any request is sent and before a child session is made.
-        """
-        estimator = self.settings.estimator
-        tokens = estimate_message_tokens({"role": "user", "content": text}, estimator)
-        room = threshold_lines(self.context_window, self.settings).blocking
-        if what != "llm_query prompt":
-            room -= estimate_message_tokens({"role": "system", "content": self._baseline_text()}, estimator)
-        if tokens <= room:
-            return None
-        fix = ("split it and send the pieces with llm_query_batched" if what == "llm_query prompt" else
-               "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
-               "keep the task short")
-        return (f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
-                f"{self.context_window:,}-token window leaves room for about {max(room, 0):,}; {fix}.")
-
-    def _child_events(self, name: str) -> Callable[[AgentEvent], None] | None:
-        parent = self._log
-
-        def forward(event: AgentEvent) -> None:
-            if event.kind in ("turn_end", "compaction_end", "kernel_restart", "error"):
-                parent.emit(f"sub_agent_{event.kind}", f"[{name}] {event.text}", name=name, **event.data)
-
-        return forward
+        """Why ``text`` cannot fit this agent's window as a sub-call (see ``rlm.too_large_for_window``)."""
+        return too_large_for_window(text, what, settings=self.settings, window=self.context_window,
+                                    system_text=self._baseline_text())
 
     def close(self) -> None:
         """Stop what this agent started: sub-agents, the sub-call broker, its kernel, its store."""

@@ -45,6 +45,9 @@ from ipython_compact.agent.options import FINAL_CHARS
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.subcall_broker import SubcallBroker
 from ipython_compact.core.entries import CUSTOM
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.thresholds import threshold_lines
+from ipython_compact.core.tokens import estimate_message_tokens
 
 PREVIEW_CHARS = 400
 
@@ -75,6 +78,29 @@ def describe_value(name: str, value: Any) -> str:
     more = "…" if len(preview) >= PREVIEW_CHARS else ""
     return (f"The kernel variable `{name}` holds the context: {type(value).__name__}, {size}. "
             f"It is not shown here; explore it with code. Preview: {preview!r}{more}")
+
+
+def too_large_for_window(text: str, what: str, *, settings: CompactionSettings, window: int,
+                         system_text: str) -> str | None:
+    """Why ``text`` (a sub-agent's task, an ``llm_query`` prompt) cannot fit ``window``, or None.
+
+    A task becomes a sub-agent's first message after its system prompt (``system_text``); both
+    must stay under the blocking line, or the child's very first request overflows (and
+    compaction has nothing to cut). An ``llm_query`` prompt is sent alone. Checked before any
+    request is sent and before a child session is made.
+    """
+    estimator = settings.estimator
+    tokens = estimate_message_tokens({"role": "user", "content": text}, estimator)
+    room = threshold_lines(window, settings).blocking
+    if what != "llm_query prompt":
+        room -= estimate_message_tokens({"role": "system", "content": system_text}, estimator)
+    if tokens <= room:
+        return None
+    fix = ("split it and send the pieces with llm_query_batched" if what == "llm_query prompt" else
+           "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
+           "keep the task short")
+    return (f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
+            f"{window:,}-token window leaves room for about {max(room, 0):,}; {fix}.")
 
 
 class SubcallFailed(RuntimeError):
