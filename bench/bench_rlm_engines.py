@@ -22,25 +22,27 @@ skipped. For comparison, ``dspy_stock`` (plain ``dspy.RLM`` on the same kernel i
 ``rlms_stock`` (rlms' own IPython environment, which never compacts) run the same task.
 ``python bench/bench_rlm_engines.py`` prints one JSON object; ``--engine NAME`` runs one.
 
-Two more tasks (issue 22), for our own agent only (see "Not measured" below):
+Two more tasks (issue 22):
 
-- ``--task fanout [--chars N]``: a root splits a ``FANOUT_CHARS`` corpus (20,000,000 characters by
-  default) over ``FANOUT_AGENTS`` (32) sub-agents with ``agent_query_batched`` (batches of 8, each
-  chunk handed over as the child's ``context``), and each child asks ``llm_query_batched`` about 4
-  excerpts before it answers. The root's ``token_budget`` is about half of what the whole tree
-  needs, so the tree budget must stop it halfway. Reported: finished or stopped (and why),
-  tokens by level of the tree vs the budget, what the server billed in all, the peak request
-  vs the window, wall time, sub-agents started, and sub-calls.
+- ``--task fanout [--chars N] [--budget T] [--engine NAME]``: a root splits a ``FANOUT_CHARS``
+  corpus (20,000,000 characters by default) over ``FANOUT_AGENTS`` (32) sub-calls in batches of 8,
+  under a budget of about half of what the whole tree needs (26,000 tokens), on every engine
+  (each in its own venv, as above; without ``--engine`` all five run). Ours: ``agent_query_batched``
+  with each chunk as the child's ``context``; each child asks ``llm_query_batched`` about 4 excerpts
+  and answers its sum; ``token_budget`` covers the tree. rlms: ``rlm_query_batched`` starts a child
+  RLM per chunk (``max_depth=2``; the chunk is the child's context), the same child script;
+  rlms' own cap, ``max_tokens``, stands in for the budget. dspy: it has no sub-agent that takes
+  data, so each chunk travels in a sub-LM prompt (``llm_query_batched``); its only cap is a count,
+  ``max_llm_calls`` (16, half the fan-out). Reported per engine: stopped how and why, tokens by
+  level of the tree (root, sub-agents, ``llm_query``) from the server's side vs the budget, the
+  prompts the server refused as over the window, the peak request vs the window, sub-agents
+  started, requests, wall time.
 - ``--task rollouts``: 64 concurrent ``await agent.aask(...)`` rollouts against the local server
   (64 agents, one SQLite log), each answering without code; the server takes ``LATENCY`` (0.2 s)
   per answer, the time concurrent rollouts overlap. The agents share one in-process
   shell as their kernel, because 64 kernel processes do not fit a 2-core machine; then 8
   rollouts with a kernel each, running code. Reported: wall time of all rollouts concurrently vs
   one rollout alone, and the most requests in flight at once.
-
-Not measured: the fan-out on dspy + CompactRLM and on rlms + our environment (and the stock
-engines). Their sub-agent facilities (dspy's sub-agent facade, rlms' ``rlm_query_batched``) need
-scripts of their own, and the time went into the budget itself.
 """
 
 from __future__ import annotations
@@ -533,11 +535,16 @@ def run_fanout_engine(engine: str, chars: int, budget: int) -> dict[str, Any]:
             out.update(stopped="error", why=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
         wall = time.perf_counter() - started
         prompts = [r.prompt_tokens for r in srv.chat_requests]
-        refused = sum(1 for r in srv.chat_requests if r.prompt_tokens > WINDOW)
+        refused = [r for r in srv.chat_requests if r.prompt_tokens > WINDOW]  # never reached the script
+        refused_by_level: dict[str, int] = {}
+        for r in refused:
+            level = script._level(r.messages)
+            refused_by_level[level] = refused_by_level.get(level, 0) + r.prompt_tokens
     out.update({"prompt_tokens_by_level_server": script.by_level, "requests": script.requests,
                 "requests_by_level": script.requests_by_level, "token_budget": budget,
                 "tree_tokens_server": sum(script.by_level.values()),
-                "requests_refused_over_window": refused, "peak_request_tokens": max(prompts) if prompts else 0,
+                "requests_refused_over_window": len(refused),
+                "prompt_tokens_refused_by_level": refused_by_level, "peak_request_tokens": max(prompts) if prompts else 0,
                 "window_tokens": WINDOW, "wall_s": round(wall, 2)})
     return out
 
