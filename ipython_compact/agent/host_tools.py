@@ -9,7 +9,7 @@ What must hold:
 - A host tool's failure is raised in the kernel as ``HostCallError`` with the host's
   ``Type: message``; a broken bridge raises ``BridgeError``. Nothing received is ever executed.
 - The bound names are hidden (``user_ns_hidden``): plumbing, not the user's state.
-- Standard library only: this module is imported inside the user's kernel.
+- The standard library and ``loopback_client`` only: this module is imported inside the user's kernel.
 """
 
 from __future__ import annotations
