@@ -22,25 +22,27 @@ skipped. For comparison, ``dspy_stock`` (plain ``dspy.RLM`` on the same kernel i
 ``rlms_stock`` (rlms' own IPython environment, which never compacts) run the same task.
 ``python bench/bench_rlm_engines.py`` prints one JSON object; ``--engine NAME`` runs one.
 
-Two more tasks (issue 22), for our own agent only (see "Not measured" below):
+Two more tasks (issue 22):
 
-- ``--task fanout [--chars N]``: a root splits a ``FANOUT_CHARS`` corpus (20,000,000 characters by
-  default) over ``FANOUT_AGENTS`` (32) sub-agents with ``agent_query_batched`` (batches of 8, each
-  chunk handed over as the child's ``context``), and each child asks ``llm_query_batched`` about 4
-  excerpts before it answers. The root's ``token_budget`` is about half of what the whole tree
-  needs, so the tree budget must stop it halfway. Reported: finished or stopped (and why),
-  tokens by level of the tree vs the budget, what the server billed in all, the peak request
-  vs the window, wall time, sub-agents started, and sub-calls.
+- ``--task fanout [--chars N] [--budget T] [--engine NAME]``: a root splits a ``FANOUT_CHARS``
+  corpus (20,000,000 characters by default) over ``FANOUT_AGENTS`` (32) sub-calls in batches of 8,
+  under a budget of about half of what the whole tree needs (26,000 tokens), on every engine
+  (each in its own venv, as above; without ``--engine`` all five run). Ours: ``agent_query_batched``
+  with each chunk as the child's ``context``; each child asks ``llm_query_batched`` about 4 excerpts
+  and answers its sum; ``token_budget`` covers the tree. rlms: ``rlm_query_batched`` starts a child
+  RLM per chunk (``max_depth=2``; the chunk is the child's context), the same child script;
+  rlms' own cap, ``max_tokens``, stands in for the budget. dspy: it has no sub-agent that takes
+  data, so each chunk travels in a sub-LM prompt (``llm_query_batched``); its only cap is a count,
+  ``max_llm_calls`` (16, half the fan-out). Reported per engine: stopped how and why, tokens by
+  level of the tree (root, sub-agents, ``llm_query``) from the server's side vs the budget, the
+  prompts the server refused as over the window, the peak request vs the window, sub-agents
+  started, requests, wall time.
 - ``--task rollouts``: 64 concurrent ``await agent.aask(...)`` rollouts against the local server
   (64 agents, one SQLite log), each answering without code; the server takes ``LATENCY`` (0.2 s)
   per answer, the time concurrent rollouts overlap. The agents share one in-process
   shell as their kernel, because 64 kernel processes do not fit a 2-core machine; then 8
   rollouts with a kernel each, running code. Reported: wall time of all rollouts concurrently vs
   one rollout alone, and the most requests in flight at once.
-
-Not measured: the fan-out on dspy + CompactRLM and on rlms + our environment (and the stock
-engines). Their sub-agent facilities (dspy's sub-agent facade, rlms' ``rlm_query_batched``) need
-scripts of their own, and the time went into the budget itself.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -362,7 +365,7 @@ class FanoutScript:
         self.chars = chars
         self.by_level: dict[str, int] = {"root": 0, "sub_agents": 0, "llm_query": 0}
         self.requests = 0
-        self._lock = __import__("threading").Lock()
+        self._lock = threading.Lock()
 
     def __call__(self, req: RecordedRequest) -> Any:
         messages = req.messages
@@ -390,16 +393,7 @@ def run_fanout(chars: int, budget: int) -> dict[str, Any]:
 
     from ipython_compact import Agent, SessionStore
 
-    rng = random.Random(7)
-    words = ["alpha", "beta", "gamma", "delta", "kernel", "state"]
-    line = " ".join(rng.choice(words) for _ in range(12))
-    needles = [(k, rng.randrange(1, 1000)) for k in range(FANOUT_AGENTS * 2)]
-    body = (line + "\n") * (chars // (len(line) + 1))
-    cuts = [i * len(body) // (2 * len(needles)) for i in range(2 * len(needles) + 1)]
-    # each needle mid-piece, far from the root's chunk boundaries (a cut needle would be lost)
-    pieces = [body[cuts[2 * i]:cuts[2 * i + 1]] + f"NEEDLE-{k}: value={v}\n" + body[cuts[2 * i + 1]:cuts[2 * i + 2]]
-              for i, (k, v) in enumerate(needles)]
-    corpus = "".join(pieces)
+    corpus, expected = fanout_corpus(chars)
     script = FanoutScript(len(corpus))
     with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp, \
             ModelServer(script=script, context_window=WINDOW) as srv:
@@ -420,7 +414,7 @@ def run_fanout(chars: int, budget: int) -> dict[str, Any]:
         children = {k: v for k, v in tree["by_session"].items() if k != "fanout"}
         store.close()
     return {
-        "corpus_chars": len(corpus), "sub_agents_planned": FANOUT_AGENTS, "expected_total": sum(v for _, v in needles),
+        "engine": "ours", "corpus_chars": len(corpus), "sub_agents_planned": FANOUT_AGENTS, "expected_total": expected,
         "stopped": result.stopped, "why": result.text[:300],
         "root_cell": (cell[0].splitlines()[0] if cell else None),
         "token_budget": budget, "tree_tokens_used": tree["tokens_used"],
@@ -432,6 +426,175 @@ def run_fanout(chars: int, budget: int) -> dict[str, Any]:
         "peak_request_tokens": max(prompts) if prompts else 0, "window_tokens": WINDOW,
         "wall_s": round(wall, 2),
     }
+
+
+def fanout_corpus(chars: int) -> tuple[str, int]:
+    """The fan-out corpus (``chars`` characters, 64 needles, each in the middle of a piece far from
+    the root's chunk boundaries) and the expected total."""
+    rng = random.Random(7)
+    words = ["alpha", "beta", "gamma", "delta", "kernel", "state"]
+    line = " ".join(rng.choice(words) for _ in range(12))
+    needles = [(k, rng.randrange(1, 1000)) for k in range(FANOUT_AGENTS * 2)]
+    body = (line + "\n") * (chars // (len(line) + 1))
+    cuts = [i * len(body) // (2 * len(needles)) for i in range(2 * len(needles) + 1)]
+    pieces = [body[cuts[2 * i]:cuts[2 * i + 1]] + f"NEEDLE-{k}: value={v}\n" + body[cuts[2 * i + 1]:cuts[2 * i + 2]]
+              for i, (k, v) in enumerate(needles)]
+    return "".join(pieces), sum(v for _, v in needles)
+
+
+def _needle_sum(text: str) -> int:
+    return sum(int(v) for v in re.findall(r"NEEDLE-\d+: value=(\d+)", text))
+
+
+class EngineFanoutScript:
+    """The fan-out scripted for dspy and rlms (their reply formats and their sub-call facilities).
+
+    dspy has no sub-agent that takes data: the root's only way to hand a chunk on is a sub-LM
+    prompt (``llm_query_batched``), so each chunk travels in the prompt. rlms' ``rlm_query_batched``
+    starts a child RLM per prompt with the prompt as the child's ``context`` (``max_depth=2``); the
+    child sums its needles, asks ``llm_query_batched`` about 4 excerpts, and answers. Levels are
+    told apart by the context size rlms states ("N total characters") and by dspy's field markers.
+    """
+
+    def __init__(self, engine: str, chars: int) -> None:
+        self.engine = engine
+        self.chars = chars
+        self.by_level: dict[str, int] = {"root": 0, "sub_agents": 0, "llm_query": 0}
+        self.requests_by_level: dict[str, int] = {"root": 0, "sub_agents": 0, "llm_query": 0}
+        self.requests = 0
+        self.root_turns = 0
+        self._lock = threading.Lock()
+
+    def _level(self, messages: list[dict[str, Any]]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        if self.engine.startswith("dspy"):
+            return "root" if "[[ ## " in text else "llm_query"
+        sizes = [int(n.replace(",", "")) for n in re.findall(r"([\d,]+) total characters", text)]
+        if not sizes:
+            return "llm_query"
+        return "root" if max(sizes) >= self.chars // 2 else "sub_agents"
+
+    def __call__(self, req: RecordedRequest) -> Any:
+        messages = req.messages
+        level = self._level(messages)
+        with self._lock:
+            self.by_level[level] += req.prompt_tokens
+            self.requests_by_level[level] += 1
+            self.requests += 1
+        last = str(messages[-1].get("content", "")) if messages else ""
+        if level == "llm_query":
+            return str(_needle_sum(last)) if last.startswith(CHILD_TASK) else "sub-model: filler text, no needle"
+        if level == "sub_agents":
+            code = CHILD_CODE + "\nanswer['content'] = str(sum(vals))\nanswer['ready'] = True"
+            return f"Sum my chunk.\n```repl\n{code}\n```"
+        with self._lock:
+            self.root_turns += 1
+            done = self.root_turns > 1  # the fan-out cell ran (or failed): answer with what came back
+        size = self.chars // FANOUT_AGENTS
+        if self.engine.startswith("dspy"):
+            if done:
+                return ("[[ ## reasoning ## ]]\nSubmit what came back.\n\n[[ ## code ## ]]\n```python\n"
+                        "SUBMIT(answer=str(total) if 'total' in globals() else 'no total')\n```\n\n[[ ## completed ## ]]")
+            code = (f"n, size = {FANOUT_AGENTS}, {size}\nsums = []\n"
+                    f"for b in range(0, n, {FANOUT_BATCH}):\n"
+                    f"    sums += llm_query_batched([{CHILD_TASK!r} + ':\\n' + context[i * size:(i + 1) * size] "
+                    f"for i in range(b, min(n, b + {FANOUT_BATCH}))])\n"
+                    "ok = [int(s) for s in sums if str(s).strip().isdigit()]\ntotal = sum(ok)\n"
+                    "print('answered', len(ok), 'of', n, 'total', total)")
+            return (f"[[ ## reasoning ## ]]\nFan out.\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
+                    "[[ ## completed ## ]]")
+        if done:
+            return "Answer.\n```repl\nanswer['content'] = str(total)\nanswer['ready'] = True\n```"
+        code = (f"n, size = {FANOUT_AGENTS}, {size}\nsums = []\n"
+                f"for b in range(0, n, {FANOUT_BATCH}):\n"
+                f"    sums += rlm_query_batched([context[i * size:(i + 1) * size] for i in range(b, min(n, b + {FANOUT_BATCH}))])\n"
+                "ok = [int(s) for s in sums if str(s).strip().isdigit()]\ntotal = sum(ok)\n"
+                "print('answered', len(ok), 'of', n, 'total', total)\n"
+                "print([str(s)[:160] for s in sums if not str(s).strip().isdigit()][:3])")
+        return f"Fan out.\n```repl\n{code}\n```"
+
+
+def run_fanout_engine(engine: str, chars: int, budget: int) -> dict[str, Any]:
+    """The fan-out on dspy (CompactRLM, or stock ``dspy.RLM``) or rlms (our environment, or stock);
+    each engine's own cap stands in for the tree budget: dspy's ``max_llm_calls`` (a count: half
+    the sub-calls), rlms' ``max_tokens`` (the same token number as ours)."""
+    corpus, expected = fanout_corpus(chars)
+    script = EngineFanoutScript(engine, len(corpus))
+    out: dict[str, Any] = {"engine": engine, "corpus_chars": len(corpus), "sub_agents_planned": FANOUT_AGENTS,
+                           "expected_total": expected}
+    with tempfile.TemporaryDirectory(prefix=f"bench-fanout-{engine}-") as tmp, \
+            ModelServer(script=script, context_window=WINDOW) as srv:
+        os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
+        started = time.perf_counter()
+        try:
+            if engine.startswith("dspy"):
+                out.update(_fanout_dspy(engine, corpus, srv, Path(tmp)))
+            else:
+                out.update(_fanout_rlms(engine, corpus, srv, budget, Path(tmp)))
+        except Exception as exc:
+            out.update(stopped="error", why=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        wall = time.perf_counter() - started
+        prompts = [r.prompt_tokens for r in srv.chat_requests]
+        refused = [r for r in srv.chat_requests if r.prompt_tokens > WINDOW]  # never reached the script
+        refused_by_level: dict[str, int] = {}
+        for r in refused:
+            level = script._level(r.messages)
+            refused_by_level[level] = refused_by_level.get(level, 0) + r.prompt_tokens
+    out.update({"prompt_tokens_by_level_server": script.by_level, "requests": script.requests,
+                "requests_by_level": script.requests_by_level, "token_budget": budget,
+                "tree_tokens_server": sum(script.by_level.values()),
+                "requests_refused_over_window": len(refused),
+                "prompt_tokens_refused_by_level": refused_by_level, "peak_request_tokens": max(prompts) if prompts else 0,
+                "window_tokens": WINDOW, "wall_s": round(wall, 2)})
+    return out
+
+
+def _fanout_dspy(engine: str, corpus: str, srv: ModelServer, tmp: Path) -> dict[str, Any]:
+    import dspy
+
+    from ipython_compact.integrations.dspy import CompactRLM, KernelInterpreter
+    from ipython_compact.store import SessionStore
+
+    calls = FANOUT_AGENTS // 2  # dspy's only cap is a count of sub-LM calls: half of the fan-out
+    lm = dspy.LM("openai/bench", api_base=srv.base_url, api_key="bench", cache=False, num_retries=0)
+    store = SessionStore(tmp / "dspy.db")
+    if engine == "dspy_stock":
+        rlm = dspy.RLM("context, query -> answer", max_iters=4, max_llm_calls=calls, interpreter_factory=KernelInterpreter)
+    else:
+        rlm = CompactRLM("context, query -> answer", store=store, window_tokens=WINDOW, max_iters=4,
+                         max_llm_calls=calls)
+    try:
+        with dspy.context(lm=lm):
+            pred = rlm(context=corpus, query=FANOUT_TASK)
+        return {"stopped": "SUBMIT", "why": f"answered {str(pred.answer)[:200]!r}", "budget": f"max_llm_calls={calls}",
+                "sub_agents_started": 0}  # dspy has no sub-agent that takes data: chunks go in sub-LM prompts
+    finally:
+        store.close()
+
+
+def _fanout_rlms(engine: str, corpus: str, srv: ModelServer, budget: int, tmp: Path) -> dict[str, Any]:
+    from rlm import RLM
+
+    from ipython_compact.integrations.rlms import install
+    from ipython_compact.store import SessionStore
+
+    install()
+    store = SessionStore(tmp / "rlms.db")
+    children: list[int] = []
+    env_kwargs: dict[str, Any] = ({"kernel_mode": "subprocess"} if engine == "rlms_stock" else
+                                  {"ipython_compact": {"store": store}})
+    rlm = RLM(backend="openai",
+              backend_kwargs={"base_url": srv.base_url, "api_key": "bench", "model_name": "bench", "max_retries": 0},
+              environment="ipython", environment_kwargs=env_kwargs, max_depth=2, max_iterations=4,
+              max_tokens=budget, max_concurrent_subcalls=FANOUT_BATCH, compaction=engine == "rlms",
+              on_subcall_start=lambda depth, model, preview: children.append(depth))
+    try:
+        result = rlm.completion(corpus, root_prompt=FANOUT_TASK)
+        return {"stopped": "answer ready", "why": f"answered {str(result.response)[:200]!r}",
+                "budget": f"max_tokens={budget} (each child gets the whole number again)",
+                "sub_agents_started": len(children)}
+    finally:
+        store.close()
 
 
 def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
@@ -509,6 +672,24 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
     return out
 
 
+def _in_venvs(args: list[str]) -> dict[str, Any]:
+    """Run ``--engine NAME`` (after ``args``) for every engine in its own venv's python; a missing
+    venv is reported as skipped, a failed process with its exit code and the end of its stderr."""
+    results: dict[str, Any] = {}
+    for name, (_, venv) in ENGINES.items():
+        python = Path(sys.executable) if name == "ours" else ROOT / venv / "bin" / "python"
+        if not python.exists():
+            results[name] = {"skipped": f"{venv} is missing (make {venv}/.installed)"}
+            continue
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        proc = subprocess.run([str(python), __file__, *args, "--engine", name], capture_output=True, text=True,
+                              env=env, timeout=1800, check=False)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        results[name] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+            "finished": False, "why": f"the bench process failed (exit {proc.returncode}): {proc.stderr[-800:]}"}
+    return results
+
+
 def main() -> None:
     if len(sys.argv) >= 3 and sys.argv[1] == "--task":
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -516,7 +697,14 @@ def main() -> None:
             chars = int(sys.argv[sys.argv.index("--chars") + 1]) if "--chars" in sys.argv else FANOUT_CHARS
             # about half of what the whole tree spends on this task (52,156 tokens measured with no budget)
             budget = int(sys.argv[sys.argv.index("--budget") + 1]) if "--budget" in sys.argv else 26_000
-            print(json.dumps(run_fanout(chars, budget), indent=1))
+            engine = sys.argv[sys.argv.index("--engine") + 1] if "--engine" in sys.argv else None
+            if engine == "ours":
+                print(json.dumps(run_fanout(chars, budget)))
+            elif engine is not None:
+                print(json.dumps(run_fanout_engine(engine, chars, budget)))
+            else:
+                print(json.dumps(_in_venvs(["--task", "fanout", "--chars", str(chars), "--budget", str(budget)]),
+                                 indent=1))
         elif sys.argv[2] == "rollouts":
             print(json.dumps(run_rollouts(), indent=1))
         else:
@@ -525,20 +713,7 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--engine":
         print(json.dumps(run_one(sys.argv[2])))
         return
-    results: dict[str, Any] = {}
-    for name, (_, venv) in ENGINES.items():
-        python = ROOT / venv / "bin" / "python"
-        if name == "ours":
-            python = Path(sys.executable)
-        if not python.exists():
-            results[name] = {"skipped": f"{venv} is missing (make {venv}/.installed)"}
-            continue
-        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        proc = subprocess.run([str(python), __file__, "--engine", name], capture_output=True, text=True, env=env,
-                              timeout=1800, check=False)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        results[name] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-            "finished": False, "why": f"the bench process failed (exit {proc.returncode}): {proc.stderr[-800:]}"}
+    results = _in_venvs([])
     keys = ["finished", "why", "model_context_peak_tokens", "window_tokens", "total_tokens_sent", "compactions",
             "sub_calls", "wall_s", "names_correct_after_every_compaction"]
     table = {k: {name: r.get(k) for name, r in results.items()} for k in keys}

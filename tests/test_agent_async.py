@@ -81,6 +81,9 @@ def test_aask_raises_what_ask_raises_and_one_agent_runs_one_turn_at_a_time() -> 
         with pytest.raises(RuntimeError) as busy:
             await agent.aask("second")
         first.cancel()  # interrupts the turn; the task ends once the turn has
+        # The reply is held until the cancel has reached the turn: released earlier, the answer
+        # could beat the interrupt and its code run (seen on a loaded machine).
+        assert await asyncio.to_thread(agent._abort.wait, SAFETY)
         release.set()
         with pytest.raises(asyncio.CancelledError):
             await first

@@ -58,7 +58,6 @@ NOT_YET_EXPLAINED: set[str] = {
     'ipython_compact/cli/session_commands.py: from ipython_compact.core.ledger import one_line',
     'ipython_compact/cli/session_commands.py: from ipython_compact.store import ImportFormatError',
     'ipython_compact/cli/session_commands.py: from ipython_compact.store.exporters import export_jsonl',
-    'ipython_compact/kernel/agent_magic.py: from ipython_compact.core.settings import CompactionSettings',
     'ipython_compact/kernel/extension.py: from IPython import display as ipy_display',
     'ipython_compact/kernel/extension.py: from IPython.core.error import UsageError',
     'ipython_compact/kernel/extension.py: from ipython_compact.kernel.display import summary_bundle',

@@ -21,8 +21,15 @@ threads, cooldown, failure ladder), ``model_caller`` (``ModelCaller``: one reque
 and ``supervisor`` (``KernelSupervisor``: code in the kernel, snapshots, restarts); they share only
 ``session_log`` (where to append, whom to tell). Also: ``recovery`` (the failure ladder's pure
 steps), ``kernel_tool`` (in-process and jupyter_client kernels), ``openai_chat`` (wire format),
-``requests`` (``compact.run()`` hand-over, imported inside kernels), ``kernel_state`` (snapshot
-glue run inside the kernel), ``kernel_reset`` (restart wording and budget), ``events`` (what a
-turn reports). Compactions are computed by ``ipython_compact.compaction.compactor.Compactor``; the pure
+``options`` (``AgentOptions``: the plain-valued parameters), ``assembly`` (store, own kernel,
+compactor, resumed session and tree budget built from the arguments), ``kernel_reset`` (restart
+wording and budget), ``events`` (what a turn reports).
+
+The host reaches code inside the kernel through ``kernel_calls`` (the one table of kernel-side
+functions and the one renderer of a call); kernel code reaches the host through the one loopback
+bridge, ``subcall_broker`` (host) and ``loopback_client`` (kernel). Kernel-side modules, imported
+inside user kernels: ``requests`` (``compact.run()`` hand-over), ``kernel_state`` (names,
+snapshots, the session binding), ``rlm_kernel`` (``llm_query``, ``agent_query``, ``FINAL``),
+``host_tools`` (an engine's host tools and ``SUBMIT``), ``kernel_history`` (rlms' ``history``). Compactions are computed by ``ipython_compact.compaction.compactor.Compactor``; the pure
 decisions live in ``core.triggers`` and ``core.overflow``.
 """

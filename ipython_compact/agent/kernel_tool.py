@@ -30,11 +30,13 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ipython_compact.agent import kernel_state
 from ipython_compact.agent import requests as compact_requests
-from ipython_compact.namespace.probe import probe_namespace
+from ipython_compact.agent.kernel_calls import kernel_call
+from ipython_compact.namespace.probe import user_names
 
 ExecStatus = Literal["ok", "error", "died", "timeout", "interrupted"]
 
@@ -110,16 +112,6 @@ class KernelTool(Protocol):
         ...
 
 
-@dataclass
-class RestartReport:
-    """What a restart brought back (from the snapshot) and what it did not."""
-
-    restarted: bool
-    restored: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    detail: str = ""
-
-
 class InProcessKernel:
     """Runs code in an IPython shell of this very process (the notebook's own kernel)."""
 
@@ -163,7 +155,7 @@ class InProcessKernel:
 
     def probe_names(self) -> list[str] | None:
         try:
-            return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden).name_list
+            return [name for name, _ in user_names(self.shell.user_ns, self.shell.user_ns_hidden)]
         except Exception:
             return None
 
@@ -188,13 +180,7 @@ class InProcessKernel:
         return compact_requests.take()
 
 
-_PROBE_EXPR = (
-    "__import__('json').dumps(__import__('ipython_compact.namespace.probe', fromlist=['probe_namespace'])"
-    ".probe_namespace(get_ipython().user_ns, get_ipython().user_ns_hidden).name_list)"
-)
-_ENV_SESSION = "IPYTHON_COMPACT_SESSION"  # the extension's session binding (kernel.binding.ENV_SESSION)
-_REQUESTS = "__import__('ipython_compact.agent.requests', fromlist=['take'])"
-_STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_json'])"
+_ENV_SESSION = kernel_state.ENV_SESSION
 
 
 class JupyterKernel:
@@ -463,26 +449,26 @@ class JupyterKernel:
             return None
 
     def probe_names(self) -> list[str] | None:
-        names = self._evaluate_json(_PROBE_EXPR)
+        names = self._evaluate_json(kernel_call(kernel_state.user_names_json))
         return [str(n) for n in names] if isinstance(names, list) else None
 
     def begin_turn(self) -> None:
-        self.evaluate({"v": f"{_REQUESTS}.begin_turn()"})
+        self.evaluate({"v": kernel_call(compact_requests.begin_turn)})
 
     def end_turn(self) -> None:
-        self.evaluate({"v": f"{_REQUESTS}.end_turn()"})
+        self.evaluate({"v": kernel_call(compact_requests.end_turn)})
 
     def take_compaction_request(self) -> dict[str, Any] | None:
-        got = self._evaluate_json(f"{_REQUESTS}.take_json()")
+        got = self._evaluate_json(kernel_call(compact_requests.take_json))
         return got if isinstance(got, dict) else None
 
     # ---- snapshots (kernel-side SnapshotStore through silent expressions) --------------------
     def snapshot(self, directory: str) -> dict[str, Any] | None:
         """Save the user's names into ``directory``; the kernel's JSON report, or None."""
-        got = self._evaluate_json(f"{_STATE}.snapshot_json({directory!r})")
+        got = self._evaluate_json(kernel_call(kernel_state.snapshot_json, directory))
         return got if isinstance(got, dict) else None
 
     def restore(self, directory: str) -> dict[str, Any] | None:
         """Restore the newest snapshot from ``directory``; the kernel's JSON report, or None."""
-        got = self._evaluate_json(f"{_STATE}.restore_json({directory!r})")
+        got = self._evaluate_json(kernel_call(kernel_state.restore_json, directory))
         return got if isinstance(got, dict) else None

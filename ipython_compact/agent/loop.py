@@ -27,17 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-import re
-import shutil
-import tempfile
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.agent.caps import RunCaps, TreeBudget, logged_child_tokens, logged_tokens
+from ipython_compact.agent.assembly import (
+    default_compactor,
+    open_session,
+    open_store,
+    resumed_goal,
+    root_tree,
+    start_own_kernel,
+)
+from ipython_compact.agent.caps import RunCaps, TreeBudget, logged_tokens
 from ipython_compact.agent.events import (
     AgentError,
     AgentEvent,
@@ -46,7 +49,7 @@ from ipython_compact.agent.events import (
     TurnResult,
     summarize_event,
 )
-from ipython_compact.agent.kernel_tool import JupyterKernel, KernelTool
+from ipython_compact.agent.kernel_tool import KernelTool
 from ipython_compact.agent.model_caller import ModelCaller
 from ipython_compact.agent.model_resolution import (
     default_session_name,
@@ -55,14 +58,14 @@ from ipython_compact.agent.model_resolution import (
     settings_for_window,
 )
 from ipython_compact.agent.openai_chat import to_openai_messages
+from ipython_compact.agent.options import DEFAULT_SYSTEM_PROMPT, FINAL_CHARS, AgentOptions
 from ipython_compact.agent.overflow_episode import OverflowEpisode
-from ipython_compact.agent.rlm import FINAL_CHARS, RLM_PROMPT, RlmBridge
+from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge, too_large_for_window
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
-from ipython_compact.agent.sub_agents import SubAgentRegistry
+from ipython_compact.agent.sub_agents import SubAgentRegistry, forward_child_events
 from ipython_compact.agent.supervisor import KernelSupervisor
 from ipython_compact.agent.tool_runner import ToolRunner
-from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import (
     COMPACTION,
@@ -83,16 +86,9 @@ from ipython_compact.core.overflow import (
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
-from ipython_compact.core.tokens import estimate_context, estimate_message_tokens, usage_of
+from ipython_compact.core.tokens import estimate_context, usage_of
 from ipython_compact.core.triggers import usage_is_stale
-from ipython_compact.files import paths
 from ipython_compact.store import SessionStore
-from ipython_compact.summarizers.registry import make_summarizer
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an agent working inside a persistent IPython kernel. Use the `python` tool to run code; "
-    "variables and imports persist between calls. Answer plainly when you are done."
-)
 
 CONTINUATION_TEXT = "Context was compacted. Continue working toward the goal from where you left off."
 
@@ -101,31 +97,55 @@ class Agent:
     """An agent whose one tool runs Python in a kernel; see the module docstring.
 
     ``Agent(model="m", base_url="http://127.0.0.1:8000/v1")`` is enough: the log goes to the data
-    directory's database (``store``: a ``SessionStore`` or a path), the ``session`` gets a fresh
-    name, a kernel is started (with snapshots under the data directory) and stopped by ``close()``
-    (or the ``with`` block), and the window comes from the server's ``/v1/models`` card
-    (``context_window`` overrides it). ``client`` replaces the ``openai.OpenAI`` built from
-    ``base_url``/``api_key``; ``compactor`` replaces the ``Compactor`` built with ``summarizer``
-    (a name for ``make_summarizer``: ``offline``, ``openai`` = this model on this server, ``auto``).
+    directory's database, the session gets a fresh name, a kernel is started (with snapshots under
+    the data directory) and stopped by ``close()`` (or the ``with`` block), and the window comes
+    from the server's ``/v1/models`` card.
 
     RLM: with ``subcalls`` the kernel gets ``llm_query``/``llm_query_batched``/``agent_query``/
-    ``agent_query_batched``/``sub_agents``/``recall``/``FINAL``/``FINAL_VAR`` (batched calls run at
-    most ``max_concurrent_subcalls`` at once; ``llm_query`` uses ``sub_model`` when given, or the
-    model a call names; sub-agents up to ``max_depth`` levels, answers cut to
-    ``sub_agent_result_chars``; a ``FINAL``/``FINAL_VAR`` answer to ``final_answer_chars``, the whole
-    value staying in the kernel); ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows
-    the model only its type, size and a preview. At most ``max_live_sub_agents`` children hold a
-    kernel at once; a call for one more waits up to ``sub_agent_wait_seconds`` for a busy one to
-    finish, then is refused with the reason. Caps: ``max_compactions`` per session, and for the
-    whole call tree ``token_budget`` (every sub-agent's and every ``llm_query``'s tokens count
-    against the root's budget; a child may spend what is left; ``status()["tree"]`` and
-    ``status()["sub_agents"]`` say who spent what) and ``max_sub_agents`` (how many sub-agents one
-    run may start), end the run with a reason. A cell's output longer than ``max_output_chars`` reaches
-    the context as head and tail with the cut stated; the log keeps it whole (``recall``).
+    ``agent_query_batched``/``sub_agents``/``recall``/``FINAL``/``FINAL_VAR``, and
+    ``ask(question, context=BIG)`` puts ``BIG`` in the kernel and shows the model only its type,
+    size and a preview. ``token_budget`` and ``max_sub_agents`` hold for the whole call tree (every
+    sub-agent's and every ``llm_query``'s tokens count against the root's budget; a child may spend
+    what is left; ``status()["tree"]`` and ``status()["sub_agents"]`` say who spent what).
 
-    Kernel: ``max_restarts`` within ``restart_window_seconds`` (Prime: 3 per hour);
-    ``snapshot_dir`` snapshots after every successful cell (host kernels); ``snapshot_outcome``
-    reports snapshots someone else keeps (the notebook extension).
+    Args:
+        model: the model's name; default: the first the server lists.
+        base_url: the OpenAI-compatible server (``.../v1``) the client is built for.
+        api_key: its key; default ``$OPENAI_API_KEY``, or none needed for a local server.
+        client: an ``openai.OpenAI`` (or compatible) used instead of building one.
+        store: a ``SessionStore``, or a database path or ``postgresql://`` URL; default: ``$IPYTHON_COMPACT_DB``, else the data directory's database.
+        session: the session to write (or resume); default: a fresh ``agent-<time>-<random>`` name.
+        context_window: the model's window in tokens; default: the server's card, else ``$IPYTHON_COMPACT_CONTEXT_WINDOW``.
+        kernel: a ``KernelTool`` to run code in; default: a kernel of the agent's own (``JupyterKernel``).
+        compactor: what computes compactions; default: a ``Compactor`` with ``summarizer``.
+        summarizer: a ``make_summarizer`` name: ``offline``, ``openai`` (this model on this server), ``auto``.
+        provider: the provider label recorded with each message (settings may differ per provider/model).
+        settings: the compaction settings; default: pi's, scaled down for a small window.
+        system_prompt: the system prompt (the RLM functions' description is added with ``subcalls``).
+        max_steps: tool-call steps per turn before the turn stops with ``max_steps``.
+        tool_timeout: seconds one cell may run before it is interrupted (None: no limit).
+        cooldown_seconds: the least time between two automatic compactions.
+        max_restarts: kernel restarts allowed within ``restart_window_seconds`` (Prime: 3 per hour).
+        restart_window_seconds: the window ``max_restarts`` counts in.
+        autonomous: after a compaction with a goal set, carry on in a new turn (continuations).
+        max_continuations: how many continuations one ``ask`` may run.
+        snapshot_dir: snapshot the kernel's names here after every successful cell (host kernels).
+        on_event: called with every ``AgentEvent`` (progress, compactions, sub-agents).
+        request_timeout: seconds one model request may take.
+        snapshot_outcome: reports snapshots someone else keeps (the notebook extension).
+        stream: stream the model's answers (``assistant_delta`` events).
+        max_compactions: compactions per session; one more needed ends the run with ``compaction_cap``.
+        token_budget: tokens the whole call tree may spend; then the run ends with ``token_budget``.
+        max_output_chars: a cell's output longer than this reaches the context as head and tail (the log keeps it whole).
+        subcalls: give the kernel the RLM functions (``llm_query``, ``agent_query``, ``FINAL``, ...).
+        max_depth: how many levels of sub-agents below this agent.
+        sub_agent_result_chars: a sub-agent's answer is cut to this many characters.
+        max_live_sub_agents: sub-agents holding a kernel at once.
+        sub_agent_wait_seconds: how long a call for one more sub-agent waits for a busy one, then is refused.
+        final_answer_chars: a ``FINAL``/``FINAL_VAR`` answer is cut to this (the whole value stays in the kernel).
+        max_sub_agents: how many sub-agents one run may start (None: no cap).
+        max_concurrent_subcalls: sub-calls one batched call runs at once.
+        sub_model: ``llm_query``'s model when a call names none; default: this agent's model.
     """
 
     def __init__(
@@ -171,51 +191,42 @@ class Agent:
         _depth: int = 0,
         _tree: TreeBudget | None = None,
     ) -> None:
-        if max_output_chars < 200:
-            raise ValueError(f"max_output_chars must be at least 200, got {max_output_chars}")
-        if final_answer_chars < 100:
-            raise ValueError(f"final_answer_chars must be at least 100, got {final_answer_chars}")
-        self.final_answer_chars = final_answer_chars
+        # The plain values, checked before anything starts (the one place they are listed again).
+        options = AgentOptions(
+            summarizer=summarizer, provider=provider, system_prompt=system_prompt, max_steps=max_steps,
+            tool_timeout=tool_timeout, cooldown_seconds=cooldown_seconds, max_restarts=max_restarts,
+            restart_window_seconds=restart_window_seconds, autonomous=autonomous, max_continuations=max_continuations,
+            request_timeout=request_timeout, stream=stream, max_compactions=max_compactions, token_budget=token_budget,
+            max_output_chars=max_output_chars, subcalls=subcalls, max_depth=max_depth,
+            sub_agent_result_chars=sub_agent_result_chars, max_live_sub_agents=max_live_sub_agents,
+            sub_agent_wait_seconds=sub_agent_wait_seconds, final_answer_chars=final_answer_chars,
+            max_sub_agents=max_sub_agents, max_concurrent_subcalls=max_concurrent_subcalls, sub_model=sub_model)
+        self.options = options
         self._closers: list[Callable[[], None]] = []
         if client is None:
             client = make_client(base_url, api_key)
-        model, context_window = resolve_model_and_window(client, model, context_window)
-        if store is None or isinstance(store, str | Path):
-            store = SessionStore(store)  # a path or URL; None: $IPYTHON_COMPACT_DB, else the data directory's
-            self._closers.append(store.close)
-        self.store = store
-        self.session = session or default_session_name()
+        self.model, self.context_window = resolve_model_and_window(client, model, context_window)
         self.provider = provider
-        self.model = model
-        self.context_window = context_window
-        self._base_settings = settings or settings_for_window(context_window)
+        self.store = open_store(store, self._closers)
+        self.session = session or default_session_name()
+        self._base_settings = settings or settings_for_window(self.context_window)
+        threshold_lines(self.context_window, self.settings)  # a window the settings cannot use is an error now
+        # What callers may change between turns (``%%agent --max-steps``, ``system_prompt``).
         self.system_prompt = system_prompt
         self.max_steps = max_steps
         self.autonomous = autonomous
         self.max_continuations = max_continuations
-        self.max_output_chars = max_output_chars
-        self.max_depth = max_depth
         self._depth = _depth
-        self._sub_options: dict[str, Any] = {  # what a sub-agent inherits for its own sub-calls
-            "max_live_sub_agents": max_live_sub_agents, "sub_agent_result_chars": sub_agent_result_chars,
-            "sub_agent_wait_seconds": sub_agent_wait_seconds, "max_concurrent_subcalls": max_concurrent_subcalls,
-            "sub_model": sub_model}
-        self._base_url = base_url
-        self._api_key = api_key
-        threshold_lines(context_window, self.settings)  # a window the settings cannot use is an error now
         if kernel is None:
-            kernel, snapshot_dir = self._own_kernel(snapshot_dir)
-        self._log = SessionLog(store, self.session, on_event)
+            kernel, snapshot_dir = start_own_kernel(self, self.session, snapshot_dir, self._closers, self.store)
+        self._log = SessionLog(self.store, self.session, on_event)
         self._caller = ModelCaller(client, request_timeout=request_timeout, stream=stream)
         self._supervisor = KernelSupervisor(
             kernel, snapshot_dir=snapshot_dir, snapshot_outcome=snapshot_outcome, max_restarts=max_restarts,
             restart_window_seconds=restart_window_seconds, tool_timeout=tool_timeout)
-        if compactor is None:
-            made = make_summarizer(summarizer, model=model if summarizer != "offline" else None, base_url=base_url,
-                                   api_key=api_key)
-            compactor = Compactor(store, made, self._base_settings)
         self._scheduler = CompactionScheduler(
-            self._log, compactor,
+            self._log, compactor or default_compactor(self.store, summarizer, self._base_settings, model=self.model,
+                                                      base_url=base_url, api_key=api_key),
             settings=lambda: self.settings, window=lambda: self.context_window,
             tokens=lambda: self.context_tokens()[0], model_label=lambda: f"{self.provider}/{self.model}",
             after_place=self._after_compaction, cooldown_seconds=cooldown_seconds,
@@ -224,79 +235,43 @@ class Agent:
         self._abort = threading.Event()
         self._asking = threading.Lock()  # one turn at a time (ask and aask)
         self._continuations: list[str] = []
-        self._goal: str | None = None
-        try:
-            store.get_session(self.session)
-        except KeyError:
-            store.ensure_session(self.session)  # the kernel's extension, bound to it, may have opened it meanwhile
-        logged = store.entries(self.session, kinds=(MESSAGE, COMPACTION, CUSTOM))
-        own = logged_tokens(logged)
-        if _tree is None:  # the root of a call tree: the budget and the fan-out cap are its own
-            started = sum(1 for e in logged if e.data.get("custom_type") == "sub_agent" and e.data.get("event") == "created")
-            _tree = TreeBudget(root=self.session, token_budget=token_budget, max_sub_agents=max_sub_agents,
-                               spent=own + logged_child_tokens(logged), started=started)
-        self._tree = _tree
+        logged = open_session(self.store, self.session)
+        self._tree = _tree or root_tree(self.session, logged, token_budget=token_budget, max_sub_agents=max_sub_agents)
         self._caps = RunCaps(max_compactions=max_compactions, token_budget=token_budget if _depth == 0 else None,
-                             compactions=RunCaps.count_compactions(logged), tokens=own, tree=_tree,
-                             session=self.session)
-        self._bridge: RlmBridge | None = None
-        if subcalls:
-            registry = None
-            if _depth < max_depth:
-                registry = SubAgentRegistry(self._log, self._make_child, max_live=max_live_sub_agents,
-                                            result_chars=sub_agent_result_chars, wait_seconds=sub_agent_wait_seconds,
-                                            tree=_tree)
-                registry.restore(e for e in logged if e.kind == CUSTOM)
-            self._bridge = RlmBridge(
-                self._log, ModelCaller(client, request_timeout=request_timeout, tools=()),
-                model=lambda: self.model, provider=lambda: self.provider, registry=registry,
-                budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
-                result_chars=sub_agent_result_chars, final_chars=final_answer_chars,
-                max_concurrent=max_concurrent_subcalls, too_large=self._too_large, sub_model=sub_model).start()
-            self._closers.insert(0, self._bridge.stop)
-            self._supervisor.after_restart.append(lambda: self._attach_bridge())
-            self._attach_bridge()
+                             compactions=RunCaps.count_compactions(logged), tokens=logged_tokens(logged),
+                             tree=self._tree, session=self.session)
+        self._bridge = self._start_bridge(client, logged) if subcalls else None
         self._overflow = OverflowEpisode(
             self._log, self._scheduler, self._caps, model=lambda: self.model, provider=lambda: self.provider,
             window=lambda: self.context_window, enabled=lambda: self.settings.enabled,
             capped=lambda message: self._capped("compaction_cap", message, 0))
-        bridge = self._bridge
         self._runner = ToolRunner(self._log, self._supervisor, max_output_chars=max_output_chars, abort=self._abort,
-                                  take_final=bridge.take_final if bridge is not None else None)
-        path = store.path(self.session, kinds=(GOAL, SYSTEM))  # marked kinds: cost follows their count
-        goal = next((e for e in reversed(path) if e.kind == GOAL), None)
-        if goal is not None and goal.data.get("active"):
-            self._goal = str(goal.data.get("goal"))  # a resumed session carries its goal on
-        if not any(e.kind == SYSTEM for e in path):
+                                  take_final=self._bridge.take_final if self._bridge is not None else None)
+        self._goal, has_baseline = resumed_goal(self.store, self.session)  # a resumed session carries its goal on
+        if not has_baseline:
             self._log.append(SYSTEM, {"content": self._baseline_text()})
 
-    def _own_kernel(self, snapshot_dir: str | None) -> tuple[KernelTool, str]:
-        """Start a kernel for this agent (stopped by ``close``), snapshotting under the data directory.
-
-        The kernel talks over IPC sockets in a private temporary directory (0700), not TCP: only
-        this user can reach it, and ipykernel does not print "Kernel is running over TCP without
-        encryption" on every run. ``agent-snapshots/`` is created owner-only, like the rest."""
-        base = paths.data_dir()
-        if snapshot_dir is None:
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.session)
-            (base / "agent-snapshots").mkdir(parents=True, exist_ok=True, mode=0o700)
-            snapshot_dir = str(base / "agent-snapshots" / safe)
-        # Bound to this session, without automatic snapshots: the supervisor keeps them under
-        # agent-snapshots/, and the kernel must open no session (nor a snapshot copy) of its own.
-        sockets = tempfile.mkdtemp(prefix="ipython-compact-ipc-")
-        try:
-            # The kernel writes to the agent's log: a server's URL travels to it (a file is found by the dir).
-            env = {paths.ENV_DIR: str(base), **({paths.ENV_DB: self.store.url} if self.store.engine != "sqlite" else {})}
-            kernel = JupyterKernel(env=env, session=self.session, auto_snapshot=False,
-                                   ipc_path=os.path.join(sockets, "kernel")).start()
-        except BaseException:
-            shutil.rmtree(sockets, ignore_errors=True)
-            raise
-        self._closers.append(kernel.shutdown)
-        self._closers.append(lambda: shutil.rmtree(sockets, ignore_errors=True))
-        weakref.finalize(self, kernel.shutdown)  # a forgotten close() still stops the process at exit
-        weakref.finalize(self, shutil.rmtree, sockets, True)
-        return kernel, snapshot_dir
+    def _start_bridge(self, client: Any, logged: list[Entry]) -> RlmBridge:
+        """The RLM functions' host side: its sub-agent registry (below ``max_depth``), started, attached
+        to the kernel now and after every restart, and stopped first by ``close``."""
+        o = self.options
+        registry = None
+        if self._depth < o.max_depth:
+            registry = SubAgentRegistry(self._log, self._make_child, max_live=o.max_live_sub_agents,
+                                        result_chars=o.sub_agent_result_chars, wait_seconds=o.sub_agent_wait_seconds,
+                                        tree=self._tree)
+            registry.restore(e for e in logged if e.kind == CUSTOM)
+        bridge = RlmBridge(
+            self._log, ModelCaller(client, request_timeout=o.request_timeout, tools=()),
+            model=lambda: self.model, provider=lambda: self.provider, registry=registry,
+            budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
+            result_chars=o.sub_agent_result_chars, final_chars=o.final_answer_chars,
+            max_concurrent=o.max_concurrent_subcalls, too_large=self._too_large, sub_model=o.sub_model).start()
+        self._closers.insert(0, bridge.stop)
+        self._supervisor.after_restart.append(self._attach_bridge)
+        self._bridge = bridge
+        self._attach_bridge()
+        return bridge
 
     def _attach_bridge(self) -> None:
         if self._bridge is not None and not self._bridge.attach(self._supervisor.kernel):
@@ -309,45 +284,20 @@ class Agent:
             self._log.append(CUSTOM, {"custom_type": "subcall_usage", "usage": {"totalTokens": tokens}})
 
     def _make_child(self, name: str, session: str) -> Agent:
-        """A sub-agent under the same policy: model, window, settings, summarizer, caps, kernel kind."""
-        return Agent(
-            model=self.model, client=self.client, store=self.store, session=session,
-            context_window=self.context_window, compactor=self.compactor, provider=self.provider,
-            settings=self._base_settings, system_prompt=self.system_prompt, max_steps=self.max_steps,
-            tool_timeout=self._supervisor.tool_timeout, max_compactions=self._caps.max_compactions,
-            max_output_chars=self.max_output_chars, _tree=self._tree,  # the budget left is the tree's
-            max_depth=self.max_depth, _depth=self._depth + 1, on_event=self._child_events(name),
-            final_answer_chars=self.final_answer_chars,
-            request_timeout=self._caller.request_timeout, **self._sub_options)
+        """A sub-agent under the same policy: model, window, settings, compactor, options, kernel kind;
+        its token budget is what the tree has left."""
+        o = dataclasses.replace(self.options.for_child(), provider=self.provider, system_prompt=self.system_prompt,
+                                max_steps=self.max_steps,
+                                tool_timeout=self._supervisor.tool_timeout)
+        return Agent(model=self.model, client=self.client, store=self.store, session=session,
+                     context_window=self.context_window, compactor=self.compactor, settings=self._base_settings,
+                     on_event=forward_child_events(self._log, name), _tree=self._tree, _depth=self._depth + 1,
+                     **{f.name: getattr(o, f.name) for f in dataclasses.fields(o)})
 
     def _too_large(self, text: str, what: str) -> str | None:
-        """Why ``text`` (a sub-agent's task, an ``llm_query`` prompt) cannot fit the window, or None.
-
-        A task becomes a sub-agent's first message after its system prompt; both must stay under
-        the blocking line, or the child's very first request overflows (and compaction has nothing
-        to cut). Checked before any request is sent and before a child session is made.
-        """
-        estimator = self.settings.estimator
-        tokens = estimate_message_tokens({"role": "user", "content": text}, estimator)
-        room = threshold_lines(self.context_window, self.settings).blocking
-        if what != "llm_query prompt":
-            room -= estimate_message_tokens({"role": "system", "content": self._baseline_text()}, estimator)
-        if tokens <= room:
-            return None
-        fix = ("split it and send the pieces with llm_query_batched" if what == "llm_query prompt" else
-               "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
-               "keep the task short")
-        return (f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
-                f"{self.context_window:,}-token window leaves room for about {max(room, 0):,}; {fix}.")
-
-    def _child_events(self, name: str) -> Callable[[AgentEvent], None] | None:
-        parent = self._log
-
-        def forward(event: AgentEvent) -> None:
-            if event.kind in ("turn_end", "compaction_end", "kernel_restart", "error"):
-                parent.emit(f"sub_agent_{event.kind}", f"[{name}] {event.text}", name=name, **event.data)
-
-        return forward
+        """Why ``text`` cannot fit this agent's window as a sub-call (see ``rlm.too_large_for_window``)."""
+        return too_large_for_window(text, what, settings=self.settings, window=self.context_window,
+                                    system_text=self._baseline_text())
 
     def close(self) -> None:
         """Stop what this agent started: sub-agents, the sub-call broker, its kernel, its store."""
@@ -738,11 +688,6 @@ class Agent:
             "subcalls": self._bridge.subcalls if self._bridge is not None else 0,
             "sub_agents": self._bridge.sub_agents() if self._bridge is not None else [],
         }
-
-    def compaction_entries(self) -> list[Entry]:
-        """Every compaction entry of the session, oldest first."""
-        entries: list[Entry] = self.store.entries(self.session, kinds=(COMPACTION,))
-        return entries
 
     def counts(self) -> tuple[int, int]:
         """(messages in the model's context, entries in the log) — the seed's table columns."""

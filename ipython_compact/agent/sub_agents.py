@@ -255,3 +255,14 @@ class SubAgentRegistry:
                 child.close()
             except Exception:  # closing one child must not keep the others running
                 continue
+
+
+def forward_child_events(parent: SessionLog, name: str) -> Callable[[Any], None]:
+    """A sub-agent's event listener that tells the parent's listeners how the child is doing: its
+    turn ends, compactions, kernel restarts and errors, as ``sub_agent_<kind>`` events naming it."""
+
+    def forward(event: Any) -> None:
+        if event.kind in ("turn_end", "compaction_end", "kernel_restart", "error"):
+            parent.emit(f"sub_agent_{event.kind}", f"[{name}] {event.text}", name=name, **event.data)
+
+    return forward

@@ -1,22 +1,38 @@
-"""The host end of the kernel's sub-calls: a small HTTP server on 127.0.0.1 that the RLM functions
-in the kernel (``rlm_kernel``) call while a cell runs.
+"""The host end of the one loopback bridge: a small HTTP server on 127.0.0.1 that code running in a
+kernel calls while a cell runs (the RLM sub-calls of ``rlm_kernel``, the host tools and ``SUBMIT``
+of ``host_tools``); the kernel end is ``loopback_client``.
 
 Why HTTP on loopback: the model's code runs in a kernel process (or the notebook's own), and a
-sub-call must be answered by the host while that code waits; a thread serving JSON over a local
+call must be answered by the host while that code waits; a thread serving JSON over a local
 socket works the same for both kernels and needs only the standard library on the kernel side.
+Every call is its own request and gets its own response on its own connection, so calls made at
+once from several kernel threads cannot receive each other's results (the kernel's stdin channel,
+which has no request ids, crossed them: see the reference notes on dspy).
+
+The wire (one format for every caller): ``POST /call`` with ``Authorization: Bearer <token>`` and
+the body ``{"op": str, "args": list, "kwargs": object}``; the reply is ``{"ok": true, "value": v}``
+or ``{"ok": false, "error": str}``, with the HTTP status saying who was wrong (401 token, 413 size,
+400 request, 404 op, 200 the handler ran).
 
 What must hold:
 - Binds 127.0.0.1 only, on an ephemeral port; every request must carry the token (a random
-  secret per broker) or gets 401; bodies over ``max_body`` bytes get 413.
-- A request is data: ``{"op": name, ...args}`` is dispatched to ``handlers[op](**args)``; nothing in
-  it is ever executed. Unknown ops and bad arguments get one clear error.
+  secret per broker, compared in constant time) or gets 401 without calling anything; a body
+  over ``max_body`` bytes gets 413 before it is read. ``MAX_BODY`` is the one size limit of the
+  bridge, both ways (the kernel end refuses a larger reply).
+- A request is data: ``op`` names a handler (``handlers[op]``, or ``resolve(op)`` looked up at
+  call time so a tool table updated between runs is honoured), called with the JSON ``args`` and
+  ``kwargs``; nothing in it is ever executed. An unknown op gets one clear error.
 - A handler's exception becomes ``{"ok": false, "error": "Type: message"}`` (just the message for
-  an exception marked ``one_line``, already worded for the model); the server goes on.
+  an exception marked ``one_line``, already worded for the model); a value JSON cannot carry is
+  an error naming the op and the type, never a silent ``str()``. The server goes on.
+- Each call runs in a copy of the ``contextvars`` context set with ``use_context`` (the caller's,
+  e.g. dspy's ``dspy.context(lm=...)``), or a fresh one.
 - ``stop`` closes the socket and joins the thread.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import json
 import secrets
@@ -26,17 +42,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Handler = Callable[..., Any]
+Resolver = Callable[[str], "Handler | None"]
 
-MAX_BODY = 64 * 1024 * 1024  # a prompt may carry a large slice of a context variable
+MAX_BODY = 256 * 1024 * 1024
+"""The bridge's one size limit (bytes), for a request and for a reply: a prompt may carry a large
+slice of a context variable, and an engine's input (a 20M-character corpus) is fetched through it."""
 
 
 class SubcallBroker:
-    """Serves ``handlers`` to the kernel; use as a context manager or call ``start``/``stop``."""
+    """Serves ``handlers`` (a mapping, or a resolver called per request) to kernel code; use as a
+    context manager or call ``start``/``stop``. ``calls`` counts the calls per op."""
 
-    def __init__(self, handlers: Mapping[str, Handler], *, max_body: int = MAX_BODY) -> None:
-        self.handlers = dict(handlers)
+    def __init__(self, handlers: Mapping[str, Handler] | Resolver, *, max_body: int = MAX_BODY) -> None:
+        if isinstance(handlers, Mapping):
+            table = dict(handlers)
+            self._resolve: Resolver = table.get
+            self._known: Callable[[], list[str]] = lambda: sorted(table)
+        else:
+            self._resolve = handlers
+            self._known = list
         self.max_body = max_body
         self.token = secrets.token_hex(16)
+        self.calls: dict[str, int] = {}
+        self._context: contextvars.Context | None = None
+        self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -45,6 +74,14 @@ class SubcallBroker:
         if self._httpd is None:
             raise RuntimeError("the broker is not running")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/call"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """(host, port) the server listens on (raises when it is not running)."""
+        if self._httpd is None:
+            raise RuntimeError("the broker is not running")
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
 
     def start(self) -> SubcallBroker:
         if self._httpd is None:
@@ -70,23 +107,36 @@ class SubcallBroker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def use_context(self, context: contextvars.Context | None) -> None:
+        """Run later calls in copies of ``context`` (None: a fresh context per call)."""
+        self._context = context
+
     def dispatch(self, request: Any) -> tuple[int, dict[str, Any]]:
         """(HTTP status, reply) for one decoded request body."""
         if not isinstance(request, dict) or not isinstance(request.get("op"), str):
             return 400, {"ok": False, "error": "a request is a JSON object with a string 'op'"}
         op = request["op"]
-        handler = self.handlers.get(op)
+        args, kwargs = request.get("args", []), request.get("kwargs", {})
+        if not isinstance(args, list) or not isinstance(kwargs, dict) or set(request) - {"op", "args", "kwargs"}:
+            return 400, {"ok": False, "error": "a request is {'op': str, 'args': list, 'kwargs': object}"}
+        handler = self._resolve(op)
         if handler is None:
-            return 404, {"ok": False, "error": f"unknown op {op!r}; known: {', '.join(sorted(self.handlers))}"}
-        args = {k: v for k, v in request.items() if k != "op"}
+            known = self._known()
+            return 404, {"ok": False, "error": f"unknown op {op!r}" + (f"; known: {', '.join(known)}" if known else "")}
+        with self._lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
+        context = self._context.copy() if self._context is not None else contextvars.Context()
         try:
-            value = handler(**args)
-        except TypeError as exc:
-            return 400, {"ok": False, "error": f"bad arguments for {op}: {exc}"}
-        except Exception as exc:
+            value = context.run(handler, *args, **kwargs)
+        except Exception as exc:  # arguments that do not fit are the handler's TypeError, like any other
             # A failure already worded for the model (``one_line``) travels as it is.
             text = str(exc) if getattr(exc, "one_line", False) else f"{type(exc).__name__}: {exc}"
             return 200, {"ok": False, "error": text}
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return 200, {"ok": False, "error": f"TypeError: {op} returned a value JSON cannot carry "
+                                               f"({type(value).__name__}): {exc}"}
         return 200, {"ok": True, "value": value}
 
 
@@ -96,7 +146,10 @@ def _handler_class(broker: SubcallBroker) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _reply(self, status: int, payload: Mapping[str, Any]) -> None:
-            body = json.dumps(payload).encode()
+            body = json.dumps(payload, allow_nan=False).encode()
+            if len(body) > broker.max_body:
+                status, body = 413, json.dumps({"ok": False, "error": f"the reply is {len(body):,} bytes, over the "
+                                                                      f"bridge's limit of {broker.max_body:,}"}).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

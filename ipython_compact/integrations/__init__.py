@@ -9,6 +9,6 @@
 
 Why a package of its own: the core package must never import dspy or rlms (a test checks it), so
 each adapter imports its engine at module level and nothing here imports the adapters. The shared
-pieces (``tool_bridge``, ``bridge_client``, ``iteration_log``) use only the standard library and
+pieces (``kernel_runner``, ``iteration_log``) use only the standard library and
 ipython-compact's public API, so they are tested without either extra installed.
 """

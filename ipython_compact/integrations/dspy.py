@@ -279,6 +279,7 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         self.log: IterationLog | None = None
         self.last_session: str | None = None
         self._ratio = 1.0  # server-reported prompt tokens per estimated token, from the last measured request
+        self._sub_lm_window: int | None = None
         self._own_factory = interpreter_factory is None
         super().__init__(signature, tools=[*(tools or []), self._recall_tool()],
                          interpreter_factory=interpreter_factory or KernelInterpreter, **kwargs)
@@ -323,6 +324,50 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
     async def aforward(self, **input_args: Any) -> Any:
         self._begin({k: v for k, v in input_args.items() if k != "interpreter_factory"})
         return await super().aforward(**self._factory(input_args))
+
+    def _make_llm_tools(self, *args: Any, **kwargs: Any) -> dict[str, Callable[..., Any]]:
+        """dspy's ``llm_query``/``llm_query_batched``, with every prompt checked against the sub-LM's
+        window before it is sent (and before it counts against ``max_llm_calls``): a prompt that
+        cannot fit is refused with its size, the window and what to do, instead of being sent to
+        fail at the server. In a batch only the prompts that cannot fit are refused (dspy's
+        ``[ERROR] ...`` item); the others are sent."""
+        tools: dict[str, Callable[..., Any]] = super()._make_llm_tools(*args, **kwargs)
+        one, many = tools["llm_query"], tools["llm_query_batched"]
+
+        def llm_query(prompt: str) -> str:
+            """Query the LLM with a prompt string."""
+            why = self._prompt_too_large(prompt)
+            if why is not None:
+                raise ValueError(why)
+            return str(one(prompt))
+
+        def llm_query_batched(prompts: list[str]) -> list[str]:
+            """Query prompts concurrently, isolating LM failures while propagating contract errors."""
+            prompts = list(prompts)
+            refused = [self._prompt_too_large(p) if isinstance(p, str) else None for p in prompts]
+            sent = [p for p, why in zip(prompts, refused, strict=True) if why is None]
+            answers = iter(many(sent) if sent else [])
+            return [f"[ERROR] {why}" if why is not None else next(answers) for why in refused]
+
+        return {**tools, "llm_query": llm_query, "llm_query_batched": llm_query_batched}
+
+    def _prompt_too_large(self, prompt: str) -> str | None:
+        """Why ``prompt`` cannot fit the sub-LM's window with room for its answer, or None."""
+        if self.log is None:
+            return None
+        window = self.log.window_tokens if self.sub_lm is None else self._sub_window()
+        room = window - min(self.log.settings.reserve_tokens, window // 4)
+        tokens = int(_message_tokens([{"role": "user", "content": prompt}]) * max(self._ratio, 1.0))
+        if tokens <= room:
+            return None
+        return (f"llm_query prompt refused before any request: it is {len(prompt):,} characters (~{tokens:,} tokens) "
+                f"and the sub-LM's {window:,}-token window leaves room for about {room:,}; send smaller slices "
+                "(llm_query_batched over the pieces)")
+
+    def _sub_window(self) -> int:
+        if self._sub_lm_window is None:
+            self._sub_lm_window = window_of_lm(self.sub_lm)
+        return self._sub_lm_window
 
     def _view(self, history: REPLHistory) -> REPLHistory:
         assert self.log is not None

@@ -9,7 +9,8 @@ and returns an ``Outcome``; each adapter maps outcomes to its engine's exception
 What must hold:
 - A syntax error is found on the host before anything runs (IPython's own transforms, so magics
   and top-level ``await`` are accepted) and reported as ``kind="syntax"``.
-- ``SUBMIT(...)`` reports its values to the host over the bridge and then ends the cell; the
+- ``SUBMIT(...)`` reports its values to the host over the loopback bridge (``agent.subcall_broker``)
+  and then ends the cell; the
   step's outcome is ``submitted`` with those values even though the cell shows a traceback.
 - An input is transferred to the kernel only when its value changed since the last transfer
   (a fingerprint per name); a name the code rebound gets its injected value back without a
@@ -32,15 +33,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ipython_compact.agent import host_tools
+from ipython_compact.agent.kernel_calls import SHELL, kernel_call
 from ipython_compact.agent.kernel_tool import JupyterKernel
-from ipython_compact.integrations.tool_bridge import ToolBridge
+from ipython_compact.agent.subcall_broker import SubcallBroker
 
 OutcomeKind = Literal["output", "error", "syntax", "submitted", "died", "timeout", "interrupted"]
 
 SUBMIT_TOOL = "__submit__"
 FETCH_TOOL = "__fetch__"
 _SUBMIT_TRACEBACK = re.compile(r"\n?-{20,}\nSubmitted\s+Traceback.*\Z", re.DOTALL)
-_CLIENT = "__import__('ipython_compact.integrations.bridge_client', fromlist=['install'])"
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class KernelRunner:
         self.kernel = kernel if kernel is not None else JupyterKernel(max_output_chars=max_output_chars, env=env,
                                                                       session=session)
         self.stats = RunnerStats()
-        self._bridge: ToolBridge | None = None
+        self._bridge: SubcallBroker | None = None
         self._installed: tuple[tuple[str, ...], tuple[str, ...] | None] | None = None
         self._fingerprints: dict[str, str] = {}
         self._pending: dict[str, Any] = {}
@@ -106,14 +108,14 @@ class KernelRunner:
             self.kernel.start()
         if self.kernel.extension_error:
             raise RuntimeError(f"the ipython_compact extension did not load in the kernel: {self.kernel.extension_error}")
-        self._bridge = ToolBridge(self._resolve)
+        self._bridge = SubcallBroker(self._resolve).start()
         self._started = True
 
     def shutdown(self) -> None:
         """Stop the bridge and the kernel; idempotent."""
         self._closed = True
         if self._bridge is not None:
-            self._bridge.close()
+            self._bridge.stop()
             self._bridge = None
         self.kernel.shutdown()
 
@@ -201,15 +203,15 @@ class KernelRunner:
                 self._fingerprints[name] = mark
         wanted = (tuple(sorted(self.tools)), tuple(submit_fields) if submit_fields is not None else None)
         expressions: dict[str, str] = {}
-        port, token = self._bridge.port, self._bridge.token
+        url, token = self._bridge.url, self._bridge.token
         if wanted != self._installed:
-            expressions["tools"] = (f"{_CLIENT}.install(get_ipython(), {port}, {token!r}, {list(wanted[0])!r}, "
-                                    f"submit_fields={submit_fields!r}, submit_tool={SUBMIT_TOOL!r})")
+            expressions["tools"] = kernel_call(host_tools.install, SHELL, url, token, list(wanted[0]),
+                                               submit_fields=submit_fields, submit_tool=SUBMIT_TOOL)
         if changed:
-            expressions["inputs"] = f"{_CLIENT}.load_inputs(get_ipython(), {port}, {token!r}, {changed!r}, {FETCH_TOOL!r})"
+            expressions["inputs"] = kernel_call(host_tools.load_inputs, SHELL, url, token, changed, FETCH_TOOL)
         unchanged = [n for n in variables if n not in changed]
         if unchanged:
-            expressions["rebind"] = f"{_CLIENT}.rebind_inputs(get_ipython(), {unchanged!r})"
+            expressions["rebind"] = kernel_call(host_tools.rebind_inputs, SHELL, unchanged)
         if not expressions:
             return None
         got = self.kernel.evaluate(expressions, timeout=self.timeout or 120.0)

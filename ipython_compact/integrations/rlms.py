@@ -9,9 +9,9 @@ recovery when the kernel dies, and its ``SHOW_VARS`` lists its own scaffolding a
   and writes every iteration and every summary into our session log (``SessionStore``), with a
   ``kernel_state`` entry naming the kernel's live names at each compaction;
 - loads the ipython_compact extension in the kernel and answers ``SHOW_VARS()`` from our probe
-  (``integrations.kernel_vars``), with the rlms scaffolding hidden;
+  (``agent.kernel_state.describe_names``), with the rlms scaffolding hidden;
 - defines ``history``, which rlms' compaction prompt points the model to, as a view of our log in
-  rlms' shape (``integrations.kernel_history``): it outlives kernel deaths;
+  rlms' shape (``agent.kernel_history``): it outlives kernel deaths;
 - with ``snapshot_dir`` set, snapshots the user's names after every cell
   (``ipython_compact.namespace.snapshot`` through ``agent.kernel_state``); when the kernel has
   died, the next cell starts a fresh kernel, restores the snapshot and tells the model in the
@@ -43,6 +43,8 @@ import rlm.core.rlm as rlm_core
 from rlm.core.types import REPLResult
 from rlm.environments.ipython_repl import IPythonREPL
 
+from ipython_compact.agent import kernel_history, kernel_state
+from ipython_compact.agent.kernel_calls import SHELL, kernel_call
 from ipython_compact.core.entries import CUSTOM, KERNEL_STATE, MESSAGE
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.store import SessionStore
@@ -51,14 +53,11 @@ __all__ = ["OPTIONS_KEY", "CompactIPythonEnv", "install"]
 
 OPTIONS_KEY = "ipython_compact"
 SCAFFOLD = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", "answer", "SHOW_VARS")
-_VARS = "__import__('ipython_compact.integrations.kernel_vars', fromlist=['hide'])"
-_STATE = "__import__('ipython_compact.agent.kernel_state', fromlist=['snapshot_json'])"
-_HISTORY = "__import__('ipython_compact.integrations.kernel_history', fromlist=['install'])"
 _WIRE = (
     "%load_ext ipython_compact\n"
     "def SHOW_VARS():\n"
-    "    return " + _VARS + ".describe_names(get_ipython())\n"
-    + _VARS + f".hide(get_ipython(), {list(SCAFFOLD)!r})"
+    "    return " + kernel_call(kernel_state.describe_names, SHELL) + "\n"
+    + kernel_call(kernel_state.hide_names, SHELL, list(SCAFFOLD))
 )
 
 
@@ -106,8 +105,8 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
     def setup(self) -> None:
         super().setup()
         # The extension binds to the run's session, not to a "kernel:tmp..." session of its own.
-        bind = f"__import__('os').environ['IPYTHON_COMPACT_SESSION'] = {self.session!r}\n"
-        history = f"{_HISTORY}.install(get_ipython(), {self.store.url!r}, {self.session!r})"
+        bind = kernel_call(kernel_state.bind_session, self.session) + "\n"
+        history = kernel_call(kernel_history.install, SHELL, self.store.url, self.session)
         result = self._execute_in_kernel(bind + _WIRE + "\n" + history, timeout=self.startup_timeout,
                                          drain_broker=False)
         self.wire_error = result.stderr or None
@@ -136,8 +135,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
 
     def names(self) -> list[str] | None:
         """The user's names now (the probe's ``%who`` rule), or None when the kernel cannot say."""
-        got = self._evaluate("__import__('json').dumps([n for n, _ in __import__('ipython_compact.namespace.probe', "
-                             "fromlist=['user_names']).user_names(get_ipython().user_ns, get_ipython().user_ns_hidden)])")
+        got = self._evaluate(kernel_call(kernel_state.user_names_json))
         if got is None:
             return None
         return [str(n) for n in got] if isinstance(got, list) else []
@@ -151,7 +149,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         if self._km is not None and not self.kernel_alive():
             result.stderr += "\n" + (self._revive() or "")
         elif self.snapshot_dir is not None and self._km is not None and not self._reviving:
-            self._evaluate(f"{_STATE}.snapshot_json({self.snapshot_dir!r})")
+            self._evaluate(kernel_call(kernel_state.snapshot_json, self.snapshot_dir))
         if notice:
             result.stderr = notice + "\n" + result.stderr
         return result
@@ -178,7 +176,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
                     self.add_context(payload, int(name[len("context_"):]))
         finally:
             self._reviving = False
-        report = self._evaluate(f"{_STATE}.restore_json({self.snapshot_dir!r})") or {"ok": False, "error": "no answer"}
+        report = self._evaluate(kernel_call(kernel_state.restore_json, self.snapshot_dir)) or {"ok": False, "error": "no answer"}
         lines = ["The kernel died and was restarted (a new process)."]
         if not report.get("ok"):
             lines.append(f"Restoring the snapshot failed ({report.get('error')}); only the context was loaded again.")
@@ -199,7 +197,7 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         if isinstance(entry, dict) and entry.get("type") == "summary":
             self.compactions += 1
             names = self.names()
-            self._log(CUSTOM, {"custom_type": "rlms_compaction", "data": {"summary": str(entry.get("content", "")),
+            self._log(CUSTOM, {"custom_type": kernel_history.SUMMARY, "data": {"summary": str(entry.get("content", "")),
                                                                           "count": self.compactions}})
             snapshot = None if self.snapshot_dir is None else SnapshotOutcome(True)
             notice = state_notice(kernel_alive=self.kernel_alive(), names=names, snapshot=snapshot)

@@ -1,10 +1,10 @@
-"""The tool bridge and KernelRunner: what every engine adapter builds on (no extra needed)."""
+"""The loopback bridge and KernelRunner: what every engine adapter builds on (no extra needed)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import random
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from ipython_compact.integrations.bridge_client import BridgeClient, BridgeError, ToolCallError
+from ipython_compact.agent.loopback_client import BridgeError, HostCallError, call
+from ipython_compact.agent.subcall_broker import SubcallBroker
 from ipython_compact.integrations.kernel_runner import KernelRunner
-from ipython_compact.integrations.tool_bridge import ToolBridge
 
 
 def _slow_echo(value: Any, delay: float = 0.0) -> Any:
@@ -25,64 +25,105 @@ def _slow_echo(value: Any, delay: float = 0.0) -> Any:
 
 
 @pytest.fixture
-def bridge() -> Iterator[ToolBridge]:
+def bridge() -> Iterator[SubcallBroker]:
     tools = {"echo": _slow_echo, "boom": lambda: 1 / 0, "opaque": lambda: object()}
-    with ToolBridge(tools.get) as b:
+    with SubcallBroker(tools.get) as b:
         yield b
 
 
-def test_concurrent_calls_from_threads_each_get_their_own_result(bridge: ToolBridge) -> None:
-    client = BridgeClient(bridge.port, bridge.token)
+def test_concurrent_calls_from_threads_each_get_their_own_result(bridge: SubcallBroker) -> None:
     rng = random.Random(7)
     delays = [rng.random() / 20 for _ in range(48)]
     with ThreadPoolExecutor(16) as pool:
-        got = list(pool.map(lambda i: client.call("echo", [i], {"delay": delays[i]}), range(48)))
+        got = list(pool.map(lambda i: call(bridge.url, bridge.token, "echo", [i], {"delay": delays[i]}), range(48)))
     assert got == list(range(48))
     assert bridge.calls == {"echo": 48}
 
 
 @pytest.mark.parametrize(
-    ("name", "error", "message"),
+    ("name", "message"),
     [
-        ("boom", ToolCallError, "ZeroDivisionError: division by zero"),
-        ("missing", ToolCallError, "NameError: no host tool named 'missing'"),
-        ("opaque", ToolCallError, "returned a value JSON cannot carry (object)"),
+        ("boom", "ZeroDivisionError: division by zero"),
+        ("missing", "unknown op 'missing'"),
+        ("opaque", "TypeError: opaque returned a value JSON cannot carry (object)"),
     ],
 )
-def test_tool_failures_are_raised_with_the_hosts_message(bridge: ToolBridge, name: str, error: type, message: str) -> None:
-    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
-        BridgeClient(bridge.port, bridge.token).call(name)
+def test_tool_failures_are_raised_with_the_hosts_message(bridge: SubcallBroker, name: str, message: str) -> None:
+    with pytest.raises(HostCallError) as info:
+        call(bridge.url, bridge.token, name)
+    assert str(info.value).startswith(message)
 
 
-def test_a_wrong_token_calls_nothing(bridge: ToolBridge) -> None:
-    with pytest.raises(ToolCallError, match="wrong bridge token"):
-        BridgeClient(bridge.port, "0" * 32).call("echo", [1])
+def test_a_wrong_token_calls_nothing(bridge: SubcallBroker) -> None:
+    with pytest.raises(HostCallError, match="bad or missing token"):
+        call(bridge.url, "0" * 32, "echo", [1])
     assert bridge.calls == {}
 
 
-def test_a_reply_for_another_request_id_is_refused() -> None:
-    """A server answering with a stale id (what crossed calls look like) is an error, not a result."""
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
+def test_arguments_json_cannot_carry_are_refused_before_any_request(bridge: SubcallBroker) -> None:
+    with pytest.raises(HostCallError, match=r"the arguments of echo\(\) must be JSON values"):
+        call(bridge.url, bridge.token, "echo", [object()])
+    assert bridge.calls == {}
 
-    def answer_wrong() -> None:
-        conn, _ = server.accept()
-        with conn, conn.makefile("rb") as rf:
-            rf.readline()
-            conn.sendall(json.dumps({"id": "someone-else", "value": 1}).encode() + b"\n")
 
-    t = threading.Thread(target=answer_wrong)
-    t.start()
+def test_a_body_over_the_limit_is_refused_both_ways() -> None:
+    """One limit: a request over it is refused before it is read, a reply over it is never sent."""
+    with SubcallBroker({"echo": _slow_echo, "big": lambda: "x" * 2000}, max_body=1000) as small:
+        with pytest.raises(HostCallError, match=r"request body must be 0\.\.1000 bytes"):
+            call(small.url, small.token, "echo", ["x" * 2000])
+        assert small.calls == {}
+        with pytest.raises(HostCallError, match=r"the reply is 2,02[0-9] bytes, over the bridge's limit of 1,000"):
+            call(small.url, small.token, "big")
+
+
+def _serve_once(body: bytes, status: int = 200) -> tuple[http.server.HTTPServer, threading.Thread]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.handle_request)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (b"<html>oops</html>", 200, "is not JSON"),
+        (json.dumps({"value": 1}).encode(), 200, "is not a bridge reply"),
+        (b"Bad Gateway", 502, "the host answered HTTP 502"),
+    ],
+)
+def test_an_answer_that_is_not_the_bridges_reply_is_a_bridge_error(body: bytes, status: int, message: str) -> None:
+    """What a wrong server on the port looks like: an error naming it, never a result."""
+    server, thread = _serve_once(body, status)
     try:
-        with pytest.raises(BridgeError, match="id mismatch"):
-            BridgeClient(port, "t").call("echo", [1])
+        with pytest.raises(BridgeError, match=message) as info:
+            call(f"http://127.0.0.1:{server.server_address[1]}/call", "t", "echo", [1])
+        assert not isinstance(info.value, HostCallError)
     finally:
-        t.join(5)
-        server.close()
+        thread.join(5)
+        server.server_close()
 
 
-def test_the_bridge_listens_on_loopback_only(bridge: ToolBridge) -> None:
-    assert bridge._server.server_address[0] == "127.0.0.1"
+def test_an_unreachable_host_is_a_bridge_error_in_one_line(bridge: SubcallBroker) -> None:
+    url = bridge.url
+    bridge.stop()
+    with pytest.raises(BridgeError, match="the host did not answer") as info:
+        call(url, bridge.token, "echo", [1])
+    assert info.value._render_traceback_() == [f"BridgeError: {info.value}"]
+
+
+def test_the_bridge_listens_on_loopback_only(bridge: SubcallBroker) -> None:
+    assert bridge.address[0] == "127.0.0.1"
 
 
 # ---- KernelRunner on a real kernel ------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_it_is_a_code_interpreter_and_start_is_idempotent(interp: KernelInterpre
     [
         ("if True print(1)", SyntaxError, "SyntaxError"),
         ("1 / 0", CodeExecutionError, "ZeroDivisionError"),
-        ("double()", CodeExecutionError, "ToolCallError: TypeError"),
+        ("double()", CodeExecutionError, "HostCallError: TypeError"),
         ("undefined_tool(1)", CodeExecutionError, "NameError"),
     ],
 )
@@ -203,3 +203,31 @@ def test_compact_rlm_says_when_it_cannot_tell_the_window(no_network: list[str]) 
             rlm(context="x")
     assert str(err.value).startswith("CompactRLM cannot tell the context window of 'openai/scripted': the server at ")
     assert str(err.value).endswith("litellm's model table does not know 'openai/scripted'; pass window_tokens=...")
+
+
+def test_compact_rlm_refuses_a_sub_lm_prompt_over_the_window_before_sending_it(no_network: list[str]) -> None:
+    """Issue 22, item 5 (every request inside the window): the model's own llm_query prompts too.
+    Found by the fan-out bench: a 625,000-character chunk went to the server as a 156,277-token
+    prompt against a 16,384-token window, once per chunk, and counted against max_llm_calls."""
+    big = "corpus " * 6000  # ~42,000 characters: ~10,500 tokens, far over a 4,000-token window
+
+    def script(req: RecordedRequest) -> str:
+        text = _prompt(req)
+        if "[[ ## repl_history ## ]]" not in text:
+            return "sub-answer"
+        if "=== Step" not in text:
+            return _action("ask", "print(llm_query_batched(['a small question', context]))")
+        return _action("done", "SUBMIT(answer='ok')")
+
+    with ModelServer(script=script, context_window=4000, model="scripted") as srv:
+        lm = dspy.LM("openai/scripted", api_base=srv.base_url, api_key="test", cache=False, num_retries=0)
+        rlm = CompactRLM("context, query -> answer", max_iters=5)
+        with dspy.context(lm=lm):
+            pred = rlm(context=big, query="ask about it")
+        sent = [r.prompt_tokens for r in srv.chat_requests]
+        step = _prompt(srv.chat_requests[-1])  # the SUBMIT step's prompt carries step 1's output
+    assert pred.answer == "ok"
+    assert max(sent) <= 4000
+    assert ("""['sub-answer', "[ERROR] llm_query prompt refused before any request: it is 42,000 characters """
+            "(~10,500 tokens) and the sub-LM's 4,000-token window leaves room for about 3,000") in step
+    assert "send smaller slices (llm_query_batched over the pieces)" in step

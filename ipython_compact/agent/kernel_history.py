@@ -14,6 +14,9 @@ What must hold:
   iteration work, and each read sees what the log holds at that moment.
 - Only the session's own messages and summaries appear (kernel notices and restarts do not).
 - Reading never writes: the log is opened per read and closed again.
+
+It sits with the agent's other kernel-side modules, not with the rlms adapter, because the host
+reaches it through ``kernel_calls``' one table, which may not depend on the adapters.
 """
 
 from __future__ import annotations
