@@ -28,6 +28,7 @@ RANKS: dict[str, int] = {
     "paths": 1,
     "file_safety": 1,
     "version": 1,
+    "comm_protocol": 1,  # the comm payloads (TypedDicts): the kernel, the server extension and clients use them
     "store": 2,
     "summarizers": 2,
     "namespace": 2,
