@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export IPYTHON_COMPACT_DIR ?= $(CURDIR)/.ipython-compact-data
 
-.PHONY: setup system-deps demo test test-fast lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension
+.PHONY: setup system-deps demo test test-fast lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension test-labextension
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,11 @@ $(LABEXT_BUILT): $(VENV)/.installed labextension/node_modules/.package-lock.json
 labextension: $(LABEXT_BUILT)
 
 lint-labextension: labextension/node_modules/.package-lock.json
-	cd labextension && npx --no-install eslint src && npx --no-install tsc --noEmit
+	cd labextension && npx --no-install eslint src tests && npx --no-install tsc --noEmit
+
+# The panel's TypeScript unit tests (request path, poller, reads, actions), run by `node --test`.
+test-labextension: labextension/node_modules/.package-lock.json
+	cd labextension && npm run --silent test
 
 # Debian packages the browser tests need (Chromium). Installed only when missing; needs root.
 system-deps:
@@ -82,7 +86,7 @@ pytest-extras: $(foreach e,$(EXTRAS),.venv-$(e)/.installed)
 	for e in $(EXTRAS); do .venv-$$e/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_integration_$$e.py || exit 1; done
 
 # The extras first, so the main suite's summary is the run's closing line.
-test: setup system-deps lint pytest-extras pytest
+test: setup system-deps lint test-labextension pytest-extras pytest
 
 # The quick loop while editing: no real kernels, servers or browsers (tests marked slow or browser).
 test-fast: setup

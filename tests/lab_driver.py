@@ -281,8 +281,9 @@ def ensure_panel_ready(page: Any) -> None:
 
 
 def name_row(page: Any, name: str) -> Any:
-    """The panel's namespace-table row for ``name`` (a Playwright locator; it may match nothing yet)."""
-    return page.locator(f'{PANEL} .jp-IpythonCompact-names tr[data-name="{name}"]')
+    """The row for ``name`` in the panel's live namespace table, the kernel's (a Playwright locator; it may
+    match nothing yet). Not the rows listed from a snapshot on disk while the kernel cannot answer."""
+    return page.locator(f'{PANEL} .jp-IpythonCompact-nsTable .jp-IpythonCompact-names tr[data-name="{name}"]')
 
 
 def names_updated_at(page: Any) -> int:

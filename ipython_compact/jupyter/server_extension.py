@@ -35,7 +35,10 @@ What must hold: nothing the list held before is dropped; loading twice adds noth
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
+
+from ipython_compact.core.comm_protocol import NameRow, PersistedSession, PersistedSnapshot
 
 #: Requests the panel sends (comm traffic on its subshell, and the control requests that manage
 #: the subshell) whose busy/idle must not become the kernel's status.
@@ -70,11 +73,14 @@ def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data
     return found.session, found.source
 
 
-def persisted_session(path: str, session: str, source: str) -> dict[str, Any]:
-    """What the session log holds for ``session``: a ``status``-shaped object and its compactions."""
+def persisted_session(path: str, session: str, source: str) -> PersistedSession:
+    """What the session log holds for ``session``: a ``status``-shaped object, its compactions, the
+    snapshots on disk and the call tree under it (``comm_protocol.PersistedSession``)."""
     from ipython_compact.core import entries as E  # deferred for start-up
     from ipython_compact.core.tokens import estimate_context  # deferred for start-up
     from ipython_compact.files import paths  # deferred for start-up: only a panel request needs them
+    from ipython_compact.kernel.binding import snapshot_slug  # deferred for start-up
+    from ipython_compact.kernel.call_tree import call_tree  # deferred for start-up
     from ipython_compact.kernel.service import FIGURES_KEY, summaries_of  # deferred for start-up
     from ipython_compact.store import SessionStore  # deferred for start-up
 
@@ -98,10 +104,47 @@ def persisted_session(path: str, session: str, source: str) -> dict[str, Any]:
             "entries": store.path_length(session), "compactions": store.count_on_path(session, (E.COMPACTION,)),
             "in_flight": [], "last_failure": None, "problem": None,
         }
+        snapshots = persisted_snapshots(paths.data_dir() / "snapshots" / snapshot_slug(session), paths.key_path(),
+                                        session)
         return {"notebook": path, "session": session, "exists": True, "status": status,
-                "compactions": summaries_of(store, session, 50)}
+                "compactions": summaries_of(store, session, 50), "snapshots": snapshots,
+                "calls": call_tree(store, session)}
     finally:
         store.close()
+
+
+def persisted_snapshots(directory: Path, key_path: Path, session: str) -> list[PersistedSnapshot]:
+    """The verified snapshot generations in ``directory``, newest first, from their signed manifests.
+
+    Read only: nothing is unpickled and nothing is created — a missing folder or signing key means
+    no snapshots (the key is never made here). A manifest that fails its signature or names another
+    session is left out, as a restore would refuse it.
+    """
+    from ipython_compact.namespace.snapshot.keys import load_or_create_key  # deferred for start-up
+    from ipython_compact.namespace.snapshot.manifests import ManifestReader  # deferred for start-up
+    from ipython_compact.namespace.snapshot.reports import SnapshotError  # deferred for start-up
+
+    if not directory.is_dir() or not key_path.is_file():
+        return []
+    try:
+        key = load_or_create_key(key_path)  # exists (checked above): read, never created
+        scan = ManifestReader(directory, key, session).scan()
+    except (SnapshotError, OSError):
+        return []
+    out: list[PersistedSnapshot] = []
+    for manifest in reversed(scan.valid):
+        data = manifest.data
+        rows: list[NameRow] = []
+        for name, entry in sorted(manifest.names.items()):
+            row: NameRow = {"name": name, "type": str(entry.get("type") or "?"), "kind": "data"}
+            if isinstance(entry.get("bytes"), int):
+                row["bytes"] = entry["bytes"]
+            rows.append(row)
+        timestamp, origin = data.get("timestamp"), data.get("origin")
+        out.append({"generation": manifest.generation, "timestamp": None if timestamp is None else str(timestamp),
+                    "origin": None if origin is None else str(origin), "names": rows,
+                    "bytes": int(data.get("bytes") or 0)})
+    return out
 
 
 def _handler() -> Any:

@@ -17,14 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from ipython_compact.compaction.compactor import CompactionError, NothingToCompact
+from ipython_compact.core import comm_protocol
+from ipython_compact.kernel.call_tree import call_tree
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
 from ipython_compact.version import __version__
 
-TARGET = "ipython_compact"
-PROTOCOL = 1
+TARGET = comm_protocol.TARGET
+PROTOCOL = comm_protocol.PROTOCOL
 ECHO_CHARS = 80  # of a request value quoted in an error reply
 MESSAGE_CHARS = 1000  # of an error reply's message
 log = logging.getLogger(__name__)
@@ -59,10 +61,11 @@ class CommHandler:
         self.service = service
         self.comms: dict[str, Any] = {}
         self.subshell_of: dict[str, str] = {}  # comm id -> the subshell it was opened on
-        self.ops: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+        # Each op's reply payload is declared in comm_protocol.OPS (tests/test_protocol.py keeps them equal).
+        self.ops: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
             "hello": self._hello, "names": self._names, "status": self._status, "summaries": self._summaries,
             "preview": self._preview, "compact": self._compact, "snapshot": self._snapshot,
-            "restore": self._restore, "recall": self._recall,
+            "restore": self._restore, "recall": self._recall, "calls": self._calls,
         }
 
     # ------------------------------------------------------------------ comm plumbing
@@ -145,33 +148,36 @@ class CommHandler:
         return {"v": PROTOCOL, "id": rid, "ok": True, **result}
 
     # ------------------------------------------------------------------ ops
-    def _hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _hello(self, args: Mapping[str, Any]) -> comm_protocol.HelloReply:
         return {"protocol": PROTOCOL, "version": __version__, "session": self.service.session,
                 "subshell": threading.current_thread() is not threading.main_thread(), "ops": sorted(self.ops)}
 
-    def _names(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return self.service.names(limit=_opt_int(args, "limit", None), after=_opt_str(args, "after")).to_json()
+    def _names(self, args: Mapping[str, Any]) -> comm_protocol.NamesReply:
+        # cast: ProbeResult.to_json (namespace/) has NamesReply's keys, which tests/test_protocol.py checks
+        return cast(comm_protocol.NamesReply, self.service.names(limit=_opt_int(args, "limit", None),
+                                                      after=_opt_str(args, "after")).to_json())
 
-    def _status(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _status(self, args: Mapping[str, Any]) -> comm_protocol.StatusReply:
         return self.service.status()
 
-    def _summaries(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _summaries(self, args: Mapping[str, Any]) -> comm_protocol.SummariesReply:
         limit = _opt_int(args, "limit", 20, 1, 1000)
         return {"compactions": self.service.summaries(limit=limit or 20)}
 
-    def _preview(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _preview(self, args: Mapping[str, Any]) -> comm_protocol.PreviewReply:
         return self.service.preview(focus=_opt_str(args, "focus"))
 
-    def _compact(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _compact(self, args: Mapping[str, Any]) -> comm_protocol.CompactReply:
         return self.service.compact(focus=_opt_str(args, "focus"))
 
-    def _snapshot(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _snapshot(self, args: Mapping[str, Any]) -> comm_protocol.SnapshotReply:
         full = args.get("full", False)
         if type(full) is not bool:
             raise BadRequest("argument 'full' must be a boolean")
-        return {"snapshot": self.service.snapshot(full=full).to_json()}
+        # cast: SnapshotReport.to_json (namespace/) has SnapshotPayload's keys (tests/test_protocol.py)
+        return {"snapshot": cast(comm_protocol.SnapshotPayload, self.service.snapshot(full=full).to_json())}
 
-    def _restore(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _restore(self, args: Mapping[str, Any]) -> comm_protocol.RestoreReply:
         names = args.get("names")
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise BadRequest("argument 'names' must be a list of strings")
@@ -181,15 +187,21 @@ class CommHandler:
         overwrite = args.get("overwrite", False)
         if type(overwrite) is not bool:
             raise BadRequest("argument 'overwrite' must be a boolean")
-        return self.service.restore(names=names, generation=generation, overwrite=overwrite).to_json()
+        # cast: RestoreReport.to_json (namespace/) has RestoreReply's keys (tests/test_protocol.py)
+        return cast(comm_protocol.RestoreReply, self.service.restore(names=names, generation=generation,
+                                                         overwrite=overwrite).to_json())
 
-    def _recall(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _recall(self, args: Mapping[str, Any]) -> comm_protocol.RecallReply:
         entry_id = _opt_str(args, "entry_id", 200)
         query = _opt_str(args, "query", 2000)
         if (entry_id is None) == (query is None):
             raise BadRequest("recall needs exactly one of 'entry_id' or 'query'")
-        return {"hits": self.service.recall(entry_id=entry_id, query=query,
-                                            limit=_opt_int(args, "limit", 5, 1, 100) or 5)}
+        hits = self.service.recall(entry_id=entry_id, query=query, limit=_opt_int(args, "limit", 5, 1, 100) or 5)
+        return {"hits": cast(list[comm_protocol.RecallHit], hits)}  # RecallHit.to_json's keys (tests/test_protocol.py)
+
+    def _calls(self, args: Mapping[str, Any]) -> comm_protocol.CallsReply:
+        root = self.service.context_session()
+        return {"root": root, "calls": call_tree(self.service.store, root)}
 
 
 #: Seconds between a comm's close and the deletion of its subshell (see ``CommHandler.closed``).

@@ -20,10 +20,17 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from ipython_compact.compaction.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
 from ipython_compact.core import entries as E
+from ipython_compact.core.comm_protocol import (
+    CompactionRecord,
+    CompactionSummary,
+    CompactReply,
+    PreviewReply,
+    StatusReply,
+)
 from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.files import paths
@@ -175,8 +182,8 @@ class KernelService:
         agent = self.live_agent()
         return str(agent.session) if agent is not None else self.session
 
-    def status(self) -> dict[str, Any]:
-        """Where the context stands, with the figures of whoever compacts it.
+    def status(self) -> StatusReply:
+        """Where the context stands, with the figures of whoever compacts it (fields: ``comm_protocol.StatusReply``).
 
         With a live ``%%agent`` the window, both lines and the token estimate are the agent's own
         (its ``--window``, its per-model settings, its stale-usage guard): the same numbers that
@@ -231,15 +238,14 @@ class KernelService:
         return {
             "session": session,
             "binding": self.binding.source,
-            "binding_key": self.binding.key,  # what the session is tied to (notebook, kernel, terminal: cwd+profile)
+            "binding_key": self.binding.key,
             "snapshot_dir": str(self.snapshot_dir),
-            "restore_pending": pending,  # an earlier kernel's snapshot waits for %compact restore
+            "restore_pending": pending,
             "snapshot_problem": snapshot_problem,
-            # Why the last snapshot (automatic ones included) was not written; null once one is.
             "last_snapshot_error": self.last_snapshot_error,
-            "bookkeeping_pending": self.bookkeeping.pending,  # log entries waiting in the journal
-            "source": "agent" if agent is not None else "config",  # whose window and lines these are
-            "model": model,  # the live agent's provider/model, or null
+            "bookkeeping_pending": self.bookkeeping.pending,
+            "source": "agent" if agent is not None else "config",
+            "model": model,
             "conversation": conversation,
             "tokens": tokens,
             "window": window,
@@ -257,8 +263,8 @@ class KernelService:
                 "generation": snap.get("generation"), "timestamp": snap.get("timestamp"),
                 "names": len(snap.get("names", {})), "skipped": snap.get("skipped", []), "bytes": snap.get("bytes"),
                 "origin": snap.get("origin"), "provisional": snap.get("provisional"),
-                "verification": snap.get("verification"),  # "sampled" | "full" (null: written before modes existed)
-                "last_full_verification": snap.get("last_full_verification"),  # {generation, timestamp} | null
+                "verification": snap.get("verification"),
+                "last_full_verification": snap.get("last_full_verification"),
             },
             "version": __version__,
         }
@@ -274,7 +280,7 @@ class KernelService:
             self._figures_written = (session, figures)
 
     # ------------------------------------------------------------------ log views
-    def summaries(self, limit: int = 20) -> list[dict[str, Any]]:
+    def summaries(self, limit: int = 20) -> list[CompactionSummary]:
         return summaries_of(self.store, self.context_session(), limit)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
@@ -367,14 +373,14 @@ class KernelService:
         """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
         return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
-    def preview(self, focus: str | None = None) -> dict[str, Any]:
+    def preview(self, focus: str | None = None) -> PreviewReply:
         try:
             plan = self._compactor().plan(self.context_session(), focus=focus)
         except NothingToCompact as exc:
             raise self._refusal(exc) from None
-        return {**_jsonable(plan), "text": plan.render()}
+        return cast(PreviewReply, {**_jsonable(plan), "text": plan.render()})
 
-    def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any]:
+    def compact(self, focus: str | None = None, *, reason: str = "manual") -> CompactReply:
         lock = self._lock("compact")
         if not lock.acquire(blocking=False):
             raise Busy("a compaction is already running for this kernel")
@@ -385,7 +391,7 @@ class KernelService:
                 raise self._refusal(exc) from None
             payload = _jsonable(result)
             notice = self.after_compaction()
-            return {"compaction": payload, "notice": notice}
+            return {"compaction": cast(CompactionRecord, payload), "notice": notice}
         finally:
             lock.release()
 
@@ -595,11 +601,11 @@ class KernelService:
         return recorded
 
 
-def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[dict[str, Any]]:
+def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[CompactionSummary]:
     """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
     by ``server_extension``: they are read from the session log alone)."""
     compactions = store.path(session, kinds=(E.COMPACTION,))  # mark chain only
-    out = []
+    out: list[CompactionSummary] = []
     for e in compactions[-limit:] if limit > 0 else compactions:
         details = e.data.get("details")
         details = details if isinstance(details, dict) else {}
@@ -607,9 +613,7 @@ def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[dic
             "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
             "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
             "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
-            "focus": details.get("focus"),
-            # Kept verbatim = the messages from the first kept entry up to this compaction.
-            "kept_entries": _kept_messages(store, session, e),
+            "focus": details.get("focus"), "kept_entries": _kept_messages(store, session, e),
         })
     return out
 

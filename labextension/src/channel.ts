@@ -18,25 +18,16 @@ import { CommsOverSubshells, Kernel, KernelMessage } from '@jupyterlab/services'
 import { UUID } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { RequestError } from './errors';
 import { COMM_TARGET, isObject, Json, Op, PROTOCOL_VERSION, stringField } from './protocol';
+
+export { RequestError };
 
 /** Default time a request may take before the panel gives up on it (ms). */
 export const REQUEST_TIMEOUT_MS = 5000;
 
 /** How long a kernel may take to start and answer kernel_info before connecting gives up (ms). */
 export const KERNEL_INFO_TIMEOUT_MS = 60000;
-
-/** A request failed: timed out, closed, or the kernel answered `ok: false`. */
-export class RequestError extends Error {
-  /** Protocol error code, or `timeout` / `closed` / `not_loaded` for channel failures. */
-  readonly code: string;
-
-  constructor(code: string, message: string) {
-    super(message);
-    this.code = code;
-    this.name = 'RequestError';
-  }
-}
 
 /** `CommHandler` exposes `subshellStarted` and `subshellId`, but the class is not exported. */
 interface ISubshellAware {

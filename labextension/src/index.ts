@@ -10,18 +10,20 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, MainAreaWidget } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-import { PanelModel } from './model';
+import { NotebookModel, PanelModel } from './model';
 import { CompactPanel, compactIcon, PANEL_ID } from './panel';
+import { NamespaceWideView } from './wide_view';
 
 /** Command ids, namespaced by the plugin name. */
 export const CommandIDs = {
   open: 'ipython-compact:open-panel',
   loadExtension: 'ipython-compact:load-extension',
   snapshot: 'ipython-compact:snapshot',
-  restore: 'ipython-compact:restore'
+  restore: 'ipython-compact:restore',
+  openNamespace: 'ipython-compact:open-namespace'
 } as const;
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -38,7 +40,28 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ): void => {
     const model = new PanelModel();
-    const panel = new CompactPanel(model);
+    // One wide namespace view per notebook; opening it again brings it to the front.
+    const wideViews = new Map<NotebookModel, MainAreaWidget<NamespaceWideView>>();
+    const openWide = (notebook: NotebookModel): void => {
+      if (notebook.context === null) {
+        return;
+      }
+      let widget = wideViews.get(notebook);
+      if (widget === undefined || widget.isDisposed) {
+        const content = new NamespaceWideView(notebook);
+        const created = new MainAreaWidget({ content });
+        created.id = `ipython-compact-namespace-${wideViews.size + 1}-${Date.now()}`;
+        created.title.label = content.title.label;
+        created.title.caption = content.title.caption;
+        created.title.icon = compactIcon;
+        created.disposed.connect(() => wideViews.delete(notebook));
+        wideViews.set(notebook, created);
+        app.shell.add(created, 'main', { mode: 'split-right' });
+        widget = created;
+      }
+      app.shell.activateById(widget.id);
+    };
+    const panel = new CompactPanel(model, openWide);
     app.shell.add(panel, 'right', { rank: 900 });
     restorer?.add(panel, PANEL_ID);
 
@@ -72,11 +95,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.commands.addCommand(CommandIDs.snapshot, {
       label: 'Snapshot the kernel namespace (ipython-compact)',
       isEnabled: () => model.current.state === 'ready',
-      execute: () => model.current.snapshot()
+      execute: () => model.current.actions.snapshot()
     });
     app.commands.addCommand(CommandIDs.restore, {
       label: 'Restore the kernel namespace from the last snapshot (ipython-compact)',
-      execute: () => model.current.restore()
+      execute: () => model.current.actions.restore()
+    });
+    app.commands.addCommand(CommandIDs.openNamespace, {
+      label: 'Show the kernel namespace in the main area (ipython-compact)',
+      isEnabled: () => model.current.context !== null,
+      execute: () => openWide(model.current)
     });
     for (const command of Object.values(CommandIDs)) {
       palette?.addItem({ command, category: 'Context compaction' });

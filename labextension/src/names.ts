@@ -30,7 +30,7 @@ export function describeSize(info: INameInfo): string {
     parts.push(`len ${info.length}`);
   }
   if (info.bytes !== undefined) {
-    parts.push(formatBytes(info.bytes));
+    parts.push(`${info.bytes_approx ? '~' : ''}${formatBytes(info.bytes)}`);
   }
   return parts.join(' · ');
 }
@@ -66,12 +66,15 @@ export function sortNames(names: INameInfo[], sort: INamesSort): INameInfo[] {
  * The table element for a list of names (an empty-state line when there are none).
  * With `onSort` the headers are buttons that sort by their column (again: the
  * other direction); `sort` marks the current one (`aria-sort`). A value's
- * preview (builtin scalars and short text only) is in its own column.
+ * preview (builtin scalars and short text only) is in its own column. The
+ * `wide` table (the main-area view) writes types with their module, sizes
+ * with column dtypes, and says why a value would not survive a restart.
  */
 export function renderNamesTable(
   names: INameInfo[],
   sort?: INamesSort,
-  onSort?: (key: NamesSortKey) => void
+  onSort?: (key: NamesSortKey) => void,
+  wide = false
 ): HTMLElement {
   if (names.length === 0) {
     const empty = document.createElement('div');
@@ -80,7 +83,7 @@ export function renderNamesTable(
     return empty;
   }
   const table = document.createElement('table');
-  table.className = 'jp-IpythonCompact-names';
+  table.className = wide ? 'jp-IpythonCompact-names jp-mod-wide' : 'jp-IpythonCompact-names';
   const head = table.createTHead().insertRow();
   const columns: [string, NamesSortKey | null][] = [
     ['Name', 'name'],
@@ -88,6 +91,9 @@ export function renderNamesTable(
     ['Size', 'size'],
     ['Value', null]
   ];
+  if (wide) {
+    columns.push(['After a restart', null]);
+  }
   for (const [label, key] of columns) {
     const th = document.createElement('th');
     th.textContent = label;
@@ -120,8 +126,9 @@ export function renderNamesTable(
     name.title = info.preview === undefined ? info.name : `${info.name} = ${info.preview}`;
     const type = row.insertCell();
     type.className = 'jp-IpythonCompact-type';
-    type.textContent = info.type;
-    type.title = info.module ? `${info.module}.${info.type}` : info.type;
+    const qualified = info.module ? `${info.module}.${info.type}` : info.type;
+    type.textContent = wide ? qualified : info.type;
+    type.title = qualified;
     const size = row.insertCell();
     size.className = 'jp-IpythonCompact-size';
     // Short parts stay whole; a narrow panel wraps between "(3, 4)", "float64" and "96 B".
@@ -138,10 +145,18 @@ export function renderNamesTable(
       size.appendChild(span);
     });
     size.title = describeSize(info);
+    if (wide && info.dtypes !== undefined) {
+      size.appendChild(document.createTextNode(` · ${info.dtypes}`));
+    }
     const value = row.insertCell();
     value.className = 'jp-IpythonCompact-value';
     value.textContent = info.preview ?? '';
     value.title = info.preview ?? '';
+    if (wide) {
+      const restart = row.insertCell();
+      restart.className = 'jp-IpythonCompact-restart';
+      restart.textContent = info.restart ?? '';
+    }
   }
   return table;
 }

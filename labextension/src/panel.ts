@@ -11,9 +11,9 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { FLOOD_NOTE, NAMES_PAGE, NO_CONVERSATION_NOTE, NotebookModel, PanelModel } from './model';
-import { NamesSortKey, renderNamesTable, sortNames } from './names';
-import { INameInfo, IRecallHit, isObject, Json } from './protocol';
+import { FLOOD_NOTE, NO_CONVERSATION_NOTE, NotebookModel, PanelModel } from './model';
+import { NamespaceSection } from './namespace_view';
+import { ICallNode, IRecallHit, isObject, Json } from './protocol';
 import { formatTimestamp, formatTokens, plural, renderCompactionCard } from './summary';
 
 /** Characters of a recall hit shown before "show all". */
@@ -110,8 +110,9 @@ const STATE_LABELS: Record<string, string> = {
 };
 
 export class CompactPanel extends Widget {
-  constructor(model: PanelModel) {
+  constructor(model: PanelModel, openWide?: (model: NotebookModel) => void) {
     super();
+    this._openWide = openWide ?? null;
     this._model = model;
     this.id = PANEL_ID;
     this.addClass('jp-IpythonCompact-panel');
@@ -131,14 +132,14 @@ export class CompactPanel extends Widget {
     this._focus.placeholder = 'Focus for the summary';
     this._focus.setAttribute('aria-label', 'Focus text for compaction');
     this._focus.addEventListener('input', () => {
-      this._model.current.focusText = this._focus.value;
+      this._model.current.view.focusText = this._focus.value;
     });
     const row = el('div', 'jp-IpythonCompact-buttons');
     this._buttons = [
-      button('Compact', 'compact', () => void this._model.current.compact(this._focus.value.trim())),
-      button('Preview', 'preview', () => void this._model.current.previewPlan(this._focus.value.trim())),
-      button('Snapshot', 'snapshot', () => void this._model.current.snapshot()),
-      button('Restore', 'restore', () => void this._model.current.restore())
+      button('Compact', 'compact', () => void this._model.current.actions.compact(this._focus.value.trim())),
+      button('Preview', 'preview', () => void this._model.current.actions.previewPlan(this._focus.value.trim())),
+      button('Snapshot', 'snapshot', () => void this._model.current.actions.snapshot()),
+      button('Restore', 'restore', () => void this._model.current.actions.restore())
     ];
     row.append(...this._buttons);
     actions.body.append(this._focus, row, this._result);
@@ -147,27 +148,13 @@ export class CompactPanel extends Widget {
     const refresh = button('↻', 'refresh-names', () => void this._model.current.refreshNames());
     refresh.title = 'Refresh the namespace now';
     refresh.classList.add('jp-IpythonCompact-iconButton');
+    const wide = button('⤢', 'open-wide', () => this._openWide?.(this._model.current));
+    wide.title = 'Open the namespace in the main area (wide, sortable, filterable)';
+    wide.classList.add('jp-IpythonCompact-iconButton');
     const tools = el('span', 'jp-IpythonCompact-headTools');
-    tools.append(this._updated, refresh);
+    tools.append(this._ns.updated, refresh, wide);
     ns.head.append(tools);
-    this._nsFilter.type = 'search';
-    this._nsFilter.placeholder = 'Filter names';
-    this._nsFilter.setAttribute('aria-label', 'Filter the namespace by name');
-    this._nsFilter.addEventListener('input', () => {
-      const m = this._model.current;
-      m.namesFilter = this._nsFilter.value;
-      m.namesShown = NAMES_PAGE;
-      this._renderNamespace();
-    });
-    this._nsMore.type = 'button';
-    this._nsMore.dataset.action = 'more-names';
-    this._nsMore.addEventListener('click', () => {
-      this._model.current.namesShown += NAMES_PAGE;
-      this._renderNamespace();
-    });
-    const countRow = el('div', 'jp-IpythonCompact-nsCountRow');
-    countRow.append(this._nsCount, this._nsFilter);
-    ns.body.append(this._nsNote, countRow, this._nsTable, this._nsMore);
+    ns.body.append(this._ns.node);
 
     const timeline = section('Compaction timeline', 'timeline');
     const recallForm = el('form', 'jp-IpythonCompact-recallForm');
@@ -175,16 +162,16 @@ export class CompactPanel extends Widget {
     this._recallInput.placeholder = 'id or words';
     this._recallInput.setAttribute('aria-label', 'Recall original log text by entry id or search words');
     this._recallInput.addEventListener('input', () => {
-      this._model.current.recallText = this._recallInput.value;
+      this._model.current.view.recallText = this._recallInput.value;
     });
     this._recallButton.type = 'submit';
     this._recallButton.dataset.action = 'recall';
     recallForm.append(this._recallInput, this._recallButton);
     recallForm.addEventListener('submit', event => {
       event.preventDefault();
-      void this._model.current.recall(this._recallInput.value);
+      void this._model.current.actions.recall(this._recallInput.value);
     });
-    timeline.body.append(recallForm, this._recall, this._timeline);
+    timeline.body.append(recallForm, this._recall, this._calls, this._timeline);
 
     this.node.append(header, this._banner, gauge.root, actions.root, ns.root, timeline.root);
     model.changed.connect(this._render, this);
@@ -210,7 +197,7 @@ export class CompactPanel extends Widget {
   private _recallEntry(entryId: string): void {
     const m = this._model.current;
     this._recallInput.value = entryId;
-    void m.recall(entryId, true).then(() => {
+    void m.actions.recall(entryId, true).then(() => {
       this._recall.scrollIntoView({ block: 'nearest' });
     });
   }
@@ -220,9 +207,8 @@ export class CompactPanel extends Widget {
     if (m !== this._shown) {
       // Another notebook: show what the user had typed there.
       this._shown = m;
-      this._focus.value = m.focusText;
-      this._recallInput.value = m.recallText;
-      this._nsFilter.value = m.namesFilter;
+      this._focus.value = m.view.focusText;
+      this._recallInput.value = m.view.recallText;
     }
     this.node.dataset.state = m.state;
     this.node.dataset.notebook = m.notebookLabel;
@@ -251,21 +237,21 @@ export class CompactPanel extends Widget {
       this._banner.dataset.kind = kind;
       this._banner.append(el('p', '', text), ...buttons);
     };
-    if (m.restoreKept.length && m.pendingAction === '') {
-      const names = m.restoreKept.join(', ');
+    if (m.actions.restoreKept.length && m.actions.pending === '') {
+      const names = m.actions.restoreKept.join(', ');
       show(
         'restore-kept',
-        `Not overwritten: ${names}. You defined ${m.restoreKept.length === 1 ? 'it' : 'them'} since, ` +
+        `Not overwritten: ${names}. You defined ${m.actions.restoreKept.length === 1 ? 'it' : 'them'} since, ` +
           "with a value other than the snapshot's. Replace with the snapshot's values?",
-        button(`Overwrite ${names}`, 'restore-overwrite', () => void m.overwriteKept()),
-        button('Keep mine', 'restore-keep', () => m.keepMine())
+        button(`Overwrite ${names}`, 'restore-overwrite', () => void m.actions.overwriteKept()),
+        button('Keep mine', 'restore-keep', () => m.actions.keepMine())
       );
-    } else if (m.restartNoticed && m.state !== 'restarting') {
+    } else if (m.actions.restartNoticed && m.state !== 'restarting') {
       show(
         'restart',
         'The kernel was restarted. Its variables are gone; restore them from the last snapshot?',
-        button('Restore variables', 'restore-after-restart', () => void m.restore()),
-        button('Dismiss', 'dismiss-restart', () => m.dismissRestart())
+        button('Restore variables', 'restore-after-restart', () => void m.actions.restore()),
+        button('Dismiss', 'dismiss-restart', () => m.actions.dismissRestart())
       );
     } else if (m.state === 'not-loaded') {
       show(
@@ -280,14 +266,14 @@ export class CompactPanel extends Widget {
 
   private _renderGauge(): void {
     const m = this._model.current;
-    const s = m.status;
+    const s = m.reads.status;
     const g = this._gauge;
     g.textContent = '';
     if (m.flooding) {
       g.appendChild(el('div', 'jp-IpythonCompact-flooding', FLOOD_NOTE));
     }
-    if (m.statusError) {
-      g.appendChild(el('div', 'jp-IpythonCompact-problem', m.statusError));
+    if (m.reads.statusError) {
+      g.appendChild(el('div', 'jp-IpythonCompact-problem', m.reads.statusError));
     }
     if (s !== null && m.noConversation) {
       // A plain notebook: nothing talks to a model, so an empty gauge would only puzzle.
@@ -297,7 +283,7 @@ export class CompactPanel extends Widget {
       }
       return;
     }
-    if (m.fromLog && s !== null) {
+    if (m.reads.fromLog && s !== null) {
       g.appendChild(
         el(
           'div',
@@ -306,7 +292,7 @@ export class CompactPanel extends Widget {
         )
       );
     }
-    if (s !== null && (s.window === null || s.window <= 0) && m.fromLog) {
+    if (s !== null && (s.window === null || s.window <= 0) && m.reads.fromLog) {
       g.appendChild(el('div', 'jp-IpythonCompact-tokenCount', `${formatTokens(s.tokens)} tokens in context`));
       if (s.session) {
         g.appendChild(sessionLine(s.session));
@@ -382,7 +368,7 @@ export class CompactPanel extends Widget {
   private _renderActions(): void {
     const m = this._model.current;
     // Without a subshell a request would only queue behind the running cell.
-    const usable = m.state === 'ready' && m.pendingAction === '' && !(m.mainBusy && !m.liveWhileBusy);
+    const usable = m.state === 'ready' && m.actions.pending === '' && !(m.mainBusy && !m.liveWhileBusy);
     for (const b of this._buttons) {
       // Restore stays usable when the extension is not loaded: it loads it first.
       b.disabled = !(usable || (b.dataset.action === 'restore' && m.state === 'not-loaded'));
@@ -394,110 +380,42 @@ export class CompactPanel extends Widget {
       b.title = pointless ? NO_CONVERSATION_NOTE : '';
     }
     this._result.textContent = '';
-    if (m.pendingAction) {
+    if (m.actions.pending) {
       this._result.dataset.kind = 'pending';
-      this._result.appendChild(el('p', '', `${m.pendingAction}…`));
+      this._result.appendChild(el('p', '', `${m.actions.pending}…`));
       return;
     }
-    if (m.lastAction === null) {
+    if (m.actions.lastAction === null) {
       delete this._result.dataset.kind;
       return;
     }
-    this._result.dataset.kind = m.lastAction.ok ? 'ok' : 'error';
-    this._result.dataset.action = m.lastAction.action;
-    const close = button('×', 'dismiss-result', () => m.dismissAction());
+    this._result.dataset.kind = m.actions.lastAction.ok ? 'ok' : 'error';
+    this._result.dataset.action = m.actions.lastAction.action;
+    const close = button('×', 'dismiss-result', () => m.actions.dismiss());
     close.title = 'Dismiss this message (it also clears when a cell runs)';
     close.classList.add('jp-IpythonCompact-dismiss');
-    this._result.append(close, el('p', '', m.lastAction.text));
-    if (m.preview !== null && m.lastAction.action === 'preview') {
-      this._result.appendChild(renderPlan(m.preview));
+    this._result.append(close, el('p', '', m.actions.lastAction.text));
+    if (m.actions.preview !== null && m.actions.lastAction.action === 'preview') {
+      this._result.appendChild(renderPlan(m.actions.preview));
     }
   }
 
   private _renderNamespace(): void {
     const m = this._model.current;
-    if (m.namesAt !== null) {
-      const ms = m.namesElapsedMs === null ? '' : ` · ${Math.round(m.namesElapsedMs)} ms`;
-      const at = m.namesAt.toLocaleTimeString([], { hour12: false });
-      this._updated.textContent = `updated ${at}`;
-      this._updated.title = `The kernel answered at ${at}${ms ? `, probe took${ms.slice(2)}` : ''}`;
-      this._updated.dataset.updatedAt = String(m.namesAt.getTime());
-    } else {
-      this._updated.textContent = '';
-      delete this._updated.dataset.updatedAt;
-    }
-    const notes: string[] = [];
-    if (m.flooding) {
-      notes.push(`${FLOOD_NOTE[0].toUpperCase()}${FLOOD_NOTE.slice(1)}.`);
-    } else if (m.mainBusy && m.liveWhileBusy) {
-      notes.push('A cell is running; live view over a subshell.');
-    } else if (m.mainBusy && !m.namesError) {
-      notes.push('Kernel busy.');
-    }
-    if (m.namesError) {
-      notes.push(m.namesError);
-    }
-    const total = m.namesTotal ?? m.names.length;
-    if (m.namesTruncated) {
-      notes.push(`The kernel’s time budget ran out: ${m.names.length.toLocaleString('en-US')} of ${plural(total, 'name', 'names')} listed.`);
-    }
-    this._nsNote.textContent = notes.join(' ');
-    this._nsNote.hidden = notes.length === 0;
-    this._nsNote.dataset.busy = String(m.mainBusy);
-    this._nsNote.dataset.kind = m.flooding ? 'flooding' : m.namesError ? 'error' : 'note';
-
-    const shown = m.state === 'ready' || m.names.length > 0;
-    const filter = m.namesFilter.trim().toLowerCase();
-    // Rebuild only when what the table shows changed: a poll that found the same names keeps it.
-    const key = `${m.namesVersion}\u0000${filter}\u0000${m.namesShown}\u0000${shown}\u0000${m.namesSort.key}${m.namesSort.descending}`;
-    if (m === this._nsFor && key === this._nsKey) {
-      return;
-    }
-    this._nsFor = m;
-    this._nsKey = key;
-    this._nsTable.textContent = '';
-    this._nsMore.hidden = true;
-    this._nsCount.textContent = '';
-    this._nsFilter.hidden = !shown || m.names.length === 0;
-    if (!shown) {
-      return;
-    }
-    const matching: INameInfo[] = filter ? m.names.filter(n => n.name.toLowerCase().includes(filter)) : m.names;
-    if (m.names.length > 0) {
-      this._nsCount.textContent = filter
-        ? `${matching.length.toLocaleString('en-US')} of ${plural(total, 'name', 'names')} match`
-        : plural(total, 'name', 'names');
-    }
-    this._nsCount.dataset.total = String(total);
-    this._nsCount.dataset.matching = String(matching.length);
-    if (filter && matching.length === 0) {
-      this._nsTable.appendChild(el('div', 'jp-IpythonCompact-empty', `No name contains “${m.namesFilter.trim()}”.`));
-      return;
-    }
-    const page = sortNames(matching, m.namesSort).slice(0, m.namesShown);
-    const onSort = (column: NamesSortKey): void => {
-      const same = m.namesSort.key === column;
-      m.namesSort = { key: column, descending: same ? !m.namesSort.descending : column === 'size' };
-      this._renderNamespace();
-    };
-    this._nsTable.appendChild(renderNamesTable(page, m.namesSort, onSort));
-    const rest = matching.length - page.length;
-    if (rest > 0) {
-      this._nsMore.hidden = false;
-      this._nsMore.textContent = `Showing ${page.length.toLocaleString('en-US')} of ${matching.length.toLocaleString('en-US')} · show ${Math.min(NAMES_PAGE, rest).toLocaleString('en-US')} more`;
-    }
+    this._ns.render(m, m.view.names);
   }
 
   private _renderTimeline(): void {
     const m = this._model.current;
+    renderCallTree(this._calls, m.reads.calls);
     this._timeline.textContent = '';
-    if (m.compactions.length === 0) {
+    if (m.reads.compactions.length === 0) {
       this._timeline.appendChild(el('div', 'jp-IpythonCompact-empty', 'No compactions yet.'));
       return;
     }
     const onRecall = (entryId: string): void => this._recallEntry(entryId);
-    m.compactions.forEach((c, i) => {
-      this._timeline.appendChild(renderCompactionCard(c, i === m.compactions.length - 1, onRecall));
+    m.reads.compactions.forEach((c, i) => {
+      this._timeline.appendChild(renderCompactionCard(c, i === m.reads.compactions.length - 1, onRecall));
     });
   }
 
@@ -506,35 +424,31 @@ export class CompactPanel extends Widget {
     const box = this._recall;
     box.textContent = '';
     // Same rule as the actions: only when connected, and not queued behind a cell without a subshell.
-    this._recallButton.disabled = m.recallPending || m.state !== 'ready' || (m.mainBusy && !m.liveWhileBusy);
-    box.hidden = !m.recallPending && m.recallError === '' && m.recallAsked === '';
-    if (m.recallPending) {
+    this._recallButton.disabled = m.actions.recallPending || m.state !== 'ready' || (m.mainBusy && !m.liveWhileBusy);
+    box.hidden = !m.actions.recallPending && m.actions.recallError === '' && m.actions.recallAsked === '';
+    if (m.actions.recallPending) {
       box.dataset.kind = 'pending';
       box.appendChild(el('p', 'jp-IpythonCompact-recallNote', 'recall…'));
       return;
     }
-    if (m.recallError) {
+    if (m.actions.recallError) {
       box.dataset.kind = 'error';
-      box.appendChild(el('p', 'jp-IpythonCompact-recallNote', m.recallError));
+      box.appendChild(el('p', 'jp-IpythonCompact-recallNote', m.actions.recallError));
       return;
     }
-    if (m.recallAsked === '') {
+    if (m.actions.recallAsked === '') {
       delete box.dataset.kind;
       return;
     }
     box.dataset.kind = 'ok';
-    const count = m.recallHits.length;
+    const count = m.actions.recallHits.length;
     const head = el('div', 'jp-IpythonCompact-recallHead');
     head.append(
-      el('span', 'jp-IpythonCompact-recallNote', `${count} ${count === 1 ? 'hit' : 'hits'} for ${m.recallAsked}`),
-      button('×', 'clear-recall', () => {
-        m.recallAsked = '';
-        m.recallHits = [];
-        this._renderRecall();
-      })
+      el('span', 'jp-IpythonCompact-recallNote', `${count} ${count === 1 ? 'hit' : 'hits'} for ${m.actions.recallAsked}`),
+      button('×', 'clear-recall', () => m.actions.clearRecall())
     );
     box.appendChild(head);
-    for (const hit of m.recallHits) {
+    for (const hit of m.actions.recallHits) {
       box.appendChild(renderHit(hit));
     }
   }
@@ -548,14 +462,9 @@ export class CompactPanel extends Widget {
   private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
   private _buttons: HTMLButtonElement[] = [];
   private _result = el('div', 'jp-IpythonCompact-result');
-  private _updated = el('span', 'jp-IpythonCompact-updated');
-  private _nsNote = el('div', 'jp-IpythonCompact-note');
-  private _nsTable = el('div', 'jp-IpythonCompact-nsTable');
-  private _nsCount = el('span', 'jp-IpythonCompact-nsCount');
-  private _nsFilter = el('input', 'jp-IpythonCompact-nsFilter jp-mod-styled');
-  private _nsMore = el('button', 'jp-IpythonCompact-linkButton jp-IpythonCompact-nsMore');
-  private _nsFor: NotebookModel | null = null;
-  private _nsKey = '';
+  private _ns = new NamespaceSection(false);
+  private _calls = el('div', 'jp-IpythonCompact-calls');
+  private _openWide: ((model: NotebookModel) => void) | null = null;
   private _timeline = el('div', 'jp-IpythonCompact-timelineBody');
   private _recallInput = el('input', 'jp-IpythonCompact-recallInput jp-mod-styled');
   private _recallButton = el('button', 'jp-IpythonCompact-button jp-mod-styled', 'Recall');
@@ -649,4 +558,31 @@ function describeBucket(value: unknown): string {
     return parts.join(' · ') || '—';
   }
   return String(value);
+}
+
+/**
+ * The call tree under the session (issue 22.7): the root and the sub-agent
+ * sessions it started, indented by depth, each with the name its parent gave it
+ * and its entry count. Hidden while the session started no sub-agent.
+ */
+export function renderCallTree(box: HTMLElement, calls: ICallNode[]): void {
+  box.textContent = '';
+  box.hidden = calls.length < 2;
+  if (box.hidden) {
+    return;
+  }
+  box.appendChild(el('div', 'jp-IpythonCompact-callsHead', `Call tree · ${plural(calls.length - 1, 'sub-agent', 'sub-agents')}`));
+  const list = el('ul', 'jp-IpythonCompact-callList');
+  for (const node of calls) {
+    const item = el('li', 'jp-IpythonCompact-call');
+    item.dataset.session = node.session;
+    item.dataset.depth = String(node.depth);
+    item.style.paddingLeft = `${Math.min(node.depth, 8) * 14}px`;
+    const label = node.depth === 0 ? 'this session' : node.name ?? tail(node.session);
+    const name = el('span', 'jp-IpythonCompact-callName', `${node.depth === 0 ? '' : '└ '}${label}`);
+    name.title = node.session;
+    item.append(name, el('span', 'jp-IpythonCompact-callFacts', plural(node.entries, 'entry', 'entries')));
+    list.appendChild(item);
+  }
+  box.appendChild(list);
 }

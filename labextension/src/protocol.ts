@@ -29,7 +29,8 @@ export type Op =
   | 'compact'
   | 'snapshot'
   | 'restore'
-  | 'recall';
+  | 'recall'
+  | 'calls';
 
 /** A JSON object as it arrives from the kernel, before any shape is trusted. */
 export type Json = { [key: string]: unknown };
@@ -51,28 +52,125 @@ export function stringField(obj: Json, key: string): string | null {
   return typeof v === 'string' ? v : null;
 }
 
+/*
+ * The wire payloads, one interface per TypedDict in ipython_compact/core/comm_protocol.py
+ * (`I<Name>` for `<Name>`, the same keys: tests/test_protocol.py compares them). Field
+ * meanings are written there once. Fields the kernel may send as null are typed so; the
+ * panel still checks each field it reads (parse* below), so a reply of an unexpected
+ * shape gives a clear message instead of a broken view.
+ */
+
 /** An error reply's payload. */
-export interface IProtocolError {
+export interface IErrorBody {
   code: string;
   message: string;
 }
 
+/** Kept for the callers that name it so. */
+export type IProtocolError = IErrorBody;
+
+export interface IHelloReply {
+  protocol: number;
+  version: string;
+  session: string;
+  subshell: boolean;
+  ops: string[];
+}
+
 /** One row of the `names` reply. */
-export interface INameInfo {
+export interface INameRow {
   name: string;
   type: string;
+  kind?: string;
   module?: string;
   shape?: number[];
   dtype?: string;
   length?: number;
   bytes?: number;
-  kind?: string;
-  /** repr of a builtin scalar or short text, when the probe gave one. */
+  bytes_approx?: boolean;
+  dtypes?: string;
+  restart?: string;
   preview?: string;
 }
 
-/** One compaction as `summaries` and `compact` return it. */
-export interface ICompaction {
+/** The panel's name row is the wire's. */
+export type INameInfo = INameRow;
+
+export interface INamesReply {
+  names: INameRow[];
+  truncated: boolean;
+  next: string | null;
+  elapsed_ms: number;
+  total: number;
+}
+
+export interface IInFlight {
+  task_id: string;
+  reason: string;
+  blocking: boolean;
+  started_at: unknown;
+}
+
+export interface IFullVerification {
+  generation: number;
+  timestamp: string | null;
+}
+
+export interface IStatusSnapshot {
+  generation: number | null;
+  timestamp: string | null;
+  names: number;
+  skipped: unknown[];
+  bytes: number | null;
+  origin: string | null;
+  provisional: boolean | null;
+  verification: string | null;
+  last_full_verification: IFullVerification | null;
+}
+
+export interface IStatusReply {
+  session: string | null;
+  binding: string | null;
+  binding_key: string | null;
+  snapshot_dir: string | null;
+  restore_pending: boolean | null;
+  snapshot_problem: string | null;
+  last_snapshot_error: string | null;
+  bookkeeping_pending: number | null;
+  source: string | null;
+  model: string | null;
+  conversation: boolean | null;
+  tokens: number | null;
+  window: number | null;
+  blocking_line: number | null;
+  background_line: number | null;
+  problem: string | null;
+  entries: number | null;
+  compactions: number | null;
+  in_flight: unknown;
+  last_failure: unknown;
+  snapshot: Json | null;
+  version: string | null;
+}
+
+/** The `status` reply, reduced to what the gauge shows. */
+export type IStatus = Pick<
+  IStatusReply,
+  | 'session'
+  | 'conversation'
+  | 'tokens'
+  | 'window'
+  | 'blocking_line'
+  | 'background_line'
+  | 'entries'
+  | 'compactions'
+  | 'in_flight'
+  | 'last_failure'
+  | 'snapshot'
+>;
+
+/** One compaction as `summaries` returns it. */
+export interface ICompactionSummary {
   id: string;
   timestamp: string | number | null;
   reason: string;
@@ -81,26 +179,142 @@ export interface ICompaction {
   summary: string;
   first_kept_entry_id: string | null;
   kept_entries: unknown;
-  /** The `<ipython_state>` notice appended after this compaction, when the kernel sent it. */
-  notice: string | null;
-  /** The focus text the compaction was asked for, or null when it had none. */
   focus: string | null;
 }
 
-/** The `status` reply, reduced to what the gauge shows. */
-export interface IStatus {
-  session: string | null;
-  /** Whether the context holds any model conversation (false: a plain notebook, nothing to compact). */
-  conversation: boolean | null;
-  tokens: number | null;
-  window: number | null;
-  blocking_line: number | null;
-  background_line: number | null;
-  entries: number | null;
-  compactions: number | null;
-  in_flight: unknown;
-  last_failure: unknown;
-  snapshot: Json | null;
+/** One compaction as the timeline shows it: a summary plus the notice it appended, when sent. */
+export interface ICompaction extends ICompactionSummary {
+  /** The `<ipython_state>` notice appended after this compaction, when the kernel sent it. */
+  notice: string | null;
+}
+
+export interface ISummariesReply {
+  compactions: ICompactionSummary[];
+}
+
+export interface ILayerCount {
+  entries: number;
+  tokens: number;
+}
+
+export interface IPreviewReply {
+  session: string;
+  focus: string | null;
+  tokens_before: number;
+  first_kept_entry_id: string;
+  is_split_turn: boolean;
+  summarize: ILayerCount;
+  turn_prefix: ILayerCount;
+  keep: ILayerCount;
+  encode: ILayerCount;
+  externalize: unknown[];
+  discard: unknown[];
+  anchors: Json;
+  previous_summary: boolean;
+  text: string;
+}
+
+export interface ICompactionRecord {
+  id: string;
+  timestamp: string | number | null;
+  reason: string | null;
+  summary: string;
+  first_kept_entry_id: string | null;
+  tokens_before: number;
+  tokens_after: number;
+  kept_entries: number;
+  summarizer: unknown;
+}
+
+export interface ICompactReply {
+  compaction: ICompactionRecord;
+  notice: string | null;
+}
+
+export interface ISkipped {
+  name: string;
+  reason: string;
+}
+
+export interface ISnapshotPayload {
+  generation: number;
+  saved: string[];
+  unchanged: string[];
+  skipped: ISkipped[];
+  bytes: number;
+  written_bytes: number;
+  path: string;
+  elapsed_ms: number;
+  verified_bytes: number;
+  verification: string;
+  sampled: string[];
+  last_full_verification: IFullVerification | null;
+  manifest_digest: string;
+}
+
+export interface ISnapshotReply {
+  snapshot: ISnapshotPayload;
+}
+
+export interface IRestoreReply {
+  generation: number | null;
+  restored: string[];
+  failed: ISkipped[];
+  quarantined: ISkipped[];
+  refused: string[];
+  warnings: string[];
+  process: string | null;
+  available: string[];
+  kept: string[];
+}
+
+/** One `recall` hit: an original log entry, its text as the kernel extracted it. */
+export interface IRecallHit {
+  id: string;
+  kind: string;
+  role: string | null;
+  text: string;
+  timestamp: string | number | null;
+}
+
+export interface IRecallReply {
+  hits: IRecallHit[];
+}
+
+/** One session of a call tree: the root, or a sub-agent a parent session started. */
+export interface ICallNode {
+  session: string;
+  parent: string | null;
+  name: string | null;
+  depth: number;
+  entries: number;
+  created_at: string | null;
+  last_timestamp: string | null;
+}
+
+export interface ICallsReply {
+  root: string;
+  calls: ICallNode[];
+}
+
+/** One snapshot generation on disk, as the server extension read it from its signed manifest. */
+export interface IPersistedSnapshot {
+  generation: number;
+  timestamp: string | null;
+  origin: string | null;
+  names: INameRow[];
+  bytes: number;
+}
+
+/** `GET /ipython-compact/session?path=NOTEBOOK`: what the log holds before the kernel loads the extension. */
+export interface IPersistedSession {
+  notebook: string;
+  session: string;
+  exists: boolean;
+  status?: Json;
+  compactions?: ICompactionSummary[];
+  snapshots?: IPersistedSnapshot[];
+  calls?: ICallNode[];
 }
 
 /** Parse one `names` row; `null` when the row has no usable name. */
@@ -137,9 +351,14 @@ export function parseName(row: unknown): INameInfo | null {
   if (bytes !== null) {
     info.bytes = bytes;
   }
-  const kind = stringField(row, 'kind');
-  if (kind !== null) {
-    info.kind = kind;
+  for (const key of ['kind', 'dtypes', 'restart'] as const) {
+    const text = stringField(row, key);
+    if (text !== null) {
+      info[key] = text;
+    }
+  }
+  if (row['bytes_approx'] === true) {
+    info.bytes_approx = true;
   }
   return info;
 }
@@ -191,15 +410,6 @@ export function parseStatus(value: Json): IStatus {
   };
 }
 
-/** One `recall` hit: an original log entry, its text as the kernel extracted it. */
-export interface IRecallHit {
-  id: string;
-  kind: string;
-  role: string | null;
-  text: string;
-  timestamp: string | number | null;
-}
-
 /** Parse the `recall` reply's hits; rows without an id are dropped. */
 export function parseRecallHits(value: Json): IRecallHit[] {
   const rows = value['hits'];
@@ -225,4 +435,56 @@ export function parseRecallHits(value: Json): IRecallHit[] {
     });
   }
   return hits;
+}
+
+/** Parse a call tree (the `calls` reply's `calls`, or the persisted session's); rows without a session are dropped. */
+export function parseCalls(value: unknown): ICallNode[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  const nodes: ICallNode[] = [];
+  for (const row of value) {
+    if (!isObject(row)) {
+      continue;
+    }
+    const session = stringField(row, 'session');
+    if (session === null) {
+      continue;
+    }
+    nodes.push({
+      session,
+      parent: stringField(row, 'parent'),
+      name: stringField(row, 'name'),
+      depth: numberField(row, 'depth') ?? 0,
+      entries: numberField(row, 'entries') ?? 0,
+      created_at: stringField(row, 'created_at'),
+      last_timestamp: stringField(row, 'last_timestamp')
+    });
+  }
+  return nodes;
+}
+
+/** Parse the persisted snapshots the server extension lists (newest first); malformed rows are dropped. */
+export function parsePersistedSnapshots(value: unknown): IPersistedSnapshot[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  const out: IPersistedSnapshot[] = [];
+  for (const row of value) {
+    if (!isObject(row)) {
+      continue;
+    }
+    const generation = numberField(row, 'generation');
+    if (generation === null) {
+      continue;
+    }
+    out.push({
+      generation,
+      timestamp: stringField(row, 'timestamp'),
+      origin: stringField(row, 'origin'),
+      names: parseNames(row['names']),
+      bytes: numberField(row, 'bytes') ?? 0
+    });
+  }
+  return out;
 }

@@ -8,7 +8,10 @@
  * checkpoint format uses: headings, bullet and numbered lists, fenced code,
  * paragraphs, `**bold**` and `` `code` `` spans.
  */
+import { formatTimestamp, formatTokens, plural } from './format';
 import { ICompaction } from './protocol';
+
+export { formatTimestamp, formatTokens, plural };
 
 const HEADING = /^(#{1,6})\s+(.*)$/;
 const BULLET = /^\s*[-*+]\s+(.*)$/;
@@ -184,29 +187,6 @@ export function renderSummaryText(text: string, onRecall?: RecallHandler): HTMLE
     root.appendChild(pre);
   }
   return root;
-}
-
-/** A count and its noun, singular for exactly one: "1 entry", "10,000 names". */
-export function plural(n: number, one: string, many: string): string {
-  return `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
-}
-
-/** Thousands separators for token counts; `?` when the kernel gave none. */
-export function formatTokens(n: number | null): string {
-  return n === null ? '?' : Math.round(n).toLocaleString('en-US');
-}
-
-/** A kernel timestamp (ISO string or epoch seconds/ms) as local time, or the raw text. */
-export function formatTimestamp(ts: string | number | null): string {
-  if (ts === null) {
-    return '';
-  }
-  const date =
-    typeof ts === 'number' ? new Date(ts > 1e12 ? ts : ts * 1000) : new Date(ts);
-  if (Number.isNaN(date.getTime())) {
-    return String(ts);
-  }
-  return date.toLocaleString();
 }
 
 /** What a compaction kept verbatim, as the kernel reported it (a count or a list, and the head id). */

@@ -4,13 +4,14 @@ A plain notebook (nothing talks to a model) says what the context gauge is for a
 Compact/Preview with that reason; counts read "1 compaction", not "1 compactions"; a timeline card
 shows its compaction's focus. A namespace of 10,000 names is counted in full, filtered by name and
 drawn 200 rows at a time, and a poll that finds the same names keeps the table it drew. A cell that
-prints 50,000 lines (the server's IOPub rate limiter drops the panel's replies) never puts the panel
-in an error state, and the panel shows fresh names once the cell ends. Each step saves a screenshot.
+floods its output (the server's IOPub rate limiter drops the panel's replies) until the panel shows
+the flood never puts the panel in an error state, and the panel shows fresh names once the cell ends. Each step saves a screenshot.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from lab_driver import (
     PANEL,
     SEED_TRANSCRIPT,
+    LabServer,
     ensure_panel_ready,
     name_row,
     names_updated_at,
@@ -137,39 +139,73 @@ MONITOR = """(panel) => {
 }"""
 
 
-def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(page: Any, shot: Callable[[str], None]) -> None:
+#: The flood: FLOOD_RATE output messages a second — over the server's limit of 1,000 a second, so it
+#: drops messages (the panel's replies among them) — until the test says stop, which it does once the
+#: panel shows the flood. Bounded work, so it takes the same course on a loaded machine: the messages
+#: are paced (the server handles a few thousand a second, not a burst whose backlog took minutes to
+#: drain), and each one updates one small display in place, so the page has one output to redraw
+#: rather than a text that grows by a line per message (redrawn whole each time, which kept the page
+#: from seeing the cell's end for minutes). The bound (two minutes' worth) only ends a test that
+#: never says stop.
+FLOOD_RATE = 1_500
+FLOOD_BOUND = 120 * FLOOD_RATE
+FLOOD_CELL = f"""import pathlib, time
+from IPython.display import display
+_stop, _i, _t0 = pathlib.Path('flood-stop'), 0, time.monotonic()
+_shown = display('0', display_id=True)
+while _i < {FLOOD_BOUND} and not _stop.exists():
+    for _ in range(25):
+        _shown.update(str(_i))
+        _i += 1
+    time.sleep(max(0.0, _t0 + _i / {FLOOD_RATE} - time.monotonic()))
+flood_lines = _i
+flood_done = True"""
+
+
+def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(
+        page: Any, shot: Callable[[str], None], lab_server: LabServer) -> None:
     ensure_panel_ready(page)
+    stop = lab_server.root / "flood-stop"
+    stop.unlink(missing_ok=True)
     page.evaluate(MONITOR, PANEL)
-    # Bounded work: 20,000 flushed lines is well over the server's rate limit (1,000 messages per
-    # second over a 3 s window) yet leaves the page little to draw; the old 50,000 took minutes
-    # of rendering on a loaded machine and hit the 300 s timeout.
-    run_cell(page, "for i in range(20000):\n    print(i, flush=True)\nflood_done = True", wait=False)
-    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=10_000)
+    # Event-bound, not clock-bound: the cell floods until the panel has shown the flood, then stops.
+    run_cell(page, FLOOD_CELL, wait=False)
+    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=60_000)
     started = names_updated_at(page)
-    # The server's rate limiter starts dropping the panel's replies: the panel says so (not an error).
+    try:
+        page.wait_for_selector(f'{PANEL}[data-flooding="true"]', timeout=120_000)
+    finally:
+        stop.write_text("stop")
     # (No screenshot mid-flood: capturing a page that is still drawing the lines stalls it.)
-    page.wait_for_selector(f'{PANEL}[data-flooding="true"]', timeout=60_000)
     # The events that end the flood, in order: the cell's own last line ran, then the panel saw idle.
-    name_row(page, "flood_done").wait_for(timeout=300_000)
-    page.wait_for_selector(f'{PANEL}[data-busy="false"]', timeout=300_000)  # a cap: the page may draw slowly
-    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=60_000)
+    phases = [time.monotonic()]
+    name_row(page, "flood_done").wait_for(timeout=120_000)
+    phases.append(time.monotonic())
+    page.wait_for_selector(f'{PANEL}[data-busy="false"]', timeout=120_000)  # caps: the page may draw slowly
+    phases.append(time.monotonic())
+    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=120_000)
+    phases.append(time.monotonic())
     assert names_updated_at(page) > started
     seen = page.evaluate("() => { window.clearInterval(window.__floodMonitor); return window.__floodSeen; }")
     assert len(seen) > 10
     bad = [s for s in seen if s["state"] != "ready" or s["problems"] or s["banner"] or s["noteKind"] == "error"]
     assert bad == [], [(s["note"], s["problems"], s["banner"]) for s in bad[:5]]
     flooded = [s for s in seen if s["flooding"] == "true"]
+    assert flooded
     for s in flooded:
         assert s["note"] == "Kernel output is flooding; the panel will refresh when it calms down.", s
-    print(f"panel samples: {len(seen)}, flooding in {len(flooded)}")
+    # The flood ended because the panel saw it (the stop file), not at the safety bound.
+    lines = int(name_row(page, "flood_lines").locator(".jp-IpythonCompact-value").inner_text())
+    assert 0 < lines < FLOOD_BOUND
+    print(f"panel samples: {len(seen)}, flooding in {len(flooded)}, output messages {lines:,}; after the stop "
+          f"(s): flood_done listed {phases[1] - phases[0]:.1f}, idle {phases[2] - phases[0]:.1f}, "
+          f"calm {phases[3] - phases[0]:.1f}")
     # The cell finished: the line after the loop ran (`flood_done` above), and the prompt shows its count.
     prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(-2).locator(".jp-InputPrompt").inner_text()
     assert re.fullmatch(r"\[\d+\]:", prompt.strip()), prompt
     assert page.get_attribute(PANEL, "data-state") == "ready"
     page.locator(f"{PANEL} .jp-IpythonCompact-namespace").scroll_into_view_if_needed()
     shot("24-after-flood")
-
-
 
 
 def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: Callable[[str], None]) -> None:
