@@ -499,10 +499,11 @@ class Ledger:
         found["done"] = max(found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"])
         return found
 
-    def _request_lines(self, replaced: Mapping[str, str]) -> list[str]:
+    def _request_lines(self, replaced: Mapping[str, str], shown: str = "") -> list[str]:
         """Requests: counts per state, the newest done ones, every open or deferred one (the newest
         in full, older ones by recall id), the newest withdrawn ones. A request whose text states a
-        rule the user replaced since says so on its line (``replaced``: old text -> entry id)."""
+        rule the user replaced since says so on its line (``replaced``: old text -> entry id). A
+        done one whose line ``shown`` (the text before the ledger) already holds is named by id."""
 
         def history(text: str) -> str:
             by = next((entry for old, entry in replaced.items() if old in text), None)
@@ -525,6 +526,10 @@ class Ledger:
                 same[-1].append(r)
             else:
                 same.append([r])
+        above = [g for g in same if shown and one_line(g[0].text, SHOW_REQUEST_CHARS).rstrip("…") in shown and not history(g[0].text)]
+        if above:
+            same = [g for g in same if g not in above]
+            lines.append(f"- [x] {len(above)} more done, written out in the summary above: entries {', '.join(r.entry_id for g in above for r in g)}")
         lines.extend(
             f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
             if len(g) == 1
@@ -565,7 +570,7 @@ class Ledger:
         shown = current[:SHOW_FILES]
         return ", ".join(shown) + (f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else "")
 
-    def render(self, replaced: Mapping[str, str] | None = None) -> str:
+    def render(self, replaced: Mapping[str, str] | None = None, shown: str = "") -> str:
         """The ``<ledger>`` machine block the model reads after compaction.
 
         Every section has its own budget (``SHOW_*``) so the block reaches a fixed size early in a
@@ -573,10 +578,12 @@ class Ledger:
         ones as a count plus the newest ids (recallable); a failed attempt followed by the same
         command succeeding is one line; the newest names, files, commands and errors, with totals.
         ``replaced`` maps texts the user replaced since (a revised rule) to the replacing entry.
+        ``shown`` is the checkpoint text before the block (the narrative): a done request it
+        already writes out is named by entry id only, so the handoff states each request once.
         """
         lines: list[str] = []
         if self.requests or self.request_total:
-            lines.extend(self._request_lines(replaced or {}))
+            lines.extend(self._request_lines(replaced or {}, shown))
         if self.names:
             lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
         if self.files_modified:
