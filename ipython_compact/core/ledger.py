@@ -601,10 +601,10 @@ class Ledger:
                     merged[-1] = (c, merged[-1][1] + 1)
                 else:
                     merged.append((c, 0))
-            shown = merged[-SHOW_COMMANDS:]
-            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {len(shown)}):")
+            last = merged[-SHOW_COMMANDS:]
+            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {len(last)}):")
             lines.extend(
-                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry {c.entry_id})" for c, n in shown
+                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry {c.entry_id})" for c, n in last
             )
         if self.errors:
             shown_errors = self.errors[-SHOW_ERRORS:]
