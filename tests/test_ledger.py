@@ -226,6 +226,6 @@ def test_done_requests_the_summary_above_already_writes_out_are_listed_by_id() -
     narrative = "### Done\n- [x] request 0004: look at part 0004 → Done.\n- [x] request 0005: look at part 0005 → Done."
     text = led.render(shown=narrative)
     assert "- [x] request 0003: look at part 0003  (entry u0003)" in text
-    assert "- [x] 2 more done, written out in the summary above: entries u0004, u0005" in text
+    assert "- [x] 2 done, written out in the summary above: entries u0004, u0005" in text
     assert (narrative + text).count("look at part 0004") == 1
     assert led.render().count("look at part 0004") == 1  # without a narrative: every line in full

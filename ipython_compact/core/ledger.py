@@ -136,6 +136,8 @@ class ArtifactRecord:
 _ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
 _ARTIFACT_HINTS: Final = ("sav", "wro", "writ", "creat", "export", "commit", "stor", "checkpoint", "dump")
 ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
+# what ``git commit`` prints first: "[main 1a2b3c4] message", "[main (root-commit) 1a2b3c4] ..."
+_GIT_COMMIT_LINE: Final = re.compile(r"^\[[^\s\[\]]+(?: \([\w-]+\)| HEAD)? ([0-9a-f]{7,40})\] \S")
 
 
 def _edge_lines(text: str, count: int) -> list[str]:
@@ -161,14 +163,17 @@ def _edge_lines(text: str, count: int) -> list[str]:
 
 def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
     """Files and commits an output says it produced, on its first or last ``ARTIFACT_LINES``
-    lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader", "wrote 12 rows to out.csv")."""
+    lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader" as git prints it, "wrote 12
+    rows to out.csv")."""
     lines = [ln for ln in _edge_lines(text, ARTIFACT_LINES) if len(ln) < 2000]
-    edges = "\n".join(lines).lower()
-    if not any(h in edges for h in _ARTIFACT_HINTS) or not _ARTIFACT_LINE.search(edges):
-        return []
     out: list[tuple[Literal["file", "commit"], str]] = []
+    edges = "\n".join(lines).lower()
+    verbs = any(h in edges for h in _ARTIFACT_HINTS) and _ARTIFACT_LINE.search(edges) is not None
     for line in dict.fromkeys(lines):
-        if not _ARTIFACT_LINE.search(line):
+        git = _GIT_COMMIT_LINE.match(line) if line.startswith("[") else None
+        if git and ("commit", git.group(1)) not in out:
+            out.append(("commit", git.group(1)))
+        if not verbs or not _ARTIFACT_LINE.search(line):
             continue
         for cls, value in extract_identifiers(line):
             kind: Literal["file", "commit"] | None = "file" if cls == "path" else "commit" if cls == "commit" else None
@@ -529,7 +534,7 @@ class Ledger:
         above = [g for g in same if shown and one_line(g[0].text, SHOW_REQUEST_CHARS).rstrip("…") in shown and not history(g[0].text)]
         if above:
             same = [g for g in same if g not in above]
-            lines.append(f"- [x] {len(above)} more done, written out in the summary above: entries {', '.join(r.entry_id for g in above for r in g)}")
+            lines.append(f"- [x] {len(above)} done, written out in the summary above: entries {', '.join(r.entry_id for g in above for r in g)}")
         lines.extend(
             f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
             if len(g) == 1
