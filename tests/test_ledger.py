@@ -229,3 +229,13 @@ def test_done_requests_the_summary_above_already_writes_out_are_listed_by_id() -
     assert "- [x] 2 done, written out in the summary above: entries u0004, u0005" in text
     assert (narrative + text).count("look at part 0004") == 1
     assert led.render().count("look at part 0004") == 1  # without a narrative: every line in full
+
+
+def test_a_long_request_is_clipped_at_a_sentence_end() -> None:
+    """The ledger shows a long request up to its last whole sentence that fits, then " …" (the
+    rest is one recall away), never cut inside a word or a path."""
+    long = ("Step 44: look at score sample bucket variance split score and tell me what changes. "
+            "Use pandas==2.2.3 exactly, the cluster image pins it. Save the result to /work/derived/features_v44/part-0044.parquet.")
+    text = Ledger().update([user("u1", long), answer("a1", "Done with step 44.")]).render()
+    assert "- [x] Step 44: look at score sample bucket variance split score and tell me what changes. Use pandas==2.2.3 exactly, the cluster image pins it. …  (entry u1)" in text
+    assert "/work/d" not in text

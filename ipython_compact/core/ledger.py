@@ -182,6 +182,15 @@ def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
     return out
 
 
+def shown_request(text: str, limit: int) -> str:
+    """A request as a list line shows it: up to its last whole sentence within ``limit``
+    characters, then " …" when sentences were left out (the entry id recalls the rest); a first
+    sentence longer than that is cut at a word boundary (``clip_sentences``)."""
+    one = " ".join(text.split())
+    clipped = clip_sentences(one, limit - 2)
+    return clipped if clipped == one or clipped.endswith("…") else f"{clipped} …"
+
+
 def one_line(text: str, limit: int) -> str:
     """``text`` with its whitespace runs collapsed to single spaces, cut to ``limit`` characters
     (the last one an ellipsis when anything was cut)."""
@@ -531,18 +540,18 @@ class Ledger:
                 same[-1].append(r)
             else:
                 same.append([r])
-        above = [g for g in same if shown and one_line(g[0].text, SHOW_REQUEST_CHARS).rstrip("…") in shown and not history(g[0].text)]
+        above = [g for g in same if shown and shown_request(g[0].text, SHOW_REQUEST_CHARS).rstrip(" …") in shown and not history(g[0].text)]
         if above:
             same = [g for g in same if g not in above]
             lines.append(f"- [x] {len(above)} done, written out in the summary above: entries {', '.join(r.entry_id for g in above for r in g)}")
         lines.extend(
-            f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
+            f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
             if len(g) == 1
-            else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
+            else f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
             for g in same
         )
         for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
-            lines.append(f"- [-] withdrawn: {one_line(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
+            lines.append(f"- [-] withdrawn: {shown_request(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
         # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by id
         pending = [r for r in self.requests if r.status in ("open", "deferred")]
         full = {id(r) for r in [r for r in pending if r.status == "deferred"][-SHOW_OPEN:] + [r for r in pending if r.status == "open"][-SHOW_OPEN:]}
