@@ -179,14 +179,15 @@ def view_text(store: SessionStore, session: str, *, naive: bool) -> tuple[str, s
 def gists(text: str) -> list[tuple[str, str]]:
     """(entry id, gist text) for every pointer in the context: its line plus the indented lines
     under it; an index item of the ``<externalized>`` block (``ID subject``) is a pointer whose
-    gist is its subject."""
+    gist is its subject (outputs of one subject share an item: ``ID, ID subject``)."""
     lines = text.split("\n")
     out = []
     for i, line in enumerate(lines):
         if line.startswith(INDEX_HEADER):
-            for item in line[len(INDEX_HEADER) :].split(" · "):
-                entry_id, _, subject = item.strip().partition(" ")
-                out.append((entry_id, subject))
+            for item in line[len(INDEX_HEADER) :].split(" · "):  # "ID subject" or "ID, ID, ID subject"
+                ids, _, subject = item.strip().rpartition(", ")
+                last, _, subject = subject.partition(" ")
+                out.extend((entry_id, subject) for entry_id in [*(ids.split(", ") if ids else []), last])
             continue
         for m in _POINTER.finditer(line):
             body = [line]

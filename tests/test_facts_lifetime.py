@@ -20,6 +20,21 @@ def m(eid: str, role: str, text: str, **extra: Any) -> Entry:
 
 
 @pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        ("[main 1a2b3c4] fix loader\n 1 file changed, 3 insertions(+)", [("commit", "1a2b3c4")]),  # git's own words
+        ("[main (root-commit) 9f8e7d6] first commit\n 2 files changed", [("commit", "9f8e7d6")]),
+        ("[feature/api-v2 0123456] rename the client", [("commit", "0123456")]),  # all digits is a hash too
+        ("x\n" * 40 + "[detached HEAD abcdef1] wip", [("commit", "abcdef1")]),  # on the last lines
+        ("[1, 2, 3]\n[4 5]", []),  # a printed list is not a commit
+        ("x\n" * 10 + "[main 1a2b3c4] fix loader\n" + "x\n" * 10, []),  # not on the first or last lines
+    ],
+)
+def test_a_commit_git_printed_is_an_artifact(output: str, found: list[tuple[str, str]]) -> None:
+    assert output_artifacts(output) == found
+
+
+@pytest.mark.parametrize(
     ("new", "old", "replaces"),
     [
         ("Actually, use DuckDB for storage instead of Postgres.", "Use Postgres for storage.", True),  # names what it replaces

@@ -203,3 +203,26 @@ def test_a_request_answered_in_the_kept_tail_is_done(later: list[Entry], status:
     led = Ledger().update(SESSION).settle_answered(later)  # SESSION ends with an open "Now plot it"
     assert [(r.text, r.status) for r in led.requests] == [("Please fix the loader", "done"), ("Now plot it", status)]
     assert ("- [x] Now plot it" in led.render()) is (status == "done")
+
+
+def test_done_requests_the_summary_above_already_writes_out_are_listed_by_id() -> None:
+    """The ledger follows the narrative in the checkpoint: a done request whose text the narrative
+    already shows (its Done line, a split turn's Original Request) is named by entry id only, so
+    the handoff states each request once; the others keep their line."""
+    led = Ledger().update(_rounds(6))
+    narrative = "### Done\n- [x] request 0004: look at part 0004 → Done.\n- [x] request 0005: look at part 0005 → Done."
+    text = led.render(shown=narrative)
+    assert "- [x] request 0003: look at part 0003  (entry u0003)" in text
+    assert "- [x] 2 done, written out in the summary above: entries u0004, u0005" in text
+    assert (narrative + text).count("look at part 0004") == 1
+    assert led.render().count("look at part 0004") == 1  # without a narrative: every line in full
+
+
+def test_a_long_request_is_clipped_at_a_sentence_end() -> None:
+    """The ledger shows a long request up to its last whole sentence that fits, then " …" (the
+    rest is one recall away), never cut inside a word or a path."""
+    long = ("Step 44: look at score sample bucket variance split score and tell me what changes. "
+            "Use pandas==2.2.3 exactly, the cluster image pins it. Save the result to /work/derived/features_v44/part-0044.parquet.")
+    text = Ledger().update([user("u1", long), answer("a1", "Done with step 44.")]).render()
+    assert "- [x] Step 44: look at score sample bucket variance split score and tell me what changes. Use pandas==2.2.3 exactly, the cluster image pins it. …  (entry u1)" in text
+    assert "/work/d" not in text

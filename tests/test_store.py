@@ -190,6 +190,32 @@ def test_context_view_is_the_same_whatever_the_cache_size(location: str | Path, 
         assert s.context_path("s") == expected
 
 
+def test_a_large_cold_context_view_read_in_row_order_is_the_path(tmp_path: Path) -> None:
+    """Over 500 uncached entries are read by row number (``seq``), not by id: two sessions
+    written in turns (their rows interleave) and a side branch must still give each path."""
+    with SessionStore(tmp_path / "big.db", clock=counting_clock(), new_id=counting_ids(), cache_entries=0) as s:
+        s.create_session("s")
+        s.create_session("t")
+        for i in range(0, 1400, 100):
+            s.append_many("s", [("message", user(f"s {j}") if j % 2 == 0 else assistant(f"s {j}")) for j in range(i, i + 100)])
+            s.append_many("t", [("message", user(f"t {j}")) for j in range(i, i + 50)])
+        fork = s.path("s")[900].id
+        main_leaf = s.leaf("s")
+        s.set_leaf("s", fork)
+        s.append_many("s", [("message", assistant(f"side {j}")) for j in range(600)])
+        side = s.path("s")
+        s.set_leaf("s", main_leaf)
+        main = s.path("s")
+        s.clear_cache()
+        assert s.context_path("s") == main
+        assert [e.data["message"]["content"] for e in s.context_path("s", side[-1].id)[-2:]] == [
+            e.data["message"]["content"] for e in side[-2:]
+        ]
+        assert s.context_path("s", side[-1].id) == side
+        assert len(main) == 1400 and len(side) == 901 + 600
+        assert s.context_path("t") == s.path("t")
+
+
 @pytest.mark.parametrize("kinds", [{"compaction"}, {"pin", "compaction"}, {"message"}, set()])
 def test_path_filtered_by_kind_equals_filtering_the_full_path(store: SessionStore, kinds: set[str]) -> None:
     made = _build_with_compactions(store, 30, 8)

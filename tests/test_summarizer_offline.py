@@ -332,3 +332,13 @@ def test_pi_session_summary_reads_like_a_summary() -> None:
     tracked = {i.text for i in track_identifiers([], entries, max_count=10_000, max_chars=10**7)}
     assert not {"/dev/null", "and/or", "console.log", "I/O", "model/thinking", "/usr/bin/env"} & tracked
     assert "/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/core/agent-session.ts" in tracked
+
+
+def test_a_long_item_is_cut_at_a_word_boundary() -> None:
+    """An item longer than its budget (a focus sentence of 300+ characters) ends on a whole word
+    and an ellipsis, never inside a word or a path."""
+    words = " ".join(f"column_{i:03d}" for i in range(40))
+    sentence = f"The mean of the sales columns is stable across {words} and the rest."
+    text = offline_summary([m("u1", "user", "Check the sales means."), m("a1", "assistant", sentence, stopReason="stop")], focus="sales means")
+    item = next(line for line in text.splitlines() if line.startswith("- The mean of the sales columns"))
+    assert item.endswith("…") and item[:-1].rstrip().split()[-1] in sentence.split()

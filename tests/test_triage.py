@@ -199,3 +199,21 @@ def test_older_pointers_become_index_items_and_the_block_stops_growing() -> None
     assert lines[0].startswith(f"{INDEX_HEADER} r{first} feat_gbm_{first:02d}ab · r{first + 1} feat_gbm_{first + 1:02d}ab · ")
     assert "  tail: finished run-7f3a2c: auc=0.763" in lines and "[entry r99 · 119 lines · recall r99] python output, 8,408 chars" in lines
     assert max(sizes[70:]) - min(sizes[70:]) < 20  # a fixed size once full
+
+
+def test_older_outputs_of_one_subject_are_one_index_item() -> None:
+    """A loop calling ``load_step(k, seed=1337)`` has one subject: the index names it once, with
+    every id (oldest first), and outputs of other subjects stay items of their own."""
+    from ipython_compact.core.triage import CARRIED_WITH_GIST, INDEX_HEADER, externalized_lines
+
+    pointers: list[dict[str, Any]] = [
+        {"entry_id": f"o{k}", "tool": "python", "lines": 900, "chars": 50_000, "subject": "seed=1337"} for k in range(3)
+    ]
+    pointers.insert(1, {"entry_id": "x1", "tool": "python", "lines": 900, "chars": 50_000, "subject": "feat_gbm_01fa"})
+    pointers.append({"entry_id": "b1", "tool": "bash", "lines": 900, "chars": 50_000})
+    gist = {"head": ["first"], "tail": ["last"]}
+    pointers += [{"entry_id": f"n{k}", "tool": "python", "lines": 900, "chars": 50_000, "gist": gist} for k in range(CARRIED_WITH_GIST)]
+    lines = externalized_lines(pointers)
+    assert lines[0] == f"{INDEX_HEADER} o0, o1, o2 seed=1337 · x1 feat_gbm_01fa · b1 bash"
+    assert lines[0].count("seed=1337") == 1
+    assert sum(line.startswith("[entry n") for line in lines) == CARRIED_WITH_GIST

@@ -371,7 +371,7 @@ class Compactor:
             parts.append(work.anchors.render())
         parts.append(narrative.strip())
         if self.use_ledger:
-            parts.append(ledger.render(work.anchors.replaced_by_entry()))
+            parts.append(ledger.render(work.anchors.replaced_by_entry(), shown="\n".join(parts)))  # each request once
         parts.append(
             render_block(
                 "externalized",

@@ -136,6 +136,8 @@ class ArtifactRecord:
 _ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
 _ARTIFACT_HINTS: Final = ("sav", "wro", "writ", "creat", "export", "commit", "stor", "checkpoint", "dump")
 ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
+# what ``git commit`` prints first: "[main 1a2b3c4] message", "[main (root-commit) 1a2b3c4] ..."
+_GIT_COMMIT_LINE: Final = re.compile(r"^\[[^\s\[\]]+(?: \([\w-]+\)| HEAD)? ([0-9a-f]{7,40})\] \S")
 
 
 def _edge_lines(text: str, count: int) -> list[str]:
@@ -161,20 +163,32 @@ def _edge_lines(text: str, count: int) -> list[str]:
 
 def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
     """Files and commits an output says it produced, on its first or last ``ARTIFACT_LINES``
-    lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader", "wrote 12 rows to out.csv")."""
+    lines ("saved models/churn_v3.pkl", "[main 1a2b3c4] fix loader" as git prints it, "wrote 12
+    rows to out.csv")."""
     lines = [ln for ln in _edge_lines(text, ARTIFACT_LINES) if len(ln) < 2000]
-    edges = "\n".join(lines).lower()
-    if not any(h in edges for h in _ARTIFACT_HINTS) or not _ARTIFACT_LINE.search(edges):
-        return []
     out: list[tuple[Literal["file", "commit"], str]] = []
+    edges = "\n".join(lines).lower()
+    verbs = any(h in edges for h in _ARTIFACT_HINTS) and _ARTIFACT_LINE.search(edges) is not None
     for line in dict.fromkeys(lines):
-        if not _ARTIFACT_LINE.search(line):
+        git = _GIT_COMMIT_LINE.match(line) if line.startswith("[") else None
+        if git and ("commit", git.group(1)) not in out:
+            out.append(("commit", git.group(1)))
+        if not verbs or not _ARTIFACT_LINE.search(line):
             continue
         for cls, value in extract_identifiers(line):
             kind: Literal["file", "commit"] | None = "file" if cls == "path" else "commit" if cls == "commit" else None
             if kind and (kind, value) not in out:
                 out.append((kind, value))
     return out
+
+
+def shown_request(text: str, limit: int) -> str:
+    """A request as a list line shows it: up to its last whole sentence within ``limit``
+    characters, then " …" when sentences were left out (the entry id recalls the rest); a first
+    sentence longer than that is cut at a word boundary (``clip_sentences``)."""
+    one = " ".join(text.split())
+    clipped = clip_sentences(one, limit - 2)
+    return clipped if clipped == one or clipped.endswith("…") else f"{clipped} …"
 
 
 def one_line(text: str, limit: int) -> str:
@@ -499,10 +513,11 @@ class Ledger:
         found["done"] = max(found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"])
         return found
 
-    def _request_lines(self, replaced: Mapping[str, str]) -> list[str]:
+    def _request_lines(self, replaced: Mapping[str, str], shown: str = "") -> list[str]:
         """Requests: counts per state, the newest done ones, every open or deferred one (the newest
         in full, older ones by recall id), the newest withdrawn ones. A request whose text states a
-        rule the user replaced since says so on its line (``replaced``: old text -> entry id)."""
+        rule the user replaced since says so on its line (``replaced``: old text -> entry id). A
+        done one whose line ``shown`` (the text before the ledger) already holds is named by id."""
 
         def history(text: str) -> str:
             by = next((entry for old, entry in replaced.items() if old in text), None)
@@ -525,14 +540,18 @@ class Ledger:
                 same[-1].append(r)
             else:
                 same.append([r])
+        above = [g for g in same if shown and shown_request(g[0].text, SHOW_REQUEST_CHARS).rstrip(" …") in shown and not history(g[0].text)]
+        if above:
+            same = [g for g in same if g not in above]
+            lines.append(f"- [x] {len(above)} done, written out in the summary above: entries {', '.join(r.entry_id for g in above for r in g)}")
         lines.extend(
-            f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
+            f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
             if len(g) == 1
-            else f"- [x] {one_line(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
+            else f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
             for g in same
         )
         for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
-            lines.append(f"- [-] withdrawn: {one_line(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
+            lines.append(f"- [-] withdrawn: {shown_request(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
         # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by id
         pending = [r for r in self.requests if r.status in ("open", "deferred")]
         full = {id(r) for r in [r for r in pending if r.status == "deferred"][-SHOW_OPEN:] + [r for r in pending if r.status == "open"][-SHOW_OPEN:]}
@@ -565,7 +584,7 @@ class Ledger:
         shown = current[:SHOW_FILES]
         return ", ".join(shown) + (f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else "")
 
-    def render(self, replaced: Mapping[str, str] | None = None) -> str:
+    def render(self, replaced: Mapping[str, str] | None = None, shown: str = "") -> str:
         """The ``<ledger>`` machine block the model reads after compaction.
 
         Every section has its own budget (``SHOW_*``) so the block reaches a fixed size early in a
@@ -573,10 +592,12 @@ class Ledger:
         ones as a count plus the newest ids (recallable); a failed attempt followed by the same
         command succeeding is one line; the newest names, files, commands and errors, with totals.
         ``replaced`` maps texts the user replaced since (a revised rule) to the replacing entry.
+        ``shown`` is the checkpoint text before the block (the narrative): a done request it
+        already writes out is named by entry id only, so the handoff states each request once.
         """
         lines: list[str] = []
         if self.requests or self.request_total:
-            lines.extend(self._request_lines(replaced or {}))
+            lines.extend(self._request_lines(replaced or {}, shown))
         if self.names:
             lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
         if self.files_modified:
@@ -594,10 +615,10 @@ class Ledger:
                     merged[-1] = (c, merged[-1][1] + 1)
                 else:
                     merged.append((c, 0))
-            shown = merged[-SHOW_COMMANDS:]
-            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {len(shown)}):")
+            last = merged[-SHOW_COMMANDS:]
+            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {len(last)}):")
             lines.extend(
-                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry {c.entry_id})" for c, n in shown
+                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry {c.entry_id})" for c, n in last
             )
         if self.errors:
             shown_errors = self.errors[-SHOW_ERRORS:]

@@ -127,7 +127,8 @@ _ITEM_PREFIX: Final = re.compile(r"^(?:[-*]\s+(?:\[[ xX]\]\s+)?|\d+\.\s+)")
 
 
 def _clip(text: str, limit: int = ITEM_CHARS) -> str:
-    return one_line(text, limit)
+    """An item on one line: whole sentences that fit, else its first cut at a word boundary."""
+    return clip_sentences(text, limit)
 
 
 def user_decisions(text: str) -> list[str]:

@@ -202,11 +202,17 @@ def carry_pointers(carried: Sequence[Mapping[str, Any]], new: Sequence[Mapping[s
 
 def externalized_lines(pointers: Sequence[Mapping[str, Any]]) -> list[str]:
     """The ``<externalized>`` block's lines: one index line for the pointers without a gist
-    (``INDEX_HEADER`` then ``ID subject`` items), then each pointer with a gist (``pointer_lines``)."""
+    (``INDEX_HEADER`` then ``ID subject`` items), then each pointer with a gist (``pointer_lines``).
+    Outputs of one subject are one item, their ids oldest first (``ID, ID, ID subject``): a loop
+    that calls ``load_step(k, seed=1337)`` 60 times names its subject once, not 60 times (the
+    repeats were a third of the index and kept it growing for 90 compactions)."""
     index = [p for p in pointers if not p.get("gist")]
     out = []
     if index:
-        items = [f"{p.get('entry_id')} {p.get('subject') or p.get('tool', '')}".rstrip() for p in index]
+        groups: dict[str, list[str]] = {}
+        for p in index:
+            groups.setdefault(str(p.get("subject") or p.get("tool", "")), []).append(str(p.get("entry_id")))
+        items = [f"{', '.join(ids)} {subject}".rstrip() for subject, ids in groups.items()]
         out.append(f"{INDEX_HEADER} " + " · ".join(items))
     for p in pointers:
         if p.get("gist"):

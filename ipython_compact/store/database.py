@@ -119,26 +119,33 @@ class Database:
     def sid(self, conn: Conn, name: str) -> int:
         return self.session_row(conn, name).sid
 
-    def cached_entries(self, conn: Conn, sid: int, ids: Sequence[str]) -> list[Entry]:
-        """The entries with ``ids`` (in that order), parsed once and kept in a bounded LRU cache."""
+    def cached_entries(self, conn: Conn, sid: int, ids: Sequence[str], seqs: Sequence[int] = ()) -> list[Entry]:
+        """The entries with ``ids`` (in that order), parsed once and kept in a bounded LRU cache.
+        With their ``seqs`` (row numbers), the missing ones are read in row order: a lookup by a
+        random id touches a random page, and on a 200k-entry path those reads grew faster than it."""
         with self.lock:
-            return self._cached_entries(conn, sid, ids)
+            return self._cached_entries(conn, sid, ids, seqs)
 
-    def _cached_entries(self, conn: Conn, sid: int, ids: Sequence[str]) -> list[Entry]:
+    def _cached_entries(self, conn: Conn, sid: int, ids: Sequence[str], seqs: Sequence[int] = ()) -> list[Entry]:
         cache = self.entry_cache
         missing = [i for i in ids if (sid, i) not in cache]
+        by_row = len(seqs) == len(ids) and len(missing) > 500
+        keys: Sequence[Any] = (
+            sorted(s for i, s in zip(ids, seqs, strict=True) if (sid, i) not in cache) if by_row else missing
+        )
         # Parsing creates only acyclic values (JSON), so the cyclic collector has nothing to find;
         # left on, its full passes over an ever larger heap make a 200k-entry read super-linear.
         collecting = gc.isenabled() and len(missing) > 10_000
         if collecting:
             gc.disable()
         try:
-            for start in range(0, len(missing), 500):
-                chunk = missing[start : start + 500]
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for row in conn.execute(
-                    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
-                ):
+                # seq: the table's own key, so the rows come in the order they sit on disk
+                where = f"seq IN ({marks})" if by_row else f"session_id = ? AND id IN ({marks})"
+                params = tuple(chunk) if by_row else (sid, *chunk)
+                for row in conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE {where}", params):
                     cache[(sid, row[0])] = row_entry(row)
         finally:
             if collecting:

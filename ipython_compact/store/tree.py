@@ -396,20 +396,20 @@ class Tree:
             head, leaf_depth = row[0], int(row[1])
             rows = conn.execute(
                 f"""
-                WITH RECURSIVE up(n, id, parent_id, tokens_density, tokens_chars4) AS (
-                    SELECT 0, id, parent_id, tokens_density, tokens_chars4 FROM entries
+                WITH RECURSIVE up(n, id, parent_id, tokens_density, tokens_chars4, seq) AS (
+                    SELECT 0, id, parent_id, tokens_density, tokens_chars4, seq FROM entries
                     WHERE session_id = :sid AND id = :leaf
                     UNION ALL
-                    SELECT up.n + 1, e.id, e.parent_id, e.tokens_density, e.tokens_chars4
+                    SELECT up.n + 1, e.id, e.parent_id, e.tokens_density, e.tokens_chars4, e.seq
                     FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
                     WHERE up.id {self.db.dialect.is_distinct} :stop
                 )
-                SELECT id, parent_id, tokens_density, tokens_chars4 FROM up ORDER BY n DESC
+                SELECT id, parent_id, tokens_density, tokens_chars4, seq FROM up ORDER BY n DESC
                 """,
                 {"sid": sid, "leaf": start, "stop": head},
             ).fetchall()
             self._check_reached_top(rows[0], head)
-            entries = self.db.cached_entries(conn, sid, [r[0] for r in rows])
+            entries = self.db.cached_entries(conn, sid, [r[0] for r in rows], seqs=[r[4] for r in rows])
         return ContextView(
             session=session,
             leaf_id=start,
