@@ -49,6 +49,17 @@ MAX_BODY = 256 * 1024 * 1024
 slice of a context variable, and an engine's input (a 20M-character corpus) is fetched through it."""
 
 
+
+class _LoopbackServer(ThreadingHTTPServer):
+    """One thread per call, and a listen backlog for a batch's fan-out.
+
+    socketserver's default backlog is 5: sixteen threads of ``llm_query_batched`` connecting at once
+    on a loaded machine overflowed it, and the kernel saw "connection reset by peer".
+    """
+
+    daemon_threads = True
+    request_queue_size = 256
+
 class SubcallBroker:
     """Serves ``handlers`` (a mapping, or a resolver called per request) to kernel code; use as a
     context manager or call ``start``/``stop``. ``calls`` counts the calls per op."""
@@ -85,8 +96,7 @@ class SubcallBroker:
 
     def start(self) -> SubcallBroker:
         if self._httpd is None:
-            httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
-            httpd.daemon_threads = True
+            httpd = _LoopbackServer(("127.0.0.1", 0), _handler_class(self))
             self._httpd = httpd
             self._thread = threading.Thread(target=httpd.serve_forever, name="subcall-broker", daemon=True)
             self._thread.start()
