@@ -40,7 +40,8 @@ def _no_env_window(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_listed_model_without_a_window_on_its_card_gets_the_known_window() -> None:
     with ModelServer(model="gpt-4o-mini") as srv:
-        assert resolve_model_and_window(make_client(srv.base_url, None), "gpt-4o-mini", None) == ("gpt-4o-mini", 128_000)
+        got = resolve_model_and_window(make_client(srv.base_url, None), "gpt-4o-mini", None)
+    assert got == ("gpt-4o-mini", 128_000)
 
 
 def test_the_card_and_the_environment_come_before_the_table(monkeypatch: pytest.MonkeyPatch) -> None:

