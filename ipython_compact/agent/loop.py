@@ -242,8 +242,7 @@ class Agent:
                              tree=self._tree, session=self.session)
         self._bridge = self._start_bridge(client, logged) if subcalls else None
         self._overflow = OverflowEpisode(
-            self._log, self._scheduler, self._caps, model=lambda: self.model, provider=lambda: self.provider,
-            window=lambda: self.context_window, enabled=lambda: self.settings.enabled,
+            self._log, self._scheduler, self._caps, current=self,
             capped=lambda message: self._capped("compaction_cap", message, 0))
         self._runner = ToolRunner(self._log, self._supervisor, max_output_chars=max_output_chars, abort=self._abort,
                                   take_final=self._bridge.take_final if self._bridge is not None else None)
