@@ -262,7 +262,7 @@ class Agent:
             registry.restore(e for e in logged if e.kind == CUSTOM)
         bridge = RlmBridge(
             self._log, ModelCaller(client, request_timeout=o.request_timeout, tools=()),
-            model=lambda: self.model, provider=lambda: self.provider, registry=registry,
+            current=self, registry=registry,
             budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
             result_chars=o.sub_agent_result_chars, final_chars=o.final_answer_chars,
             max_concurrent=o.max_concurrent_subcalls, too_large=self._too_large, sub_model=o.sub_model).start()

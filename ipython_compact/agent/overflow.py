@@ -19,9 +19,9 @@ What must hold:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from ipython_compact.agent.caps import RunCaps
+from ipython_compact.agent.current_model import CurrentModel
 from ipython_compact.agent.events import TurnResult
 from ipython_compact.agent.model_caller import ModelAnswer
 from ipython_compact.agent.openai_chat import error_message
@@ -34,25 +34,8 @@ from ipython_compact.core.overflow import (
     message_is_overflow,
     overflow_step,
 )
-from ipython_compact.core.settings import CompactionSettings
 
 Capped = Callable[[str], TurnResult]
-
-
-class CurrentModel(Protocol):
-    """What the episode reads from its agent each time it needs it (``switch_model`` changes it)."""
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def provider(self) -> str: ...
-
-    @property
-    def context_window(self) -> int: ...
-
-    @property
-    def settings(self) -> CompactionSettings: ...
 
 
 class OverflowEpisode:
