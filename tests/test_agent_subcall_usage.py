@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 from ipython_compact import SessionStore
 from ipython_compact.agent.model_caller import ModelCaller
@@ -38,7 +39,7 @@ def test_parallel_llm_queries_are_each_charged_their_own_usage(tmp_path: Path) -
 
     with ModelServer(answer, context_window=8000) as srv:
         bridge = RlmBridge(SessionLog(store, "s"), ModelCaller(make_client(srv.base_url, None), tools=()),
-                           model=lambda: "local-model", provider=lambda: "openai", registry=None,
+                           current=SimpleNamespace(model="local-model", provider="openai"), registry=None,
                            budget_left=lambda: None, spent=spent)
         threads = [threading.Thread(target=bridge.llm_query, args=(f"question {i}",)) for i in range(THREADS)]
         for t in threads:

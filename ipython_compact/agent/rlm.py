@@ -38,6 +38,7 @@ from typing import Any
 
 from ipython_compact.agent import rlm_kernel
 from ipython_compact.agent.context_payload import decode_context, encode_context
+from ipython_compact.agent.current_model import CurrentModel
 from ipython_compact.agent.kernel_calls import kernel_call
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.model_caller import ModelAnswer, ModelCaller
@@ -149,13 +150,14 @@ def parse_final(raw: Any, limit: int) -> dict[str, Any] | None:
 class RlmBridge:
     """The broker and its handlers for one agent (see the module docstring).
 
-    ``budget_left`` says how many tokens the call tree may still spend (None = no budget);
+    ``current`` is the agent (its model and provider, read at each call: ``switch_model`` changes
+    them); ``budget_left`` says how many tokens the call tree may still spend (None = no budget);
     ``spent`` is told what each ``llm_query`` cost. ``too_large(text, what)`` returns why a prompt
     or task text cannot fit the window (None when it fits). ``sub_model`` is ``llm_query``'s model
     when the call names none (default: the agent's).
     """
 
-    def __init__(self, log: Any, caller: ModelCaller, *, model: Callable[[], str], provider: Callable[[], str],
+    def __init__(self, log: Any, caller: ModelCaller, *, current: CurrentModel,
                  registry: SubAgentRegistry | None, budget_left: Callable[[], int | None],
                  spent: Callable[[int], None], result_chars: int = 4000,
                  final_chars: int = FINAL_CHARS, max_concurrent: int = MAX_CONCURRENT,
@@ -166,8 +168,7 @@ class RlmBridge:
             raise ValueError(f"final_answer_chars must be at least 100, got {final_chars}")
         self.log = log
         self.caller = caller
-        self._model = model
-        self._provider = provider
+        self._current = current
         self.registry = registry
         self._budget_left = budget_left
         self._spent = spent
@@ -226,12 +227,12 @@ class RlmBridge:
         if model is not None and (not isinstance(model, str) or not model.strip()):
             raise ValueError(f"llm_query's model must be a model name (text), got {model!r}")
         self._check_budget("llm_query")
-        chosen = model or self.sub_model or self._model()
-        if chosen == self._model():  # another model's window is unknown here: its server decides
+        chosen = model or self.sub_model or self._current.model
+        if chosen == self._current.model:  # another model's window is unknown here: its server decides
             self._check_size(prompt, "llm_query prompt")
         self.subcalls += 1
         self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt), model=chosen)
-        answer = self.caller.call([{"role": "user", "content": prompt}], model=chosen, provider=self._provider())
+        answer = self.caller.call([{"role": "user", "content": prompt}], model=chosen, provider=self._current.provider)
         if answer.message is None:
             raise SubcallFailed(self._failure(answer, chosen))
         # This call's own usage: the caller's running total also moves with other threads' calls.

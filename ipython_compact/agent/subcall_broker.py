@@ -158,8 +158,8 @@ def _handler_class(broker: SubcallBroker) -> type[BaseHTTPRequestHandler]:
         def _reply(self, status: int, payload: Mapping[str, Any]) -> None:
             body = json.dumps(payload, allow_nan=False).encode()
             if len(body) > broker.max_body:
-                status, body = 413, json.dumps({"ok": False, "error": f"the reply is {len(body):,} bytes, over the "
-                                                                      f"bridge's limit of {broker.max_body:,}"}).encode()
+                too_big = f"the reply is {len(body):,} bytes, over the bridge's limit of {broker.max_body:,}"
+                status, body = 413, json.dumps({"ok": False, "error": too_big}).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
