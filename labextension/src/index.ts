@@ -56,7 +56,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         created.title.icon = compactIcon;
         created.disposed.connect(() => wideViews.delete(notebook));
         wideViews.set(notebook, created);
-        app.shell.add(created, 'main', { mode: 'split-right' });
+        app.shell.add(created, 'main', { mode: 'split-bottom' }); // full width: the point of the wide view
         widget = created;
       }
       app.shell.activateById(widget.id);

@@ -31,12 +31,6 @@ import { KernelReads } from './reads';
 import { RequestPath } from './requests';
 import { NotebookViewState } from './view_state';
 
-export { ACTION_TIMEOUT_MS, COMPACT_TIMEOUT_MS, IActionResult } from './actions';
-export { ConnectionState, LOAD_CODE } from './connector';
-export { BUSY_POLL_MS, MAX_POLL_MS } from './poller';
-export { SingleFlight } from './requests';
-export { NAMES_PAGE } from './view_state';
-
 /** What the panel says instead of an error while replies are lost to an output flood. */
 export const FLOOD_NOTE = 'kernel output is flooding; the panel will refresh when it calms down';
 

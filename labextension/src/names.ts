@@ -127,7 +127,11 @@ export function renderNamesTable(
     const type = row.insertCell();
     type.className = 'jp-IpythonCompact-type';
     const qualified = info.module ? `${info.module}.${info.type}` : info.type;
-    type.textContent = wide ? qualified : info.type;
+    if (wide) {
+      type.textContent = qualified; // the wide view has room: never wrapped, never cut
+    } else {
+      appendBreakable(type, info.type);
+    }
     type.title = qualified;
     const size = row.insertCell();
     size.className = 'jp-IpythonCompact-size';
@@ -159,4 +163,19 @@ export function renderNamesTable(
     }
   }
   return table;
+}
+
+/**
+ * Append `text`, letting a narrow column wrap it only between its words: after a
+ * dot and before a capital ("Ordered·Dict", "pathlib.·PosixPath"), never inside
+ * one ("generato/r"). The text content stays exactly `text`.
+ */
+export function appendBreakable(parent: HTMLElement, text: string): void {
+  const parts = text.split(/(?<=\.)|(?<=[a-z0-9_])(?=[A-Z])/);
+  parts.forEach((part, i) => {
+    if (i > 0) {
+      parent.appendChild(document.createElement('wbr'));
+    }
+    parent.appendChild(document.createTextNode(part));
+  });
 }

@@ -66,9 +66,6 @@ export interface IErrorBody {
   message: string;
 }
 
-/** Kept for the callers that name it so. */
-export type IProtocolError = IErrorBody;
-
 export interface IHelloReply {
   protocol: number;
   version: string;

@@ -7,7 +7,8 @@
  * Each read goes through the one request path (requests.ts) and a single
  * flight, so a slow kernel never piles up requests. The namespace is read in
  * pages (`names` with `after=` the previous page's `next`) until the last one,
- * so 100,000 names are all listed, in at most MAX_NAME_PAGES requests.
+ * so 100,000 names are all listed, in at most MAX_NAME_PAGES requests (one at
+ * a time, on the subshell: a long read never queues requests behind it).
  *
  * What must hold: the table is rebuilt (`namesVersion`) only when the list of
  * names differs from the one before; a reply from a dropped channel changes
@@ -34,8 +35,12 @@ import { Outcome, RequestPath, SingleFlight } from './requests';
 /** Names asked for per `names` request (a page of about 1 MB of JSON at most). */
 export const NAMES_PAGE_LIMIT = 10000;
 
-/** The most pages one namespace read walks (a bound, not a clock: 20 pages hold 200,000 names). */
-export const MAX_NAME_PAGES = 20;
+/**
+ * The most pages one namespace read walks: a bound on the work, not a clock. A page ends at
+ * NAMES_PAGE_LIMIT names or at the probe's time budget (0.2 s; a loaded machine lists ~3,000
+ * names in it), so 100 pages hold 300,000 names or more.
+ */
+export const MAX_NAME_PAGES = 100;
 
 /** How many compactions the timeline asks for. */
 export const TIMELINE_LIMIT = 20;
@@ -207,39 +212,38 @@ export class KernelReads {
   }
 
   private async _readStatus(): Promise<void> {
-    const out = await this._path.ask('status', {}, parseStatus, { floodAware: true });
-    if (out.kind === 'ok') {
-      this.status = out.value;
-      this.fromLog = false;
-      this.statusError = '';
-    } else if (out.kind === 'failed') {
-      this.statusError = out.text;
-    } else if (out.kind === 'flood') {
-      this.statusError = '';
-    }
+    await this._path.ask('status', {}, parseStatus, { floodAware: true }, out => {
+      if (out.kind === 'ok') {
+        this.status = out.value;
+        this.fromLog = false;
+        this.statusError = '';
+      } else if (out.kind === 'failed') {
+        this.statusError = out.text;
+      } else if (out.kind === 'flood') {
+        this.statusError = '';
+      }
+    });
   }
 
   private async _readTimeline(): Promise<void> {
-    const compactions = await this._path.ask(
-      'summaries',
-      { limit: TIMELINE_LIMIT },
-      reply => (Array.isArray(reply['compactions']) ? reply['compactions'] : [])
+    const parseList = (reply: Json): ICompaction[] =>
+      (Array.isArray(reply['compactions']) ? reply['compactions'] : [])
         .map(parseCompaction)
-        .filter((c): c is ICompaction => c !== null),
-      { floodAware: true }
-    );
-    if (compactions.kind === 'ok') {
-      this.compactions = compactions.value;
-    } else if (compactions.kind === 'failed') {
-      console.warn('ipython-compact: summaries failed', compactions.error);
-    }
-    const calls = await this._path.ask('calls', {}, reply => parseCalls(reply['calls']), { floodAware: true });
-    if (calls.kind === 'ok') {
-      this.calls = calls.value;
-    } else if (calls.kind === 'failed') {
-      // A kernel of an older version has no `calls` op: the timeline then shows no tree.
-      this.calls = [];
-    }
+        .filter((c): c is ICompaction => c !== null);
+    await this._path.ask('summaries', { limit: TIMELINE_LIMIT }, parseList, { floodAware: true }, out => {
+      if (out.kind === 'ok') {
+        this.compactions = out.value;
+      } else if (out.kind === 'failed') {
+        console.warn('ipython-compact: summaries failed', out.error);
+      }
+    });
+    await this._path.ask('calls', {}, reply => parseCalls(reply['calls']), { floodAware: true }, out => {
+      if (out.kind === 'ok') {
+        this.calls = out.value;
+      } else if (out.kind === 'failed') {
+        this.calls = []; // a kernel of an older version has no `calls` op: no tree
+      }
+    });
   }
 
   private _path: RequestPath;

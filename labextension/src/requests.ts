@@ -11,7 +11,7 @@
  * `stale` and changes nothing; a request that cannot be answered now (not
  * connected; a cell runs and the comm has no subshell) is not sent; a timeout
  * under a flood is absorbed by the poller (`flood`), not shown; `emit` is
- * called once per request that was sent, after its outcome is known.
+ * called once per request that was sent, after its outcome is known and applied.
  */
 import { describeError } from './errors';
 import { Json, Op } from './protocol';
@@ -66,9 +66,17 @@ export class RequestPath {
 
   /**
    * Send `op` and turn its reply into a `T` with `parse` (called only for a
-   * fresh `ok` reply; a throw there is a failure of this request).
+   * fresh `ok` reply; a throw there is a failure of this request). `apply`
+   * puts a fresh outcome (not a stale one) into the model before the view is
+   * told (`emit`), so the view never draws the state from before the reply.
    */
-  async ask<T>(op: Op, args: Json, parse: (reply: Json) => T, options: IAskOptions = {}): Promise<Outcome<T>> {
+  async ask<T>(
+    op: Op,
+    args: Json,
+    parse: (reply: Json) => T,
+    options: IAskOptions = {},
+    apply: (outcome: Outcome<T>) => void = () => undefined
+  ): Promise<Outcome<T>> {
     const host = this._host;
     const channel = host.channel();
     if (channel === null) {
@@ -96,6 +104,7 @@ export class RequestPath {
         outcome = { kind: 'failed', text: describeError(err, op), error: err };
       }
     }
+    apply(outcome);
     host.emit();
     return outcome;
   }

@@ -45,6 +45,22 @@ test('an answered request is parsed, counts as an answer and emits once', async 
   assert.equal(host.emits, 1);
 });
 
+test('the outcome is applied before the view is told', async () => {
+  const host = new Host();
+  const path = new RequestPath(host);
+  const seen: string[] = [];
+  let state = 'before';
+  host.emit = () => {
+    seen.push(state);
+  };
+  const asked = path.ask('status', {}, reply => String(reply['tokens']), {}, out => {
+    state = out.kind === 'ok' ? out.value : 'failed';
+  });
+  host.current!.answer({ tokens: 7 });
+  await asked;
+  assert.deepEqual(seen, ['7']);
+});
+
 test('a reply or failure from a channel dropped meanwhile is stale and changes nothing', async () => {
   const host = new Host();
   const path = new RequestPath(host);
