@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from ipython_compact.testing.jupyterlab import (
     PANEL,
     LabServer,
@@ -103,7 +102,7 @@ def test_the_wide_view_shows_whole_types_sorts_filters_and_stays_live(
 
 SEED_CALLS = """
 def _seed_calls():
-    from ipython_compact import paths
+    from ipython_compact.files import paths
     from ipython_compact.store import SessionStore
     root = compact.status()["session"]
     store = SessionStore(paths.database_path())
