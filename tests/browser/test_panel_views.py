@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ipython_compact.testing.jupyterlab import (
+from lab_driver import (
     PANEL,
     LabServer,
     ensure_panel_ready,
