@@ -155,9 +155,9 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
                         ids.update(json.loads(line)["ids"])
         entries_total = compactions_total = 0
         for session, ids in acked.items():
-            before = len(store.entries(session, kinds=("compaction_outcome",)))
-            store.live_status(session)  # settles compactions whose owner was killed
-            settled += len(store.entries(session, kinds=("compaction_outcome",))) - before
+            store.live_status(session)  # settles compactions whose owner was killed (if no agent did yet)
+            settled += sum("abandoned" in str(e.data.get("error")) for e in
+                           store.entries(session, kinds=("compaction_outcome",)))
             entries = store.entries(session)
             stored = {e.id for e in entries}
             lost += len(ids - stored)
