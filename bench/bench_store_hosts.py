@@ -13,7 +13,8 @@ appends a user and an assistant message (one ``append_many``, acknowledged to a 
 it returns); every 6th turn it compacts (``live_begin``, an ``append`` of a compaction with
 ``expect_leaf`` — the compare and swap — and ``live_end``; losing the race is counted, not an
 error); every 4th turn it recalls (``search`` for a word of an earlier turn). Halfway through,
-``--kills`` agents are killed with SIGKILL (so some die inside a compaction). Afterwards every
+``--kills`` agents are killed with SIGKILL inside a compaction (after ``live_begin``, as if the
+summarizer call hung), leaving work in flight that the survivors must settle. Afterwards every
 session's live status is read (settling orphans), then each session is checked: every
 acknowledged entry is in the log, no turn is stored twice, ``verify`` passes.
 
@@ -75,6 +76,9 @@ def worker(location: str, host: str, session: str, agent: str, ack_path: str) ->
                 t0 = time.perf_counter()
                 task = f"{agent}-{turn}"
                 store.live_begin(session, task, reason="threshold", blocking=False)
+                if os.path.exists(ack_path + ".hold"):  # the summarizer call hangs: this agent is killed now
+                    Path(ack_path + ".held").touch()
+                    time.sleep(3600)
                 leaf = store.leaf(session)  # planned against this leaf; the other agent may append meanwhile
                 tail = store.path_tail(session, 4)
                 try:
@@ -109,8 +113,10 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
     pairs = max(1, agents // 2)
     procs = []
     for i in range(agents):
-        host = f"bench-host-{i % hosts}" if hosts > 1 else "bench-host-0"
-        session = f"pair-{i % pairs}"  # agents i and i+pairs share it, on different hosts when hosts > 1
+        # Agents i and i+pairs share a session, on different hosts when hosts > 1: a killed agent's
+        # compaction is settled by a process on another host (PostgreSQL: through its advisory lock).
+        host = f"bench-host-{(i + i // pairs) % hosts}"
+        session = f"pair-{i % pairs}"
         ack = folder / f"{engine}-{i}.ack"
         procs.append((subprocess.Popen(
             [sys.executable, __file__, "--worker", location, host, session, f"a{i}", str(ack)],
@@ -125,8 +131,17 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
     time.sleep(duration / 2)  # the load runs for a fixed time by design; kills land in its middle
     # One agent of a pair at most, so every shared session keeps a writer that settles orphans.
     victims = [procs[i][0] for i in range(0, pairs, max(1, pairs // max(1, kills)))][:kills]
-    for p in victims:
-        os.kill(p.pid, signal.SIGKILL)
+    # Each victim is killed inside a compaction (after live_begin, as if its summarizer hung), the
+    # case that leaves work in flight for the survivors to settle.
+    for i in range(0, pairs, max(1, pairs // max(1, kills))):
+        if procs[i][0] in victims:
+            Path(str(procs[i][2]) + ".hold").touch()
+    for i in range(0, pairs, max(1, pairs // max(1, kills))):
+        proc, _, ack = procs[i]
+        if proc in victims:
+            while not Path(str(ack) + ".held").exists() and proc.poll() is None:
+                time.sleep(0.01)  # its next compaction is at most six turns away
+            os.kill(proc.pid, signal.SIGKILL)
     lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": []}
     totals = {"turns": 0, "compactions": 0, "races_lost": 0, "recalls": 0, "recall_hits": 0}
     failures = []
@@ -155,9 +170,9 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
                         ids.update(json.loads(line)["ids"])
         entries_total = compactions_total = 0
         for session, ids in acked.items():
-            before = len(store.entries(session, kinds=("compaction_outcome",)))
-            store.live_status(session)  # settles compactions whose owner was killed
-            settled += len(store.entries(session, kinds=("compaction_outcome",))) - before
+            store.live_status(session)  # settles compactions whose owner was killed (if no agent did yet)
+            settled += sum("abandoned" in str(e.data.get("error")) for e in
+                           store.entries(session, kinds=("compaction_outcome",)))
             entries = store.entries(session)
             stored = {e.id for e in entries}
             lost += len(ids - stored)

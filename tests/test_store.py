@@ -395,3 +395,24 @@ def test_a_postgres_database_of_another_program_is_left_untouched() -> None:
     with pytest.raises(StoreError, match=r"tables of another program \(customers\)"):
         SessionStore(url)
     raw_sql(url, "SELECT id FROM customers")  # still there, still alone
+
+
+def test_a_generated_id_that_is_taken_is_replaced_and_the_hash_follows(location: str | Path) -> None:
+    ids = iter(["a", "a", "b", "b", "b", "c"])
+    with SessionStore(location, new_id=lambda: next(ids)) as s:
+        s.create_session("s")
+        first = s.append("s", "message", user("one"))
+        second, third = s.append_many("s", [("message", user("two")), ("pin", {"text": "keep"})])
+        assert [first.id, second.id, third.id] == ["a", "b", "c"]
+        assert [e.id for e in s.path("s")] == ["a", "b", "c"]
+        assert s.path("s", kinds={"pin"}) == [third]  # the mark chain names the id it got
+        assert s.verify().ok
+
+
+def test_when_no_free_id_is_found_nothing_is_written(location: str | Path) -> None:
+    with SessionStore(location, new_id=lambda: "same") as s:
+        s.create_session("s")
+        s.append("s", "message", user("one"))
+        with pytest.raises(StoreError, match="could not find a free entry id after 100 tries"):
+            s.append_many("s", [("message", user("two")), ("message", user("three"))])
+        assert s.entry_count("s") == 1 and s.verify().ok
