@@ -460,10 +460,23 @@ class KernelService:
 
     def settle_background(self, timeout: float | None = None) -> None:
         """Wait for a background snapshot to finish (a foreground save, restore or unload first
-        lets it land, so their views of the folder and the store's state agree)."""
+        lets it land, so their views of the folder and the store's state agree); a child paused
+        for the running cell is let go on first, or this would wait for nothing."""
         job = self._background
         if job is not None:
+            job.resume()
             job.wait(timeout if timeout is not None else 600.0)
+
+    def pause_background(self) -> None:
+        """While the user's cell runs the snapshot child takes no CPU (``BackgroundSave.pause``)."""
+        job = self._background
+        if job is not None and not job.done:
+            job.pause()
+
+    def resume_background(self) -> None:
+        job = self._background
+        if job is not None:
+            job.resume()
 
     def snapshot(self, *, full: bool = False, record: bool = True, automatic: bool = False) -> SnapshotReport:
         """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log.
