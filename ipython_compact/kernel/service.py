@@ -431,7 +431,7 @@ class KernelService:
             verify = self.snapshots.automatic_verification(self.config.verify_unchanged, self.config.full_verify_every)
             try:  # the child lists the names (and finds none: nothing written) on its copy
                 self._background = BackgroundSave(self.snapshots, items, verify=verify, timestamp=_now(),
-                                                  on_done=self._background_done)
+                                                  on_done=self._background_done, objects=lambda: self.shell.user_ns)
             except OSError as exc:  # fork refused (memory, process limits): the main thread does it
                 log.debug("background snapshot not started (%s); writing it in the foreground", exc)
             else:
