@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
-from ipython_compact.namespace.snapshot.background import close_sockets, fork_available
+from ipython_compact.namespace.snapshot.background import close_sockets, fork_available, history_writing
 
 pytestmark = pytest.mark.skipif(not fork_available(), reason="needs os.fork")
 
@@ -76,3 +77,26 @@ def test_the_kept_descriptor_and_plain_files_stay_open() -> None:
         os.waitpid(pid, 0)
     finally:
         os.close(read_fd)
+
+
+def test_a_history_write_in_progress_defers_the_fork(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """IPython joins its history thread before every fork; while that thread writes (a locked
+    history database can hold it for seconds) the kernel must not fork. A real shell's manager."""
+    from IPython.core.history import HistoryManager
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path))  # a history database of its own
+    shell = InteractiveShell()
+    hm = shell.history_manager
+    assert isinstance(hm, HistoryManager)
+    hm._restart_thread_if_stopped()
+    if hm.save_thread is None:
+        pytest.skip("this IPython writes history without a thread")
+    assert hm.save_flag is not None
+    hm.save_flag.clear()
+    assert history_writing(shell) is False
+    for lock in (hm.db_input_cache_lock, hm.db_output_cache_lock):
+        with lock:  # what writeout_cache holds while it writes
+            assert history_writing(shell) is True
+    assert history_writing(shell) is False
+    assert history_writing(object()) is False  # no history manager: nothing to wait for

@@ -232,6 +232,9 @@ class Extension:
             # child writes it, so the next cell never waits (a failure is said by the next attempt)
             self.service.automatic_snapshot(background=in_kernel)
             self._auto_error = None
+            if self.service.background_deferred:  # IPython's history thread was writing: a little later
+                self.service.background_deferred = False
+                self._schedule_snapshot()
         except Exception as exc:  # said once per distinct problem: one sentence with what to do
             text = f"ipython_compact: the automatic snapshot was not written: {exc}"
             if text != self._auto_error:

@@ -40,7 +40,7 @@ from ipython_compact.namespace.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
-from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available
+from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available, history_writing
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.sqlite_store import utc_now as _now
@@ -76,6 +76,7 @@ class KernelService:
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
         self._background: BackgroundSave | None = None  # the automatic snapshot a forked child writes
+        self.background_deferred = False  # the last automatic snapshot waited for IPython's history thread
         self._figures_written: tuple[str, dict[str, Any]] | None = None
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
@@ -428,6 +429,9 @@ class KernelService:
             if self.background_busy:
                 return None
             self._main_and_idle("snapshot")
+            if history_writing(self.shell):  # a fork now would wait for IPython's history thread
+                self.background_deferred = True
+                return None
             verify = self.snapshots.automatic_verification(self.config.verify_unchanged, self.config.full_verify_every)
             try:  # the child lists the names (and finds none: nothing written) on its copy
                 self._background = BackgroundSave(self.snapshots, items, verify=verify, timestamp=_now(),
