@@ -49,6 +49,21 @@ def _expression(km: KernelManager, expr: str) -> Any:
         kc.stop_channels()
 
 
+FLOOD = (
+    f"job = {SERVICE}.last_background\nbusy_at_start = not job.done\n"
+    "import time as _t\n"
+    "def _stat(pid):\n"
+    "    f = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
+    "    return f[0], int(f[11]) + int(f[12])  # state, CPU ticks used\n"
+    "_deadline = _t.monotonic() + 30\n"
+    "while _stat(job.pid)[0] != 'T' and _t.monotonic() < _deadline:  # SIGSTOP lands when it is next scheduled\n"
+    "    _t.sleep(0.01)\n"
+    "at_start = _stat(job.pid)\n"
+    f"for i in range({LINES}):\n    print(i, flush=True)\n"
+    "at_end = _stat(job.pid)\nflood_done = True"
+)
+
+
 def test_an_output_flood_while_a_child_writes_the_snapshot_delivers_every_line_and_idle(
         kernel: KernelManager) -> None:
     execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.0\n"
@@ -71,19 +86,16 @@ def test_an_output_flood_while_a_child_writes_the_snapshot_delivers_every_line_a
             states.append(msg["content"]["execution_state"])
 
     try:
-        reply = kc.execute_interactive(
-            f"job = {SERVICE}.last_background\nbusy_at_start = not job.done\n"
-            "state_at_start = open(f'/proc/{job.pid}/stat').read().rsplit(')', 1)[1].split()[0]\n"
-            f"for i in range({LINES}):\n    print(i, flush=True)\nflood_done = True",
-            timeout=300, output_hook=hook)
+        reply = kc.execute_interactive(FLOOD, timeout=300, output_hook=hook)
     finally:
         kc.stop_channels()
     assert reply["content"]["status"] == "ok", reply["content"]
     assert states[-1] == "idle"  # execute_interactive returns on the idle status of its own cell
     lines = "".join(printed).split()
     assert lines == [str(i) for i in range(LINES)]
-    # The flood overlapped the child, which was stopped (state T) while the cell ran.
-    assert _expression(kernel, "(busy_at_start, state_at_start)") == (True, "T")
+    # The flood overlapped the child, which was stopped (state T) and used no CPU while it ran.
+    busy, at_start, at_end = _expression(kernel, "(busy_at_start, at_start, at_end)")
+    assert busy is True and at_start[0] == at_end[0] == "T" and at_start[1] == at_end[1]
     outcome = json.loads(_expression(
         kernel, f"__import__('json').dumps(({SERVICE}.settle_background(120), "
                 f"{SERVICE}.last_snapshot_error, sorted({SERVICE}.snapshots.recorded_digests()))[1:])"))
