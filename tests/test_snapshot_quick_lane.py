@@ -84,3 +84,16 @@ def test_a_store_that_adopts_a_childs_state_rebuilds_the_lane_from_its_own_objec
     assert sorted(report.unchanged) == ["b", "c"]
     values, _ = _store(tmp_path).load()
     assert values == ns
+
+
+def test_an_unchanged_save_repeats_no_generation_unless_another_writer_came_between(tmp_path: Path) -> None:
+    ns = {f"v{i}": i for i in range(100)}
+    mine = SnapshotStore(tmp_path / "snap", KEY, durable=False, process="kernel-a")
+    other = SnapshotStore(tmp_path / "snap", KEY, durable=False, process="kernel-b")
+    first = mine.save(ns.items(), automatic=True)
+    assert mine.save(ns.items(), automatic=True).generation == first.generation  # nothing new written
+    theirs = other.save({"w": 1}.items(), automatic=True)
+    again = mine.save(ns.items(), automatic=True)  # the same objects, but the newest is not ours
+    assert again.generation > theirs.generation > first.generation
+    values, _ = SnapshotStore(tmp_path / "snap", KEY, durable=False).load()
+    assert values == ns

@@ -114,6 +114,9 @@ class SnapshotStore:
         # from a forked child (identities do not cross a pipe); ``adopt_seen`` rebuilds it.
         self._seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         self._seen_refs: set[str] = set()  # the payload files the quick lane's entries point at
+        # The entries of the generation this store last wrote or matched (``_names_equal``).
+        self._last_entries: dict[str, dict[str, Any]] = {}
+        self._last_generation: int | None = None
         self._small_index: dict[str, dict[str, Any]] | None = None
         self._last_full: dict[str, Any] | None = None  # newest fully verified generation (from the manifests)
         self._sampled_since_full = 0  # sampled generations written since then
@@ -326,9 +329,10 @@ class SnapshotStore:
             run = SaveRun(key=self._key, blobs=self._files, cache=self._cache, known_small=known_small, full=full,
                           verify=verify, max_name_bytes=self.max_name_bytes, max_total_bytes=self.max_total_bytes,
                           name_timeout=self.name_timeout, deadline=deadline)
+            cap = self.max_total_bytes
             for name, value in items:
                 known = seen_get(name)
-                if known is not None and known[0] is value and run.total + known[2].size <= self.max_total_bytes:
+                if known is not None and known[0] is value and run.total + known[2].size <= cap:
                     entries[name] = known[1]
                     saved.append(name)
                     unchanged.append(name)
@@ -371,6 +375,7 @@ class SnapshotStore:
                 if automatic and not wrote_payloads else None)
         if same is not None:  # nothing changed since this process's newest snapshot: no new generation
             self._cache, self._seen, self._seen_refs = new_cache, new_seen, seen_refs
+            self._last_entries, self._last_generation = entries, same.generation
             if trusted:
                 self._sampled_since_full += 1
             return SnapshotReport(same.generation, saved, unchanged, skipped, run.total, 0,
@@ -408,6 +413,7 @@ class SnapshotStore:
         }
         final, digest = self._write_manifest(generation, manifest)
         self._cache, self._seen, self._seen_refs = new_cache, new_seen, seen_refs
+        self._last_entries, self._last_generation = entries, generation
         self._last_full, self._sampled_since_full = last_full, since
         self._prune()
         return SnapshotReport(generation, saved, unchanged, skipped, run.total, written, str(final),
@@ -433,6 +439,22 @@ class SnapshotStore:
             seen[name] = (value, entry, cached)
         self._seen, self._seen_refs = seen, {ref_file(cached.ref) for _, _, cached in seen.values()}
 
+    def _names_equal(self, newest: Manifest, entries: dict[str, dict[str, Any]]) -> bool:
+        """``newest.names == entries``, where an entry that is the very object this store wrote into
+        ``newest`` (the quick lane reuses them) counts as equal without a deep comparison; a JSON
+        round trip of an entry is exact, so the shortcut agrees with ``==``."""
+        names = newest.names
+        if len(names) != len(entries):
+            return False
+        last = self._last_entries if self._last_generation == newest.generation else None
+        if last is None:
+            return bool(names == entries)
+        last_get, names_get = last.get, names.get
+        for name, entry in entries.items():
+            if entry is not last_get(name) and entry != names_get(name):
+                return False
+        return True
+
     def _same_as_newest(self, entries: dict[str, dict[str, Any]], skipped: list[Skipped],
                         verification: str) -> Manifest | None:
         """The newest manifest on disk when this process wrote it and it holds exactly ``entries``.
@@ -442,7 +464,7 @@ class SnapshotStore:
         """
         scan = self._scan()
         newest = scan.valid[-1] if scan.valid else None
-        if (newest is None or newest.process != self.process or newest.names != entries
+        if (newest is None or newest.process != self.process or not self._names_equal(newest, entries)
                 or newest.provisional != bool(self._pending) or newest.supersedes != self._supersedes
                 or newest.data.get("skipped") != [s.to_json() for s in skipped]
                 or newest.data.get("verification") != verification
