@@ -35,6 +35,26 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ipython_compact.cli.session_commands",
     "ipython_compact.cli.compact_commands",
 )
+_SESSION, _COMPACT = COMMAND_MODULES
+
+#: Every subcommand: the module that registers it and its one-line help. Listed here so
+#: ``ipython-compact --help`` (and a mistyped command) answers without importing any command
+#: module: they pull in the store and the summarizers, most of the CLI's start-up time. A command
+#: module registers its commands with this help (``COMMANDS[name][1]``).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "import": (_SESSION, "import a pi session file or an ipython-compact export"),
+    "sessions": (_SESSION, "list the sessions in the database"),
+    "log": (_SESSION, "the session's entries from the root to the leaf"),
+    "context": (_SESSION, "the model's view now: every message in full"),
+    "plan": (_SESSION, "what a compaction would summarize, keep and cut right now"),
+    "export": (_SESSION, "write a session as ipython-compact JSONL (lossless)"),
+    "verify": (_SESSION, "recompute the hash chains: detect accidental damage to the log"),
+    "compact": (_COMPACT, "compact a session now (append a compaction entry)"),
+    "pin": (_COMPACT, "pin text or an entry so every later checkpoint carries it verbatim"),
+    "recall": (_COMPACT, "the original text of logged entries, by id or full-text query"),
+    "show": (_COMPACT, "a compaction's summary (default: the newest)"),
+    "demo": (_COMPACT, "a guided offline demo in a fresh session (no network needed)"),
+}
 
 
 class CliError(Exception):
@@ -143,7 +163,9 @@ def session_option(parser: argparse.ArgumentParser, help_text: str = "session na
     parser.add_argument("-s", "--session", metavar="NAME", type=session_name, help=help_text)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``argv``, only the modules of the commands named in it are imported
+    (the others get a parser with their help line only, enough for ``--help`` and typo hints)."""
     parser = Parser(
         prog=PROG,
         description="Context compaction for LLM agents in a Python kernel: import, inspect, plan and compact session logs.",
@@ -152,8 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     db_option(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = set(COMMAND_MODULES) if argv is None else {COMMANDS[a][0] for a in argv if a in COMMANDS}
     for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+        if module_name in wanted:
+            importlib.import_module(module_name).register(subparsers)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=help_text)
+    order = list(COMMANDS)  # --help lists them in the table's order, whichever were imported
+    subparsers._choices_actions.sort(key=lambda action: order.index(action.dest))
     # Accept --db after the subcommand too (SUPPRESS keeps a global --db from being overwritten).
     for sub in subparsers.choices.values():
         if not any("--db" in action.option_strings for action in sub._actions):
@@ -198,9 +227,8 @@ def pick_session(store: SessionStore, name: str | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ipython_compact.store import DatabaseLockedError, StoreError, UnknownSessionError
-
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args, extras = parser.parse_known_args(argv)
     if extras:
         command = getattr(args, "command", None)
@@ -213,11 +241,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except CliError as exc:
         return _fail(str(exc), exc.hint)
-    except UnknownSessionError as exc:
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        return _failure(exc)
+
+
+def _failure(exc: Exception) -> int:
+    """Exit 2 with one sentence and what to type for a command that raised ``exc``; re-raise a bug."""
+    # deferred for start-up: the store's errors matter only once a command failed (and by then
+    # the command has imported the store)
+    from ipython_compact.store import DatabaseLockedError, StoreError, UnknownSessionError
+
+    if isinstance(exc, UnknownSessionError):
         return _fail(str(exc), f"list them with: {PROG} sessions")
-    except DatabaseLockedError as exc:
+    if isinstance(exc, DatabaseLockedError):
         return _fail(str(exc), "wait for the other process to finish, then run the same command again")
-    except StoreError as exc:
+    if isinstance(exc, StoreError):
         if exc.path is None:
             return _fail(str(exc), None)
         db = Path(exc.path)
@@ -228,16 +268,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if reason:
             return _fail(reason, f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && {PROG} --db /tmp/{db.name} ...")
         return _fail(str(exc), f"pass another database: {PROG} --db PATH ...")
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         # Output piped into `head` and closed early: not an error worth a traceback.
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        return 130
-    except OSError as exc:
+    if isinstance(exc, OSError):
         # A file the user named (an export target, an import source) cannot be opened or written.
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
+    raise exc
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:

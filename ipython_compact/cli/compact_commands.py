@@ -15,6 +15,7 @@ import textwrap
 from typing import Any
 
 from ipython_compact.cli import (
+    COMMANDS,
     PROG,
     CliError,
     IntOption,
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     defaults = CompactionSettings()
     p = subparsers.add_parser(
         "compact",
-        help="compact a session now (append a compaction entry)",
+        help=COMMANDS["compact"][1],
         description="Summarize the older part of the session's context into a checkpoint and append it. "
         "History is never changed: the compaction is a new entry. --dry-run shows what would be summarized, "
         "kept, externalized and discarded.",
@@ -54,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "pin",
-        help="pin text or an entry so every later checkpoint carries it verbatim",
+        help=COMMANDS["pin"][1],
         description="Pinned text (or the text of a pinned entry) is copied verbatim from the log into every "
         "later compaction. Without arguments, list the active pins.",
     )
@@ -66,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "recall",
-        help="the original text of logged entries, by id or full-text query",
+        help=COMMANDS["recall"][1],
         description="Give ENTRY_ID (as in a pointer '[entry ID · N lines · recall ID]') or --query WORDS.",
     )
     session_option(p)
@@ -76,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--json", action="store_true", help="print the hits as JSON")
     p.set_defaults(func=cmd_recall)
 
-    p = subparsers.add_parser("show", help="a compaction's summary (default: the newest)")
+    p = subparsers.add_parser("show", help=COMMANDS["show"][1])
     session_option(p)
     p.add_argument("compaction_id", nargs="?", metavar="ID", help="a compaction entry id (see --list)")
     p.add_argument("--list", action="store_true", help="list the compactions on the current branch")
@@ -85,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "demo",
-        help="a guided offline demo in a fresh session (no network needed)",
+        help=COMMANDS["demo"][1],
         description="Generate an agent transcript with planted facts into a fresh session in the data "
         "directory, compact it a few times with the offline summarizer, and show the plan, the summary "
         "and how the context stays bounded while the log grows.",

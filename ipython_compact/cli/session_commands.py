@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.cli import PROG, CliError, IntOption, open_store, pick_session, session_option
+from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.message_text import message_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
@@ -31,7 +31,7 @@ from ipython_compact.store.log import IMPORT_BATCH
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "import",
-        help="import a pi session file or an ipython-compact export",
+        help=COMMANDS["import"][1],
         description="Read FILE whole and check it before anything is stored; a malformed file stores nothing. "
         "Into an existing session the entries are appended after its leaf. Entries the session already holds "
         "(the same file imported twice, an export read back into its own session: same id, or the same kind, "
@@ -52,14 +52,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
 
-    p = subparsers.add_parser("sessions", help="list the sessions in the database")
+    p = subparsers.add_parser("sessions", help=COMMANDS["sessions"][1])
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.add_argument("--tree", action="store_true",
                    help="show sub-agent sessions under the session that started them (with --json: 'parent' per row)")
     p.set_defaults(func=cmd_sessions)
 
     p = subparsers.add_parser(
-        "log", help="the session's entries from the root to the leaf", description="One line per entry on the "
+        "log", help=COMMANDS["log"][1], description="One line per entry on the "
         "current branch. '│' marks entries the model still sees; '·' marks compacted ones."
     )
     session_option(p)
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "context",
-        help="the model's view now: every message in full",
+        help=COMMANDS["context"][1],
         description="What the model would receive now: the newest compaction summary, then every kept and "
         "later message, in full.",
     )
@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "plan",
-        help="what a compaction would summarize, keep and cut right now",
+        help=COMMANDS["plan"][1],
         description="Plan a compaction without running it, for a stored session or directly for a transcript FILE.",
     )
     p.add_argument("file", metavar="FILE", type=Path, nargs="?",
@@ -103,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
-    p = subparsers.add_parser("export", help="write a session as ipython-compact JSONL (lossless)")
+    p = subparsers.add_parser("export", help=COMMANDS["export"][1])
     session_option(p)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--to", metavar="PATH|URL", help="copy the session into another session database instead "
@@ -113,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser(
         "verify",
-        help="recompute the hash chains: detect accidental damage to the log",
+        help=COMMANDS["verify"][1],
         description="Recompute every entry hash, the append chain, counts and derived columns. This detects "
         "accidental damage (a bad disk or copy, a buggy writer, an edit made without recomputing hashes): "
         "entries altered, lost, added or reordered. The hashes are not keyed, so anyone able to write the "

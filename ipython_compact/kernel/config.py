@@ -29,11 +29,10 @@ class CompactConfig(Configurable):  # type: ignore[misc]
     base_url = Unicode("", help="Base URL of an OpenAI-compatible server for the openai summarizer.").tag(config=True)
     auto_snapshot = Bool(True, help="Snapshot the namespace after cells (debounced).").tag(
         config=True)
-    background_snapshots = Bool(False, help=(
+    background_snapshots = Bool(True, help=(
         "In a kernel, write automatic snapshots from a forked child (a copy-on-write image of the namespace) "
-        "so the next cell never waits for them. Off by default for now: with it on, a browser test of an "
-        "output flood lost the kernel's idle status in two full runs (not yet understood); off, or where "
-        "fork is not available, they run on the main thread.")).tag(config=True)
+        "so the next cell never waits for them; the child is paused while a cell runs. Off, or where fork is "
+        "not available, they run on the main thread between cells.")).tag(config=True)
     snapshot_debounce = Float(1.5, help="Seconds of quiet after a cell before the automatic snapshot.").tag(
         config=True)
     snapshot_max_name_bytes = Int(512 << 20, help="Largest serialized value kept in a snapshot.").tag(config=True)

@@ -149,6 +149,7 @@ class Extension:
             return
         self._depth += 1  # a %%agent tool call is a cell run inside the %%agent cell
         self.service.executing = True
+        self.service.pause_background()  # the snapshot child waits while the user's cell runs
         self.service.fileops.cells_by = self.config.cells_by
         self.service.fileops.begin_cell()
         self._cancel_timer()
@@ -158,6 +159,8 @@ class Extension:
             return
         self._depth = max(0, self._depth - 1)
         self.service.executing = self._depth > 0  # still busy while the outer cell runs
+        if self._depth == 0:
+            self.service.resume_background()
         self.service.fileops.end_cell()
         try:
             self.service.flush_file_ops()
@@ -229,6 +232,9 @@ class Extension:
             # child writes it, so the next cell never waits (a failure is said by the next attempt)
             self.service.automatic_snapshot(background=in_kernel)
             self._auto_error = None
+            if self.service.background_deferred:  # IPython's history thread was writing: a little later
+                self.service.background_deferred = False
+                self._schedule_snapshot()
         except Exception as exc:  # said once per distinct problem: one sentence with what to do
             text = f"ipython_compact: the automatic snapshot was not written: {exc}"
             if text != self._auto_error:

@@ -47,7 +47,7 @@ from ipython_compact.namespace.snapshot import (
     SnapshotStore,
     load_or_create_key,
 )
-from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available
+from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available, history_writing
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.sqlite_store import SessionStore
@@ -84,6 +84,7 @@ class KernelService:
         self.last_snapshot_error: str | None = None
         self.last_restore: RestoreReport | None = None
         self._background: BackgroundSave | None = None  # the automatic snapshot a forked child writes
+        self.background_deferred = False  # the last automatic snapshot waited for IPython's history thread
         self._figures_written: tuple[str, dict[str, Any]] | None = None
         # The live `%%agent` of this kernel, if any (the extension wires it): its window, lines and
         # estimate are the ones that decide compactions, so `status` reports those.
@@ -435,10 +436,13 @@ class KernelService:
             if self.background_busy:
                 return None
             self._main_and_idle("snapshot")
+            if history_writing(self.shell):  # a fork now would wait for IPython's history thread
+                self.background_deferred = True
+                return None
             verify = self.snapshots.automatic_verification(self.config.verify_unchanged, self.config.full_verify_every)
             try:  # the child lists the names (and finds none: nothing written) on its copy
                 self._background = BackgroundSave(self.snapshots, items, verify=verify, timestamp=_now(),
-                                                  on_done=self._background_done)
+                                                  on_done=self._background_done, objects=lambda: self.shell.user_ns)
             except OSError as exc:  # fork refused (memory, process limits): the main thread does it
                 log.debug("background snapshot not started (%s); writing it in the foreground", exc)
             else:
@@ -467,10 +471,23 @@ class KernelService:
 
     def settle_background(self, timeout: float | None = None) -> None:
         """Wait for a background snapshot to finish (a foreground save, restore or unload first
-        lets it land, so their views of the folder and the store's state agree)."""
+        lets it land, so their views of the folder and the store's state agree); a child paused
+        for the running cell is let go on first, or this would wait for nothing."""
         job = self._background
         if job is not None:
+            job.resume()
             job.wait(timeout if timeout is not None else 600.0)
+
+    def pause_background(self) -> None:
+        """While the user's cell runs the snapshot child takes no CPU (``BackgroundSave.pause``)."""
+        job = self._background
+        if job is not None and not job.done:
+            job.pause()
+
+    def resume_background(self) -> None:
+        job = self._background
+        if job is not None:
+            job.resume()
 
     def snapshot(self, *, full: bool = False, record: bool = True, automatic: bool = False) -> SnapshotReport:
         """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log.

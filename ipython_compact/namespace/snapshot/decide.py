@@ -17,6 +17,7 @@ What must hold:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,32 @@ class Decision:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+QUICK_TYPES: frozenset[type] = frozenset({int, float, bool, type(None), str})  # immutable, keyed by value
+_FLAT_ITEMS = frozenset({int, float, bool, type(None), str, bytes, complex})
+
+
+def _quick_key(value: Any) -> tuple[Any, ...]:
+    """``fingerprint(value)`` for a builtin scalar or str (``QUICK_TYPES``), without its general dispatch.
+
+    Why: an unchanged namespace of 100,000 small names spent most of its save in the general
+    path (array and pandas checks, code checks), far above pickling them once. Must stay equal to
+    ``fingerprints.fingerprint`` for these types (tests/test_snapshot.py checks it)."""
+    cls = type(value)
+    if cls is str:
+        return ("s", len(value), hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest())
+    if cls is float:
+        return ("v", "float", value.hex())
+    return ("v", cls.__name__, value)
+
+
+def _flat(value: Any) -> bool:
+    """A small builtin container of scalars: pickling it runs no user code, so needs no timer
+    (arming one costs two system calls per name)."""
+    if len(value) > 64:
+        return False
+    items = value.values() if type(value) is dict else value
+    return all(type(v) in _FLAT_ITEMS for v in items) and (type(value) is not dict
+                                                          or all(type(k) in _FLAT_ITEMS for k in value))
 
 
 def _skip(name: str, reason: str) -> Decision:
@@ -103,7 +130,7 @@ class SaveRun:
             cls = type(value)
             if cls not in PLAIN or cls is int or cls is float or cls is bool or value is None:
                 return fingerprint(value), None  # scalars: their value is the key, pickled only when changed
-            if type(value) in CONTAINERS:  # an item's __reduce__ (user code) runs here and may hang
+            if type(value) in CONTAINERS and not _flat(value):  # an item's __reduce__ (user code) may hang
                 with self.deadline.limit():
                     plain = plain_pickle(value)
             else:  # a builtin scalar: no user code, so no timer to arm
@@ -118,7 +145,19 @@ class SaveRun:
         """What to do with one ``(name, value)``; writes a blob only for a large changed value."""
         if type(name) is not str:
             return _skip(repr(name), "not a string name")
-        if issubclass(type(value), FILE_TYPES):
+        cls = type(value)
+        if not self.full and (cls in QUICK_TYPES or (cls in CONTAINERS and _flat(value))):
+            # the common unchanged scalar or small container of scalars, without the general path
+            hit = self.cache.get(name)
+            if hit is not None:
+                if cls in QUICK_TYPES:
+                    key: tuple[Any, ...] | None = _quick_key(value)
+                else:
+                    plain = plain_pickle(value)
+                    key = None if plain is None else plain_key(plain)
+                if hit.fingerprint == key and self.blobs.exists(hit.ref):
+                    return self._reuse(name, hit, {"code": False, "type": cls.__qualname__}, trusted=False)
+        if issubclass(cls, FILE_TYPES):
             return _skip(name, "open file handles are not persisted")
         try:
             fp, plain = self._fingerprint(value)

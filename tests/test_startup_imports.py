@@ -1,0 +1,53 @@
+"""Start-up stays cheap (issue 21, item 5): what ``ipython-compact --help`` imports.
+
+Time is measured in ``bench/bench_startup.py``; here the cause is pinned, which does not depend
+on the machine's load: the paths that must be fast do not import the heavy modules (the store,
+the summarizers, the compactor, the agent), each checked in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ipython_compact.cli import COMMAND_MODULES, COMMANDS, build_parser
+
+HEAVY_FOR_HELP = ("ipython_compact.store", "ipython_compact.summarizers", "ipython_compact.compactor",
+                  "ipython_compact.core.entries", *COMMAND_MODULES)
+
+
+def _modules_after(code: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+                          capture_output=True, text=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["compcat"], []])
+def test_the_top_level_help_imports_no_command_module(argv: list[str]) -> None:
+    code = ("import contextlib, io\nfrom ipython_compact.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass")
+    loaded = _modules_after(code)
+    assert sorted(m for m in HEAVY_FOR_HELP if m in loaded) == []
+
+
+def test_one_commands_help_imports_only_its_module() -> None:
+    code = ("import contextlib, io\nfrom ipython_compact.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        main(['pin', '--help'])\n    except SystemExit:\n        pass")
+    loaded = _modules_after(code)
+    assert "ipython_compact.cli.compact_commands" in loaded
+    assert "ipython_compact.cli.session_commands" not in loaded
+
+
+def test_every_command_is_registered_by_the_module_the_table_names_with_its_help() -> None:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if a.dest == "command"]
+    assert {a.dest: a.help for a in action._choices_actions} == {name: h for name, (_, h) in COMMANDS.items()}
+    for name, (module, _) in COMMANDS.items():  # the full parser came from the module the table names
+        assert action.choices[name].get_default("func").__module__ == module, name
+    assert [a.dest for a in action._choices_actions] == list(COMMANDS)  # --help lists the table's order
+
