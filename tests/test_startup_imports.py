@@ -15,7 +15,7 @@ import pytest
 
 from ipython_compact.cli import COMMAND_MODULES, COMMANDS, build_parser
 
-HEAVY_FOR_HELP = ("ipython_compact.store", "ipython_compact.summarizers", "ipython_compact.compactor",
+HEAVY_FOR_HELP = ("ipython_compact.store", "ipython_compact.summarizers", "ipython_compact.compaction.compactor",
                   "ipython_compact.core.entries", *COMMAND_MODULES)
 
 
