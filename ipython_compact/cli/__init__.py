@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ipython_compact.core.readable import closest
+from ipython_compact.core.spelling import closest
 from ipython_compact.files.paths import read_only_reason
 from ipython_compact.version import __version__
 

@@ -11,8 +11,7 @@ byte sizes in binary units (``1.5 MiB``); ``None`` is ``-``; lists and mappings 
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ipython_compact.core.entries import KERNEL_FILE_OPS
@@ -74,11 +73,3 @@ def entry_gist(entry: Mapping[str, Any]) -> str:
         return str(data.get("custom_type", ""))
     return ""
 
-
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice a mistyped ``word`` most likely meant, or None when none is close.
-
-    One rule for the CLI's and the magics' "did you mean" hints, so both suggest the same spelling.
-    """
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None

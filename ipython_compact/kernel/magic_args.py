@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError
 
-from ipython_compact.core.readable import closest
+from ipython_compact.core.spelling import closest
 
 
 class HelpShown(Exception):
