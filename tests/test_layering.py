@@ -45,32 +45,7 @@ DEFERRED_REASONS = ("start-up", "startup", "optional", "heavy")
 
 #: Deferred imports that predate rule 3 and still need a reason or a move to the top; this list
 #: only shrinks.
-NOT_YET_EXPLAINED: set[str] = {
-    'ipython_compact/cli/__init__.py: from ipython_compact.store import DatabaseLockedError, StoreError, UnknownSessionError',
-    'ipython_compact/cli/__init__.py: from ipython_compact.store import SessionStore',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.compaction.compactor import CompactionError, CompactionFailed, Compactor, NothingToCompact',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.compaction.compactor import Compactor',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.compaction.compactor import Compactor, NothingToCompact',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.core.ledger import one_line',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.core.settings import SettingsError',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.core.tokens import estimate_context',
-    'ipython_compact/cli/compact_commands.py: from ipython_compact.files.paths import ENV_DIR',
-    'ipython_compact/cli/session_commands.py: from ipython_compact.core.ledger import one_line',
-    'ipython_compact/cli/session_commands.py: from ipython_compact.store import ImportFormatError',
-    'ipython_compact/cli/session_commands.py: from ipython_compact.store.exporters import export_jsonl',
-    'ipython_compact/kernel/extension.py: from IPython import display as ipy_display',
-    'ipython_compact/kernel/extension.py: from IPython.core.error import UsageError',
-    'ipython_compact/kernel/extension.py: from ipython_compact.kernel.display import summary_bundle',
-    'ipython_compact/kernel/extension.py: from ipython_compact.files.paths import ENV_DIR',
-    'ipython_compact/kernel/extension.py: import comm',
-    'ipython_compact/kernel/service.py: from ipykernel.kernelapp import IPKernelApp',
-    'ipython_compact/kernel/service.py: from ipython_compact.core.settings import CompactionSettings',
-    'ipython_compact/kernel/service.py: from ipython_compact.core.thresholds import threshold_lines',
-    'ipython_compact/kernel/service.py: from ipython_compact.core.tokens import estimate_context',
-    'ipython_compact/kernel/service.py: from ipython_compact.store import SessionStore',
-    'ipython_compact/kernel/service.py: from ipython_compact.store.importers import import_file',
-    'ipython_compact/kernel/service.py: import dataclasses',
-}
+NOT_YET_EXPLAINED: set[str] = set()
 
 
 def _all_modules() -> set[str]:

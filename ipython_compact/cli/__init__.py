@@ -28,7 +28,7 @@ from ipython_compact.files.paths import read_only_reason
 from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
-    from ipython_compact.store import SessionStore
+    from ipython_compact.store import SessionStore  # start-up: only this command needs it
 
 PROG = "ipython-compact"
 COMMAND_MODULES: tuple[str, ...] = (
@@ -210,7 +210,7 @@ def database_from(args: argparse.Namespace) -> Path | str:
 
 
 def open_store(args: argparse.Namespace) -> SessionStore:
-    from ipython_compact.store import SessionStore
+    from ipython_compact.store import SessionStore  # start-up: only this command needs it
 
     return SessionStore(database_from(args))
 
@@ -251,7 +251,11 @@ def _failure(exc: Exception) -> int:
     """Exit 2 with one sentence and what to type for a command that raised ``exc``; re-raise a bug."""
     # deferred for start-up: the store's errors matter only once a command failed (and by then
     # the command has imported the store)
-    from ipython_compact.store import DatabaseLockedError, StoreError, UnknownSessionError
+    from ipython_compact.store import (  # start-up: only this command needs it
+        DatabaseLockedError,
+        StoreError,
+        UnknownSessionError,
+    )
 
     if isinstance(exc, UnknownSessionError):
         return _fail(str(exc), f"list them with: {PROG} sessions")

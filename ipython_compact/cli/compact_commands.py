@@ -118,7 +118,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         NothingToCompact,
         SessionMoved,
     )
-    from ipython_compact.core.settings import SettingsError
+    from ipython_compact.core.settings import SettingsError  # start-up: only this command needs it
 
     try:
         settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens, reserve_tokens=args.reserve_tokens)
@@ -166,8 +166,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    from ipython_compact.compaction.compactor import Compactor
-    from ipython_compact.core.ledger import one_line
+    from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
+    from ipython_compact.core.ledger import one_line  # start-up: only this command needs it
 
     given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
     if len(given) > 1:
@@ -198,7 +198,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    from ipython_compact.compaction.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
 
     if (args.entry_id is None) == (args.query is None):
         raise CliError("give an ENTRY_ID or --query WORDS (one of them)", f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'")
@@ -222,7 +222,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ipython_compact.compaction.compactor import Compactor
+    from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
 
     with open_store(args) as store:
         session = pick_session(store, args.session)
@@ -277,15 +277,18 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from ipython_compact.cli.demo_transcript import TranscriptGenerator  # start-up: only the demo needs it
-    from ipython_compact.compaction.compactor import Compactor, NothingToCompact
-    from ipython_compact.core.tokens import estimate_context
+    from ipython_compact.compaction.compactor import (  # start-up: only this command needs it
+        Compactor,
+        NothingToCompact,
+    )
+    from ipython_compact.core.tokens import estimate_context  # start-up: only this command needs it
 
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     # deferred for start-up, like every store import of the CLI
     from ipython_compact.store.location import redact  # start-up
 
     db = redact(str(database_from(args)))
-    from ipython_compact.files.paths import ENV_DIR
+    from ipython_compact.files.paths import ENV_DIR  # start-up: only this command needs it
 
     # `make demo` sets IPYTHON_COMPACT_DIR; a user's shell usually does not, so the commands shown
     # name the database, or they would look in the default data directory and find no 'demo'.

@@ -139,7 +139,7 @@ def _limits(args: argparse.Namespace) -> ImportLimits:
 
 def cmd_import(args: argparse.Namespace) -> int:
     # deferred for start-up, like every store import of the CLI
-    from ipython_compact.store import ImportFormatError
+    from ipython_compact.store import ImportFormatError  # start-up: only this command needs it
 
     transcripts = []
     for file in args.files:  # read and check every input before the database is even opened
@@ -304,7 +304,7 @@ def _describe(entry: Entry) -> str:
 
 
 def _preview(entry: Entry, width: int = 70) -> str:
-    from ipython_compact.core.ledger import one_line
+    from ipython_compact.core.ledger import one_line  # start-up: only this command needs it
 
     text = entry_text(entry)
     if entry.kind == COMPACTION:
@@ -383,7 +383,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.file is not None:
         if args.session:
             raise CliError("give either FILE or --session, not both", f"{PROG} plan FILE   or   {PROG} plan --session NAME")
-        from ipython_compact.store import ImportFormatError
+        from ipython_compact.store import ImportFormatError  # start-up: only this command needs it
 
         try:
             transcript = load_transcript(args.file, args.format, limits=_limits(args))
@@ -522,7 +522,7 @@ def _print_plan(r: dict[str, Any]) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ipython_compact.store.exporters import export_jsonl
+    from ipython_compact.store.exporters import export_jsonl  # start-up: only this command needs it
 
     if args.to:
         return _copy_to(args)

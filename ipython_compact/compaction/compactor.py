@@ -36,7 +36,6 @@ from ipython_compact.compaction.results import (
     RecallHit,
     SessionMoved,
 )
-from ipython_compact.core import entries as E
 from ipython_compact.core.anchors import (
     Anchor,
     AnchorSet,
@@ -58,7 +57,18 @@ from ipython_compact.core.drift import (
     strip_machine_blocks,
     track_identifiers,
 )
-from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.entries import (
+    BRANCH_SUMMARY,
+    COMPACTION,
+    COMPACTION_OUTCOME,
+    COMPACTION_REASONS,
+    CUSTOM,
+    KERNEL_FILE_OPS,
+    MESSAGE,
+    PIN,
+    Entry,
+    entry_text,
+)
 from ipython_compact.core.ledger import MAX_FILES, Ledger
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import superseded_by
@@ -80,7 +90,6 @@ from ipython_compact.summarizers.offline import OfflineSummarizer
 
 # The result shapes live in compaction_results; callers keep importing them from here.
 __all__ = [
-    "KERNEL_FILE_OPS",
     "CompactionError",
     "CompactionFailed",
     "CompactionResult",
@@ -233,14 +242,14 @@ class Compactor:
                 ids = {e.id for e in span}
                 sources = [
                     *_anchor_history(self.store, session, path[0]),
-                    *(e for e in path if e.kind != E.COMPACTION and e.id not in ids),
+                    *(e for e in path if e.kind != COMPACTION and e.id not in ids),
                     *span,
                 ]
             try:
                 anchor_set = extract_anchors(carried.anchors, sources, lookup)
             except ValueError as exc:
                 raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
-            pins = [e for e in path[prep.boundary_start :] if e.kind == E.PIN]
+            pins = [e for e in path[prep.boundary_start :] if e.kind == PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
         return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
 
@@ -259,7 +268,7 @@ class Compactor:
         keep = self.settings.keep_recent_tokens if keep_recent_tokens is None else max(0, int(keep_recent_tokens))
         view = self.store.context_view(session)
         path = tuple(view.entries)
-        if path and path[-1].kind == E.COMPACTION:
+        if path and path[-1].kind == COMPACTION:
             return f"nothing to compact in session {session!r}: the context ends in a compaction (nothing new since)"
         tokens = estimate_context(path, self.settings.estimator, tokens=view.tokens(self.settings.estimator)).tokens
         return (f"nothing to compact in session {session!r}: the context holds {tokens:,} tokens and the recent tail "
@@ -441,7 +450,7 @@ class Compactor:
         """
         _check_reason(reason)
         for attempt in (1, 2):
-            compactions = self.store.count_on_path(session, (E.COMPACTION,))
+            compactions = self.store.count_on_path(session, (COMPACTION,))
             work = self._work_or_raise(session, keep_recent_tokens)
             plan = self._plan_of(session, focus, work)
             try:
@@ -449,19 +458,19 @@ class Compactor:
             except SummarizerError as exc:
                 outcome = self.store.append(
                     session,
-                    E.COMPACTION_OUTCOME,
+                    COMPACTION_OUTCOME,
                     {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
                 )
                 raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
             if reason == "manual":
                 self._refuse_if_not_smaller(session, work, plan, payload)
             try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
-                entry = self.store.append(session, E.COMPACTION, payload, expect_leaf=work.leaf_id)
+                entry = self.store.append(session, COMPACTION, payload, expect_leaf=work.leaf_id)
             except LeafMovedError as exc:
                 # Other writers appended while this summary was made (under load every try lost:
                 # 0 of 31 landed). Plan once more on the new leaf, unless a compaction landed
                 # meanwhile: then this one is not needed.
-                if attempt == 1 and self.store.count_on_path(session, (E.COMPACTION,)) == compactions:
+                if attempt == 1 and self.store.count_on_path(session, (COMPACTION,)) == compactions:
                     continue
                 raise SessionMoved(
                     f"session {session!r} moved while this compaction was being made (planned at leaf {exc.expected!r}, "
@@ -492,7 +501,7 @@ class Compactor:
         paths = self.store.branch_paths(session, target_id)  # both sides back to the common ancestor only
         old_path = paths.old
         collected = collect_branch_entries(old_path, paths.target)
-        entries = tuple(e for e in collected.entries if entry_message(e) is not None and e.kind != E.COMPACTION)
+        entries = tuple(e for e in collected.entries if entry_message(e) is not None and e.kind != COMPACTION)
         if not entries:
             raise NothingToCompact(f"nothing to summarize: the current leaf is already on the path to {target_id!r}")
         tri = triage(entries, (), externalize_lines=self.externalize_lines, externalize_chars=self.externalize_chars)
@@ -507,7 +516,7 @@ class Compactor:
             "entries": len(entries),
         }
         return self.store.append(
-            session, E.BRANCH_SUMMARY, {"summary": text, "from_id": old_path[-1].id if old_path else None, "details": details}, parent_id=target_id
+            session, BRANCH_SUMMARY, {"summary": text, "from_id": old_path[-1].id if old_path else None, "details": details}, parent_id=target_id
         )
 
     # ------------------------------------------------------------------ recall and pins
@@ -533,14 +542,14 @@ class Compactor:
         fetch = want * 2
         while True:  # checkpoints quote their sources (pins, identifiers) and can outrank them: widen until filled
             hits = self.store.search(query, session=session, limit=fetch)
-            out = [_hit(h.entry) for h in hits if h.entry.kind not in (E.COMPACTION, E.COMPACTION_OUTCOME)]
+            out = [_hit(h.entry) for h in hits if h.entry.kind not in (COMPACTION, COMPACTION_OUTCOME)]
             if len(out) >= want or len(hits) < fetch:
                 return sorted(out[:want], key=lambda h: h.timestamp)  # stable: equal times keep their rank
             fetch *= 4
 
     def active_pins(self, session: str) -> tuple[Anchor, ...]:
         """Pins in force on the session's current path (text pins and entry pins)."""
-        pins = self.store.path(session, kinds=(E.PIN,))
+        pins = self.store.path(session, kinds=(PIN,))
         return apply_pins((), pins, self._lookup(session))
 
     def pin(self, session: str, *, text: str | None = None, entry_id: str | None = None) -> Entry:
@@ -554,24 +563,24 @@ class Compactor:
                 self.store.get(entry_id, session)
             except Exception as exc:
                 raise ValueError(f"cannot pin entry {entry_id!r} in session {session!r}: {exc}") from exc
-        count = sum(1 for e in self.store.path(session, kinds=(E.PIN,)) if e.data.get("action", "pin") == "pin")
+        count = sum(1 for e in self.store.path(session, kinds=(PIN,)) if e.data.get("action", "pin") == "pin")
         data: dict[str, Any] = {"action": "pin", "pin_id": f"pin-{count + 1}"}
         if text is not None:
             data["text"] = text
         else:
             data["entry_id"] = entry_id
-        return self.store.append(session, E.PIN, data)
+        return self.store.append(session, PIN, data)
 
     def unpin(self, session: str, pin_id: str) -> Entry:
         """Remove an active pin by its id (``pin-N``)."""
         if not any(p.pin_id == pin_id for p in self.active_pins(session)):
             active = ", ".join(p.pin_id or "?" for p in self.active_pins(session)) or "none"
             raise ValueError(f"no active pin {pin_id!r} in session {session!r} (active: {active})")
-        return self.store.append(session, E.PIN, {"action": "unpin", "pin_id": pin_id})
+        return self.store.append(session, PIN, {"action": "unpin", "pin_id": pin_id})
 
     def compactions(self, session: str) -> list[Entry]:
         """Compaction entries on the current path, oldest first."""
-        return self.store.path(session, kinds=(E.COMPACTION,))
+        return self.store.path(session, kinds=(COMPACTION,))
 
 
 _ANCHOR_HISTORY: dict[tuple[str, str, str, int], tuple[Entry, ...]] = {}
@@ -598,8 +607,8 @@ def _anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Ent
         kept: list[Entry] = []
         goal_seen = False
         sentences: set[str] = set()
-        for e in store.path(session, head.parent_id, kinds=(E.PIN, E.MESSAGE), roles=("user",)):  # roles read in SQL
-            if e.kind == E.PIN:
+        for e in store.path(session, head.parent_id, kinds=(PIN, MESSAGE), roles=("user",)):  # roles read in SQL
+            if e.kind == PIN:
                 kept.append(e)
             elif user_text(e) is not None:
                 text = entry_text(e)
@@ -634,15 +643,14 @@ def _carried_from(compaction: Entry) -> _Carried:
 
 
 def _check_reason(reason: str) -> None:
-    if reason not in E.COMPACTION_REASONS:
-        raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(E.COMPACTION_REASONS))}")
+    if reason not in COMPACTION_REASONS:
+        raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(COMPACTION_REASONS))}")
 
 
 def _hit(entry: Entry) -> RecallHit:
     return RecallHit(entry.id, entry.kind, entry.role, entry_text(entry), entry.timestamp)
 
 
-KERNEL_FILE_OPS = E.KERNEL_FILE_OPS  # re-exported: the kernel service writes these entries
 
 
 def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
@@ -651,7 +659,7 @@ def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
     own cells opened (``by: "user"``) are not the agent's work and stay out of its ledger."""
     read, modified = list(ledger.files_read), list(ledger.files_modified)
     for entry in entries:
-        data = entry.data.get("data") if entry.kind == E.CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS else None
+        data = entry.data.get("data") if entry.kind == CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS else None
         if not isinstance(data, Mapping) or data.get("by") == "user":
             continue
         for path in (p for p in data.get("modified") or [] if isinstance(p, str)):

@@ -124,10 +124,6 @@ def _sentences(text: str) -> Iterator[str]:
             yield m.group(0).strip()
 
 
-def _overlap(request: str, sentence_words: set[str]) -> int:
-    return len(content_words(request) & sentence_words)
-
-
 def names(request: str, sentence: str) -> bool:
     """Whether ``sentence`` is about ``request``: two content words in common, or every content
     word of a request that has fewer than three."""

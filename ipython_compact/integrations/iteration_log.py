@@ -9,7 +9,7 @@ from ``first_kept_step`` on, verbatim.
 
 What must hold:
 - ``record`` is called once per step, in order; step ``i``'s two entries map back to ``i``.
-- ``maybe_compact`` compacts only when ``core.thresholds.decide`` says ``"blocking"`` for the
+- ``should_compact`` is true only when ``core.thresholds.decide`` says ``"blocking"`` for the
   estimated prompt; a compaction appends the compaction entry and a ``kernel_state`` entry (the
   notice, from the names the caller probed just then) and never touches earlier entries.
 - ``first_kept_step`` is never before the previous checkpoint's: compaction only moves forward.
@@ -18,7 +18,6 @@ What must hold:
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.core.thresholds import decide
 from ipython_compact.store import SessionStore
+from ipython_compact.store.database import utc_now
 
 TOOL_NAME = "python"
 
@@ -44,9 +44,6 @@ class Checkpoint:
     tokens_after: int
     names: tuple[str, ...] | None
 
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class IterationLog:
@@ -78,7 +75,7 @@ class IterationLog:
     # ---- writing ---------------------------------------------------------------------------
     def begin(self, task: str) -> None:
         """Record the task as the run's user message (the goal the summaries anchor on)."""
-        self.store.append(self.session, MESSAGE, {"message": {"role": "user", "content": task, "timestamp": _now()}})
+        self.store.append(self.session, MESSAGE, {"message": {"role": "user", "content": task, "timestamp": utc_now()}})
 
     def record(self, reasoning: str, code: str, output: str, *, is_error: bool = False) -> int:
         """Append step ``self.steps`` (assistant + tool result); returns its index."""
@@ -91,7 +88,7 @@ class IterationLog:
                 {"type": "toolCall", "id": call_id, "name": TOOL_NAME, "arguments": {"code": code}},
             ],
             "stopReason": "toolUse",
-            "timestamp": _now(),
+            "timestamp": utc_now(),
         }
         result = {
             "role": "toolResult",
@@ -99,7 +96,7 @@ class IterationLog:
             "toolName": TOOL_NAME,
             "content": [{"type": "text", "text": output or "(no output)"}],
             "isError": is_error,
-            "timestamp": _now(),
+            "timestamp": utc_now(),
         }
         first, second = self.store.append_many(self.session, [(MESSAGE, {"message": assistant}), (MESSAGE, {"message": result})])
         self._step_of[first.id] = step
@@ -114,13 +111,6 @@ class IterationLog:
     # ---- compaction ------------------------------------------------------------------------
     def should_compact(self, prompt_tokens: int) -> bool:
         return decide(prompt_tokens, self.window_tokens, self.settings) == "blocking"
-
-    def maybe_compact(self, prompt_tokens: int, *, names: Sequence[str] | None, kernel_alive: bool = True,
-                      snapshot: SnapshotOutcome | None = None) -> Checkpoint | None:
-        """Compact when the prompt is past the blocking line; the new checkpoint, or None."""
-        if not self.should_compact(prompt_tokens):
-            return None
-        return self.compact(names=names, kernel_alive=kernel_alive, snapshot=snapshot, reason="threshold")
 
     def compact(self, *, names: Sequence[str] | None, kernel_alive: bool = True, snapshot: SnapshotOutcome | None = None,
                 reason: str = "manual", keep_recent_tokens: int | None = None) -> Checkpoint | None:

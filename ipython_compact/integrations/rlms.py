@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import datetime as _dt
 import json
 import threading
 import uuid
@@ -48,6 +47,7 @@ from ipython_compact.agent.kernel_calls import SHELL, kernel_call
 from ipython_compact.core.entries import CUSTOM, KERNEL_STATE, MESSAGE
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.store import SessionStore
+from ipython_compact.store.database import utc_now
 
 __all__ = ["OPTIONS_KEY", "CompactIPythonEnv", "install"]
 
@@ -60,9 +60,6 @@ _WIRE = (
     + kernel_call(kernel_state.hide_names, SHELL, list(SCAFFOLD))
 )
 
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
@@ -208,9 +205,9 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
             role = message.get("role")
             text = str(message.get("content", ""))
             if role == "assistant":
-                data = {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": _now()}
+                data = {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": utc_now()}
             else:
-                data = {"role": "user", "content": text, "timestamp": _now()}
+                data = {"role": "user", "content": text, "timestamp": utc_now()}
             self._log(MESSAGE, {"message": data})
 
     def _log(self, kind: str, data: dict[str, Any]) -> None:

@@ -65,10 +65,10 @@ def with_untracked(current: list[str] | tuple[str, ...]) -> list[str]:
 def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data_dir: Any) -> tuple[str, str]:
     """``(session, binding source)`` of the kernel Jupyter Server starts for notebook ``path``: it sets
     ``JPY_SESSION_NAME`` to the notebook's directory joined with its name (``SessionManager``)."""
-    from ipython_compact.kernel import binding as B  # deferred for start-up: only a panel request needs it
+    from ipython_compact.kernel import binding  # deferred for start-up: only a panel request needs it
 
     name = os.path.join(cwd_for_path(os.path.dirname(path) or ""), os.path.basename(path))
-    found = B.resolve(configured="", env={**env, "JPY_SESSION_NAME": name}, user_ns={}, connection_file=None,
+    found = binding.resolve(configured="", env={**env, "JPY_SESSION_NAME": name}, user_ns={}, connection_file=None,
                       data_dir=data_dir)
     return found.session, found.source
 
@@ -76,7 +76,7 @@ def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data
 def persisted_session(path: str, session: str, source: str) -> PersistedSession:
     """What the session log holds for ``session``: a ``status``-shaped object, its compactions, the
     snapshots on disk and the call tree under it (``comm_protocol.PersistedSession``)."""
-    from ipython_compact.core import entries as E  # deferred for start-up
+    from ipython_compact.core.entries import COMPACTION, MESSAGE  # deferred for start-up
     from ipython_compact.core.tokens import estimate_context  # deferred for start-up
     from ipython_compact.files import paths  # deferred for start-up: only a panel request needs them
     from ipython_compact.kernel.binding import snapshot_slug  # deferred for start-up
@@ -97,11 +97,11 @@ def persisted_session(path: str, session: str, source: str) -> PersistedSession:
         figures = store.status_get(session, FIGURES_KEY, {}) or {}
         status: dict[str, Any] = {
             "session": session, "binding": source, "source": "log",
-            "conversation": any(e.kind in (E.MESSAGE, E.COMPACTION) for e in view.entries),
+            "conversation": any(e.kind in (MESSAGE, COMPACTION) for e in view.entries),
             "tokens": estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
             "window": figures.get("window"), "blocking_line": figures.get("blocking_line"),
             "background_line": figures.get("background_line"),
-            "entries": store.path_length(session), "compactions": store.count_on_path(session, (E.COMPACTION,)),
+            "entries": store.path_length(session), "compactions": store.count_on_path(session, (COMPACTION,)),
             "in_flight": [], "last_failure": None, "problem": None,
         }
         snapshots = persisted_snapshots(paths.data_dir() / "snapshots" / snapshot_slug(session), paths.key_path(),

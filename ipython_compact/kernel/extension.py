@@ -175,11 +175,12 @@ class Extension:
             log.debug("ipython_compact post_run_cell failed", exc_info=True)
 
     def _run_requested(self, pending: dict[str, Any]) -> None:
-        from IPython import display as ipy_display
+        from IPython import display as ipy_display  # start-up: only when a summary is shown
 
         show: Any = ipy_display.display
         try:
             result = self.service.compact(focus=pending.get("instructions"), reason="requested")
+            # start-up: only when a summary is shown
             from ipython_compact.kernel.display import summary_bundle
 
             show(summary_bundle(result["compaction"], result.get("notice")))
@@ -265,7 +266,7 @@ def _comm_manager(ip: Any) -> Any:
     if manager is not None:
         return manager
     try:
-        import comm
+        import comm  # optional: the comm package exists only in a kernel
 
         return comm.get_comm_manager()
     except Exception:
@@ -282,9 +283,9 @@ def load(ip: Any) -> None:
     try:
         ext = Extension(ip)
     except OSError as exc:  # the data directory cannot be created: say so, without a traceback
-        from IPython.core.error import UsageError
+        from IPython.core.error import UsageError  # start-up: only on a load error
 
-        from ipython_compact.files.paths import ENV_DIR
+        from ipython_compact.files.paths import ENV_DIR  # start-up: only on a load error
 
         raise UsageError(f"ipython_compact: cannot create the data directory {exc.filename}: {exc.strerror or exc}. "
                          f"Point {ENV_DIR} at a writable directory, then `%load_ext ipython_compact` again.") from None

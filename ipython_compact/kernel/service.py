@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from ipython_compact.compaction.compactor import KERNEL_FILE_OPS, Compactor, NothingToCompact
-from ipython_compact.core import entries as E
+from ipython_compact.compaction.compactor import Compactor, NothingToCompact
 from ipython_compact.core.comm_protocol import (
     CompactionRecord,
     CompactionSummary,
@@ -31,11 +30,22 @@ from ipython_compact.core.comm_protocol import (
     PreviewReply,
     StatusReply,
 )
+from ipython_compact.core.entries import (
+    COMPACTION,
+    CUSTOM,
+    KERNEL_FILE_OPS,
+    KERNEL_STATE,
+    MESSAGE,
+    SNAPSHOT,
+    Entry,
+    canonical_json,
+    entry_text,
+)
 from ipython_compact.core.readable import entry_gist
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.files import paths
 from ipython_compact.files.safety import write_private_file
-from ipython_compact.kernel import binding as B
+from ipython_compact.kernel import binding
 from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig
 from ipython_compact.kernel.fileops import FileOpsRecorder
@@ -82,7 +92,6 @@ class KernelService:
         self._op_locks: dict[str, threading.Lock] = {}
         self.last_snapshot: SnapshotReport | None = None
         self.last_snapshot_error: str | None = None
-        self.last_restore: RestoreReport | None = None
         self._background: BackgroundSave | None = None  # the automatic snapshot a forked child writes
         self.background_deferred = False  # the last automatic snapshot waited for IPython's history thread
         self._figures_written: tuple[str, dict[str, Any]] | None = None
@@ -94,17 +103,17 @@ class KernelService:
         self.binding = self._resolve()
 
     # ------------------------------------------------------------------ binding
-    def _resolve(self) -> B.Binding:
+    def _resolve(self) -> binding.Binding:
         conn = None
         kernel = getattr(self.shell, "kernel", None)
         with contextlib.suppress(Exception):
-            from ipykernel.kernelapp import IPKernelApp
+            from ipykernel.kernelapp import IPKernelApp  # optional: only inside an ipykernel kernel
 
             if IPKernelApp.initialized():
                 conn = IPKernelApp.instance().abs_connection_file
         if conn is None and kernel is not None:
             conn = getattr(getattr(kernel, "parent", None), "abs_connection_file", None)
-        return B.resolve(configured=self.config.session, env=os.environ, user_ns=self.shell.user_ns,
+        return binding.resolve(configured=self.config.session, env=os.environ, user_ns=self.shell.user_ns,
                          connection_file=conn, data_dir=paths.data_dir(),
                          profile=str(getattr(self.shell, "profile", "default") or "default"))
 
@@ -112,13 +121,13 @@ class KernelService:
     def session(self) -> str:
         return self.binding.session
 
-    def switch(self, session: str) -> B.Binding:
+    def switch(self, session: str) -> binding.Binding:
         """Bind to ``session`` and remember it for this kernel's natural key (survives restarts)."""
         session = session.strip()
         if not session:
             raise ValueError("session name must not be empty")
-        B.remember_switch(paths.data_dir(), self.binding.key, session)
-        self.binding = B.Binding(session, "switched", self.binding.key)
+        binding.remember_switch(paths.data_dir(), self.binding.key, session)
+        self.binding = binding.Binding(session, "switched", self.binding.key)
         self._snapshots = None
         self.store.ensure_session(session)
         return self.binding
@@ -127,7 +136,7 @@ class KernelService:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            from ipython_compact.store import SessionStore
+            from ipython_compact.store import SessionStore  # start-up: opened on first use, not at %load_ext
 
             self._store = SessionStore(self.config.database or None)  # None: $IPYTHON_COMPACT_DB or the data dir
             self._store.ensure_session(self.session)
@@ -138,7 +147,7 @@ class KernelService:
     @property
     def snapshot_dir(self) -> Path:
         """Where this session's snapshots live (shown when a restore finds nothing)."""
-        return paths.data_dir() / "snapshots" / B.snapshot_slug(self.session)
+        return paths.data_dir() / "snapshots" / binding.snapshot_slug(self.session)
 
     @property
     def snapshots(self) -> SnapshotStore:
@@ -174,6 +183,7 @@ class KernelService:
 
     # ------------------------------------------------------------------ status
     def settings(self) -> Any:
+        # start-up: read when the settings are first asked for
         from ipython_compact.core.settings import CompactionSettings
 
         return CompactionSettings.from_mapping(self.config.settings_mapping())
@@ -192,13 +202,13 @@ class KernelService:
         says whether the context holds any model conversation (messages or a compaction); a plain
         notebook has none, and there is nothing to compact.
         """
-        from ipython_compact.core.thresholds import threshold_lines
-        from ipython_compact.core.tokens import estimate_context
+        from ipython_compact.core.thresholds import threshold_lines  # start-up: status only
+        from ipython_compact.core.tokens import estimate_context  # start-up: status only
 
         agent = self.live_agent()
         session = self.context_session()
         view = self.store.context_view(session)
-        conversation = any(e.kind in (E.MESSAGE, E.COMPACTION) for e in view.entries)
+        conversation = any(e.kind in (MESSAGE, COMPACTION) for e in view.entries)
         problem = None
         if agent is not None:
             figures = agent.status()
@@ -254,7 +264,7 @@ class KernelService:
             "background_line": background,
             "problem": problem,
             "entries": self.store.path_length(session),  # stored depth: no walk
-            "compactions": self.store.count_on_path(session, (E.COMPACTION,)),  # stored running count: one row
+            "compactions": self.store.count_on_path(session, (COMPACTION,)),  # stored running count: one row
             "in_flight": [
                 {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking, "started_at": c.started_at}
                 for c in live.in_flight
@@ -288,7 +298,7 @@ class KernelService:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
         path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
         return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
-                 "text": E.entry_text(e)[:160] or entry_gist(e.to_json())} for e in path[-limit:]]
+                 "text": entry_text(e)[:160] or entry_gist(e.to_json())} for e in path[-limit:]]
 
     def show(self, entry_id: str) -> dict[str, Any]:
         entry = self.store.get(entry_id, self.session)
@@ -297,7 +307,7 @@ class KernelService:
     def tree(self) -> list[dict[str, Any]]:
         leaf = self.store.leaf(self.session)
         return [{"id": e.id, "kind": e.kind, "timestamp": e.timestamp, "leaf": e.id == leaf,
-                 "text": E.entry_text(e)[:80]} for e in self.store.branch_tips(self.session)]
+                 "text": entry_text(e)[:80]} for e in self.store.branch_tips(self.session)]
 
     def branch(self, entry_id: str, *, summarize: bool = True) -> dict[str, Any]:
         """Move the leaf to ``entry_id``; with ``summarize`` the abandoned branch is summarized there."""
@@ -314,6 +324,7 @@ class KernelService:
     def import_transcript(self, source: Path, *, new_ids: bool = False) -> dict[str, Any]:
         """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes;
         entries the session already holds raise ``DuplicateImportError`` unless ``new_ids``)."""
+        # start-up: only %compact import reads transcripts
         from ipython_compact.store.importers import import_file
 
         result = import_file(self.store, source, session=self.session, new_ids=new_ids)
@@ -325,7 +336,7 @@ class KernelService:
 
         def write(f: TextIO) -> int:
             for e in entries:
-                f.write(E.canonical_json(e.to_json()) + "\n")
+                f.write(canonical_json(e.to_json()) + "\n")
             return len(entries)
 
         return write_private_file(target, write, what="the export target")
@@ -416,7 +427,7 @@ class KernelService:
             names = None
         notice = state_notice(kernel_alive=True, names=names, snapshot=outcome)
         if notice is not None:
-            self.store.append(self.session, E.KERNEL_STATE, {"content": notice}, timestamp=_now())
+            self.store.append(self.session, KERNEL_STATE, {"content": notice}, timestamp=_now())
         return notice
 
     # ------------------------------------------------------------------ snapshots
@@ -515,7 +526,7 @@ class KernelService:
             self.last_snapshot, self.last_snapshot_error = report, None
             if not record:
                 return report
-            self.append_or_report(E.SNAPSHOT, {
+            self.append_or_report(SNAPSHOT, {
                 "generation": report.generation, "saved": len(report.saved),
                 "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes,
                 "manifest_digest": report.manifest_digest})
@@ -542,7 +553,6 @@ class KernelService:
                                                  overwrite=overwrite)
             if not report.restored and not report.kept:
                 report.warnings.append(self._nothing_restored(report))
-            self.last_restore = report
             return report
         finally:
             lock.release()
@@ -573,12 +583,12 @@ class KernelService:
         return self.snapshots.discard(generation)
 
     # ------------------------------------------------------------------ bookkeeping appends
-    def append_or_report(self, kind: str, data: Mapping[str, Any]) -> E.Entry | None:
+    def append_or_report(self, kind: str, data: Mapping[str, Any]) -> Entry | None:
         """Append a bookkeeping entry (a snapshot record, a cell's file operations) to the bound
         session. It runs after a cell, so it must neither raise into the user's work nor hold up
         the next cell, and it must not vanish: a locked database queues it for the retry thread
         (``kernel/bookkeeping.py``); giving up is logged and shown in ``status()``'s problem line."""
-        entry: E.Entry | None = self.bookkeeping.append(self.session, kind, data, _now())
+        entry: Entry | None = self.bookkeeping.append(self.session, kind, data, _now())
         return entry
 
     def _apply_record(self, record: Mapping[str, Any]) -> Any:
@@ -613,7 +623,7 @@ class KernelService:
         recorded = []
         for actor, (read, modified) in sorted(self.fileops.take().items()):
             data = {"read": read, "modified": modified, "by": actor}
-            self.append_or_report(E.CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
+            self.append_or_report(CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
             recorded.append(data)
         return recorded
 
@@ -621,7 +631,7 @@ class KernelService:
 def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[CompactionSummary]:
     """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
     by ``server_extension``: they are read from the session log alone)."""
-    compactions = store.path(session, kinds=(E.COMPACTION,))  # mark chain only
+    compactions = store.path(session, kinds=(COMPACTION,))  # mark chain only
     out: list[CompactionSummary] = []
     for e in compactions[-limit:] if limit > 0 else compactions:
         details = e.data.get("details")
@@ -635,13 +645,13 @@ def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[Com
     return out
 
 
-def _kept_messages(store: SessionStore, session: str, compaction: E.Entry) -> int:
+def _kept_messages(store: SessionStore, session: str, compaction: Entry) -> int:
     """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
     first_kept = compaction.data.get("first_kept_entry_id")
     if not isinstance(first_kept, str):
         return 0
     try:
-        return int(store.count_on_path(session, (E.MESSAGE,), leaf=compaction.id, from_id=first_kept))
+        return int(store.count_on_path(session, (MESSAGE,), leaf=compaction.id, from_id=first_kept))
     except KeyError:  # not on the path (a damaged log): nothing counted as kept
         return 0
 
@@ -673,7 +683,7 @@ class LogLedger:
         out: dict[int, str] = {}
         with contextlib.suppress(Exception):
             store, session = self._service.store, self._service.session
-            for e in store.entries(session, kinds=(E.SNAPSHOT,)):
+            for e in store.entries(session, kinds=(SNAPSHOT,)):
                 if isinstance(e.data.get("manifest_digest"), str) and type(e.data.get("generation")) is int:
                     out[e.data["generation"]] = e.data["manifest_digest"]
             for g, d in (store.status_get(session, self.KEY, {}) or {}).items():
@@ -688,7 +698,7 @@ class LogLedger:
 
 def _jsonable(obj: Any) -> dict[str, Any]:
     """A dataclass / mapping / object result as a JSON-ready dict (unknown values become strings)."""
-    import dataclasses
+    import dataclasses  # start-up: used by one helper
 
     if hasattr(obj, "to_json"):
         obj = obj.to_json()
@@ -698,7 +708,7 @@ def _jsonable(obj: Any) -> dict[str, Any]:
         obj = {"value": obj}
 
     def conv(v: Any) -> Any:
-        if isinstance(v, E.Entry):
+        if isinstance(v, Entry):
             return v.to_json()
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}

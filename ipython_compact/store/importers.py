@@ -306,10 +306,6 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
     return out, repaired
 
 
-def read_json_lines(path: Path, limits: ImportLimits = ImportLimits()) -> list[tuple[int, Any]]:
-    """Every non-blank line of ``path`` decoded as JSON, with its 1-based line number."""
-    return parse_json_lines(source_name(path), read_source(path, limits), limits)[0]
-
 
 def detect_format(path: Path | str, objects: Sequence[tuple[int, Any]]) -> Literal["pi", "jsonl"]:
     line, first = objects[0]
