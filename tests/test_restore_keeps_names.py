@@ -34,7 +34,7 @@ def test_a_name_defined_since_is_kept_and_the_report_says_how_to_take_it(ip: Any
     assert ip.user_ns["df"] == "my new value" and ip.user_ns["gone"] == 7
     assert shown.data["kept"] == ["df"] and sorted(shown.data["restored"]) == ["gone", "same"]
     plain = " ".join(_plain(shown).split())
-    assert "1 name you defined since kept as they are" in plain
+    assert "1 name you defined since kept as it is" in plain
     assert "`%compact restore --overwrite`" in plain and "`%compact restore --names df`" in plain
 
 

@@ -170,12 +170,13 @@ def restore_bundle(report: Mapping[str, Any], *, own_process: str | None = None,
         title = f"Restored from snapshot generation {cell_text(generation)}: {counted(len(restored), 'name')}"
     else:
         title = f"Warning: nothing was restored from generation {cell_text(generation)}"
+    as_is = "it is" if len(kept) == 1 else "they are"
     if kept:
-        title += f" · {counted(len(kept), 'name')} you defined since kept as they are"
+        title += f" · {counted(len(kept), 'name')} you defined since kept as {as_is}"
     rows: list[tuple[str, str]] = [("Restored", ", ".join(restored) if restored else "none")]
     if kept:
         rows.append(("Not overwritten", (
-            f"{', '.join(kept)}: defined since with a different value, so left as they are. To take the snapshot's "
+            f"{', '.join(kept)}: defined since with a different value, so left as {as_is}. To take the snapshot's "
             f"values: `%compact restore --overwrite` (every name), or `%compact restore --names {','.join(kept)}` "
             "(only those).")))
     if report.get("not_in_snapshot"):
