@@ -51,3 +51,12 @@ def test_every_command_is_registered_by_the_module_the_table_names_with_its_help
         assert action.choices[name].get_default("func").__module__ == module, name
     assert [a.dest for a in action._choices_actions] == list(COMMANDS)  # --help lists the table's order
 
+
+
+def test_loading_the_extension_imports_neither_the_compactor_nor_the_agent() -> None:
+    """%load_ext pays for the comm, the magics and the store; the summarizing core, the
+    summarizers and the agent load when a compaction or a %%agent cell first needs them."""
+    loaded = _modules_after("import ipython_compact.kernel.extension")
+    heavy = ("ipython_compact.compaction.compactor", "ipython_compact.summarizers.registry",
+             "ipython_compact.agent.loop", "ipython_compact.agent.model_resolution", "openai")
+    assert sorted(m for m in heavy if m in loaded) == []

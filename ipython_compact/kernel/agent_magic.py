@@ -35,15 +35,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.events import AgentEvent
-from ipython_compact.agent.model_resolution import settings_for_window
-from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.kernel.agent_settings import AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
 from ipython_compact.kernel.config import AgentConfig
 from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
 from ipython_compact.kernel.transcript import Transcript, answer_bundle, step_plain
-from ipython_compact.summarizers.registry import make_summarizer
 
 if TYPE_CHECKING:
     from ipython_compact.agent.loop import Agent
@@ -101,6 +98,11 @@ class AgentMagics(Magics):  # type: ignore[misc]
         # deferred for start-up: only a %%agent cell needs the agent (~200 ms %load_ext paid)
         from ipython_compact.agent.kernel_tool import InProcessKernel
         from ipython_compact.agent.loop import Agent  # deferred with it (start-up)
+
+        # start-up: a %%agent cell needs these; %load_ext must not pay for them
+        from ipython_compact.agent.model_resolution import settings_for_window
+        from ipython_compact.compaction.compactor import Compactor  # start-up
+        from ipython_compact.summarizers.registry import make_summarizer  # start-up
 
         config = getattr(self.service, "config", None)
         chosen = resolve_settings(opts, self.agent_config, config, self._card_window)
@@ -286,5 +288,7 @@ def _sized_for(settings: Any, configured: dict[str, Any], window: int) -> Any:
     to it: pi's defaults (reserve 16,384) make a ``--window 2500`` agent refuse every request."""
     if SIZE_KEYS & configured.keys():
         return settings
+    from ipython_compact.agent.model_resolution import settings_for_window  # start-up: a %%agent cell only
+
     scaled = settings_for_window(window)
     return dataclasses.replace(settings, **{k: getattr(scaled, k) for k in SIZE_KEYS})

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from ipython_compact.compaction.compactor import CompactionError, NothingToCompact
+from ipython_compact.compaction.results import CompactionError, NothingToCompact
 from ipython_compact.core import comm_protocol
 from ipython_compact.kernel.call_tree import call_tree
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable

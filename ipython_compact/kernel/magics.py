@@ -23,7 +23,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ipython_compact.compaction.compactor import CompactionError, NothingToCompact
+from ipython_compact.compaction.results import CompactionError, NothingToCompact
 from ipython_compact.files.paths import read_only_reason
 from ipython_compact.kernel import display, report_rows
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean

@@ -20,9 +20,9 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from ipython_compact.compaction.compactor import Compactor, NothingToCompact
+from ipython_compact.compaction.results import NothingToCompact
 from ipython_compact.core.comm_protocol import (
     CompactionRecord,
     CompactionSummary,
@@ -62,8 +62,10 @@ from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.sqlite_store import SessionStore
 from ipython_compact.store.sqlite_store import utc_now as _now
-from ipython_compact.summarizers.registry import make_summarizer
 from ipython_compact.version import __version__
+
+if TYPE_CHECKING:
+    from ipython_compact.compaction.compactor import Compactor
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
 FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
@@ -362,6 +364,9 @@ class KernelService:
 
     # ------------------------------------------------------------------ compaction
     def _compactor(self) -> Compactor:
+        # start-up: the compactor pulls in the whole summarizing core; %load_ext must not pay for it
+        from ipython_compact.compaction.compactor import Compactor  # start-up
+
         return Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
 
     def compaction_settings(self) -> tuple[Any, str]:
@@ -383,6 +388,9 @@ class KernelService:
 
     def _summarizer(self) -> Any:
         """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
+        # start-up: the summarizers are needed only when a compaction runs
+        from ipython_compact.summarizers.registry import make_summarizer  # start-up
+
         return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
 
     def preview(self, focus: str | None = None) -> PreviewReply:
