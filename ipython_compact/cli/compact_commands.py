@@ -167,7 +167,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
-    from ipython_compact.core.ledger import one_line  # start-up: only this command needs it
+    from ipython_compact.core.readable import one_line  # start-up: only this command needs it
 
     given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
     if len(given) > 1:

@@ -304,7 +304,7 @@ def _describe(entry: Entry) -> str:
 
 
 def _preview(entry: Entry, width: int = 70) -> str:
-    from ipython_compact.core.ledger import one_line  # start-up: only this command needs it
+    from ipython_compact.core.readable import one_line  # start-up: only this command needs it
 
     text = entry_text(entry)
     if entry.kind == COMPACTION:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ipython_compact.core.anchors import AnchorSet
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.triage import Pointer
+
+if TYPE_CHECKING:
+    from ipython_compact.core.anchors import AnchorSet
 
 
 class CompactionError(RuntimeError):

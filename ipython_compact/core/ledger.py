@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 from ipython_compact.core.drift import CODE_KEYS, extract_identifiers, render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
+from ipython_compact.core.readable import one_line
 from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
 
 Status = Literal["ok", "error", "pending"]
@@ -189,13 +190,6 @@ def shown_request(text: str, limit: int) -> str:
     one = " ".join(text.split())
     clipped = clip_sentences(one, limit - 2)
     return clipped if clipped == one or clipped.endswith("…") else f"{clipped} …"
-
-
-def one_line(text: str, limit: int) -> str:
-    """``text`` with its whitespace runs collapsed to single spaces, cut to ``limit`` characters
-    (the last one an ellipsis when anything was cut)."""
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 RAW_CHARS: Final = 4 * REQUEST_CHARS  # a request or an answer as folded, before its one-line form

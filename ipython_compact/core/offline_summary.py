@@ -59,7 +59,8 @@ from ipython_compact.core.facts import (
     supersedes,
     without_note,
 )
-from ipython_compact.core.ledger import NOT_ANSWERS, one_line
+from ipython_compact.core.ledger import NOT_ANSWERS
+from ipython_compact.core.readable import one_line
 from ipython_compact.core.requests import RequestBook, RequestRecord
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]

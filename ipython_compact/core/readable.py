@@ -73,3 +73,9 @@ def entry_gist(entry: Mapping[str, Any]) -> str:
         return str(data.get("custom_type", ""))
     return ""
 
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` with its whitespace runs collapsed to single spaces, cut to ``limit`` characters
+    (the last one an ellipsis when anything was cut)."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"

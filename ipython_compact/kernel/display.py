@@ -24,8 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
-from ipython_compact.core.ledger import one_line  # one cell per line: tables never break apart
-from ipython_compact.core.readable import cell_text, entry_gist, fmt_bytes
+from ipython_compact.core.readable import (
+    cell_text,
+    entry_gist,
+    fmt_bytes,
+    one_line,  # one cell per line: tables never break apart
+)
 from ipython_compact.kernel import plain_text
 
 __all__ = ["cell_text", "entry_gist", "fmt_bytes"]  # re-exported: the kernel side's one import for rendering
