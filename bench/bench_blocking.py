@@ -46,18 +46,28 @@ from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer  # no
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply  # noqa: E402
 
 WINDOW = 6000
-ANSWER = ("Day {n}: walk the old town early, lunch at a tasca, a museum in the afternoon, and a "
-          "viewpoint at sunset. Budget about 80 EUR. ") * 6
-SUMMARY = ("## Goal\nPlan a long trip.\n\n## Constraints & Preferences\n- Budget about 80 EUR a day.\n\n"
-           "## Progress\n### Done\n- [x] Days planned so far.\n### In Progress\n- [ ] Next days.\n### Blocked\n- (none)\n\n"
-           "## Key Decisions\n- Walk early, museums in the afternoon.\n\n## Next Steps\n1. Continue with the next day.\n\n"
-           "## Critical Context\n- (none)\n\n## Original Request\nPlan a long trip.\n\n## Early Progress\n- Days planned.\n\n"
-           "## Context for Suffix\n- Budget about 80 EUR a day.")
+ANSWER = (
+    "Day {n}: walk the old town early, lunch at a tasca, a museum in the afternoon, and a "
+    "viewpoint at sunset. Budget about 80 EUR. "
+) * 6
+SUMMARY = (
+    "## Goal\nPlan a long trip.\n\n## Constraints & Preferences\n- Budget about 80 EUR a day.\n\n"
+    "## Progress\n### Done\n- [x] Days planned so far.\n### In Progress\n- [ ] Next days.\n### "
+    "Blocked\n- (none)\n\n"
+    "## Key Decisions\n- Walk early, museums in the afternoon.\n\n## Next Steps\n1. Continue with the "
+    "next day.\n\n"
+    "## Critical Context\n- (none)\n\n## Original Request\nPlan a long trip.\n\n## Early Progress\n- "
+    "Days planned.\n\n"
+    "## Context for Suffix\n- Budget about 80 EUR a day."
+)
 
 
-def run_once(background: bool, turns: int, answer_delay: float, summary_delay: float, workdir: Path) -> dict[str, Any]:
-    settings = CompactionSettings(reserve_tokens=1500, keep_recent_tokens=800,
-                                  background_tokens=1800 if background else 0)
+def run_once(
+    background: bool, turns: int, answer_delay: float, summary_delay: float, workdir: Path
+) -> dict[str, Any]:
+    settings = CompactionSettings(
+        reserve_tokens=1500, keep_recent_tokens=800, background_tokens=1800 if background else 0
+    )
 
     def script(req: RecordedRequest) -> Reply:
         system = next((m.get("content") for m in req.messages if m.get("role") == "system"), "")
@@ -84,8 +94,18 @@ def run_once(background: bool, turns: int, answer_delay: float, summary_delay: f
         summarizer = OpenAISummarizer("local-model", base_url=srv.base_url, api_key="local", max_retries=0)
         compactor = Compactor(store, summarizer, settings)
         client = openai.OpenAI(base_url=srv.base_url, api_key="local", max_retries=0)
-        agent = Agent(store=store, session="bench", client=client, model="local-model", context_window=WINDOW,
-                      settings=settings, compactor=compactor, kernel=kernel, on_event=on_event, cooldown_seconds=0)
+        agent = Agent(
+            store=store,
+            session="bench",
+            client=client,
+            model="local-model",
+            context_window=WINDOW,
+            settings=settings,
+            compactor=compactor,
+            kernel=kernel,
+            on_event=on_event,
+            cooldown_seconds=0,
+        )
         start = time.perf_counter()
         for i in range(turns):
             result = agent.ask(f"Plan day {i + 1}.")
@@ -130,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         "summary_delay_s": args.summary_delay,
         "background_off": off,
         "background_on": on,
-        "blocked_total_ratio_off_over_on": round(off["blocked_total_s"] / on["blocked_total_s"], 2) if on["blocked_total_s"] else None,
+        "blocked_total_ratio_off_over_on": round(off["blocked_total_s"] / on["blocked_total_s"], 2)
+        if on["blocked_total_s"]
+        else None,
         # What the docstring claims, checked on the figures above.
         "goals": {
             "background_on_blocks_less_in_total": on["blocked_total_s"] < off["blocked_total_s"],

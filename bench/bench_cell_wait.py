@@ -35,22 +35,31 @@ DEBOUNCE = 0.3
 SHAPES = {
     "array_400mb": "import numpy as np\nbig = np.full({mb} * (1 << 20) // 8, {i}, dtype=np.float64)",
     "names_100k": "globals().update({{f'v{{k}}': k + {i} for k in range({names})}})",
-    "frame_object_col": ("import pandas as pd, numpy as np\n"
-                         "df = pd.DataFrame({{'s': [f'row {{k}} {i}' for k in range({rows})], "
-                         "'x': np.arange({rows}) + {i}}})"),
+    "frame_object_col": (
+        "import pandas as pd, numpy as np\n"
+        "df = pd.DataFrame({{'s': [f'row {{k}} {i}' for k in range({rows})], "
+        "'x': np.arange({rows}) + {i}}})"
+    ),
 }
 
 
 def start(mode: str, data_dir: Path) -> tuple[KernelManager, Any]:
-    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(data_dir / mode), "IPYTHON_COMPACT_SESSION": f"bench-{mode}"}
+    env = {
+        **os.environ,
+        "IPYTHON_COMPACT_DIR": str(data_dir / mode),
+        "IPYTHON_COMPACT_SESSION": f"bench-{mode}",
+    }
     km = KernelManager(kernel_name="python3", transport="ipc")  # no "running over TCP" warning per kernel
     km.start_kernel(env=env)
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=120)
     if mode != "bare":
-        run(kc, f"%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = {DEBOUNCE}\n"
-                f"%config CompactConfig.background_snapshots = {mode == 'background'}")
+        run(
+            kc,
+            f"%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = {DEBOUNCE}\n"
+            f"%config CompactConfig.background_snapshots = {mode == 'background'}",
+        )
     return km, kc
 
 
@@ -78,14 +87,21 @@ def measure(mode: str, shape: str, repeats: int, sizes: dict[str, int], data_dir
             waits.append(run(kc, "1 + 1") * 1000.0)
             time.sleep(0.2)
             if mode != "bare":  # let the snapshot finish before the next change, so each round is alike
-                run(kc, "import time\n"
-                        "ext = __import__('ipython_compact.kernel.extension', fromlist=['x']).extension_for(get_ipython())\n"
-                        "ext.service.settle_background(600)")
+                run(
+                    kc,
+                    "import time\n"
+                    "ext = __import__('ipython_compact.kernel.extension', "
+                    "fromlist=['x']).extension_for(get_ipython())\n"
+                    "ext.service.settle_background(600)",
+                )
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    return {"min_ms": round(min(waits), 1), "median_ms": round(statistics.median(waits), 1),
-            "all_ms": [round(w, 1) for w in waits]}
+    return {
+        "min_ms": round(min(waits), 1),
+        "median_ms": round(statistics.median(waits), 1),
+        "all_ms": [round(w, 1) for w in waits],
+    }
 
 
 def main() -> None:
@@ -94,14 +110,18 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=400)
     parser.add_argument("--names", type=int, default=100_000)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated subset of: " + ", ".join(SHAPES))
+    parser.add_argument(
+        "--shapes", default=",".join(SHAPES), help="comma-separated subset of: " + ", ".join(SHAPES)
+    )
     args = parser.parse_args()
     sizes = {"mb": args.mb, "names": args.names, "rows": args.rows}
     results: dict[str, Any] = {"sizes": sizes, "debounce_s": DEBOUNCE, "shapes": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes.split(","):
-            row = {mode: measure(mode, shape, args.repeats, sizes, Path(tmp)) for mode in
-                   ("bare", "foreground", "background")}
+            row = {
+                mode: measure(mode, shape, args.repeats, sizes, Path(tmp))
+                for mode in ("bare", "foreground", "background")
+            }
             bare, bg = row["bare"]["median_ms"], row["background"]["median_ms"]
             row["background_over_bare"] = round(bg / bare, 2) if bare else None
             row["foreground_over_bare"] = round(row["foreground"]["median_ms"] / bare, 2) if bare else None

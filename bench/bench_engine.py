@@ -166,8 +166,10 @@ def measure_ours(db: Path, path: list[Entry], settings: CompactionSettings, roun
         "context_entries": len(view.entries),
         "context_messages": len(build_context(view.entries)),
         "context_tokens": estimate_context(view.entries, ESTIMATOR, tokens=view.tokens(ESTIMATOR)).tokens,
-        "messages_to_summarize": 0 if prep is None else len(prep.messages_to_summarize),  # type: ignore[attr-defined]
-        "first_kept_entry_id": None if prep is None else prep.first_kept_entry_id,  # type: ignore[attr-defined]
+        # type: ignore[attr-defined]
+        "messages_to_summarize": 0 if prep is None else len(prep.messages_to_summarize),
+        # type: ignore[attr-defined]
+        "first_kept_entry_id": None if prep is None else prep.first_kept_entry_id,
     }
     groups: dict[str, dict[str, Callable[[], object]]] = {
         "store": {"threshold_check": store_threshold, "plan": store_plan, "context_view": store_context},
@@ -230,8 +232,16 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
     compacted = compact()
     store.set_leaf(SESSION, leaf)
     status = service.status()
-    agent = Agent(store=store, session=SESSION, client=client, model="bench", context_window=WINDOW,
-                  compactor=compactor, kernel=None, settings=settings)  # type: ignore[arg-type]
+    agent = Agent(
+        store=store,
+        session=SESSION,
+        client=client,
+        model="bench",
+        context_window=WINDOW,
+        compactor=compactor,
+        kernel=None,
+        settings=settings,
+    )  # type: ignore[arg-type]
     ops: dict[str, Callable[[], object]] = {
         "compactor_plan": lambda: compactor.plan(SESSION),
         "compactor_compact": compact,
@@ -261,9 +271,19 @@ def measure_pi(pi_file: Path, settings: CompactionSettings, rounds: int) -> dict
     if not PI_PACKAGE.exists():
         return {"skipped": f"{PI_PACKAGE} missing: run npm ci in tests/pi_reference"}
     done = subprocess.run(
-        [node, "--max-old-space-size=8192", str(PI_SCRIPT), str(pi_file), str(rounds),
-         str(settings.keep_recent_tokens), str(settings.reserve_tokens), str(WINDOW)],
-        capture_output=True, text=True, timeout=900,
+        [
+            node,
+            "--max-old-space-size=8192",
+            str(PI_SCRIPT),
+            str(pi_file),
+            str(rounds),
+            str(settings.keep_recent_tokens),
+            str(settings.reserve_tokens),
+            str(WINDOW),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     if done.returncode != 0:
         return {"skipped": f"pi bench failed: {done.stderr.strip()[-500:]}"}
@@ -329,7 +349,11 @@ def run(sizes: list[int], rounds: int, with_pi: bool, fixture: Path) -> dict[str
         "benchmark": "engine",
         "fixture": str(fixture.relative_to(ROOT)) if fixture.is_relative_to(ROOT) else str(fixture),
         "estimator": ESTIMATOR,
-        "settings": {"keep_recent_tokens": settings.keep_recent_tokens, "reserve_tokens": settings.reserve_tokens, "window": WINDOW},
+        "settings": {
+            "keep_recent_tokens": settings.keep_recent_tokens,
+            "reserve_tokens": settings.reserve_tokens,
+            "window": WINDOW,
+        },
         "rounds": rounds,
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
@@ -344,7 +368,9 @@ def goals(results: list[dict[str, Any]]) -> dict[str, Any]:
     small, large = results[0], results[-1]
     growth = large["store_ms"]["context_view"] / max(small["store_ms"]["context_view"], 1e-9)
     cold_growth = large["store_cold_ms"]["context_view"] / max(small["store_cold_ms"]["context_view"], 1e-9)
-    cold_growth_min = large["store_cold_min_ms"]["context_view"] / max(small["store_cold_min_ms"]["context_view"], 1e-9)
+    cold_growth_min = large["store_cold_min_ms"]["context_view"] / max(
+        small["store_cold_min_ms"]["context_view"], 1e-9
+    )
     out: dict[str, Any] = {
         "context_view_growth_largest_over_smallest": round(growth, 2),
         "context_view_within_2x": growth <= 2.0,
@@ -367,7 +393,9 @@ def goals(results: list[dict[str, Any]]) -> dict[str, Any]:
     if ratios:
         out["threshold_check_not_slower_than_pi_at_largest"] = (ratios["threshold_check_store"] or 0) >= 1.0
         out["plan_not_slower_than_pi_at_largest"] = (ratios["plan_store"] or 0) >= 1.0
-        out["cold_threshold_check_not_slower_than_pi_at_largest"] = (ratios["threshold_check_store_cold"] or 0) >= 1.0
+        out["cold_threshold_check_not_slower_than_pi_at_largest"] = (
+            ratios["threshold_check_store_cold"] or 0
+        ) >= 1.0
         out["cold_plan_not_slower_than_pi_at_largest"] = (ratios["plan_store_cold"] or 0) >= 1.0
     return out
 

@@ -52,8 +52,11 @@ def _click_to_fresh_ms(page: Any, timeout_ms: float) -> float:
     t0 = page.evaluate("() => Date.now()")
     page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
     page.wait_for_function(
-        f"(t0) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt || 0) >= t0",
-        arg=t0, timeout=timeout_ms, polling=5,
+        f"(t0) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt || "
+        f"0) >= t0",
+        arg=t0,
+        timeout=timeout_ms,
+        polling=5,
     )
     return float(names_updated_at(page) - t0)
 
@@ -61,8 +64,12 @@ def _click_to_fresh_ms(page: Any, timeout_ms: float) -> float:
 def _stats(values: list[float]) -> dict[str, Any]:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(values), "median_ms": round(statistics.median(values), 1),
-            "p95_ms": round(p95, 1), "max_ms": round(ordered[-1], 1)}
+    return {
+        "n": len(values),
+        "median_ms": round(statistics.median(values), 1),
+        "p95_ms": round(p95, 1),
+        "max_ms": round(ordered[-1], 1),
+    }
 
 
 def _notebook(lab: Any, browser: Any, name: str, comms: str) -> Any:
@@ -118,8 +125,11 @@ def _switch_ms(page: Any, path: str, name: str) -> tuple[float, float]:
             const fresh = await waitFor(updSel, since) - t0;
             return [kept, fresh];
         }}""",
-        [path, f'{PANEL}[data-notebook="{path}"] .jp-IpythonCompact-names tr[data-name="{name}"]',
-         f"{PANEL} .jp-IpythonCompact-updated"],
+        [
+            path,
+            f'{PANEL}[data-notebook="{path}"] .jp-IpythonCompact-names tr[data-name="{name}"]',
+            f"{PANEL} .jp-IpythonCompact-updated",
+        ],
     )
     wait_notebook_kernel(page, path)
     return float(kept), float(fresh)
@@ -131,7 +141,9 @@ def _first_connect_ms(page: Any, lab: Any, path: str) -> float:
     lab.put_notebook(path)
     page.evaluate("() => window.jupyterapp.shell.collapseRight()")
     page.wait_for_selector(PANEL, state="hidden")
-    page.evaluate(f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(path)}}})")
+    page.evaluate(
+        f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(path)}}})"
+    )
     wait_notebook_kernel(page, path)
     run_cell(page, "%load_ext ipython_compact\nmarker_first = 1")
     took = page.evaluate(
@@ -188,27 +200,39 @@ def main() -> None:
 
     busy_ms, stale_ms = statistics.median(busy), statistics.median(stale)
     kept_ms, first_ms = statistics.median(kept), statistics.median(first)
-    print(json.dumps({
-        "benchmark": "panel namespace freshness (click refresh -> fresh table), real JupyterLab + Chromium",
-        "cell_seconds": args.cell_seconds,
-        "idle": _stats(idle),
-        "busy_subshell": _stats(busy),
-        "busy_main_shell": {**_stats(stale), "note": "no subshell: the table is stale until the cell ends"},
-        "speedup_busy_median": round(stale_ms / max(busy_ms, 0.1), 1),
-        "switch": {
-            "return_kept": _stats(kept),
-            "return_fresh": _stats(fresh),
-            "first_connect": {**_stats(first), "note": "what a panel without per-notebook state pays per switch"},
-            "speedup_kept_vs_connect_median": round(first_ms / max(kept_ms, 0.1), 1),
-        },
-        # What the docstring claims, checked on the figures above.
-        "goals": {
-            # clicks stop 1 s before the cell ends, so an answer within 1 s came mid-cell
-            "busy_subshell_median_under_1s": busy_ms < 1000,
-            "busy_subshell_faster_than_main_shell": busy_ms < stale_ms,
-            "switch_back_kept_faster_than_first_connect": kept_ms < first_ms,
-        },
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "panel namespace freshness (click refresh -> fresh table), real JupyterLab + "
+                "Chromium",
+                "cell_seconds": args.cell_seconds,
+                "idle": _stats(idle),
+                "busy_subshell": _stats(busy),
+                "busy_main_shell": {
+                    **_stats(stale),
+                    "note": "no subshell: the table is stale until the cell ends",
+                },
+                "speedup_busy_median": round(stale_ms / max(busy_ms, 0.1), 1),
+                "switch": {
+                    "return_kept": _stats(kept),
+                    "return_fresh": _stats(fresh),
+                    "first_connect": {
+                        **_stats(first),
+                        "note": "what a panel without per-notebook state pays per switch",
+                    },
+                    "speedup_kept_vs_connect_median": round(first_ms / max(kept_ms, 0.1), 1),
+                },
+                # What the docstring claims, checked on the figures above.
+                "goals": {
+                    # clicks stop 1 s before the cell ends, so an answer within 1 s came mid-cell
+                    "busy_subshell_median_under_1s": busy_ms < 1000,
+                    "busy_subshell_faster_than_main_shell": busy_ms < stale_ms,
+                    "switch_back_kept_faster_than_first_connect": kept_ms < first_ms,
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

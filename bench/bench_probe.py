@@ -37,15 +37,23 @@ CELL_SECONDS = 5.0
 
 def stats(samples: list[float]) -> dict[str, Any]:
     ordered = sorted(samples)
-    return {"n": len(samples), "median_ms": round(statistics.median(ordered), 2),
-            "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))], 2), "max_ms": round(ordered[-1], 2)}
+    return {
+        "n": len(samples),
+        "median_ms": round(statistics.median(ordered), 2),
+        "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))], 2),
+        "max_ms": round(ordered[-1], 2),
+    }
 
 
 def execute_main(kc: Any, timeout: float = 30.0) -> float:
     """One variable-inspector style request on the main shell; milliseconds until its reply."""
     start = time.perf_counter()
-    msg_id = kc.execute("", silent=False, store_history=False,
-                        user_expressions={"names": "get_ipython().run_line_magic('who_ls', '')"})
+    msg_id = kc.execute(
+        "",
+        silent=False,
+        store_history=False,
+        user_expressions={"names": "get_ipython().run_line_magic('who_ls', '')"},
+    )
     while True:
         reply = kc.get_shell_msg(timeout=timeout)
         if reply["parent_header"].get("msg_id") == msg_id:
@@ -101,12 +109,16 @@ def main() -> None:
             "for i in range(60):\n"
             "    globals()[f'arr_{i}'] = np.zeros((100, 10))\n"
             "    globals()[f'lst_{i}'] = list(range(100))\n"
-            "    globals()[f'txt_{i}'] = 'x' * 1000\n", timeout=60)
+            "    globals()[f'txt_{i}'] = 'x' * 1000\n",
+            timeout=60,
+        )
         out["names_in_kernel"] = sub.names()["total"]
 
-        idle = {"comm_subshell": [sub.names().elapsed_ms for _ in range(IDLE_SAMPLES)],
-                "execute_main": [execute_main(inspector) for _ in range(IDLE_SAMPLES)],
-                "comm_main": [main_comm.names().elapsed_ms for _ in range(IDLE_SAMPLES)]}
+        idle = {
+            "comm_subshell": [sub.names().elapsed_ms for _ in range(IDLE_SAMPLES)],
+            "execute_main": [execute_main(inspector) for _ in range(IDLE_SAMPLES)],
+            "comm_main": [main_comm.names().elapsed_ms for _ in range(IDLE_SAMPLES)],
+        }
         out["idle"] = {k: stats(v) for k, v in idle.items()}
 
         busy: dict[str, list[float]] = {"comm_subshell": [], "execute_main": [], "comm_main": []}

@@ -66,9 +66,13 @@ def main() -> None:
             plain.append(p)
             ours.append(o)
             ratios.append(o / p)
-    out = {"mb": args.mb, "rounds": args.rounds,
-           "pickle_load_s": round(statistics.median(plain[1:]), 4), "ours_load_s": round(statistics.median(ours[1:]), 4),
-           "ratio_paired_median": round(statistics.median(ratios[1:]), 3)}
+    out = {
+        "mb": args.mb,
+        "rounds": args.rounds,
+        "pickle_load_s": round(statistics.median(plain[1:]), 4),
+        "ours_load_s": round(statistics.median(ours[1:]), 4),
+        "ratio_paired_median": round(statistics.median(ratios[1:]), 3),
+    }
     out["goal_within_1_2x"] = out["ratio_paired_median"] <= 1.2
     print(json.dumps(out, indent=2))
 

@@ -74,8 +74,11 @@ NEEDLES = 48
 EXCERPT = 4_000
 RLMS_DEFAULT_LIMIT = 128_000  # rlms' context table value for an unknown model name
 SUB_PREFIX = "Classify this excerpt:"
-TASK = ("`context` holds an 8,000,000-character corpus. Find every line 'NEEDLE-k: value=v' and answer with "
-        "the sum of all v. Scan it slice by slice with code; use llm_query(prompt) for a sub-model's opinion.")
+TASK = (
+    "`context` holds an 8,000,000-character corpus. Find every line 'NEEDLE-k: value=v' and answer with "
+    "the sum of all v. Scan it slice by slice with code; use llm_query(prompt) for a sub-model's "
+    "opinion."
+)
 
 
 def make_corpus(seed: int = 13) -> tuple[str, int]:
@@ -94,7 +97,9 @@ def make_corpus(seed: int = 13) -> tuple[str, int]:
     for k in range(NEEDLES):
         value = rng.randrange(1, 1000)
         total += value
-        lines[(k * len(lines)) // NEEDLES + rng.randrange(len(lines) // NEEDLES)] = f"NEEDLE-{k}: value={value}"
+        lines[(k * len(lines)) // NEEDLES + rng.randrange(len(lines) // NEEDLES)] = (
+            f"NEEDLE-{k}: value={value}"
+        )
     return "\n".join(lines)[:CORPUS_CHARS], total
 
 
@@ -110,7 +115,10 @@ def scan_code(step: int) -> str:
     )
 
 
-TOTAL_CODE = "total = sum(sum(v) for k, v in sorted(globals().items()) if k.startswith('found_'))\nprint('TOTAL', total)"
+TOTAL_CODE = (
+    "total = sum(sum(v) for k, v in sorted(globals().items()) if "
+    "k.startswith('found_'))\nprint('TOTAL', total)"
+)
 
 
 def _names_in_notice(text: str) -> set[str] | None:
@@ -137,8 +145,14 @@ class Script:
 
     def _check(self, names: set[str] | None) -> None:
         got = {n for n in (names or set()) if n.startswith("found_")}
-        self.name_checks.append({"after_step": self.step, "correct": names is not None and got == self._expected(),
-                                 "missing": sorted(self._expected() - got), "extra": sorted(got - self._expected())})
+        self.name_checks.append(
+            {
+                "after_step": self.step,
+                "correct": names is not None and got == self._expected(),
+                "missing": sorted(self._expected() - got),
+                "extra": sorted(got - self._expected()),
+            }
+        )
 
     def __call__(self, req: RecordedRequest) -> Any:
         messages = req.messages
@@ -148,8 +162,10 @@ class Script:
             return "sub-model: filler text, no needle"
         if "Summarize your progress" in last:  # rlms' own summarizer call
             self.summaries += 1
-            return (f"Scanned slices 1..{self.step} of {STEPS}; needles of slice i are in found_i. "
-                    f"Next: scan slice {self.step + 1}.")
+            return (
+                f"Scanned slices 1..{self.step} of {STEPS}; needles of slice i are in found_i. "
+                f"Next: scan slice {self.step + 1}."
+            )
         text = "\n".join(str(m.get("content", "")) for m in messages)
         if self.engine in ("ours", "dspy"):
             names = _names_in_notice(text)
@@ -165,7 +181,9 @@ class Script:
             if compacted and int(compacted.group(1)) > self._seen_compactions:
                 self._seen_compactions = int(compacted.group(1))
                 self._pending_show_vars += 1
-                return self.fmt("The history was compacted; list what the kernel still holds.", "print(SHOW_VARS())")
+                return self.fmt(
+                    "The history was compacted; list what the kernel still holds.", "print(SHOW_VARS())"
+                )
         if self.step < STEPS:
             self.step += 1
             return self.fmt(f"Scan slice {self.step}.", scan_code(self.step))
@@ -177,14 +195,18 @@ class Script:
             return Reply(text=f"The sum of all needle values is {total[-1] if total else 'unknown'}.")
         if self.engine == "dspy":
             return self.fmt("Add up and submit.", TOTAL_CODE + "\nSUBMIT(answer=str(total))")
-        return self.fmt("Add up and answer.", TOTAL_CODE + "\nanswer['content'] = str(total)\nanswer['ready'] = True")
+        return self.fmt(
+            "Add up and answer.", TOTAL_CODE + "\nanswer['content'] = str(total)\nanswer['ready'] = True"
+        )
 
     def fmt(self, note: str, code: str) -> Any:
         if self.engine == "ours":
             return Reply.tool_call("python", {"code": code}, text=note)
         if self.engine == "dspy":
-            return (f"[[ ## reasoning ## ]]\n{note}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
-                    "[[ ## completed ## ]]")
+            return (
+                f"[[ ## reasoning ## ]]\n{note}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
+                "[[ ## completed ## ]]"
+            )
         return f"{note}\n```repl\n{code}\n```"
 
 
@@ -201,11 +223,14 @@ def _figures(srv: ModelServer, script: Script, started: float) -> dict[str, Any]
         "wall_s": round(time.perf_counter() - started, 2),
         "names_after_compaction": script.name_checks,
         # None: no compaction happened, so there was nothing to check
-        "names_correct_after_every_compaction": all(c["correct"] for c in script.name_checks) if script.name_checks else None,
+        "names_correct_after_every_compaction": all(c["correct"] for c in script.name_checks)
+        if script.name_checks
+        else None,
     }
 
 
 # ---- engines --------------------------------------------------------------------------------------
+
 
 def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
     """Our Agent through its public API: ``ask(TASK, context=corpus)`` places the corpus in the
@@ -222,8 +247,17 @@ def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
         store = SessionStore(workdir / "ours.db")
         started = time.perf_counter()
         with JupyterKernel(max_output_chars=20_000) as kernel:
-            agent = Agent(store=store, session="bench", client=client, model="bench", provider="local",
-                          context_window=WINDOW, settings=settings, kernel=kernel, max_steps=STEPS + 6)
+            agent = Agent(
+                store=store,
+                session="bench",
+                client=client,
+                model="bench",
+                provider="local",
+                context_window=WINDOW,
+                settings=settings,
+                kernel=kernel,
+                max_steps=STEPS + 6,
+            )
             try:
                 result = agent.ask(TASK, context=corpus)
                 finished = result.stopped == "final" and str(expected) in result.text
@@ -234,7 +268,12 @@ def run_ours(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
                 agent.close()
         compactions = len(store.entries("bench", kinds=("compaction",)))
         store.close()
-        return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
+        return {
+            "finished": finished,
+            "why": why,
+            "compactions": compactions,
+            **_figures(srv, script, started),
+        }
 
 
 def run_dspy(corpus: str, expected: int, workdir: Path, *, stock: bool = False) -> dict[str, Any]:
@@ -250,12 +289,21 @@ def run_dspy(corpus: str, expected: int, workdir: Path, *, stock: bool = False) 
         lm = dspy.LM("openai/bench", api_base=srv.base_url, api_key="bench", cache=False, num_retries=0)
         store = SessionStore(workdir / "dspy.db")
         if stock:
-            rlm = dspy.RLM("context, query -> answer", max_iters=STEPS + 6, max_llm_calls=STEPS + 6,
-                           interpreter_factory=KernelInterpreter)
+            rlm = dspy.RLM(
+                "context, query -> answer",
+                max_iters=STEPS + 6,
+                max_llm_calls=STEPS + 6,
+                interpreter_factory=KernelInterpreter,
+            )
         else:
-            rlm = CompactRLM("context, query -> answer", store=store, window_tokens=WINDOW,
-                             settings=CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT),
-                             max_iters=STEPS + 6, max_llm_calls=STEPS + 6)
+            rlm = CompactRLM(
+                "context, query -> answer",
+                store=store,
+                window_tokens=WINDOW,
+                settings=CompactionSettings(reserve_tokens=RESERVE, keep_recent_tokens=KEEP_RECENT),
+                max_iters=STEPS + 6,
+                max_llm_calls=STEPS + 6,
+            )
         started = time.perf_counter()
         try:
             with dspy.context(lm=lm):
@@ -267,7 +315,12 @@ def run_dspy(corpus: str, expected: int, workdir: Path, *, stock: bool = False) 
         log = getattr(rlm, "log", None)
         compactions = len(log.checkpoints) if log is not None else 0
         store.close()
-        return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
+        return {
+            "finished": finished,
+            "why": why,
+            "compactions": compactions,
+            **_figures(srv, script, started),
+        }
 
 
 def run_rlms(corpus: str, expected: int, workdir: Path, *, stock: bool = False) -> dict[str, Any]:
@@ -281,12 +334,22 @@ def run_rlms(corpus: str, expected: int, workdir: Path, *, stock: bool = False) 
     script = Script("rlms")
     with ModelServer(script=script, context_window=WINDOW) as srv:
         store = SessionStore(workdir / "rlms.db")
-        rlm = RLM(backend="openai",
-                  backend_kwargs={"base_url": srv.base_url, "api_key": "bench", "model_name": "bench", "max_retries": 0},
-                  environment="ipython", compaction=True,
-                  compaction_threshold_pct=(WINDOW - RESERVE) / RLMS_DEFAULT_LIMIT, max_iterations=STEPS + 8,
-                  environment_kwargs={"kernel_mode": "subprocess"} if stock else
-                  {"ipython_compact": {"store": store, "session": "bench"}})
+        rlm = RLM(
+            backend="openai",
+            backend_kwargs={
+                "base_url": srv.base_url,
+                "api_key": "bench",
+                "model_name": "bench",
+                "max_retries": 0,
+            },
+            environment="ipython",
+            compaction=True,
+            compaction_threshold_pct=(WINDOW - RESERVE) / RLMS_DEFAULT_LIMIT,
+            max_iterations=STEPS + 8,
+            environment_kwargs={"kernel_mode": "subprocess"}
+            if stock
+            else {"ipython_compact": {"store": store, "session": "bench"}},
+        )
         started = time.perf_counter()
         try:
             out = rlm.completion(corpus, root_prompt=TASK)
@@ -297,7 +360,12 @@ def run_rlms(corpus: str, expected: int, workdir: Path, *, stock: bool = False) 
         logged = store.entries("bench", kinds=("custom",)) if not stock else []
         compactions = sum(1 for e in logged if e.data.get("custom_type") == "rlms_compaction")
         store.close()
-        return {"finished": finished, "why": why, "compactions": compactions, **_figures(srv, script, started)}
+        return {
+            "finished": finished,
+            "why": why,
+            "compactions": compactions,
+            **_figures(srv, script, started),
+        }
 
 
 def run_dspy_stock(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
@@ -309,8 +377,13 @@ def run_rlms_stock(corpus: str, expected: int, workdir: Path) -> dict[str, Any]:
 
 
 # The three engines, then the two engines without our adapters' compaction, for comparison.
-ENGINES = {"ours": (run_ours, ".venv"), "dspy": (run_dspy, ".venv-dspy"), "rlms": (run_rlms, ".venv-rlms"),
-           "dspy_stock": (run_dspy_stock, ".venv-dspy"), "rlms_stock": (run_rlms_stock, ".venv-rlms")}
+ENGINES = {
+    "ours": (run_ours, ".venv"),
+    "dspy": (run_dspy, ".venv-dspy"),
+    "rlms": (run_rlms, ".venv-rlms"),
+    "dspy_stock": (run_dspy_stock, ".venv-dspy"),
+    "rlms_stock": (run_rlms_stock, ".venv-rlms"),
+}
 
 
 def run_one(name: str) -> dict[str, Any]:
@@ -330,8 +403,11 @@ FANOUT_AGENTS = 32
 FANOUT_BATCH = 8
 FANOUT_EXCERPTS = 4
 CHILD_TASK = "Sum the NEEDLE values in your context"
-FANOUT_TASK = (f"`context` holds a large corpus. Split it over {FANOUT_AGENTS} sub-agents (agent_query_batched, "
-               "each chunk as its context) and add up their sums of the NEEDLE values.")
+FANOUT_TASK = (
+    f"`context` holds a large corpus. Split it over {FANOUT_AGENTS} sub-agents "
+    f"(agent_query_batched, "
+    "each chunk as its context) and add up their sums of the NEEDLE values."
+)
 
 
 def fanout_code(chars: int) -> str:
@@ -353,7 +429,8 @@ CHILD_CODE = (
     "import re\n"
     "vals = [int(v) for v in re.findall(r'NEEDLE-\\d+: value=(\\d+)', context)]\n"
     f"step = max(1, len(context) // {FANOUT_EXCERPTS})\n"
-    f"notes = llm_query_batched([{SUB_PREFIX!r} + context[i * step:i * step + 300] for i in range({FANOUT_EXCERPTS})])\n"
+    f"notes = llm_query_batched([{SUB_PREFIX!r} + context[i * step:i * step + 300] for i in "
+    f"range({FANOUT_EXCERPTS})])\n"
     "print(sum(vals))"
 )
 
@@ -371,8 +448,13 @@ class FanoutScript:
         messages = req.messages
         users = [m for m in messages if m.get("role") == "user"]
         first = str(users[0].get("content", "")) if users else ""
-        level = ("llm_query" if not (req.body or {}).get("tools") else
-                 "sub_agents" if first.startswith(CHILD_TASK) else "root")
+        level = (
+            "llm_query"
+            if not (req.body or {}).get("tools")
+            else "sub_agents"
+            if first.startswith(CHILD_TASK)
+            else "root"
+        )
         with self._lock:
             self.by_level[level] += req.prompt_tokens
             self.requests += 1
@@ -380,8 +462,11 @@ class FanoutScript:
             return "sub-model: filler text, no needle"
         tools = [m for m in messages if m.get("role") == "tool"]
         if level == "sub_agents":
-            return Reply.tool_call("python", {"code": CHILD_CODE}) if not tools else Reply(
-                text=str(tools[-1].get("content", "")).strip().splitlines()[-1])
+            return (
+                Reply.tool_call("python", {"code": CHILD_CODE})
+                if not tools
+                else Reply(text=str(tools[-1].get("content", "")).strip().splitlines()[-1])
+            )
         if not tools:
             return Reply.tool_call("python", {"code": fanout_code(self.chars)}, text="Fan out.")
         return Reply(text=f"Done: {str(tools[-1].get('content', ''))[:300]}")
@@ -395,35 +480,59 @@ def run_fanout(chars: int, budget: int) -> dict[str, Any]:
 
     corpus, expected = fanout_corpus(chars)
     script = FanoutScript(len(corpus))
-    with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp, \
-            ModelServer(script=script, context_window=WINDOW) as srv:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp,
+        ModelServer(script=script, context_window=WINDOW) as srv,
+    ):
         os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
         client = openai.OpenAI(base_url=srv.base_url, api_key="bench", max_retries=0)
         store = SessionStore(Path(tmp) / "fanout.db")
         started = time.perf_counter()
-        with Agent(store=store, session="fanout", client=client, model="bench", context_window=WINDOW,
-                   token_budget=budget, max_sub_agents=FANOUT_AGENTS, max_live_sub_agents=FANOUT_BATCH,
-                   max_concurrent_subcalls=FANOUT_BATCH, max_steps=6) as agent:
+        with Agent(
+            store=store,
+            session="fanout",
+            client=client,
+            model="bench",
+            context_window=WINDOW,
+            token_budget=budget,
+            max_sub_agents=FANOUT_AGENTS,
+            max_live_sub_agents=FANOUT_BATCH,
+            max_concurrent_subcalls=FANOUT_BATCH,
+            max_steps=6,
+        ) as agent:
             result = agent.ask(FANOUT_TASK, context=corpus)
             status = agent.status()
             wall = time.perf_counter() - started
-            cell = [e.message["content"][0]["text"] for e in store.path("fanout")
-                    if e.role == "toolResult" and e.message]
+            cell = [
+                e.message["content"][0]["text"]
+                for e in store.path("fanout")
+                if e.role == "toolResult" and e.message
+            ]
         tree = status["tree"]
         prompts = [r.prompt_tokens for r in srv.chat_requests]
         children = {k: v for k, v in tree["by_session"].items() if k != "fanout"}
         store.close()
     return {
-        "engine": "ours", "corpus_chars": len(corpus), "sub_agents_planned": FANOUT_AGENTS, "expected_total": expected,
-        "stopped": result.stopped, "why": result.text[:300],
+        "engine": "ours",
+        "corpus_chars": len(corpus),
+        "sub_agents_planned": FANOUT_AGENTS,
+        "expected_total": expected,
+        "stopped": result.stopped,
+        "why": result.text[:300],
         "root_cell": (cell[0].splitlines()[0] if cell else None),
-        "token_budget": budget, "tree_tokens_used": tree["tokens_used"],
-        "tokens_by_level": {"root": tree["by_session"].get("fanout", 0), "sub_agents": sum(children.values())},
+        "token_budget": budget,
+        "tree_tokens_used": tree["tokens_used"],
+        "tokens_by_level": {
+            "root": tree["by_session"].get("fanout", 0),
+            "sub_agents": sum(children.values()),
+        },
         "prompt_tokens_by_level_server": script.by_level,
         "sub_agents_started": tree["sub_agents_started"],
         "sub_agents_with_tokens": sum(1 for v in children.values() if v),
-        "sub_calls_root": status["subcalls"], "requests": script.requests,
-        "peak_request_tokens": max(prompts) if prompts else 0, "window_tokens": WINDOW,
+        "sub_calls_root": status["subcalls"],
+        "requests": script.requests,
+        "peak_request_tokens": max(prompts) if prompts else 0,
+        "window_tokens": WINDOW,
         "wall_s": round(wall, 2),
     }
 
@@ -437,8 +546,11 @@ def fanout_corpus(chars: int) -> tuple[str, int]:
     needles = [(k, rng.randrange(1, 1000)) for k in range(FANOUT_AGENTS * 2)]
     body = (line + "\n") * (chars // (len(line) + 1))
     cuts = [i * len(body) // (2 * len(needles)) for i in range(2 * len(needles) + 1)]
-    pieces = [body[cuts[2 * i]:cuts[2 * i + 1]] + f"NEEDLE-{k}: value={v}\n" + body[cuts[2 * i + 1]:cuts[2 * i + 2]]
-              for i, (k, v) in enumerate(needles)]
+    pieces = [
+        body[cuts[2 * i] : cuts[2 * i + 1]] + f"NEEDLE-{k}: "
+        f"value={v}\n" + body[cuts[2 * i + 1] : cuts[2 * i + 2]]
+        for i, (k, v) in enumerate(needles)
+    ]
     return "".join(pieces), sum(v for _, v in needles)
 
 
@@ -483,7 +595,11 @@ class EngineFanoutScript:
             self.requests += 1
         last = str(messages[-1].get("content", "")) if messages else ""
         if level == "llm_query":
-            return str(_needle_sum(last)) if last.startswith(CHILD_TASK) else "sub-model: filler text, no needle"
+            return (
+                str(_needle_sum(last))
+                if last.startswith(CHILD_TASK)
+                else ("sub-model: filler text, no needle")
+            )
         if level == "sub_agents":
             code = CHILD_CODE + "\nanswer['content'] = str(sum(vals))\nanswer['ready'] = True"
             return f"Sum my chunk.\n```repl\n{code}\n```"
@@ -493,24 +609,35 @@ class EngineFanoutScript:
         size = self.chars // FANOUT_AGENTS
         if self.engine.startswith("dspy"):
             if done:
-                return ("[[ ## reasoning ## ]]\nSubmit what came back.\n\n[[ ## code ## ]]\n```python\n"
-                        "SUBMIT(answer=str(total) if 'total' in globals() else 'no total')\n```\n\n[[ ## completed ## ]]")
-            code = (f"n, size = {FANOUT_AGENTS}, {size}\nsums = []\n"
-                    f"for b in range(0, n, {FANOUT_BATCH}):\n"
-                    f"    sums += llm_query_batched([{CHILD_TASK!r} + ':\\n' + context[i * size:(i + 1) * size] "
-                    f"for i in range(b, min(n, b + {FANOUT_BATCH}))])\n"
-                    "ok = [int(s) for s in sums if str(s).strip().isdigit()]\ntotal = sum(ok)\n"
-                    "print('answered', len(ok), 'of', n, 'total', total)")
-            return (f"[[ ## reasoning ## ]]\nFan out.\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
-                    "[[ ## completed ## ]]")
+                return (
+                    "[[ ## reasoning ## ]]\nSubmit what came back.\n\n[[ ## code ## ]]\n```python\n"
+                    "SUBMIT(answer=str(total) if 'total' in globals() else 'no total')\n```\n\n[[ ## "
+                    "completed ## ]]"
+                )
+            code = (
+                f"n, size = {FANOUT_AGENTS}, {size}\nsums = []\n"
+                f"for b in range(0, n, {FANOUT_BATCH}):\n"
+                f"    sums += llm_query_batched([{CHILD_TASK!r} + ':\\n' + context[i * size:(i + 1) * "
+                f"size] "
+                f"for i in range(b, min(n, b + {FANOUT_BATCH}))])\n"
+                "ok = [int(s) for s in sums if str(s).strip().isdigit()]\ntotal = sum(ok)\n"
+                "print('answered', len(ok), 'of', n, 'total', total)"
+            )
+            return (
+                f"[[ ## reasoning ## ]]\nFan out.\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
+                "[[ ## completed ## ]]"
+            )
         if done:
             return "Answer.\n```repl\nanswer['content'] = str(total)\nanswer['ready'] = True\n```"
-        code = (f"n, size = {FANOUT_AGENTS}, {size}\nsums = []\n"
-                f"for b in range(0, n, {FANOUT_BATCH}):\n"
-                f"    sums += rlm_query_batched([context[i * size:(i + 1) * size] for i in range(b, min(n, b + {FANOUT_BATCH}))])\n"
-                "ok = [int(s) for s in sums if str(s).strip().isdigit()]\ntotal = sum(ok)\n"
-                "print('answered', len(ok), 'of', n, 'total', total)\n"
-                "print([str(s)[:160] for s in sums if not str(s).strip().isdigit()][:3])")
+        code = (
+            f"n, size = {FANOUT_AGENTS}, {size}\nsums = []\n"
+            f"for b in range(0, n, {FANOUT_BATCH}):\n"
+            f"    sums += rlm_query_batched([context[i * size:(i + 1) * size] for i in range(b, min(n, b "
+            f"+ {FANOUT_BATCH}))])\n"
+            "ok = [int(s) for s in sums if str(s).strip().isdigit()]\ntotal = sum(ok)\n"
+            "print('answered', len(ok), 'of', n, 'total', total)\n"
+            "print([str(s)[:160] for s in sums if not str(s).strip().isdigit()][:3])"
+        )
         return f"Fan out.\n```repl\n{code}\n```"
 
 
@@ -520,10 +647,16 @@ def run_fanout_engine(engine: str, chars: int, budget: int) -> dict[str, Any]:
     the sub-calls), rlms' ``max_tokens`` (the same token number as ours)."""
     corpus, expected = fanout_corpus(chars)
     script = EngineFanoutScript(engine, len(corpus))
-    out: dict[str, Any] = {"engine": engine, "corpus_chars": len(corpus), "sub_agents_planned": FANOUT_AGENTS,
-                           "expected_total": expected}
-    with tempfile.TemporaryDirectory(prefix=f"bench-fanout-{engine}-") as tmp, \
-            ModelServer(script=script, context_window=WINDOW) as srv:
+    out: dict[str, Any] = {
+        "engine": engine,
+        "corpus_chars": len(corpus),
+        "sub_agents_planned": FANOUT_AGENTS,
+        "expected_total": expected,
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix=f"bench-fanout-{engine}-") as tmp,
+        ModelServer(script=script, context_window=WINDOW) as srv,
+    ):
         os.environ["IPYTHON_COMPACT_DIR"] = str(Path(tmp) / "data")
         started = time.perf_counter()
         try:
@@ -540,12 +673,20 @@ def run_fanout_engine(engine: str, chars: int, budget: int) -> dict[str, Any]:
         for r in refused:
             level = script._level(r.messages)
             refused_by_level[level] = refused_by_level.get(level, 0) + r.prompt_tokens
-    out.update({"prompt_tokens_by_level_server": script.by_level, "requests": script.requests,
-                "requests_by_level": script.requests_by_level, "token_budget": budget,
-                "tree_tokens_server": sum(script.by_level.values()),
-                "requests_refused_over_window": len(refused),
-                "prompt_tokens_refused_by_level": refused_by_level, "peak_request_tokens": max(prompts) if prompts else 0,
-                "window_tokens": WINDOW, "wall_s": round(wall, 2)})
+    out.update(
+        {
+            "prompt_tokens_by_level_server": script.by_level,
+            "requests": script.requests,
+            "requests_by_level": script.requests_by_level,
+            "token_budget": budget,
+            "tree_tokens_server": sum(script.by_level.values()),
+            "requests_refused_over_window": len(refused),
+            "prompt_tokens_refused_by_level": refused_by_level,
+            "peak_request_tokens": max(prompts) if prompts else 0,
+            "window_tokens": WINDOW,
+            "wall_s": round(wall, 2),
+        }
+    )
     return out
 
 
@@ -559,15 +700,25 @@ def _fanout_dspy(engine: str, corpus: str, srv: ModelServer, tmp: Path) -> dict[
     lm = dspy.LM("openai/bench", api_base=srv.base_url, api_key="bench", cache=False, num_retries=0)
     store = SessionStore(tmp / "dspy.db")
     if engine == "dspy_stock":
-        rlm = dspy.RLM("context, query -> answer", max_iters=4, max_llm_calls=calls, interpreter_factory=KernelInterpreter)
+        rlm = dspy.RLM(
+            "context, query -> answer",
+            max_iters=4,
+            max_llm_calls=calls,
+            interpreter_factory=KernelInterpreter,
+        )
     else:
-        rlm = CompactRLM("context, query -> answer", store=store, window_tokens=WINDOW, max_iters=4,
-                         max_llm_calls=calls)
+        rlm = CompactRLM(
+            "context, query -> answer", store=store, window_tokens=WINDOW, max_iters=4, max_llm_calls=calls
+        )
     try:
         with dspy.context(lm=lm):
             pred = rlm(context=corpus, query=FANOUT_TASK)
-        return {"stopped": "SUBMIT", "why": f"answered {str(pred.answer)[:200]!r}", "budget": f"max_llm_calls={calls}",
-                "sub_agents_started": 0}  # dspy has no sub-agent that takes data: chunks go in sub-LM prompts
+        return {
+            "stopped": "SUBMIT",
+            "why": f"answered {str(pred.answer)[:200]!r}",
+            "budget": f"max_llm_calls={calls}",
+            "sub_agents_started": 0,
+        }  # dspy has no sub-agent that takes data: chunks go in sub-LM prompts
     finally:
         store.close()
 
@@ -581,18 +732,34 @@ def _fanout_rlms(engine: str, corpus: str, srv: ModelServer, budget: int, tmp: P
     install()
     store = SessionStore(tmp / "rlms.db")
     children: list[int] = []
-    env_kwargs: dict[str, Any] = ({"kernel_mode": "subprocess"} if engine == "rlms_stock" else
-                                  {"ipython_compact": {"store": store}})
-    rlm = RLM(backend="openai",
-              backend_kwargs={"base_url": srv.base_url, "api_key": "bench", "model_name": "bench", "max_retries": 0},
-              environment="ipython", environment_kwargs=env_kwargs, max_depth=2, max_iterations=4,
-              max_tokens=budget, max_concurrent_subcalls=FANOUT_BATCH, compaction=engine == "rlms",
-              on_subcall_start=lambda depth, model, preview: children.append(depth))
+    env_kwargs: dict[str, Any] = (
+        {"kernel_mode": "subprocess"} if engine == "rlms_stock" else {"ipython_compact": {"store": store}}
+    )
+    rlm = RLM(
+        backend="openai",
+        backend_kwargs={
+            "base_url": srv.base_url,
+            "api_key": "bench",
+            "model_name": "bench",
+            "max_retries": 0,
+        },
+        environment="ipython",
+        environment_kwargs=env_kwargs,
+        max_depth=2,
+        max_iterations=4,
+        max_tokens=budget,
+        max_concurrent_subcalls=FANOUT_BATCH,
+        compaction=engine == "rlms",
+        on_subcall_start=lambda depth, model, preview: children.append(depth),
+    )
     try:
         result = rlm.completion(corpus, root_prompt=FANOUT_TASK)
-        return {"stopped": "answer ready", "why": f"answered {str(result.response)[:200]!r}",
-                "budget": f"max_tokens={budget} (each child gets the whole number again)",
-                "sub_agents_started": len(children)}
+        return {
+            "stopped": "answer ready",
+            "why": f"answered {str(result.response)[:200]!r}",
+            "budget": f"max_tokens={budget} (each child gets the whole number again)",
+            "sub_agents_started": len(children),
+        }
     finally:
         store.close()
 
@@ -623,7 +790,11 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
             question = next(str(m["content"]) for m in messages if m.get("role") == "user")
             stop.wait(LATENCY)  # the model's own latency: what concurrent rollouts overlap
             if question.startswith("code") and not tools:
-                return Reply(tool_calls=(ToolCall("python", {"code": "import math\nprint(math.factorial(200) % 1000003)"}),))
+                return Reply(
+                    tool_calls=(
+                        ToolCall("python", {"code": "import math\nprint(math.factorial(200) % 1000003)"}),
+                    )
+                )
             return Reply(text=f"answer to {question[:40]}" + (f": {tools[-1]['content']}" if tools else ""))
         finally:
             with lock:
@@ -639,23 +810,37 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
         shell = InProcessKernel(InteractiveShell.instance())
 
         def agent(i: int, kernel: Any = shell) -> Agent:
-            return Agent(store=store, session=f"rollout-{i}", client=client, model="bench", context_window=WINDOW,
-                         kernel=kernel, subcalls=kernel is not shell, max_steps=4)
+            return Agent(
+                store=store,
+                session=f"rollout-{i}",
+                client=client,
+                model="bench",
+                context_window=WINDOW,
+                kernel=kernel,
+                subcalls=kernel is not shell,
+                max_steps=4,
+            )
 
         async def many(agents: list[Agent], prefix: str) -> tuple[float, list[str]]:
             started = time.perf_counter()
             results = await asyncio.gather(*(a.aask(f"{prefix} {i}") for i, a in enumerate(agents)))
-            return time.perf_counter() - started, [r.stopped if r.stopped == "final" else f"{r.stopped}: {r.error}"
-                                                   for r in results]
+            return time.perf_counter() - started, [
+                r.stopped if r.stopped == "final" else f"{r.stopped}: {r.error}" for r in results
+            ]
 
         agents = [agent(i) for i in range(count)]
         one, _ = asyncio.run(many(agents[:1], "warm-up"))
         one, _ = asyncio.run(many(agents[:1], "alone"))
         flight["peak"] = 0
         wall, stops = asyncio.run(many(agents, "question"))
-        out["no_code"] = {"rollouts": count, "finished": stops.count("final"), "wall_s": round(wall, 3),
-                          "not_finished": sorted({x for x in stops if x != "final"}),
-                          "one_alone_s": round(one, 3), "peak_in_flight": flight["peak"]}
+        out["no_code"] = {
+            "rollouts": count,
+            "finished": stops.count("final"),
+            "wall_s": round(wall, 3),
+            "not_finished": sorted({x for x in stops if x != "final"}),
+            "one_alone_s": round(one, 3),
+            "peak_in_flight": flight["peak"],
+        }
         for a in agents:
             a.close()
         kernels = [agent(1000 + i, kernel=None) for i in range(with_kernels)]  # each starts its own kernel
@@ -666,8 +851,13 @@ def run_rollouts(count: int = 64, with_kernels: int = 8) -> dict[str, Any]:
         finally:
             for a in kernels:
                 a.close()
-        out["with_kernels"] = {"rollouts": with_kernels, "finished": stops.count("final"), "wall_s": round(wall, 3),
-                               "one_alone_s": round(one, 3), "peak_in_flight": flight["peak"]}
+        out["with_kernels"] = {
+            "rollouts": with_kernels,
+            "finished": stops.count("final"),
+            "wall_s": round(wall, 3),
+            "one_alone_s": round(one, 3),
+            "peak_in_flight": flight["peak"],
+        }
         store.close()
     return out
 
@@ -682,11 +872,23 @@ def _in_venvs(args: list[str]) -> dict[str, Any]:
             results[name] = {"skipped": f"{venv} is missing (make {venv}/.installed)"}
             continue
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        proc = subprocess.run([str(python), __file__, *args, "--engine", name], capture_output=True, text=True,
-                              env=env, timeout=1800, check=False)
+        proc = subprocess.run(
+            [str(python), __file__, *args, "--engine", name],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=1800,
+            check=False,
+        )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        results[name] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
-            "finished": False, "why": f"the bench process failed (exit {proc.returncode}): {proc.stderr[-800:]}"}
+        results[name] = (
+            json.loads(lines[-1])
+            if proc.returncode == 0 and lines
+            else {
+                "finished": False,
+                "why": f"the bench process failed (exit {proc.returncode}): {proc.stderr[-800:]}",
+            }
+        )
     return results
 
 
@@ -703,8 +905,12 @@ def main() -> None:
             elif engine is not None:
                 print(json.dumps(run_fanout_engine(engine, chars, budget)))
             else:
-                print(json.dumps(_in_venvs(["--task", "fanout", "--chars", str(chars), "--budget", str(budget)]),
-                                 indent=1))
+                print(
+                    json.dumps(
+                        _in_venvs(["--task", "fanout", "--chars", str(chars), "--budget", str(budget)]),
+                        indent=1,
+                    )
+                )
         elif sys.argv[2] == "rollouts":
             print(json.dumps(run_rollouts(), indent=1))
         else:
@@ -714,11 +920,33 @@ def main() -> None:
         print(json.dumps(run_one(sys.argv[2])))
         return
     results = _in_venvs([])
-    keys = ["finished", "why", "model_context_peak_tokens", "window_tokens", "total_tokens_sent", "compactions",
-            "sub_calls", "wall_s", "names_correct_after_every_compaction"]
+    keys = [
+        "finished",
+        "why",
+        "model_context_peak_tokens",
+        "window_tokens",
+        "total_tokens_sent",
+        "compactions",
+        "sub_calls",
+        "wall_s",
+        "names_correct_after_every_compaction",
+    ]
     table = {k: {name: r.get(k) for name, r in results.items()} for k in keys}
-    print(json.dumps({"task": {"corpus_chars": CORPUS_CHARS, "window_tokens": WINDOW, "scan_steps": STEPS,
-                               "needles": NEEDLES}, "table": table, "engines": results}, indent=1))
+    print(
+        json.dumps(
+            {
+                "task": {
+                    "corpus_chars": CORPUS_CHARS,
+                    "window_tokens": WINDOW,
+                    "scan_steps": STEPS,
+                    "needles": NEEDLES,
+                },
+                "table": table,
+                "engines": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -127,7 +127,8 @@ def measure(root: Path, ns: dict[str, Any], unpicklable: list[str], durable: boo
     clean = types.ModuleType("__bench_clean__")
     clean.__dict__.update(picklable)
     results["dill_dump_module_picklable_part_s"], _ = median_of(
-        lambda: dill.dump_module(str(root / "clean.pkl"), module=clean), repeats=1)
+        lambda: dill.dump_module(str(root / "clean.pkl"), module=clean), repeats=1
+    )
     for leftover in ("module.pkl", "clean.pkl"):
         with contextlib.suppress(FileNotFoundError):
             (root / leftover).unlink()
@@ -146,7 +147,8 @@ def measure(root: Path, ns: dict[str, Any], unpicklable: list[str], durable: boo
         for arr in arrays:
             _sign_chunks(key, [_bytes_of(arr)])
 
-    def previous_signing() -> None:  # the scheme before: queue each piece to two hashing threads, then write it
+    # the scheme before: queue each piece to two hashing threads, then write it
+    def previous_signing() -> None:
         target = root / "previous"
         target.mkdir(exist_ok=True)
         for i, arr in enumerate(arrays):
@@ -175,7 +177,8 @@ def measure(root: Path, ns: dict[str, Any], unpicklable: list[str], durable: boo
     for i in range(REPEATS):  # alternate with pickle so both see the same machine load
         t_pickle, _ = timed(pickle5)
         target = root / f"ours-full-{i}"
-        t, report = timed(lambda target=target: SnapshotStore(target, key, durable=durable).save(items))  # type: ignore[misc]
+        # type: ignore[misc]
+        t, report = timed(lambda target=target: SnapshotStore(target, key, durable=durable).save(items))
         fulls.append(t)
         pair_ratios.append(t / t_pickle)
         shutil.rmtree(target)
@@ -218,31 +221,44 @@ def measure(root: Path, ns: dict[str, Any], unpicklable: list[str], durable: boo
 
     arr *= 1.0001  # in place: same identity, new content in every sampled block
     results["ours_one_array_changed_s"], one = median_of(
-        lambda: store.save(list(ns.items()), verify="sampled"), repeats=1)
+        lambda: store.save(list(ns.items()), verify="sampled"), repeats=1
+    )
     results["ours_one_array_changed_written_mb"] = round(one.written_bytes / 1e6, 1)
     picklable["array_0"] = ns["array_0"]
 
     results["ours_restore_s"], loaded = median_of(lambda: store.load())
     values, _ = loaded
     missing = sorted(set(picklable) - set(values))
-    equal = all(np.array_equal(values[k], picklable[k]) if isinstance(picklable[k], np.ndarray)
-                else values[k] == picklable[k] for k in picklable if k in values)
+    equal = all(
+        np.array_equal(values[k], picklable[k])
+        if isinstance(picklable[k], np.ndarray)
+        else values[k] == picklable[k]
+        for k in picklable
+        if k in values
+    )
     results["restored_every_picklable_name"] = not missing and equal
     results["restore_missing"] = missing
     results["ratio_full_vs_pickle5"] = round(results["ours_full_s"] / results["pickle5_s"], 3)
     results["ratio_write_only_vs_pickle5"] = round(results["write_only_s"] / results["pickle5_s"], 3)
-    results["ratio_previous_signing_vs_write_only"] = round(results["previous_signing_s"] / results["write_only_s"], 3)
+    results["ratio_previous_signing_vs_write_only"] = round(
+        results["previous_signing_s"] / results["write_only_s"], 3
+    )
     results["ratio_full_vs_write_only"] = round(results["ours_full_s"] / results["write_only_s"], 3)
     results["ratio_sign_only_vs_full"] = round(results["sign_only_s"] / results["ours_full_s"], 3)
     for mode in ("sampled", "full"):
         results[f"ratio_nothing_changed_{mode}_vs_full"] = round(
-            results[f"ours_nothing_changed_{mode}_s"] / results["ours_full_s"], 4)
-    results["ratio_automatic_cycle_mean_vs_full"] = round(results["ours_automatic_cycle_mean_s"] / results["ours_full_s"], 4)
+            results[f"ours_nothing_changed_{mode}_s"] / results["ours_full_s"], 4
+        )
+    results["ratio_automatic_cycle_mean_vs_full"] = round(
+        results["ours_automatic_cycle_mean_s"] / results["ours_full_s"], 4
+    )
     results["goals"] = {
         "full_within_1.3x_pickle5": results["ratio_full_vs_pickle5"] <= 1.3,
         "full_within_1.3x_pickle5_paired": results["ratio_full_vs_pickle5_paired_median"] <= 1.3,
         "nothing_changed_sampled_under_5pct_of_full": results["ratio_nothing_changed_sampled_vs_full"] < 0.05,
-        "between_samples_edit_caught_by_next_full_verification": all(results["between_samples_edit"].values()),
+        "between_samples_edit_caught_by_next_full_verification": all(
+            results["between_samples_edit"].values()
+        ),
         "every_picklable_name_restored": results["restored_every_picklable_name"],
     }
     for k, v in list(results.items()):
@@ -266,8 +282,13 @@ def _write_file(path: Path, chunks: list[Any], durable: bool) -> None:
 def main() -> None:
     ns, unpicklable, sock = namespace()
     array_bytes = sum(v.nbytes for v in ns.values() if isinstance(v, np.ndarray))
-    out: dict[str, Any] = {"arrays_mb": round(array_bytes / 1e6, 1), "small_objects": SMALL,
-                           "unpicklable": unpicklable, "repeats": REPEATS, "python": sys.version.split()[0]}
+    out: dict[str, Any] = {
+        "arrays_mb": round(array_bytes / 1e6, 1),
+        "small_objects": SMALL,
+        "unpicklable": unpicklable,
+        "repeats": REPEATS,
+        "python": sys.version.split()[0],
+    }
     places = []
     if Path("/dev/shm").is_dir():
         places.append(("memory_tmpfs", Path("/dev/shm"), False))

@@ -40,14 +40,16 @@ KEY = os.urandom(32)
 
 def frame() -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    return pd.DataFrame({
-        "id": np.arange(ROWS, dtype=np.int64),
-        "price": rng.random(ROWS),
-        "qty": rng.integers(0, 1000, ROWS),
-        "ok": rng.random(ROWS) > 0.5,
-        "when": pd.date_range("2026-01-01", periods=ROWS, freq="s"),
-        "score": rng.standard_normal(ROWS).astype(np.float32),
-    })
+    return pd.DataFrame(
+        {
+            "id": np.arange(ROWS, dtype=np.int64),
+            "price": rng.random(ROWS),
+            "qty": rng.integers(0, 1000, ROWS),
+            "ok": rng.random(ROWS) > 0.5,
+            "when": pd.date_range("2026-01-01", periods=ROWS, freq="s"),
+            "score": rng.standard_normal(ROWS).astype(np.float32),
+        }
+    )
 
 
 def arrays() -> dict[str, Any]:
@@ -74,6 +76,7 @@ def main() -> None:
     frame_bytes = int(df.memory_usage(deep=True).sum())
     root = Path(tempfile.mkdtemp(prefix="bench-frames-"))
     try:
+
         def fresh_full() -> Any:
             shutil.rmtree(root / "full", ignore_errors=True)
             return store(root, "full").save(ns.items())
@@ -86,12 +89,15 @@ def main() -> None:
         frame_full_s, _ = median(fresh_frame)
         s = store(root, "inc")
         s.save(ns.items())
-        unchanged_s, sampled = median(lambda: s.save(ns.items(), verify="sampled", automatic=True), REPEATS * 3)
+        unchanged_s, sampled = median(
+            lambda: s.save(ns.items(), verify="sampled", automatic=True), REPEATS * 3
+        )
         verify_s, verified = median(lambda: s.save(ns.items(), verify="full"))
         f = store(root, "inc-frame")
         f.save([("df", df)])
-        frame_unchanged_s, frame_sampled = median(lambda: f.save([("df", df)], verify="sampled", automatic=True),
-                                                  REPEATS * 3)
+        frame_unchanged_s, frame_sampled = median(
+            lambda: f.save([("df", df)], verify="sampled", automatic=True), REPEATS * 3
+        )
 
         def edit() -> Any:
             df.iloc[ROWS // 2 + 3, 1] = float(time.perf_counter())  # between the sampled blocks
@@ -106,18 +112,27 @@ def main() -> None:
         assert sorted(report.restored) == sorted(ns) and report.failed == []
         pd.testing.assert_frame_equal(fvalues["df"].iloc[:10], df.iloc[:10])
         out = {
-            "rows": ROWS, "frame_mb": round(frame_bytes / 2**20, 1), "arrays_mb": ARRAY_MB,
-            "snapshot_mb": round(full_report.bytes / 2**20, 1), "repeats": REPEATS,
-            "full_save_s": round(full_s, 4), "frame_full_save_s": round(frame_full_s, 4),
-            "unchanged_sampled_s": round(unchanged_s, 5), "frame_unchanged_sampled_s": round(frame_unchanged_s, 5),
-            "unchanged_full_verify_s": round(verify_s, 4), "verified_mb": round(verified.verified_bytes / 2**20, 1),
+            "rows": ROWS,
+            "frame_mb": round(frame_bytes / 2**20, 1),
+            "arrays_mb": ARRAY_MB,
+            "snapshot_mb": round(full_report.bytes / 2**20, 1),
+            "repeats": REPEATS,
+            "full_save_s": round(full_s, 4),
+            "frame_full_save_s": round(frame_full_s, 4),
+            "unchanged_sampled_s": round(unchanged_s, 5),
+            "frame_unchanged_sampled_s": round(frame_unchanged_s, 5),
+            "unchanged_full_verify_s": round(verify_s, 4),
+            "verified_mb": round(verified.verified_bytes / 2**20, 1),
             "frame_edit_s": round(edit_s, 4),
-            "restore_s": round(restore_s, 4), "frame_restore_s": round(frame_restore_s, 4),
+            "restore_s": round(restore_s, 4),
+            "frame_restore_s": round(frame_restore_s, 4),
             "frame_unchanged_vs_full": round(frame_unchanged_s / frame_full_s, 4),
             "unchanged_vs_full": round(unchanged_s / full_s, 4),
-            "goals": {"frame_unchanged_under_5pct_of_full": frame_unchanged_s / frame_full_s < 0.05,
-                      "all_unchanged_under_5pct_of_full": unchanged_s / full_s < 0.05,
-                      "every_name_restored": sorted(report.restored) == sorted(ns)},
+            "goals": {
+                "frame_unchanged_under_5pct_of_full": frame_unchanged_s / frame_full_s < 0.05,
+                "all_unchanged_under_5pct_of_full": unchanged_s / full_s < 0.05,
+                "every_name_restored": sorted(report.restored) == sorted(ns),
+            },
         }
         print(json.dumps(out, indent=1))
     finally:

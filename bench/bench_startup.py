@@ -24,8 +24,13 @@ import time
 BASE = "import IPython, ipykernel.ipkernel, comm"
 CASES = {
     "python_pass": [sys.executable, "-c", "pass"],
-    "cli_help": [sys.executable, "-c", "import sys; from ipython_compact.cli import main; sys.argv[0] = 'ipython-compact'; "
-                                       "sys.exit(main(['--help']))"],
+    "cli_help": [
+        sys.executable,
+        "-c",
+        "import sys; from ipython_compact.cli import main; sys.argv[0] = "
+        "'ipython-compact'; "
+        "sys.exit(main(['--help']))",
+    ],
     "kernel_base": [sys.executable, "-c", BASE],
     "kernel_extension": [sys.executable, "-c", f"{BASE}; import ipython_compact.kernel.extension"],
 }
@@ -47,8 +52,10 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, cmd in CASES.items():
             runs[name].append(once(cmd))
-    out: dict[str, object] = {name: {"median_ms": round(statistics.median(v), 1), "min_ms": round(min(v), 1)}
-                              for name, v in runs.items()}
+    out: dict[str, object] = {
+        name: {"median_ms": round(statistics.median(v), 1), "min_ms": round(min(v), 1)}
+        for name, v in runs.items()
+    }
     med = {name: statistics.median(v) for name, v in runs.items()}
     out["load_ext_import_ms"] = round(med["kernel_extension"] - med["kernel_base"], 1)
     out["cli_help_over_python_ms"] = round(med["cli_help"] - med["python_pass"], 1)

@@ -63,11 +63,29 @@ def worker(location: str, host: str, session: str, agent: str, ack_path: str) ->
         turn = 0
         while time.time() < deadline:
             t0 = time.perf_counter()
-            made = store.append_many(session, [
-                ("message", {"message": {"role": "user", "content": f"{agent} turn {turn} asks about kiwi{turn}"}}),
-                ("message", {"message": {"role": "assistant", "content": [{"type": "text",
-                                                                            "text": f"{agent} answer {turn} " * 8}]}}),
-            ])
+            made = store.append_many(
+                session,
+                [
+                    (
+                        "message",
+                        {
+                            "message": {
+                                "role": "user",
+                                "content": f"{agent} turn {turn} asks about kiwi{turn}",
+                            }
+                        },
+                    ),
+                    (
+                        "message",
+                        {
+                            "message": {
+                                "role": "assistant",
+                                "content": [{"type": "text", "text": f"{agent} answer {turn} " * 8}],
+                            }
+                        },
+                    ),
+                ],
+            )
             lat["append"].append(time.perf_counter() - t0)
             ack.write(json.dumps({"ids": [e.id for e in made], "turn": turn}) + "\n")
             ack.flush()
@@ -82,8 +100,12 @@ def worker(location: str, host: str, session: str, agent: str, ack_path: str) ->
                 leaf = store.leaf(session)  # planned against this leaf; the other agent may append meanwhile
                 tail = store.path_tail(session, 4)
                 try:
-                    store.append(session, "compaction", {"summary": f"{agent} summary {turn}",
-                                                         "first_kept_entry_id": tail[0].id}, expect_leaf=leaf)
+                    store.append(
+                        session,
+                        "compaction",
+                        {"summary": f"{agent} summary {turn}", "first_kept_entry_id": tail[0].id},
+                        expect_leaf=leaf,
+                    )
                     counts["compactions"] += 1
                 except LeafMovedError:
                     counts["races_lost"] += 1
@@ -107,7 +129,9 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
 
 
-def run(engine: str, location: str, agents: int, hosts: int, duration: float, kills: int, folder: Path) -> dict[str, Any]:
+def run(
+    engine: str, location: str, agents: int, hosts: int, duration: float, kills: int, folder: Path
+) -> dict[str, Any]:
     from ipython_compact.store import SessionStore
 
     pairs = max(1, agents // 2)
@@ -118,9 +142,19 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
         host = f"bench-host-{(i + i // pairs) % hosts}"
         session = f"pair-{i % pairs}"
         ack = folder / f"{engine}-{i}.ack"
-        procs.append((subprocess.Popen(
-            [sys.executable, __file__, "--worker", location, host, session, f"a{i}", str(ack)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), session, ack))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, __file__, "--worker", location, host, session, f"a{i}", str(ack)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+                session,
+                ack,
+            )
+        )
     for p, _, _ in procs:  # the clock starts when every agent has opened the log
         assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr and p.stderr.read()
     deadline = time.time() + duration
@@ -166,18 +200,24 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
             ids = acked.setdefault(session, set())
             if ack.exists():
                 for line in ack.read_text().splitlines():
-                    with contextlib.suppress(ValueError):  # a line cut by the kill: that append may or may not have landed
+                    # a line cut by the kill: that append may or may not have landed
+                    with contextlib.suppress(ValueError):
                         ids.update(json.loads(line)["ids"])
         entries_total = compactions_total = 0
         for session, ids in acked.items():
             store.live_status(session)  # settles compactions whose owner was killed (if no agent did yet)
-            settled += sum("abandoned" in str(e.data.get("error")) for e in
-                           store.entries(session, kinds=("compaction_outcome",)))
+            settled += sum(
+                "abandoned" in str(e.data.get("error"))
+                for e in store.entries(session, kinds=("compaction_outcome",))
+            )
             entries = store.entries(session)
             stored = {e.id for e in entries}
             lost += len(ids - stored)
-            turns = [e.data["message"]["content"] for e in entries
-                     if e.kind == "message" and e.data["message"]["role"] == "user"]
+            turns = [
+                e.data["message"]["content"]
+                for e in entries
+                if e.kind == "message" and e.data["message"]["role"] == "user"
+            ]
             duplicated += len(turns) - len(set(turns)) + (len(entries) - len(stored))
             entries_total += len(entries)
             compactions_total += sum(e.kind == "compaction" for e in entries)
@@ -185,16 +225,27 @@ def run(engine: str, location: str, agents: int, hosts: int, duration: float, ki
         report = store.verify()
         in_flight = sum(len(store.live_status(s).in_flight) for s in acked)
     return {
-        "engine": engine, "agents": agents, "hosts": hosts, "duration_s": duration, "killed": len(victims),
-        "entries_written": entries_total, "turns": totals["turns"], "compactions_landed": compactions_total,
-        "compaction_races_lost": totals["races_lost"], "recalls": totals["recalls"],
+        "engine": engine,
+        "agents": agents,
+        "hosts": hosts,
+        "duration_s": duration,
+        "killed": len(victims),
+        "entries_written": entries_total,
+        "turns": totals["turns"],
+        "compactions_landed": compactions_total,
+        "compaction_races_lost": totals["races_lost"],
+        "recalls": totals["recalls"],
         "recall_hit_rate": round(totals["recall_hits"] / totals["recalls"], 3) if totals["recalls"] else None,
         "throughput_entries_per_s": round(entries_total / duration, 1),
         "append_ms": {"p50": _pct(lat["append"], 0.5), "p99": _pct(lat["append"], 0.99)},
         "compact_ms": {"p50": _pct(lat["compact"], 0.5), "p99": _pct(lat["compact"], 0.99)},
         "recall_ms": {"p50": _pct(lat["recall"], 0.5), "p99": _pct(lat["recall"], 0.99)},
-        "lost": lost, "duplicated": duplicated, "verify_ok": report.ok, "orphans_settled": settled,
-        "left_in_flight": in_flight, "worker_failures": failures,
+        "lost": lost,
+        "duplicated": duplicated,
+        "verify_ok": report.ok,
+        "orphans_settled": settled,
+        "left_in_flight": in_flight,
+        "worker_failures": failures,
     }
 
 
@@ -218,23 +269,40 @@ def main() -> int:
                 from postgres_server import Server, bin_dir
 
                 if bin_dir() is None:
-                    print("postgresql: skipped (install the postgresql package: make system-deps)", file=sys.stderr)
+                    print(
+                        "postgresql: skipped (install the postgresql package: make system-deps)",
+                        file=sys.stderr,
+                    )
                     continue
                 server = Server(max_connections=args.agents * 7 + 20)
                 try:
                     url = server.url()
-                    results.append(run(engine, url, args.agents, args.hosts, args.duration, args.kills, folder))
+                    results.append(
+                        run(engine, url, args.agents, args.hosts, args.duration, args.kills, folder)
+                    )
                 finally:
                     server.stop()
             else:
-                results.append(run(engine, str(folder / "sessions.db"), args.agents, 1, args.duration, args.kills,
-                                   folder))
+                results.append(
+                    run(
+                        engine, str(folder / "sessions.db"), args.agents, 1, args.duration, args.kills, folder
+                    )
+                )
             print(json.dumps(results[-1]), file=sys.stderr)
     if len(results) == 2 and all(r["throughput_entries_per_s"] for r in results):
         ratio = results[0]["throughput_entries_per_s"] / results[1]["throughput_entries_per_s"]
         print(f"throughput {results[0]['engine']}/{results[1]['engine']}: {ratio:.2f}", file=sys.stderr)
-    print(json.dumps({"runs": results, "median_append_p99_ms": statistics.median(
-        [r["append_ms"]["p99"] for r in results if r["append_ms"]["p99"] is not None] or [0])}, indent=2))
+    print(
+        json.dumps(
+            {
+                "runs": results,
+                "median_append_p99_ms": statistics.median(
+                    [r["append_ms"]["p99"] for r in results if r["append_ms"]["p99"] is not None] or [0]
+                ),
+            },
+            indent=2,
+        )
+    )
     bad = [r for r in results if r["lost"] or r["duplicated"] or not r["verify_ok"] or r["left_in_flight"]]
     return 1 if bad else 0
 

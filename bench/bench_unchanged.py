@@ -61,13 +61,18 @@ def main() -> None:
             start = time.perf_counter()
             store.save(items)
             first_s = time.perf_counter() - start
-            unchanged_s = best(lambda store=store, items=items: store.save(items, automatic=True, verify="sampled"),
-                               args.repeats)
+            unchanged_s = best(
+                lambda store=store, items=items: store.save(items, automatic=True, verify="sampled"),
+                args.repeats,
+            )
             report = store.save(items, automatic=True, verify="sampled")
         out["shapes"][shape] = {
-            "pickle_once_s": round(pickle_s, 4), "first_save_s": round(first_s, 4),
-            "unchanged_save_s": round(unchanged_s, 4), "unchanged_over_pickle": round(unchanged_s / pickle_s, 3),
-            "all_unchanged": len(report.unchanged) == len(items), "goal_below_pickle_once": unchanged_s < pickle_s,
+            "pickle_once_s": round(pickle_s, 4),
+            "first_save_s": round(first_s, 4),
+            "unchanged_save_s": round(unchanged_s, 4),
+            "unchanged_over_pickle": round(unchanged_s / pickle_s, 3),
+            "all_unchanged": len(report.unchanged) == len(items),
+            "goal_below_pickle_once": unchanged_s < pickle_s,
         }
     json.dump(out, sys.stdout, indent=2)
     print()

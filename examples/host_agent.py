@@ -45,8 +45,16 @@ def run(workdir: Path, *, echo: bool = True) -> dict[str, Any]:
 
     def on_event(ev: AgentEvent) -> None:
         events.append(ev)
-        if echo and ev.kind in ("user", "tool_call", "tool_result", "assistant", "kernel_restart", "compaction_start",
-                                "compaction_end", "compaction_requested"):
+        if echo and ev.kind in (
+            "user",
+            "tool_call",
+            "tool_result",
+            "assistant",
+            "kernel_restart",
+            "compaction_start",
+            "compaction_end",
+            "compaction_requested",
+        ):
             print(f"[{ev.kind}] {ev.text[:300]}", flush=True)
 
     store = SessionStore(workdir / "sessions.db")
@@ -54,9 +62,15 @@ def run(workdir: Path, *, echo: bool = True) -> dict[str, Any]:
     env = {"IPYTHON_COMPACT_DIR": str(workdir)}  # the kernel keeps its key and data here too
     with ModelServer(script) as server, JupyterKernel(env=env) as kernel:
         agent = Agent(
-            store=store, session="host", client=openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0),
-            model="local-model", provider="local", context_window=8000, settings=settings,
-            kernel=kernel, snapshot_dir=str(workdir / "snapshots"),
+            store=store,
+            session="host",
+            client=openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0),
+            model="local-model",
+            provider="local",
+            context_window=8000,
+            settings=settings,
+            kernel=kernel,
+            snapshot_dir=str(workdir / "snapshots"),
             on_event=on_event,
         )
         result = agent.ask("Which month had the best sales? Keep the table around.")

@@ -2,7 +2,8 @@
 
 After each question it prints how many messages the model's context holds and how many entries
 the session log holds. The context stays bounded while the log keeps growing: a background
-compaction (question 4 crosses the background line), a manual compaction with focus "Keep the hotel shortlist" queued while
+compaction (question 4 crosses the background line), a manual compaction with focus "Keep the hotel
+shortlist" queued while
 the model is busy (question 6), and a provider overflow recovered by a blocking compaction
 (question 7). Finally it lists the compaction entries with their reasons.
 
@@ -56,54 +57,70 @@ def _answer(topic: str, facts: list[str], *, closing: bool = True) -> str:
     lines = [f"Here is what I suggest for {topic}:"]
     lines += [f"- {f}" for f in facts]
     if closing:
-        lines.append("Tell me if you want me to go deeper on any of these, or adjust for your budget and pace.")
+        lines.append(
+            "Tell me if you want me to go deeper on any of these, or adjust for your budget and pace."
+        )
     return "\n".join(lines)
 
 
 ANSWERS = {
-    0: _answer("May weather and packing", [
-        "May is warm and mostly dry: 17-24 °C by day, cooler evenings near the river.",
-        "Pack layers, a light rain jacket, comfortable shoes for the steep cobbled hills, and sunscreen.",
-        "Sea water is still cold (about 16 °C); bring a swimsuit only if you like bracing swims.",
-        "Book trams 28 and the Santa Justa lift early in the day to avoid queues.",
-        "Pharmacies (farmácias) are everywhere; tap water is safe to drink.",
-        "Get a Viva Viagem card for metro, trams and trains; top it up with zapping credit.",
-        "Holidays: 25 April and 1 May close some museums; Santo António festivities start late in the month.",
-        "Evenings can be windy on the miradouros (viewpoints), so keep a light sweater for sunset.",
-        "Sunset is around 20:45 in late May, so evenings are long; dinner starts late, around 20:00.",
-        "Pickpockets work the crowded trams and Baixa streets: keep your phone in a front pocket.",
-        "Cards work almost everywhere, but small tascas and kiosks sometimes want cash.",
-        "Church visits need covered shoulders; a light scarf in the day bag solves it.",
-        "The city is hilly: plan walks downhill and use the elevadores and tram to go up.",
-    ]),
-    2: _answer("food", [
-        "Pastéis de nata at Manteigaria (Chiado) and the original Pastéis de Belém.",
-        "Grilled sardines and bifanas at a tasca in Alfama; try Tasca do Chico for fado with dinner.",
-        "Time Out Market in Cais do Sodré for a tour of many kitchens in one hall.",
-        "Seafood at Cervejaria Ramiro: order clams à Bulhão Pato and finish with a prego.",
-        "Ginjinha (sour-cherry liqueur) at A Ginjinha near Rossio.",
-        "Bacalhau (salt cod) comes in hundreds of ways; try bacalhau à Brás for a start.",
-        "Lunch menus (prato do dia) in small tascas are the best value: soup, main and coffee.",
-        "Book dinner ahead at popular places such as Prado or Taberna da Rua das Flores.",
-        "Tipping is modest: round up or leave 5-10 % for good table service.",
-        "Couvert (bread, olives, cheese) put on the table is charged if you eat it; send it back if not.",
-        "Vegetarian options are growing: Ao 26 Vegan Food Project and Jardim dos Sentidos.",
-    ]),
+    0: _answer(
+        "May weather and packing",
+        [
+            "May is warm and mostly dry: 17-24 °C by day, cooler evenings near the river.",
+            "Pack layers, a light rain jacket, comfortable shoes for the steep cobbled hills, and sunscreen.",
+            "Sea water is still cold (about 16 °C); bring a swimsuit only if you like bracing swims.",
+            "Book trams 28 and the Santa Justa lift early in the day to avoid queues.",
+            "Pharmacies (farmácias) are everywhere; tap water is safe to drink.",
+            "Get a Viva Viagem card for metro, trams and trains; top it up with zapping credit.",
+            "Holidays: 25 April and 1 May close some museums; Santo António festivities start late in the "
+            "month.",
+            "Evenings can be windy on the miradouros (viewpoints), so keep a light sweater for sunset.",
+            "Sunset is around 20:45 in late May, so evenings are long; dinner starts late, around 20:00.",
+            "Pickpockets work the crowded trams and Baixa streets: keep your phone in a front pocket.",
+            "Cards work almost everywhere, but small tascas and kiosks sometimes want cash.",
+            "Church visits need covered shoulders; a light scarf in the day bag solves it.",
+            "The city is hilly: plan walks downhill and use the elevadores and tram to go up.",
+        ],
+    ),
+    2: _answer(
+        "food",
+        [
+            "Pastéis de nata at Manteigaria (Chiado) and the original Pastéis de Belém.",
+            "Grilled sardines and bifanas at a tasca in Alfama; try Tasca do Chico for fado with dinner.",
+            "Time Out Market in Cais do Sodré for a tour of many kitchens in one hall.",
+            "Seafood at Cervejaria Ramiro: order clams à Bulhão Pato and finish with a prego.",
+            "Ginjinha (sour-cherry liqueur) at A Ginjinha near Rossio.",
+            "Bacalhau (salt cod) comes in hundreds of ways; try bacalhau à Brás for a start.",
+            "Lunch menus (prato do dia) in small tascas are the best value: soup, main and coffee.",
+            "Book dinner ahead at popular places such as Prado or Taberna da Rua das Flores.",
+            "Tipping is modest: round up or leave 5-10 % for good table service.",
+            "Couvert (bread, olives, cheese) put on the table is charged if you eat it; send it back if not.",
+            "Vegetarian options are growing: Ao 26 Vegan Food Project and Jardim dos Sentidos.",
+        ],
+    ),
     3: _answer("day trips", ["Sintra's palaces; Cascais for the beach."], closing=False),
     4: _answer("nightlife", ["Bairro Alto bars, or fado in Alfama."], closing=False),
-    5: _answer("quiet cafés near your hotels", [
-        "Fábulas near Memmo Alfama; Café Tati near The Lumiares.",
-        "Copenhagen Coffee Lab near Lisboa Pessoa.",
-    ], closing=False),
-    6: _answer("a day-by-day week", [
-        "Day 1: Alfama, the castle and a fado dinner.",
-        "Day 2: Belém — the tower, the monastery and pastéis.",
-        "Day 3: Sintra day trip.",
-        "Day 4: Chiado, Bairro Alto and the viewpoints; Bairro Alto bars at night.",
-        "Day 5: Cascais beaches.",
-        "Day 6: LX Factory and the riverside; Time Out Market.",
-        "Day 7: Slow morning in a café near your hotel, then departure.",
-    ]),
+    5: _answer(
+        "quiet cafés near your hotels",
+        [
+            "Fábulas near Memmo Alfama; Café Tati near The Lumiares.",
+            "Copenhagen Coffee Lab near Lisboa Pessoa.",
+        ],
+        closing=False,
+    ),
+    6: _answer(
+        "a day-by-day week",
+        [
+            "Day 1: Alfama, the castle and a fado dinner.",
+            "Day 2: Belém — the tower, the monastery and pastéis.",
+            "Day 3: Sintra day trip.",
+            "Day 4: Chiado, Bairro Alto and the viewpoints; Bairro Alto bars at night.",
+            "Day 5: Cascais beaches.",
+            "Day 6: LX Factory and the riverside; Time Out Market.",
+            "Day 7: Slow morning in a café near your hotel, then departure.",
+        ],
+    ),
 }
 
 HOTEL_CODE = (
@@ -116,22 +133,29 @@ HOTEL_CODE = (
     "print('\\n'.join(f\"{h['name']:<18} {h['area']:<12} {h['eur_per_night']} EUR\"\n"
     "                for h in sorted(hotels, key=lambda h: h['eur_per_night'])))"
 )
-HOTEL_ANSWER = _answer("where to stay", [
-    "Alfama: old, hilly, atmospheric; Memmo Alfama has a rooftop pool.",
-    "Bairro Alto / Chiado: central and lively at night; The Lumiares and Bairro Alto Hotel.",
-    "Baixa: flat and well connected; Lisboa Pessoa is good value.",
-    "Avoid staying right on the main tram 28 route if you are a light sleeper.",
-    "Book early for May: long weekends fill the small boutique hotels first.",
-    "I saved the shortlist in the `hotels` variable in the kernel so we can come back to it.",
-])
+HOTEL_ANSWER = _answer(
+    "where to stay",
+    [
+        "Alfama: old, hilly, atmospheric; Memmo Alfama has a rooftop pool.",
+        "Bairro Alto / Chiado: central and lively at night; The Lumiares and Bairro Alto Hotel.",
+        "Baixa: flat and well connected; Lisboa Pessoa is good value.",
+        "Avoid staying right on the main tram 28 route if you are a light sleeper.",
+        "Book early for May: long weekends fill the small boutique hotels first.",
+        "I saved the shortlist in the `hotels` variable in the kernel so we can come back to it.",
+    ],
+)
 
 
-SHORTLIST = "Memmo Alfama (210 EUR), The Lumiares (260 EUR), Bairro Alto Hotel (340 EUR), Lisboa Pessoa (190 EUR)"
+SHORTLIST = (
+    "Memmo Alfama (210 EUR), The Lumiares (260 EUR), Bairro Alto Hotel (340 EUR), Lisboa Pessoa (190 EUR)"
+)
 
 
 def _summary(number: int, focus: bool) -> str:
     """The scripted summarizer's checkpoint: pi's sections (and the split-turn ones), kept short."""
-    critical = f"- Hotel shortlist, also in the kernel variable `hotels`: {SHORTLIST}." if focus else "- (none)"
+    critical = (
+        (f"- Hotel shortlist, also in the kernel variable `hotels`: {SHORTLIST}.") if focus else "- (none)"
+    )
     return (
         f"## Goal\nPlan a week in Lisbon in May (summary #{number}).\n\n"
         "## Constraints & Preferences\n- Travelling in May.\n\n"
@@ -167,7 +191,9 @@ class Script:
 
     def __call__(self, req: RecordedRequest) -> Reply:
         messages = req.messages
-        system = str(messages[0].get("content", "")) if messages and messages[0].get("role") == "system" else ""
+        system = (
+            str(messages[0].get("content", "")) if messages and messages[0].get("role") == "system" else ""
+        )
         if system.startswith(SUMMARIZER_PROMPT[:40]):
             prompt = str(messages[-1].get("content", ""))
             with self.lock:
@@ -177,7 +203,15 @@ class Script:
                 if focus:
                     self.focus_seen.append("Keep the hotel shortlist")
                 return Reply(text=_summary(self.summaries, focus))
-        last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user" and not str(m.get("content", "")).startswith(("Earlier parts", "<ipython"))), default=-1)
+        last_user = max(
+            (
+                i
+                for i, m in enumerate(messages)
+                if m.get("role") == "user"
+                and not str(m.get("content", "")).startswith(("Earlier parts", "<ipython"))
+            ),
+            default=-1,
+        )
         question = str(messages[last_user].get("content", "")) if last_user >= 0 else ""
         index = next((i for i, q in enumerate(QUESTIONS) if q == question), None)
         after = messages[last_user + 1 :] if last_user >= 0 else []
@@ -185,7 +219,10 @@ class Script:
             return Reply(text="I am not sure what you are asking.")
         if index == 1:
             if not any(m.get("role") == "tool" for m in after):
-                return Reply(text="Let me save a shortlist first.", tool_calls=(ToolCall("python", {"code": HOTEL_CODE}),))
+                return Reply(
+                    text="Let me save a shortlist first.",
+                    tool_calls=(ToolCall("python", {"code": HOTEL_CODE}),),
+                )
             return Reply(text=HOTEL_ANSWER)
         if index == OVERFLOW_QUESTION:
             with self.lock:
@@ -195,8 +232,11 @@ class Script:
                         status=400,
                         error_type="invalid_request_error",
                         error_code="context_length_exceeded",
-                        error_message=(f"This model's maximum context length is {WINDOW} tokens. However, your messages "
-                                       "resulted in 3112 tokens. Please reduce the length of the messages."),
+                        error_message=(
+                            f"This model's maximum context length is {WINDOW} tokens. However, "
+                            f"your messages "
+                            "resulted in 3112 tokens. Please reduce the length of the messages."
+                        ),
                     )
         hold = self.hold
         if hold is not None:
@@ -229,7 +269,9 @@ class TravelReport:
     db_path: str = ""
 
 
-def run(db_path: Path, *, busy_timeout: float = 30.0, echo: bool = True, settings: CompactionSettings = SETTINGS) -> TravelReport:
+def run(
+    db_path: Path, *, busy_timeout: float = 30.0, echo: bool = True, settings: CompactionSettings = SETTINGS
+) -> TravelReport:
     """Run the whole example against a fresh session log at ``db_path``."""
     report = TravelReport(db_path=str(db_path))
 
@@ -247,38 +289,65 @@ def run(db_path: Path, *, busy_timeout: float = 30.0, echo: bool = True, setting
             elif script.hold is not None:
                 script.hold.set()
                 script.hold = None
-        if ev.kind in ("compaction_start", "compaction_end", "compaction_queued", "compaction_stale", "overflow", "guard"):
+        if ev.kind in (
+            "compaction_start",
+            "compaction_end",
+            "compaction_queued",
+            "compaction_stale",
+            "overflow",
+            "guard",
+        ):
             say(f"    · {ev.kind}: {ev.text}")
 
     store = SessionStore(db_path)
     script = Script(busy_timeout)
-    with ModelServer(script, model="travel-model", context_window=WINDOW) as server, \
-            JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(db_path.parent)}) as kernel:
+    with (
+        ModelServer(script, model="travel-model", context_window=WINDOW) as server,
+        JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(db_path.parent)}) as kernel,
+    ):
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
         agent = Agent(
-            store=store, session="lisbon", client=client, model="travel-model", provider="local",
-            context_window=WINDOW, settings=settings, kernel=kernel,
-            compactor=Compactor(store, OpenAISummarizer("travel-model", base_url=server.base_url,
-                                                        api_key="local", max_retries=0), settings),
+            store=store,
+            session="lisbon",
+            client=client,
+            model="travel-model",
+            provider="local",
+            context_window=WINDOW,
+            settings=settings,
+            kernel=kernel,
+            compactor=Compactor(
+                store,
+                OpenAISummarizer("travel-model", base_url=server.base_url, api_key="local", max_retries=0),
+                settings,
+            ),
             system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
-            on_event=on_event, snapshot_dir=str(db_path.parent / "snapshots"),
+            on_event=on_event,
+            snapshot_dir=str(db_path.parent / "snapshots"),
         )
         for i, question in enumerate(QUESTIONS):
             label = f"Q{i + 1}"
             say(f"{label}: {question}")
             if i == BUSY_QUESTION:
+
                 def ask_manual() -> None:
                     script.busy_started.wait(busy_timeout)
                     say("    (model is busy answering; requesting compact('Keep the hotel shortlist'))")
                     agent.compact("Keep the hotel shortlist")
                     report.live_while_busy = [
                         {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking}
-                        for c in store.live_status("lisbon").in_flight]
+                        for c in store.live_status("lisbon").in_flight
+                    ]
                     agent.wait_background()
                     say("    manual compaction finished; its summary is queued")
                     report.inbox_while_busy = [
-                        {"item_id": it.item_id, "state": it.state, "first_kept_entry_id": it.first_kept_entry_id,
-                         "reason": it.payload.get("reason")} for it in store.inbox_items("lisbon")]
+                        {
+                            "item_id": it.item_id,
+                            "state": it.state,
+                            "first_kept_entry_id": it.first_kept_entry_id,
+                            "reason": it.payload.get("reason"),
+                        }
+                        for it in store.inbox_items("lisbon")
+                    ]
 
                 helper = threading.Thread(target=ask_manual)
                 helper.start()
@@ -297,12 +366,16 @@ def run(db_path: Path, *, busy_timeout: float = 30.0, echo: bool = True, setting
             say(f"    -> context messages: {ctx}   log entries: {log}   context tokens: {tokens}")
         for e in store.entries("lisbon"):
             if e.kind == COMPACTION:
-                report.compactions.append({
-                    "id": e.id, "head": e.data.get("first_kept_entry_id"), "reason": e.data.get("reason"),
-                    "blocking": (e.data.get("details") or {}).get("blocking"),
-                    "focus": (e.data.get("details") or {}).get("focus"),
-                    "summary": str(e.data.get("summary", "")),
-                })
+                report.compactions.append(
+                    {
+                        "id": e.id,
+                        "head": e.data.get("first_kept_entry_id"),
+                        "reason": e.data.get("reason"),
+                        "blocking": (e.data.get("details") or {}).get("blocking"),
+                        "focus": (e.data.get("details") or {}).get("focus"),
+                        "summary": str(e.data.get("summary", "")),
+                    }
+                )
             if e.kind == KERNEL_STATE:
                 report.kernel_notice = str(e.data.get("content"))
         report.focus_reached_summarizer = bool(script.focus_seen)
@@ -321,7 +394,8 @@ def print_report(report: TravelReport, store: SessionStore) -> None:
     print("compaction entries (SELECT id, head, reason FROM entries WHERE kind = 'compaction'):")
     print(f"{'id':<12}{'head':<12}{'reason':<11}{'blocking':<9}focus")
     for c in report.compactions:
-        print(f"{c['id'][:10]:<12}{str(c['head'])[:10]:<12}{c['reason']:<11}{c['blocking']!s:<9}{c['focus'] or ''}")
+        head = str(c["head"])[:10]
+        print(f"{c['id'][:10]:<12}{head:<12}{c['reason']:<11}{c['blocking']!s:<9}{c['focus'] or ''}")
     manual = next((c for c in report.compactions if c["reason"] == "manual"), None)
     if manual is not None:
         print()
@@ -342,7 +416,9 @@ def print_report(report: TravelReport, store: SessionStore) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, help="session database (default: a fresh temporary file)")
-    parser.add_argument("--json", action="store_true", help="print the table and compactions as JSON at the end")
+    parser.add_argument(
+        "--json", action="store_true", help="print the table and compactions as JSON at the end"
+    )
     args = parser.parse_args(argv)
     db = args.db or Path(tempfile.mkdtemp(prefix="travel-")) / "session.db"
     if db.exists():
@@ -351,8 +427,17 @@ def main(argv: list[str] | None = None) -> int:
     report = run(db)
     print(f"\nsession log: {db}")
     if args.json:
-        print(json.dumps({"rows": [r.__dict__ for r in report.rows],
-                          "compactions": [{k: v for k, v in c.items() if k != "summary"} for c in report.compactions]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "rows": [r.__dict__ for r in report.rows],
+                    "compactions": [
+                        {k: v for k, v in c.items() if k != "summary"} for c in report.compactions
+                    ],
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -55,11 +55,19 @@ def user_message(text: str, *blocks: dict[str, Any]) -> dict[str, Any]:
     return {"role": "user", "content": [text_block(text), *blocks]}
 
 
-def assistant_message(text: str = "", *, blocks: list[Any] | None = None, usage: dict[str, int] | None = None,
-                      stop: str = "stop") -> dict[str, Any]:
+def assistant_message(
+    text: str = "",
+    *,
+    blocks: list[Any] | None = None,
+    usage: dict[str, int] | None = None,
+    stop: str = "stop",
+) -> dict[str, Any]:
     """A final assistant message (``stop``), or one whose content is exactly ``blocks``."""
-    message: dict[str, Any] = {"role": "assistant", "content": blocks if blocks is not None else [text_block(text)],
-                               "stopReason": stop}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": blocks if blocks is not None else [text_block(text)],
+        "stopReason": stop,
+    }
     if usage is not None:
         message["usage"] = usage
     return message
@@ -67,11 +75,19 @@ def assistant_message(text: str = "", *, blocks: list[Any] | None = None, usage:
 
 def tool_calls_message(*calls: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
     """An assistant turn that only calls tools: ``(call_id, tool name, arguments)`` each."""
-    return assistant_message(blocks=[tool_call(cid, name, **args) for cid, name, args in calls], stop="toolUse")
+    return assistant_message(
+        blocks=[tool_call(cid, name, **args) for cid, name, args in calls], stop="toolUse"
+    )
 
 
-def tool_result_message(call_id: str, text: str, *, name: str | None = "python", error: bool = False,
-                        blocks: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+def tool_result_message(
+    call_id: str,
+    text: str,
+    *,
+    name: str | None = "python",
+    error: bool = False,
+    blocks: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
     """A tool's answer; ``name=None`` leaves ``toolName`` out, as some transcripts do."""
     message: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id}
     if name is not None:
@@ -88,7 +104,9 @@ def bash_message(command: str, output: str, exit_code: int = 0) -> dict[str, Any
 # ---------------------------------------------------------------- entries of the pure core
 
 
-def entry(entry_id: str, message: dict[str, Any], *, kind: str = "message", timestamp: str = TIMESTAMP) -> Entry:
+def entry(
+    entry_id: str, message: dict[str, Any], *, kind: str = "message", timestamp: str = TIMESTAMP
+) -> Entry:
     return Entry(entry_id, None, kind, timestamp, {"message": message})
 
 
@@ -109,7 +127,9 @@ def calls_entry(entry_id: str, *calls: tuple[str, str, dict[str, Any]]) -> Entry
     return entry(entry_id, tool_calls_message(*calls))
 
 
-def result_entry(entry_id: str, call_id: str, text: str, *, name: str | None = "python", error: bool = False) -> Entry:
+def result_entry(
+    entry_id: str, call_id: str, text: str, *, name: str | None = "python", error: bool = False
+) -> Entry:
     return entry(entry_id, tool_result_message(call_id, text, name=name, error=error))
 
 
@@ -120,8 +140,14 @@ def user(text: str) -> dict[str, Any]:
     return {"message": {"role": "user", "content": text}}
 
 
-def assistant(text: str, tool: bool = False, *, call_id: str = "call-1", name: str = "python",
-              arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+def assistant(
+    text: str,
+    tool: bool = False,
+    *,
+    call_id: str = "call-1",
+    name: str = "python",
+    arguments: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """An assistant message; with ``tool`` it also calls a tool (answered by :func:`tool_result`)."""
     content: list[dict[str, Any]] = [text_block(text)]
     if tool:
@@ -130,4 +156,11 @@ def assistant(text: str, tool: bool = False, *, call_id: str = "call-1", name: s
 
 
 def tool_result(text: str, *, call_id: str = "call-1", name: str = "python") -> dict[str, Any]:
-    return {"message": {"role": "toolResult", "toolCallId": call_id, "toolName": name, "content": [text_block(text)]}}
+    return {
+        "message": {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": name,
+            "content": [text_block(text)],
+        }
+    }

@@ -26,14 +26,33 @@ def make_entry(i: int, parent: str | None, spec: tuple[Any, ...]) -> Entry:
     if tag == "u":
         data = {"message": {"role": "user", "content": [{"type": "text", "text": _text(n, "u")}]}}
     elif tag == "a":
-        data = {"message": {"role": "assistant", "content": [{"type": "text", "text": _text(n, "a")}], "stopReason": "stop"}}
+        data = {
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": _text(n, "a")}],
+                "stopReason": "stop",
+            }
+        }
     elif tag == "ac":
         tool, file_path = spec[2], spec[3]
         call = {"type": "toolCall", "id": f"call{i}", "name": tool, "arguments": {"path": file_path}}
-        data = {"message": {"role": "assistant", "content": [{"type": "text", "text": _text(n, "a")}, call], "stopReason": "toolUse"}}
+        data = {
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": _text(n, "a")}, call],
+                "stopReason": "toolUse",
+            }
+        }
     elif tag == "t":
-        data = {"message": {"role": "toolResult", "toolCallId": f"call{i - 1}", "toolName": "read",
-                            "content": [{"type": "text", "text": _text(n, "t")}], "isError": False}}
+        data = {
+            "message": {
+                "role": "toolResult",
+                "toolCallId": f"call{i - 1}",
+                "toolName": "read",
+                "content": [{"type": "text", "text": _text(n, "t")}],
+                "isError": False,
+            }
+        }
     elif tag == "b":
         data = {"message": {"role": "bashExecution", "command": "", "output": _text(n, "b"), "exitCode": 0}}
     elif tag == "cm":

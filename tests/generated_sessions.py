@@ -65,7 +65,9 @@ class GeneratedSession:
 
 
 def _text(msg: JSON) -> str:
-    return "".join(b.get("text", "") for b in msg.get("content", []) if isinstance(b, dict) and b.get("type") == "text")
+    return "".join(
+        b.get("text", "") for b in msg.get("content", []) if isinstance(b, dict) and b.get("type") == "text"
+    )
 
 
 class _Writer:
@@ -82,19 +84,37 @@ class _Writer:
         return self.ts
 
     def user(self, text: str) -> None:
-        self.out.append({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self._tick()})
+        self.out.append(
+            {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self._tick()}
+        )
 
     def say(self, text: str) -> None:
-        self.out.append({"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop", "timestamp": self._tick()})
+        self.out.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": text}],
+                "stopReason": "stop",
+                "timestamp": self._tick(),
+            }
+        )
 
     def call(self, tool: str, args: JSON, output: str, *, text: str = "", error: bool = False) -> None:
         self.calls += 1
         cid = f"call_{self.calls}"
         content: list[JSON] = [{"type": "text", "text": text}] if text else []
         content.append({"type": "toolCall", "id": cid, "name": tool, "arguments": args})
-        self.out.append({"role": "assistant", "content": content, "stopReason": "toolUse", "timestamp": self._tick()})
         self.out.append(
-            {"role": "toolResult", "toolCallId": cid, "toolName": tool, "content": [{"type": "text", "text": output}], "isError": error, "timestamp": self._tick()}
+            {"role": "assistant", "content": content, "stopReason": "toolUse", "timestamp": self._tick()}
+        )
+        self.out.append(
+            {
+                "role": "toolResult",
+                "toolCallId": cid,
+                "toolName": tool,
+                "content": [{"type": "text", "text": output}],
+                "isError": error,
+                "timestamp": self._tick(),
+            }
         )
 
     def take(self) -> list[JSON]:
@@ -106,7 +126,22 @@ def _hex(rng: random.Random, n: int) -> str:
     return "".join(rng.choice("0123456789abcdef") for _ in range(n - 1)) + rng.choice("abcdef")
 
 
-_WORDS: Final = ("feature", "column", "rows", "merge", "encoding", "split", "baseline", "score", "fold", "sample", "window", "lag", "bucket", "table")
+_WORDS: Final = (
+    "feature",
+    "column",
+    "rows",
+    "merge",
+    "encoding",
+    "split",
+    "baseline",
+    "score",
+    "fold",
+    "sample",
+    "window",
+    "lag",
+    "bucket",
+    "table",
+)
 DISTRACTORS: Final = (
     "i think the loader doesn't handle empty files correctly.",
     "hm, the plot looked odd when i opened it, that should never happen.",
@@ -125,7 +160,10 @@ def _log(rng: random.Random, lines: int, prefix: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------- kinds
-ANALYSIS_GOAL: Final = "Find the best churn model on data/churn.csv: try gradient boosting variants in the kernel and report AUC on the 2026-Q3 holdout."
+ANALYSIS_GOAL: Final = (
+    "Find the best churn model on data/churn.csv: try gradient boosting variants in the "
+    "kernel and report AUC on the 2026-Q3 holdout."
+)
 ANALYSIS_CONSTRAINTS: Final = (
     "Always keep the random seed at 1337.",
     "Never write into /data/raw; derived files go under /work/derived.",
@@ -152,8 +190,16 @@ def _analysis(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> No
         w.user(f"Train variant {variant} next. {DISTRACTORS[k % len(DISTRACTORS)]}")
     else:
         w.user(f"Train variant {variant} with {_filler(rng, 3)} features.")
-    code = f"{var} = build_features('{variant}', seed=1337)\n{var}.to_parquet('{path}')\nmodel = train('{variant}', {var})"
-    w.call("python", {"code": code}, "\n".join([*_log(rng, 400, "epoch"), f"finished {run}: {auc}"]), text=f"Training {variant} in the kernel.")
+    code = (
+        f"{var} = build_features('{variant}', seed=1337)\n{var}.to_parquet('{path}')\nmodel = "
+        f"train('{variant}', {var})"
+    )
+    w.call(
+        "python",
+        {"code": code},
+        "\n".join([*_log(rng, 400, "epoch"), f"finished {run}: {auc}"]),
+        text=f"Training {variant} in the kernel.",
+    )
     s.probes += [
         Probe("recall", f"Which run id did the {variant} training finish as?", run, variant, k, True),
         Probe("recall", f"What AUC did {variant} reach?", auc, variant, k, True),
@@ -164,7 +210,8 @@ def _analysis(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> No
         aspect, choice, why = _DECISIONS[(k // 3) % len(_DECISIONS)]
         w.say(f"For {variant} I decided on {choice} because {why}.")
         s.probes.append(Probe("decision", f"Which {aspect} was chosen for {variant}?", choice, variant, k))
-    w.say(f"Done with {variant}. Next I will compare it with the previous variant.")  # the result is only in the log
+    # the result is only in the log
+    w.say(f"Done with {variant}. Next I will compare it with the previous variant.")
 
 
 DEBUG_GOAL: Final = "Make the test suite of the billing service green again; fix root causes, not symptoms."
@@ -173,13 +220,23 @@ DEBUG_CONSTRAINTS: Final = (
     "Keep every fix under 40 changed lines.",
     "Never push to main directly; use a fix/ branch per failure.",
 )
-_CAUSES: Final = ("a stale cache", "an off-by-one in the pager", "a timezone-naive timestamp", "a shared mutable default", "a missing await")
+_CAUSES: Final = (
+    "a stale cache",
+    "an off-by-one in the pager",
+    "a timezone-naive timestamp",
+    "a shared mutable default",
+    "a missing await",
+)
 
 
 def _debugging(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
     test = f"test_invoice_{k:02d}{_hex(rng, 2)}"
     module = f"src/billing/ledger_{k:02d}.py"
-    error = f"KeyError: 'amount_{_hex(rng, 4)}'" if k % 2 else f"AssertionError: expected {rng.randint(100, 999)} got {rng.randint(100, 999)}"
+    error = (
+        f"KeyError: 'amount_{_hex(rng, 4)}'"
+        if k % 2
+        else (f"AssertionError: expected {rng.randint(100, 999)} got {rng.randint(100, 999)}")
+    )
     commit = _hex(rng, 10)
     branch = f"fix/{test}"
     if k == 1:
@@ -188,13 +245,27 @@ def _debugging(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> N
         w.user(f"Now look at {test}. {DISTRACTORS[k % len(DISTRACTORS)]}")
     else:
         w.user(f"Now look at {test}.")
-    frames = [f'  File "/srv/billing/src/billing/layer_{i}.py", line {rng.randint(10, 400)}, in step_{i}\n    value = handler_{i}(payload)' for i in range(30)]
-    trace = "\n".join([f"tests/{test}.py::{test} FAILED", "Traceback (most recent call last):", *frames, error])
+    frames = [
+        f'  File "/srv/billing/src/billing/layer_{i}.py", line {rng.randint(10, 400)}, in step_{i}\n   '
+        f" value = handler_{i}(payload)"
+        for i in range(30)
+    ]
+    trace = "\n".join(
+        [f"tests/{test}.py::{test} FAILED", "Traceback (most recent call last):", *frames, error]
+    )
     w.call("bash", {"command": f"pytest -x tests/{test}.py"}, trace, text=f"Running {test}.", error=True)
     cause = _CAUSES[k % len(_CAUSES)]
     w.say(f"The root cause is {cause} in {module} because the handler reuses state between invoices.")
-    w.call("edit", {"path": module, "old_text": "cache = {}", "new_text": "cache = None"}, f"Applied 1 replacement in {module}.")
-    w.call("bash", {"command": f"git checkout -b {branch} && git commit -am 'fix {test}'"}, f"[{branch} {commit}] fix {test}\n 1 file changed, 3 insertions(+), 2 deletions(-)")
+    w.call(
+        "edit",
+        {"path": module, "old_text": "cache = {}", "new_text": "cache = None"},
+        f"Applied 1 replacement in {module}.",
+    )
+    w.call(
+        "bash",
+        {"command": f"git checkout -b {branch} && git commit -am 'fix {test}'"},
+        f"[{branch} {commit}] fix {test}\n 1 file changed, 3 insertions(+), 2 deletions(-)",
+    )
     s.probes += [
         Probe("recall", f"Which error did {test} fail with?", error, test, k, True),
         Probe("artifact", f"Which file was patched to fix {test}?", module, test, k),
@@ -206,8 +277,15 @@ def _debugging(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> N
     w.say(f"Done: {test} passes now, fixed in {commit} on {branch}. Next I will run the full suite.")
 
 
-SINGLE_GOAL: Final = "Download, verify and index every shard of the 2026 clickstream dump into /data/shards, then report the total row count."
-SINGLE_CONSTRAINTS: Final = ("Never delete a shard that failed verification; move it to /data/quarantine.", "Use at most 4 parallel downloads.")
+SINGLE_GOAL: Final = (
+    "Download, verify and index every shard of the 2026 clickstream dump into "
+    "/data/shards, "
+    "then report the total row count."
+)
+SINGLE_CONSTRAINTS: Final = (
+    "Never delete a shard that failed verification; move it to /data/quarantine.",
+    "Use at most 4 parallel downloads.",
+)
 
 
 def _single_turn(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
@@ -217,8 +295,15 @@ def _single_turn(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) ->
     path = f"/data/shards/{shard}.arrow"
     if k == 1:
         w.user(" ".join([SINGLE_GOAL, *SINGLE_CONSTRAINTS]))
-    log = [f"GET part {i:03d} {rng.randint(1, 9)}.{rng.randint(0, 9)} MB/s {_filler(rng, 3)}" for i in range(300)]
-    w.call("bash", {"command": f"fetch --shard {k} --out {path}"}, "\n".join([*log, f"verified {shard} {digest} {rows}"]), text=f"Fetching {shard}.")
+    log = [
+        f"GET part {i:03d} {rng.randint(1, 9)}.{rng.randint(0, 9)} MB/s {_filler(rng, 3)}" for i in range(300)
+    ]
+    w.call(
+        "bash",
+        {"command": f"fetch --shard {k} --out {path}"},
+        "\n".join([*log, f"verified {shard} {digest} {rows}"]),
+        text=f"Fetching {shard}.",
+    )
     w.call("python", {"code": f"idx_{k:03d} = index_shard('{path}')"}, f"indexed {path}: {rows}")
     s.probes += [
         Probe("recall", f"What checksum did {shard} verify with?", digest, shard, k, True),
@@ -228,13 +313,31 @@ def _single_turn(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) ->
     ]
     if k % 4 == 2:
         mirror = f"https://mirror{k:02d}.example.org/clickstream"
-        w.call("bash", {"command": f"fetch --shard {k + 1} --probe"}, "TimeoutError: primary did not answer within 30 s", error=True)
-        w.call("bash", {"command": f"fetch --mirror {mirror} --probe"}, f"mirror ok: {mirror}", text=f"I'll switch to the mirror {mirror} because the primary timed out for {shard}.")
-        s.probes.append(Probe("decision", f"Which mirror was chosen after the timeout at {shard}?", mirror, shard, k))
+        w.call(
+            "bash",
+            {"command": f"fetch --shard {k + 1} --probe"},
+            "TimeoutError: primary did not answer within 30 s",
+            error=True,
+        )
+        w.call(
+            "bash",
+            {"command": f"fetch --mirror {mirror} --probe"},
+            f"mirror ok: {mirror}",
+            text=f"I'll switch to the mirror {mirror} because the primary timed out for {shard}.",
+        )
+        s.probes.append(
+            Probe("decision", f"Which mirror was chosen after the timeout at {shard}?", mirror, shard, k)
+        )
 
 
-MULTI_GOAL: Final = "Rename the account API across the web app: every fetch_user* function becomes fetch_account*, callers included, and keep the tests passing."
-MULTI_CONSTRAINTS: Final = ("Keep the old names as deprecated aliases for one release.", "Do not touch the generated files under src/gen/.")
+MULTI_GOAL: Final = (
+    "Rename the account API across the web app: every fetch_user* function becomes "
+    "fetch_account*, callers included, and keep the tests passing."
+)
+MULTI_CONSTRAINTS: Final = (
+    "Keep the old names as deprecated aliases for one release.",
+    "Do not touch the generated files under src/gen/.",
+)
 
 
 def _multi_file(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
@@ -247,25 +350,52 @@ def _multi_file(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> 
     elif k % 5 == 2:
         w.user(f"Next do {old}. {DISTRACTORS[k % len(DISTRACTORS)]}")
     source = [f"    line_{i} = helper_{i}(request)  # {_filler(rng, 4)}" for i in range(220)]
-    w.call("read", {"path": path}, "\n".join([f"def {old}(request):", *source, f"# end of {path}"]), text=f"Reading {path}.")
-    w.call("edit", {"path": path, "old_text": f"def {old}(", "new_text": f"def {new}("}, f"Applied 1 replacement in {path}.")
-    w.call("edit", {"path": caller, "old_text": f"{old}(", "new_text": f"{new}("}, f"Applied 2 replacements in {caller}.")
+    w.call(
+        "read",
+        {"path": path},
+        "\n".join([f"def {old}(request):", *source, f"# end of {path}"]),
+        text=f"Reading {path}.",
+    )
+    w.call(
+        "edit",
+        {"path": path, "old_text": f"def {old}(", "new_text": f"def {new}("},
+        f"Applied 1 replacement in {path}.",
+    )
+    w.call(
+        "edit",
+        {"path": caller, "old_text": f"{old}(", "new_text": f"{new}("},
+        f"Applied 2 replacements in {caller}.",
+    )
     s.probes += [
         Probe("artifact", f"Which file defined {old} before the rename?", path, old, k),
         Probe("artifact", f"Which route file calls {new}?", caller, new, k),
         Probe("decision", f"What was {old} renamed to?", new, old, k),
     ]
     tests = f"{rng.randint(200, 400)} passed"
-    run = [*(f"tests/views/test_panel_{k:02d}.py::case_{i} PASSED" for i in range(60)), f"===== {tests} in {rng.randint(2, 9)}.{rng.randint(10, 99)}s ====="]
+    run = [
+        *(f"tests/views/test_panel_{k:02d}.py::case_{i} PASSED" for i in range(60)),
+        f"===== {tests} in {rng.randint(2, 9)}.{rng.randint(10, 99)}s =====",
+    ]
     w.call("bash", {"command": f"pytest -q tests/views/test_panel_{k:02d}.py"}, "\n".join(run))
-    s.probes.append(Probe("continuation", f"How many tests passed after renaming {old}?", tests, new, k, True))
+    s.probes.append(
+        Probe("continuation", f"How many tests passed after renaming {old}?", tests, new, k, True)
+    )
     commit = _hex(rng, 7)
-    w.call("bash", {"command": f"git commit -am 'rename {old}'"}, f"[rename-accounts {commit}] rename {old}\n 2 files changed, 3 insertions(+), 3 deletions(-)")
+    w.call(
+        "bash",
+        {"command": f"git commit -am 'rename {old}'"},
+        f"[rename-accounts {commit}] rename {old}\n 2 files changed, 3 insertions(+), 3 deletions(-)",
+    )
     s.probes.append(Probe("recall", f"Which commit renamed {old}?", commit, old, k))
     w.say(f"Done with {old} → {new} in {path} and {caller}. Next I will rename the following function.")
 
 
-_BUILDERS: Final = {"analysis": _analysis, "debugging": _debugging, "single_turn": _single_turn, "multi_file": _multi_file}
+_BUILDERS: Final = {
+    "analysis": _analysis,
+    "debugging": _debugging,
+    "single_turn": _single_turn,
+    "multi_file": _multi_file,
+}
 _GOALS: Final = {
     "analysis": (ANALYSIS_GOAL, ANALYSIS_CONSTRAINTS),
     "debugging": (DEBUG_GOAL, DEBUG_CONSTRAINTS),

@@ -16,7 +16,9 @@ from jupyter_client.manager import KernelManager
 def running_kernel(data_dir: Path, **env: str) -> Iterator[KernelManager]:
     """A real ipykernel with ``IPYTHON_COMPACT_DIR`` pointing at ``data_dir``; shut down on exit."""
     km = KernelManager(kernel_name="python3")
-    kernel_env = {k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_SESSION", "JPY_SESSION_NAME")}
+    kernel_env = {
+        k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_SESSION", "JPY_SESSION_NAME")
+    }
     kernel_env.update({"IPYTHON_COMPACT_DIR": str(data_dir), "PYDEVD_DISABLE_FILE_VALIDATION": "1", **env})
     km.start_kernel(env=kernel_env)
     try:

@@ -50,7 +50,9 @@ class LabServer:
         """Call the server's REST API with the token; returns the decoded JSON (or None)."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
-            f"{self.url}{path}", data=data, method=method,
+            f"{self.url}{path}",
+            data=data,
+            method=method,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=10) as resp:
@@ -65,8 +67,11 @@ class LabServer:
 
     def put_notebook(self, name: str) -> None:
         """Create an empty Python 3 notebook (its kernelspec makes Lab start the kernel on open)."""
-        self.api("PUT", f"/api/contents/{name}", {"type": "notebook", "format": "json", "content": empty_notebook()})
-
+        self.api(
+            "PUT",
+            f"/api/contents/{name}",
+            {"type": "notebook", "format": "json", "content": empty_notebook()},
+        )
 
     def kernel_census(self, kernel_id: str, target: str = "ipython_compact") -> tuple[int, int]:
         """(open comms on ``target``, live subshells) of a kernel, asked by a client of our own.
@@ -97,13 +102,22 @@ class LabServer:
 
 def empty_notebook() -> dict[str, Any]:
     return {
-        "nbformat": 4, "nbformat_minor": 5,
+        "nbformat": 4,
+        "nbformat_minor": 5,
         "metadata": {
             "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
             "language_info": {"name": "python"},
         },
-        "cells": [{"cell_type": "code", "id": "c0", "metadata": {}, "source": "", "outputs": [],
-                   "execution_count": None}],
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": "c0",
+                "metadata": {},
+                "source": "",
+                "outputs": [],
+                "execution_count": None,
+            }
+        ],
     }
 
 
@@ -127,7 +141,9 @@ def _wait_ready(server: LabServer, proc: subprocess.Popen[bytes], timeout: float
 
 
 @contextmanager
-def running_lab(base: Path, *, env: Mapping[str, str] | None = None, timeout: float = 90) -> Iterator[LabServer]:
+def running_lab(
+    base: Path, *, env: Mapping[str, str] | None = None, timeout: float = 90
+) -> Iterator[LabServer]:
     """Start ``jupyter lab`` with everything under ``base``; stop it (and its kernels) on exit."""
     root, data_dir = base / "root", base / "compact-data"
     jconfig = base / "jupyter-config"
@@ -155,14 +171,25 @@ def running_lab(base: Path, *, env: Mapping[str, str] | None = None, timeout: fl
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [
-                sys.executable, "-m", "jupyter", "lab", "--no-browser",
-                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+                sys.executable,
+                "-m",
+                "jupyter",
+                "lab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}",
                 "--ServerApp.allow_root=True",
                 "--LabApp.expose_app_in_browser=True",
                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             ],
-            cwd=root, env=full_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=root,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         _wait_ready(server, proc, timeout=timeout)
@@ -181,12 +208,15 @@ def running_lab(base: Path, *, env: Mapping[str, str] | None = None, timeout: fl
 def chromium(executable: str = CHROMIUM) -> Iterator[Any]:
     """A headless Chromium launched by Playwright from the system binary."""
     if not (Path(executable).exists() or shutil.which(executable)):
-        raise RuntimeError(f"Chromium not found at {executable}: run 'make system-deps' (apt-get install chromium)")
+        raise RuntimeError(
+            f"Chromium not found at {executable}: run 'make system-deps' (apt-get install chromium)"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=executable, headless=True,
+            executable_path=executable,
+            headless=True,
             args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
         )
         try:
@@ -196,6 +226,7 @@ def chromium(executable: str = CHROMIUM) -> Iterator[Any]:
 
 
 # ---------------------------------------------------------------------- page helpers
+
 
 def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 60_000) -> None:
     """Wait until the notebook in focus (optionally: this path) has a kernel that is idle."""
@@ -212,13 +243,19 @@ def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 60
             "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
             " const s = w && w.sessionContext; const k = s && s.session && s.session.kernel;"
             " return {path: w && w.context ? w.context.path : null, kernel: k ? k.status : null,"
-            " connection: k ? k.connectionStatus : null, session: s ? s.kernelDisplayStatus : null}; }")
-        shot = Path("artifacts/screenshots") / f"timeout-{re.sub(r'[^A-Za-z0-9.-]', '_', path or 'current')}.png"
+            " connection: k ? k.connectionStatus : null, session: s ? s.kernelDisplayStatus : null}; }"
+        )
+        shot = (
+            Path("artifacts/screenshots") / f"timeout-{re.sub(r'[^A-Za-z0-9.-]', '_', path or 'current')}.png"
+        )
         with contextlib.suppress(Exception):
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot))
-        raise TimeoutError(f"the notebook {path or '(current)'} has no idle kernel after {timeout / 1000:.0f} s: "
-                           f"the page shows {seen} (screenshot {shot})") from exc
+        raise TimeoutError(
+            f"the notebook {path or '(current)'} has no idle kernel after "
+            f"{timeout / 1000:.0f} s: "
+            f"the page shows {seen} (screenshot {shot})"
+        ) from exc
 
 
 def wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
@@ -246,7 +283,8 @@ def run_cell(page: Any, code: str, *, wait: bool = True) -> None:
 
 
 def show_notebook(page: Any, path: str, timeout: float = 30_000) -> None:
-    """Bring the open notebook at ``path`` to the front; return when the panel follows it and its kernel is idle."""
+    """Bring the open notebook at ``path`` to the front; return when the panel follows it and its kernel is
+    idle."""
     page.evaluate(
         """(path) => {
             const app = window.jupyterapp;
@@ -274,7 +312,8 @@ def ensure_panel_ready(page: Any) -> None:
     """Open the panel and, if this kernel has not loaded the extension yet, load it from the panel."""
     open_panel(page)
     page.wait_for_function(
-        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
+        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)"
+    )
     if page.get_attribute(PANEL, "data-state") == "not-loaded":
         page.locator(f'{PANEL} button[data-action="load-extension"]').click()
     wait_panel_state(page, "ready")
@@ -303,9 +342,12 @@ def _seed_transcript(turns=16):
     items = []
     for i in range(turns):
         items.append(("message", {"message": {"role": "user", "timestamp": 1765233665000 + i,
-            "content": [{"type": "text", "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
+            "content": [{"type": "text",
+                         "text": f"Step {i}: load sales_{i}.csv and total the revenue column. " * 8}]}}))
         items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233665500 + i,
-            "content": [{"type": "text", "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. Next I will plot it. " * 8}]}}))
+            "content": [{"type": "text",
+                         "text": f"Loaded sales_{i}.csv; revenue total is {1000 + i}. "
+                                 "Next I will plot it. " * 8}]}}))
     store.append_many(session, items)
     store.close()
 _seed_transcript()

@@ -44,12 +44,62 @@ JSON = dict[str, Any]
 
 __all__ = ["PiSessionBuilder", "PiSessionFile", "fork_session", "generate_pi_session", "path_of_objects"]
 
-_WORDS = ("the", "model", "kernel", "frame", "value", "train", "error", "plot", "data", "column", "fix",
-          "cache", "split", "merge", "test", "résumé", "naïve", "数据", "模型", "ошибка", "😀", "🚀", "x²")
-_FILES = ("src/app.py", "src/model.py", "README.md", "data/raw.csv", "tests/test_app.py", "notes/日本.md",
-          "img/🚀.png", "a/\uff21.txt", "b/😀.txt", "docs/z.md")
-_NUMBERS: tuple[Any, ...] = (1e-05, 1e-07, 2.5e-06, 0.1, 3.0, -0.0, 1e16, 1e21, 1.2345e25, 123456.789, 5e-324,
-                             12345678901234567890, 2**53 + 1, 42, -7, 1.7976931348623157e308, 0.30000000000000004)
+_WORDS = (
+    "the",
+    "model",
+    "kernel",
+    "frame",
+    "value",
+    "train",
+    "error",
+    "plot",
+    "data",
+    "column",
+    "fix",
+    "cache",
+    "split",
+    "merge",
+    "test",
+    "résumé",
+    "naïve",
+    "数据",
+    "模型",
+    "ошибка",
+    "😀",
+    "🚀",
+    "x²",
+)
+_FILES = (
+    "src/app.py",
+    "src/model.py",
+    "README.md",
+    "data/raw.csv",
+    "tests/test_app.py",
+    "notes/日本.md",
+    "img/🚀.png",
+    "a/\uff21.txt",
+    "b/😀.txt",
+    "docs/z.md",
+)
+_NUMBERS: tuple[Any, ...] = (
+    1e-05,
+    1e-07,
+    2.5e-06,
+    0.1,
+    3.0,
+    -0.0,
+    1e16,
+    1e21,
+    1.2345e25,
+    123456.789,
+    5e-324,
+    12345678901234567890,
+    2**53 + 1,
+    42,
+    -7,
+    1.7976931348623157e308,
+    0.30000000000000004,
+)
 _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8/5+hHgAHggJ/PchI7wAAAABJRU5ErkJggg=="
 _BASE_TIME = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -105,8 +155,13 @@ class PiSessionBuilder:
         self.label_times: dict[str, str] = {}
         self.leaf_id: str | None = None
         self.clock = 0
-        self.header: JSON = {"type": "session", "version": 3, "id": session_id, "timestamp": self._now(),
-                             "cwd": "/work/project"}
+        self.header: JSON = {
+            "type": "session",
+            "version": 3,
+            "id": session_id,
+            "timestamp": self._now(),
+            "cwd": "/work/project",
+        }
 
     def _now(self) -> str:
         self.clock += self.rng.randint(1, 90)
@@ -122,9 +177,16 @@ class PiSessionBuilder:
             if entry_id not in self.by_id:
                 return entry_id
 
-    def append(self, entry_type: str, parent_id: str | None = None, *, use_leaf: bool = True, **fields: Any) -> str:
-        entry: JSON = {"type": entry_type, "id": self._new_id(), "parentId": self.leaf_id if use_leaf else parent_id,
-                       "timestamp": self._now(), **fields}
+    def append(
+        self, entry_type: str, parent_id: str | None = None, *, use_leaf: bool = True, **fields: Any
+    ) -> str:
+        entry: JSON = {
+            "type": entry_type,
+            "id": self._new_id(),
+            "parentId": self.leaf_id if use_leaf else parent_id,
+            "timestamp": self._now(),
+            **fields,
+        }
         self.entries.append(entry)
         self.by_id[entry["id"]] = entry
         self.leaf_id = entry["id"]
@@ -144,8 +206,15 @@ class PiSessionBuilder:
 
     def branch_with_summary(self, from_id: str | None, summary: str, details: Any, from_hook: bool) -> str:
         self.leaf_id = from_id
-        return self.append("branch_summary", from_id, use_leaf=False, fromId=from_id or "root", summary=summary,
-                           details=details, fromHook=from_hook)
+        return self.append(
+            "branch_summary",
+            from_id,
+            use_leaf=False,
+            fromId=from_id or "root",
+            summary=summary,
+            details=details,
+            fromHook=from_hook,
+        )
 
     def path(self) -> list[JSON]:
         return path_of_objects(self.entries, self.leaf_id)
@@ -172,12 +241,28 @@ def fork_session(source: PiSessionFile, leaf_id: str, rng: random.Random) -> PiS
         while entry_id in ids:
             entry_id = f"{rng.getrandbits(32):08x}"
         ids.add(entry_id)
-        out.append({"type": "label", "id": entry_id, "parentId": parent, "timestamp": stamp, "targetId": target,
-                    "label": label})
+        out.append(
+            {
+                "type": "label",
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": stamp,
+                "targetId": target,
+                "label": label,
+            }
+        )
         parent = entry_id
-    header = {**source.header, "id": f"fork-{source.header['id']}", "parentSession": f"/sessions/{source.header['id']}.jsonl"}
+    header = {
+        **source.header,
+        "id": f"fork-{source.header['id']}",
+        "parentSession": f"/sessions/{source.header['id']}.jsonl",
+    }
     dropped = {e["id"] for e in path if e["type"] == "label"}
-    notes = {"fork_of": source.seed, "fork_leaf": leaf_id, "dangling_parents": sum(1 for e in kept if e.get("parentId") in dropped)}
+    notes = {
+        "fork_of": source.seed,
+        "fork_leaf": leaf_id,
+        "dangling_parents": sum(1 for e in kept if e.get("parentId") in dropped),
+    }
     return PiSessionFile(source.seed, header, out, notes)
 
 
@@ -193,7 +278,10 @@ class _Content:
 
     def text(self, low: int, high: int) -> str:
         rng = self.rng
-        words = [rng.choice(_WORDS) if rng.random() < 0.25 else rng.choice(_WORDS[:15]) for _ in range(rng.randint(low, high))]
+        words = [
+            rng.choice(_WORDS) if rng.random() < 0.25 else rng.choice(_WORDS[:15])
+            for _ in range(rng.randint(low, high))
+        ]
         text = " ".join(words)
         if rng.random() < 0.15:
             text += "\n```python\nx = df['" + rng.choice(_WORDS) + "'].mean()\n```\n"
@@ -220,19 +308,32 @@ class _Content:
                 args["offset"], args["limit"] = rng.randint(0, 500), rng.choice((50, 100, 2000))
             return args
         if name == "bash":
-            return {"command": f"python -m pytest -q {rng.choice(_FILES)}", "timeout": rng.choice((30, 120.0, 0.5))}
+            return {
+                "command": f"python -m pytest -q {rng.choice(_FILES)}",
+                "timeout": rng.choice((30, 120.0, 0.5)),
+            }
         values = [rng.choice(_NUMBERS) for _ in range(rng.randint(1, 4))]
-        return {"expr": self.text(1, 3), "values": values, "2": rng.choice(_NUMBERS), "1": {"nested": [rng.choice(_NUMBERS)]},
-                "opts": {"tol": rng.choice(_NUMBERS), "10": True, "b": None}}
+        return {
+            "expr": self.text(1, 3),
+            "values": values,
+            "2": rng.choice(_NUMBERS),
+            "1": {"nested": [rng.choice(_NUMBERS)]},
+            "opts": {"tol": rng.choice(_NUMBERS), "10": True, "b": None},
+        }
 
     def usage(self, context: int, stop: str) -> JSON:
         rng = self.rng
         total = context + rng.randint(0, 400)
         cache_read = rng.randint(0, total // 2)
         output = rng.randint(1, 800)
-        usage = {"input": max(total - cache_read - output, 0), "output": output, "cacheRead": cache_read, "cacheWrite": 0,
-                 "totalTokens": total if rng.random() < 0.8 else 0,
-                 "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0, "cacheWrite": 0, "total": 0.003}}
+        usage = {
+            "input": max(total - cache_read - output, 0),
+            "output": output,
+            "cacheRead": cache_read,
+            "cacheWrite": 0,
+            "totalTokens": total if rng.random() < 0.8 else 0,
+            "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0, "cacheWrite": 0, "total": 0.003},
+        }
         if stop in ("aborted", "error") and rng.random() < 0.5:
             usage.update(input=0, output=0, cacheRead=0, totalTokens=0)
         return usage
@@ -267,9 +368,16 @@ class _Session:
 
     def assistant(self, blocks: list[JSON], stop: str) -> JSON:
         self.context += sum(len(json.dumps(b)) // 4 for b in blocks)
-        msg: JSON = {"role": "assistant", "content": blocks, "api": "openai-completions", "provider": "openai",
-                     "model": "gpt-test", "usage": self.c.usage(self.context, stop), "stopReason": stop,
-                     "timestamp": self.b.now_ms()}
+        msg: JSON = {
+            "role": "assistant",
+            "content": blocks,
+            "api": "openai-completions",
+            "provider": "openai",
+            "model": "gpt-test",
+            "usage": self.c.usage(self.context, stop),
+            "stopReason": stop,
+            "timestamp": self.b.now_ms(),
+        }
         if stop == "error":
             msg["errorMessage"] = "provider returned 529 overloaded"
         return msg
@@ -297,7 +405,12 @@ class _Session:
             for _ in range(rng.choice((1, 1, 2, 3))):
                 c.calls += 1
                 name = rng.choice(("read", "read", "write", "edit", "bash", "calc"))
-                call = {"type": "toolCall", "id": f"call_{self.seed}_{c.calls}", "name": name, "arguments": c.arguments(name)}
+                call = {
+                    "type": "toolCall",
+                    "id": f"call_{self.seed}_{c.calls}",
+                    "name": name,
+                    "arguments": c.arguments(name),
+                }
                 blocks.append(call)
                 calls.append(call)
             stop = "toolUse" if rng.random() < 0.9 else rng.choice(("aborted", "error"))
@@ -309,8 +422,16 @@ class _Session:
                 result: list[JSON] = [{"type": "text", "text": c.huge() if roll < 0.08 else c.text(2, 120)}]
                 if roll > 0.93:
                     result.append(c.image())
-                b.message({"role": "toolResult", "toolCallId": call["id"], "toolName": call["name"], "content": result,
-                           "isError": rng.random() < 0.1, "timestamp": b.now_ms()})
+                b.message(
+                    {
+                        "role": "toolResult",
+                        "toolCallId": call["id"],
+                        "toolName": call["name"],
+                        "content": result,
+                        "isError": rng.random() < 0.1,
+                        "timestamp": b.now_ms(),
+                    }
+                )
         stop = rng.choice(("stop",) * 8 + ("aborted", "error"))
         blocks = [{"type": "text", "text": c.text(3, 80)}] if stop == "stop" or rng.random() < 0.5 else []
         b.message(self.assistant(blocks, stop))
@@ -318,9 +439,15 @@ class _Session:
     def bash(self) -> None:
         rng, b = self.rng, self.b
         exit_code = rng.choice((0, 0, 1, None))
-        message: JSON = {"role": "bashExecution", "command": rng.choice(("ls -la", "git status", "make test")),
-                         "output": self.c.text(0, 60) if rng.random() < 0.9 else "", "exitCode": exit_code,
-                         "cancelled": exit_code is None, "truncated": rng.random() < 0.1, "timestamp": b.now_ms()}
+        message: JSON = {
+            "role": "bashExecution",
+            "command": rng.choice(("ls -la", "git status", "make test")),
+            "output": self.c.text(0, 60) if rng.random() < 0.9 else "",
+            "exitCode": exit_code,
+            "cancelled": exit_code is None,
+            "truncated": rng.random() < 0.1,
+            "timestamp": b.now_ms(),
+        }
         if message["truncated"]:
             message["fullOutputPath"] = "/tmp/pi-bash-1.log"
         if rng.random() < 0.2:
@@ -333,21 +460,34 @@ class _Session:
             content: Any = c.text(2, 60) if rng.random() < 0.5 else [{"type": "text", "text": c.text(2, 40)}]
             if isinstance(content, list) and rng.random() < 0.3:
                 content.append(c.image())
-            b.append("custom_message", customType="todo-reminder", content=content, display=rng.random() < 0.7,
-                     details={"n": rng.randint(0, 9)})
+            b.append(
+                "custom_message",
+                customType="todo-reminder",
+                content=content,
+                display=rng.random() < 0.7,
+                details={"n": rng.randint(0, 9)},
+            )
         else:
-            b.append("custom", customType="plan-state", data={"step": rng.randint(0, 9), "ratio": rng.choice(_NUMBERS)})
+            b.append(
+                "custom",
+                customType="plan-state",
+                data={"step": rng.randint(0, 9), "ratio": rng.choice(_NUMBERS)},
+            )
 
     def navigate(self) -> None:
         rng, b = self.rng, self.b
         target = rng.choice(b.entries)
-        if (target["type"] == "message" and target["message"]["role"] == "user") or target["type"] == "custom_message":
+        if (target["type"] == "message" and target["message"]["role"] == "user") or target[
+            "type"
+        ] == "custom_message":
             new_leaf = target.get("parentId")
         else:
             new_leaf = target["id"]
         if rng.random() < 0.5:
             details = {"readFiles": rng.sample(_FILES, 2), "modifiedFiles": rng.sample(_FILES, 1)}
-            summary_id = b.branch_with_summary(new_leaf, "Branch summary: " + self.c.text(5, 80), details, rng.random() < 0.2)
+            summary_id = b.branch_with_summary(
+                new_leaf, "Branch summary: " + self.c.text(5, 80), details, rng.random() < 0.2
+            )
             if rng.random() < 0.3:
                 b.label(summary_id, "checkpoint")
         else:
@@ -364,15 +504,24 @@ class _Session:
         cuts = [i for i in range(start, len(path)) if _is_cut_point(path[i])]
         if not cuts:
             return False
-        cut = rng.choice(cuts[len(cuts) // 3:] or cuts)
+        cut = rng.choice(cuts[len(cuts) // 3 :] or cuts)
         while cut > start and path[cut - 1]["type"] not in ("message", "compaction"):
             cut -= 1
         from_hook = rng.random() < 0.15
-        details: Any = {"readFiles": rng.sample(_FILES, rng.randint(0, 3)), "modifiedFiles": rng.sample(_FILES, rng.randint(0, 2))}
+        details: Any = {
+            "readFiles": rng.sample(_FILES, rng.randint(0, 3)),
+            "modifiedFiles": rng.sample(_FILES, rng.randint(0, 2)),
+        }
         if from_hook:
             details = {"hook": "custom-compactor", "readFiles": ["hook-only.md"]}
-        b.append("compaction", summary="## Goal\n" + self.c.text(10, 120), firstKeptEntryId=path[cut]["id"],
-                 tokensBefore=self.context, details=details, fromHook=from_hook)
+        b.append(
+            "compaction",
+            summary="## Goal\n" + self.c.text(10, 120),
+            firstKeptEntryId=path[cut]["id"],
+            tokensBefore=self.context,
+            details=details,
+            fromHook=from_hook,
+        )
         self.context = self.context // 3
         return True
 
@@ -400,7 +549,9 @@ class _Session:
             self.turn()  # the file's leaf is its last entry: end on something appended at the leaf
 
 
-def generate_pi_session(seed: int, *, steps: int | None = None, compactions: int | None = None) -> PiSessionFile:
+def generate_pi_session(
+    seed: int, *, steps: int | None = None, compactions: int | None = None
+) -> PiSessionFile:
     """A pi v3 session for ``seed``: ``steps`` actions (default 4-40) and up to ``compactions``
     compaction attempts (default 0-4; at most 3 end up on any one path)."""
     session = _Session(seed)

@@ -54,12 +54,45 @@ class Server:
         self.user = "postgres" if self.as_root else pwd.getpwuid(os.geteuid()).pw_name
         self._prefix = prefix
         self._bin = binaries
-        subprocess.run([*prefix, str(binaries / "initdb"), "-D", str(self.data), "-U", self.user, "-A", "trust",
-                        "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
-        options = (f"-k {self.folder} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-                   f"-c full_page_writes=off -c max_connections={max_connections}")
-        subprocess.run([*prefix, str(binaries / "pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-t", "120",
-                        "-l", str(self.folder / "server.log"), "start"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                *prefix,
+                str(binaries / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                self.user,
+                "-A",
+                "trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        options = (
+            f"-k {self.folder} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+            f"-c full_page_writes=off -c max_connections={max_connections}"
+        )
+        subprocess.run(
+            [
+                *prefix,
+                str(binaries / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                "120",
+                "-l",
+                str(self.folder / "server.log"),
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+        )
         atexit.register(self.stop)
 
     def url(self, schema: str | None = None) -> str:
@@ -77,8 +110,10 @@ class Server:
 
     def stop(self) -> None:
         if self.data.exists():
-            subprocess.run([*self._prefix, str(self._bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
-                           capture_output=True)
+            subprocess.run(
+                [*self._prefix, str(self._bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
+                capture_output=True,
+            )
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -100,8 +135,11 @@ def server() -> Server:
                 _server = Server()
             except (OSError, subprocess.CalledProcessError) as exc:
                 detail = getattr(exc, "stderr", b"") or b""
-                _failure = (f"cannot start PostgreSQL ({exc}; {detail.decode(errors='replace').strip()[:300]}): "
-                            "install it with `apt-get install -y postgresql` (make system-deps)")
+                _failure = (
+                    f"cannot start PostgreSQL ({exc}; "
+                    f"{detail.decode(errors='replace').strip()[:300]}): "
+                    "install it with `apt-get install -y postgresql` (make system-deps)"
+                )
     if _server is None:
         message = f"PostgreSQL tests need a server: {_failure}"
         if os.environ.get("CI"):

@@ -72,7 +72,11 @@ def test_readme_notebook_lines_run_verbatim_in_a_real_kernel(tmp_path: Path) -> 
     lines = notebook_lines()
     assert lines[0] == "%load_ext ipython_compact" and lines[-1] == "%compact --help"
     with running_kernel(tmp_path / "data", IPYTHON_COMPACT_SESSION="readme") as km:
-        setup, _ = run_cell(km, f"import numpy as np\nprices = np.arange(12.0)\n%load_ext ipython_compact\n%compact import {FIXTURE}")
+        setup, _ = run_cell(
+            km,
+            f"import numpy as np\nprices = np.arange(12.0)\n%load_ext "
+            f"ipython_compact\n%compact import {FIXTURE}",
+        )
         assert setup["status"] == "ok"  # a session with history, as after some %%agent turns
         for line in lines:
             reply, outputs = run_cell(km, line)
@@ -85,7 +89,9 @@ def test_readme_notebook_lines_run_verbatim_in_a_real_kernel(tmp_path: Path) -> 
             if line == "%load_ext ipython_compact":
                 continue
             if line.endswith("--help"):  # help is printed, never the cell's Out value
-                assert [o["type"] for o in outputs] == ["stream"] and "usage: %compact" in outputs[0]["text"], outputs
+                assert [o["type"] for o in outputs] == ["stream"] and "usage: %compact" in outputs[0][
+                    "text"
+                ], outputs
                 continue
             shown = [o for o in outputs if o["type"] in ("display_data", "execute_result")]
             assert len(shown) == 1, f"{line}: {outputs}"
@@ -93,7 +99,7 @@ def test_readme_notebook_lines_run_verbatim_in_a_real_kernel(tmp_path: Path) -> 
             assert {"text/plain", "text/html", "text/markdown"} <= set(data), line
             plain = data["text/plain"]
             if "application/vnd.ipython-compact.summary+json" not in data:  # a summary may quote /dev/null
-                assert not re.search(r"(^|\s)null($|\s)", plain) and "{\"" not in plain, f"{line}:\n{plain}"
+                assert not re.search(r"(^|\s)null($|\s)", plain) and '{"' not in plain, f"{line}:\n{plain}"
             assert "<img" not in data["text/html"] and "<script" not in data["text/html"], line
             if line.startswith("%compact now Keep"):
                 assert "application/vnd.ipython-compact.summary+json" in data
@@ -110,7 +116,10 @@ def test_readme_agent_snippet_runs_verbatim(tmp_path: Path) -> None:
     """The 'For agent builders' block, unchanged, against a local server set through the
     environment variables openai.OpenAI() reads."""
     snippet = readme_block("python", "Agent(")
-    script = [Reply(tool_calls=[ToolCall("python", {"code": "best = 'March'\nprint(best)"})]), "The best month is March."]
+    script = [
+        Reply(tool_calls=[ToolCall("python", {"code": "best = 'March'\nprint(best)"})]),
+        "The best month is March.",
+    ]
     code = (
         "import os, sys\n"
         "from ipython_compact.testing.model_server import ModelServer, Reply, ToolCall\n"
@@ -122,7 +131,9 @@ def test_readme_agent_snippet_runs_verbatim(tmp_path: Path) -> None:
     )
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
     env.pop("OPENAI_BASE_URL", None)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-2:] == ["The best month is March.", "requests 2"]
     assert (tmp_path / "sessions.db").is_file() and (tmp_path / "snapshots").is_dir()
@@ -131,23 +142,42 @@ def test_readme_agent_snippet_runs_verbatim(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_terminal_ipython_reads_well(tmp_path: Path) -> None:
     """`printf '...' | ipython --simple-prompt`: aligned tables, separators, no JSON dumps."""
-    script = "\n".join([
-        "%load_ext ipython_compact",
-        # No automatic snapshot: one that lands after `x = 5` (debounced, so on a loaded machine it
-        # may or may not) would leave the explicit snapshot below "Unchanged x" instead of "Written x".
-        "%config CompactConfig.auto_snapshot = False",
-        f"%compact import {FIXTURE}",
-        "x = 5",
-        "%compact status",
-        "%compact log -n 3",
-        "%compact snapshot",
-        "%compact pin --list",
-        "%compact status --bogus",
-    ]) + "\n"
+    script = (
+        "\n".join(
+            [
+                "%load_ext ipython_compact",
+                # No automatic snapshot: one that lands after `x = 5` (debounced, so on a loaded machine it
+                # may or may not) would leave the explicit snapshot below "Unchanged x" instead of "Written
+                # x".
+                "%config CompactConfig.auto_snapshot = False",
+                f"%compact import {FIXTURE}",
+                "x = 5",
+                "%compact status",
+                "%compact log -n 3",
+                "%compact snapshot",
+                "%compact pin --list",
+                "%compact status --bogus",
+            ]
+        )
+        + "\n"
+    )
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data"), "IPYTHON_COMPACT_SESSION": "term"}
     ipython = Path(sys.executable).parent / "ipython"
-    done = subprocess.run([str(ipython), "--simple-prompt", "--no-banner", "--colors=NoColor", "--HistoryManager.enabled=False"],
-                          input=script, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            str(ipython),
+            "--simple-prompt",
+            "--no-banner",
+            "--colors=NoColor",
+            "--HistoryManager.enabled=False",
+        ],
+        input=script,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     out = done.stdout
     assert "Traceback" not in out + done.stderr and "null" not in out
     assert "imported  1,002" in out
@@ -156,8 +186,9 @@ def test_terminal_ipython_reads_well(tmp_path: Path) -> None:
     log = out.split("Last 3 entries of term\n", 1)[1].splitlines()
     assert log[0].split() == ["id", "kind", "role", "text"]
     assert [len(row) > 0 and row[:8].isalnum() for row in log[1:4]] == [True, True, True]
-    assert "UsageError: %compact status: unknown option '--bogus'. Type `%compact status --help` for usage." in (
-        done.stderr + out)
+    assert (
+        "UsageError: %compact status: unknown option '--bogus'. Type `%compact status --help` for usage."
+    ) in (done.stderr + out)
 
 
 def test_readme_command_line_examples_run(tmp_path: Path) -> None:
@@ -192,17 +223,37 @@ def test_read_only_data_dir_in_terminal_ipython(tmp_path: Path) -> None:
     the rights to mount. `%compact` says why and what to do; cells keep running."""
     mnt = tmp_path / "ro"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode
+    ):
         pytest.skip("mounting a read-only tmpfs needs root")
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(mnt), "IPYTHON_COMPACT_SESSION": "ro"}
     try:
-        subprocess.run([str(Path(sys.executable).parent / "ipython-compact"), "import", str(FIXTURE), "-s", "ro"],
-                       env=env, check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "ipython-compact"), "import", str(FIXTURE), "-s", "ro"],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
         script = "%load_ext ipython_compact\nx = 41\n%compact status\nprint(x + 1)\n"
-        done = subprocess.run([str(Path(sys.executable).parent / "ipython"), "--simple-prompt", "--no-banner",
-                               "--colors=NoColor", "--HistoryManager.enabled=False"],
-                              input=script, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "ipython"),
+                "--simple-prompt",
+                "--no-banner",
+                "--colors=NoColor",
+                "--HistoryManager.enabled=False",
+            ],
+            input=script,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
     both = done.stdout + done.stderr

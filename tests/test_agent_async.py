@@ -48,7 +48,9 @@ def test_many_agents_run_their_turns_at_once_with_asks_results() -> None:
         return f"rollout {i}: {tools[-1]['content']}"
 
     async def main(url: str) -> list[str]:
-        agents = await asyncio.gather(*(Agent.acreate(model="local-model", base_url=url) for _ in range(ROLLOUTS)))
+        agents = await asyncio.gather(
+            *(Agent.acreate(model="local-model", base_url=url) for _ in range(ROLLOUTS))
+        )
         try:
             results = await asyncio.gather(*(a.aask(f"rollout {i}") for i, a in enumerate(agents)))
             return [f"{r.stopped} {r.text}" for r in results]
@@ -90,12 +92,22 @@ def test_aask_raises_what_ask_raises_and_one_agent_runs_one_turn_at_a_time() -> 
         again = await agent.aask("second")
         return str(empty.value), str(busy.value), again.text, agent.session
 
-    with ModelServer(reply, context_window=8000) as srv, Agent(model="local-model", base_url=srv.base_url) as agent:
+    with (
+        ModelServer(reply, context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url) as agent,
+    ):
         empty, busy, again, session = run_fresh(main(agent))
-        results = [e.message["content"][0]["text"] for e in agent.store.path(session)
-                   if e.role == "toolResult" and e.message]
+        results = [
+            e.message["content"][0]["text"]
+            for e in agent.store.path(session)
+            if e.role == "toolResult" and e.message
+        ]
     assert empty == "the message for the agent must be non-empty text, got '  '"
-    assert busy == (f"agent {session!r} is already running a turn (ask/aask): one turn at a time per agent; use one "
-                    "Agent per parallel rollout, or wait for the first answer")
+    assert busy == (
+        f"agent {session!r} is already running a turn (ask/aask): one turn at a time per agent; "
+        f"use one "
+        "Agent per parallel rollout, or wait for the first answer"
+    )
     assert again == "second answer"
-    assert results == ["Not run: the turn was interrupted before this call."]  # the cancelled turn ran no code
+    # the cancelled turn ran no code
+    assert results == ["Not run: the turn was interrupted before this call."]

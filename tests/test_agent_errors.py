@@ -43,20 +43,31 @@ def test_a_server_that_is_down_is_named_by_its_url(tmp_path: Path) -> None:
     with pytest.raises(ModelServerError) as info:
         Agent(model="m", base_url=url, store=tmp_path / "s.db", subcalls=False)
     message = str(info.value)
-    assert message.startswith(f"cannot list the server's models: cannot reach the model server at {url}/models")
+    assert message.startswith(
+        f"cannot list the server's models: cannot reach the model server at {url}/models"
+    )
     assert "card" not in message
 
 
 def test_a_model_the_server_does_not_serve_lists_the_ones_it_does(tmp_path: Path) -> None:
     with ModelServer(model="qwen-7b", context_window=8000) as srv, pytest.raises(ModelServerError) as info:
         Agent(model="gpt-nothing", base_url=srv.base_url, store=tmp_path / "s.db", subcalls=False)
-    assert re.search(r"does not serve the model 'gpt-nothing'; it serves: qwen-7b\. Pass one of them as model=",
-                     str(info.value)), str(info.value)
+    assert re.search(
+        r"does not serve the model 'gpt-nothing'; it serves: qwen-7b\. Pass one of them as "
+        r"model=",
+        str(info.value),
+    ), str(info.value)
 
 
 def test_a_401_states_the_status(tmp_path: Path) -> None:
     with ModelServer(api_key="right", context_window=8000) as srv, pytest.raises(ModelServerError) as info:
-        Agent(model="local-model", base_url=srv.base_url, api_key="wrong", store=tmp_path / "s.db", subcalls=False)
+        Agent(
+            model="local-model",
+            base_url=srv.base_url,
+            api_key="wrong",
+            store=tmp_path / "s.db",
+            subcalls=False,
+        )
     assert "HTTP 401 from" in str(info.value) and "check the API key" in str(info.value)
 
 
@@ -67,27 +78,46 @@ def test_a_listed_model_without_a_window_asks_for_context_window(tmp_path: Path)
     assert "pass context_window=..." in str(info.value)
 
 
-def test_with_a_window_given_a_dead_server_fails_the_turn_naming_the_url(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_with_a_window_given_a_dead_server_fails_the_turn_naming_the_url(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     url = _dead_url()
     client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
-    agent = Agent(model="m", client=client, context_window=8000, store=tmp_path / "s.db", subcalls=False, kernel=kernel)
+    agent = Agent(
+        model="m", client=client, context_window=8000, store=tmp_path / "s.db", subcalls=False, kernel=kernel
+    )
     try:
         result = agent.ask("hello")
     finally:
         agent.close()
     assert result.stopped == "error"
-    assert result.text.startswith(f"The model request failed: cannot reach the model server at {url}/chat/completions")
+    assert result.text.startswith(
+        f"The model request failed: cannot reach the model server at {url}/chat/completions"
+    )
 
 
 def test_a_model_not_found_on_request_lists_the_served_models(tmp_path: Path, kernel: JupyterKernel) -> None:
-    refusal = Reply(status=404, error_message="The model `gpt-nothing` does not exist.",
-                    error_type="NotFoundError", error_code="model_not_found")
+    refusal = Reply(
+        status=404,
+        error_message="The model `gpt-nothing` does not exist.",
+        error_type="NotFoundError",
+        error_code="model_not_found",
+    )
     with ModelServer([refusal], model="qwen-7b") as srv:
-        agent = Agent(model="gpt-nothing", base_url=srv.base_url, context_window=8000, store=tmp_path / "s.db",
-                      subcalls=False, kernel=kernel)
+        agent = Agent(
+            model="gpt-nothing",
+            base_url=srv.base_url,
+            context_window=8000,
+            store=tmp_path / "s.db",
+            subcalls=False,
+            kernel=kernel,
+        )
         try:
             result = agent.ask("hello")
         finally:
             agent.close()
     assert result.stopped == "error"
-    assert "HTTP 404 from" in result.text and "the server serves: qwen-7b; pass one of them as the model" in result.text
+    assert (
+        "HTTP 404 from" in result.text
+        and ("the server serves: qwen-7b; pass one of them as the model") in result.text
+    )

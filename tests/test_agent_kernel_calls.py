@@ -35,16 +35,31 @@ def _call_sites() -> list[tuple[str, str, int, list[str]]]:
     sites = []
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        aliases = {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree)
-                   if isinstance(n, ast.ImportFrom) and n.module for a in n.names}
+        aliases = {
+            a.asname or a.name: f"{n.module}.{a.name}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module
+            for a in n.names
+        }
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "kernel_call":
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "kernel_call"
+            ):
                 where, target = f"{path.relative_to(PACKAGE)}:{node.lineno}", node.args[0]
-                assert isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name), \
+                assert isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name), (
                     f"{where}: pass the function itself, as module.function"
+                )
                 assert not any(isinstance(a, ast.Starred) for a in node.args), f"{where}: no *args"
-                sites.append((where, f"{aliases.get(target.value.id, target.value.id)}.{target.attr}",
-                              len(node.args) - 1, [k.arg for k in node.keywords if k.arg is not None]))
+                sites.append(
+                    (
+                        where,
+                        f"{aliases.get(target.value.id, target.value.id)}.{target.attr}",
+                        len(node.args) - 1,
+                        [k.arg for k in node.keywords if k.arg is not None],
+                    )
+                )
     return sites
 
 
@@ -63,14 +78,22 @@ def test_every_caller_in_the_package_passes_arguments_its_entry_accepts() -> Non
             wrong.append(f"{where}: {dotted}: {exc}")
     assert wrong == []
     callers = {where.split(":")[0] for where, *_ in sites}
-    assert callers >= {"agent/kernel_tool.py", "agent/rlm.py", "integrations/kernel_runner.py", "integrations/rlms.py"}
+    assert callers >= {
+        "agent/kernel_tool.py",
+        "agent/rlm.py",
+        "integrations/kernel_runner.py",
+        "integrations/rlms.py",
+    }
     assert len(sites) >= 15
 
 
 def test_no_module_writes_a_kernel_call_by_hand() -> None:
     """The old way (a hand-written `__import__('ipython_compact...', fromlist=...)` string) is gone."""
-    offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                 if "fromlist=" in p.read_text(encoding="utf-8") and p.name != "kernel_calls.py"]
+    offenders = [
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if "fromlist=" in p.read_text(encoding="utf-8") and p.name != "kernel_calls.py"
+    ]
     assert offenders == []
 
 
@@ -82,13 +105,21 @@ HOSTILE = "x'); __import__('os').system('echo owned'); ('"
     [
         ((HOSTILE,), {}, repr(HOSTILE)),
         (("dir/with 'quotes' and \\ backslash",), {}, repr("dir/with 'quotes' and \\ backslash")),
-        ((SHELL, "http://127.0.0.1:1/call", "tok", ["a", "b"]), {"submit_fields": None, "submit_tool": "__s__"},
-         "get_ipython(), 'http://127.0.0.1:1/call', 'tok', ['a', 'b'], submit_fields=None, submit_tool='__s__'"),
+        (
+            (SHELL, "http://127.0.0.1:1/call", "tok", ["a", "b"]),
+            {"submit_fields": None, "submit_tool": "__s__"},
+            "get_ipython(), 'http://127.0.0.1:1/call', 'tok', ['a', 'b'], submit_fields=None, "
+            "submit_tool='__s__'",
+        ),
         ((SHELL, {"k": [1, 2.5, True, None]}), {}, "get_ipython(), {'k': [1, 2.5, True, None]}"),
     ],
 )
-def test_arguments_are_rendered_as_literals_only(args: tuple[Any, ...], kwargs: dict[str, Any], rendered: str) -> None:
-    fn = {1: kernel_state.snapshot_json, 2: kernel_state.hide_names}.get(len(args), KERNEL_CALLS["install_host_tools"])
+def test_arguments_are_rendered_as_literals_only(
+    args: tuple[Any, ...], kwargs: dict[str, Any], rendered: str
+) -> None:
+    fn = {1: kernel_state.snapshot_json, 2: kernel_state.hide_names}.get(
+        len(args), KERNEL_CALLS["install_host_tools"]
+    )
     code = kernel_call(fn, *args, **kwargs)
     assert code.endswith(f".{fn.__name__}({rendered})")
     call = ast.parse(code, mode="eval").body
@@ -100,8 +131,13 @@ def test_arguments_are_rendered_as_literals_only(args: tuple[Any, ...], kwargs: 
 
 def test_a_hostile_string_stays_data_when_the_kernel_runs_the_call(tmp_path: Path) -> None:
     seen: list[str] = []
-    namespace = {"__builtins__": {"__import__": lambda *a, **k: type("M", (), {"load_context": staticmethod(
-        lambda path, name: seen.append(path) or "ok")})}}
+    namespace = {
+        "__builtins__": {
+            "__import__": lambda *a, **k: type(
+                "M", (), {"load_context": staticmethod(lambda path, name: seen.append(path) or "ok")}
+            )
+        }
+    }
     assert eval(kernel_call(rlm_kernel.load_context, HOSTILE, "context"), namespace) == "ok"
     assert seen == [HOSTILE]
 
@@ -117,16 +153,21 @@ class _Str(str):
         (print, (), ValueError, "'print' is not a kernel call"),
         (kernel_state.snapshot_json, (), TypeError, "kernel call snapshot_json: missing a required argument"),
         (kernel_state.snapshot_json, ("a", "b"), TypeError, "kernel call snapshot_json: too many positional"),
-        (kernel_state.snapshot_json, (object(),), ValueError, "snapshot_json argument 0: a kernel call takes plain "
-                                                              "literals"),
+        (
+            kernel_state.snapshot_json,
+            (object(),),
+            ValueError,
+            "snapshot_json argument 0: a kernel call takes plain literals",
+        ),
         (kernel_state.snapshot_json, (_Str("x"),), ValueError, "not _Str"),
         (rlm_kernel.take_final_json, (float("nan"),), ValueError, "nan is not a finite number"),
         (kernel_state.hide_names, (SHELL, {1: "a"}), ValueError, "dict keys must be str"),
         (requests.take_json, (SHELL,), TypeError, "kernel call take_json: too many positional"),
     ],
 )
-def test_bad_calls_are_refused_before_anything_is_sent(fn: Any, args: tuple[Any, ...], error: type,
-                                                       message: str) -> None:
+def test_bad_calls_are_refused_before_anything_is_sent(
+    fn: Any, args: tuple[Any, ...], error: type, message: str
+) -> None:
     with pytest.raises(error) as info:
         kernel_call(fn, *args)
     assert message in str(info.value)

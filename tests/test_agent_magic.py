@@ -21,7 +21,10 @@ from ipython_compact.testing.model_server import ModelServer, RecordedRequest, R
     [
         ("", {}),
         ("--model m --window 3000", {"model": "m", "window": 3000}),
-        ("--base-url http://127.0.0.1:1/v1 --max-steps 4 --reset", {"base_url": "http://127.0.0.1:1/v1", "max_steps": 4, "reset": True}),
+        (
+            "--base-url http://127.0.0.1:1/v1 --max-steps 4 --reset",
+            {"base_url": "http://127.0.0.1:1/v1", "max_steps": 4, "reset": True},
+        ),
         ("--session 'my notes'", {"session": "my notes"}),
         ("--stream --model m", {"stream": True, "model": "m"}),
     ],
@@ -63,14 +66,18 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
     shell.register_magics(magics)
     try:
         with ModelServer(reply) as srv:
-            shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 32000", "Sum my prices.")
+            shell.run_cell_magic(
+                "agent", f"--model local --base-url {srv.base_url} --window 32000", "Sum my prices."
+            )
             out = capsys.readouterr().out
             assert shell.user_ns["total"] == 12  # ran in this very namespace
             assert "▶ python\n    total = sum(prices)\n    print(total)\n  ⤷ output (1 line)\n  │ 12\n" in out
             assert out.rstrip().endswith("The total is 12.") and out.count("The total is 12.") == 1
             assert "window 32,000 tokens, from the cell's --window" in out
             # Streaming: the same steps, the answer printed piece by piece (once).
-            shell.run_cell_magic("agent", f"--stream --model local --base-url {srv.base_url} --window 32000", "Sum again.")
+            shell.run_cell_magic(
+                "agent", f"--stream --model local --base-url {srv.base_url} --window 32000", "Sum again."
+            )
             out = capsys.readouterr().out
             assert out.count("The total is 12.") == 1 and srv.chat_requests[-1].body["stream"] is True
             # Empty cell and bad options: a clear message, nothing sent.
@@ -82,7 +89,12 @@ def test_agent_cell_runs_code_in_this_namespace_and_streams_steps(
             assert len(srv.chat_requests) == before
         assert magics.current is not None
         entries = magics.current.store.entries("agent")
-        assert [e.role for e in entries if e.kind == "message"] == ["user", "assistant", "toolResult", "assistant"] * 2
+        assert [e.role for e in entries if e.kind == "message"] == [
+            "user",
+            "assistant",
+            "toolResult",
+            "assistant",
+        ] * 2
     finally:
         for name in ("prices", "total"):
             shell.user_ns.pop(name, None)
@@ -125,7 +137,9 @@ def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
         kc.start_channels()
         try:
             cell_output(kc, "%load_ext ipython_compact\nprices = [3, 4, 5]")
-            cell_output(kc, "%config CompactConfig.compaction = {'keep_recent_tokens': 40, 'reserve_tokens': 1000}")
+            cell_output(
+                kc, "%config CompactConfig.compaction = {'keep_recent_tokens': 40, 'reserve_tokens': 1000}"
+            )
             head = f"%%agent --model local --base-url {srv.base_url} --window 32000\n"
             (transcript, answer), _ = cell_output(kc, head + "Sum my prices.")
             # one live transcript (updated in place) with the code highlighted and its output folded away,
@@ -135,14 +149,18 @@ def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
             assert "<span style=" in transcript["text/html"]  # highlighted
             assert "```python\ntotal = sum(prices)\nprint(total)\n```" in transcript["text/markdown"]
             assert answer == {"text/markdown": "Done: 12", "text/plain": "Done: 12"}
-            assert cell_output(kc, "print(total)")[1] == "12\n"  # the agent's code ran in the notebook's namespace
+            # the agent's code ran in the notebook's namespace
+            assert cell_output(kc, "print(total)")[1] == "12\n"
             (transcript, _answer), _ = cell_output(kc, "%%agent\nNow compact the context please.")
             plain = transcript["text/plain"]
             assert "runs when the current turn ends" in plain
             compaction_lines = [ln for ln in plain.splitlines() if ln.startswith("⟳ ")]
             assert any("requested compaction placed" in ln for ln in compaction_lines), plain
             # The second cell continued the same conversation.
-            assert any(m["role"] == "user" and m["content"] == "Sum my prices." for m in srv.chat_requests[-1].messages)
+            assert any(
+                m["role"] == "user" and m["content"] == "Sum my prices."
+                for m in srv.chat_requests[-1].messages
+            )
         finally:
             kc.stop_channels()
     from ipython_compact.store import SessionStore
@@ -190,8 +208,11 @@ def test_interrupting_the_agent_cell_stops_the_turn(tmp_path: Path) -> None:
 def test_unload_ext_in_a_real_kernel_removes_agent_and_compact_and_load_restores_them(tmp_path: Path) -> None:
     from ipython_compact.agent.kernel_tool import JupyterKernel
 
-    probe = ("print(sorted(n for n in ('agent', 'compact') if n in get_ipython().magics_manager.magics['cell']"
-             " or n in get_ipython().magics_manager.magics['line']))")
+    probe = (
+        "print(sorted(n for n in ('agent', 'compact') if n in "
+        "get_ipython().magics_manager.magics['cell']"
+        " or n in get_ipython().magics_manager.magics['line']))"
+    )
     with JupyterKernel(env={"IPYTHON_COMPACT_DIR": str(tmp_path)}) as k:
         assert k.extension_error is None
         assert "['agent', 'compact']" in k.execute(probe).text
@@ -218,7 +239,8 @@ def test_agent_cell_uses_the_extensions_summarizer_setting_and_refuses_an_unknow
         out = capsys.readouterr().out
         assert "%%agent: unknown summarizer 'bogus'" in out  # the same check as %compact; nothing is sent
     finally:
-        shell.run_line_magic("config", "CompactConfig.summarizer = 'offline'")  # the shell's config outlives unload
+        # the shell's config outlives unload
+        shell.run_line_magic("config", "CompactConfig.summarizer = 'offline'")
         shell.run_line_magic("unload_ext", "ipython_compact")
 
 
@@ -230,7 +252,9 @@ def test_settings_are_set_once_with_config_and_the_window_comes_from_the_server(
     shell = start_ipython() or get_ipython()
     shell.run_line_magic("load_ext", "ipython_compact")
     try:
-        with ModelServer([Reply(text="first"), Reply(text="second")], model="local", context_window=60000) as srv:
+        with ModelServer(
+            [Reply(text="first"), Reply(text="second")], model="local", context_window=60000
+        ) as srv:
             shell.run_line_magic("config", "AgentConfig.model = 'local'")
             shell.run_line_magic("config", f"AgentConfig.base_url = '{srv.base_url}'")
             shell.run_cell_magic("agent", "", "hello")
@@ -262,9 +286,15 @@ def test_a_small_window_scales_the_default_settings_and_a_configured_reserve_is_
             shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 2500", "hello")
             assert "small and fine" in capsys.readouterr().out
             status = shell.run_line_magic("compact", "status").data
-            assert (status["window"], status["background_line"], status["blocking_line"]) == (2500, 1750, 2000)
+            assert (status["window"], status["background_line"], status["blocking_line"]) == (
+                2500,
+                1750,
+                2000,
+            )
             shell.run_line_magic("config", "CompactConfig.compaction = {'reserve_tokens': 16384}")
-            shell.run_cell_magic("agent", f"--reset --model local --base-url {srv.base_url} --window 2500", "again")
+            shell.run_cell_magic(
+                "agent", f"--reset --model local --base-url {srv.base_url} --window 2500", "again"
+            )
             assert "context window 2500 is not larger than reserve_tokens 16384" in capsys.readouterr().out
             assert len(srv.chat_requests) == 1
     finally:
@@ -319,11 +349,16 @@ def test_the_ledger_records_who_opened_a_file(tmp_path: Path, monkeypatch: pytes
 
         ext = extension_for(shell)
         assert ext is not None
-        ops = [e.data["data"] for e in ext.service.store.path(ext.service.session)
-               if e.kind == "custom" and e.data.get("custom_type") == "ipython_file_ops"]
-        assert ops == [{"read": [str(mine)], "modified": [], "by": "user"},
-                       {"read": [str(theirs)], "modified": [], "by": "agent"},
-                       {"read": [str(theirs)], "modified": [], "by": "agent"}]
+        ops = [
+            e.data["data"]
+            for e in ext.service.store.path(ext.service.session)
+            if e.kind == "custom" and e.data.get("custom_type") == "ipython_file_ops"
+        ]
+        assert ops == [
+            {"read": [str(mine)], "modified": [], "by": "user"},
+            {"read": [str(theirs)], "modified": [], "by": "agent"},
+            {"read": [str(theirs)], "modified": [], "by": "agent"},
+        ]
         assert seen_busy == [True, True, True]
     finally:
         shell.run_line_magic("unload_ext", "ipython_compact")

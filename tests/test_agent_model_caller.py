@@ -29,8 +29,10 @@ class FakeClient:
 
 
 def _completion(text: str, total: int) -> dict[str, Any]:
-    return {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": total - 5, "completion_tokens": 5, "total_tokens": total}}
+    return {
+        "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": total - 5, "completion_tokens": 5, "total_tokens": total},
+    }
 
 
 def test_an_answer_becomes_a_pi_message_and_its_usage_is_counted() -> None:
@@ -39,7 +41,11 @@ def test_an_answer_becomes_a_pi_message_and_its_usage_is_counted() -> None:
     answer = caller.call([{"role": "user", "content": "hi"}], model="m", provider="p")
     assert answer.error_text is None and answer.message is not None
     assert answer.message["content"] == [{"type": "text", "text": "hello"}]
-    assert (answer.message["model"], answer.message["provider"], answer.message["usage"]["totalTokens"]) == ("m", "p", 120)
+    assert (answer.message["model"], answer.message["provider"], answer.message["usage"]["totalTokens"]) == (
+        "m",
+        "p",
+        120,
+    )
     caller.call([{"role": "user", "content": "again"}], model="m", provider="p")
     assert (caller.requests, caller.tokens) == (2, 240)
     assert client.chat.completions.kwargs[0]["timeout"] == 9.0 and client.chat.completions.kwargs[0]["tools"]
@@ -47,19 +53,25 @@ def test_an_answer_becomes_a_pi_message_and_its_usage_is_counted() -> None:
 
 def test_an_unreadable_answer_is_an_error_not_an_exception() -> None:
     answer = ModelCaller(FakeClient({"choices": []})).call([], model="m", provider="p")
-    assert answer.message is None and answer.error_text is not None and "could not be read" in answer.error_text
+    assert (
+        answer.message is None
+        and answer.error_text is not None
+        and ("could not be read") in answer.error_text
+    )
 
 
 def _chunks() -> Any:
     def gen() -> Any:
         for piece in ["one ", "two ", "three"]:
             yield {"choices": [{"delta": {"content": piece}, "finish_reason": None}]}
+
     return type("S", (), {"__iter__": lambda self: gen(), "close": lambda self: None})()
 
 
 def test_a_stream_stopped_by_abort_keeps_what_arrived_and_says_so() -> None:
     abort = threading.Event()
     deltas: list[str] = []
+
     def on_delta(piece: str) -> None:
         deltas.append(piece)
         if "two" in piece:
@@ -71,11 +83,22 @@ def test_a_stream_stopped_by_abort_keeps_what_arrived_and_says_so() -> None:
     assert deltas == ["one ", "two "] and answer.message["content"] == [{"type": "text", "text": "one two "}]
 
 
-@pytest.mark.parametrize(("reply", "status", "code"), [
-    (Reply.server_error("upstream exploded"), 500, None),
-    (Reply(status=400, error_type="invalid_request_error", error_code="context_length_exceeded",
-           error_message="This model's maximum context length is 10 tokens."), 400, "context_length_exceeded"),
-])
+@pytest.mark.parametrize(
+    ("reply", "status", "code"),
+    [
+        (Reply.server_error("upstream exploded"), 500, None),
+        (
+            Reply(
+                status=400,
+                error_type="invalid_request_error",
+                error_code="context_length_exceeded",
+                error_message="This model's maximum context length is 10 tokens.",
+            ),
+            400,
+            "context_length_exceeded",
+        ),
+    ],
+)
 def test_http_errors_come_back_with_text_code_and_status(reply: Reply, status: int, code: str | None) -> None:
     with ModelServer([reply]) as srv:
         caller = ModelCaller(openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0))

@@ -13,8 +13,11 @@ import pytest
 from ipython_compact import Agent
 from ipython_compact.agent.options import AgentOptions
 
-PARAMETERS = {name: p for name, p in inspect.signature(Agent.__init__).parameters.items()
-              if name != "self" and not name.startswith("_")}
+PARAMETERS = {
+    name: p
+    for name, p in inspect.signature(Agent.__init__).parameters.items()
+    if name != "self" and not name.startswith("_")
+}
 
 
 def _documented() -> list[str]:
@@ -57,7 +60,9 @@ def test_a_bad_value_stops_the_agent_before_anything_starts() -> None:
 
 
 def test_a_child_keeps_the_policy_but_not_the_budget_nor_autonomy() -> None:
-    root = AgentOptions(token_budget=5000, autonomous=True, stream=True, max_steps=7, subcalls=False, sub_model="s")
+    root = AgentOptions(
+        token_budget=5000, autonomous=True, stream=True, max_steps=7, subcalls=False, sub_model="s"
+    )
     child = root.for_child()
     assert (child.token_budget, child.autonomous, child.stream, child.subcalls) == (None, False, False, True)
     assert (child.max_steps, child.sub_model) == (7, "s")

@@ -28,11 +28,16 @@ def test_an_agent_run_leaves_one_session_and_one_snapshot_copy(compact_dir: Path
         cell = f"n = len(context) + len(open({str(notes)!r}).read())\nprint(n)"
         return Reply(tool_calls=(ToolCall("python", {"code": cell}),)) if done == 0 else "done"
 
-    with ModelServer(pick, context_window=8000) as srv, Agent(model="local-model", base_url=srv.base_url) as agent:
+    with (
+        ModelServer(pick, context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url) as agent,
+    ):
         assert agent.ask("count", context="a" * 50_000).stopped == "final"
         agent.kernel.execute("pass")  # a second cell: the first one's file list is surely written by now
         sessions = [s.name for s in agent.store.sessions()]
-        ops = [e.data for e in agent.store.entries(agent.session) if e.data.get("custom_type") == KERNEL_FILE_OPS]
+        ops = [
+            e.data for e in agent.store.entries(agent.session) if e.data.get("custom_type") == KERNEL_FILE_OPS
+        ]
         session = agent.session
     assert sessions == [session]
     assert not (compact_dir / "snapshots").exists() or not any((compact_dir / "snapshots").iterdir())

@@ -30,7 +30,9 @@ with ModelServer(default="hi", context_window=8000) as srv:
 @pytest.mark.slow
 def test_the_agents_own_kernel_uses_ipc_prints_no_tcp_warning_and_keeps_files_private(tmp_path: Path) -> None:
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data"), "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "hi"

@@ -25,7 +25,9 @@ from ipython_compact.testing import ModelServer, Reply
         (1, 0, (0, False)),
     ],
 )
-def test_keep_less_verbatim_after_each_failure(failures: int, keep: int, expected: tuple[int | None, bool]) -> None:
+def test_keep_less_verbatim_after_each_failure(
+    failures: int, keep: int, expected: tuple[int | None, bool]
+) -> None:
     assert keep_recent_after_failures(failures, keep) == expected
 
 
@@ -34,16 +36,32 @@ def _msg(i: int, role: str, text: str = "") -> Entry:
 
 
 def _compaction(i: int, summary: str) -> Entry:
-    return Entry(f"e{i}", None, COMPACTION, "t", {"summary": summary, "first_kept_entry_id": "x", "tokens_before": 1})
+    return Entry(
+        f"e{i}", None, COMPACTION, "t", {"summary": summary, "first_kept_entry_id": "x", "tokens_before": 1}
+    )
 
 
 @pytest.mark.parametrize(
     ("path", "cut", "dropped", "carried"),
     [
         ([_msg(0, "user"), _msg(1, "assistant"), _msg(2, "user"), _msg(3, "assistant")], "e2", 2, None),
-        ([_compaction(0, "OLD SUMMARY"), _msg(1, "user"), _msg(2, "assistant"), _msg(3, "user")], "e3", 2, "OLD SUMMARY"),
-        ([Entry("s", None, SYSTEM, "t", {"content": "sys"}), _msg(1, "user"), _msg(2, "assistant"), _msg(3, "user")],
-         "e3", 2, None),
+        (
+            [_compaction(0, "OLD SUMMARY"), _msg(1, "user"), _msg(2, "assistant"), _msg(3, "user")],
+            "e3",
+            2,
+            "OLD SUMMARY",
+        ),
+        (
+            [
+                Entry("s", None, SYSTEM, "t", {"content": "sys"}),
+                _msg(1, "user"),
+                _msg(2, "assistant"),
+                _msg(3, "user"),
+            ],
+            "e3",
+            2,
+            None,
+        ),
     ],
 )
 def test_emergency_shrink_keeps_the_last_user_turn_and_carries_the_summary(
@@ -71,7 +89,11 @@ def test_emergency_shrink_needs_an_earlier_user_turn_to_cut_at(path: list[Entry]
 
 def _error_from_local_server(case: str) -> Exception:
     """The exception the real ``openai`` client raises for one failure of the local server."""
-    script = {"rate": [Reply.rate_limited(retry_after=None)], "server": [Reply.server_error()], "overflow": []}[case]
+    script = {
+        "rate": [Reply.rate_limited(retry_after=None)],
+        "server": [Reply.server_error()],
+        "overflow": [],
+    }[case]
     with ModelServer(script=script, context_window=40) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="k", max_retries=0, timeout=5.0)
         text = "plan the trip " * (40 if case == "overflow" else 1)
@@ -90,9 +112,13 @@ def _error_from_local_server(case: str) -> Exception:
         ("overflow", "This model's maximum context length is 40 tokens.", "context_length_exceeded", 400),
     ],
 )
-def test_api_errors_are_read_into_text_code_and_status(case: str, text: str, code: str | None, status: int) -> None:
+def test_api_errors_are_read_into_text_code_and_status(
+    case: str, text: str, code: str | None, status: int
+) -> None:
     got = api_error_details(_error_from_local_server(case))
-    assert got[0].startswith(f"HTTP {status} from http://127.0.0.1:") and "/chat/completions: " + text in got[0]
+    assert (
+        got[0].startswith(f"HTTP {status} from http://127.0.0.1:") and "/chat/completions: " + text in got[0]
+    )
     assert got[1:] == (code, status)
 
 

@@ -23,7 +23,9 @@ Script = Callable[[str, int, RecordedRequest], Reply | str]
 
 
 def scripted(fn: Script) -> Callable[[RecordedRequest], Reply | str]:
-    """``fn(first user text, tool results so far, request)``; sub-calls get ``fn("<llm_query> " + prompt, 0, req)``."""
+    """``fn(first user text, tool results so far, request)``; sub-calls get ``fn("<llm_query> " + prompt, 0,
+    req)``."""
+
     def pick(req: RecordedRequest) -> Reply | str:
         msgs = req.messages
         users = [m for m in msgs if m.get("role") == "user"]
@@ -31,6 +33,7 @@ def scripted(fn: Script) -> Callable[[RecordedRequest], Reply | str]:
         if not (req.body or {}).get("tools"):
             return fn("<llm_query> " + first, 0, req)
         return fn(first, sum(1 for m in msgs if m.get("role") == "tool"), req)
+
     return pick
 
 
@@ -39,7 +42,9 @@ def code(source: str) -> Reply:
 
 
 def tool_texts(store: SessionStore, session: str) -> list[str]:
-    return [e.message["content"][0]["text"] for e in store.path(session) if e.role == "toolResult" and e.message]
+    return [
+        e.message["content"][0]["text"] for e in store.path(session) if e.role == "toolResult" and e.message
+    ]
 
 
 def test_defaults_start_and_stop_a_kernel_and_read_the_window_from_the_models_card(compact_dir: Path) -> None:
@@ -55,7 +60,9 @@ def test_defaults_start_and_stop_a_kernel_and_read_the_window_from_the_models_ca
         assert not kernel.is_alive()
 
 
-@pytest.mark.parametrize(("card", "window"), [({"context_length": 5000}, 5000), ({"meta": {"context_window": 7000}}, 7000)])
+@pytest.mark.parametrize(
+    ("card", "window"), [({"context_length": 5000}, 5000), ({"meta": {"context_window": 7000}}, 7000)]
+)
 def test_other_card_keys_give_the_window(card: dict[str, Any], window: int) -> None:
     from ipython_compact.agent.model_resolution import window_from_card
 
@@ -64,7 +71,14 @@ def test_other_card_keys_give_the_window(card: dict[str, Any], window: int) -> N
 
 def test_no_window_anywhere_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("IPYTHON_COMPACT_CONTEXT_WINDOW", raising=False)
-    with ModelServer(default="x") as srv, pytest.raises(ValueError, match=r"pass context_window=\.\.\. or set"):
+    with (
+        ModelServer(default="x") as srv,
+        pytest.raises(
+            ValueError,
+            match=r"pass context_window=\.\.\. or "
+            r"set",
+        ),
+    ):
         Agent(model="local-model", base_url=srv.base_url, subcalls=False)
 
 
@@ -78,8 +92,10 @@ def test_context_lives_in_the_kernel_and_final_var_ends_the_run() -> None:
             return code("answer = f'needle at {pos}'\nFINAL_VAR('answer')\nprint('after FINAL_VAR')")
         return "should not be asked again"
 
-    with ModelServer(scripted(reply), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url) as agent:
+    with (
+        ModelServer(scripted(reply), context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url) as agent,
+    ):
         result = agent.ask("Where is the needle?", context=big)
         sent = srv.chat_requests[0].messages
         finals = [e for e in agent.store.path(agent.session) if e.data.get("custom_type") == "final_answer"]
@@ -94,8 +110,10 @@ def test_final_of_an_undefined_variable_is_an_error_the_model_sees() -> None:
     def reply(first: str, done: int, req: RecordedRequest) -> Reply | str:
         return code("FINAL_VAR('missing')") if done == 0 else code("FINAL(6 * 7)") if done == 1 else "no"
 
-    with ModelServer(scripted(reply), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url) as agent:
+    with (
+        ModelServer(scripted(reply), context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url) as agent,
+    ):
         result = agent.ask("answer")
         texts = tool_texts(agent.store, agent.session)
     assert (result.stopped, result.text) == ("final", "42")
@@ -108,14 +126,18 @@ def test_llm_query_from_code_asks_the_model_without_tools() -> None:
             return "Porto" if "second city" in first else "?"
         return code("print(llm_query('Name the second city of Portugal.'))") if done == 0 else "done"
 
-    with ModelServer(scripted(reply), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, token_budget=1_000_000) as agent:
+    with (
+        ModelServer(scripted(reply), context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url, token_budget=1_000_000) as agent,
+    ):
         assert agent.ask("use a sub-call").stopped == "final"
         sub = [r for r in srv.chat_requests if not (r.body or {}).get("tools")]
         status = agent.status()
         texts = tool_texts(agent.store, agent.session)
     assert texts == ["Porto"]
-    assert len(sub) == 1 and sub[0].messages == [{"role": "user", "content": "Name the second city of Portugal."}]
+    assert len(sub) == 1 and sub[0].messages == [
+        {"role": "user", "content": "Name the second city of Portugal."}
+    ]
     assert status["subcalls"] == 1 and status["tokens_used"] > 0
 
 
@@ -133,9 +155,15 @@ def test_sub_agents_are_child_sessions_bounded_and_survive_compaction_and_restar
         ]
         return code(steps[done]) if done < len(steps) else "finished"
 
-    with ModelServer(scripted(reply), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, sub_agent_result_chars=1000,
-                  settings=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=100, background_tokens=0)) as agent:
+    with (
+        ModelServer(scripted(reply), context_window=8000) as srv,
+        Agent(
+            model="local-model",
+            base_url=srv.base_url,
+            sub_agent_result_chars=1000,
+            settings=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=100, background_tokens=0),
+        ) as agent,
+    ):
         assert agent.ask("delegate the count").stopped == "final"
         store, session = agent.store, agent.session
         texts = tool_texts(store, session)
@@ -148,7 +176,8 @@ def test_sub_agents_are_child_sessions_bounded_and_survive_compaction_and_restar
     assert texts[0].splitlines()[1] == "True True"
     assert link.data["custom_type"] == "parent_link" and link.data["parent_session"] == session
     assert link.data["name"] == "counter" and link.data["task"] == "count the widgets"
-    assert child_answer.message is not None and child_answer.message["content"][0]["text"] == long_answer  # whole
+    # whole
+    assert child_answer.message is not None and child_answer.message["content"][0]["text"] == long_answer
     assert "'name': 'counter'" in texts[2]  # listed after the parent's kernel was restarted
     assert "<sub_agents>" in notice and "counter" in notice  # and after compaction
 
@@ -163,8 +192,10 @@ def test_a_long_output_reaches_the_context_as_head_and_tail_and_is_recallable() 
             return code(f"full = recall({entry!r})\nprint(len(full), 'MIDDLE' in full)")
         return "done"
 
-    with ModelServer(scripted(reply), context_window=16000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, max_output_chars=3000) as agent:
+    with (
+        ModelServer(scripted(reply), context_window=16000) as srv,
+        Agent(model="local-model", base_url=srv.base_url, max_output_chars=3000) as agent,
+    ):
         assert agent.ask("print a lot").stopped == "final"
         texts = tool_texts(agent.store, agent.session)
         whole = [e for e in agent.store.path(agent.session) if e.data.get("custom_type") == "tool_output"]
@@ -175,18 +206,25 @@ def test_a_long_output_reaches_the_context_as_head_and_tail_and_is_recallable() 
 
 
 def test_the_token_budget_ends_the_run_with_its_reason() -> None:
-    with ModelServer(default=code("print(1)"), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, token_budget=1500, max_steps=50) as agent:
+    with (
+        ModelServer(default=code("print(1)"), context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url, token_budget=1500, max_steps=50) as agent,
+    ):
         result = agent.ask("loop")
-    assert result.stopped == "token_budget" and "token budget" in result.text and "(token_budget)" in result.text
+    assert (
+        result.stopped == "token_budget" and "token budget" in result.text and "(token_budget)" in result.text
+    )
     assert 1 <= len(srv.chat_requests) < 10
 
 
 def test_the_compaction_cap_ends_the_run_with_its_reason() -> None:
     settings = CompactionSettings(reserve_tokens=1500, keep_recent_tokens=100, background_tokens=0)
-    with ModelServer(default=code("print('x' * 1500)"), context_window=3000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, max_compactions=1, max_steps=40,
-                  settings=settings) as agent:
+    with (
+        ModelServer(default=code("print('x' * 1500)"), context_window=3000) as srv,
+        Agent(
+            model="local-model", base_url=srv.base_url, max_compactions=1, max_steps=40, settings=settings
+        ) as agent,
+    ):
         result = agent.ask("fill the window")
         placed = [e for e in agent.store.path(agent.session) if e.kind == "compaction"]
     assert result.stopped == "compaction_cap" and "max_compactions=1" in result.text
@@ -198,15 +236,19 @@ def test_parallel_agent_queries_keep_to_max_live_sub_agents() -> None:
         if first.startswith("job"):  # a sub-agent's own conversation: answer at once
             return f"did {first}"
         if done == 0:
-            return code("import threading\nout = {}\n"
-                        "def one(i):\n    out[i] = agent_query(f'job {i}', name=f'w{i}')\n"
-                        "ts = [threading.Thread(target=one, args=(i,)) for i in range(3)]\n"
-                        "[t.start() for t in ts]; [t.join() for t in ts]\nprint(sorted(out.values()))")
+            return code(
+                "import threading\nout = {}\n"
+                "def one(i):\n    out[i] = agent_query(f'job {i}', name=f'w{i}')\n"
+                "ts = [threading.Thread(target=one, args=(i,)) for i in range(3)]\n"
+                "[t.start() for t in ts]; [t.join() for t in ts]\nprint(sorted(out.values()))"
+            )
         return "finished"
 
     lock, live, peak = threading.Lock(), [0], [0]
-    with ModelServer(scripted(reply), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, max_live_sub_agents=1) as agent:
+    with (
+        ModelServer(scripted(reply), context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url, max_live_sub_agents=1) as agent,
+    ):
         registry = agent._bridge.registry if agent._bridge is not None else None
         assert registry is not None
         make = registry.factory
@@ -222,6 +264,7 @@ def test_parallel_agent_queries_keep_to_max_live_sub_agents() -> None:
                 with lock:
                     live[0] -= 1
                 close()
+
             child.close = closing  # type: ignore[method-assign]
             return child
 

@@ -19,7 +19,8 @@ from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME, MESSAGE
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
 
-SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400, background_tokens=500)  # lines 2000 / 1500
+# lines 2000 / 1500
+SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400, background_tokens=500)
 
 
 class FakeEngine:
@@ -31,7 +32,9 @@ class FakeEngine:
         self.asked: list[tuple[str, str | None, int | None]] = []
         self.gate: threading.Event | None = None
 
-    def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None:
+    def prepare(
+        self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None
+    ) -> dict[str, Any] | None:
         self.asked.append((reason, focus, keep_recent_tokens))
         if self.gate is not None:
             assert self.gate.wait(10)
@@ -41,8 +44,13 @@ class FakeEngine:
         users = [e for e in self.store.context_path(session) if e.role == "user"]
         if len(users) < 2:
             return None
-        return {"summary": f"summary by {reason}", "first_kept_entry_id": users[-1].id, "tokens_before": 10,
-                "reason": reason, "details": {}}
+        return {
+            "summary": f"summary by {reason}",
+            "first_kept_entry_id": users[-1].id,
+            "tokens_before": 10,
+            "reason": reason,
+            "details": {},
+        }
 
 
 class Rig:
@@ -61,13 +69,25 @@ class Rig:
             self.log.append(SYSTEM, {"content": "baseline"})
 
         self.sched = CompactionScheduler(
-            self.log, self.engine, settings=lambda: SETTINGS, window=lambda: 3000, tokens=lambda: self.tokens,
-            model_label=lambda: "p/m", after_place=after, cooldown_seconds=30.0, clock=lambda: self.now)
+            self.log,
+            self.engine,
+            settings=lambda: SETTINGS,
+            window=lambda: 3000,
+            tokens=lambda: self.tokens,
+            model_label=lambda: "p/m",
+            after_place=after,
+            cooldown_seconds=30.0,
+            clock=lambda: self.now,
+        )
 
     def say(self, n: int) -> None:
         for i in range(n):
             self.store.append("s", MESSAGE, {"message": {"role": "user", "content": f"q{i}"}})
-            self.store.append("s", MESSAGE, {"message": {"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]}})
+            self.store.append(
+                "s",
+                MESSAGE,
+                {"message": {"role": "assistant", "content": [{"type": "text", "text": f"a{i}"}]}},
+            )
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.store.path("s")]

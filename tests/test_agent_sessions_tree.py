@@ -32,8 +32,9 @@ class Child:
 
 
 def cli(db: Path, *args: str) -> str:
-    done = subprocess.run([str(SCRIPT), *args, "--db", str(db)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ})
+    done = subprocess.run(
+        [str(SCRIPT), *args, "--db", str(db)], capture_output=True, text=True, timeout=120, env={**os.environ}
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -57,10 +58,16 @@ def test_sessions_tree_nests_children_under_their_parents(tmp_path: Path) -> Non
     names = [re.split(r"\s{2,}(?=\d)", line)[0] for line in cli(db, "sessions", "--tree").splitlines()[1:]]
     rows = json.loads(cli(db, "sessions", "--tree", "--json"))
     flat = [line.split("  ")[0] for line in cli(db, "sessions").splitlines()[1:]]
-    assert names[names.index("root"):] == ["root", "├─ root/a", "│  └─ root/a/deep", "└─ root/b"]
+    assert names[names.index("root") :] == ["root", "├─ root/a", "│  └─ root/a/deep", "└─ root/b"]
     assert sorted((r["name"], r["parent"]) for r in rows) == [
-        ("alone", None), ("root", None), ("root/a", "root"), ("root/a/deep", "root/a"), ("root/b", "root")]
-    assert sorted(flat) == ["alone", "root", "root/a", "root/a/deep", "root/b"]  # without --tree: flat, as before
+        ("alone", None),
+        ("root", None),
+        ("root/a", "root"),
+        ("root/a/deep", "root/a"),
+        ("root/b", "root"),
+    ]
+    # without --tree: flat, as before
+    assert sorted(flat) == ["alone", "root", "root/a", "root/a/deep", "root/b"]
 
 
 def test_the_parents_log_line_names_the_child(tmp_path: Path) -> None:

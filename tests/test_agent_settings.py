@@ -39,18 +39,48 @@ COMPACT = SimpleNamespace(model="", base_url="", context_window=128_000)
 @pytest.mark.parametrize(
     ("opts", "agent", "compact", "card", "expected"),
     [
-        ({"model": "a", "window": 3000}, {}, {}, (9, "max_model_len"), ("a", None, 3000, "the cell's --window")),
-        ({}, {"model": "b", "context_window": 5000}, {}, (9, "max_model_len"), ("b", None, 5000, "AgentConfig.context_window")),
-        ({}, {"model": "b", "base_url": "http://x/v1"}, {}, (32768, "max_model_len"),
-         ("b", "http://x/v1", 32768, "the server's model card (max_model_len)")),
-        ({}, {}, {"model": "c", "base_url": "http://y/v1", "context_window": 64000}, None,
-         ("c", "http://y/v1", 64000, "CompactConfig.context_window (the server reported no window)")),
-        ({"model": "d", "base_url": "http://z/v1"}, {"model": "b", "base_url": "http://x/v1"}, {}, None,
-         ("d", "http://z/v1", 128_000, "CompactConfig.context_window (the server reported no window)")),
+        (
+            {"model": "a", "window": 3000},
+            {},
+            {},
+            (9, "max_model_len"),
+            ("a", None, 3000, "the cell's --window"),
+        ),
+        (
+            {},
+            {"model": "b", "context_window": 5000},
+            {},
+            (9, "max_model_len"),
+            ("b", None, 5000, "AgentConfig.context_window"),
+        ),
+        (
+            {},
+            {"model": "b", "base_url": "http://x/v1"},
+            {},
+            (32768, "max_model_len"),
+            ("b", "http://x/v1", 32768, "the server's model card (max_model_len)"),
+        ),
+        (
+            {},
+            {},
+            {"model": "c", "base_url": "http://y/v1", "context_window": 64000},
+            None,
+            ("c", "http://y/v1", 64000, "CompactConfig.context_window (the server reported no window)"),
+        ),
+        (
+            {"model": "d", "base_url": "http://z/v1"},
+            {"model": "b", "base_url": "http://x/v1"},
+            {},
+            None,
+            ("d", "http://z/v1", 128_000, "CompactConfig.context_window (the server reported no window)"),
+        ),
     ],
 )
 def test_settings_come_from_the_line_then_agentconfig_then_the_server_then_compactconfig(
-    opts: dict[str, Any], agent: dict[str, Any], compact: dict[str, Any], card: tuple[int, str] | None,
+    opts: dict[str, Any],
+    agent: dict[str, Any],
+    compact: dict[str, Any],
+    card: tuple[int, str] | None,
     expected: tuple[str, str | None, int, str],
 ) -> None:
     asked: list[tuple[str, str | None]] = []
@@ -59,9 +89,15 @@ def test_settings_come_from_the_line_then_agentconfig_then_the_server_then_compa
         asked.append((model, base_url))
         return card
 
-    got = resolve(opts, SimpleNamespace(**{**vars(AGENT), **agent}), SimpleNamespace(**{**vars(COMPACT), **compact}), lookup)
+    got = resolve(
+        opts,
+        SimpleNamespace(**{**vars(AGENT), **agent}),
+        SimpleNamespace(**{**vars(COMPACT), **compact}),
+        lookup,
+    )
     assert (got.model, got.base_url, got.window, got.window_source) == expected
-    assert bool(asked) == ("server" in expected[3] or "reported no window" in expected[3])  # asked only when needed
+    # asked only when needed
+    assert bool(asked) == ("server" in expected[3] or "reported no window" in expected[3])
 
 
 def test_no_model_anywhere_says_how_to_set_one() -> None:

@@ -27,16 +27,22 @@ def steps(*replies: Reply | str) -> Any:
     def pick(req: RecordedRequest) -> Reply | str:
         done = sum(1 for m in req.messages if m.get("role") == "tool")
         return replies[done] if done < len(replies) else "done"
+
     return pick
 
 
 def test_a_cell_deaf_to_the_interrupt_gets_its_kernel_restarted_and_says_so() -> None:
-    with JupyterKernel(interrupt_grace=1.0) as kernel, \
-            ModelServer(steps(code(DEAF), code("print('alive again')")), context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, kernel=kernel, tool_timeout=2.0) as agent:
+    with (
+        JupyterKernel(interrupt_grace=1.0) as kernel,
+        ModelServer(steps(code(DEAF), code("print('alive again')")), context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url, kernel=kernel, tool_timeout=2.0) as agent,
+    ):
         result = agent.ask("hang")
-        texts = [e.message["content"][0]["text"] for e in agent.store.path(agent.session)
-                 if e.role == "toolResult" and e.message]
+        texts = [
+            e.message["content"][0]["text"]
+            for e in agent.store.path(agent.session)
+            if e.role == "toolResult" and e.message
+        ]
         restarts = agent.restarts
     assert result.stopped == "final"
     assert "was interrupted" not in texts[0]

@@ -40,7 +40,9 @@ class Census:
 
     def wait_started(self, n: int) -> None:
         with self.cond:
-            assert self.cond.wait_for(lambda: self.started >= n, SAFETY), f"only {self.started} children started"
+            assert self.cond.wait_for(lambda: self.started >= n, SAFETY), (
+                f"only {self.started} children started"
+            )
 
 
 class Child:
@@ -106,7 +108,8 @@ def test_a_call_past_the_cap_is_refused_with_the_reason_when_no_child_frees_up(l
     registry.close()
     assert str(refused.value) == (
         "sub-agent 'b' was not started: all 1 live sub-agents (max_live_sub_agents=1) are busy and none "
-        "became free within 0s; ask again later, or give the task to a running sub-agent by name")
+        "became free within 0s; ask again later, or give the task to a running sub-agent by name"
+    )
     assert results == {0: "a0 did task 0"} and census.peak == 1
     assert [i["name"] for i in registry.describe()] == ["a0", "b"]  # the refused one is recorded, not lost
     assert again == "b did the task again" and census.alive == 0
@@ -118,8 +121,12 @@ def test_wait_seconds_must_not_be_negative(log: SessionLog) -> None:
 
 
 def created(log: SessionLog, name: str) -> bool:
-    return any(e.data.get("custom_type") == "sub_agent" and e.data.get("event") == "created"
-               and e.data.get("name") == name for e in log.store.entries(log.session))
+    return any(
+        e.data.get("custom_type") == "sub_agent"
+        and e.data.get("event") == "created"
+        and e.data.get("name") == name
+        for e in log.store.entries(log.session)
+    )
 
 
 def test_a_call_waiting_for_a_slot_is_refused_when_the_parent_closes(log: SessionLog) -> None:

@@ -43,7 +43,9 @@ def _text_of(tokens: int) -> str:
         ("sub-agent task", True, "pass the data as agent_query(task, context=data)"),
     ],
 )
-def test_a_text_over_the_room_is_refused_naming_size_window_and_fix(what: str, over: bool, fix: str | None) -> None:
+def test_a_text_over_the_room_is_refused_naming_size_window_and_fix(
+    what: str, over: bool, fix: str | None
+) -> None:
     text = _text_of(_room(what)) + ("x" * 400 if over else "")
     why = too_large_for_window(text, what, settings=SETTINGS, window=WINDOW, system_text=SYSTEM)
     if fix is None:
@@ -56,5 +58,11 @@ def test_a_text_over_the_room_is_refused_naming_size_window_and_fix(what: str, o
 
 def test_a_task_has_less_room_than_a_prompt_because_of_the_childs_system_prompt() -> None:
     text = _text_of(_room("llm_query prompt"))
-    assert too_large_for_window(text, "llm_query prompt", settings=SETTINGS, window=WINDOW, system_text=SYSTEM) is None
-    assert too_large_for_window(text, "sub-agent task", settings=SETTINGS, window=WINDOW, system_text=SYSTEM) is not None
+    assert (
+        too_large_for_window(text, "llm_query prompt", settings=SETTINGS, window=WINDOW, system_text=SYSTEM)
+        is None
+    )
+    assert (
+        too_large_for_window(text, "sub-agent task", settings=SETTINGS, window=WINDOW, system_text=SYSTEM)
+        is not None
+    )

@@ -38,9 +38,14 @@ def test_parallel_llm_queries_are_each_charged_their_own_usage(tmp_path: Path) -
             charged.append(tokens)
 
     with ModelServer(answer, context_window=8000) as srv:
-        bridge = RlmBridge(SessionLog(store, "s"), ModelCaller(make_client(srv.base_url, None), tools=()),
-                           current=SimpleNamespace(model="local-model", provider="openai"), registry=None,
-                           budget_left=lambda: None, spent=spent)
+        bridge = RlmBridge(
+            SessionLog(store, "s"),
+            ModelCaller(make_client(srv.base_url, None), tools=()),
+            current=SimpleNamespace(model="local-model", provider="openai"),
+            registry=None,
+            budget_left=lambda: None,
+            spent=spent,
+        )
         threads = [threading.Thread(target=bridge.llm_query, args=(f"question {i}",)) for i in range(THREADS)]
         for t in threads:
             t.start()

@@ -20,7 +20,10 @@ class FakeKernel:
         self.calls: list[str] = []
         self.results: list[ExecResult] = []
         self.snapshots = 0
-        self.restore_report: dict[str, Any] | None = {"restored": ["x"], "failed": [["conn", "not picklable"]]}
+        self.restore_report: dict[str, Any] | None = {
+            "restored": ["x"],
+            "failed": [["conn", "not picklable"]],
+        }
         self.restart_error: Exception | None = None
         self.names: list[str] | None = ["x", "df"]
         self.probe_error = False
@@ -75,8 +78,12 @@ def _sup(kernel: FakeKernel, clock: Clock | None = None, **kw: Any) -> KernelSup
     return KernelSupervisor(kernel, clock=clock or Clock(), **kw)
 
 
-@pytest.mark.parametrize(("status", "snapshot_dir", "snapshots"), [("ok", "d", 1), ("error", "d", 0), ("ok", None, 0)])
-def test_a_clean_cell_is_snapshotted_when_configured(status: str, snapshot_dir: str | None, snapshots: int) -> None:
+@pytest.mark.parametrize(
+    ("status", "snapshot_dir", "snapshots"), [("ok", "d", 1), ("error", "d", 0), ("ok", None, 0)]
+)
+def test_a_clean_cell_is_snapshotted_when_configured(
+    status: str, snapshot_dir: str | None, snapshots: int
+) -> None:
     k = FakeKernel()
     k.results = [ExecResult(status, "out", 0.1)]  # type: ignore[arg-type]
     sup = _sup(k, snapshot_dir=snapshot_dir, tool_timeout=7.0)

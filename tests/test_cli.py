@@ -31,7 +31,9 @@ def run(tmp_path: Path, *args: str, check: int | None = 0) -> subprocess.Complet
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
     done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120)
     if check is not None:
-        assert done.returncode == check, f"exit {done.returncode}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr}"
+        assert done.returncode == check, (
+            f"exit {done.returncode}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr}"
+        )
     return done
 
 
@@ -39,7 +41,12 @@ def test_import_list_log_verify_in_the_default_data_dir(tmp_path: Path) -> None:
     out = run(tmp_path, "import", str(LARGE)).stdout
     assert "imported 1,018 entries (pi) into new session 'large-session'" in out
     again = json.loads(run(tmp_path, "import", str(LARGE), "--session", "copy", "--json").stdout)
-    assert (again["session"], again["imported"], again["created"], again["format"]) == ("copy", 1018, True, "pi")
+    assert (again["session"], again["imported"], again["created"], again["format"]) == (
+        "copy",
+        1018,
+        True,
+        "pi",
+    )
     assert (tmp_path / "data" / "sessions.db").exists()
     sessions = json.loads(run(tmp_path, "sessions", "--json").stdout)
     assert [(s["name"], s["entries"]) for s in sessions] == [("large-session", 1018), ("copy", 1018)]
@@ -65,10 +72,21 @@ def test_db_option_before_or_after_the_command(tmp_path: Path) -> None:
 @pytest.mark.parametrize("estimator", ["chars4", "density"])
 def test_plan_on_a_file_matches_the_core(tmp_path: Path, keep: int, estimator: str) -> None:
     report = json.loads(
-        run(tmp_path, "plan", str(LARGE), "--json", "--keep-recent-tokens", str(keep), "--estimator", estimator).stdout
+        run(
+            tmp_path,
+            "plan",
+            str(LARGE),
+            "--json",
+            "--keep-recent-tokens",
+            str(keep),
+            "--estimator",
+            estimator,
+        ).stdout
     )
     transcript = load_transcript(LARGE)
-    prep = prepare_compaction(transcript.path(), CompactionSettings(keep_recent_tokens=keep, estimator=estimator))  # type: ignore[arg-type]
+    prep = prepare_compaction(
+        transcript.path(), CompactionSettings(keep_recent_tokens=keep, estimator=estimator)
+    )  # type: ignore[arg-type]
     assert prep is not None
     assert report["first_kept_index"] == prep.first_kept_index
     assert report["first_kept_entry_id"] == transcript.entries[report["first_kept_index"]].id
@@ -83,8 +101,14 @@ def test_plan_on_a_session_agrees_with_plan_on_its_file(tmp_path: Path) -> None:
     run(tmp_path, "import", str(LARGE))
     from_file = json.loads(run(tmp_path, "plan", str(LARGE), "--json").stdout)
     from_session = json.loads(run(tmp_path, "plan", "--json", "--window", "200000").stdout)
-    for key in ("first_kept_entry_id", "first_kept_index", "turn_start_index", "is_split_turn",
-                "messages_to_summarize", "tokens_before"):
+    for key in (
+        "first_kept_entry_id",
+        "first_kept_index",
+        "turn_start_index",
+        "is_split_turn",
+        "messages_to_summarize",
+        "tokens_before",
+    ):
         assert from_session[key] == from_file[key], key
     assert from_session["decision"] in ("none", "background", "blocking")
     text = run(tmp_path, "plan").stdout
@@ -101,10 +125,15 @@ def test_plan_after_a_compaction_counts_from_the_branch_root(tmp_path: Path) -> 
 
 
 def test_plan_with_nothing_to_compact(tmp_path: Path) -> None:
-    report = json.loads(run(tmp_path, "plan", str(LARGE), "--json", "--keep-recent-tokens", "10000000").stdout)
-    assert (report["compactable"], report["first_kept_index"], report["turn_start_index"], report["messages_to_summarize"]) == (
-        False, -1, -1, 0
+    report = json.loads(
+        run(tmp_path, "plan", str(LARGE), "--json", "--keep-recent-tokens", "10000000").stdout
     )
+    assert (
+        report["compactable"],
+        report["first_kept_index"],
+        report["turn_start_index"],
+        report["messages_to_summarize"],
+    ) == (False, -1, -1, 0)
 
 
 def _texts(message: dict[str, Any]) -> list[str]:
@@ -160,7 +189,9 @@ def test_import_into_existing_session_appends_after_the_leaf(tmp_path: Path) -> 
         (b'{"type":"nonsense"}\n', r"bad\.jsonl:1: cannot tell the format"),
     ],
 )
-def test_malformed_import_exits_2_names_file_and_line_and_writes_nothing(tmp_path: Path, content: bytes, expected: str) -> None:
+def test_malformed_import_exits_2_names_file_and_line_and_writes_nothing(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(content)
     done = run(tmp_path, "import", str(bad), check=2)
@@ -179,7 +210,9 @@ def test_malformed_import_exits_2_names_file_and_line_and_writes_nothing(tmp_pat
         (("--db", "/nonexistent-dir/x.db", "sessions"), "does not exist"),
     ],
 )
-def test_errors_go_to_stderr_with_exit_2_and_a_hint(tmp_path: Path, args: tuple[str, ...], fragment: str) -> None:
+def test_errors_go_to_stderr_with_exit_2_and_a_hint(
+    tmp_path: Path, args: tuple[str, ...], fragment: str
+) -> None:
     done = run(tmp_path, *args, check=2)
     assert fragment in done.stderr
     assert done.stderr.startswith("ipython-compact: error:")
@@ -205,4 +238,5 @@ def test_verify_fails_with_exit_1_when_history_was_altered(tmp_path: Path) -> No
     assert "FAILED" in done.stdout and "does not match its hash" in done.stdout
     report = json.loads(run(tmp_path, "verify", "--json", check=1).stdout)
     assert (report["ok"], report["entries"], len(report["problems"])) == (False, 1018, 2)
-    assert any("trigger 'entries_no_update' is missing" in p for p in report["problems"])  # the guard dropped too
+    # the guard dropped too
+    assert any("trigger 'entries_no_update' is missing" in p for p in report["problems"])

@@ -23,7 +23,9 @@ def run(data: Path, *args: str, check: int | None = 0) -> subprocess.CompletedPr
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(data)}
     done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=120)
     if check is not None:
-        assert done.returncode == check, f"exit {done.returncode}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr}"
+        assert done.returncode == check, (
+            f"exit {done.returncode}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr}"
+        )
     return done
 
 
@@ -42,20 +44,43 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("args", "fragment", "hint"),
     [
-        (("plan", "-s", "work", "--window", "0"), "--window must be a positive number of tokens, got 0", "plan --window 128000"),
+        (
+            ("plan", "-s", "work", "--window", "0"),
+            "--window must be a positive number of tokens, got 0",
+            "plan --window 128000",
+        ),
         (("plan", "-s", "work", "--window", "-100"), "got -100", "plan --window 128000"),
-        (("export", "-s", "work", "-o", "/no/such/dir/out.jsonl"), "the directory /no/such/dir does not exist", "mkdir -p /no/such/dir"),
+        (
+            ("export", "-s", "work", "-o", "/no/such/dir/out.jsonl"),
+            "the directory /no/such/dir does not exist",
+            "mkdir -p /no/such/dir",
+        ),
         (("recall", "-s", "work", "-q", "theme", "-n", "0"), "--limit must be 1 or more, got 0", "--limit 5"),
-        (("recall", "-s", "work", "-q", "theme", "-n", "-3"), "--limit must be 1 or more, got -3", "--limit 5"),
+        (
+            ("recall", "-s", "work", "-q", "theme", "-n", "-3"),
+            "--limit must be 1 or more, got -3",
+            "--limit 5",
+        ),
         (("pin", "-s", "work", "   "), "the text to pin is empty", "ipython-compact pin '"),
         (("recall", "-s", "work", "nosuchid"), "no entry 'nosuchid'", "ipython-compact log -s work"),
         (("show", "-s", "work", "nosuchid"), "no entry 'nosuchid'", "show --list"),
         (("compact", "-s", "ghost"), "no session named 'ghost'", "ipython-compact sessions"),
     ],
-    ids=["window-0", "window-negative", "export-missing-dir", "recall-limit-0", "recall-limit-negative", "pin-blank",
-         "recall-unknown-id", "show-unknown-id", "unknown-session"],
+    ids=[
+        "window-0",
+        "window-negative",
+        "export-missing-dir",
+        "recall-limit-0",
+        "recall-limit-negative",
+        "pin-blank",
+        "recall-unknown-id",
+        "show-unknown-id",
+        "unknown-session",
+    ],
 )
-def test_mistakes_exit_2_with_a_hint_and_change_nothing(stored: Path, args: tuple[str, ...], fragment: str, hint: str) -> None:
+def test_mistakes_exit_2_with_a_hint_and_change_nothing(
+    stored: Path, args: tuple[str, ...], fragment: str, hint: str
+) -> None:
     db = stored / "sessions.db"
     before = digest(db)
     done = run(stored, *args, check=2)
@@ -80,7 +105,10 @@ def test_read_only_data_dir_says_why_and_what_to_do(tmp_path: Path) -> None:
     only honest read-only place. Needs root and mount rights: skipped without them."""
     mnt = tmp_path / "ro"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True).returncode
+    ):
         pytest.skip("mounting a read-only tmpfs needs root")
     try:
         run(mnt, "import", str(BEFORE), "--session", "work")
@@ -120,7 +148,9 @@ def test_human_output_has_thousands_separators_and_no_none(tmp_path: Path) -> No
     assert "reason not recorded" in shown and "None" not in shown
 
 
-@pytest.mark.parametrize("args", [("context", "-s", "work"), ("recall", "-s", "work", "-q", "theme"), ("export", "-s", "work")])
+@pytest.mark.parametrize(
+    "args", [("context", "-s", "work"), ("recall", "-s", "work", "-q", "theme"), ("export", "-s", "work")]
+)
 def test_output_piped_into_head_ends_quietly(stored: Path, args: tuple[str, ...]) -> None:
     """`ipython-compact context | head -1`: the reader closes the pipe early; that is no error."""
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(stored)}
@@ -135,8 +165,11 @@ def test_output_piped_into_head_ends_quietly(stored: Path, args: tuple[str, ...]
 
 @pytest.mark.parametrize(
     "args",
-    [("pin", "-s", "work", "text", "--entry", "x"), ("pin", "-s", "work", "--entry", "x", "--unpin", "pin-1"),
-     ("pin", "-s", "work", "text", "--unpin", "pin-1")],
+    [
+        ("pin", "-s", "work", "text", "--entry", "x"),
+        ("pin", "-s", "work", "--entry", "x", "--unpin", "pin-1"),
+        ("pin", "-s", "work", "text", "--unpin", "pin-1"),
+    ],
     ids=["text+entry", "entry+unpin", "text+unpin"],
 )
 def test_pin_refuses_two_actions_at_once(stored: Path, args: tuple[str, ...]) -> None:
@@ -146,15 +179,24 @@ def test_pin_refuses_two_actions_at_once(stored: Path, args: tuple[str, ...]) ->
     assert digest(stored / "sessions.db") == before
 
 
-@pytest.mark.parametrize(("extra", "expected"), [((), "nothing would be compacted: nothing to compact"),
-                                                  (("--json",), '{"compactable": false, "reason": "nothing to compact')])
-def test_dry_run_with_nothing_to_compact_answers_with_exit_0(tmp_path: Path, extra: tuple[str, ...], expected: str) -> None:
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ((), "nothing would be compacted: nothing to compact"),
+        (("--json",), '{"compactable": false, "reason": "nothing to compact'),
+    ],
+)
+def test_dry_run_with_nothing_to_compact_answers_with_exit_0(
+    tmp_path: Path, extra: tuple[str, ...], expected: str
+) -> None:
     data = tmp_path / "data"
     run(data, "import", str(BEFORE), "--session", "work")
     run(data, "compact", "-s", "work")
     before = digest(data / "sessions.db")
     assert run(data, "compact", "-s", "work", "--dry-run", *extra).stdout.startswith(expected)
-    assert run(data, "compact", "-s", "work", check=2).stderr.startswith("ipython-compact: error: nothing to compact")
+    assert run(data, "compact", "-s", "work", check=2).stderr.startswith(
+        "ipython-compact: error: nothing to compact"
+    )
     assert digest(data / "sessions.db") == before
 
 
@@ -178,9 +220,13 @@ def test_a_transcript_passed_as_db_is_named_and_left_alone(tmp_path: Path) -> No
     ],
     ids=["missing-fields", "not-an-object", "bad-json"],
 )
-def test_a_bad_line_is_named_with_what_to_fix(tmp_path: Path, command: str, second_line: str, fragment: str) -> None:
+def test_a_bad_line_is_named_with_what_to_fix(
+    tmp_path: Path, command: str, second_line: str, fragment: str
+) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(BEFORE.read_text(encoding="utf-8").splitlines()[0] + "\n" + second_line + "\n", encoding="utf-8")
+    bad.write_text(
+        BEFORE.read_text(encoding="utf-8").splitlines()[0] + "\n" + second_line + "\n", encoding="utf-8"
+    )
     done = run(tmp_path / "data", command, str(bad), check=2)
     assert fragment in done.stderr and f"try: fix line 2 of {bad}" in done.stderr
     assert json.loads(run(tmp_path / "data", "sessions", "--json").stdout) == []  # nothing stored
@@ -214,7 +260,9 @@ def test_another_programs_sqlite_file_is_refused_untouched(tmp_path: Path) -> No
     before = digest(other)
     for args in (("sessions",), ("import", str(BEFORE))):
         done = run(tmp_path / "data", "--db", str(other), *args, check=2)
-        assert f"{other}: a SQLite database of another program (tables: entries), not an ipython-compact one" in done.stderr
+        assert (
+            f"{other}: a SQLite database of another program (tables: entries), not an ipython-compact one"
+        ) in done.stderr
         assert "  try: pass another database" in done.stderr
     assert digest(other) == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
 
@@ -224,7 +272,9 @@ def test_import_twice_with_the_short_session_option_reads_well(tmp_path: Path) -
     first = run(data, "import", str(BEFORE), "-s", "a").stdout
     second = run(data, "import", str(BEFORE), "-s", "a", "--new-ids").stdout.splitlines()
     assert first.startswith("imported 1,002 entries (pi) into new session 'a'; leaf ")
-    assert second[0].startswith("imported 1,002 entries (pi) into existing session 'a' (appended after its leaf); leaf ")
+    assert second[0].startswith(
+        "imported 1,002 entries (pi) into existing session 'a' (appended after its leaf); leaf "
+    )
     assert second[1] == "  stored as copies: every entry got a fresh id (--new-ids)"
     assert run(data, "verify").stdout.startswith("ok: 2,004 entries in 1 session(s)")
 
@@ -234,19 +284,30 @@ def test_demo_names_its_database_in_the_commands_it_suggests(tmp_path: Path) -> 
     data = tmp_path / "data"
     last = run(data, "demo", "--compactions", "1").stdout.splitlines()[-1]
     db = data / "sessions.db"
-    assert last == (f"next: ipython-compact log -s demo --db {db} · ipython-compact context -s demo --db {db} · "
-                    f"ipython-compact recall --query 'KeyError' -s demo --db {db}")
+    assert last == (
+        f"next: ipython-compact log -s demo --db {db} · ipython-compact context -s demo --db "
+        f"{db} · "
+        f"ipython-compact recall --query 'KeyError' -s demo --db {db}"
+    )
     env = {k: v for k, v in os.environ.items() if k != "IPYTHON_COMPACT_DIR"}
     env["HOME"] = str(tmp_path / "home")  # the default data dir, empty: only --db can find the demo
-    shown = subprocess.run([str(SCRIPT), "log", "-s", "demo", "--db", str(db), "-n", "1"], env=env,
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [str(SCRIPT), "log", "-s", "demo", "--db", str(db), "-n", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0 and shown.stdout.startswith("session 'demo': ")
 
 
 def test_demo_too_short_to_compact_says_so(tmp_path: Path) -> None:
     done = run(tmp_path / "data", "demo", "--rounds", "4", "--compactions", "1", check=2)
     assert "Traceback" not in done.stderr
-    assert "nothing to compact in session 'demo'" in done.stderr and "(after 4 turns with --keep-recent-tokens 3,000)" in done.stderr
+    assert (
+        "nothing to compact in session 'demo'" in done.stderr
+        and ("(after 4 turns with --keep-recent-tokens 3,000)") in done.stderr
+    )
     assert "  try: ipython-compact demo --rounds 16" in done.stderr
 
 
@@ -262,4 +323,6 @@ def test_recall_header_counts_lines_in_english(tmp_path: Path) -> None:
 def test_a_wrongly_forced_format_suggests_auto(tmp_path: Path, forced: str, command: str) -> None:
     done = run(tmp_path / "data", command, str(BEFORE), "--format", forced, check=2)
     assert "before-compaction.jsonl:1: first line must be" in done.stderr
-    assert f"try: let it detect the format from line 1: ipython-compact {command} {BEFORE} --format auto" in done.stderr
+    assert (
+        f"try: let it detect the format from line 1: ipython-compact {command} {BEFORE} --format auto"
+    ) in done.stderr

@@ -27,7 +27,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs: a real full disk (ENOSPC). Mounting needs root; skipped without it."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+    ):
         pytest.skip("mounting a small tmpfs needs root")
     try:
         yield mnt
@@ -65,7 +70,9 @@ def test_a_full_disk_names_the_path_and_leaves_nothing_behind(stored: Path, smal
     assert list(small_disk.iterdir()) == []
 
 
-def test_an_existing_export_is_replaced_only_when_the_new_one_is_whole(stored: Path, small_disk: Path) -> None:
+def test_an_existing_export_is_replaced_only_when_the_new_one_is_whole(
+    stored: Path, small_disk: Path
+) -> None:
     out = small_disk / "work.jsonl"
     out.write_text("the previous export\n")
     assert run(stored, "export", "-s", "work", "-o", str(out)).returncode == 2

@@ -60,13 +60,24 @@ def generated_export(tmp_path: Path, name: str, entries: int, seed: int) -> Path
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
-        ("same pi file twice", "1,002 of 1,002 entries are already in session 'a' (1,002 under the same id, 0 with"),
-        ("export back into its own session", "1,002 of 1,002 entries are already in session 'a' (1,002 under the same id"),
-        ("the same entries under other ids",
-         "1,000 of 1,002 entries are already in session 'a' (0 under the same id, 1,000 with the same content under"),
+        (
+            "same pi file twice",
+            "1,002 of 1,002 entries are already in session 'a' (1,002 under the same id, 0 with",
+        ),
+        (
+            "export back into its own session",
+            "1,002 of 1,002 entries are already in session 'a' (1,002 under the same id",
+        ),
+        (
+            "the same entries under other ids",
+            "1,000 of 1,002 entries are already in session 'a' (0 under the same id, 1,000 with the same "
+            "content under",
+        ),
     ],
 )
-def test_entries_already_in_the_session_are_refused_and_nothing_is_written(tmp_path: Path, case: str, expected: str) -> None:
+def test_entries_already_in_the_session_are_refused_and_nothing_is_written(
+    tmp_path: Path, case: str, expected: str
+) -> None:
     db = tmp_path / "s.db"
     assert cli(db, "import", str(BEFORE), "-s", "a").returncode == 0
     source = BEFORE
@@ -82,8 +93,11 @@ def test_entries_already_in_the_session_are_refused_and_nothing_is_written(tmp_p
     lines = done.stderr.splitlines()
     assert lines[0].startswith("ipython-compact: error: ") and expected in lines[0], lines[0]
     assert lines[0].endswith("importing would store them twice, so nothing was written")
-    assert lines[1] == (f"  try: to store them again as copies under fresh ids: ipython-compact import {source} -s a --new-ids"
-                        "   (or import into another session: -s a-2)")
+    assert lines[1] == (
+        f"  try: to store them again as copies under fresh ids: ipython-compact import "
+        f"{source} -s a --new-ids"
+        "   (or import into another session: -s a-2)"
+    )
     assert done.stdout == ""
     assert digest(db) == before
 
@@ -98,11 +112,12 @@ def test_new_ids_stores_a_relinked_copy_after_the_leaf(tmp_path: Path) -> None:
     with SessionStore(db) as store:
         path = store.path("a")
         assert store.verify().ok
-    copy = path[len(first):]
+    copy = path[len(first) :]
     assert len(copy) == len(first) and copy[0].parent_id == first[-1].id
     assert not {e.id for e in copy} & {e.id for e in first}
     assert [(e.kind, e.timestamp, e.data.get("message")) for e in copy] == [
-        (e.kind, e.timestamp, e.data.get("message")) for e in first]
+        (e.kind, e.timestamp, e.data.get("message")) for e in first
+    ]
     fresh = {old.id: new.id for old, new in zip(first, copy, strict=True)}
     compaction = next(e for e in copy if e.kind == "compaction")
     original = next(e for e in first if e.kind == "compaction")
@@ -110,8 +125,15 @@ def test_new_ids_stores_a_relinked_copy_after_the_leaf(tmp_path: Path) -> None:
 
 
 def _race(db: Path, first: Path, second: Path) -> list[subprocess.CompletedProcess[str]]:
-    procs = [subprocess.Popen([str(SCRIPT), "--db", str(db), "import", str(f), "-s", "new", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f in (first, second)]
+    procs = [
+        subprocess.Popen(
+            [str(SCRIPT), "--db", str(db), "import", str(f), "-s", "new", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for f in (first, second)
+    ]
     out = []
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=300)
@@ -161,8 +183,12 @@ def test_a_large_import_lets_other_writers_in_between_its_batches(tmp_path: Path
     db = tmp_path / "s.db"
     with SessionStore(db) as store:
         store.create_session("other")
-    proc = subprocess.Popen([str(SCRIPT), "--db", str(db), "import", str(source), "-s", "big", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(SCRIPT), "--db", str(db), "import", str(source), "-s", "big", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     appended = 0
     with SessionStore(db, busy_timeout=1.0) as writer:  # a writer that gives up after 1 s
         while proc.poll() is None:
@@ -173,10 +199,17 @@ def test_a_large_import_lets_other_writers_in_between_its_batches(tmp_path: Path
         assert proc.returncode == 0, stderr
         assert '"batches": 8' in stdout
         conn = writer._conn
-        seqs = [r[0] for r in conn.execute(
-            "SELECT e.seq FROM entries e JOIN sessions s USING (session_id) WHERE s.name = 'other' ORDER BY e.seq")]
+        seqs = [
+            r[0]
+            for r in conn.execute(
+                "SELECT e.seq FROM entries e JOIN sessions s USING (session_id) WHERE s.name = 'other' ORDER "
+                "BY "
+                "e.seq"
+            )
+        ]
         first, last = conn.execute(
-            "SELECT MIN(seq), MAX(seq) FROM entries e JOIN sessions s USING (session_id) WHERE s.name = 'big'").fetchone()
+            "SELECT MIN(seq), MAX(seq) FROM entries e JOIN sessions s USING (session_id) WHERE s.name = 'big'"
+        ).fetchone()
         assert any(first < seq < last for seq in seqs), "no append got in while the import ran"
         assert writer.verify().ok
 
@@ -184,8 +217,15 @@ def test_a_large_import_lets_other_writers_in_between_its_batches(tmp_path: Path
 def _entries(n: int) -> list[Entry]:
     out = []
     for i in range(n):
-        out.append(Entry(f"e{i}", f"e{i - 1}" if i else None, "message", f"2026-01-01T00:00:{i:06d}Z",
-                         {"message": {"role": "user", "content": f"m{i}"}}))
+        out.append(
+            Entry(
+                f"e{i}",
+                f"e{i - 1}" if i else None,
+                "message",
+                f"2026-01-01T00:00:{i:06d}Z",
+                {"message": {"role": "user", "content": f"m{i}"}},
+            )
+        )
     return out
 
 
@@ -205,9 +245,13 @@ def test_an_import_failing_midway_says_exactly_what_was_written(tmp_path: Path) 
             store.import_batched("s", plan, batch_size=10)
         err = info.value
         assert (err.written, err.total, err.last_id, err.leaf) == (20, 50, "e19", leaf)
-        assert str(err).startswith(f"{store.db_path}: the import into session 's' stopped after 20 of 50 entries "
-                                   f"(2 transaction(s) committed, the last written entry is 'e19'); the session's leaf "
-                                   f"is still {leaf!r}")
+        assert str(err).startswith(
+            f"{store.db_path}: the import into session 's' stopped after 20 of 50 "
+            f"entries "
+            f"(2 transaction(s) committed, the last written entry is 'e19'); the "
+            f"session's leaf "
+            f"is still {leaf!r}"
+        )
         assert "parent 'missing' does not exist" in str(err)
         assert store.entry_count("s") == 21 and store.leaf("s") == leaf and store.verify().ok
         # the marker went with the failure: the next import is not kept waiting

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def km(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelManager]:
-    with running_kernel(tmp_path_factory.mktemp("client-data"), IPYTHON_COMPACT_SESSION="client-tests") as manager:
+    with running_kernel(
+        tmp_path_factory.mktemp("client-data"), IPYTHON_COMPACT_SESSION="client-tests"
+    ) as manager:
         yield manager
 
 
@@ -59,8 +61,12 @@ def test_a_stopped_kernel_is_unknown_not_guessed(km: KernelManager) -> None:
             result = client.names()
         finally:
             os.kill(pid, signal.SIGCONT)
-        assert result == Result("unknown", reason="the kernel did not answer within 1.0 s", channel="subshell",
-                                elapsed_ms=result.elapsed_ms)
+        assert result == Result(
+            "unknown",
+            reason="the kernel did not answer within 1.0 s",
+            channel="subshell",
+            elapsed_ms=result.elapsed_ms,
+        )
         assert client.names(timeout=5).ok
 
 

@@ -52,8 +52,12 @@ def test_the_typo_error_says_how_to_compact_with_that_focus(ip: Any) -> None:
 
 @pytest.mark.parametrize(
     ("line", "focus"),
-    [("now the sales numbers", "the sales numbers"), ('--focus "the sales numbers"', "the sales numbers"),
-     ("now --focus=sales", "sales"), ("", None)],
+    [
+        ("now the sales numbers", "the sales numbers"),
+        ('--focus "the sales numbers"', "the sales numbers"),
+        ("now --focus=sales", "sales"),
+        ("", None),
+    ],
 )
 def test_now_and_focus_compact(ip: Any, line: str, focus: str | None) -> None:
     _run(ip, f"import {FIXTURE}")
@@ -98,8 +102,9 @@ def test_help_in_a_cell_leaves_no_out_value(ip: Any, capsys: pytest.CaptureFixtu
     assert result.result is None and "usage: %compact" in capsys.readouterr().out
 
 
-def test_subcommand_help_wraps_to_the_terminal(ip: Any, capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_subcommand_help_wraps_to_the_terminal(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     _run(ip, "snapshot --help")
     out = capsys.readouterr().out
@@ -129,8 +134,12 @@ def test_now_refuses_a_compaction_that_would_grow_the_context(ip: Any) -> None:
         ext.service.store.append_many(ext.service.session, [("message", {"message": m}) for m in msgs])
     ip.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 1500}")
     before = ext.service.store.path_length(ext.service.session)
-    with pytest.raises(UsageError, match=r"would not make its context smaller.*Nothing was changed\. `%compact preview` "
-                                         r"shows what would be summarized and kept\."):
+    with pytest.raises(
+        UsageError,
+        match=r"would not make its context smaller.*Nothing was changed\. "
+        r"`%compact preview` "
+        r"shows what would be summarized and kept\.",
+    ):
         ip.run_line_magic("compact", "now")
     reply = ext.comm.handle({"v": 1, "id": "c", "op": "compact"})
     assert reply["ok"] is False and reply["error"]["code"] == "nothing_to_compact"
@@ -153,12 +162,21 @@ def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -
     for msgs in TranscriptGenerator(4).rounds(8):
         service.store.append_many(service.session, [("message", {"message": m}) for m in msgs])
     refusal = ip.run_line_magic("compact", "preview")._repr_mimebundle_()[0]["text/plain"]
-    assert "Nothing would be compacted now" in refusal and "decided with CompactConfig (128,000-token window, " \
-        "keep_recent_tokens 20,000)" in " ".join(refusal.split())
+    assert (
+        "Nothing would be compacted now" in refusal
+        and "decided with CompactConfig (128,000-token window, keep_recent_tokens 20,000)"
+        in " ".join(refusal.split())
+    )
     with ModelServer() as srv:
-        agent = Agent(store=service.store, session=service.session, model="local-model", context_window=3000,
-                      client=openai.OpenAI(base_url=srv.base_url, api_key="x"), kernel=InProcessKernel(ip),
-                      subcalls=False)
+        agent = Agent(
+            store=service.store,
+            session=service.session,
+            model="local-model",
+            context_window=3000,
+            client=openai.OpenAI(base_url=srv.base_url, api_key="x"),
+            kernel=InProcessKernel(ip),
+            subcalls=False,
+        )
         service.live_agent = lambda: agent
         try:
             assert agent.settings.keep_recent_tokens == 750
@@ -176,6 +194,9 @@ def test_names_lists_a_hundred_by_default_and_says_how_many_more(ip: Any) -> Non
     shown = ip.run_line_magic("compact", "names")
     plain = shown._repr_mimebundle_()[0]["text/plain"]
     assert len(shown.data["names"]) == 100 and shown.data["total"] == 150
-    assert plain.splitlines()[0] == ("100 names of 150 · 50 more: `%compact names --limit 0` lists all (or the probe's "
-                                     "time budget ran out)")
+    assert plain.splitlines()[0] == (
+        "100 names of 150 · 50 more: `%compact names --limit 0` lists all (or "
+        "the probe's "
+        "time budget ran out)"
+    )
     assert len(ip.run_line_magic("compact", "names --limit 0").data["names"]) == 150

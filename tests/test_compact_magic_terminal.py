@@ -32,10 +32,23 @@ a_really_long_variable_name_that_is_wider_than_a_third_of_the_terminal_width = 4
 
 def terminal_ipython(script: str, columns: int, data_dir: Path) -> str:
     """Run ``script`` line by line in terminal IPython (plain-text output only) at ``columns``."""
-    env = {**os.environ, "COLUMNS": str(columns), "LINES": "50", "IPYTHON_COMPACT_DIR": str(data_dir),
-           "IPYTHON_COMPACT_SESSION": "terminal", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "IPython", "--simple-prompt", "--colors=NoColor", "--no-banner"],
-                          input=script + "exit\n", capture_output=True, text=True, env=env, timeout=120, cwd=data_dir)
+    env = {
+        **os.environ,
+        "COLUMNS": str(columns),
+        "LINES": "50",
+        "IPYTHON_COMPACT_DIR": str(data_dir),
+        "IPYTHON_COMPACT_SESSION": "terminal",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "IPython", "--simple-prompt", "--colors=NoColor", "--no-banner"],
+        input=script + "exit\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=data_dir,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -55,7 +68,9 @@ def test_status_snapshot_and_names_read_well_in_a_terminal(columns: int, tmp_pat
     snapshot = next(b for t, b in blocks.items() if t.startswith("Snapshot generation"))
     names = next(b for t, b in blocks.items() if re.match(r"\d+ names", t))
     for block in (status, snapshot, names):
-        too_wide = [ln for ln in block.splitlines() if len(ln) > columns and max(map(len, ln.split())) < columns // 2]
+        too_wide = [
+            ln for ln in block.splitlines() if len(ln) > columns and max(map(len, ln.split())) < columns // 2
+        ]
         assert not too_wide, block  # only a single long word (a path, a long name) may stick out
         assert "…" not in block and "null" not in block and "{" not in block
     # status: the session once (in the title), and a stated problem when the context exceeds the window
@@ -73,7 +88,9 @@ def test_status_snapshot_and_names_read_well_in_a_terminal(columns: int, tmp_pat
     assert "df DataFrame 1,000 rows × 2 columns ·" in flat and "columns: float64, int64" in flat
     assert "fh TextIOWrapper lost on restart: open file handles are not persisted" in flat
     assert names.splitlines()[0].endswith("2 will not survive a restart: fh, gen")
-    assert "a_really_long_variable_name_that_is_wider_than_a_third_of_the_terminal_width" in names.splitlines()
+    assert (
+        "a_really_long_variable_name_that_is_wider_than_a_third_of_the_terminal_width" in names.splitlines()
+    )
 
 
 @pytest.mark.slow
@@ -82,6 +99,7 @@ def test_in_a_real_kernel_a_typo_never_compacts_and_help_is_printed(tmp_path: Pa
         kc = km.client()
         kc.start_channels()
         try:
+
             def run(code: str) -> list[dict[str, object]]:
                 msgs: list[dict[str, object]] = []
                 kc.execute_interactive(code, timeout=60, output_hook=lambda m: msgs.append(m))
@@ -94,8 +112,9 @@ def test_in_a_real_kernel_a_typo_never_compacts_and_help_is_printed(tmp_path: Pa
             said = [str(m["content"]) for m in typo if m["msg_type"] in ("stream", "error")]
             assert any("UsageError" in t and "did you mean `status`?" in t for t in said), typo
             after = run("print(compact.status()['compactions'])")
-            assert [m["content"] for m in before if m["msg_type"] == "stream"] == \
-                   [m["content"] for m in after if m["msg_type"] == "stream"]
+            assert [m["content"] for m in before if m["msg_type"] == "stream"] == [
+                m["content"] for m in after if m["msg_type"] == "stream"
+            ]
             shown = run("%compact --help")
             assert not [m for m in shown if m["msg_type"] == "execute_result"]
             assert any(m["msg_type"] == "stream" and "usage: %compact" in str(m["content"]) for m in shown)

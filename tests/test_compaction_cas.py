@@ -21,7 +21,8 @@ BEFORE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
 SCRIPT = Path(sys.executable).parent / "ipython-compact"
 CHECKPOINT = (
     "## Goal\nthe work\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] work\n\n"
-    "### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. more\n\n## Critical Context\n(none)"
+    "### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. "
+    "more\n\n## Critical Context\n(none)"
 )
 PREFIX = "## Original Request\nstep\n\n## Early Progress\n- started\n\n## Context for Suffix\n- none"
 
@@ -42,7 +43,9 @@ def test_two_compact_runs_at_once_append_one_compaction(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(data), "OPENAI_API_KEY": "k"}
     env.pop("IPYTHON_COMPACT_MODEL", None)
-    subprocess.run([str(SCRIPT), "import", str(BEFORE), "-s", "work"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [str(SCRIPT), "import", str(BEFORE), "-s", "work"], env=env, check=True, capture_output=True
+    )
     with SessionStore(data / "sessions.db") as store:
         before = len(store.entries("work", kinds=[COMPACTION]))
     both_asked = threading.Barrier(2, timeout=60)
@@ -54,15 +57,32 @@ def test_two_compact_runs_at_once_append_one_compaction(tmp_path: Path) -> None:
         return Reply(text=CHECKPOINT)
 
     with ModelServer(script=reply) as srv:
-        args = [str(SCRIPT), "compact", "-s", "work", "--summarizer", "openai", "--model", "m", "--base-url", srv.base_url,
-                "--keep-recent-tokens", "4000"]
-        procs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        args = [
+            str(SCRIPT),
+            "compact",
+            "-s",
+            "work",
+            "--summarizer",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            srv.base_url,
+            "--keep-recent-tokens",
+            "4000",
+        ]
+        procs = [
+            subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
         outputs = [p.communicate(timeout=120) for p in procs]
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], outputs
     loser = next(err for p, (_, err) in zip(procs, outputs, strict=True) if p.returncode == 2)
     assert "Traceback" not in loser
-    assert "session 'work' moved while this compaction was being made" in loser and "nothing was written" in loser, loser
+    assert (
+        "session 'work' moved while this compaction was being made"
+    ) in loser and "nothing was written" in loser, loser
     assert "try: " in loser and "compact -s work" in loser
     with SessionStore(data / "sessions.db") as store:
         assert len(store.entries("work", kinds=[COMPACTION])) == before + 1
@@ -83,13 +103,16 @@ class _AppendsWhileSummarizing:
     def summarize(self, request: Any) -> Any:
         self.calls += 1
         if self.calls <= self.times:
-            self._store.append("s", "message", {"message": {"role": "user", "content": f"meanwhile {self.calls}"}})
+            self._store.append(
+                "s", "message", {"message": {"role": "user", "content": f"meanwhile {self.calls}"}}
+            )
         return self._inner.summarize(request)
 
 
 @pytest.mark.parametrize(("interruptions", "lands"), [(1, True), (5, False)])
 def test_a_compaction_that_lost_the_leaf_to_another_writer_plans_once_more(
-        tmp_path: Path, interruptions: int, lands: bool) -> None:
+    tmp_path: Path, interruptions: int, lands: bool
+) -> None:
     """Red team 3, minor: under a 4-process load 0 of 31 compactions landed, each lost to "session
     moved". A compaction retries its plan once on the moved session (never when another compaction
     landed meanwhile: the CAS test above)."""
@@ -99,8 +122,14 @@ def test_a_compaction_that_lost_the_leaf_to_another_writer_plans_once_more(
     with SessionStore(tmp_path / "s.db") as store:
         store.create_session("s")
         for i in range(40):
-            store.append("s", "message", {"message": {"role": "user", "content": f"question {i} " + "words " * 60}})
-            store.append("s", "message", {"message": {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]}})
+            store.append(
+                "s", "message", {"message": {"role": "user", "content": f"question {i} " + "words " * 60}}
+            )
+            store.append(
+                "s",
+                "message",
+                {"message": {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]}},
+            )
         summarizer = _AppendsWhileSummarizing(store, interruptions)
         compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=200))
         if lands:

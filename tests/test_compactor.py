@@ -28,7 +28,8 @@ from ipython_compact.testing import ModelServer, RecordedRequest, Reply
 SETTINGS = CompactionSettings(keep_recent_tokens=1500)
 CHECKPOINT = (
     "## Goal\nchurn model\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] work\n\n"
-    "### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. more\n\n## Critical Context\n(none)"
+    "### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. "
+    "more\n\n## Critical Context\n(none)"
 )
 PREFIX = "## Original Request\nstep\n\n## Early Progress\n- started\n\n## Context for Suffix\n- none"
 
@@ -138,7 +139,8 @@ def test_ledger_and_identifiers_carry_forward(store: SessionStore) -> None:
         summarized_users = sum(1 for e in store.path("s") if e.role == "user") - sum(
             1 for e in store.context_path("s") if e.role == "user"
         )
-        assert totals[-1] == summarized_users  # each request counted once, though spans start at the last kept entry
+        # each request counted once, though spans start at the last kept entry
+        assert totals[-1] == summarized_users
     assert totals[0] < totals[1] < totals[2]
     ids = {i["text"] for i in details["identifiers"]}
     assert "frame_1" in ids
@@ -168,7 +170,9 @@ def test_openai_compaction_guard_and_stripped_previous_summary(store: SessionSto
         assert first.details["drift"]["appended"] > 0
         feed(store, gen, 12)
         compactor.compact("s")
-        bodies = [r.body or {} for r in srv.chat_requests if "FIRST PART" not in str(r.messages[-1]["content"])]
+        bodies = [
+            r.body or {} for r in srv.chat_requests if "FIRST PART" not in str(r.messages[-1]["content"])
+        ]
         second_user = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "user"]
         prev = second_user[0].split("<previous-summary>")[1].split("</previous-summary>")[0]
         assert "## Goal" in prev
@@ -189,7 +193,9 @@ FAULTS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("fault", "code", "attempts"), FAULTS, ids=[f[1] for f in FAULTS])
-def test_failures_are_recorded_and_history_untouched(store: SessionStore, fault: Reply, code: str, attempts: int) -> None:
+def test_failures_are_recorded_and_history_untouched(
+    store: SessionStore, fault: Reply, code: str, attempts: int
+) -> None:
     feed(store, TranscriptGenerator(7), 10)
     before = snapshot(store)
     with ModelServer(script=[fault] * 4) as srv:
@@ -215,8 +221,29 @@ def one_long_turn(store: SessionStore) -> None:
     feed(store, gen, 6)
     msgs = [{"role": "user", "content": [{"type": "text", "text": "Run the long sweep over every fold."}]}]
     for i in range(30):
-        msgs.append({"role": "assistant", "content": [{"type": "toolCall", "id": f"sw{i}", "name": "python", "arguments": {"code": f"fold_{i} = sweep({i})"}}], "stopReason": "toolUse"})
-        msgs.append({"role": "toolResult", "toolCallId": f"sw{i}", "toolName": "python", "content": [{"type": "text", "text": "score " + "x " * 300}], "isError": False})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "toolCall",
+                        "id": f"sw{i}",
+                        "name": "python",
+                        "arguments": {"code": f"fold_{i} = sweep({i})"},
+                    }
+                ],
+                "stopReason": "toolUse",
+            }
+        )
+        msgs.append(
+            {
+                "role": "toolResult",
+                "toolCallId": f"sw{i}",
+                "toolName": "python",
+                "content": [{"type": "text", "text": "score " + "x " * 300}],
+                "isError": False,
+            }
+        )
     store.append_many("s", [("message", {"message": m}) for m in msgs])
 
 
@@ -248,7 +275,11 @@ def test_branch_summary(store: SessionStore, kind: str) -> None:
     fork = store.leaf("s")
     assert fork is not None
     feed(store, gen, 4)
-    branch = "## Goal\nx\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] y\n\n### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. z"
+    branch = (
+        "## Goal\nx\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] y\n\n### "
+        "In "
+        "Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. z"
+    )
     with ModelServer(script=[branch]) as srv:
         summarizer = openai_summarizer(srv) if kind == "openai" else None
         entry = Compactor(store, summarizer, SETTINGS).summarize_branch("s", fork)
@@ -276,21 +307,37 @@ def test_bad_reason_is_rejected_before_anything_is_written(store: SessionStore, 
         {"identifiers": [{"text": "a.py", "cls": "planet"}]},
     ],
 )
-def test_malformed_previous_details_are_reported_and_nothing_written(store: SessionStore, details: dict[str, Any]) -> None:
+def test_malformed_previous_details_are_reported_and_nothing_written(
+    store: SessionStore, details: dict[str, Any]
+) -> None:
     gen = TranscriptGenerator(12)
     feed(store, gen, 6)
     first_kept = store.path("s")[-4].id
-    bad = store.append("s", COMPACTION, {"summary": "## Goal\nx", "first_kept_entry_id": first_kept, "tokens_before": 1, "reason": "manual", "details": details})
+    bad = store.append(
+        "s",
+        COMPACTION,
+        {
+            "summary": "## Goal\nx",
+            "first_kept_entry_id": first_kept,
+            "tokens_before": 1,
+            "reason": "manual",
+            "details": details,
+        },
+    )
     feed(store, gen, 10)
     before = snapshot(store)
-    with pytest.raises(CompactionError, match=f"previous compaction \\(entry {bad.id}\\) has malformed details"):
+    with pytest.raises(
+        CompactionError, match=f"previous compaction \\(entry {bad.id}\\) has malformed details"
+    ):
         Compactor(store, settings=SETTINGS).compact("s")
     assert snapshot(store) == before
 
 
 def file_ops(store: SessionStore, read: list[str], modified: list[str]) -> None:
     """What kernel/fileops.py appends after a cell that opened files."""
-    store.append("s", "custom", {"custom_type": "ipython_file_ops", "data": {"read": read, "modified": modified}})
+    store.append(
+        "s", "custom", {"custom_type": "ipython_file_ops", "data": {"read": read, "modified": modified}}
+    )
 
 
 def test_kernel_file_ops_of_the_summarized_span_are_folded_into_the_ledger(store: SessionStore) -> None:
@@ -332,9 +379,15 @@ def test_externalized_pointers_are_carried_into_later_checkpoints_up_to_the_cap(
 
 
 @pytest.mark.parametrize(("count", "chars"), [(0, 10_000), (3, 10_000), (50, 40)])
-def test_identifier_budget_bounds_what_the_checkpoint_tracks(store: SessionStore, count: int, chars: int) -> None:
+def test_identifier_budget_bounds_what_the_checkpoint_tracks(
+    store: SessionStore, count: int, chars: int
+) -> None:
     feed(store, TranscriptGenerator(15), 20)
-    details = Compactor(store, settings=SETTINGS, max_identifiers=count, identifier_chars=chars).compact("s").details
+    details = (
+        Compactor(store, settings=SETTINGS, max_identifiers=count, identifier_chars=chars)
+        .compact("s")
+        .details
+    )
     texts = [i["text"] for i in details["identifiers"]]
     assert len(texts) <= count and sum(len(t) for t in texts) <= chars
     assert texts or count == 0  # a non-zero budget keeps some
@@ -353,14 +406,22 @@ def test_a_manual_compaction_that_would_grow_the_context_is_refused(store: Sessi
     before = len(store.path("s"))
     plan = Compactor(store, settings=SETTINGS).plan("s")
     assert plan.summarize.entries == 0 and plan.turn_prefix.entries > 0
-    with pytest.raises(NothingToCompact, match=r"would not make its context smaller: the checkpoint \([\d,]+ tokens\) "
-                                               r"is not smaller than the [\d,]+ tokens it would replace"):
+    with pytest.raises(
+        NothingToCompact,
+        match=r"would not make its context smaller: the checkpoint \([\d,]+ "
+        r"tokens\) "
+        r"is not smaller than the [\d,]+ tokens it would replace",
+    ):
         Compactor(store, settings=SETTINGS).compact("s")
     assert len(store.path("s")) == before  # nothing written, not even an outcome record
 
 
 def test_nothing_to_compact_states_the_numbers(store: SessionStore) -> None:
     feed(store, TranscriptGenerator(4), 2)
-    with pytest.raises(NothingToCompact, match=r"the context holds [\d,]+ tokens and the recent tail kept verbatim "
-                                               r"is 1,500 tokens \(keep_recent_tokens\); no turn before"):
+    with pytest.raises(
+        NothingToCompact,
+        match=r"the context holds [\d,]+ tokens and the recent tail kept "
+        r"verbatim "
+        r"is 1,500 tokens \(keep_recent_tokens\); no turn before",
+    ):
         Compactor(store, settings=SETTINGS).compact("s")

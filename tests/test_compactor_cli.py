@@ -16,12 +16,20 @@ SCRIPT = Path(sys.executable).parent / "ipython-compact"
 BEFORE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
 
 
-def run(tmp_path: Path, *args: str, code: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
+def run(
+    tmp_path: Path, *args: str, code: int = 0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("IPYTHON_COMPACT_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY")
+    }
     full["IPYTHON_COMPACT_DIR"] = str(tmp_path / "data")
     full.update(env or {})
     done = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=full, timeout=120)
-    assert done.returncode == code, f"exit {done.returncode}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr}"
+    assert done.returncode == code, (
+        f"exit {done.returncode}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr}"
+    )
     return done
 
 
@@ -32,7 +40,9 @@ def test_demo_runs_offline_in_a_fresh_data_dir(tmp_path: Path) -> None:
     assert "[3] compacted:" in out
     assert "the log grows, the context stays bounded:" in out
     assert "hash chain intact" in out
-    assert "planted facts still verbatim in the model's context: goal 1/1, constraints 8/8, pinned text 1/1" in out
+    assert (
+        "planted facts still verbatim in the model's context: goal 1/1, constraints 8/8, pinned text 1/1"
+    ) in out
     assert "<anchors" in out and "Always use CUDA 12.4" in out
     again = run(tmp_path, "demo", "--rounds", "6", "--compactions", "1", "--keep-recent-tokens", "500").stdout
     assert "session 'demo-2'" in again
@@ -44,14 +54,20 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     run(tmp_path, "import", str(BEFORE), "--session", "pi")
     plan = run(tmp_path, "compact", "-s", "pi", "--dry-run", "--keep-recent-tokens", "4000").stdout
     assert "keep verbatim (recent tail)" in plan
-    plan_json = json.loads(run(tmp_path, "compact", "-s", "pi", "--dry-run", "--json", "--keep-recent-tokens", "4000").stdout)
+    plan_json = json.loads(
+        run(tmp_path, "compact", "-s", "pi", "--dry-run", "--json", "--keep-recent-tokens", "4000").stdout
+    )
     assert plan_json["summarize"]["entries"] > 0 and plan_json["keep"]["tokens"] > 0
 
     pinned = run(tmp_path, "pin", "-s", "pi", "Never push to main without review").stdout
     assert "pinned pin-1" in pinned
     assert "pin-1 (text): Never push to main without review" in run(tmp_path, "pin", "-s", "pi").stdout
 
-    result = json.loads(run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--focus", "rpc mode", "--json").stdout)
+    result = json.loads(
+        run(
+            tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--focus", "rpc mode", "--json"
+        ).stdout
+    )
     assert result["tokens_after"] < result["tokens_before"]
     assert result["summarizer"] == "offline"
 
@@ -62,13 +78,17 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     assert "Never push to main without review" in shown and "## Goal" in shown
     listed = run(tmp_path, "show", "-s", "pi", "--list").stdout
     assert result["id"] in listed and "manual" in listed
-    assert [row.split()[0] for row in listed.splitlines()][-1] == result["id"]  # the imported pi ones, then ours
+    # the imported pi ones, then ours
+    assert [row.split()[0] for row in listed.splitlines()][-1] == result["id"]
     oldest = listed.split()[0]
-    assert " -> 0 tokens" not in listed and " ->       - tokens" in listed.splitlines()[0]  # pi records no tokens_after
+    # pi records no tokens_after
+    assert " -> 0 tokens" not in listed and " ->       - tokens" in listed.splitlines()[0]
     by_id = run(tmp_path, "show", "-s", "pi", oldest).stdout
     assert by_id.startswith(f"compaction {oldest} · ") and "Never push to main without review" not in by_id
 
-    hits = json.loads(run(tmp_path, "recall", "-s", "pi", "--query", "tui-renderer", "--json", "-n", "2").stdout)
+    hits = json.loads(
+        run(tmp_path, "recall", "-s", "pi", "--query", "tui-renderer", "--json", "-n", "2").stdout
+    )
     assert len(hits) == 2 and all("tui-renderer" in h["text"].lower() for h in hits)
     one = run(tmp_path, "recall", "-s", "pi", hits[0]["id"]).stdout
     assert one.startswith(f"── entry {hits[0]['id']}")
@@ -88,16 +108,41 @@ def test_openai_summarizer_from_the_command_line(tmp_path: Path) -> None:
     err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", code=2).stderr
     assert "no summarizer model configured" in err
     with ModelServer(script=[Reply.rate_limited(retry_after=0.1)] * 8) as srv:
-        err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "m", "--base-url", srv.base_url,
-                  "--keep-recent-tokens", "4000", code=2).stderr
-    assert "manual compaction failed" in err and "after 4 attempts" in err and "HTTP 429" in err and "recorded as entry" in err
+        err = run(
+            tmp_path,
+            "compact",
+            "-s",
+            "pi",
+            "--summarizer",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            srv.base_url,
+            "--keep-recent-tokens",
+            "4000",
+            code=2,
+        ).stderr
+    assert (
+        ("manual compaction failed") in err
+        and "after 4 attempts" in err
+        and "HTTP 429" in err
+        and ("recorded as entry") in err
+    )
     log = run(tmp_path, "log", "-s", "pi", "-n", "1", "--json").stdout
     assert json.loads(log.splitlines()[-1])["kind"] == "compaction_outcome"
-    sections = "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] d\n\n### In Progress\n(none)\n\n" \
-        "### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)"
-    with ModelServer(default=sections) as srv:  # --summarizer auto picks openai when IPYTHON_COMPACT_MODEL is set
+    sections = (
+        "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- [x] d\n\n### In "
+        "Progress\n(none)\n\n"
+        "### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical "
+        "Context\n(none)"
+    )
+    # --summarizer auto picks openai when IPYTHON_COMPACT_MODEL is set
+    with ModelServer(default=sections) as srv:
         env = {"IPYTHON_COMPACT_MODEL": "env-model", "OPENAI_BASE_URL": srv.base_url}
-        done = json.loads(run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--json", env=env).stdout)
+        done = json.loads(
+            run(tmp_path, "compact", "-s", "pi", "--keep-recent-tokens", "4000", "--json", env=env).stdout
+        )
         assert (done["summarizer"], (srv.chat_requests[0].body or {})["model"]) == ("openai", "env-model")
 
 
@@ -106,17 +151,47 @@ def test_openai_summarizer_errors_name_the_cause(tmp_path: Path) -> None:
     """A model the server does not serve lists the served ones; a dead server names its URL and
     the refusal; neither hint says "retry later" (retrying cannot help)."""
     run(tmp_path, "import", str(BEFORE), "--session", "pi")
-    refusal = Reply(status=404, error_message="The model `gpt-nothing` does not exist.", error_type="NotFoundError",
-                    error_code="model_not_found")
+    refusal = Reply(
+        status=404,
+        error_message="The model `gpt-nothing` does not exist.",
+        error_type="NotFoundError",
+        error_code="model_not_found",
+    )
     with ModelServer([refusal], model="qwen-7b") as srv:
-        err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "gpt-nothing", "--base-url",
-                  srv.base_url, "--keep-recent-tokens", "4000", code=2).stderr
+        err = run(
+            tmp_path,
+            "compact",
+            "-s",
+            "pi",
+            "--summarizer",
+            "openai",
+            "--model",
+            "gpt-nothing",
+            "--base-url",
+            srv.base_url,
+            "--keep-recent-tokens",
+            "4000",
+            code=2,
+        ).stderr
     assert "HTTP 404 from" in err and "the server serves: qwen-7b; pass one of them as --model" in err
     assert "check --model and --base-url" in err and "retry later" not in err
     with ModelServer() as srv:
         dead = srv.base_url
-    err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", "--model", "m", "--base-url", dead,
-              "--keep-recent-tokens", "4000", code=2).stderr
+    err = run(
+        tmp_path,
+        "compact",
+        "-s",
+        "pi",
+        "--summarizer",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        dead,
+        "--keep-recent-tokens",
+        "4000",
+        code=2,
+    ).stderr
     assert f"cannot connect to {dead} (ConnectError: " in err and "Connection refused" in err
 
 

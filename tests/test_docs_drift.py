@@ -39,15 +39,80 @@ OPTIONAL_MODULES = ("ipython_compact.integrations.dspy", "ipython_compact.integr
 
 # Names the docs cite that are not ours (other projects, the standard library, TypeScript, JSON shapes).
 FOREIGN = {
-    "ModuleNotFoundError", "ValueError", "TypeError", "KeyError", "RuntimeError", "NameError", "OSError",
-    "FileNotFoundError", "PermissionError", "TimeoutError", "UsageError", "KeyboardInterrupt", "SIGINT",
-    "SIGTERM", "SIGKILL", "APIConnectionError", "BadRequestError", "RateLimitError", "OpenAI", "AsyncOpenAI",
-    "SessionManager", "RLM", "LocalREPL", "PythonInterpreter", "Signature", "Predict", "LM", "dspy",
-    "JSON", "JSONL", "HTML", "UTF", "UTC", "ISO", "PID", "API", "CLI", "URL", "FTS", "FTS5", "WAL",
-    "IPython", "JupyterLab", "Jupyter", "TypeScript", "Node", "Chromium", "Playwright", "SQLite",
-    "PostgreSQL", "NaN", "Infinity", "True", "False", "None", "HMAC", "SHA", "NotebookModel", "PanelModel",
-    "Op", "Promise", "ISignal", "Kernel", "IComm", "DataFrame", "Series", "ndarray", "NotImplemented",
-    "KernelConnection", "MappingKernelManager", "PageConfig", "SHOW_VARS", "DuckDB", "ceil",
+    "ModuleNotFoundError",
+    "ValueError",
+    "TypeError",
+    "KeyError",
+    "RuntimeError",
+    "NameError",
+    "OSError",
+    "FileNotFoundError",
+    "PermissionError",
+    "TimeoutError",
+    "UsageError",
+    "KeyboardInterrupt",
+    "SIGINT",
+    "SIGTERM",
+    "SIGKILL",
+    "APIConnectionError",
+    "BadRequestError",
+    "RateLimitError",
+    "OpenAI",
+    "AsyncOpenAI",
+    "SessionManager",
+    "RLM",
+    "LocalREPL",
+    "PythonInterpreter",
+    "Signature",
+    "Predict",
+    "LM",
+    "dspy",
+    "JSON",
+    "JSONL",
+    "HTML",
+    "UTF",
+    "UTC",
+    "ISO",
+    "PID",
+    "API",
+    "CLI",
+    "URL",
+    "FTS",
+    "FTS5",
+    "WAL",
+    "IPython",
+    "JupyterLab",
+    "Jupyter",
+    "TypeScript",
+    "Node",
+    "Chromium",
+    "Playwright",
+    "SQLite",
+    "PostgreSQL",
+    "NaN",
+    "Infinity",
+    "True",
+    "False",
+    "None",
+    "HMAC",
+    "SHA",
+    "NotebookModel",
+    "PanelModel",
+    "Op",
+    "Promise",
+    "ISignal",
+    "Kernel",
+    "IComm",
+    "DataFrame",
+    "Series",
+    "ndarray",
+    "NotImplemented",
+    "KernelConnection",
+    "MappingKernelManager",
+    "PageConfig",
+    "SHOW_VARS",
+    "DuckDB",
+    "ceil",
 }
 FOREIGN_PREFIXES = ("np.", "pd.", "os.", "dspy.", "this.", "JSON.", "rlm.", "math.")
 
@@ -186,8 +251,11 @@ def _problems(path: Path, *, signatures: bool) -> Iterator[str]:
     """What ``path`` cites that the code lacks; ``signatures``: its calls quote full signatures."""
     for line, span in _spans(path):
         where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{line}: `{span}`"
-        file_ref = re.fullmatch(r"(?:ipython_compact/)?((?:core|store|agent|kernel|cli|namespace|summarizers|"
-                                r"integrations|testing)/[\w/]+\.py)", span)
+        file_ref = re.fullmatch(
+            r"(?:ipython_compact/)?((?:core|store|agent|kernel|cli|namespace|summarizers|"
+            r"integrations|testing)/[\w/]+\.py)",
+            span,
+        )
         if file_ref:
             if not (PACKAGE / file_ref.group(1)).is_file():
                 yield f"{where}: no such file in the package"
@@ -195,11 +263,20 @@ def _problems(path: Path, *, signatures: bool) -> Iterator[str]:
         call = CALL.match(span)
         if call:
             dotted, params = call.group(1), call.group(2)
-            objects = [o for o in _candidates(dotted) if callable(o) or isinstance(o, (classmethod, staticmethod))]
+            objects = [
+                o for o in _candidates(dotted) if callable(o) or isinstance(o, (classmethod, staticmethod))
+            ]
             if not objects:
-                if dotted.split(".")[-1] not in FOREIGN and not dotted.startswith(FOREIGN_PREFIXES) \
-                        and not re.search(rf"^\s*(?:async )?(?:def|class) {re.escape(dotted.split('.')[-1])}\b",
-                                          SOURCES, re.M):
+                if (
+                    dotted.split(".")[-1] not in FOREIGN
+                    and not dotted.startswith(FOREIGN_PREFIXES)
+                    and not re.search(
+                        rf"^\s*(?:async )?(?:def|class) "
+                        rf"{re.escape(dotted.split('.')[-1])}\b",
+                        SOURCES,
+                        re.M,
+                    )
+                ):
                     yield f"{where}: `{dotted}` is not a function or class of the package"
                 continue
             quoted, complete = _quoted_params(params)
@@ -215,16 +292,32 @@ def _problems(path: Path, *, signatures: bool) -> Iterator[str]:
                     continue
                 unknown = sorted(quoted - real)
                 missing = sorted(real - quoted) if complete and params.strip() else []
-                verdicts.append("; ".join(
-                    ([f"not parameters: {', '.join(unknown)}"] if unknown else [])
-                    + ([f"parameters left out (add them or write …): {', '.join(missing)}"] if missing else [])))
+                verdicts.append(
+                    "; ".join(
+                        ([f"not parameters: {', '.join(unknown)}"] if unknown else [])
+                        + (
+                            [f"parameters left out (add them or write …): {', '.join(missing)}"]
+                            if missing
+                            else []
+                        )
+                    )
+                )
             if all(verdicts):
                 yield f"{where}: {min(verdicts, key=len)}"
             continue
-        for name in re.findall(r"(?<![\w./-])([A-Z][a-z]+[A-Z]\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+)(?![\w/-])", span):
-            if name not in INDEX and name not in FOREIGN and not re.search(
-                    rf"^\s*(?:class|def) {name}\b|^\s*{name}\s*[:=]|[\"']{name}[\"']|\.{name}\b|\b(?:const|let|var) {name}\b",
-                    SOURCES, re.M):
+        for name in re.findall(
+            r"(?<![\w./-])([A-Z][a-z]+[A-Z]\w*|[A-Z][A-Z0-9]*_[A-Z0-9_]+)(?![\w/-])", span
+        ):
+            if (
+                name not in INDEX
+                and name not in FOREIGN
+                and not re.search(
+                    rf"^\s*(?:class|def) "
+                    rf"{name}\b|^\s*{name}\s*[:=]|[\"']{name}[\"']|\.{name}\b|\b(?:const|let|var) {name}\b",
+                    SOURCES,
+                    re.M,
+                )
+            ):
                 yield f"{where}: `{name}` is not defined in the package"
 
 
@@ -263,5 +356,6 @@ def test_the_magics_reference_is_the_magics_help() -> None:
 
     committed = (ROOT / "docs" / "magics.md").read_text(encoding="utf-8")
     assert committed == render(), (
-        "docs/magics.md differs from the magics' help: run `python -m ipython_compact.kernel.help_doc > docs/magics.md`"
+        "docs/magics.md differs from the magics' help: run `python -m ipython_compact.kernel.help_doc > "
+        "docs/magics.md`"
     )

@@ -21,7 +21,8 @@ def test_host_agent_survives_a_kernel_crash(tmp_path: Path) -> None:
     outcome = module.run(tmp_path, echo=False)
     assert outcome["stopped"] == "final" and outcome["restarts"] == 1
     assert "Restored from the last snapshot: sales." in outcome["reset_notice"]
-    assert outcome["tool_results"][2] == "[('mar', 143), ('jan', 120), ('feb', 95)]"  # used the restored value
+    # used the restored value
+    assert outcome["tool_results"][2] == "[('mar', 143), ('jan', 120), ('feb', 95)]"
     assert outcome["compactions"] == ["requested"]
     snapshot_files = [p for p in (tmp_path / "snapshots").rglob("*") if p.is_file()]
     assert snapshot_files and all(p.stat().st_mode & 0o077 == 0 for p in snapshot_files)  # owner-only

@@ -24,7 +24,9 @@ from ipython_compact.store.migrations import MARK_KINDS
 
 
 def _assistant(text: str, tool: bool = False) -> dict[str, Any]:
-    return assistant(text, tool, call_id=f"c-{text[:6]}", name="read", arguments={"path": f"/f/{text[:6]}.py"})
+    return assistant(
+        text, tool, call_id=f"c-{text[:6]}", name="read", arguments={"path": f"/f/{text[:6]}.py"}
+    )
 
 
 def _tool(text: str) -> dict[str, Any]:
@@ -38,17 +40,33 @@ def _grow(store: SessionStore, session: str, turns: int, tag: str, compact_every
         made.append(store.append(session, "message", _user(f"{tag} question {t} " + "words " * (t % 7 + 3))))
         if t % 3 == 1:
             made.append(store.append(session, "message", _assistant(f"{tag}call{t} reading", tool=True)))
-            made.append(store.append(session, "message", _tool(f"{tag} contents {t} " + "x = 1\n" * (t % 5 + 2))))
-        made.append(store.append(session, "message", _assistant(f"{tag} answer {t} " + "detail " * (t % 4 + 2))))
+            made.append(
+                store.append(session, "message", _tool(f"{tag} contents {t} " + "x = 1\n" * (t % 5 + 2)))
+            )
+        made.append(
+            store.append(session, "message", _assistant(f"{tag} answer {t} " + "detail " * (t % 4 + 2)))
+        )
         if t % 5 == 2:
-            made.append(store.append(session, "pin", {"action": "pin", "text": f"{tag} pin {t}", "pin_id": f"pin-{t}"}))
+            made.append(
+                store.append(
+                    session, "pin", {"action": "pin", "text": f"{tag} pin {t}", "pin_id": f"pin-{t}"}
+                )
+            )
         if t % 11 == 4:
             made.append(store.append(session, "goal", {"goal": f"{tag} goal {t}", "active": True}))
         if t % 9 == 0:
-            made.append(store.append(session, "kernel_state", {"content": f"<ipython_state>{t}</ipython_state>"}))
+            made.append(
+                store.append(session, "kernel_state", {"content": f"<ipython_state>{t}</ipython_state>"})
+            )
         if t and t % compact_every == 0:
-            keep = next(e for e in reversed(made[:-2]) if e.kind == "message" and e.data["message"]["role"] == "user")
-            made.append(store.append(session, "compaction", {"summary": f"{tag} up to {t}", "first_kept_entry_id": keep.id}))
+            keep = next(
+                e for e in reversed(made[:-2]) if e.kind == "message" and e.data["message"]["role"] == "user"
+            )
+            made.append(
+                store.append(
+                    session, "compaction", {"summary": f"{tag} up to {t}", "first_kept_entry_id": keep.id}
+                )
+            )
             made.append(store.append(session, "system", {"content": f"baseline after {t}"}))
     return made
 
@@ -57,7 +75,12 @@ def _grow(store: SessionStore, session: str, turns: int, tag: str, compact_every
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A session with a trunk and three branches (one off a compacted region, one off a branch).
     Built once: every test here only reads it."""
-    store = SessionStore(tmp_path_factory.mktemp("hot") / "hot.db", clock=counting_clock(), new_id=counting_ids("h"), cache_entries=64)
+    store = SessionStore(
+        tmp_path_factory.mktemp("hot") / "hot.db",
+        clock=counting_clock(),
+        new_id=counting_ids("h"),
+        cache_entries=64,
+    )
     store.create_session("s")
     trunk = _grow(store, "s", 40, "trunk", 7)
     store.set_leaf("s", trunk[25].id)
@@ -126,7 +149,14 @@ def test_path_tail_equals_the_end_of_the_full_path(tree: Any, leaf: str, limit: 
 
 @pytest.mark.parametrize(
     ("old", "target"),
-    [("trunk", "side"), ("side", "trunk"), ("nested", "side"), ("side", "nested"), ("late", "nested"), ("trunk", "trunk")],
+    [
+        ("trunk", "side"),
+        ("side", "trunk"),
+        ("nested", "side"),
+        ("side", "nested"),
+        ("late", "nested"),
+        ("trunk", "trunk"),
+    ],
 )
 def test_branch_paths_collect_what_the_full_paths_collect(tree: Any, old: str, target: str) -> None:
     store, leaves, trunk = tree
@@ -134,10 +164,14 @@ def test_branch_paths_collect_what_the_full_paths_collect(tree: Any, old: str, t
         old_full = store.path("s", leaves[old])
         target_full = store.path("s", target_id)
         paths = store.branch_paths("s", target_id, leaves[old])
-        assert collect_branch_entries(paths.old, paths.target) == collect_branch_entries(old_full, target_full)
+        assert collect_branch_entries(paths.old, paths.target) == collect_branch_entries(
+            old_full, target_full
+        )
         assert paths.old[-1:] == old_full[-1:]
         assert paths.target[-1].id == target_id
-        assert len(paths.old) + len(paths.target) < len(old_full) + len(target_full) or target_id == trunk[3].id
+        assert (
+            len(paths.old) + len(paths.target) < len(old_full) + len(target_full) or target_id == trunk[3].id
+        )
 
 
 def test_branch_paths_between_separate_roots_are_the_whole_paths(tmp_path: Path) -> None:
@@ -173,14 +207,21 @@ def test_preparation_on_the_context_view_equals_preparation_on_the_full_path(
     assert on_view.turn_prefix == on_full.turn_prefix
     assert on_view.kept == on_full.kept
     assert (on_view.is_split_turn, on_view.previous_summary, on_view.tokens_before) == (
-        on_full.is_split_turn, on_full.previous_summary, on_full.tokens_before)
+        on_full.is_split_turn,
+        on_full.previous_summary,
+        on_full.tokens_before,
+    )
     assert (on_view.read_files, on_view.modified_files) == (on_full.read_files, on_full.modified_files)
     assert on_view.first_kept_index + offset == on_full.first_kept_index
     assert on_view.boundary_start + offset == on_full.boundary_start
 
 
-@pytest.mark.parametrize(("column", "migration"), [("mark", "0002_mark_chain"), ("compactions", "0003_compaction_counts")])
-def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Path, column: str, migration: str) -> None:
+@pytest.mark.parametrize(
+    ("column", "migration"), [("mark", "0002_mark_chain"), ("compactions", "0003_compaction_counts")]
+)
+def test_derived_columns_survive_the_migration_of_an_older_database(
+    tmp_path: Path, column: str, migration: str
+) -> None:
     """A database written before a derived column existed is back-filled once, and agrees."""
     db = tmp_path / "old.db"
     with SessionStore(db, clock=counting_clock(), new_id=counting_ids("h")) as store:
@@ -188,7 +229,9 @@ def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Pa
         trunk = _grow(store, "s", 20, "trunk", 6)
         store.set_leaf("s", trunk[12].id)
         _grow(store, "s", 8, "side", 3)
-        expected = {k: store.path("s", kinds=k) for k in (frozenset({"compaction"}), frozenset({"pin", "goal"}))}
+        expected = {
+            k: store.path("s", kinds=k) for k in (frozenset({"compaction"}), frozenset({"pin", "goal"}))
+        }
         count = store.count_on_path("s", ("compaction",))
     conn = sqlite3.connect(db)
     conn.execute(f"ALTER TABLE entries DROP COLUMN {column}")
@@ -208,9 +251,14 @@ def test_derived_columns_survive_the_migration_of_an_older_database(tmp_path: Pa
 
 @pytest.mark.parametrize(
     ("sql", "problem"),
-    [("UPDATE entries SET mark = NULL WHERE seq = (SELECT MAX(seq) FROM entries)", "has mark"),
-     ("UPDATE entries SET compactions = 7 WHERE seq = 3", "compactions on its path"),
-     ("UPDATE entries SET context_head = NULL WHERE seq = (SELECT MAX(seq) FROM entries)", "has context head")],
+    [
+        ("UPDATE entries SET mark = NULL WHERE seq = (SELECT MAX(seq) FROM entries)", "has mark"),
+        ("UPDATE entries SET compactions = 7 WHERE seq = 3", "compactions on its path"),
+        (
+            "UPDATE entries SET context_head = NULL WHERE seq = (SELECT MAX(seq) FROM entries)",
+            "has context head",
+        ),
+    ],
 )
 def test_verify_notices_a_wrong_derived_column(tmp_path: Path, sql: str, problem: str) -> None:
     db = tmp_path / "m.db"
@@ -238,10 +286,14 @@ def _service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: str) -> A
     from ipython_compact.kernel.service import KernelService
 
     monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    return KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session=session))
+    return KernelService(
+        SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session=session)
+    )
 
 
-def test_service_status_summaries_and_log_equal_the_full_path_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_service_status_summaries_and_log_equal_the_full_path_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     service = _service(tmp_path, monkeypatch, "svc")
     try:
         store = service.store
@@ -250,7 +302,10 @@ def test_service_status_summaries_and_log_equal_the_full_path_figures(tmp_path: 
         _grow(store, "svc", 14, "side", 4)
         full = store.path("svc")
         status = service.status()
-        assert (status["entries"], status["compactions"]) == (len(full), sum(1 for e in full if e.kind == "compaction"))
+        assert (status["entries"], status["compactions"]) == (
+            len(full),
+            sum(1 for e in full if e.kind == "compaction"),
+        )
         for limit in (0, 1, 2, 50):
             summaries = service.summaries(limit)
             compactions = [(i, e) for i, e in enumerate(full) if e.kind == "compaction"]
@@ -258,7 +313,8 @@ def test_service_status_summaries_and_log_equal_the_full_path_figures(tmp_path: 
             assert [s["id"] for s in summaries] == [e.id for _, e in expected]
             ids = [x.id for x in full]
             assert [s["kept_entries"] for s in summaries] == [
-                sum(1 for k in full[ids.index(e.data["first_kept_entry_id"]) : i] if k.kind == "message") for i, e in expected
+                sum(1 for k in full[ids.index(e.data["first_kept_entry_id"]) : i] if k.kind == "message")
+                for i, e in expected
             ]
         for limit in (1, 7, 10_000):
             assert [row["id"] for row in service.log(limit)] == [e.id for e in full[-limit:]]
@@ -288,7 +344,10 @@ def test_compactor_pins_compactions_and_branch_summary_follow_the_current_path(t
         assert summary.parent_id == trunk[-1].id
         assert summary.data["from_id"] == pinned.id
         assert summary.data["details"]["entries"] == sum(
-            1 for e in expected.entries if e.kind != "compaction" and e.kind in ("message", "custom_message", "branch_summary", "system", "kernel_state")
+            1
+            for e in expected.entries
+            if e.kind != "compaction"
+            and e.kind in ("message", "custom_message", "branch_summary", "system", "kernel_state")
         )
         assert side[-1].id in {e.id for e in expected.entries}
 
@@ -307,7 +366,9 @@ def test_a_session_ending_in_a_huge_tool_result_can_be_compacted(tmp_path: Path,
         store.append("s", "message", _user("load the big file"))
         call = store.append("s", "message", _assistant("bigcall reading", tool=True))
         store.append("s", "message", _tool("row,value\n" * 4000))
-        engine_payload = Compactor(store, None, settings).prepare("s", reason="overflow", focus=None, keep_recent_tokens=None)
+        engine_payload = Compactor(store, None, settings).prepare(
+            "s", reason="overflow", focus=None, keep_recent_tokens=None
+        )
         if estimator == "chars4":
             assert engine_payload is None
             with pytest.raises(NothingToCompact):
@@ -328,13 +389,18 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
 
     with SessionStore(tmp_path / "a.db", clock=counting_clock(), new_id=counting_ids("h")) as store:
         store.create_session("s")
-        store.append("s", "message", _user("Goal: clean the sales table. Always use UTF-8 and never drop rows."))
+        store.append(
+            "s", "message", _user("Goal: clean the sales table. Always use UTF-8 and never drop rows.")
+        )
         made = _grow(store, "s", 30, "early", 1000)
         store.append("s", "message", _user("You must keep the index column. Prefer polars over pandas."))
-        store.append("s", "message", _user("Always use UTF-8 and never drop rows. Do not print secrets."))  # one repeat, one new
+        # one repeat, one new
+        store.append("s", "message", _user("Always use UTF-8 and never drop rows. Do not print secrets."))
         store.append("s", "pin", {"action": "pin", "text": "deadline friday", "pin_id": "pin-1"})
         tail = _grow(store, "s", 12, "late", 1000)
-        store.append("s", "compaction", {"summary": "imported", "first_kept_entry_id": tail[6].id, "tokens_before": 1})
+        store.append(
+            "s", "compaction", {"summary": "imported", "first_kept_entry_id": tail[6].id, "tokens_before": 1}
+        )
         store.append("s", "message", _user("You must keep the index column. Never use tabs."))
         _grow(store, "s", 20, "after", 1000)
         settings = CompactionSettings(keep_recent_tokens=300)
@@ -347,7 +413,9 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
         span = [*prep.messages_to_summarize, *prep.turn_prefix]
         ids = {e.id for e in span}
         expected = extract_anchors(
-            AnchorSet(), [e for e in full if e.kind != "compaction" and e.id not in ids] + span, lambda i: store.get(i, "s")
+            AnchorSet(),
+            [e for e in full if e.kind != "compaction" and e.id not in ids] + span,
+            lambda i: store.get(i, "s"),
         )
         assert plans[0].anchors.goal is not None and len(plans[0].anchors.constraints) >= 4
         assert [p.anchors.goal for p in plans] == [expected.goal] * 2
@@ -357,18 +425,30 @@ def test_anchors_after_an_imported_compaction_equal_those_from_the_full_log(tmp_
 
 @pytest.mark.parametrize(
     ("kinds", "roles"),
-    [(None, {"user"}), ({"message", "pin"}, {"user"}), ({"message"}, {"assistant", "toolResult"}), ({"pin"}, {"user"}), (None, set())],
+    [
+        (None, {"user"}),
+        ({"message", "pin"}, {"user"}),
+        ({"message"}, {"assistant", "toolResult"}),
+        ({"pin"}, {"user"}),
+        (None, set()),
+    ],
 )
 @pytest.mark.parametrize("leaf", ["trunk", "nested"])
-def test_path_by_role_equals_filtering_the_full_path(tree: Any, leaf: str, kinds: set[str] | None, roles: set[str]) -> None:
+def test_path_by_role_equals_filtering_the_full_path(
+    tree: Any, leaf: str, kinds: set[str] | None, roles: set[str]
+) -> None:
     store, leaves, _ = tree
     full = store.path("s", leaves[leaf])
-    expected = [e for e in full if (kinds is None or e.kind in kinds) and (e.kind != "message" or e.role in roles)]
+    expected = [
+        e for e in full if (kinds is None or e.kind in kinds) and (e.kind != "message" or e.role in roles)
+    ]
     assert store.path("s", leaves[leaf], kinds=kinds, roles=roles) == expected
 
 
 @pytest.mark.parametrize("after_newest", [None, "compaction", "pin", "no_such_kind"])
-@pytest.mark.parametrize("kinds", [None, *KIND_SETS], ids=lambda k: "all" if k is None else "+".join(sorted(k)) or "none")
+@pytest.mark.parametrize(
+    "kinds", [None, *KIND_SETS], ids=lambda k: "all" if k is None else "+".join(sorted(k)) or "none"
+)
 def test_entries_by_kind_and_since_the_newest_equal_filtering_every_entry(
     tree: Any, kinds: set[str] | None, after_newest: str | None
 ) -> None:
@@ -388,7 +468,9 @@ def test_kind_lookups_use_the_kind_index(tree: Any) -> None:
     conn = tree[0]._conn
     plans = [
         " ".join(str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", (1, "compaction")))
-        for sql in ("SELECT MAX(seq) FROM entries WHERE session_id = ? AND kind = ?",
-                    "SELECT seq FROM entries WHERE session_id = ? AND kind IN (?) ORDER BY seq")
+        for sql in (
+            "SELECT MAX(seq) FROM entries WHERE session_id = ? AND kind = ?",
+            "SELECT seq FROM entries WHERE session_id = ? AND kind IN (?) ORDER BY seq",
+        )
     ]
     assert all("entries_kind" in plan for plan in plans), plans

@@ -21,7 +21,12 @@ def write_jsonl(path: Path, objects: list[Any]) -> Path:
 
 
 def pi_header(version: int | None = 3) -> dict[str, Any]:
-    header: dict[str, Any] = {"type": "session", "id": "sess-1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/tmp"}
+    header: dict[str, Any] = {
+        "type": "session",
+        "id": "sess-1",
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "cwd": "/tmp",
+    }
     if version is not None:
         header["version"] = version
     return header
@@ -49,7 +54,12 @@ def test_pi_fixture_imports_in_order(store: SessionStore, name: str) -> None:
     source = FIXTURES / f"{name}.jsonl"
     lines = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     result = import_file(store, source)
-    assert (result.session, result.format, result.imported, result.created) == (name, "pi", len(lines) - 1, True)
+    assert (result.session, result.format, result.imported, result.created) == (
+        name,
+        "pi",
+        len(lines) - 1,
+        True,
+    )
     stored = store.path(name)
     assert [e.kind for e in stored] == [o["type"] for o in lines[1:]]
     assert [e.timestamp for e in stored] == [o["timestamp"] for o in lines[1:]]
@@ -59,7 +69,11 @@ def test_pi_fixture_imports_in_order(store: SessionStore, name: str) -> None:
     assert store.verify().ok
     # Importing the same file again is refused (nothing written); --new-ids appends a renamed copy.
     count = store.entry_count(name)
-    with pytest.raises(DuplicateImportError, match=rf"{len(lines) - 1:,} of {len(lines) - 1:,} entries are already"):
+    with pytest.raises(
+        DuplicateImportError,
+        match=rf"{len(lines) - 1:,} of {len(lines) - 1:,} entries are "
+        rf"already",
+    ):
         import_file(store, source)
     assert store.entry_count(name) == count
     again = import_file(store, source, new_ids=True)
@@ -74,14 +88,26 @@ def test_pi_v3_tree_keeps_ids_parents_and_leaf(store: SessionStore, tmp_path: Pa
         pi_msg("a1", None, "user", "start"),
         pi_msg("a2", "a1", "assistant", "branch one"),
         pi_msg("a3", "a1", "assistant", "branch two"),
-        {"type": "compaction", "id": "c1", "parentId": "a3", "timestamp": "2025-01-01T00:00:02.000Z",
-         "summary": "so far", "firstKeptEntryId": "a3", "tokensBefore": 50, "details": {"readFiles": ["x.py"], "modifiedFiles": []}},
+        {
+            "type": "compaction",
+            "id": "c1",
+            "parentId": "a3",
+            "timestamp": "2025-01-01T00:00:02.000Z",
+            "summary": "so far",
+            "firstKeptEntryId": "a3",
+            "tokensBefore": 50,
+            "details": {"readFiles": ["x.py"], "modifiedFiles": []},
+        },
         pi_msg("a4", "c1", "user", "after"),
     ]
     result = import_file(store, write_jsonl(tmp_path / "tree.jsonl", objects), session="t")
     assert result.leaf_id == "a4"
     assert [(e.id, e.parent_id) for e in store.entries("t")] == [
-        ("a1", None), ("a2", "a1"), ("a3", "a1"), ("c1", "a3"), ("a4", "c1")
+        ("a1", None),
+        ("a2", "a1"),
+        ("a3", "a1"),
+        ("c1", "a3"),
+        ("a4", "c1"),
     ]
     compaction = store.get("c1", "t")
     assert compaction.data["first_kept_entry_id"] == "a3"
@@ -95,7 +121,13 @@ def test_pi_v1_gets_ids_chain_and_first_kept_index(store: SessionStore, tmp_path
         pi_msg(None, None, "user", "q1"),
         pi_msg(None, None, "assistant", "a1"),
         pi_msg(None, None, "user", "q2"),
-        {"type": "compaction", "timestamp": "2025-01-01T00:00:03.000Z", "summary": "s", "firstKeptEntryIndex": 3, "tokensBefore": 9},
+        {
+            "type": "compaction",
+            "timestamp": "2025-01-01T00:00:03.000Z",
+            "summary": "s",
+            "firstKeptEntryIndex": 3,
+            "tokensBefore": 9,
+        },
         pi_msg(None, None, "hookMessage", "from a hook"),
     ]
     objects[5]["message"]["content"] = "from a hook"
@@ -107,19 +139,61 @@ def test_pi_v1_gets_ids_chain_and_first_kept_index(store: SessionStore, tmp_path
 
 
 MALFORMED: list[tuple[str, bytes, str]] = [
-    ("bad-json", b'{"type":"session","id":"x","timestamp":"t","version":3}\n{"type": "message",\n', r":2: invalid JSON"),
+    (
+        "bad-json",
+        b'{"type":"session","id":"x","timestamp":"t","version":3}\n{"type": "message",\n',
+        r":2: invalid JSON",
+    ),
     ("not-utf8", b'{"type":"session","id":"x","timestamp":"t","version":3}\n\xff\xfe\n', r":2: not UTF-8"),
     ("empty", b"\n\n", r"the file is empty"),
-    ("no-header", b'{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}\n', r":1: cannot tell the format"),
-    ("bad-role", b'{"type":"session","id":"x","timestamp":"t","version":3}\n{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"robot","content":"x"}}\n', r":2: .*unknown role"),
+    (
+        "no-header",
+        b'{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}\n',
+        r":1: cannot tell the format",
+    ),
+    (
+        "bad-role",
+        b'{"type":"session","id":"x","timestamp":"t","version":3}\n{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"robot","content":"x"}}\n',
+        r":2: .*unknown role",
+    ),
     # a parent named later in the file (a parent missing from the file is a fork's dropped label: re-linked)
-    ("forward-parent", b'{"type":"session","id":"x","timestamp":"t","version":3}\n\n{"type":"message","id":"a","parentId":"b","timestamp":"t","message":{"role":"user","content":"x"}}\n{"type":"label","id":"b","parentId":null,"timestamp":"t","targetId":"a","label":"l"}\n', r":3: parentId 'b'"),
-    ("future-version", b'{"type":"session","id":"x","timestamp":"t","version":9}\n', r":1: unsupported pi session version"),
-    ("jsonl-bad-parent", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":"q","kind":"message","timestamp":"t","data":{}}\n', r":2: parent_id 'q'"),
-    ("jsonl-no-kind", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"timestamp":"t","data":{}}\n', r":2: entry needs a non-empty 'kind'"),
-    ("jsonl-dup-id", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"kind":"label","timestamp":"t","data":{}}\n{"id":"a","parent_id":"a","kind":"label","timestamp":"t","data":{}}\n', r":3: duplicate entry id 'a'"),
-    ("jsonl-bad-leaf", b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":"zz"}\n', r":1: header leaf_id 'zz'"),
-    ("jsonl-version", b'{"type":"ipython_compact_session","version":7}\n', r":1: unsupported export version 7"),
+    (
+        "forward-parent",
+        b'{"type":"session","id":"x","timestamp":"t","version":3}\n\n{"type":"message","id":"a","parentId":"b","timestamp":"t","message":{"role":"user","content":"x"}}\n{"type":"label","id":"b","parentId":null,"timestamp":"t","targetId":"a","label":"l"}\n',
+        r":3: parentId 'b'",
+    ),
+    (
+        "future-version",
+        b'{"type":"session","id":"x","timestamp":"t","version":9}\n',
+        r":1: unsupported pi "
+        r"session version",
+    ),
+    (
+        "jsonl-bad-parent",
+        b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":"q","kind":"message","timestamp":"t","data":{}}\n',
+        r":2: parent_id 'q'",
+    ),
+    (
+        "jsonl-no-kind",
+        b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"timestamp":"t","data":{}}\n',
+        r":2: entry needs a non-empty 'kind'",
+    ),
+    (
+        "jsonl-dup-id",
+        b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":null}\n{"id":"a","parent_id":null,"kind":"label","timestamp":"t","data":{}}\n{"id":"a","parent_id":"a","kind":"label","timestamp":"t","data":{}}\n',
+        r":3: duplicate entry id 'a'",
+    ),
+    (
+        "jsonl-bad-leaf",
+        b'{"type":"ipython_compact_session","version":1,"name":"n","leaf_id":"zz"}\n',
+        r":1: header leaf_id 'zz'",
+    ),
+    (
+        "jsonl-version",
+        b'{"type":"ipython_compact_session","version":7}\n',
+        r":1: unsupported export version "
+        r"7",
+    ),
 ]
 
 
@@ -143,8 +217,16 @@ def test_malformed_file_names_file_and_line_and_writes_nothing(
 @pytest.mark.parametrize(
     ("bad_entry", "message"),
     [
-        ({"id": "b", "parent_id": "a", "kind": "mystery", "timestamp": "t", "data": {}}, r"odd\.jsonl:3: unknown entry kind 'mystery'"),
-        ({"id": "b", "parent_id": "a", "kind": "custom", "timestamp": "t", "data": {"x": float("nan")}}, r"odd\.jsonl:3: entry data cannot be stored"),
+        (
+            {"id": "b", "parent_id": "a", "kind": "mystery", "timestamp": "t", "data": {}},
+            r"odd\.jsonl:3: "
+            r"unknown entry "
+            r"kind 'mystery'",
+        ),
+        (
+            {"id": "b", "parent_id": "a", "kind": "custom", "timestamp": "t", "data": {"x": float("nan")}},
+            r"odd\.jsonl:3: entry data cannot be stored",
+        ),
     ],
 )
 def test_entries_the_store_would_refuse_are_named_by_line(
@@ -152,9 +234,17 @@ def test_entries_the_store_would_refuse_are_named_by_line(
 ) -> None:
     source = write_jsonl(
         tmp_path / "odd.jsonl",
-        [{"type": "ipython_compact_session", "version": 1, "name": "odd", "leaf_id": "b"},
-         {"id": "a", "parent_id": None, "kind": "message", "timestamp": "t", "data": {"message": {"role": "user", "content": "x"}}},
-         bad_entry],
+        [
+            {"type": "ipython_compact_session", "version": 1, "name": "odd", "leaf_id": "b"},
+            {
+                "id": "a",
+                "parent_id": None,
+                "kind": "message",
+                "timestamp": "t",
+                "data": {"message": {"role": "user", "content": "x"}},
+            },
+            bad_entry,
+        ],
     )
     with pytest.raises(ImportFormatError, match=message):
         import_file(store, source)
@@ -166,10 +256,30 @@ def test_store_level_failure_leaves_no_session(store: SessionStore, tmp_path: Pa
     # refuses it inside the import transaction, so not even the session is created.
     source = write_jsonl(
         tmp_path / "branchy.jsonl",
-        [{"type": "ipython_compact_session", "version": 1, "name": "branchy", "leaf_id": "c"},
-         {"id": "a", "parent_id": None, "kind": "message", "timestamp": "t", "data": {"message": {"role": "user", "content": "x"}}},
-         {"id": "b", "parent_id": "a", "kind": "message", "timestamp": "t", "data": {"message": {"role": "user", "content": "y"}}},
-         {"id": "c", "parent_id": "a", "kind": "compaction", "timestamp": "t", "data": {"summary": "s", "first_kept_entry_id": "b"}}],
+        [
+            {"type": "ipython_compact_session", "version": 1, "name": "branchy", "leaf_id": "c"},
+            {
+                "id": "a",
+                "parent_id": None,
+                "kind": "message",
+                "timestamp": "t",
+                "data": {"message": {"role": "user", "content": "x"}},
+            },
+            {
+                "id": "b",
+                "parent_id": "a",
+                "kind": "message",
+                "timestamp": "t",
+                "data": {"message": {"role": "user", "content": "y"}},
+            },
+            {
+                "id": "c",
+                "parent_id": "a",
+                "kind": "compaction",
+                "timestamp": "t",
+                "data": {"summary": "s", "first_kept_entry_id": "b"},
+            },
+        ],
     )
     with pytest.raises(Exception, match="not on the path"):
         import_file(store, source)
@@ -183,12 +293,24 @@ def test_missing_file(store: SessionStore, tmp_path: Path) -> None:
 
 def _branchy_session(store: SessionStore) -> None:
     store.create_session("orig")
-    a = store.append("orig", "message", {"message": {"role": "user", "content": "a"}}, timestamp="2025-02-01T00:00:00.000Z")
-    b = store.append("orig", "message", {"message": {"role": "assistant", "content": [{"type": "text", "text": "b"}]}})
-    store.append("orig", "compaction", {"summary": "sum", "first_kept_entry_id": b.id, "tokens_before": 3, "details": {}})
+    a = store.append(
+        "orig", "message", {"message": {"role": "user", "content": "a"}}, timestamp="2025-02-01T00:00:00.000Z"
+    )
+    b = store.append(
+        "orig", "message", {"message": {"role": "assistant", "content": [{"type": "text", "text": "b"}]}}
+    )
+    store.append(
+        "orig",
+        "compaction",
+        {"summary": "sum", "first_kept_entry_id": b.id, "tokens_before": 3, "details": {}},
+    )
     store.append("orig", "kernel_state", {"content": "<ipython_state>x = 1</ipython_state>"})
     store.set_leaf("orig", a.id)
-    store.append("orig", "message", {"message": {"role": "assistant", "content": [{"type": "text", "text": "other ✓"}]}})
+    store.append(
+        "orig",
+        "message",
+        {"message": {"role": "assistant", "content": [{"type": "text", "text": "other ✓"}]}},
+    )
     store.append("orig", "pin", {"action": "pin", "entry_id": a.id, "pin_id": "p1"})
     store.set_leaf("orig", b.id)  # leaf in the middle: not the last entry appended
 
@@ -208,21 +330,31 @@ def test_jsonl_round_trip_is_lossless(store: SessionStore, tmp_path: Path) -> No
     assert json.loads(again.splitlines()[0]) | {"created_at": header["created_at"]} == header
 
 
-def test_import_into_existing_session_appends_after_leaf_and_renames_clashes(store: SessionStore, tmp_path: Path) -> None:
+def test_import_into_existing_session_appends_after_leaf_and_renames_clashes(
+    store: SessionStore, tmp_path: Path
+) -> None:
     _branchy_session(store)
     source = tmp_path / "orig.jsonl"
     source.write_text(export_text(store, "orig"), encoding="utf-8")
     leaf_before = store.leaf("orig")
     originals = store.entries("orig")
     result = import_file(store, source, new_ids=True)
-    assert (result.created, result.renamed_ids, result.imported, result.new_ids) == (False, len(originals), len(originals), True)
+    assert (result.created, result.renamed_ids, result.imported, result.new_ids) == (
+        False,
+        len(originals),
+        len(originals),
+        True,
+    )
     added = store.entries("orig")[len(originals) :]
     assert added[0].parent_id == leaf_before
     assert not {e.id for e in added} & {e.id for e in originals}
     new_ids = {old.id: new.id for old, new in zip(originals, added, strict=True)}
     assert [e.parent_id for e in added[1:]] == [new_ids[o.parent_id] for o in originals[1:] if o.parent_id]
     compaction = next(e for e in added if e.kind == "compaction")
-    assert compaction.data["first_kept_entry_id"] == new_ids[next(o for o in originals if o.kind == "compaction").data["first_kept_entry_id"]]
+    assert (
+        compaction.data["first_kept_entry_id"]
+        == new_ids[next(o for o in originals if o.kind == "compaction").data["first_kept_entry_id"]]
+    )
     pin = next(e for e in added if e.kind == "pin")
     assert pin.data["entry_id"] == new_ids[originals[0].id]
     assert result.leaf_id == new_ids[leaf_before or ""]
@@ -237,9 +369,15 @@ def test_load_transcript_reads_without_writing(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize(("forced", "message"), [("jsonl", "first line must be the"), ("pi", "first line must be the session header")])
+@pytest.mark.parametrize(
+    ("forced", "message"),
+    [("jsonl", "first line must be the"), ("pi", "first line must be the session header")],
+)
 def test_forced_format_mismatch(tmp_path: Path, forced: Any, message: str) -> None:
-    wrong = write_jsonl(tmp_path / "w.jsonl", [{"type": "ipython_compact_session" if forced == "pi" else "session", "version": 1}])
+    wrong = write_jsonl(
+        tmp_path / "w.jsonl",
+        [{"type": "ipython_compact_session" if forced == "pi" else "session", "version": 1}],
+    )
     with pytest.raises(ImportFormatError, match=message):
         load_transcript(wrong, forced)
 
@@ -266,16 +404,23 @@ def test_an_import_killed_part_way_is_finished_with_resume(store: SessionStore, 
         import_transcript(store, whole, "s", resume=True)
 
 
-@pytest.mark.parametrize(("value", "expect"), [
-    ("123456789012345678901234567890", 123456789012345678901234567890),  # kept exact, never a float
-    ("-9223372036854775809", -9223372036854775809),
-    ("1.5", 1.5),
-    ('"\\ud83d\\ude00"', "\U0001F600"),
-])
+@pytest.mark.parametrize(
+    ("value", "expect"),
+    [
+        ("123456789012345678901234567890", 123456789012345678901234567890),  # kept exact, never a float
+        ("-9223372036854775809", -9223372036854775809),
+        ("1.5", 1.5),
+        ('"\\ud83d\\ude00"', "\U0001f600"),
+    ],
+)
 def test_values_read_exactly_whichever_parser_reads_the_line(tmp_path: Path, value: str, expect: Any) -> None:
     path = tmp_path / "x.jsonl"
-    path.write_text(json.dumps(pi_header()) + "\n" + json.dumps(pi_msg("a", None, "user", "hi"))[:-1]
-                    + f', "extra": {value}}}\n')
+    path.write_text(
+        json.dumps(pi_header())
+        + "\n"
+        + json.dumps(pi_msg("a", None, "user", "hi"))[:-1]
+        + f', "extra": {value}}}\n'
+    )
     transcript = load_transcript(path)
     got = transcript.entries[0].data["pi_extra"]["extra"]
     assert got == expect and type(got) is type(expect)
@@ -284,7 +429,11 @@ def test_values_read_exactly_whichever_parser_reads_the_line(tmp_path: Path, val
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
 def test_values_the_log_cannot_keep_are_refused_with_the_line(tmp_path: Path, value: str) -> None:
     path = tmp_path / "x.jsonl"
-    path.write_text(json.dumps(pi_header()) + "\n" + json.dumps(pi_msg("a", None, "user", "hi"))[:-1]
-                    + f', "extra": {value}}}\n')
+    path.write_text(
+        json.dumps(pi_header())
+        + "\n"
+        + json.dumps(pi_msg("a", None, "user", "hi"))[:-1]
+        + f', "extra": {value}}}\n'
+    )
     with pytest.raises(ImportFormatError, match=r"x\.jsonl:2: entry data cannot be stored"):
         load_transcript(path)

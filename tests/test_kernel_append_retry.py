@@ -33,8 +33,11 @@ conn.execute("COMMIT")
 
 
 def hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOLD), str(db), str(seconds)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HOLD), str(db), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -42,7 +45,9 @@ def hold_lock(db: Path, seconds: float) -> subprocess.Popen[str]:
 @pytest.fixture
 def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KernelService:
     monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    svc = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session="k"))
+    svc = KernelService(
+        SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session="k")
+    )
     db = svc.store.db_path
     svc.store.close()
     svc._store = SessionStore(db, busy_timeout=0.2)  # each try gives up after 0.2 s
@@ -50,7 +55,11 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KernelService:
 
 
 def _file_ops(service: KernelService) -> list[dict[str, object]]:
-    return [e.data for e in service.store.entries("k", kinds=(CUSTOM,)) if e.data.get("custom_type") == FILE_OPS_TYPE]
+    return [
+        e.data
+        for e in service.store.entries("k", kinds=(CUSTOM,))
+        if e.data.get("custom_type") == FILE_OPS_TYPE
+    ]
 
 
 def test_a_locked_database_queues_bookkeeping_appends_and_they_land_in_order(
@@ -85,8 +94,12 @@ conn.execute("COMMIT")
 
 
 def hold_until_released(db: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(RELEASE), str(db)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(RELEASE), str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -123,11 +136,14 @@ def test_appends_that_outlast_the_retry_budget_wait_on_disk_and_the_next_write_l
 
 
 def test_appends_journaled_by_a_kernel_that_ended_are_written_by_the_next_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Red team 3, item 4: queued appends died with the kernel (0 of 4 written at shutdown). The
     journal outlives the process; the next kernel on the database replays it."""
     monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    first = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session="k"))
+    first = KernelService(
+        SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session="k")
+    )
     db = first.store.db_path
     first.store.close()
     first._store = SessionStore(db, busy_timeout=0.1)
@@ -141,7 +157,9 @@ def test_appends_journaled_by_a_kernel_that_ended_are_written_by_the_next_one(
     finally:
         release(proc)
     first.store.close()  # the kernel ends here, its thread and memory with it
-    second = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session="k"))
+    second = KernelService(
+        SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), CompactConfig(session="k")
+    )
     assert second.store.db_path == db  # opening the store starts the replay
     assert second.bookkeeping.wait(60)
     assert [d["data"] for d in _file_ops(second)] == [{"n": i} for i in range(4)]
@@ -153,8 +171,14 @@ def test_a_replay_that_runs_twice_appends_nothing_twice(service: KernelService) 
     before removing it from the journal does no harm when the record is replayed again."""
     from ipython_compact.store.pending import PendingJournal
 
-    record = {"op": "append", "session": "k", "kind": CUSTOM, "timestamp": "2026-01-01T00:00:00Z",
-              "entry_id": "feedf00d", "data": {"custom_type": FILE_OPS_TYPE, "data": {"n": 1}}}
+    record = {
+        "op": "append",
+        "session": "k",
+        "kind": CUSTOM,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "entry_id": "feedf00d",
+        "data": {"custom_type": FILE_OPS_TYPE, "data": {"n": 1}},
+    }
     service._apply_record(record)
     PendingJournal(service.store.db_path).add(record)
     service.bookkeeping.start()
@@ -162,7 +186,9 @@ def test_a_replay_that_runs_twice_appends_nothing_twice(service: KernelService) 
     assert [d["data"] for d in _file_ops(service)] == [{"n": 1}]
 
 
-def test_a_snapshot_digest_recorded_while_locked_still_guards_against_rollback(service: KernelService) -> None:
+def test_a_snapshot_digest_recorded_while_locked_still_guards_against_rollback(
+    service: KernelService,
+) -> None:
     """Red team 3, item 4: two generations' digests were lost while the database was locked. A
     journaled digest counts as recorded at once, and lands later."""
     from ipython_compact.kernel.service import LogLedger

@@ -24,10 +24,14 @@ import pytest
 from jupyter_client.manager import KernelManager
 from kernel_fixtures import execute, running_kernel
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the child's state from /proc")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the child's state from /proc"),
+]
 
-SERVICE = "__import__('ipython_compact.kernel.extension', fromlist=['x']).extension_for(get_ipython()).service"
+SERVICE = (
+    "__import__('ipython_compact.kernel.extension', fromlist=['x']).extension_for(get_ipython()).service"
+)
 LINES = 5_000
 
 
@@ -41,7 +45,9 @@ def _expression(km: KernelManager, expr: str) -> Any:
     kc = km.client()
     kc.start_channels()
     try:
-        reply = kc.execute_interactive("", user_expressions={"r": expr}, timeout=60, output_hook=lambda m: None)
+        reply = kc.execute_interactive(
+            "", user_expressions={"r": expr}, timeout=60, output_hook=lambda m: None
+        )
         result = reply["content"]["user_expressions"]["r"]
         assert result["status"] == "ok", result
         return ast.literal_eval(result["data"]["text/plain"])
@@ -87,12 +93,20 @@ def _flood(kernel: KernelManager) -> tuple[dict[str, Any], list[str], list[str]]
 
 
 def test_an_output_flood_while_a_child_writes_the_snapshot_delivers_every_line_and_idle(
-        kernel: KernelManager) -> None:
-    execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.0\n"
-                    "%config CompactConfig.background_snapshots = True")
+    kernel: KernelManager,
+) -> None:
+    execute(
+        kernel,
+        "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.0\n"
+        "%config CompactConfig.background_snapshots = True",
+    )
     # Enough for the child to take a while: 200 MB of random floats and 20,000 names.
-    execute(kernel, "import numpy as np\nbig = np.random.default_rng(0).random(25_000_000)\n"
-                    "globals().update({f'v{k}': k for k in range(20_000)})", timeout=120)
+    execute(
+        kernel,
+        "import numpy as np\nbig = np.random.default_rng(0).random(25_000_000)\n"
+        "globals().update({f'v{k}': k for k in range(20_000)})",
+        timeout=120,
+    )
     for _attempt in range(5):  # the child may finish before the flood cell starts: then again
         deadline = time.monotonic() + 60
         while not _expression(kernel, f"{SERVICE}.background_busy"):  # the event: the child is writing
@@ -109,7 +123,11 @@ def test_an_output_flood_while_a_child_writes_the_snapshot_delivers_every_line_a
         raise AssertionError("the child finished before the flood cell in 5 attempts")
     # The flood overlapped the child, which was stopped (state T) and used no CPU while it ran.
     assert at_end[0] == "T" and at_start[1] == at_end[1], (at_start, at_end)
-    outcome = json.loads(_expression(
-        kernel, f"__import__('json').dumps(({SERVICE}.settle_background(120), "
-                f"{SERVICE}.last_snapshot_error, sorted({SERVICE}.snapshots.recorded_digests()))[1:])"))
+    outcome = json.loads(
+        _expression(
+            kernel,
+            f"__import__('json').dumps(({SERVICE}.settle_background(120), "
+            f"{SERVICE}.last_snapshot_error, sorted({SERVICE}.snapshots.recorded_digests()))[1:])",
+        )
+    )
     assert outcome[0] is None and outcome[1], outcome

@@ -23,7 +23,9 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(("package", "forbidden"), [("kernel", "ipython_compact.cli"), ("cli", "ipython_compact.kernel")])
+@pytest.mark.parametrize(
+    ("package", "forbidden"), [("kernel", "ipython_compact.cli"), ("cli", "ipython_compact.kernel")]
+)
 def test_kernel_and_cli_do_not_import_each_other(package: str, forbidden: str) -> None:
     offenders = {
         f"{path.name}: {module}"

@@ -44,7 +44,11 @@ def test_unload_removes_everything_and_reload_leaves_one_of_each(ip: Any) -> Non
     ip.run_line_magic("reload_ext", "ipython_compact")
     assert sum(type(c).__name__ == "CompactConfig" for c in ip.configurables) == 1
     assert sum(type(c).__name__ == "AgentConfig" for c in ip.configurables) == 1
-    posts = [cb for cb in ip.events.callbacks["post_run_cell"] if getattr(cb, "__self__", None).__class__.__name__ == "Extension"]
+    posts = [
+        cb
+        for cb in ip.events.callbacks["post_run_cell"]
+        if getattr(cb, "__self__", None).__class__.__name__ == "Extension"
+    ]
     assert len(posts) == 1
 
 
@@ -209,28 +213,43 @@ def test_hello_and_names_replies(ip: Any) -> None:
     ],
     ids=["config", "env", "jupyter-server", "vscode", "connection-file"],
 )
-def test_binding_order(tmp_path: Path, configured: str, env: dict[str, str], ns: dict[str, Any], conn: str | None,
-                       session: str, source: str) -> None:
+def test_binding_order(
+    tmp_path: Path,
+    configured: str,
+    env: dict[str, str],
+    ns: dict[str, Any],
+    conn: str | None,
+    session: str,
+    source: str,
+) -> None:
     b = binding.resolve(configured=configured, env=env, user_ns=ns, connection_file=conn, data_dir=tmp_path)
     assert (b.session, b.source) == (session, source)
 
 
 def test_binding_switch_survives_a_restart(tmp_path: Path) -> None:
-    first = binding.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
+    first = binding.resolve(
+        configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path
+    )
     binding.remember_switch(tmp_path, first.key, "chosen")
-    again = binding.resolve(configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path)
+    again = binding.resolve(
+        configured="", env={}, user_ns={}, connection_file="/r/kernel-9.json", data_dir=tmp_path
+    )
     assert (again.session, again.source) == ("chosen", "switched")
 
 
 # ---------------------------------------------------------------------------- display
-EVIL = '<script>alert(1)</script>*bold* [x](javascript:y)'
+EVIL = "<script>alert(1)</script>*bold* [x](javascript:y)"
 
 
 @pytest.mark.parametrize(
     "rendered",
     [
-        report_rows.names_bundle({"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}, width=160),
-        display.summary_bundle({"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL),
+        report_rows.names_bundle(
+            {"names": [{"name": EVIL, "type": EVIL, "kind": "object"}], "truncated": False}, width=160
+        ),
+        display.summary_bundle(
+            {"id": "c1", "reason": "manual", "summary": EVIL, "tokens_before": 10}, notice=EVIL
+        ),
         display.mapping_bundle(EVIL, {EVIL: EVIL}),
         display.text_bundle(EVIL, title=EVIL),
         display.rows_bundle(EVIL, ["h"], [[EVIL]]),
@@ -260,7 +279,10 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     bundle = out._repr_mimebundle_()[0]
     payload = bundle[display.SUMMARY_MIME]
     assert payload["tokens_after"] < payload["tokens_before"]
-    assert "<ipython_state>" in payload["notice"] and "These names are still defined: alive." in payload["notice"]
+    assert (
+        "<ipython_state>" in payload["notice"]
+        and ("These names are still defined: alive.") in payload["notice"]
+    )
     service = extension_for(ip).service  # type: ignore[union-attr]
     kinds = [e.kind for e in service.store.path(service.session)[-3:]]
     assert "compaction" in kinds and kinds[-1] == "kernel_state"
@@ -268,7 +290,11 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
     summaries = handler.handle({"v": 1, "id": "s", "op": "summaries"})
     assert summaries["ok"] and summaries["compactions"][-1]["id"] == payload["id"]
     again = handler.handle({"v": 1, "id": "c", "op": "compact"})
-    assert again["ok"] is False and again["error"]["code"] == "nothing_to_compact" and "nothing to compact" in again["error"]["message"]
+    assert (
+        again["ok"] is False
+        and again["error"]["code"] == "nothing_to_compact"
+        and ("nothing to compact") in again["error"]["message"]
+    )
     with pytest.raises(UsageError, match=r"nothing to compact.*%compact status"):
         _run(ip, "now")
 
@@ -277,8 +303,11 @@ def test_helper_run_compacts_when_the_cell_ends_not_during_it(ip: Any) -> None:
     _run(ip, f"import {FIXTURE}")
     service = extension_for(ip).service  # type: ignore[union-attr]
     before = len(service.summaries(limit=0))
-    result = ip.run_cell("receipt = compact.run('keep the refactoring plan')\n"
-                         "compactions_during = get_ipython().run_line_magic('compact', 'status').data['compactions']")
+    result = ip.run_cell(
+        "receipt = compact.run('keep the refactoring plan')\n"
+        "compactions_during = get_ipython().run_line_magic('compact', "
+        "'status').data['compactions']"
+    )
     assert result.success
     assert ip.user_ns["receipt"]["scheduled"] is True
     after = service.summaries(limit=0)
@@ -307,19 +336,40 @@ def test_a_user_name_compact_is_never_overwritten(ip: Any) -> None:
 
 
 def _synthetic_transcript(path: Path, turns: int = 30) -> Path:
-    rows: list[dict[str, Any]] = [{"type": "session", "id": "t", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}]
+    rows: list[dict[str, Any]] = [
+        {"type": "session", "id": "t", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    ]
     for i in range(turns):
-        rows.append({"type": "message", "timestamp": f"2026-01-01T00:00:{i:02d}.000Z", "message": {
-            "role": "user", "content": [{"type": "text", "text": f"step {i}: analyse chunk {i} " * 20}]}})
-        rows.append({"type": "message", "timestamp": f"2026-01-01T00:01:{i:02d}.000Z", "message": {
-            "role": "assistant", "content": [{"type": "text", "text": f"chunk {i} done " * 30}],
-            "usage": {"input": 100, "output": 10}, "stopReason": "stop"}})
+        rows.append(
+            {
+                "type": "message",
+                "timestamp": f"2026-01-01T00:00:{i:02d}.000Z",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": f"step {i}: analyse chunk {i} " * 20}],
+                },
+            }
+        )
+        rows.append(
+            {
+                "type": "message",
+                "timestamp": f"2026-01-01T00:01:{i:02d}.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"chunk {i} done " * 30}],
+                    "usage": {"input": 100, "output": 10},
+                    "stopReason": "stop",
+                },
+            }
+        )
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
 
 
 @pytest.mark.parametrize("cells_by", ["user", "agent"])
-def test_only_the_agents_file_opens_reach_the_compaction_ledger(ip: Any, tmp_path: Path, cells_by: str) -> None:
+def test_only_the_agents_file_opens_reach_the_compaction_ledger(
+    ip: Any, tmp_path: Path, cells_by: str
+) -> None:
     """A person's own cells are not the agent's work; in a kernel an agent drives every cell is."""
     src, out = tmp_path / "sales.csv", tmp_path / "report.txt"
     src.write_text("a,b\n")
@@ -350,8 +400,13 @@ def test_unload_removes_the_agent_and_compact_magics_and_load_brings_them_back(i
     assert manager.magics["cell"]["agent"].__self__ is manager.registry["AgentMagics"]
     assert manager.magics["line"]["compact"].__self__ is manager.registry["CompactMagics"]
     ip.run_line_magic("reload_ext", "ipython_compact")
-    assert sum(getattr(fn, "__self__", None).__class__.__name__ == "AgentMagics"
-               for fn in manager.magics["cell"].values()) == 1
+    assert (
+        sum(
+            getattr(fn, "__self__", None).__class__.__name__ == "AgentMagics"
+            for fn in manager.magics["cell"].values()
+        )
+        == 1
+    )
 
 
 def test_unload_leaves_a_magic_of_the_same_name_registered_by_someone_else(ip: Any) -> None:
@@ -367,7 +422,8 @@ def test_unload_leaves_a_magic_of_the_same_name_registered_by_someone_else(ip: A
         ip.run_line_magic("load_ext", "ipython_compact")
 
 
-# ---------------------------------------------------------------------------- plain-text rendering (acceptance)
+# ---------------------------------------------------------------------------- plain-text rendering
+# (acceptance)
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
@@ -381,7 +437,10 @@ def test_unload_leaves_a_magic_of_the_same_name_registered_by_someone_else(ip: A
         ("text", "text"),
         ([], "none"),
         (["df", "np", "x"], "df, np, x"),
-        ({"generation": 2, "timestamp": "2026-11-29T18:34:19Z"}, "generation 2; timestamp 2026-11-29T18:34:19Z"),
+        (
+            {"generation": 2, "timestamp": "2026-11-29T18:34:19Z"},
+            "generation 2; timestamp 2026-11-29T18:34:19Z",
+        ),
         ({"generation": 1, "skipped": [], "bytes": 24263}, "generation 1; skipped none; bytes 24,263"),
     ],
 )
@@ -391,7 +450,9 @@ def test_cells_read_as_text_not_json(value: Any, shown: str) -> None:
 
 def test_table_rows_stay_one_line_each() -> None:
     long = "line one\nline two\n" + "x" * 500
-    plain = display.rows_bundle("t", ["id", "text"], [["a", long], ["b", "short"]])._repr_mimebundle_()[0]["text/plain"]
+    plain = display.rows_bundle("t", ["id", "text"], [["a", long], ["b", "short"]])._repr_mimebundle_()[0][
+        "text/plain"
+    ]
     lines = plain.splitlines()
     assert len(lines) == 4 and lines[2].startswith("a   line one line two xxx") and lines[2].endswith("…")
     assert lines[3].split() == ["b", "short"]
@@ -447,22 +508,39 @@ def test_pin_alone_lists_the_pins_like_the_command_line(ip: Any) -> None:
     assert _run(ip, "pin")._repr_mimebundle_()[0]["text/plain"].startswith("No active pins.")
     _run(ip, f"pin {EVIL}")
     listed = _run(ip, "pin")._repr_mimebundle_()[0]
-    assert EVIL in listed["text/plain"] and "&lt;script&gt;" in listed["text/html"] and "<script>" not in listed["text/html"]
+    assert (
+        EVIL in listed["text/plain"]
+        and "&lt;script&gt;" in listed["text/html"]
+        and "<script>" not in listed["text/html"]
+    )
 
 
 def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> None:
     """A newcomer's third README line on a fresh session: a dry run's answer, not a UsageError."""
     plain = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
-    assert plain.startswith("Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact")
-    assert "the context holds 0 tokens" in plain and "decided with CompactConfig (128,000-token window" in plain
+    assert plain.startswith(
+        "Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact"
+    )
+    assert (
+        "the context holds 0 tokens" in plain
+        and ("decided with CompactConfig (128,000-token window") in plain
+    )
     assert "%compact status" in plain
-    with pytest.raises(UsageError, match=re.escape("History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`")):
+    with pytest.raises(
+        UsageError,
+        match=re.escape("History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`"),
+    ):
         _run(ip, "now")
 
 
 def test_entry_bundle_escapes_html() -> None:
-    entry = {"id": "e1", "parent_id": None, "kind": "message", "timestamp": "t",
-             "data": {"message": {"role": "user", "content": EVIL}}}
+    entry = {
+        "id": "e1",
+        "parent_id": None,
+        "kind": "message",
+        "timestamp": "t",
+        "data": {"message": {"role": "user", "content": EVIL}},
+    }
     bundle = display.entry_bundle(entry)._repr_mimebundle_()[0]
     assert "<script>" not in bundle["text/html"] and "&lt;script&gt;" in bundle["text/html"]
     assert bundle["text/plain"] == f"Entry e1 · message · user · t\n\n{EVIL}"
@@ -479,7 +557,11 @@ def test_status_tokens_agree_with_the_preview(ip: Any) -> None:
 def test_restore_of_a_name_the_snapshot_lacks_says_so(ip: Any) -> None:
     ip.run_cell("kept = 1")
     _run(ip, "snapshot")
-    with pytest.raises(UsageError, match=r"not in snapshot generation \d+: ghost; `%compact restore` with no names"):
+    with pytest.raises(
+        UsageError,
+        match=r"not in snapshot generation \d+: ghost; `%compact restore` with no "
+        r"names",
+    ):
         _run(ip, "restore ghost")
     plain = _run(ip, "restore kept ghost")._repr_mimebundle_()[0]["text/plain"]
     assert "Restored         kept" in plain and "Not in snapshot  ghost" in plain
@@ -491,22 +573,35 @@ def test_import_of_a_bad_line_names_the_line_and_stores_nothing(ip: Any, tmp_pat
     before = _run(ip, "status").data["entries"]
     with pytest.raises(UsageError) as err:
         _run(ip, f"import {bad}")
-    assert "bad.jsonl:2: invalid JSON" in str(err.value) and f"Nothing was imported; fix line 2 of {bad}" in str(err.value)
+    assert "bad.jsonl:2: invalid JSON" in str(err.value) and (
+        f"Nothing was imported; fix line 2 of {bad}"
+    ) in str(err.value)
     assert _run(ip, "status").data["entries"] == before
 
 
 def test_export_into_a_directory_is_a_usage_error_and_writes_nothing(ip: Any, tmp_path: Path) -> None:
     place = tmp_path / "place"
     place.mkdir()
-    with pytest.raises(UsageError, match=re.escape(f"{place} is a directory; give a file name, e.g. `%compact export {place}/session.jsonl`")):
+    with pytest.raises(
+        UsageError,
+        match=re.escape(
+            f"{place} is a directory; give a file name, e.g. `%compact export {place}/session.jsonl`"
+        ),
+    ):
         _run(ip, f"export {place}")
     assert list(place.iterdir()) == [] and not (tmp_path / "place.tmp").exists()
 
 
 def test_export_that_cannot_be_written_is_a_usage_error_not_a_traceback(ip: Any, tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "out.jsonl")  # renaming over it would silently replace someone's pipe
-    with pytest.raises(UsageError, match=re.escape(f"{tmp_path}/out.jsonl: the export target is a FIFO, "
-                                                   "not a regular file; refusing to use it. Nothing was changed")):
+    with pytest.raises(
+        UsageError,
+        match=re.escape(
+            f"{tmp_path}/out.jsonl: the export target is a FIFO, "
+            "not a regular file; refusing to use it. Nothing was "
+            "changed"
+        ),
+    ):
         _run(ip, f"export {tmp_path}/out.jsonl")
     assert stat.S_ISFIFO(os.lstat(tmp_path / "out.jsonl").st_mode)
 
@@ -521,7 +616,9 @@ def test_export_is_not_steered_by_names_planted_beside_the_target(ip: Any, tmp_p
     assert victim.read_text() == "precious" and (tmp_path / "out.jsonl").is_file()
 
 
-def test_a_damaged_database_is_a_usage_error_and_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_damaged_database_is_a_usage_error_and_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = tmp_path / "damaged"
     data.mkdir()
     (data / "sessions.db").write_bytes(b"garbage, not SQLite\n")
@@ -550,20 +647,33 @@ def test_names_lengths_have_separators(ip: Any) -> None:
     [
         ("model_change", {"provider": "openai", "model_id": "gpt-4o"}, "openai/gpt-4o"),
         ("thinking_level_change", {"thinking_level": "off"}, "thinking level off"),
-        ("snapshot", {"generation": 2, "saved": 3, "bytes": 24241}, "snapshot generation 2: 3 names, 23.7 KiB"),
+        (
+            "snapshot",
+            {"generation": 2, "saved": 3, "bytes": 24241},
+            "snapshot generation 2: 3 names, 23.7 KiB",
+        ),
         ("pin", {"action": "pin", "pin_id": "pin-1", "text": "keep"}, "pin-1: 'keep'"),
         ("pin", {"action": "pin", "pin_id": "pin-2", "entry_id": "ab12"}, "pin-2: entry ab12"),
         ("pin", {"action": "unpin", "pin_id": "pin-1"}, "unpin pin-1"),
-        ("custom", {"custom_type": "ipython_file_ops", "data": {"read": ["a.csv"], "modified": []}},
-         "files read: a.csv; modified: none"),
-        ("custom", {"custom_type": "ipython_file_ops", "data": {"read": [], "modified": ["b.csv"], "by": "agent"}},
-         "files read by the agent: none; modified: b.csv"),
+        (
+            "custom",
+            {"custom_type": "ipython_file_ops", "data": {"read": ["a.csv"], "modified": []}},
+            "files read: a.csv; modified: none",
+        ),
+        (
+            "custom",
+            {"custom_type": "ipython_file_ops", "data": {"read": [], "modified": ["b.csv"], "by": "agent"}},
+            "files read by the agent: none; modified: b.csv",
+        ),
         ("custom", {"custom_type": "other"}, "other"),
         ("branch_summary", {}, ""),
     ],
 )
 def test_entries_without_text_get_a_gist(kind: str, data: dict[str, Any], gist: str) -> None:
-    assert display.entry_gist({"id": "e", "parent_id": None, "kind": kind, "timestamp": "t", "data": data}) == gist
+    assert (
+        display.entry_gist({"id": "e", "parent_id": None, "kind": kind, "timestamp": "t", "data": data})
+        == gist
+    )
 
 
 def test_log_rows_of_textless_entries_are_described(ip: Any) -> None:
@@ -573,12 +683,20 @@ def test_log_rows_of_textless_entries_are_described(ip: Any) -> None:
     assert re.match(r"^\w+ +snapshot +snapshot generation \d+: 1 names, ", plain[2]), plain
 
 
-def test_load_with_an_uncreatable_data_dir_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_with_an_uncreatable_data_dir_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "a-file").write_text("not a directory")
     monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "a-file" / "sub"))
     shell = start_ipython() or get_ipython()
-    with pytest.raises(UsageError, match=re.escape(f"cannot create the data directory {tmp_path}/a-file/sub: Not a directory. "
-                                                   "Point IPYTHON_COMPACT_DIR at a writable directory")):
+    with pytest.raises(
+        UsageError,
+        match=re.escape(
+            f"cannot create the data directory {tmp_path}/a-file/sub: "
+            f"Not a directory. "
+            "Point IPYTHON_COMPACT_DIR at a writable directory"
+        ),
+    ):
         shell.run_line_magic("load_ext", "ipython_compact")
     assert "compact" not in shell.magics_manager.magics["line"]
     assert extension_for(shell) is None
@@ -621,7 +739,9 @@ def test_a_skipped_automatic_snapshot_is_shown_in_status_and_the_next_one_lands(
             ext.service.automatic_snapshot()
         status = _run(ip, "status")
         assert "skipped rather than wait" in (status.data["last_snapshot_error"] or "")
-        assert "Last snapshot failed" in status.bundle["text/plain"] and "skipped" in status.bundle["text/html"]
+        assert ("Last snapshot failed") in status.bundle["text/plain"] and "skipped" in status.bundle[
+            "text/html"
+        ]
     finally:
         os.close(fd)
     ext.service.automatic_snapshot()

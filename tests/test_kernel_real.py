@@ -47,7 +47,9 @@ def test_names_are_answered_while_the_main_shell_runs_a_cell(km: KernelManager, 
     try:
         result = client.names()  # its latency is measured in bench/bench_probe.py
         assert result.ok, result.reason
-        assert not busy.shell_channel.msg_ready(), "the cell finished first: the probe did not answer while it ran"
+        assert not busy.shell_channel.msg_ready(), (
+            "the cell finished first: the probe did not answer while it ran"
+        )
         names = {n["name"]: n for n in result["names"]}
         assert names["big"]["shape"] == [100, 10] and names["items"]["length"] == 3
         assert "compact" not in names
@@ -62,10 +64,14 @@ def test_names_are_answered_while_the_main_shell_runs_a_cell(km: KernelManager, 
 
 @pytest.mark.parametrize(
     ("payload", "code"),
-    [({"v": 1, "id": "x", "op": "rm -rf"}, "unknown_op"), ({"v": 9, "id": "x", "op": "names"}, "unsupported_version")],
+    [
+        ({"v": 1, "id": "x", "op": "rm -rf"}, "unknown_op"),
+        ({"v": 9, "id": "x", "op": "names"}, "unsupported_version"),
+    ],
 )
-def test_bad_requests_get_errors_and_cells_still_run(km: KernelManager, client: KernelClient, payload: dict[str, Any],
-                                                     code: str) -> None:
+def test_bad_requests_get_errors_and_cells_still_run(
+    km: KernelManager, client: KernelClient, payload: dict[str, Any], code: str
+) -> None:
     kc = client._kc
     msg = kc.session.msg("comm_msg", {"comm_id": client.comm_id, "data": payload})
     msg["header"]["subshell_id"] = client.subshell_id
@@ -88,7 +94,9 @@ def test_automatic_snapshot_is_debounced_after_cells(km: KernelManager, client: 
         execute(km, f"counter = {i}")
     after = _next_snapshot(client, gen_before)
     assert after["generation"] == gen_before + 1
-    assert _next_snapshot_or_none(client, after["generation"], wait=1.0) is None, "three cells, one debounced snapshot"
+    assert _next_snapshot_or_none(client, after["generation"], wait=1.0) is None, (
+        "three cells, one debounced snapshot"
+    )
 
 
 def _next_snapshot(client: KernelClient, after: int, timeout: float = 15.0) -> dict[str, Any]:
@@ -110,22 +118,35 @@ def _next_snapshot_or_none(client: KernelClient, after: int, wait: float) -> dic
         return None
 
 
-def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(km: KernelManager, client: KernelClient,
-                                                                          data_dir: Path) -> None:
+def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(
+    km: KernelManager, client: KernelClient, data_dir: Path
+) -> None:
     """%config sets the mode; an edit between the samples is missed by the sampled automatic
     snapshots and saved by the third one (full_verify_every = 3); explicit snapshots are full."""
     from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
 
     gen = (client.status()["snapshot"] or {"generation": 0})["generation"]
-    execute(km, "%config CompactConfig.snapshot_debounce = 0.2\n%config CompactConfig.verify_unchanged = 'sampled'\n"
-                "%config CompactConfig.full_verify_every = 3\nimport numpy as np\nwide = np.arange(3_000_000.0)")
+    execute(
+        km,
+        "%config CompactConfig.snapshot_debounce = 0.2\n%config CompactConfig.verify_unchanged = "
+        "'sampled'\n"
+        "%config CompactConfig.full_verify_every = 3\nimport numpy as np\nwide = "
+        "np.arange(3_000_000.0)",
+    )
     gen = _next_snapshot(client, gen)["generation"]
     explicit = client.request("snapshot")
-    assert explicit.ok and explicit["snapshot"]["verification"] == "full" and explicit["snapshot"]["sampled"] == []
+    assert (
+        explicit.ok
+        and explicit["snapshot"]["verification"] == "full"
+        and explicit["snapshot"]["sampled"] == []
+    )
     full_gen = explicit["snapshot"]["generation"]
     assert full_gen > gen and explicit["snapshot"]["last_full_verification"]["generation"] == full_gen
-    store = SnapshotStore(Path(explicit["snapshot"]["path"]).parent, load_or_create_key(data_dir / "key"),
-                          session=client.status()["session"])  # manifests are bound to their session
+    store = SnapshotStore(
+        Path(explicit["snapshot"]["path"]).parent,
+        load_or_create_key(data_dir / "key"),
+        session=client.status()["session"],
+    )  # manifests are bound to their session
 
     def saved_element() -> float:
         values, report = store.load(names=["wide"])
@@ -139,13 +160,19 @@ def test_automatic_snapshots_trust_samples_until_every_nth_verifies_fully(km: Ke
         seen.append((snap["verification"], snap["last_full_verification"]["generation"], saved_element()))
         if cell is not None:
             execute(km, cell)
-    assert seen == [("sampled", full_gen, 1_500_007.0), ("sampled", full_gen, 1_500_007.0),
-                    ("full", full_gen + 3, -1.0)]
+    assert seen == [
+        ("sampled", full_gen, 1_500_007.0),
+        ("sampled", full_gen, 1_500_007.0),
+        ("full", full_gen + 3, -1.0),
+    ]
     execute(km, "%config CompactConfig.snapshot_debounce = 1.5")
 
 
 def test_restart_binds_the_same_session_and_restores(km: KernelManager, client: KernelClient) -> None:
-    execute(km, "import numpy as np\nkept = np.arange(5)\ndef twice(x):\n    return 2 * x\nstream = (i for i in [1])")
+    execute(
+        km,
+        "import numpy as np\nkept = np.arange(5)\ndef twice(x):\n    return 2 * x\nstream = (i for i in [1])",
+    )
     snap = client.request("snapshot")
     assert snap.ok and "stream" in {s["name"] for s in snap["snapshot"]["skipped"]}
     session = client.request("hello")["session"]
@@ -157,6 +184,8 @@ def test_restart_binds_the_same_session_and_restores(km: KernelManager, client: 
 
 
 def test_compact_helper_is_hidden_in_a_real_kernel(km: KernelManager, client: KernelClient) -> None:
-    reply = execute(km, "assert 'compact' not in get_ipython().run_line_magic('who_ls', '')\n"
-                     "assert callable(compact.status)")
+    reply = execute(
+        km,
+        "assert 'compact' not in get_ipython().run_line_magic('who_ls', '')\nassert callable(compact.status)",
+    )
     assert reply["status"] == "ok", reply

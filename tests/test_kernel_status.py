@@ -36,7 +36,9 @@ def test_with_a_live_agent_status_shows_the_agents_window_lines_and_estimate(
 ) -> None:
     ip.run_line_magic("config", f"CompactConfig.compaction = {SMALL}")
     with ModelServer(lambda req: Reply(text="Noted: " + "the quarterly totals look fine. " * 20)) as srv:
-        ip.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 2500", "Check the totals.")
+        ip.run_cell_magic(
+            "agent", f"--model local --base-url {srv.base_url} --window 2500", "Check the totals."
+        )
     assert "%%agent:" not in capsys.readouterr().out
     ext = extension_for(ip)
     assert ext is not None and ext.agent_magics is not None and ext.agent_magics.current is not None
@@ -50,15 +52,20 @@ def test_with_a_live_agent_status_shows_the_agents_window_lines_and_estimate(
     assert status["session"] == agent.session
     # The panel asks the same question over the comm and gets the same figures.
     reply = CommHandler(ext.service).handle({"v": 1, "id": "s", "op": "status"})
-    assert reply["ok"] and (reply["window"], reply["blocking_line"], reply["tokens"]) == (2500, 1000, status["tokens"])
+    assert reply["ok"] and (reply["window"], reply["blocking_line"], reply["tokens"]) == (
+        2500,
+        1000,
+        status["tokens"],
+    )
 
 
 def test_an_agent_on_another_session_moves_status_and_the_timeline_there(
     ip: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with ModelServer(lambda req: Reply(text="ok")) as srv:
-        ip.run_cell_magic("agent", f"--model local --base-url {srv.base_url} --window 64000 --session side-notes",
-                          "hello")
+        ip.run_cell_magic(
+            "agent", f"--model local --base-url {srv.base_url} --window 64000 --session side-notes", "hello"
+        )
     ext = extension_for(ip)
     assert ext is not None
     assert _status(ip)["session"] == "side-notes"

@@ -110,8 +110,10 @@ def test_packages_import_only_lower_ranks() -> None:
     for source, target, path, line in _internal_edges():
         src, tgt = _package(source), _package(target)
         if src != tgt and RANKS.get(tgt, 99) >= RANKS.get(src, -1):
-            wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {src} (rank {RANKS.get(src)}) imports "
-                         f"{target} (rank {RANKS.get(tgt)})")
+            wrong.append(
+                f"{path.relative_to(PACKAGE.parent)}:{line}: {src} (rank {RANKS.get(src)}) imports "
+                f"{target} (rank {RANKS.get(tgt)})"
+            )
     assert not wrong, "imports that point up or sideways:\n" + "\n".join(wrong)
 
 
@@ -125,7 +127,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state and (found := walk(nxt)):
                 return found
         stack.pop()
@@ -168,5 +170,7 @@ def test_deferred_imports_say_why() -> None:
             if not any(reason in nearby for reason in DEFERRED_REASONS):
                 silent.append(f"{path.relative_to(PACKAGE.parent)}: {lines[line - 1].strip()}")
     silent = [s for s in silent if s not in NOT_YET_EXPLAINED]
-    assert not silent, ("imports inside functions without a comment saying why they are deferred "
-                        "(move them to the top, or say 'start-up'/'optional'/'heavy'):\n" + "\n".join(silent))
+    assert not silent, (
+        "imports inside functions without a comment saying why they are deferred "
+        "(move them to the top, or say 'start-up'/'optional'/'heavy'):\n" + "\n".join(silent)
+    )

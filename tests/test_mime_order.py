@@ -23,17 +23,53 @@ FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
 
 #: JupyterLab 4's rendermime order (``rendermime.mimeTypes`` read from the running Lab with this
 #: package's renderers installed, in tests/browser/test_magic_outputs.py's notebook).
-LAB_ORDER = ["text/javascript", "application/javascript", "application/json", "text/jsonl", "application/jsonl",
-             "application/json-lines", SUMMARY_MIME, NAMESPACE_MIME, "text/html", "text/markdown", "text/latex",
-             "image/svg+xml", "image/png", "image/jpeg", "text/plain"]
+LAB_ORDER = [
+    "text/javascript",
+    "application/javascript",
+    "application/json",
+    "text/jsonl",
+    "application/jsonl",
+    "application/json-lines",
+    SUMMARY_MIME,
+    NAMESPACE_MIME,
+    "text/html",
+    "text/markdown",
+    "text/latex",
+    "image/svg+xml",
+    "image/png",
+    "image/jpeg",
+    "text/plain",
+]
 #: VS Code's Jupyter extension sorts output items by this order (vscode-jupyter, ``orderOfMimeTypes``),
 #: then VS Code shows the first item it has a renderer for.
-VSCODE_ORDER = ["application/vnd.*", "application/vdom.*", "application/geo+json",
-                "application/x-nteract-model-debug+json", "text/html", "application/javascript", "image/gif",
-                "text/latex", "text/markdown", "image/png", "image/svg+xml", "image/jpeg", "application/json",
-                "text/plain"]
-VSCODE_RENDERS = {"text/html", "application/javascript", "image/gif", "text/latex", "text/markdown", "image/png",
-                  "image/svg+xml", "image/jpeg", "application/json", "text/plain"}
+VSCODE_ORDER = [
+    "application/vnd.*",
+    "application/vdom.*",
+    "application/geo+json",
+    "application/x-nteract-model-debug+json",
+    "text/html",
+    "application/javascript",
+    "image/gif",
+    "text/latex",
+    "text/markdown",
+    "image/png",
+    "image/svg+xml",
+    "image/jpeg",
+    "application/json",
+    "text/plain",
+]
+VSCODE_RENDERS = {
+    "text/html",
+    "application/javascript",
+    "image/gif",
+    "text/latex",
+    "text/markdown",
+    "image/png",
+    "image/svg+xml",
+    "image/jpeg",
+    "application/json",
+    "text/plain",
+}
 
 
 def _first(order: list[str], keys: list[str], renders: set[str] | None = None) -> str | None:
@@ -47,21 +83,45 @@ def _first(order: list[str], keys: list[str], renders: set[str] | None = None) -
 FRONT_ENDS: list[tuple[str, Any, str]] = [
     ("jupyterlab", lambda keys: _first(LAB_ORDER, keys), "text/html"),
     ("vscode", lambda keys: _first(VSCODE_ORDER, keys, VSCODE_RENDERS), "text/html"),
-    ("nbconvert html", lambda keys: _first(HTMLExporter().config.NbConvertBase.display_data_priority, keys), "text/html"),
-    ("nbconvert markdown", lambda keys: _first(MarkdownExporter().config.NbConvertBase.display_data_priority, keys),
-     "text/html"),
+    (
+        "nbconvert html",
+        lambda keys: _first(HTMLExporter().config.NbConvertBase.display_data_priority, keys),
+        "text/html",
+    ),
+    (
+        "nbconvert markdown",
+        lambda keys: _first(MarkdownExporter().config.NbConvertBase.display_data_priority, keys),
+        "text/html",
+    ),
 ]
 
 #: Every subcommand that returns a report (not ``--help``), in an order where each has something to show.
-LINES = ["status", "session", f"import {FIXTURE}", "snapshot", "restore", "pin keep the API key in env X", "pin --list",
-         "names", "log -n 3", "preview", "snapshots", "tree", "now"]
+LINES = [
+    "status",
+    "session",
+    f"import {FIXTURE}",
+    "snapshot",
+    "restore",
+    "pin keep the API key in env X",
+    "pin --list",
+    "names",
+    "log -n 3",
+    "preview",
+    "snapshots",
+    "tree",
+    "now",
+]
 
 
 @pytest.fixture
 def bundles(ip: Any, tmp_path: Path) -> dict[str, dict[str, Any]]:
     ip.user_ns["alpha"] = {"unit": "kelvin"}
-    out = {line.split()[0] if line.split()[0] != "pin" else line: ip.run_line_magic("compact", line)._repr_mimebundle_()[0]
-           for line in LINES}
+    out = {
+        line.split()[0] if line.split()[0] != "pin" else line: ip.run_line_magic(
+            "compact", line
+        )._repr_mimebundle_()[0]
+        for line in LINES
+    }
     entry = ip.run_line_magic("compact", "log -n 1").data[0]["id"]
     out["show"] = ip.run_line_magic("compact", f"show {entry}")._repr_mimebundle_()[0]
     out["export"] = ip.run_line_magic("compact", f"export {tmp_path / 'out.jsonl'}")._repr_mimebundle_()[0]
@@ -74,8 +134,9 @@ def test_no_bundle_carries_a_bare_application_json(bundles: dict[str, dict[str, 
 
 
 @pytest.mark.parametrize(("front_end", "pick", "shown"), FRONT_ENDS, ids=[f[0] for f in FRONT_ENDS])
-def test_each_front_end_shows_the_human_rendering(bundles: dict[str, dict[str, Any]], front_end: str, pick: Any,
-                                                 shown: str) -> None:
+def test_each_front_end_shows_the_human_rendering(
+    bundles: dict[str, dict[str, Any]], front_end: str, pick: Any, shown: str
+) -> None:
     human = {SUMMARY_MIME, NAMESPACE_MIME, "text/html"} if front_end == "jupyterlab" else {shown}
     picked = {name: pick(list(bundle)) for name, bundle in bundles.items()}
     assert {name: p for name, p in picked.items() if p not in human} == {}

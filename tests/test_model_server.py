@@ -12,7 +12,8 @@ from ipython_compact.testing import ModelServer, RecordedRequest, Reply, ToolCal
 
 
 def client(srv: ModelServer, **kw: object) -> openai.OpenAI:
-    return openai.OpenAI(base_url=srv.base_url, api_key="test-key", max_retries=0, **kw)  # type: ignore[arg-type]
+    # type: ignore[arg-type]
+    return openai.OpenAI(base_url=srv.base_url, api_key="test-key", max_retries=0, **kw)
 
 
 def ask(c: openai.OpenAI, text: str = "hello") -> openai.types.chat.ChatCompletion:
@@ -125,7 +126,10 @@ def test_streaming_text_tool_calls_and_usage() -> None:
     script = [Reply(text="streamed reply text that spans chunks", tool_calls=(ToolCall("f", {"a": 1}),))]
     with ModelServer(script=script, chunk_chars=5) as srv:
         stream = client(srv).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "s"}], stream=True, stream_options={"include_usage": True}
+            model="m",
+            messages=[{"role": "user", "content": "s"}],
+            stream=True,
+            stream_options={"include_usage": True},
         )
         text, args, finish, usage = "", "", None, None
         for chunk in stream:
@@ -174,5 +178,8 @@ def test_a_broken_callable_script_answers_500_with_the_reason() -> None:
     def broken(req: RecordedRequest) -> str:
         raise KeyError("no reply for this")
 
-    with ModelServer(script=broken) as srv, pytest.raises(openai.InternalServerError, match="script raised KeyError"):
+    with (
+        ModelServer(script=broken) as srv,
+        pytest.raises(openai.InternalServerError, match="script raised KeyError"),
+    ):
         ask(client(srv))

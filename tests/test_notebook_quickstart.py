@@ -23,7 +23,9 @@ def _text(output: dict) -> str:  # type: ignore[type-arg]
 
 def test_quickstart_notebook_executes_with_a_restart(tmp_path: Path) -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_SESSION", "JPY_SESSION_NAME")}
     env["IPYTHON_COMPACT_DIR"] = str(tmp_path / "data")
     restarted = False
@@ -52,7 +54,8 @@ def test_quickstart_notebook_executes_with_a_restart(tmp_path: Path) -> None:
     restored = _text(by_source["%compact restore"].outputs[0])
     assert "data" in restored and "double" in restored
     assert " ".join(_text(by_source['double(data).tolist(), notes["goal"]'].outputs[0]).split()) == (
-        "([[0.0, 2.0, 4.0, 6.0], [8.0, 10.0, 12.0, 14.0], [16.0, 18.0, 20.0, 22.0]], 'demo')")
+        "([[0.0, 2.0, 4.0, 6.0], [8.0, 10.0, 12.0, 14.0], [16.0, 18.0, 20.0, 22.0]], 'demo')"
+    )
     # nbconvert (HTML and Markdown) shows our fallbacks: the summary and the namespace table read as text
     from nbconvert import HTMLExporter, MarkdownExporter
 

@@ -47,8 +47,15 @@ def test_provider_phrasings_are_overflow(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    [None, "", "rate limit reached, retry in 2s", "503 service unavailable", "Invalid API key",
-     "500 status code (no body)", "tool call arguments were not valid JSON"],
+    [
+        None,
+        "",
+        "rate limit reached, retry in 2s",
+        "503 service unavailable",
+        "Invalid API key",
+        "500 status code (no body)",
+        "tool call arguments were not valid JSON",
+    ],
 )
 def test_other_errors_are_not_overflow(text: str | None) -> None:
     assert is_overflow_text(text) is False
@@ -78,8 +85,25 @@ def test_codes_and_silent_overflow(kwargs: dict[str, Any], expected: bool) -> No
 @pytest.mark.parametrize(
     ("message", "window", "expected"),
     [
-        ({"role": "assistant", "stopReason": "error", "errorMessage": "maximum context length is 3000 tokens"}, None, True),
-        ({"role": "assistant", "stopReason": "error", "errorMessage": "boom", "errorCode": "context_length_exceeded"}, None, True),
+        (
+            {
+                "role": "assistant",
+                "stopReason": "error",
+                "errorMessage": "maximum context length is 3000 tokens",
+            },
+            None,
+            True,
+        ),
+        (
+            {
+                "role": "assistant",
+                "stopReason": "error",
+                "errorMessage": "boom",
+                "errorCode": "context_length_exceeded",
+            },
+            None,
+            True,
+        ),
         ({"role": "assistant", "stopReason": "error", "errorMessage": "rate limited"}, None, False),
         ({"role": "assistant", "stopReason": "stop", "usage": {"input": 2900, "cacheRead": 200}}, 3000, True),
         ({"role": "assistant", "stopReason": "stop", "usage": {"input": 2900, "cacheRead": 0}}, 3000, False),
@@ -106,7 +130,9 @@ def test_message_is_overflow(message: dict[str, Any], window: int | None, expect
         ("idle", "overflow", {"enabled": False}, "reported", "report_failure"),
     ],
 )
-def test_recovery_machine(state: RecoveryState, event: RecoveryEvent, kw: dict[str, bool], new_state: str, action: str) -> None:
+def test_recovery_machine(
+    state: RecoveryState, event: RecoveryEvent, kw: dict[str, bool], new_state: str, action: str
+) -> None:
     step = overflow_step(state, event, **kw)
     assert (step.state, step.action) == (new_state, action)
     assert step.why

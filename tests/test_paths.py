@@ -21,7 +21,9 @@ from ipython_compact.files import paths
     ],
     ids=["override", "xdg", "home", "empty-override"],
 )
-def test_data_dir_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None, xdg: str | None, expected: str) -> None:
+def test_data_dir_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, override: str | None, xdg: str | None, expected: str
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for var, value in ((paths.ENV_DIR, override), ("XDG_DATA_HOME", xdg)):
         if value is None:
@@ -33,7 +35,9 @@ def test_data_dir_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, over
     assert found.is_dir() and stat.S_IMODE(found.stat().st_mode) == 0o700
 
 
-def test_files_live_in_the_data_dir_and_snapshots_are_owner_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_files_live_in_the_data_dir_and_snapshots_are_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(paths.ENV_DIR, str(tmp_path / "d"))
     assert paths.database_path() == tmp_path / "d" / "sessions.db"
     assert paths.key_path() == tmp_path / "d" / "key"

@@ -49,7 +49,10 @@ def run_reference(fixture: Path) -> dict[str, Any]:
         pytest.fail("pi's reference package is not installed: run `make pi-reference`")
     done = subprocess.run(
         [node, str(REFERENCE / "pi_reference.mjs"), str(fixture), "--keep", ",".join(map(str, KEEPS))],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
@@ -91,7 +94,11 @@ def test_context_view_and_estimate_agree(case: tuple[list[Entry], dict[str, Any]
     estimate = estimate_context(messages, "chars4")
     expected = ref["context_estimate"]
     assert (estimate.tokens, estimate.usage_tokens, estimate.trailing_tokens, estimate.last_usage_index) == (
-        expected["tokens"], expected["usageTokens"], expected["trailingTokens"], expected["lastUsageIndex"])
+        expected["tokens"],
+        expected["usageTokens"],
+        expected["trailingTokens"],
+        expected["lastUsageIndex"],
+    )
     # the path form (anchor after the newest compaction) gives the same size on these files
     assert estimate_context(path, "chars4").tokens == expected["tokens"]
     assert context_start_index(path) == ref["boundary_start"]
@@ -104,7 +111,10 @@ def test_cut_points_agree(case: tuple[list[Entry], dict[str, Any]], keep: int) -
     for start, expected in ((ref["boundary_start"], row), (0, row["from_zero"])):
         cut = find_cut_point(path, start, len(path), keep, estimator="chars4")
         assert (cut.first_kept_index, cut.turn_start_index, cut.is_split_turn) == (
-            expected["first_kept_index"], expected["turn_start_index"], expected["is_split_turn"]), f"start={start}"
+            expected["first_kept_index"],
+            expected["turn_start_index"],
+            expected["is_split_turn"],
+        ), f"start={start}"
 
 
 @pytest.mark.parametrize("keep", KEEPS)

@@ -68,8 +68,12 @@ def relinked(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 obj = {**obj, "parentId": previous}
             previous = obj["id"]
         out.append(obj)
-    return [{**o, "firstKeptEntryId": children[o["firstKeptEntryId"]]}
-            if o.get("type") == "compaction" and o["firstKeptEntryId"] in children else o for o in out]
+    return [
+        {**o, "firstKeptEntryId": children[o["firstKeptEntryId"]]}
+        if o.get("type") == "compaction" and o["firstKeptEntryId"] in children
+        else o
+        for o in out
+    ]
 
 
 def resolvable(objects: list[dict[str, Any]]) -> bool:
@@ -106,13 +110,25 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
             original = generate_pi_session(int(name[1:]))
             requests.append({"name": name + ":raw", "objects": objects, "leaf": None, "keeps": []})
             objects = relinked(objects)
-            requests.append({"name": name + ":original", "objects": original.objects(), "leaf": session.notes["fork_leaf"],
-                             "keeps": [], "fork_leaf": session.notes["fork_leaf"]})
+            requests.append(
+                {
+                    "name": name + ":original",
+                    "objects": original.objects(),
+                    "leaf": session.notes["fork_leaf"],
+                    "keeps": [],
+                    "fork_leaf": session.notes["fork_leaf"],
+                }
+            )
         requests.append({"name": name, "objects": objects, "leaf": leaf, "keeps": list(KEEPS)})
     cases_file = tmp_path_factory.mktemp("pi_fuzz") / "cases.json"
     cases_file.write_text(json.dumps({"cases": requests}), encoding="utf-8")
-    done = subprocess.run([node, str(REFERENCE / "pi_batch.mjs"), str(cases_file)],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [node, str(REFERENCE / "pi_batch.mjs"), str(cases_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout)
     assert (out["package"], out["version"]) == ("@mariozechner/pi-coding-agent", "0.73.1")
@@ -120,7 +136,8 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
     errors = {n: r["error"][:500] for n, r in by_name.items() if "error" in r}
     assert not errors, f"pi threw on generated sessions: {errors}"
     return {name: (s, our_path(s, leaf), by_name[name]) for name, (s, leaf) in ours.items()} | {
-        name: (ours[name.split(":")[0]][0], [], by_name[name]) for name in by_name if ":" in name}
+        name: (ours[name.split(":")[0]][0], [], by_name[name]) for name in by_name if ":" in name
+    }
 
 
 def our_path(session: PiSessionFile, leaf: str | None) -> list[Entry]:
@@ -164,11 +181,23 @@ def test_generator_covers_what_the_issue_lists(batch: Batch) -> None:
         path = ref["path_ids"]
         by_id = {e["id"]: e for e in session.entries}
         setting_before_user += any(
-            by_id[a]["type"] in ("model_change", "thinking_level_change") and by_id[b].get("message", {}).get("role") == "user"
-            for a, b in itertools.pairwise(path))
+            by_id[a]["type"] in ("model_change", "thinking_level_change")
+            and by_id[b].get("message", {}).get("role") == "user"
+            for a, b in itertools.pairwise(path)
+        )
     assert all(n >= 5 for n in compactions.values()), compactions
-    assert {"branch_summary", "custom_message", "custom", "label", "model_change", "thinking_level_change",
-            "session_info", "compaction", "role:bashExecution", "role:toolResult"} <= kinds
+    assert {
+        "branch_summary",
+        "custom_message",
+        "custom",
+        "label",
+        "model_change",
+        "thinking_level_change",
+        "session_info",
+        "compaction",
+        "role:bashExecution",
+        "role:toolResult",
+    } <= kinds
     assert {"aborted", "error", "toolUse", "stop"} <= stops
     assert splits >= 20 and huge >= 20 and forks_with_dangling >= 5 and setting_before_user >= 10
 
@@ -196,12 +225,19 @@ def test_context_agrees(batch: Batch) -> None:
             return
         tokens = [estimate_message_tokens(m, "chars4") for m in messages]
         if tokens != expected["tokens"]:
-            yield f"context estimates differ at {[i for i, (a, b) in enumerate(zip(tokens, expected['tokens'], strict=True)) if a != b][:5]}"
+            differ = [i for i, (a, b) in enumerate(zip(tokens, expected["tokens"], strict=True)) if a != b]
+            yield f"context estimates differ at {differ[:5]}"
         e = expected["estimate"]
         want = (e["tokens"], e["usageTokens"], e["trailingTokens"])
-        for label, got in (("messages", estimate_context(messages, "chars4")), ("path", estimate_context(path, "chars4"))):
+        for label, got in (
+            ("messages", estimate_context(messages, "chars4")),
+            ("path", estimate_context(path, "chars4")),
+        ):
             if (got.tokens, got.usage_tokens, got.trailing_tokens) != want:
-                yield f"context estimate ({label}): ours {(got.tokens, got.usage_tokens, got.trailing_tokens)}, pi {want}"
+                yield (
+                    f"context estimate ({label}): ours "
+                    f"{(got.tokens, got.usage_tokens, got.trailing_tokens)}, pi {want}"
+                )
         if serialize_conversation(messages, mode="pi") != expected["serialized"]:
             yield "serialized context differs"
 
@@ -213,8 +249,11 @@ def test_cut_points_agree(batch: Batch) -> None:
     def check(path: list[Entry], ref: dict[str, Any]) -> Iterator[str]:
         for row in ref["results"]:
             cut = find_cut_point(path, ref["boundary_start"], len(path), row["keep"], estimator="chars4")
-            got = {"first_kept_index": cut.first_kept_index, "turn_start_index": cut.turn_start_index,
-                   "is_split_turn": cut.is_split_turn}
+            got = {
+                "first_kept_index": cut.first_kept_index,
+                "turn_start_index": cut.turn_start_index,
+                "is_split_turn": cut.is_split_turn,
+            }
             if got != row["cut"]:
                 yield f"keep {row['keep']}: ours {got}, pi {row['cut']}"
 
@@ -223,7 +262,9 @@ def test_cut_points_agree(batch: Batch) -> None:
 
 
 def _serialized(entries: tuple[Entry, ...]) -> str:
-    return serialize_conversation([m for m in (entry_message(e) for e in entries) if m is not None], mode="pi")
+    return serialize_conversation(
+        [m for m in (entry_message(e) for e in entries) if m is not None], mode="pi"
+    )
 
 
 def test_plans_agree(batch: Batch) -> None:
@@ -236,7 +277,9 @@ def test_plans_agree(batch: Batch) -> None:
                     yield f"keep {keep}: ours plans, pi has nothing to summarize"
                 continue
             if prep is None:
-                yield f"keep {keep}: ours has nothing to do, pi plans {want['messages_to_summarize']} messages"
+                yield (
+                    f"keep {keep}: ours has nothing to do, pi plans {want['messages_to_summarize']} messages"
+                )
                 continue
             got = {
                 "first_kept_index": prep.first_kept_index,
@@ -244,7 +287,9 @@ def test_plans_agree(batch: Batch) -> None:
                 "messages_to_summarize": len(prep.messages_to_summarize),
                 "turn_prefix_messages": len(prep.turn_prefix),
                 "tokens_before": prep.tokens_before,
-                "previous_summary_chars": None if prep.previous_summary is None else js_length(prep.previous_summary),
+                "previous_summary_chars": None
+                if prep.previous_summary is None
+                else js_length(prep.previous_summary),
                 "read_files": list(prep.read_files),
                 "modified_files": list(prep.modified_files),
                 "serialized": _serialized(prep.messages_to_summarize),
@@ -267,10 +312,18 @@ def test_forks_load_with_the_history_pi_loses(batch: Batch) -> None:
         raw, original = batch[name + ":raw"][2], batch[name + ":original"][2]
         # the generator's fork is the file pi's createBranchedSession writes (up to new label ids)
         pi_fork = [o for o in original["fork_objects"] if o["type"] != "session"]
-        shape = [(o["type"], o.get("targetId"), o.get("label")) if o["type"] == "label" else (o["type"], o["id"], o["parentId"])
-                 for o in pi_fork]
-        ours = [(o["type"], o.get("targetId"), o.get("label")) if o["type"] == "label" else (o["type"], o["id"], o["parentId"])
-                for o in session.entries]
+        shape = [
+            (o["type"], o.get("targetId"), o.get("label"))
+            if o["type"] == "label"
+            else (o["type"], o["id"], o["parentId"])
+            for o in pi_fork
+        ]
+        ours = [
+            (o["type"], o.get("targetId"), o.get("label"))
+            if o["type"] == "label"
+            else (o["type"], o["id"], o["parentId"])
+            for o in session.entries
+        ]
         assert ours == shape, name
         # re-linked, pi sees exactly the context of the original session at the fork's leaf
         # (unless a compaction's kept region began at a run of dropped labels: then it starts later)
@@ -278,7 +331,8 @@ def test_forks_load_with_the_history_pi_loses(batch: Batch) -> None:
             assert ref["context"] == original["context"], name
             same += 1
         if session.notes["dangling_parents"]:
-            assert len(raw["path_ids"]) < len(ref["path_ids"]), name  # pi's own walk stops at the dropped label
+            # pi's own walk stops at the dropped label
+            assert len(raw["path_ids"]) < len(ref["path_ids"]), name
             checked += 1
         # and we load the raw fork with the re-linked parents
         assert [e.id for e in path] == ref["path_ids"], name

@@ -54,7 +54,9 @@ def test_fork_drops_labels_from_the_path_and_recreates_them_last() -> None:
             continue
         fork = fork_session(session, session.leaf_id or "", random.Random(seed))
         body = [e for e in fork.entries if e["type"] != "label"]
-        assert [e["id"] for e in body] == [e["id"] for e in path_of_objects(session.entries, session.leaf_id) if e["type"] != "label"]
-        assert all(e["type"] == "label" for e in fork.entries[len(body):])
+        assert [e["id"] for e in body] == [
+            e["id"] for e in path_of_objects(session.entries, session.leaf_id) if e["type"] != "label"
+        ]
+        assert all(e["type"] == "label" for e in fork.entries[len(body) :])
         forks += fork.notes["dangling_parents"] > 0
     assert forks >= 5

@@ -35,7 +35,9 @@ def test_table_fits_the_width_and_keeps_every_word() -> None:
     rows = [["a", "list", "250 items", "lost on restart: open file handles are not persisted"]]
     text = table(["name", "type", "size", "notes"], rows, 40)
     assert all(len(line) <= 40 for line in text.splitlines())
-    assert " ".join(text.split()) == "name type size notes a list 250 items lost on restart: open file handles are not persisted"
+    assert " ".join(text.split()) == (
+        "name type size notes a list 250 items lost on restart: open file handles are not persisted"
+    )
 
 
 def test_a_long_first_cell_gets_its_own_line_in_full() -> None:

@@ -76,8 +76,18 @@ class ListSub(list[int]):
         (b"abc", {"type": "bytes", "kind": "data", "length": 3, "bytes": 3}),
         ([1, 2, 3], {"type": "list", "kind": "data", "length": 3}),
         ({"a": 1}, {"type": "dict", "kind": "data", "length": 1}),
-        (np.zeros((3, 4), dtype=np.float32), {"type": "ndarray", "module": "numpy", "kind": "data",
-                                              "shape": [3, 4], "dtype": "float32", "length": 3, "bytes": 48}),
+        (
+            np.zeros((3, 4), dtype=np.float32),
+            {
+                "type": "ndarray",
+                "module": "numpy",
+                "kind": "data",
+                "shape": [3, 4],
+                "dtype": "float32",
+                "length": 3,
+                "bytes": 48,
+            },
+        ),
         (json, {"type": "module", "kind": "module"}),
         (len, {"type": "builtin_function_or_method", "kind": "function"}),
         (lambda: 0, {"type": "function", "kind": "function"}),
@@ -88,10 +98,27 @@ class ListSub(list[int]):
         (EvilClassInstance(), {"type": "EvilClassInstance", "kind": "object"}),
         (ListSub([1, 2]), {"type": "ListSub", "kind": "data", "length": 2}),
     ],
-    ids=["int", "str", "bytes", "list", "dict", "ndarray", "module", "builtin", "lambda", "class", "slow_repr",
-         "raising_getattr", "hanging_property", "evil_metaclass", "list_subclass_slow_len"],
+    ids=[
+        "int",
+        "str",
+        "bytes",
+        "list",
+        "dict",
+        "ndarray",
+        "module",
+        "builtin",
+        "lambda",
+        "class",
+        "slow_repr",
+        "raising_getattr",
+        "hanging_property",
+        "evil_metaclass",
+        "list_subclass_slow_len",
+    ],
 )
-def test_describe_reports_type_and_cheap_facts_without_user_code(value: Any, expected: dict[str, Any]) -> None:
+def test_describe_reports_type_and_cheap_facts_without_user_code(
+    value: Any, expected: dict[str, Any]
+) -> None:
     info = describe("x", value).to_json()  # hostile values would hang or raise here if user code ran
     for key, want in expected.items():
         assert info[key] == want, (key, info)
@@ -101,8 +128,14 @@ def test_who_rule_hidden_identity_underscore_nonstring_and_excluded() -> None:
     hidden_obj = object()
     ours = object()
     ns: dict[Any, Any] = {
-        "a": 1, "_private": 2, "In": [], "Out": {}, "exit": hidden_obj, "mine": ours,
-        1: "non-string key", "b": SlowRepr(),
+        "a": 1,
+        "_private": 2,
+        "In": [],
+        "Out": {},
+        "exit": hidden_obj,
+        "mine": ours,
+        1: "non-string key",
+        "b": SlowRepr(),
     }
     hidden = {"In": [], "exit": hidden_obj, "Out": ns["Out"]}
     names = [n for n, _ in user_names(ns, hidden, exclude_ids=[id(ours)])]
@@ -157,12 +190,30 @@ def test_probe_deadline_marks_truncated() -> None:
         ("V8", "void[8]"),
         (np.dtype((np.float32, (2, 3))), "float32[2,3]"),
         ([("x", "<f8"), ("y", "<i4")], "{x: float64, y: int32}"),
-        ([("a", "f8"), ("b", "i4"), ("c", "U3"), ("d", "M8[ns]"), ("e", "f4")], "{a: float64, b: int32, c: str[3], +2}"),
+        (
+            [("a", "f8"), ("b", "i4"), ("c", "U3"), ("d", "M8[ns]"), ("e", "f4")],
+            "{a: float64, b: int32, c: str[3], +2}",
+        ),
         ([("z", [("p", [("q", [("r", "f4")])])])], "{z: {p: {q: …}}}"),
         (">f8" if np.little_endian else "<f8", "float64 (>)" if np.little_endian else "float64 (<)"),
     ],
-    ids=["float64", "int32", "bool", "complex128", "datetime64", "timedelta64", "object", "str", "bytes", "void",
-         "subarray", "structured", "structured_shortened", "structured_nested_depth", "foreign_byte_order"],
+    ids=[
+        "float64",
+        "int32",
+        "bool",
+        "complex128",
+        "datetime64",
+        "timedelta64",
+        "object",
+        "str",
+        "bytes",
+        "void",
+        "subarray",
+        "structured",
+        "structured_shortened",
+        "structured_nested_depth",
+        "foreign_byte_order",
+    ],
 )
 def test_readable_dtype_names(dtype: Any, expected: str) -> None:
     assert readable_dtype(np.dtype(dtype), np) == expected
@@ -215,7 +266,9 @@ def _nested_size(value: Any) -> int:
     base = next(b for b in (list, tuple, dict, set, frozenset) if isinstance(value, b))
     items = [p for kv in dict.items(value) for p in kv] if base is dict else list(base.__iter__(value))
     return int(base.__sizeof__(value)) + sum(
-        _nested_size(v) if type(v) in (list, tuple, dict, set, frozenset) else type(v).__sizeof__(v) for v in items)
+        _nested_size(v) if type(v) in (list, tuple, dict, set, frozenset) else type(v).__sizeof__(v)
+        for v in items
+    )
 
 
 @pytest.mark.parametrize(
@@ -225,7 +278,11 @@ def _nested_size(value: Any) -> int:
 )
 def test_small_containers_report_their_exact_memory_without_user_code(value: Any) -> None:
     info = describe("x", value)  # HostileList's __iter__/__sizeof__ would sleep here if they ran
-    assert (info.bytes, info.bytes_approx, "bytes_approx" in info.to_json()) == (_nested_size(value), False, False)
+    assert (info.bytes, info.bytes_approx, "bytes_approx" in info.to_json()) == (
+        _nested_size(value),
+        False,
+        False,
+    )
 
 
 @pytest.mark.parametrize("value", [[object()], list(range(10_000))], ids=["objects", "large"])
@@ -247,7 +304,9 @@ def test_dataframes_report_memory_and_a_dtypes_summary() -> None:
     frame = pd.DataFrame({"a": [1, 2], "b": [3, 4], "c": [0.5, 1.5]})
     info = describe("df", frame).to_json()
     assert info["shape"] == [2, 3] and info["dtypes"] == "int64 ×2, float64"
-    assert info["bytes"] == int(frame.memory_usage(index=True, deep=False).sum()) and "bytes_approx" not in info
+    assert (
+        info["bytes"] == int(frame.memory_usage(index=True, deep=False).sum()) and "bytes_approx" not in info
+    )
     with_objects = describe("df", pd.DataFrame({"a": [object()]})).to_json()
     assert with_objects["bytes_approx"] is True and with_objects["dtypes"] == "object"
 

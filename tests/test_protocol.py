@@ -39,8 +39,10 @@ def ts_interfaces(source: str) -> dict[str, set[str]]:
 
 
 def test_the_interface_parser_reads_keys_optional_marks_and_comments() -> None:
-    found = ts_interfaces("export interface IA {\n  /** x: no key */\n  a: string;\n  b?: number | null;\n}\n"
-                          "export interface IB extends IA {\n  c: unknown;\n}\n")
+    found = ts_interfaces(
+        "export interface IA {\n  /** x: no key */\n  a: string;\n  b?: number | null;\n}\n"
+        "export interface IB extends IA {\n  c: unknown;\n}\n"
+    )
     assert found == {"IA": {"a", "b"}, "IB": {"a", "b", "c"}}
 
 
@@ -69,7 +71,11 @@ def nested_payloads(payload: type) -> list[type]:
 
 
 def doc_row(op: str) -> str:
-    rows = [line for line in PROTOCOL_MD.read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{op}` |")]
+    rows = [
+        line
+        for line in PROTOCOL_MD.read_text(encoding="utf-8").splitlines()
+        if line.startswith(f"| `{op}` |")
+    ]
     assert len(rows) == 1, f"docs/protocol.md needs one table row for op {op!r}"
     return rows[0]
 
@@ -77,14 +83,20 @@ def doc_row(op: str) -> str:
 @pytest.mark.parametrize("op", sorted(protocol.OPS))
 def test_the_docs_row_of_each_op_names_every_key(op: str) -> None:
     row = doc_row(op)
-    missing = sorted({key for payload in nested_payloads(protocol.OPS[op]) for key in protocol.keys_of(payload)
-                      if not re.search(rf"\b{key}\b", row)})
+    missing = sorted(
+        {
+            key
+            for payload in nested_payloads(protocol.OPS[op])
+            for key in protocol.keys_of(payload)
+            if not re.search(rf"\b{key}\b", row)
+        }
+    )
     assert missing == [], f"docs/protocol.md's row for {op!r} does not mention {missing}"
 
 
 def test_the_docs_describe_the_persisted_session() -> None:
     text = PROTOCOL_MD.read_text(encoding="utf-8")
-    section = text[text.index("## Persisted session"):]
+    section = text[text.index("## Persisted session") :]
     # Its rows (compactions, calls, names) are the ops' payloads, named in their rows above.
     own = protocol.keys_of(protocol.PersistedSession) | protocol.keys_of(protocol.PersistedSnapshot)
     missing = sorted(key for key in own if not re.search(rf"\b{key}\b", section))
@@ -100,13 +112,19 @@ def test_the_handler_serves_exactly_the_declared_ops(ip: Any) -> None:
 
 def assert_shape(reply: dict[str, Any], payload: type, extra: frozenset[str] = frozenset()) -> None:
     keys = set(reply) - extra
-    assert protocol.required_keys_of(payload) <= keys, (payload.__name__, protocol.required_keys_of(payload) - keys)
+    assert protocol.required_keys_of(payload) <= keys, (
+        payload.__name__,
+        protocol.required_keys_of(payload) - keys,
+    )
     assert keys <= protocol.keys_of(payload), (payload.__name__, keys - protocol.keys_of(payload))
 
 
 def test_real_replies_carry_the_declared_keys(ip: Any) -> None:
     handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]
-    ip.run_cell("import numpy as np\nn = 3\narr = np.zeros((2, 3))\ntext = 'short'\nfh = open(__file__ if '__file__' in dir() else '/dev/null')")
+    ip.run_cell(
+        "import numpy as np\nn = 3\narr = np.zeros((2, 3))\ntext = 'short'\nfh = open(__file__ if "
+        "'__file__' in dir() else '/dev/null')"
+    )
     ip.run_line_magic("compact", f"import {FIXTURE}")
 
     def ask(op: str, **args: Any) -> dict[str, Any]:
@@ -142,7 +160,9 @@ def test_real_replies_carry_the_declared_keys(ip: Any) -> None:
     for hit in hits:
         assert_shape(hit, protocol.RecallHit)
     calls = ask("calls")
-    assert calls["root"] == status["session"] and [c["session"] for c in calls["calls"]] == [status["session"]]
+    assert calls["root"] == status["session"] and [c["session"] for c in calls["calls"]] == [
+        status["session"]
+    ]
     for node in calls["calls"]:
         assert_shape(node, protocol.CallNode)
 

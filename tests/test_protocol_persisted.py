@@ -22,8 +22,17 @@ from ipython_compact.store import SessionStore
 
 def _link(store: SessionStore, child: str, parent: str, name: str) -> None:
     store.ensure_session(child)
-    store.append(child, "custom", {"custom_type": PARENT_LINK, "parent_session": parent, "parent_entry": None,
-                                   "name": name, "task": "t"})
+    store.append(
+        child,
+        "custom",
+        {
+            "custom_type": PARENT_LINK,
+            "parent_session": parent,
+            "parent_entry": None,
+            "name": name,
+            "task": "t",
+        },
+    )
 
 
 def test_the_call_tree_is_depth_first_in_start_order(tmp_path: Path) -> None:
@@ -38,8 +47,11 @@ def test_the_call_tree_is_depth_first_in_start_order(tmp_path: Path) -> None:
         store.ensure_session("alone")
         tree = call_tree(store, "root")
         assert [(n["session"], n["parent"], n["name"], n["depth"]) for n in tree] == [
-            ("root", None, None, 0), ("root/a", "root", "alpha", 1), ("root/a/x", "root/a", "deep", 2),
-            ("root/b", "root", "beta", 1)]
+            ("root", None, None, 0),
+            ("root/a", "root", "alpha", 1),
+            ("root/a/x", "root/a", "deep", 2),
+            ("root/b", "root", "beta", 1),
+        ]
         assert tree[0]["entries"] == 1 and tree[1]["entries"] == 1
         assert [n["session"] for n in call_tree(store, "alone")] == ["alone"]
         assert len(call_tree(store, "root", max_nodes=2)) == 2

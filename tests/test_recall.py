@@ -71,8 +71,19 @@ def test_query_hits_are_not_crowded_out_by_checkpoints_quoting_the_same_words(tm
     store = SessionStore(tmp_path / "log.db")
     store.create_session("s")
     text = "\n".join(f"row {i} " + "lorem ipsum " * 8 for i in range(400)) + "\nthreshold zetamarker reached"
-    big = store.append("s", "message", {"message": {"role": "toolResult", "toolCallId": "z", "toolName": "python",
-                                                    "content": [{"type": "text", "text": text}], "isError": False}})
+    big = store.append(
+        "s",
+        "message",
+        {
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "z",
+                "toolName": "python",
+                "content": [{"type": "text", "text": text}],
+                "isError": False,
+            }
+        },
+    )
     compactor = Compactor(store, settings=CompactionSettings(keep_recent_tokens=400))
     pin = compactor.pin("s", text="Alert when zetamarker fires")
     gen = TranscriptGenerator(17, big_output_every=0)
@@ -81,7 +92,8 @@ def test_query_hits_are_not_crowded_out_by_checkpoints_quoting_the_same_words(tm
             store.append_many("s", [("message", {"message": m}) for m in msgs])
         compactor.compact("s")
     ranked = [h.entry.kind for h in store.search("zetamarker", session="s", limit=50)]
-    assert ranked.count("compaction") > 4 and ranked[-1] == "message"  # the source ranks below the checkpoints
+    # the source ranks below the checkpoints
+    assert ranked.count("compaction") > 4 and ranked[-1] == "message"
     assert [h.id for h in compactor.recall("s", query="zetamarker", limit=2)] == [big.id, pin.id]  # as logged
     store.close()
 

@@ -92,5 +92,7 @@ def test_the_store_keeps_defined_names_unless_told(tmp_path: Path) -> None:
     namespace: dict[str, Any] = {"y": "new"}
     report = SnapshotStore(tmp_path / "snaps", key, session="s", root=tmp_path).restore_into(namespace)
     assert namespace == {"x": 1, "y": "new"} and report.kept == ["y"] and report.restored == ["x"]
-    again = SnapshotStore(tmp_path / "snaps", key, session="s", root=tmp_path).restore_into(namespace, overwrite=True)
+    again = SnapshotStore(tmp_path / "snaps", key, session="s", root=tmp_path).restore_into(
+        namespace, overwrite=True
+    )
     assert namespace == {"x": 1, "y": "old"} and again.kept == [] and sorted(again.restored) == ["x", "y"]

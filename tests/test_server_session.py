@@ -27,9 +27,12 @@ def test_the_session_is_found_as_the_kernel_finds_it(tmp_path: Path) -> None:
     root = tmp_path / "root"
     env = {k: v for k, v in os.environ.items() if k != "IPYTHON_COMPACT_SESSION"}
     assert notebook_session(str(root), _cwd_for(root), "sub/a.ipynb", env, tmp_path) == (
-        f"notebook:{root / 'sub' / 'a.ipynb'}", "notebook")
-    assert notebook_session(str(root), _cwd_for(root), "a.ipynb", {**env, "IPYTHON_COMPACT_SESSION": "mine"},
-                            tmp_path) == ("mine", "env")
+        f"notebook:{root / 'sub' / 'a.ipynb'}",
+        "notebook",
+    )
+    assert notebook_session(
+        str(root), _cwd_for(root), "a.ipynb", {**env, "IPYTHON_COMPACT_SESSION": "mine"}, tmp_path
+    ) == ("mine", "env")
 
 
 def test_figures_and_compactions_come_from_the_log(ip: Any) -> None:
@@ -40,7 +43,10 @@ def test_figures_and_compactions_come_from_the_log(ip: Any) -> None:
     assert served["exists"] is True
     shown = served["status"]
     assert (shown["window"], shown["blocking_line"], shown["background_line"]) == (
-        status["window"], status["blocking_line"], status["background_line"])
+        status["window"],
+        status["blocking_line"],
+        status["background_line"],
+    )
     assert shown["tokens"] == status["tokens"] and shown["compactions"] == status["compactions"] == 2
     ext = extension_for(ip)
     assert ext is not None

@@ -18,11 +18,23 @@ IPYTHON = Path(sys.executable).parent / "ipython"
 
 def test_undecodable_session_name_binds_to_a_storable_name(tmp_path: Path) -> None:
     value = os.fsdecode(b"caf\xe9")  # how os.environ holds the byte 0xE9 (PEP 383)
-    binding = resolve(configured="", env={"IPYTHON_COMPACT_SESSION": value}, user_ns={}, connection_file=None, data_dir=tmp_path)
+    binding = resolve(
+        configured="",
+        env={"IPYTHON_COMPACT_SESSION": value},
+        user_ns={},
+        connection_file=None,
+        data_dir=tmp_path,
+    )
     assert binding.session == "caf\ufffd" and binding.source == "env"
     with SessionStore(tmp_path / "s.db") as store:
         store.create_session(binding.session)
-    blank = resolve(configured="", env={"IPYTHON_COMPACT_SESSION": "   "}, user_ns={}, connection_file=None, data_dir=tmp_path)
+    blank = resolve(
+        configured="",
+        env={"IPYTHON_COMPACT_SESSION": "   "},
+        user_ns={},
+        connection_file=None,
+        data_dir=tmp_path,
+    )
     assert blank.source != "env"
 
 

@@ -47,5 +47,6 @@ def test_run_ids_on_the_last_line_of_long_training_logs_survive_rolling_compacti
     last_line = [p.answer for p in session.probes if p.last_line]
     assert len(last_line) == 60
     assert [a for a in last_line if a not in view] == []
-    assert "older outputs (entry id, subject; recall by entry id):" in view  # older training logs are index items
+    # older training logs are index items
+    assert "older outputs (entry id, subject; recall by entry id):" in view
     assert store.verify("s").ok

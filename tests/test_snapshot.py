@@ -27,7 +27,14 @@ def _gen() -> Any:
 def test_round_trip_with_unpicklable_values_skipped_with_reasons(tmp_path: Path) -> None:
     sock = socket.socket()
     try:
-        items = {"a": 1, "arr": np.arange(10.0), "fn": lambda x: x + 1, "g": _gen(), "s": sock, "d": {"k": [1, 2]}}
+        items = {
+            "a": 1,
+            "arr": np.arange(10.0),
+            "fn": lambda x: x + 1,
+            "g": _gen(),
+            "s": sock,
+            "d": {"k": [1, 2]},
+        }
         store = _store(tmp_path)
         report = store.save(items.items())
         assert sorted(report.saved) == ["a", "arr", "d", "fn"]
@@ -121,8 +128,9 @@ def _tamper_manifest(store: SnapshotStore) -> None:
 
 @pytest.mark.parametrize("damage", [_tamper_blob, _truncate_blob], ids=["flipped-byte", "truncated"])
 @pytest.mark.parametrize("value", ["value", np.arange(300_000.0)], ids=["packed-small", "own-blob-array"])
-def test_damaged_payload_is_refused_before_unpickling(tmp_path: Path, damage: Any, value: Any,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_damaged_payload_is_refused_before_unpickling(
+    tmp_path: Path, damage: Any, value: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = _store(tmp_path)
     store.save([("v", value)])
     damage(store)
@@ -171,8 +179,9 @@ def test_code_from_other_python_is_quarantined_data_returns(tmp_path: Path) -> N
     assert "2.7" in report.quarantined[0].reason
 
 
-def test_session_code_inside_a_builtin_container_travels_by_value(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_session_code_inside_a_builtin_container_travels_by_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
     ns: dict[str, Any] = {"__name__": "__main__"}
@@ -229,8 +238,9 @@ def test_a_value_that_hangs_while_serializing_is_skipped_with_a_reason(tmp_path:
 
 @pytest.mark.parametrize("elements", [300_000, 3_000_000], ids=["2.4MB-one-thread", "24MB-two-lanes"])
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
-def test_an_in_place_edit_of_one_element_anywhere_in_a_large_array_is_seen(tmp_path: Path, elements: int,
-                                                                         where: str) -> None:
+def test_an_in_place_edit_of_one_element_anywhere_in_a_large_array_is_seen(
+    tmp_path: Path, elements: int, where: str
+) -> None:
     arr = np.arange(float(elements))
     store = _store(tmp_path)
     first = store.save([("arr", arr)])
@@ -298,7 +308,8 @@ def _edit_between_samples(arr: Any) -> None:
 
 
 def test_sampled_mode_misses_an_edit_between_samples_and_the_next_full_verification_catches_it(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     arr = np.arange(3_000_000.0)
     store = _store(tmp_path)
     first = store.save([("arr", arr)], timestamp="t1")
@@ -346,7 +357,9 @@ def test_every_nth_automatic_snapshot_verifies_fully(tmp_path: Path, every: int,
     """The first save has nothing to trust (full); after a full one, every-1 sampled ones, then full."""
     arr = np.arange(300_000.0)  # 2.4 MB: a sampled fingerprint
     store = _store(tmp_path)
-    reports = [store.save([("arr", arr)], verify=store.automatic_verification("sampled", every)) for _ in expected]
+    reports = [
+        store.save([("arr", arr)], verify=store.automatic_verification("sampled", every)) for _ in expected
+    ]
     assert "".join("F" if r.verification == "full" else "S" for r in reports) == expected
     for i, r in enumerate(reports):
         assert r.unchanged == ([] if i == 0 else ["arr"]) and r.written_bytes == (r.bytes if i == 0 else 0)
@@ -367,7 +380,9 @@ def test_explicit_saves_and_full_mode_always_verify_every_byte(tmp_path: Path, h
         assert report.verification == "full" and report.sampled == [] and report.verified_bytes == first.bytes
 
 
-def test_an_explicit_full_verification_restarts_the_count_and_the_count_survives_a_restart(tmp_path: Path) -> None:
+def test_an_explicit_full_verification_restarts_the_count_and_the_count_survives_a_restart(
+    tmp_path: Path,
+) -> None:
     arr = np.arange(300_000.0)
     store = _store(tmp_path)
 
@@ -389,8 +404,16 @@ def test_the_manifest_records_the_verification_of_each_generation(tmp_path: Path
     store.save([("arr", arr), ("x", 1)], timestamp="t1")
     store.save([("arr", arr), ("x", 1)], verify="sampled", timestamp="t2")
     store.save([("arr", arr), ("x", 2)], verify="sampled", timestamp="t3")
-    rows = [(m["generation"], m["verification"], m["sampled"], m["last_full_verification"], m["sampled_since_full"])
-            for m in map(store.read_manifest, store.manifests())]
+    rows = [
+        (
+            m["generation"],
+            m["verification"],
+            m["sampled"],
+            m["last_full_verification"],
+            m["sampled_since_full"],
+        )
+        for m in map(store.read_manifest, store.manifests())
+    ]
     assert rows == [
         (1, "full", [], {"generation": 1, "timestamp": "t1"}, 0),
         (2, "sampled", ["arr"], {"generation": 1, "timestamp": "t1"}, 1),
@@ -409,7 +432,9 @@ def test_the_manifest_records_the_verification_of_each_generation(tmp_path: Path
     ],
     ids=["save-mode", "auto-mode", "auto-every"],
 )
-def test_a_bad_verification_setting_is_refused_and_nothing_changes(tmp_path: Path, call: Any, message: str) -> None:
+def test_a_bad_verification_setting_is_refused_and_nothing_changes(
+    tmp_path: Path, call: Any, message: str
+) -> None:
     store = _store(tmp_path)
     store.save([("x", 1)])
     with pytest.raises(SnapshotError, match=message):
@@ -437,8 +462,9 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     ip.run_line_magic("unload_ext", "ipython_compact")
 
 
-def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell: Any,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(
+    shell: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ipython_compact.kernel.extension import extension_for
 
     ext = extension_for(shell)
@@ -452,7 +478,8 @@ def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell:
     assert status["verification"] == "sampled" and status["last_full_verification"]["generation"] == 1
     magic = shell.run_line_magic("compact", "snapshot").data  # explicit: always a full verification
     assert magic["verification"] == "full" and magic["sampled"] == []
-    assert 2_400_000 <= magic["verified_bytes"] < 2_400_000 + 4096  # the array re-hashed (plus its pickle header)
+    # the array re-hashed (plus its pickle header)
+    assert 2_400_000 <= magic["verified_bytes"] < 2_400_000 + 4096
     status = shell.run_line_magic("compact", "status").data["snapshot"]
     # 3, not 4: the third automatic snapshot repeated the second exactly, so it wrote no generation
     assert status["last_full_verification"]["generation"] == magic["generation"] == 3
@@ -464,8 +491,9 @@ def test_config_drives_automatic_snapshots_and_explicit_ones_verify_fully(shell:
     assert "missed until the next full verification" in help_text and "full_verify_every" in help_text
 
 
-def test_an_automatic_snapshot_problem_is_told_once_as_one_sentence(shell: Any, capsys: pytest.CaptureFixture[str],
-                                                                    tmp_path: Path) -> None:
+def test_an_automatic_snapshot_problem_is_told_once_as_one_sentence(
+    shell: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     from ipython_compact.kernel.extension import extension_for
 
     ext = extension_for(shell)

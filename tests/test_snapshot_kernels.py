@@ -30,7 +30,9 @@ def evaluate(km: KernelManager, code: str, expr: str, timeout: float = 120.0) ->
     kc = km.client()
     kc.start_channels()
     try:
-        reply = kc.execute_interactive(code, user_expressions={"r": expr}, timeout=timeout, output_hook=lambda m: None)
+        reply = kc.execute_interactive(
+            code, user_expressions={"r": expr}, timeout=timeout, output_hook=lambda m: None
+        )
         content = reply["content"]
         assert content["status"] == "ok", content
         result = content["user_expressions"]["r"]
@@ -42,9 +44,13 @@ def evaluate(km: KernelManager, code: str, expr: str, timeout: float = 120.0) ->
 
 def magic(km: KernelManager, line: str) -> Any:
     """The data of ``%compact LINE``'s result (a mapping, rows or text)."""
-    return evaluate(km, f"__r = get_ipython().run_line_magic('compact', {line!r})",
-                    "__import__('json').dumps({'title': __r.bundle['text/plain'].splitlines()[0], 'data': __r.data}, "
-                    "default=str)")
+    return evaluate(
+        km,
+        f"__r = get_ipython().run_line_magic('compact', {line!r})",
+        "__import__('json').dumps({'title': __r.bundle['text/plain'].splitlines()[0], 'data': "
+        "__r.data}, "
+        "default=str)",
+    )
 
 
 def restart(km: KernelManager) -> None:
@@ -88,15 +94,18 @@ def kernel(compact_dir: Path) -> Iterator[KernelManager]:
 
 
 def test_restore_after_a_restart_brings_back_the_work_not_the_restarts_own_snapshots(
-        kernel: KernelManager, compact_dir: Path) -> None:
+    kernel: KernelManager, compact_dir: Path
+) -> None:
     execute(kernel, "%load_ext ipython_compact")
     execute(kernel, "data = list(range(5))\nx = 41")
     assert magic(kernel, "snapshot")["data"]["saved"] == ["data", "x"]
     restart(kernel)
-    assert execute(kernel, "%load_ext ipython_compact")["status"] == "ok"  # its own cell, as the quickstart says
+    # its own cell, as the quickstart says
+    assert execute(kernel, "%load_ext ipython_compact")["status"] == "ok"
     directory = _session_dir(compact_dir)
     gen = _newest(directory)
-    for i in range(5):  # more automatic snapshots than the 3 generations kept; wait past the debounce each time
+    # more automatic snapshots than the 3 generations kept; wait past the debounce each time
+    for i in range(5):
         execute(kernel, f"scratch = {i}")
         gen = _wait_for_generation_after(directory, gen)
     listing = magic(kernel, "snapshots")["data"]
@@ -129,9 +138,12 @@ _ROUNDS = (
 
 
 def test_two_kernels_snapshotting_one_session_concurrently_keep_every_generation_restorable(
-        compact_dir: Path) -> None:
-    with running_kernel(compact_dir, IPYTHON_COMPACT_SESSION="shared") as a, \
-            running_kernel(compact_dir, IPYTHON_COMPACT_SESSION="shared") as b:
+    compact_dir: Path,
+) -> None:
+    with (
+        running_kernel(compact_dir, IPYTHON_COMPACT_SESSION="shared") as a,
+        running_kernel(compact_dir, IPYTHON_COMPACT_SESSION="shared") as b,
+    ):
         for km in (a, b):
             execute(km, "%load_ext ipython_compact\n%config CompactConfig.auto_snapshot = False")
         gens: dict[str, list[int]] = {}
@@ -146,8 +158,12 @@ def test_two_kernels_snapshotting_one_session_concurrently_keep_every_generation
             t.join(timeout=300)
         assert len(gens["A"]) == len(gens["B"]) == 20
         assert len(set(gens["A"]) | set(gens["B"])) == 40  # no generation number was handed out twice
-    store = SnapshotStore(compact_dir / "snapshots" / snapshot_slug("shared"), load_or_create_key(compact_dir / "key"),
-                          session="shared", process="reader")
+    store = SnapshotStore(
+        compact_dir / "snapshots" / snapshot_slug("shared"),
+        load_or_create_key(compact_dir / "key"),
+        session="shared",
+        process="reader",
+    )
     kept = store.generations_info()
     assert len(kept) >= 2 and all(g.verified for g in kept), [g.problem for g in kept]
     for g in kept:
@@ -160,7 +176,9 @@ def test_two_kernels_snapshotting_one_session_concurrently_keep_every_generation
 # ---------------------------------------------------------------- 4: rollback through the real session log
 
 
-def test_a_snapshot_folder_rolled_back_to_an_older_copy_is_refused(kernel: KernelManager, compact_dir: Path) -> None:
+def test_a_snapshot_folder_rolled_back_to_an_older_copy_is_refused(
+    kernel: KernelManager, compact_dir: Path
+) -> None:
     execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.auto_snapshot = False")
     execute(kernel, "x = 1")
     first = magic(kernel, "snapshot")["data"]["generation"]
@@ -190,7 +208,9 @@ def _usage_error(km: KernelManager, code: str) -> str:
     return str(reply["evalue"])
 
 
-def test_key_and_folder_problems_are_one_sentence_with_what_to_do(kernel: KernelManager, compact_dir: Path) -> None:
+def test_key_and_folder_problems_are_one_sentence_with_what_to_do(
+    kernel: KernelManager, compact_dir: Path
+) -> None:
     execute(kernel, "%load_ext ipython_compact\nx = 1")
     key = compact_dir / "key"
     key.write_bytes(b"short")
@@ -236,8 +256,11 @@ def test_restore_binds_the_global_a_setstate_needs_before_the_object(kernel: Ker
 
 def test_an_unchanged_data_frame_is_reused_by_the_next_snapshot(kernel: KernelManager) -> None:
     execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.auto_snapshot = False")
-    execute(kernel, "import numpy as np, pandas as pd\n"
-                    "df = pd.DataFrame({'a': np.arange(500_000), 'b': np.linspace(0, 1, 500_000)})")
+    execute(
+        kernel,
+        "import numpy as np, pandas as pd\n"
+        "df = pd.DataFrame({'a': np.arange(500_000), 'b': np.linspace(0, 1, 500_000)})",
+    )
     first = magic(kernel, "snapshot")["data"]
     again = magic(kernel, "snapshot")["data"]
     assert "df" not in first["unchanged"] and "df" in again["unchanged"]
@@ -245,26 +268,35 @@ def test_an_unchanged_data_frame_is_reused_by_the_next_snapshot(kernel: KernelMa
 
 
 def test_automatic_snapshots_in_a_kernel_are_written_by_a_child_and_restore(
-        kernel: KernelManager, compact_dir: Path) -> None:
+    kernel: KernelManager, compact_dir: Path
+) -> None:
     """Issue 21: the automatic snapshot is written by a forked child (the kernel only forks), and
     it is as good as a foreground one: it names the kernel's pid, records its digest, restores."""
-    execute(kernel, "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.2\n"
-                    "%config CompactConfig.background_snapshots = True")
+    execute(
+        kernel,
+        "%load_ext ipython_compact\n%config CompactConfig.snapshot_debounce = 0.2\n"
+        "%config CompactConfig.background_snapshots = True",
+    )
     execute(kernel, "import numpy as np\nbig = np.arange(500_000)\nx = 7")
     deadline = time.monotonic() + 60
     while not list(compact_dir.glob("snapshots/*/manifest-*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)  # the event: the child's first manifest appears
     directory = _session_dir(compact_dir)
     gen = _wait_for_generation_after(directory, 0)
-    info = evaluate(kernel, "ext = __import__('ipython_compact.kernel.extension', fromlist=['x'])"
-                            ".extension_for(get_ipython())\next.service.settle_background(120)\nimport os",
-                    "__import__('json').dumps({'pid': os.getpid(), 'child': ext.service._background.pid, "
-                    "'error': ext.service.last_snapshot_error, "
-                    "'recorded': sorted(ext.service.snapshots.recorded_digests())})")
+    info = evaluate(
+        kernel,
+        "ext = __import__('ipython_compact.kernel.extension', fromlist=['x'])"
+        ".extension_for(get_ipython())\next.service.settle_background(120)\nimport os",
+        "__import__('json').dumps({'pid': os.getpid(), 'child': ext.service._background.pid, "
+        "'error': ext.service.last_snapshot_error, "
+        "'recorded': sorted(ext.service.snapshots.recorded_digests())})",
+    )
     assert info["child"] not in (None, info["pid"]) and info["error"] is None
     assert gen in info["recorded"]
     listing = magic(kernel, "snapshots")["data"]
-    assert any(r["generation"] == gen and r["pid"] == info["pid"] and r["origin"] == "automatic" for r in listing)
+    assert any(
+        r["generation"] == gen and r["pid"] == info["pid"] and r["origin"] == "automatic" for r in listing
+    )
     restart(kernel)
     execute(kernel, "%load_ext ipython_compact")
     assert sorted(magic(kernel, "restore")["data"]["restored"]) == ["big", "np", "x"]

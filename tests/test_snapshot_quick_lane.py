@@ -26,17 +26,46 @@ def _store(tmp_path: Path) -> SnapshotStore:
     return SnapshotStore(tmp_path / "snap", KEY, durable=False)
 
 
-@pytest.mark.parametrize("value", [0, -1, 10**40, True, False, None, 0.0, -0.0, 1.5, float("inf"), float("nan"),
-                                   "", "name 1", "é\u2603", "\ud800 lone surrogate", "x" * 100_000])
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -1,
+        10**40,
+        True,
+        False,
+        None,
+        0.0,
+        -0.0,
+        1.5,
+        float("inf"),
+        float("nan"),
+        "",
+        "name 1",
+        "é\u2603",
+        "\ud800 lone surrogate",
+        "x" * 100_000,
+    ],
+)
 def test_the_quick_key_is_the_general_fingerprint(value: Any) -> None:
     assert type(value) in QUICK_TYPES
     assert _quick_key(value) == fingerprint(value)
 
 
-@pytest.mark.parametrize(("value", "flat"), [
-    ([1, 2.0, "a", None, b"x"], True), ((1, 2), True), ({"a": 1, 2: "b"}, True), (set(), True),
-    ([[1]], False), ({"a": [1]}, False), ({(1,): 1}, False), (list(range(65)), False), ([object()], False),
-])
+@pytest.mark.parametrize(
+    ("value", "flat"),
+    [
+        ([1, 2.0, "a", None, b"x"], True),
+        ((1, 2), True),
+        ({"a": 1, 2: "b"}, True),
+        (set(), True),
+        ([[1]], False),
+        ({"a": [1]}, False),
+        ({(1,): 1}, False),
+        (list(range(65)), False),
+        ([object()], False),
+    ],
+)
 def test_only_small_containers_of_scalars_skip_the_timer(value: Any, flat: bool) -> None:
     assert _flat(value) is flat
 

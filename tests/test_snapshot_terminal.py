@@ -23,8 +23,15 @@ PROMPT = r"In \[\d+\]: "
 def ipython(cwd: Path, data_dir: Path, ipython_dir: Path) -> Iterator[pexpect.spawn]:
     env = {k: v for k, v in os.environ.items() if k not in ("IPYTHON_COMPACT_SESSION", "JPY_SESSION_NAME")}
     env.update({"IPYTHON_COMPACT_DIR": str(data_dir), "IPYTHONDIR": str(ipython_dir), "TERM": "dumb"})
-    child = pexpect.spawn(sys.executable, ["-m", "IPython", "--simple-prompt", "--no-banner", "--colors=NoColor"],
-                          cwd=str(cwd), env=env, encoding="utf-8", timeout=60, dimensions=(50, 250))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "IPython", "--simple-prompt", "--no-banner", "--colors=NoColor"],
+        cwd=str(cwd),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(50, 250),
+    )
     try:
         child.expect(PROMPT)
         yield child
@@ -42,7 +49,8 @@ def run(child: pexpect.spawn, line: str) -> str:
 
 
 def test_a_new_terminal_ipython_in_the_same_directory_restores_the_previous_ones_work(
-        tmp_path: Path, compact_dir: Path) -> None:
+    tmp_path: Path, compact_dir: Path
+) -> None:
     project, ipdir = tmp_path / "project", tmp_path / "ipython"
     project.mkdir()
     with ipython(project, compact_dir, ipdir) as first:
@@ -67,7 +75,9 @@ def test_a_new_terminal_ipython_in_the_same_directory_restores_the_previous_ones
         assert "IPYTHON_COMPACT_SESSION" in nothing
 
 
-def test_names_of_cells_typed_in_quick_succession_are_snapshotted_at_exit(tmp_path: Path, compact_dir: Path) -> None:
+def test_names_of_cells_typed_in_quick_succession_are_snapshotted_at_exit(
+    tmp_path: Path, compact_dir: Path
+) -> None:
     """Terminal IPython throttles its automatic snapshot (no event loop to debounce on): cells run
     within the throttle were only written by a later cell, so quitting right after them lost them."""
     project, ipdir = tmp_path / "project", tmp_path / "ipython"
@@ -82,4 +92,5 @@ def test_names_of_cells_typed_in_quick_succession_are_snapshotted_at_exit(tmp_pa
         restored = run(second, "%compact restore")
         assert "Restored from snapshot generation" in restored, restored
         assert "{'alpha': 1, 'beta': [2, 3], 'gamma': {'g': 4}}" in run(
-            second, "print({'alpha': alpha, 'beta': beta, 'gamma': gamma})")
+            second, "print({'alpha': alpha, 'beta': beta, 'gamma': gamma})"
+        )

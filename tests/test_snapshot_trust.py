@@ -50,7 +50,8 @@ def _store(tmp_path: Path, process: str = "p1", **kw: Any) -> SnapshotStore:
 
 
 def test_a_fresh_kernels_automatic_snapshots_neither_supersede_nor_prune_the_previous_kernels_work(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     old = _store(tmp_path, "old", generations=2)
     old.save([("data", [1, 2, 3]), ("x", 41)])
     fresh = _store(tmp_path, "fresh", generations=2)
@@ -69,7 +70,11 @@ def test_work_of_a_kernel_that_never_restored_is_kept_and_pointed_at(tmp_path: P
     second.save([("y", 2), ("z", 3)], automatic=True)
     values, report = _store(tmp_path, "third").load()
     assert values == {"x": 41}
-    assert len(report.warnings) == 1 and "--generation 3" in report.warnings[0] and "y, z" in report.warnings[0]
+    assert (
+        len(report.warnings) == 1
+        and ("--generation 3") in report.warnings[0]
+        and "y, z" in report.warnings[0]
+    )
     values, _ = _store(tmp_path, "third").load(generation=3)
     assert values == {"y": 2, "z": 3}
 
@@ -92,7 +97,9 @@ def test_a_generation_and_names_can_be_picked_and_a_listing_says_what_each_holds
     store.save([("a", 10)])
     info = store.generations_info()
     assert [(g.generation, g.names, g.verified, g.process) for g in info] == [
-        (1, ["a", "b"], True, "p1"), (2, ["a"], True, "p1")]
+        (1, ["a", "b"], True, "p1"),
+        (2, ["a"], True, "p1"),
+    ]
     values, report = store.load(generation=1, names=["b"])
     assert values == {"b": 2} and report.generation == 1
 
@@ -123,7 +130,8 @@ def _writer(directory: str, process: str, rounds: int, out: Any) -> None:
 
 @pytest.mark.slow
 def test_two_processes_writing_one_session_never_share_a_generation_or_lose_a_kept_ones_payloads(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(str(tmp_path / "snap"), f"w{n}", 20, out)) for n in range(2)]
@@ -167,7 +175,9 @@ def test_a_manifest_from_another_session_is_refused(tmp_path: Path) -> None:
     assert any("session 's2'" in r for r in report.refused)
 
 
-def test_a_snapshot_folder_replaced_by_an_older_copy_is_refused_unless_a_generation_is_named(tmp_path: Path) -> None:
+def test_a_snapshot_folder_replaced_by_an_older_copy_is_refused_unless_a_generation_is_named(
+    tmp_path: Path,
+) -> None:
     ledger = MemoryLedger()
     store = _store(tmp_path, ledger=ledger)
     store.save([("x", 1)])
@@ -189,7 +199,8 @@ def test_discarding_the_newest_generations_is_not_taken_for_a_rollback(tmp_path:
     _store(tmp_path, "old", ledger=ledger).save([("x", 1)])
     fresh = _store(tmp_path, "fresh", ledger=ledger)
     fresh.save([("y", 1)])
-    _store(tmp_path, "old", ledger=ledger).save([("x", 2)])  # the earlier kernel's newest is also the newest overall
+    # the earlier kernel's newest is also the newest overall
+    _store(tmp_path, "old", ledger=ledger).save([("x", 2)])
     fresh.discard(3)
     values, report = _store(tmp_path, "third", ledger=ledger).load()
     assert values == {"y": 1} and report.refused == [] and report.warnings == []
@@ -323,7 +334,9 @@ def test_restore_binds_globals_before_values_whose_setstate_needs_them(tmp_path:
             "    def __init__(self, v):\n        self.v = v\n"
             "    def __getstate__(self):\n        return {'v': self.v}\n"
             "    def __setstate__(self, state):\n        self.v = state['v'] * scale\n"
-            "scale = 10\nobj = Scaled(4)\n", __main__.__dict__)
+            "scale = 10\nobj = Scaled(4)\n",
+            __main__.__dict__,
+        )
         ns = __main__.__dict__
         # "obj" sorts before "scale": name order alone would unpickle obj before its global exists
         _store(tmp_path).save([("obj", ns["obj"]), ("Scaled", ns["Scaled"]), ("scale", 10)])
@@ -338,8 +351,9 @@ def test_restore_binds_globals_before_values_whose_setstate_needs_them(tmp_path:
 
 
 def _frame(rows: int) -> pd.DataFrame:
-    return pd.DataFrame({"a": np.arange(rows, dtype=np.int64), "b": np.linspace(0, 1, rows),
-                         "c": np.arange(rows) % 7 == 0})
+    return pd.DataFrame(
+        {"a": np.arange(rows, dtype=np.int64), "b": np.linspace(0, 1, rows), "c": np.arange(rows) % 7 == 0}
+    )
 
 
 def test_an_unchanged_data_frame_is_not_rewritten_and_an_edit_is(tmp_path: Path) -> None:
@@ -364,8 +378,10 @@ def test_an_automatic_snapshot_that_repeats_the_newest_writes_no_generation(tmp_
     df, arr = _frame(300_000), np.arange(300_000.0)
     store = _store(tmp_path)
     first = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)
-    second = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)  # trusted on samples: written
-    third = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)  # repeats the second: not written
+    # trusted on samples: written
+    second = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)
+    # repeats the second: not written
+    third = store.save([("df", df), ("arr", arr)], verify="sampled", automatic=True)
     assert second.generation == first.generation + 1 and second.verification == "sampled"
     assert third.generation == second.generation and third.written_bytes == 0 and store.manifests()[-1] == 2
     arr[0] = 5.0  # a sampled block changes: a new generation
@@ -375,20 +391,29 @@ def test_an_automatic_snapshot_that_repeats_the_newest_writes_no_generation(tmp_
 @pytest.mark.parametrize(
     ("env", "ns", "conn", "cwd", "expected"),
     [
-        ({"JPY_SESSION_NAME": "/w/a.ipynb"}, {}, "/r/kernel-1.json", "/w", ("notebook:/w/a.ipynb", "notebook")),
+        (
+            {"JPY_SESSION_NAME": "/w/a.ipynb"},
+            {},
+            "/r/kernel-1.json",
+            "/w",
+            ("notebook:/w/a.ipynb", "notebook"),
+        ),
         ({}, {}, "/r/kernel-1.json", "/w", ("kernel:kernel-1", "connection")),
         ({}, {}, None, "/w/proj", ("terminal:/w/proj:work", "terminal")),
     ],
     ids=["notebook", "connection-file", "terminal"],
 )
 def test_a_terminal_binds_to_its_directory_and_profile_not_its_process(
-        env: dict[str, str], ns: dict[str, Any], conn: str | None, cwd: str, expected: tuple[str, str]) -> None:
+    env: dict[str, str], ns: dict[str, Any], conn: str | None, cwd: str, expected: tuple[str, str]
+) -> None:
     from ipython_compact.kernel.binding import natural_key
 
     assert natural_key(env, ns, conn, "work", cwd) == expected
 
 
-def test_a_snapshot_written_before_session_binding_still_restores_with_a_warning_and_is_kept(tmp_path: Path) -> None:
+def test_a_snapshot_written_before_session_binding_still_restores_with_a_warning_and_is_kept(
+    tmp_path: Path,
+) -> None:
     import json as _json
 
     from ipython_compact.namespace.snapshot.signing import sign_text
@@ -409,7 +434,9 @@ def test_a_snapshot_written_before_session_binding_still_restores_with_a_warning
 
 
 @pytest.mark.parametrize("junk", ["file", "directory", "fifo", "other-generation"])
-def test_a_rolled_back_folder_is_refused_whatever_lies_at_the_newest_recorded_name(tmp_path: Path, junk: str) -> None:
+def test_a_rolled_back_folder_is_refused_whatever_lies_at_the_newest_recorded_name(
+    tmp_path: Path, junk: str
+) -> None:
     """Red team 3, item 1: junk planted at ``manifest-<newest recorded>.json`` once made the rollback
     check pass (restoring x = 1 instead of 3) with only a warning."""
     ledger = MemoryLedger()
@@ -458,7 +485,9 @@ def test_an_automatic_save_skips_instead_of_waiting_for_a_stuck_lock_holder(tmp_
     assert store.save([("x", 2)], automatic=True).generation == 2
 
 
-def test_an_oversized_manifest_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oversized_manifest_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Red team 3, minor: a planted 300 MB manifest made the first status take 65 s to parse it."""
     from ipython_compact.namespace.snapshot import manifests
 
@@ -527,8 +556,12 @@ def test_an_unchanged_frame_with_a_string_column_is_reused_not_serialized_again(
     assert values["df"].loc[7, "s"] == "changed" and values["df"].equals(df)
 
 
-@pytest.mark.parametrize(("before", "after"), [(0.0, -0.0), (1, True), (1, 1.0), (None, 0), (2**70, 2**70 + 1)])
-def test_scalars_keyed_by_value_never_take_one_value_for_another(tmp_path: Path, before: Any, after: Any) -> None:
+@pytest.mark.parametrize(
+    ("before", "after"), [(0.0, -0.0), (1, True), (1, 1.0), (None, 0), (2**70, 2**70 + 1)]
+)
+def test_scalars_keyed_by_value_never_take_one_value_for_another(
+    tmp_path: Path, before: Any, after: Any
+) -> None:
     store = _store(tmp_path)
     store.save([("v", before)])
     report = store.save([("v", after)], automatic=True, verify="sampled")

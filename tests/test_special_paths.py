@@ -45,10 +45,17 @@ def _make(kind: str, path: Path) -> None:
         path.symlink_to(path.parent / "real")
 
 
-@pytest.mark.parametrize(("kind", "result"), [
-    ("absent", False), ("file", True), ("link-to-file", True),
-    ("fifo", "a FIFO"), ("directory", "a directory"), ("dangling", "does not exist"),
-])
+@pytest.mark.parametrize(
+    ("kind", "result"),
+    [
+        ("absent", False),
+        ("file", True),
+        ("link-to-file", True),
+        ("fifo", "a FIFO"),
+        ("directory", "a directory"),
+        ("dangling", "does not exist"),
+    ],
+)
 def test_check_regular_says_what_lies_at_a_path(tmp_path: Path, kind: str, result: bool | str) -> None:
     path = tmp_path / "f"
     _make(kind, path)
@@ -131,8 +138,14 @@ def test_concurrent_switches_from_three_processes_all_land(tmp_path: Path) -> No
 def test_a_special_bindings_file_is_reported_not_waited_on(tmp_path: Path, kind: str) -> None:
     _make(kind, tmp_path / "bindings.json")
     done: list[binding.Binding] = []
-    t = threading.Thread(target=lambda: done.append(binding.resolve(
-        configured="", env={}, user_ns={}, connection_file="/x/kernel-1.json", data_dir=tmp_path)), daemon=True)
+    t = threading.Thread(
+        target=lambda: done.append(
+            binding.resolve(
+                configured="", env={}, user_ns={}, connection_file="/x/kernel-1.json", data_dir=tmp_path
+            )
+        ),
+        daemon=True,
+    )
     t.start()
     t.join(timeout=30)
     assert done, "resolve blocked on bindings.json"
@@ -146,11 +159,13 @@ def test_a_special_bindings_file_is_reported_not_waited_on(tmp_path: Path, kind:
 @pytest.mark.slow
 def test_load_ext_with_a_fifo_bindings_file_loads_and_says_why_switches_are_ignored(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "bindings.json")
-    code = ("from IPython.testing.globalipapp import start_ipython\n"
-            "ip = start_ipython()\n"
-            "ip.run_line_magic('load_ext', 'ipython_compact')\n"
-            "ip.run_line_magic('compact', 'session')\n"
-            "print('LOADED')\n")
+    code = (
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_line_magic('load_ext', 'ipython_compact')\n"
+        "ip.run_line_magic('compact', 'session')\n"
+        "print('LOADED')\n"
+    )
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path)}
     env.pop("IPYTHON_COMPACT_SESSION", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -161,9 +176,13 @@ def test_load_ext_with_a_fifo_bindings_file_loads_and_says_why_switches_are_igno
 # ---------------------------------------------------------------- the database path (item 7)
 
 
-@pytest.mark.parametrize(("kind", "expect"), [
-    ("fifo", "FIFO"), ("dangling", "does not exist"),
-])
+@pytest.mark.parametrize(
+    ("kind", "expect"),
+    [
+        ("fifo", "FIFO"),
+        ("dangling", "does not exist"),
+    ],
+)
 def test_the_store_refuses_a_special_database_path(tmp_path: Path, kind: str, expect: str) -> None:
     db = tmp_path / "sessions.db"
     _make(kind, db)
@@ -196,6 +215,15 @@ def test_export_refuses_a_fifo_target_and_leaves_it(tmp_path: Path) -> None:
     store.append("s", "message", {"message": {"role": "user", "content": "hi"}})
     store.close()
     os.mkfifo(tmp_path / "out.jsonl")
-    out = cli(tmp_path, "--db", str(tmp_path / "sessions.db"), "export", "-s", "s", "-o", str(tmp_path / "out.jsonl"))
+    out = cli(
+        tmp_path,
+        "--db",
+        str(tmp_path / "sessions.db"),
+        "export",
+        "-s",
+        "s",
+        "-o",
+        str(tmp_path / "out.jsonl"),
+    )
     assert out.returncode != 0 and "FIFO" in out.stderr and "Traceback" not in out.stderr
     assert stat.S_ISFIFO(os.lstat(tmp_path / "out.jsonl").st_mode)

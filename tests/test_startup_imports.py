@@ -15,29 +15,42 @@ import pytest
 
 from ipython_compact.cli import COMMAND_MODULES, COMMANDS, build_parser
 
-HEAVY_FOR_HELP = ("ipython_compact.store", "ipython_compact.summarizers", "ipython_compact.compaction.compactor",
-                  "ipython_compact.core.entries", *COMMAND_MODULES)
+HEAVY_FOR_HELP = (
+    "ipython_compact.store",
+    "ipython_compact.summarizers",
+    "ipython_compact.compaction.compactor",
+    "ipython_compact.core.entries",
+    *COMMAND_MODULES,
+)
 
 
 def _modules_after(code: str) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["compcat"], []])
 def test_the_top_level_help_imports_no_command_module(argv: list[str]) -> None:
-    code = ("import contextlib, io\nfrom ipython_compact.cli import main\n"
-            f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-            f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass")
+    code = (
+        "import contextlib, io\nfrom ipython_compact.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    try:\n        main({argv!r})\n    except SystemExit:\n        pass"
+    )
     loaded = _modules_after(code)
     assert sorted(m for m in HEAVY_FOR_HELP if m in loaded) == []
 
 
 def test_one_commands_help_imports_only_its_module() -> None:
-    code = ("import contextlib, io\nfrom ipython_compact.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n        main(['pin', '--help'])\n    except SystemExit:\n        pass")
+    code = (
+        "import contextlib, io\nfrom ipython_compact.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['pin', '--help'])\n    except SystemExit:\n        pass"
+    )
     loaded = _modules_after(code)
     assert "ipython_compact.cli.compact_commands" in loaded
     assert "ipython_compact.cli.session_commands" not in loaded
@@ -52,11 +65,15 @@ def test_every_command_is_registered_by_the_module_the_table_names_with_its_help
     assert [a.dest for a in action._choices_actions] == list(COMMANDS)  # --help lists the table's order
 
 
-
 def test_loading_the_extension_imports_neither_the_compactor_nor_the_agent() -> None:
     """%load_ext pays for the comm, the magics and the store; the summarizing core, the
     summarizers and the agent load when a compaction or a %%agent cell first needs them."""
     loaded = _modules_after("import ipython_compact.kernel.extension")
-    heavy = ("ipython_compact.compaction.compactor", "ipython_compact.summarizers.registry",
-             "ipython_compact.agent.loop", "ipython_compact.agent.model_resolution", "openai")
+    heavy = (
+        "ipython_compact.compaction.compactor",
+        "ipython_compact.summarizers.registry",
+        "ipython_compact.agent.loop",
+        "ipython_compact.agent.model_resolution",
+        "openai",
+    )
     assert sorted(m for m in heavy if m in loaded) == []

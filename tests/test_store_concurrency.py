@@ -41,7 +41,9 @@ BATCH_WRITER = textwrap.dedent(
     payload = "x" * 20000
     n = 0
     while True:
-        items = [("message", {"message": {"role": "user", "content": f"{n} {j} {payload}"}}) for j in range(50)]
+        items = [
+            ("message", {"message": {"role": "user", "content": f"{n} {j} {payload}"}}) for j in range(50)
+        ]
         store.append_many("batches", items)
         n += 1
         print(n, flush=True)
@@ -122,7 +124,10 @@ STALLING_WRITER = textwrap.dedent(
     store = SessionStore(sys.argv[1], new_id=new_id)
     store.ensure_session("s")
     for batch in range(3):
-        store.append_many("s", [("message", {"message": {"role": "user", "content": f"{batch}-{j}"}}) for j in range(50)])
+        batch_items = [
+            ("message", {"message": {"role": "user", "content": f"{batch}-{j}"}}) for j in range(50)
+        ]
+        store.append_many("s", batch_items)
         print("committed", batch, flush=True)
     """
 )
@@ -161,7 +166,9 @@ def test_threads_sharing_one_store_lose_nothing(location: str | Path) -> None:
             t.join(timeout=60)
         path = store.path("s")
         assert len(path) == 240
-        assert sorted(e.data["message"]["content"] for e in path) == sorted(f"t{n} {i}" for n in range(4) for i in range(60))
+        assert sorted(e.data["message"]["content"] for e in path) == sorted(
+            f"t{n} {i}" for n in range(4) for i in range(60)
+        )
         assert store.verify().ok
 
 
@@ -207,7 +214,9 @@ def test_database_with_damaged_pages(tmp_path: Path) -> None:
     db = tmp_path / "damaged.db"
     with SessionStore(db) as store:
         store.create_session("s")
-        store.append_many("s", [("message", {"message": {"role": "user", "content": f"m{i} " * 300}}) for i in range(200)])
+        store.append_many(
+            "s", [("message", {"message": {"role": "user", "content": f"m{i} " * 300}}) for i in range(200)]
+        )
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

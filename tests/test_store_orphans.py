@@ -35,7 +35,9 @@ SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400, backg
 
 def run_until_ready(code: str, *args: str) -> subprocess.Popen[str]:
     """Start ``code`` in a real Python process; return once it printed ``ready``."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.strip() == "ready", line
@@ -74,7 +76,11 @@ def test_a_compaction_whose_process_was_killed_is_settled_by_the_next_reader(tmp
         assert status.last_failure is not None and status.last_failure["error"] == expected
         last = store.path("s")[-1]
         assert (last.kind, last.data["outcome"], last.data["error"], last.data["reason"]) == (
-            COMPACTION_OUTCOME, "failed", expected, "threshold")
+            COMPACTION_OUTCOME,
+            "failed",
+            expected,
+            "threshold",
+        )
         assert store.leaf("s") == last.id
         count = store.entry_count("s")
         store.live_status("s")  # settled once: no second outcome entry
@@ -120,7 +126,9 @@ def test_beginning_a_compaction_settles_an_abandoned_one_first(tmp_path: Path) -
     me = current()
     with SessionStore(tmp_path / "s.db") as store:
         store.create_session("s")
-        store.live_begin("s", "old", reason="threshold", blocking=False, owner=Owner(me.host, _dead_pid(), "1"))
+        store.live_begin(
+            "s", "old", reason="threshold", blocking=False, owner=Owner(me.host, _dead_pid(), "1")
+        )
         store.live_begin("s", "new", reason="manual", blocking=True)
         assert [c.task_id for c in store.live_status("s").in_flight] == ["new"]
         assert store.live_status("s").in_flight[0].owner == me
@@ -149,7 +157,9 @@ time.sleep(120)
 
 
 @pytest.mark.parametrize("state", ["pending", "taken"])
-def test_a_queued_summary_of_a_killed_process_is_placed_at_the_next_turn_boundary(tmp_path: Path, state: str) -> None:
+def test_a_queued_summary_of_a_killed_process_is_placed_at_the_next_turn_boundary(
+    tmp_path: Path, state: str
+) -> None:
     db = tmp_path / "s.db"
     with SessionStore(db) as store:
         store.create_session("s")
@@ -162,12 +172,19 @@ def test_a_queued_summary_of_a_killed_process_is_placed_at_the_next_turn_boundar
         queued = store.inbox_items("s")[0].payload
         log = SessionLog(store, "s")
         sched = CompactionScheduler(
-            log, Compactor(store, settings=SETTINGS), settings=lambda: SETTINGS, window=lambda: 100_000,
-            tokens=lambda: 0, model_label=lambda: "p/m", after_place=lambda: None)
+            log,
+            Compactor(store, settings=SETTINGS),
+            settings=lambda: SETTINGS,
+            window=lambda: 100_000,
+            tokens=lambda: 0,
+            model_label=lambda: "p/m",
+            after_place=lambda: None,
+        )
         assert sched.start_turn() == 1
         compactions = store.entries("s", kinds=(COMPACTION,))
         assert [(c.data["summary"], c.data["first_kept_entry_id"]) for c in compactions] == [
-            (queued["summary"], queued["first_kept_entry_id"])]
+            (queued["summary"], queued["first_kept_entry_id"])
+        ]
         assert [i.state for i in store.inbox_items("s")] == ["taken"]
         sched.finish_turn(requested=None, aborted=False)
         assert len(store.entries("s", kinds=(COMPACTION,))) == 1  # placed once

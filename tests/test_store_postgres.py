@@ -31,7 +31,8 @@ COMPACTOR = textwrap.dedent(
     print("planned", flush=True)
     sys.stdin.readline()  # both have planned against the same leaf
     try:
-        store.append("s", "compaction", {"summary": sys.argv[2], "first_kept_entry_id": first}, expect_leaf=leaf)
+        compaction = {"summary": sys.argv[2], "first_kept_entry_id": first}
+        store.append("s", "compaction", compaction, expect_leaf=leaf)
         print("landed", flush=True)
     except LeafMovedError:
         print("moved", flush=True)
@@ -41,8 +42,13 @@ COMPACTOR = textwrap.dedent(
 
 
 def _spawn(script: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_of_two_processes_compacting_one_leaf_exactly_one_lands(location: str | Path) -> None:
@@ -90,7 +96,9 @@ def test_a_compaction_of_a_killed_process_on_another_host_is_settled_not_one_sti
         far = _spawn(ELSEWHERE, url)
         assert far.stdout is not None and far.stdout.readline().strip() == "compacting"
         live = store.live_status("s").in_flight
-        assert [(c.task_id, c.owner.host if c.owner else None) for c in live] == [("far", "another-host/pid:[1]")]
+        assert [(c.task_id, c.owner.host if c.owner else None) for c in live] == [
+            ("far", "another-host/pid:[1]")
+        ]
         assert store.entries("s", kinds=(COMPACTION_OUTCOME,)) == []  # alive: its pid means nothing here
         os.kill(far.pid, signal.SIGKILL)
         far.communicate(timeout=30)
@@ -177,23 +185,30 @@ def test_a_notebook_configured_with_a_server_log_compacts_into_it(ip: Any) -> No
 @pytest.mark.slow
 def test_an_agent_on_a_server_log_hands_it_to_its_kernel() -> None:
     url = server().fresh_url()
-    code = ("from ipython_compact.store import SessionStore\n"
-            "s = SessionStore()\n"  # no location: the kernel's environment names it
-            "s.append(SESSION, 'custom', {'custom_type': 'from-kernel', 'data': s.engine})\n"
-            "print('kernel wrote')")
+    code = (
+        "from ipython_compact.store import SessionStore\n"
+        "s = SessionStore()\n"  # no location: the kernel's environment names it
+        "s.append(SESSION, 'custom', {'custom_type': 'from-kernel', 'data': s.engine})\n"
+        "print('kernel wrote')"
+    )
 
     def reply(req: RecordedRequest) -> Reply | str:
         tools = sum(1 for m in req.messages if m.get("role") == "tool")
         return Reply(tool_calls=(ToolCall("python", {"code": code}),)) if tools == 0 else "done"
 
-    with ModelServer(reply, context_window=8000) as srv, \
-            Agent(model="local-model", base_url=srv.base_url, store=url, subcalls=False) as agent:
+    with (
+        ModelServer(reply, context_window=8000) as srv,
+        Agent(model="local-model", base_url=srv.base_url, store=url, subcalls=False) as agent,
+    ):
         assert agent.store.engine == "postgresql"
         agent.kernel.execute(f"SESSION = {agent.session!r}")
         agent.ask("Write from the kernel")
         session = agent.session
     with SessionStore(url) as store:
-        written = [e.data for e in store.entries(session, kinds=("custom",))
-                   if e.data.get("custom_type") == "from-kernel"]
+        written = [
+            e.data
+            for e in store.entries(session, kinds=("custom",))
+            if e.data.get("custom_type") == "from-kernel"
+        ]
         assert written == [{"custom_type": "from-kernel", "data": "postgresql"}]
         assert store.verify().ok

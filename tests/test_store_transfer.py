@@ -36,8 +36,9 @@ def _stores(tmp_path: Path) -> dict[str, str | Path]:
     return {"sqlite": tmp_path / "a.db", "postgresql": server().fresh_url(), "sqlite2": tmp_path / "b.db"}
 
 
-@pytest.mark.parametrize(("source", "target"), [("sqlite", "postgresql"), ("postgresql", "sqlite2"),
-                                                ("sqlite", "sqlite2")])
+@pytest.mark.parametrize(
+    ("source", "target"), [("sqlite", "postgresql"), ("postgresql", "sqlite2"), ("sqlite", "sqlite2")]
+)
 @pytest.mark.parametrize("batch_size", [3, 2000])
 def test_a_copied_session_is_the_same_tree_with_the_same_hash_chain(
     tmp_path: Path, source: str, target: str, batch_size: int
@@ -73,17 +74,29 @@ def test_export_to_a_url_moves_a_session_and_back(tmp_path: Path) -> None:
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
     with SessionStore(tmp_path / "data.db") as store:
         _branchy(store)
-    there = subprocess.run([str(SCRIPT), "--db", str(tmp_path / "data.db"), "export", "-s", "s", "--to", url],
-                           env=env, capture_output=True, text=True)
+    there = subprocess.run(
+        [str(SCRIPT), "--db", str(tmp_path / "data.db"), "export", "-s", "s", "--to", url],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert there.returncode == 0, there.stderr
     assert "same hash chain as the source" in there.stderr
-    back = subprocess.run([str(SCRIPT), "export", "-s", "s", "--to", f"sqlite://{tmp_path / 'back.db'}", "--as", "home"],
-                          env={**env, "IPYTHON_COMPACT_DB": url}, capture_output=True, text=True)
+    back = subprocess.run(
+        [str(SCRIPT), "export", "-s", "s", "--to", f"sqlite://{tmp_path / 'back.db'}", "--as", "home"],
+        env={**env, "IPYTHON_COMPACT_DB": url},
+        capture_output=True,
+        text=True,
+    )
     assert back.returncode == 0, back.stderr
     with SessionStore(tmp_path / "data.db") as a, SessionStore(tmp_path / "back.db") as b:
         assert b.entries("home") == a.entries("s") and b.chain_tip("home") == a.chain_tip("s")
-    again = subprocess.run([str(SCRIPT), "--db", str(tmp_path / "data.db"), "export", "-s", "s", "--to", url],
-                           env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        [str(SCRIPT), "--db", str(tmp_path / "data.db"), "export", "-s", "s", "--to", url],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 2 and "already exists" in again.stderr and "--as NEW-NAME" in again.stderr
 
 

@@ -32,9 +32,16 @@ def test_a_turn_becomes_code_output_events_and_the_answer() -> None:
     assert t.answer == "The total is 12."
     plain = t.plain()
     assert plain.splitlines() == [
-        "Let me compute.", "",
-        "▶ python", "    total = sum(xs)", "    print(total)", "  ⤷ output (1 line)", "  │ 12", "",
-        "⟳ background compaction: over the 400-token line", "",
+        "Let me compute.",
+        "",
+        "▶ python",
+        "    total = sum(xs)",
+        "    print(total)",
+        "  ⤷ output (1 line)",
+        "  │ 12",
+        "",
+        "⟳ background compaction: over the 400-token line",
+        "",
         "⟳ threshold compaction placed",
     ]
     assert "The total is 12." not in t.bundle()["text/html"]  # the answer is shown once, on its own
@@ -48,13 +55,19 @@ def test_nothing_is_cut() -> None:
 
 
 def test_errors_are_labelled() -> None:
-    t = turn(AgentEvent("tool_call", "1/0"), AgentEvent("tool_result", "ZeroDivisionError", {"is_error": True}))
+    t = turn(
+        AgentEvent("tool_call", "1/0"), AgentEvent("tool_result", "ZeroDivisionError", {"is_error": True})
+    )
     assert "⤷ error (1 line)" in t.plain() and ">error (1 line)</summary>" in t.html()
 
 
 def test_model_and_kernel_text_is_escaped_in_html() -> None:
-    t = turn(AgentEvent("assistant", EVIL), AgentEvent("tool_call", EVIL), AgentEvent("tool_result", EVIL, {}),
-             AgentEvent("error", EVIL))
+    t = turn(
+        AgentEvent("assistant", EVIL),
+        AgentEvent("tool_call", EVIL),
+        AgentEvent("tool_result", EVIL, {}),
+        AgentEvent("error", EVIL),
+    )
     html = t.html()
     assert "<img" not in html and "<script" not in html and "&lt;script&gt;" in html
 
@@ -81,7 +94,10 @@ def test_the_answer_keeps_its_markdown_but_never_renders_html(answer: str, shown
 
 
 def test_a_stopped_turn_has_no_answer_and_keeps_its_narration() -> None:
-    t = turn(AgentEvent("assistant", "Trying once more."), AgentEvent("turn_end", "step limit", {"stopped": "step_limit"}))
+    t = turn(
+        AgentEvent("assistant", "Trying once more."),
+        AgentEvent("turn_end", "step limit", {"stopped": "step_limit"}),
+    )
     assert t.answer is None and [s.text for s in t.steps] == ["Trying once more."]
 
 
@@ -93,7 +109,8 @@ def test_a_running_turn_shows_the_text_streaming_in() -> None:
 
 def test_the_answer_is_shown_once_even_when_an_event_follows_it() -> None:
     t = turn(
-        AgentEvent("tool_call", "x = 1"), AgentEvent("tool_result", "", {"is_error": False}),
+        AgentEvent("tool_call", "x = 1"),
+        AgentEvent("tool_result", "", {"is_error": False}),
         AgentEvent("assistant", "Done: x is 1."),
         AgentEvent("compaction_end", "threshold compaction placed at the turn boundary"),
         AgentEvent("turn_end", "Done: x is 1.", {"stopped": "final"}),

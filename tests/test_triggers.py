@@ -54,7 +54,12 @@ def test_decide(overrides: dict[str, Any], action: str, guard: str | None) -> No
 
 @pytest.mark.parametrize(
     ("last", "now", "cool", "expected"),
-    [(None, 100.0, 30.0, False), (90.0, 100.0, 30.0, True), (70.0, 100.0, 30.0, False), (99.0, 100.0, 0.0, False)],
+    [
+        (None, 100.0, 30.0, False),
+        (90.0, 100.0, 30.0, True),
+        (70.0, 100.0, 30.0, False),
+        (99.0, 100.0, 0.0, False),
+    ],
 )
 def test_in_cooldown(last: float | None, now: float, cool: float, expected: bool) -> None:
     assert in_cooldown(last, now, cool) is expected
@@ -70,7 +75,12 @@ def test_usage_is_stale(anchor: int | None, compaction: int | None, expected: bo
 
 @pytest.mark.parametrize(
     ("requested", "aborted", "expected"),
-    [(False, False, "none"), (False, True, "none"), (True, False, "run_requested"), (True, True, "drop_requested")],
+    [
+        (False, False, "none"),
+        (False, True, "none"),
+        (True, False, "run_requested"),
+        (True, True, "drop_requested"),
+    ],
 )
 def test_decide_turn_end(requested: bool, aborted: bool, expected: str) -> None:
     assert decide_turn_end(requested=requested, aborted=aborted) == expected
@@ -78,7 +88,14 @@ def test_decide_turn_end(requested: bool, aborted: bool, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("failures", "kept", "emergency"),
-    [(0, 20000, False), (1, 10000, False), (2, 5000, False), (3, 2500, False), (EMERGENCY_AFTER, 0, True), (9, 0, True)],
+    [
+        (0, 20000, False),
+        (1, 10000, False),
+        (2, 5000, False),
+        (3, 2500, False),
+        (EMERGENCY_AFTER, 0, True),
+        (9, 0, True),
+    ],
 )
 def test_escalation(failures: int, kept: int, emergency: bool) -> None:
     e = escalation(failures, 20000)

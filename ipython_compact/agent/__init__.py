@@ -30,6 +30,7 @@ functions and the one renderer of a call); kernel code reaches the host through 
 bridge, ``subcall_broker`` (host) and ``loopback_client`` (kernel). Kernel-side modules, imported
 inside user kernels: ``requests`` (``compact.run()`` hand-over), ``kernel_state`` (names,
 snapshots, the session binding), ``rlm_kernel`` (``llm_query``, ``agent_query``, ``FINAL``),
-``host_tools`` (an engine's host tools and ``SUBMIT``), ``kernel_history`` (rlms' ``history``). Compactions are computed by ``ipython_compact.compaction.compactor.Compactor``; the pure
+``host_tools`` (an engine's host tools and ``SUBMIT``), ``kernel_history`` (rlms' ``history``). Compactions
+are computed by ``ipython_compact.compaction.compactor.Compactor``; the pure
 decisions live in ``core.triggers`` and ``core.overflow``.
 """

@@ -49,8 +49,9 @@ def open_store(store: SessionStore | str | Path | None, closers: Closers) -> Ses
     return store
 
 
-def start_own_kernel(owner: object, session: str, snapshot_dir: str | None,
-                     closers: Closers, store: SessionStore | None = None) -> tuple[KernelTool, str]:
+def start_own_kernel(
+    owner: object, session: str, snapshot_dir: str | None, closers: Closers, store: SessionStore | None = None
+) -> tuple[KernelTool, str]:
     """Start a kernel for ``owner`` (stopped by its closers, or at exit if it is never closed);
     (the kernel, the snapshot directory: ``snapshot_dir`` or ``agent-snapshots/<session>``).
 
@@ -67,8 +68,9 @@ def start_own_kernel(owner: object, session: str, snapshot_dir: str | None,
         env = {paths.ENV_DIR: str(base)}
         if store is not None and store.engine != "sqlite":
             env[paths.ENV_DB] = store.url
-        kernel = JupyterKernel(env=env, session=session, auto_snapshot=False,
-                               ipc_path=os.path.join(sockets, "kernel")).start()
+        kernel = JupyterKernel(
+            env=env, session=session, auto_snapshot=False, ipc_path=os.path.join(sockets, "kernel")
+        ).start()
     except BaseException:
         shutil.rmtree(sockets, ignore_errors=True)
         raise
@@ -79,11 +81,19 @@ def start_own_kernel(owner: object, session: str, snapshot_dir: str | None,
     return kernel, snapshot_dir
 
 
-def default_compactor(store: Any, summarizer: str, settings: CompactionSettings, *, model: str,
-                      base_url: str | None, api_key: str | None) -> Compactor:
+def default_compactor(
+    store: Any,
+    summarizer: str,
+    settings: CompactionSettings,
+    *,
+    model: str,
+    base_url: str | None,
+    api_key: str | None,
+) -> Compactor:
     """A ``Compactor`` with the named summarizer (``openai`` summarizes with this model on this server)."""
-    made = make_summarizer(summarizer, model=model if summarizer != "offline" else None, base_url=base_url,
-                           api_key=api_key)
+    made = make_summarizer(
+        summarizer, model=model if summarizer != "offline" else None, base_url=base_url, api_key=api_key
+    )
     return Compactor(store, made, settings)
 
 
@@ -97,12 +107,20 @@ def open_session(store: Any, session: str) -> list[Entry]:
     return entries
 
 
-def root_tree(session: str, logged: list[Entry], *, token_budget: int | None,
-              max_sub_agents: int | None) -> TreeBudget:
+def root_tree(
+    session: str, logged: list[Entry], *, token_budget: int | None, max_sub_agents: int | None
+) -> TreeBudget:
     """The call tree's budget and fan-out cap for a root agent, counting what its log already spent."""
-    started = sum(1 for e in logged if e.data.get("custom_type") == "sub_agent" and e.data.get("event") == "created")
-    return TreeBudget(root=session, token_budget=token_budget, max_sub_agents=max_sub_agents,
-                      spent=logged_tokens(logged) + logged_child_tokens(logged), started=started)
+    started = sum(
+        1 for e in logged if e.data.get("custom_type") == "sub_agent" and e.data.get("event") == "created"
+    )
+    return TreeBudget(
+        root=session,
+        token_budget=token_budget,
+        max_sub_agents=max_sub_agents,
+        spent=logged_tokens(logged) + logged_child_tokens(logged),
+        started=started,
+    )
 
 
 def resumed_goal(store: Any, session: str) -> tuple[str | None, bool]:

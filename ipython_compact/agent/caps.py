@@ -43,8 +43,15 @@ def logged_child_tokens(entries: Iterable[Entry]) -> int:
 class TreeBudget:
     """The token budget and the sub-agent cap of one call tree (see the module docstring)."""
 
-    def __init__(self, *, root: str, token_budget: int | None, max_sub_agents: int | None, spent: int = 0,
-                 started: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        root: str,
+        token_budget: int | None,
+        max_sub_agents: int | None,
+        spent: int = 0,
+        started: int = 0,
+    ) -> None:
         for name, value in (("token_budget", token_budget), ("max_sub_agents", max_sub_agents)):
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive or None, got {value}")
@@ -89,15 +96,24 @@ class TreeBudget:
         with self._lock:
             if self.max_sub_agents is not None and self._started >= self.max_sub_agents:
                 raise RuntimeError(
-                    f"sub-agent {name!r} was not started: this run already started {self._started} sub-agents, "
-                    f"its limit (max_sub_agents={self.max_sub_agents}); give the task to an existing sub-agent "
-                    "by name, or do it with llm_query")
+                    f"sub-agent {name!r} was not started: this run already started {self._started} "
+                    f"sub-agents, "
+                    f"its limit (max_sub_agents={self.max_sub_agents}); give the task to an existing "
+                    f"sub-agent "
+                    "by name, or do it with llm_query"
+                )
             self._started += 1
 
     def describe(self) -> dict[str, Any]:
-        return {"root": self.root, "token_budget": self.token_budget, "tokens_used": self.tokens,
-                "tokens_left": self.left(), "by_session": self.by_session(),
-                "sub_agents_started": self.sub_agents_started, "max_sub_agents": self.max_sub_agents}
+        return {
+            "root": self.root,
+            "token_budget": self.token_budget,
+            "tokens_used": self.tokens,
+            "tokens_left": self.left(),
+            "by_session": self.by_session(),
+            "sub_agents_started": self.sub_agents_started,
+            "max_sub_agents": self.max_sub_agents,
+        }
 
 
 def logged_tokens(entries: Iterable[Entry]) -> int:
@@ -121,8 +137,16 @@ class RunCaps:
     ``session`` names this session in it. Without a tree, ``token_budget`` is the session's own.
     """
 
-    def __init__(self, *, max_compactions: int | None, token_budget: int | None, compactions: int = 0,
-                 tokens: int = 0, tree: TreeBudget | None = None, session: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        max_compactions: int | None,
+        token_budget: int | None,
+        compactions: int = 0,
+        tokens: int = 0,
+        tree: TreeBudget | None = None,
+        session: str = "",
+    ) -> None:
         for name, value in (("max_compactions", max_compactions), ("token_budget", token_budget)):
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive or None, got {value}")
@@ -178,11 +202,19 @@ class RunCaps:
             return None
         tree = self.tree
         if tree is not None and tree.token_budget is not None and tree.left() == left:
-            return (f"Stopped: the call tree of {tree.root!r} has used {tree.tokens:,} tokens of its "
-                    f"{tree.token_budget:,}-token budget (token_budget), this session {self.tokens:,} of them.")
-        return (f"Stopped: this session has used {self.tokens:,} tokens of its {self.token_budget:,}-token budget "
-                "(token_budget).")
+            return (
+                f"Stopped: the call tree of {tree.root!r} has used {tree.tokens:,} tokens of its "
+                f"{tree.token_budget:,}-token budget (token_budget), this session {self.tokens:,} of "
+                f"them."
+            )
+        return (
+            f"Stopped: this session has used {self.tokens:,} tokens of its {self.token_budget:,}-token "
+            f"budget "
+            "(token_budget)."
+        )
 
     def compaction_stop(self) -> str:
-        return (f"Stopped: the context is full again and this session already compacted {self.compactions} "
-                f"time(s), its limit (max_compactions={self.max_compactions}).")
+        return (
+            f"Stopped: the context is full again and this session already compacted {self.compactions} "
+            f"time(s), its limit (max_compactions={self.max_compactions})."
+        )

@@ -21,8 +21,10 @@ def encode_context(value: Any) -> dict[str, Any]:
     try:
         json.dumps(value)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"context must be str, bytes or a JSON value (list, dict, number...), got "
-                        f"{type(value).__name__}: {exc}") from None
+        raise TypeError(
+            f"context must be str, bytes or a JSON value (list, dict, number...), got "
+            f"{type(value).__name__}: {exc}"
+        ) from None
     return {"kind": "json", "value": value}
 
 

@@ -40,8 +40,15 @@ def tool_function(url: str, token: str, name: str) -> Callable[..., Any]:
     return tool
 
 
-def install(shell: Any, url: str, token: str, tool_names: list[str], *,
-            submit_fields: list[str] | None = None, submit_tool: str = "__submit__") -> str:
+def install(
+    shell: Any,
+    url: str,
+    token: str,
+    tool_names: list[str],
+    *,
+    submit_fields: list[str] | None = None,
+    submit_tool: str = "__submit__",
+) -> str:
     """Bind a function per host tool in ``shell.user_ns`` and a ``SUBMIT`` that reports to the host.
 
     The bound functions are also put in ``shell.user_ns_hidden``, so ``%who``, the probe and

@@ -41,29 +41,31 @@ class _Shell:
 
 SHELL: Final = _Shell()
 
-KERNEL_CALLS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType({
-    # the session binding and the namespace: list, snapshot, restore (agent.kernel_state)
-    "bind_session": kernel_state.bind_session,
-    "user_names_json": kernel_state.user_names_json,
-    "snapshot_json": kernel_state.snapshot_json,
-    "restore_json": kernel_state.restore_json,
-    "hide_names": kernel_state.hide_names,
-    "describe_names": kernel_state.describe_names,
-    # compact.run() requests of the model's own code (agent.requests)
-    "begin_turn": requests.begin_turn,
-    "end_turn": requests.end_turn,
-    "take_json": requests.take_json,
-    # the RLM functions and their hand-overs (agent.rlm_kernel)
-    "install": rlm_kernel.install,
-    "take_final_json": rlm_kernel.take_final_json,
-    "load_context": rlm_kernel.load_context,
-    # an engine's host tools, SUBMIT and inputs (agent.host_tools)
-    "install_host_tools": host_tools.install,
-    "load_inputs": host_tools.load_inputs,
-    "rebind_inputs": host_tools.rebind_inputs,
-    # rlms' `history` (agent.kernel_history)
-    "install_history": kernel_history.install,
-})
+KERNEL_CALLS: Final[Mapping[str, Callable[..., Any]]] = MappingProxyType(
+    {
+        # the session binding and the namespace: list, snapshot, restore (agent.kernel_state)
+        "bind_session": kernel_state.bind_session,
+        "user_names_json": kernel_state.user_names_json,
+        "snapshot_json": kernel_state.snapshot_json,
+        "restore_json": kernel_state.restore_json,
+        "hide_names": kernel_state.hide_names,
+        "describe_names": kernel_state.describe_names,
+        # compact.run() requests of the model's own code (agent.requests)
+        "begin_turn": requests.begin_turn,
+        "end_turn": requests.end_turn,
+        "take_json": requests.take_json,
+        # the RLM functions and their hand-overs (agent.rlm_kernel)
+        "install": rlm_kernel.install,
+        "take_final_json": rlm_kernel.take_final_json,
+        "load_context": rlm_kernel.load_context,
+        # an engine's host tools, SUBMIT and inputs (agent.host_tools)
+        "install_host_tools": host_tools.install,
+        "load_inputs": host_tools.load_inputs,
+        "rebind_inputs": host_tools.rebind_inputs,
+        # rlms' `history` (agent.kernel_history)
+        "install_history": kernel_history.install,
+    }
+)
 """Every kernel-side function the host may call, by a name for messages and tests."""
 
 _BY_FUNCTION: Final = {id(fn): name for name, fn in KERNEL_CALLS.items()}
@@ -77,8 +79,10 @@ def kernel_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
     """
     name = _BY_FUNCTION.get(id(fn))
     if name is None or KERNEL_CALLS[name] is not fn:
-        raise ValueError(f"{getattr(fn, '__qualname__', fn)!r} is not a kernel call: add it to KERNEL_CALLS "
-                         f"(known: {', '.join(sorted(KERNEL_CALLS))})")
+        raise ValueError(
+            f"{getattr(fn, '__qualname__', fn)!r} is not a kernel call: add it to KERNEL_CALLS "
+            f"(known: {', '.join(sorted(KERNEL_CALLS))})"
+        )
     try:
         inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as exc:
@@ -115,5 +119,7 @@ def _check(value: Any, where: str) -> None:
                 raise ValueError(f"{where}: dict keys must be str, got {type(key).__name__}")
             _check(item, f"{where}[{key!r}]")
         return
-    raise ValueError(f"{where}: a kernel call takes plain literals (None, bool, int, float, str, lists, "
-                     f"tuples, dicts), not {type(value).__name__}")
+    raise ValueError(
+        f"{where}: a kernel call takes plain literals (None, bool, int, float, str, lists, "
+        f"tuples, dicts), not {type(value).__name__}"
+    )

@@ -18,7 +18,9 @@ OPEN_TAG = "<ipython_kernel_reset>"
 CLOSE_TAG = "</ipython_kernel_reset>"
 
 
-def restart_budget(times: Sequence[float], now: float, max_restarts: int, window_seconds: float) -> tuple[bool, list[float]]:
+def restart_budget(
+    times: Sequence[float], now: float, max_restarts: int, window_seconds: float
+) -> tuple[bool, list[float]]:
     """(may restart now, the restart times still inside the window)."""
     recent = [t for t in times if now - t < window_seconds]
     return len(recent) < max_restarts, recent
@@ -48,8 +50,11 @@ def reset_notice(
     failed: Sequence[tuple[str, str]],
 ) -> str:
     """The ``<ipython_kernel_reset>`` message appended for the model after a restart."""
-    lines = [OPEN_TAG, f"The Python kernel stopped ({why}) and was restarted "
-                       f"(restart {number} of {max_restarts} allowed per {window_seconds:g} s)."]
+    lines = [
+        OPEN_TAG,
+        f"The Python kernel stopped ({why}) and was restarted "
+        f"(restart {number} of {max_restarts} allowed per {window_seconds:g} s).",
+    ]
     if not snapshots:
         lines.append("No snapshot is configured, so every name defined before is gone and must be recreated.")
     elif restored:

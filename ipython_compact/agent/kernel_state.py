@@ -56,7 +56,9 @@ def snapshot_json(directory: str) -> str:
     try:
         shell = _shell()
         report = _store(directory).save(user_names(shell.user_ns, shell.user_ns_hidden))
-        return json.dumps({"ok": True, "saved": list(report.saved), "skipped": [[s.name, s.reason] for s in report.skipped]})
+        return json.dumps(
+            {"ok": True, "saved": list(report.saved), "skipped": [[s.name, s.reason] for s in report.skipped]}
+        )
     except Exception as exc:
         return json.dumps({"ok": False, "saved": [], "skipped": [], "error": f"{type(exc).__name__}: {exc}"})
 
@@ -72,7 +74,9 @@ def restore_json(directory: str) -> str:
         failed += [[r, "refused"] for r in report.refused]
         return json.dumps({"ok": True, "restored": list(report.restored), "failed": failed})
     except Exception as exc:
-        return json.dumps({"ok": False, "restored": [], "failed": [], "error": f"{type(exc).__name__}: {exc}"})
+        return json.dumps(
+            {"ok": False, "restored": [], "failed": [], "error": f"{type(exc).__name__}: {exc}"}
+        )
 
 
 def user_names_json() -> str:

@@ -58,7 +58,8 @@ class ExecResult:
 
     @property
     def is_error(self) -> bool:
-        """Anything but a clean run (error, timeout, interrupt, death) is reported to the model as an error."""
+        """Anything but a clean run (error, timeout, interrupt, death) is reported to the model as an
+        error."""
         return self.status != "ok"
 
 
@@ -143,8 +144,12 @@ class InProcessKernel:
         if error is not None:
             status = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
             if type(error).__name__ not in seen:
-                parts.append("".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip())
-        text, truncated = cap_text(_ANSI.sub("", "\n".join(p.rstrip("\n") for p in parts if p)), self.max_output_chars)
+                parts.append(
+                    "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip()
+                )
+        text, truncated = cap_text(
+            _ANSI.sub("", "\n".join(p.rstrip("\n") for p in parts if p)), self.max_output_chars
+        )
         return ExecResult(status, text, time.perf_counter() - start, truncated)
 
     def interrupt(self) -> None:
@@ -232,8 +237,11 @@ class JupyterKernel:
 
         if self._km is not None:
             raise RuntimeError("kernel already started")
-        km = (KernelManager(kernel_name=self.kernel_name) if self.ipc_path is None
-              else KernelManager(kernel_name=self.kernel_name, transport="ipc", ip=self.ipc_path))
+        km = (
+            KernelManager(kernel_name=self.kernel_name)
+            if self.ipc_path is None
+            else KernelManager(kernel_name=self.kernel_name, transport="ipc", ip=self.ipc_path)
+        )
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
@@ -322,14 +330,24 @@ class JupyterKernel:
         with self._lock:
             return self._execute(code, timeout)
 
-    def _execute(self, code: str, timeout: float | None, user_expressions: dict[str, str] | None = None,
-                 silent: bool = False) -> ExecResult:
+    def _execute(
+        self,
+        code: str,
+        timeout: float | None,
+        user_expressions: dict[str, str] | None = None,
+        silent: bool = False,
+    ) -> ExecResult:
         start = time.perf_counter()
         kc = self._kc
         if kc is None or not self.is_alive():
             return ExecResult("died", "The kernel is not running.", 0.0)
-        msg_id = kc.execute(code, silent=silent, store_history=not silent, user_expressions=user_expressions or {},
-                            allow_stdin=False)
+        msg_id = kc.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            user_expressions=user_expressions or {},
+            allow_stdin=False,
+        )
         parts: list[str] = []
         status: ExecStatus = "ok"
         deadline = None if timeout is None else start + timeout
@@ -342,12 +360,17 @@ class JupyterKernel:
                     parts.append(f"[execution timed out after {timeout:g}s and was interrupted]")
                     status = "timeout"
                 elif not self.is_alive():
-                    parts.append(f"[execution timed out after {timeout:g}s; the kernel died when interrupted]")
+                    parts.append(
+                        f"[execution timed out after {timeout:g}s; the kernel died when interrupted]"
+                    )
                     status = "died"
                 else:  # still running: stop the process, and let whoever restarts kernels restart it
                     self.kill()
-                    parts.append(f"[execution timed out after {timeout:g}s; the interrupt did not stop it within "
-                                 f"{self.interrupt_grace:g}s, so the kernel was stopped]")
+                    parts.append(
+                        f"[execution timed out after {timeout:g}s; the interrupt did not stop it "
+                        f"within "
+                        f"{self.interrupt_grace:g}s, so the kernel was stopped]"
+                    )
                     status = "died"
                 break
             try:
@@ -399,8 +422,11 @@ class JupyterKernel:
                 if not self.is_alive():
                     return True  # ended, by dying: the caller's next look says so
                 continue
-            if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
-                    and msg["content"].get("execution_state") == "idle":
+            if (
+                msg.get("parent_header", {}).get("msg_id") == msg_id
+                and msg["msg_type"] == "status"
+                and msg["content"].get("execution_state") == "idle"
+            ):
                 return True
         return False
 

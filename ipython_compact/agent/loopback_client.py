@@ -37,16 +37,29 @@ class HostCallError(BridgeError):
     """The host refused or failed the call; the message is the host's (``Type: message``)."""
 
 
-def call(url: str, token: str, op: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
-         *, timeout: float = TIMEOUT) -> Any:
+def call(
+    url: str,
+    token: str,
+    op: str,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    timeout: float = TIMEOUT,
+) -> Any:
     """Run host handler ``op`` with ``args``/``kwargs`` and return its JSON-decoded value."""
     __tracebackhide__ = True  # IPython leaves the bridge's frames out of the model's traceback
     try:
-        body = json.dumps({"op": op, "args": list(args), "kwargs": dict(kwargs or {})}, allow_nan=False).encode()
+        body = json.dumps(
+            {"op": op, "args": list(args), "kwargs": dict(kwargs or {})}, allow_nan=False
+        ).encode()
     except (TypeError, ValueError) as exc:
         raise HostCallError(f"the arguments of {op}() must be JSON values: {exc}") from None
-    req = urllib.request.Request(url, data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read(MAX_BODY + 1)

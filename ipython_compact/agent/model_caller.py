@@ -38,7 +38,9 @@ def served_models(client: Any, timeout: float = 5.0) -> list[str] | None:
     """The model ids the server lists at ``/v1/models``, or None when it cannot be asked (one quick
     try: this runs only to explain an error)."""
     try:
-        listing = client.with_options(timeout=timeout, max_retries=0) if hasattr(client, "with_options") else client
+        listing = (
+            client.with_options(timeout=timeout, max_retries=0) if hasattr(client, "with_options") else client
+        )
         page = listing.models.list()
         items = list(getattr(page, "data", None) or page)
     except Exception:
@@ -67,8 +69,11 @@ def describe_api_error(exc: Exception, client: Any = None, model: str | None = N
         line = f"HTTP {status} from {where}: {text}"
         if status in (401, 403):
             return line + " — check the API key (api_key=... or $OPENAI_API_KEY)"
-        if status == 404 and model is not None and (code in ("model_not_found", "not_found_error")
-                                                    or "model" in text.lower()):
+        if (
+            status == 404
+            and model is not None
+            and (code in ("model_not_found", "not_found_error") or "model" in text.lower())
+        ):
             served = served_models(client) if client is not None else None
             if served:
                 line += f" — the server serves: {', '.join(served)}; pass one of them as the model"
@@ -84,8 +89,9 @@ def _status_details(exc: Any) -> tuple[str, str | None, int]:
     return text, code if isinstance(code, str) else None, int(exc.status_code)
 
 
-def api_error_details(exc: Exception, client: Any = None, model: str | None = None
-                      ) -> tuple[str, str | None, int | None]:
+def api_error_details(
+    exc: Exception, client: Any = None, model: str | None = None
+) -> tuple[str, str | None, int | None]:
     """(message text, provider error code, HTTP status) of an ``openai`` client exception; the text
     is ``describe_api_error``'s (it names the URL and the status)."""
     import openai  # deferred for start-up time (heavy); loaded already when an openai call raised
@@ -112,8 +118,14 @@ class ModelAnswer:
 class ModelCaller:
     """Sends chat requests through an ``openai.OpenAI``-like ``client`` (``chat.completions.create``)."""
 
-    def __init__(self, client: Any, *, request_timeout: float = 120.0, stream: bool = False,
-                 tools: Sequence[JSON] = (PYTHON_TOOL,)) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        request_timeout: float = 120.0,
+        stream: bool = False,
+        tools: Sequence[JSON] = (PYTHON_TOOL,),
+    ) -> None:
         self.client = client
         self.request_timeout = request_timeout
         self.stream = stream
@@ -133,8 +145,15 @@ class ModelCaller:
         with self._lock:
             return self._tokens
 
-    def call(self, messages: list[JSON], *, model: str, provider: str, abort: threading.Event | None = None,
-             on_delta: Callable[[str], None] | None = None) -> ModelAnswer:
+    def call(
+        self,
+        messages: list[JSON],
+        *,
+        model: str,
+        provider: str,
+        abort: threading.Event | None = None,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> ModelAnswer:
         """Send ``messages``; see ``ModelAnswer``. ``on_delta`` gets streamed text pieces."""
         import openai  # lazy for start-up time: the agent package is imported by the kernel extension
 
@@ -146,7 +165,8 @@ class ModelCaller:
                 completion, aborted = self._streamed(messages, model, abort, on_delta)
             else:
                 completion = self.client.chat.completions.create(
-                    model=model, messages=messages, tools=self.tools, timeout=self.request_timeout)
+                    model=model, messages=messages, tools=self.tools, timeout=self.request_timeout
+                )
         except openai.APIError as exc:
             text, code, status = api_error_details(exc, self.client, model)
             return ModelAnswer(error_text=text, error_code=code, error_status=status)
@@ -162,13 +182,22 @@ class ModelCaller:
                 self._tokens += int(usage.get("totalTokens") or 0)
         return ModelAnswer(message=message, aborted=aborted)
 
-    def _streamed(self, messages: list[JSON], model: str, abort: threading.Event | None,
-                  on_delta: Callable[[str], None] | None) -> tuple[JSON, bool]:
+    def _streamed(
+        self,
+        messages: list[JSON],
+        model: str,
+        abort: threading.Event | None,
+        on_delta: Callable[[str], None] | None,
+    ) -> tuple[JSON, bool]:
         """Stream one answer; stops early, and says so, when ``abort`` is set."""
         acc = StreamAccumulator()
         stream = self.client.chat.completions.create(
-            model=model, messages=messages, tools=self.tools, timeout=self.request_timeout,
-            stream=True, stream_options={"include_usage": True},
+            model=model,
+            messages=messages,
+            tools=self.tools,
+            timeout=self.request_timeout,
+            stream=True,
+            stream_options={"include_usage": True},
         )
         aborted = False
         try:

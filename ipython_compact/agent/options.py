@@ -59,8 +59,16 @@ class AgentOptions:
     sub_model: str | None = None
 
     def __post_init__(self) -> None:
-        least = {"max_output_chars": 200, "final_answer_chars": 100, "max_concurrent_subcalls": 1, "max_steps": 1,
-                 "max_live_sub_agents": 1, "max_depth": 0, "max_restarts": 0, "max_continuations": 0}
+        least = {
+            "max_output_chars": 200,
+            "final_answer_chars": 100,
+            "max_concurrent_subcalls": 1,
+            "max_steps": 1,
+            "max_live_sub_agents": 1,
+            "max_depth": 0,
+            "max_restarts": 0,
+            "max_continuations": 0,
+        }
         for name, low in least.items():
             value = getattr(self, name)
             if type(value) is not int or value < low:

@@ -42,8 +42,15 @@ class OverflowEpisode:
     """Overflow handling for one agent. ``current`` (the agent) is read when needed (the model
     can change); ``capped(message)`` ends the run at the compaction cap."""
 
-    def __init__(self, log: SessionLog, scheduler: CompactionScheduler, caps: RunCaps, *,
-                 current: CurrentModel, capped: Capped) -> None:
+    def __init__(
+        self,
+        log: SessionLog,
+        scheduler: CompactionScheduler,
+        caps: RunCaps,
+        *,
+        current: CurrentModel,
+        capped: Capped,
+    ) -> None:
         self.log = log
         self.scheduler = scheduler
         self.caps = caps
@@ -70,16 +77,23 @@ class OverflowEpisode:
         """A failed request: log it; an overflow is recovered (None means "retry the request")."""
         text = answer.error_text or "unknown error"
         current = self._current
-        msg = error_message(provider=current.provider, model=current.model, timestamp=now_iso(), text=text,
-                            code=answer.error_code, status=answer.error_status)
+        msg = error_message(
+            provider=current.provider,
+            model=current.model,
+            timestamp=now_iso(),
+            text=text,
+            code=answer.error_code,
+            status=answer.error_status,
+        )
         if not message_is_overflow(msg, self._current.context_window):
             self.log.append_message(msg)
             self.log.emit("error", text, status=answer.error_status)
             return failed(f"The model request failed: {text}", text)
         # Keep the error in the log but off the active path: it never re-enters the context.
         self.log.append_message(msg, move_leaf=False)
-        step = overflow_step(self.state, "overflow", same_model=msg["model"] == current.model,
-                             enabled=current.settings.enabled)
+        step = overflow_step(
+            self.state, "overflow", same_model=msg["model"] == current.model, enabled=current.settings.enabled
+        )
         if step.action == "compact_and_retry" and self.scheduler.compacted_for_request:
             # At most one compaction per request: this one already waited on a compaction.
             step = overflow_step("attempted", "overflow")
@@ -88,12 +102,17 @@ class OverflowEpisode:
         if step.action == "compact_and_retry" and not self.caps.may_compact():
             return self._capped(self.caps.compaction_stop())
         if step.action == "compact_and_retry":
-            rec = self.scheduler.compact_blocking("overflow", "blocking compaction to recover from the overflow")
+            rec = self.scheduler.compact_blocking(
+                "overflow", "blocking compaction to recover from the overflow"
+            )
             if rec.state == "placed":
                 return None
             return failed(f"{OVERFLOW_FAILURE_MESSAGE} (compaction did not help: {rec.error or rec.state})")
         if step.action == "report_failure":
-            self.log.append(COMPACTION_OUTCOME, {"reason": "overflow", "outcome": "failed", "error": OVERFLOW_FAILURE_MESSAGE})
+            self.log.append(
+                COMPACTION_OUTCOME,
+                {"reason": "overflow", "outcome": "failed", "error": OVERFLOW_FAILURE_MESSAGE},
+            )
             return failed(OVERFLOW_FAILURE_MESSAGE)
         return failed(f"The model request failed: {text}", text)
 
@@ -109,7 +128,9 @@ class OverflowEpisode:
         if step.action == "ignore":
             self.log.emit("guard", f"earlier overflow ignored: {step.why}", guard="model_switch")
         elif step.action == "compact_and_retry":
-            self.scheduler.compact_blocking("overflow", "blocking compaction: the last request of this model overflowed")
+            self.scheduler.compact_blocking(
+                "overflow", "blocking compaction: the last request of this model overflowed"
+            )
 
 
 def failed(message: str, error: str | None = None) -> TurnResult:

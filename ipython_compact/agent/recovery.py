@@ -44,7 +44,9 @@ def emergency_payload(path: Sequence[Entry], reason: str, tokens_before: int) ->
         return None
     cut = path[candidates[-1]]
     previous = [e.data.get("summary", "") for e in path if e.kind == COMPACTION]
-    carried = f"\n\n<carried-compaction-summary>\n{previous[-1]}\n</carried-compaction-summary>" if previous else ""
+    carried = (
+        f"\n\n<carried-compaction-summary>\n{previous[-1]}\n</carried-compaction-summary>" if previous else ""
+    )
     dropped = sum(1 for e in path[: candidates[-1]] if e.kind == MESSAGE)
     return {
         "summary": f"{EMERGENCY_HEADER}\n{dropped} messages were dropped.{carried}",

@@ -20,7 +20,11 @@ import json
 import threading
 from typing import Any
 
-RECEIPT = "Compaction runs when the current turn ends; you resume automatically afterwards. Continue working normally."
+RECEIPT = (
+    "Compaction runs when the current turn ends; you resume automatically afterwards. Continue "
+    "working "
+    "normally."
+)
 
 _lock = threading.Lock()
 _turn_active = False
@@ -62,7 +66,10 @@ def request(instructions: str | None = None) -> dict[str, Any]:
     """Record a model-requested compaction; returns the receipt shown to the model."""
     global _pending
     if instructions is not None and not isinstance(instructions, str):
-        return {"scheduled": False, "reason": f"instructions must be a string or None, got {type(instructions).__name__}"}
+        return {
+            "scheduled": False,
+            "reason": f"instructions must be a string or None, got {type(instructions).__name__}",
+        }
     with _lock:
         if not _turn_active:
             return {"scheduled": False, "reason": "no active agent turn; nothing would run the compaction"}

@@ -53,12 +53,17 @@ from ipython_compact.core.tokens import estimate_message_tokens
 PREVIEW_CHARS = 400
 
 RLM_PROMPT = (
-    "Inside the kernel you also have: `llm_query(prompt, model=None)` asks the model one question and returns "
-    "its answer (use it on slices of large data); `llm_query_batched(prompts)` asks several at once and returns "
-    "the answers in order; `agent_query(task, name=None, context=None)` gives a task to a sub-agent with its own "
+    "Inside the kernel you also have: `llm_query(prompt, model=None)` asks the model one question and "
+    "returns "
+    "its answer (use it on slices of large data); `llm_query_batched(prompts)` asks several at once and "
+    "returns "
+    "the answers in order; `agent_query(task, name=None, context=None)` gives a task to a sub-agent with its "
+    "own "
     "kernel and returns its answer (`context` is placed in the sub-agent's kernel as the variable `context`: "
-    "pass data there, keep the task text short; pass the same name to ask it again; `sub_agents()` lists them); "
-    "`agent_query_batched(tasks, contexts=None)` runs several sub-agents at once; `recall(entry_id)` returns a "
+    "pass data there, keep the task text short; pass the same name to ask it again; `sub_agents()` lists "
+    "them); "
+    "`agent_query_batched(tasks, contexts=None)` runs several sub-agents at once; `recall(entry_id)` returns "
+    "a "
     "logged output whole when the context shows only its head and tail; `FINAL(answer)` or "
     "`FINAL_VAR(variable_name)` ends the run with that answer."
 )
@@ -74,15 +79,22 @@ def describe_value(name: str, value: Any) -> str:
         size, preview = f"{len(value):,} bytes", repr(value[:PREVIEW_CHARS])
     else:
         text = json.dumps(value, ensure_ascii=False, default=str)
-        size = f"{len(value):,} items" if isinstance(value, list | dict) else f"{len(text):,} characters as JSON"
+        size = (
+            f"{len(value):,} items"
+            if isinstance(value, list | dict)
+            else (f"{len(text):,} characters as JSON")
+        )
         preview = text[:PREVIEW_CHARS]
     more = "…" if len(preview) >= PREVIEW_CHARS else ""
-    return (f"The kernel variable `{name}` holds the context: {type(value).__name__}, {size}. "
-            f"It is not shown here; explore it with code. Preview: {preview!r}{more}")
+    return (
+        f"The kernel variable `{name}` holds the context: {type(value).__name__}, {size}. "
+        f"It is not shown here; explore it with code. Preview: {preview!r}{more}"
+    )
 
 
-def too_large_for_window(text: str, what: str, *, settings: CompactionSettings, window: int,
-                         system_text: str) -> str | None:
+def too_large_for_window(
+    text: str, what: str, *, settings: CompactionSettings, window: int, system_text: str
+) -> str | None:
     """Why ``text`` (a sub-agent's task, an ``llm_query`` prompt) cannot fit ``window``, or None.
 
     A task becomes a sub-agent's first message after its system prompt (``system_text``); both
@@ -97,11 +109,16 @@ def too_large_for_window(text: str, what: str, *, settings: CompactionSettings, 
         room -= estimate_message_tokens({"role": "system", "content": system_text}, estimator)
     if tokens <= room:
         return None
-    fix = ("split it and send the pieces with llm_query_batched" if what == "llm_query prompt" else
-           "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
-           "keep the task short")
-    return (f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
-            f"{window:,}-token window leaves room for about {max(room, 0):,}; {fix}.")
+    fix = (
+        "split it and send the pieces with llm_query_batched"
+        if what == "llm_query prompt"
+        else "pass the data as agent_query(task, context=data), where the sub-agent reads it with code, and "
+        "keep the task short"
+    )
+    return (
+        f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
+        f"{window:,}-token window leaves room for about {max(room, 0):,}; {fix}."
+    )
 
 
 class SubcallFailed(RuntimeError):
@@ -139,8 +156,13 @@ def parse_final(raw: Any, limit: int) -> dict[str, Any] | None:
         raise FinalAnswerError("the kernel's reply lacks a text 'answer' and 'source'")
     name = final.get("name")
     chars = final.get("chars")
-    out = {"answer": answer, "source": source[:200], "name": name if isinstance(name, str) else None,
-           "chars": chars if type(chars) is int else len(answer), "cut": final.get("cut") is True}
+    out = {
+        "answer": answer,
+        "source": source[:200],
+        "name": name if isinstance(name, str) else None,
+        "chars": chars if type(chars) is int else len(answer),
+        "cut": final.get("cut") is True,
+    }
     if len(answer) > limit + _CUT_NOTE:
         out["answer"], _ = cap_text(answer, limit)
         out["cut"] = True
@@ -157,11 +179,21 @@ class RlmBridge:
     when the call names none (default: the agent's).
     """
 
-    def __init__(self, log: Any, caller: ModelCaller, *, current: CurrentModel,
-                 registry: SubAgentRegistry | None, budget_left: Callable[[], int | None],
-                 spent: Callable[[int], None], result_chars: int = 4000,
-                 final_chars: int = FINAL_CHARS, max_concurrent: int = MAX_CONCURRENT,
-                 too_large: Callable[[str, str], str | None] | None = None, sub_model: str | None = None) -> None:
+    def __init__(
+        self,
+        log: Any,
+        caller: ModelCaller,
+        *,
+        current: CurrentModel,
+        registry: SubAgentRegistry | None,
+        budget_left: Callable[[], int | None],
+        spent: Callable[[int], None],
+        result_chars: int = 4000,
+        final_chars: int = FINAL_CHARS,
+        max_concurrent: int = MAX_CONCURRENT,
+        too_large: Callable[[str, str], str | None] | None = None,
+        sub_model: str | None = None,
+    ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent_subcalls must be at least 1, got {max_concurrent}")
         if final_chars < 100:
@@ -178,9 +210,13 @@ class RlmBridge:
         self._too_large = too_large
         self.sub_model = sub_model
         handlers: dict[str, Callable[..., Any]] = {
-            "llm_query": self.llm_query, "llm_query_batched": self.llm_query_batched, "recall": self.recall,
-            "sub_agents": self.sub_agents, "agent_query": self.agent_query,
-            "agent_query_batched": self.agent_query_batched}
+            "llm_query": self.llm_query,
+            "llm_query_batched": self.llm_query_batched,
+            "recall": self.recall,
+            "sub_agents": self.sub_agents,
+            "agent_query": self.agent_query,
+            "agent_query_batched": self.agent_query_batched,
+        }
         self.broker = SubcallBroker(handlers)
         self.subcalls = 0
         self._dir: str | None = None
@@ -212,14 +248,20 @@ class RlmBridge:
 
     def _failure(self, answer: ModelAnswer, model: str) -> str:
         """One line for a failed request: which server, what happened, what the model can do next."""
-        server = str(getattr(self.caller.client, "base_url", "") or "").rstrip("/") or "(the configured server)"
+        server = str(getattr(self.caller.client, "base_url", "") or "").rstrip("/") or (
+            "(the configured server)"
+        )
         if answer.error_status is None:
-            return (f"the model server {server} did not answer ({answer.error_text}). It may be down or "
-                    "restarting: retry this call later, or carry on without sub-calls and end with "
-                    "FINAL(answer) from what you have.")
-        return (f"the model server {server} refused the request for model {model!r} with HTTP "
-                f"{answer.error_status}: {answer.error_text}. Change the request (a shorter prompt, another "
-                "model) or carry on without this sub-call.")
+            return (
+                f"the model server {server} did not answer ({answer.error_text}). It may be down or "
+                "restarting: retry this call later, or carry on without sub-calls and end with "
+                "FINAL(answer) from what you have."
+            )
+        return (
+            f"the model server {server} refused the request for model {model!r} with HTTP "
+            f"{answer.error_status}: {answer.error_text}. Change the request (a shorter prompt, another "
+            "model) or carry on without this sub-call."
+        )
 
     def llm_query(self, prompt: str, model: str | None = None) -> str:
         if not isinstance(prompt, str) or not prompt.strip():
@@ -231,19 +273,27 @@ class RlmBridge:
         if chosen == self._current.model:  # another model's window is unknown here: its server decides
             self._check_size(prompt, "llm_query prompt")
         self.subcalls += 1
-        self.log.emit("subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt), model=chosen)
-        answer = self.caller.call([{"role": "user", "content": prompt}], model=chosen, provider=self._current.provider)
+        self.log.emit(
+            "subcall", f"llm_query: {prompt[:200]}", op="llm_query", chars=len(prompt), model=chosen
+        )
+        answer = self.caller.call(
+            [{"role": "user", "content": prompt}], model=chosen, provider=self._current.provider
+        )
         if answer.message is None:
             raise SubcallFailed(self._failure(answer, chosen))
         # This call's own usage: the caller's running total also moves with other threads' calls.
         usage = answer.message.get("usage")
         self._spent(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
         blocks = answer.message.get("content") or []
-        return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        return "".join(
+            str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+        )
 
     def agent_query(self, task: str, name: str | None = None, context: Any = None) -> str:
         if self.registry is None:
-            raise RuntimeError("agent_query is not available at this depth (sub-agents do not start sub-agents)")
+            raise RuntimeError(
+                "agent_query is not available at this depth (sub-agents do not start sub-agents)"
+            )
         if not isinstance(task, str) or not task.strip():
             raise ValueError("a sub-agent task must be non-empty text")
         value = None if context is None else decode_context(context)
@@ -253,16 +303,23 @@ class RlmBridge:
         return self.registry.ask(task, name, context=value)
 
     def _batched(self, calls: list[Callable[[], str]]) -> list[dict[str, Any]]:
-        """Run ``calls`` at most ``max_concurrent`` at once; ``{"ok", "value"|"error"}`` per call, in order."""
+        """Run ``calls`` at most ``max_concurrent`` at once; ``{"ok", "value"|"error"}`` per call, in
+        order."""
+
         def one(call: Callable[[], str]) -> dict[str, Any]:
             try:
                 return {"ok": True, "value": call()}
             except Exception as exc:
-                return {"ok": False, "error": str(exc) if isinstance(exc, SubcallFailed) else f"{type(exc).__name__}: {exc}"}
+                return {
+                    "ok": False,
+                    "error": str(exc) if isinstance(exc, SubcallFailed) else f"{type(exc).__name__}: {exc}",
+                }
 
         if not calls:
             return []
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrent, len(calls)), thread_name_prefix="subcall") as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(self.max_concurrent, len(calls)), thread_name_prefix="subcall"
+        ) as pool:
             return list(pool.map(one, calls))
 
     def llm_query_batched(self, prompts: list[str], model: str | None = None) -> list[dict[str, Any]]:
@@ -273,8 +330,12 @@ class RlmBridge:
     def agent_query_batched(self, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
             raise ValueError("agent_query_batched needs a list of {'task', 'name', 'context'} items")
-        return self._batched([functools.partial(self.agent_query, str(t.get("task") or ""), t.get("name"), t.get("context"))
-                              for t in tasks])
+        return self._batched(
+            [
+                functools.partial(self.agent_query, str(t.get("task") or ""), t.get("name"), t.get("context"))
+                for t in tasks
+            ]
+        )
 
     def sub_agents(self) -> list[dict[str, Any]]:
         return [] if self.registry is None else self.registry.describe()

@@ -6,7 +6,8 @@ sub-agent (a child session with its own kernel and its own compaction; ``context
 variable ``context`` in that kernel) and returns its bounded answer — with ``name`` the same
 sub-agent is asked again; ``llm_query_batched(prompts)`` and ``agent_query_batched(tasks)`` run
 several at once (the host bounds how many) and return the answers in order, a failed item as a
-``SubcallFailure`` (a ``str`` saying why, with ``.failed`` true); ``sub_agents()`` lists the live ones; ``recall(entry_id)`` returns a logged text whole (a
+``SubcallFailure`` (a ``str`` saying why, with ``.failed`` true); ``sub_agents()`` lists the live ones;
+``recall(entry_id)`` returns a logged text whole (a
 tool output the context only showed head and tail of); ``FINAL(answer)`` / ``FINAL_VAR(name)`` end
 the run with an answer, the second with the value of a kernel variable.
 
@@ -44,6 +45,7 @@ _lock = threading.Lock()
 _bridge: dict[str, Any] = {}
 _final: dict[str, Any] | None = None
 
+
 def _shell() -> Any:
     """The kernel's shell. Imported per call for the host's start-up time: the host imports this
     module (``kernel_calls``' table) but never runs these functions, and needs no IPython."""
@@ -70,7 +72,9 @@ def _call(op: str, **args: Any) -> Any:
     with _lock:
         url, token = _bridge.get("url"), _bridge.get("token")
     if not url or not token:
-        raise SubcallError(f"{op}: no agent is attached to this kernel (sub-calls work only inside an agent run)")
+        raise SubcallError(
+            f"{op}: no agent is attached to this kernel (sub-calls work only inside an agent run)"
+        )
     try:
         return loopback_client.call(url, token, op, kwargs=args)
     except loopback_client.BridgeError as exc:
@@ -93,9 +97,12 @@ def llm_query(prompt: str, model: str | None = None) -> str:
 def _items(replies: Any, count: int, op: str) -> list[str]:
     if not isinstance(replies, list) or len(replies) != count:
         raise SubcallError(f"{op} failed: the host answered {type(replies).__name__}, not {count} results")
-    return [str(r.get("value")) if isinstance(r, dict) and r.get("ok") else
-            SubcallFailure(f"[{op} item {i} failed: {r.get('error') if isinstance(r, dict) else r}]")
-            for i, r in enumerate(replies)]
+    return [
+        str(r.get("value"))
+        if isinstance(r, dict) and r.get("ok")
+        else SubcallFailure(f"[{op} item {i} failed: {r.get('error') if isinstance(r, dict) else r}]")
+        for i, r in enumerate(replies)
+    ]
 
 
 def llm_query_batched(prompts: list[str], model: str | None = None) -> list[str]:
@@ -125,15 +132,18 @@ def agent_query(task: str, name: str | None = None, context: Any = None) -> str:
     return str(_call("agent_query", **_task(task, name, context)))
 
 
-def agent_query_batched(tasks: list[str], contexts: list[Any] | None = None,
-                        names: list[str | None] | None = None) -> list[str]:
+def agent_query_batched(
+    tasks: list[str], contexts: list[Any] | None = None, names: list[str | None] | None = None
+) -> list[str]:
     """Run several sub-agents at once (``contexts[i]``/``names[i]`` go with ``tasks[i]``); the
     answers in order, a failed one as a ``SubcallFailure``."""
     tasks = list(tasks)
     contexts = [None] * len(tasks) if contexts is None else list(contexts)
     names = [None] * len(tasks) if names is None else list(names)
     if len(contexts) != len(tasks) or len(names) != len(tasks):
-        raise ValueError(f"agent_query_batched: {len(tasks)} tasks but {len(contexts)} contexts and {len(names)} names")
+        raise ValueError(
+            f"agent_query_batched: {len(tasks)} tasks but {len(contexts)} contexts and {len(names)} names"
+        )
     items = [_task(t, n, c) for t, n, c in zip(tasks, names, contexts, strict=True)]
     return _items(_call("agent_query_batched", tasks=items), len(items), "agent_query")
 
@@ -178,7 +188,7 @@ FINAL_NAME = "_final_answer"
 
 def _bounded(text: str, limit: int) -> str:
     """Head and tail of ``text`` within about ``limit`` characters, the cut stated in the middle."""
-    head, tail = text[: limit * 2 // 3], text[len(text) - limit // 3:]
+    head, tail = text[: limit * 2 // 3], text[len(text) - limit // 3 :]
     return f"{head}\n... [{len(text) - len(head) - len(tail):,} characters omitted] ...\n{tail}"
 
 
@@ -200,14 +210,25 @@ def take_final_json(limit: int | None = None) -> str:
         if name is None:
             name = FINAL_NAME
             _shell().user_ns[name] = text
-        reply.update(answer=_bounded(text, limit) + f"\n[final answer cut: {len(text):,} characters in all; "
-                     f"the whole value is the kernel variable `{name}`]", cut=True, name=name)
+        reply.update(
+            answer=_bounded(text, limit) + f"\n[final answer cut: {len(text):,} characters in all; "
+            f"the whole value is the kernel variable `{name}`]",
+            cut=True,
+            name=name,
+        )
     return json.dumps(reply)
 
 
-FUNCTIONS = {"llm_query": llm_query, "llm_query_batched": llm_query_batched, "agent_query": agent_query,
-             "agent_query_batched": agent_query_batched, "sub_agents": sub_agents, "recall": recall,
-             "FINAL": FINAL, "FINAL_VAR": FINAL_VAR}
+FUNCTIONS = {
+    "llm_query": llm_query,
+    "llm_query_batched": llm_query_batched,
+    "agent_query": agent_query,
+    "agent_query_batched": agent_query_batched,
+    "sub_agents": sub_agents,
+    "recall": recall,
+    "FINAL": FINAL,
+    "FINAL_VAR": FINAL_VAR,
+}
 
 
 def install(url: str, token: str, names: list[str] | None = None) -> str:

@@ -49,7 +49,9 @@ class CompactionEngine(Protocol):
     not write to the log (the scheduler places the entry itself, now or at a turn boundary).
     """
 
-    def prepare(self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None) -> dict[str, Any] | None: ...
+    def prepare(
+        self, session: str, *, reason: str, focus: str | None, keep_recent_tokens: int | None
+    ) -> dict[str, Any] | None: ...
 
 
 class CompactionScheduler:
@@ -141,13 +143,22 @@ class CompactionScheduler:
                 if action == "run_requested" and self._manual_in_flight():
                     # A successful manual compaction satisfies the model's request (Prime's rule); a
                     # failed one would have left the request standing.
-                    self.log.emit("compaction_dropped", "model-requested compaction covered by the manual one",
-                                  reason="requested")
+                    self.log.emit(
+                        "compaction_dropped",
+                        "model-requested compaction covered by the manual one",
+                        reason="requested",
+                    )
                 elif action == "run_requested" and requested is not None:
-                    self.log.emit("compaction_start", "model-requested compaction (end of turn)", reason="requested")
-                    compacted = self._compact_now("requested", requested.get("instructions")).state == "placed"
+                    self.log.emit(
+                        "compaction_start", "model-requested compaction (end of turn)", reason="requested"
+                    )
+                    compacted = (
+                        self._compact_now("requested", requested.get("instructions")).state == "placed"
+                    )
                 elif action == "drop_requested":
-                    self.log.emit("compaction_dropped", "model-requested compaction dropped: the turn was aborted")
+                    self.log.emit(
+                        "compaction_dropped", "model-requested compaction dropped: the turn was aborted"
+                    )
                 compacted = bool(self._place_inbox()) or compacted  # turn boundary
             finally:
                 self._busy = False
@@ -179,13 +190,22 @@ class CompactionScheduler:
         if decision.guard not in (None, "disabled"):
             self.log.emit("guard", decision.why, guard=decision.guard, tokens=tokens)
         if decision.action != "none" and not self._allowed():
-            self.log.emit("guard", f"{decision.action} compaction needed but the compaction cap is reached",
-                          guard="compaction_cap", tokens=tokens)
+            self.log.emit(
+                "guard",
+                f"{decision.action} compaction needed but the compaction cap is reached",
+                guard="compaction_cap",
+                tokens=tokens,
+            )
             return "capped" if decision.action == "blocking" else ""
         if decision.action == "blocking":
             self.compact_blocking("threshold", f"blocking compaction: {decision.why}", tokens=tokens)
         elif decision.action == "background":
-            self.log.emit("compaction_start", f"background compaction: {decision.why}", reason="threshold", tokens=tokens)
+            self.log.emit(
+                "compaction_start",
+                f"background compaction: {decision.why}",
+                reason="threshold",
+                tokens=tokens,
+            )
             self._start_background("threshold", None)
         return ""
 
@@ -236,7 +256,10 @@ class CompactionScheduler:
                 payload = self._prepare(reason, focus, blocking=True)
                 if payload is None:
                     record.state, record.error = "skipped", NOTHING_TO_COMPACT
-                    self.log.append(COMPACTION_OUTCOME, {"reason": reason, "outcome": "skipped", "error": NOTHING_TO_COMPACT})
+                    self.log.append(
+                        COMPACTION_OUTCOME,
+                        {"reason": reason, "outcome": "skipped", "error": NOTHING_TO_COMPACT},
+                    )
                 else:
                     record.entry = self._place(payload)
                     record.state = "placed"
@@ -262,10 +285,14 @@ class CompactionScheduler:
                         record.state, record.error = "skipped", NOTHING_TO_COMPACT
                         self._ended(reason, "skipped", f": {NOTHING_TO_COMPACT}", record.error)
                     elif self._busy:
-                        self.log.store.inbox_put(self.log.session, payload,
-                                                 first_kept_entry_id=payload.get("first_kept_entry_id"))
-                        self.log.emit("compaction_queued", f"{reason} compaction finished; its summary is queued",
-                                      reason=reason)
+                        self.log.store.inbox_put(
+                            self.log.session, payload, first_kept_entry_id=payload.get("first_kept_entry_id")
+                        )
+                        self.log.emit(
+                            "compaction_queued",
+                            f"{reason} compaction finished; its summary is queued",
+                            reason=reason,
+                        )
                         self._pending.append(record)
                     else:
                         record.entry = self._place(payload)
@@ -295,7 +322,9 @@ class CompactionScheduler:
         if emergency:
             payload = emergency_payload(self.log.store.context_path(self.log.session), reason, self._tokens())
         else:
-            payload = self.engine.prepare(self.log.session, reason=reason, focus=focus, keep_recent_tokens=keep)
+            payload = self.engine.prepare(
+                self.log.session, reason=reason, focus=focus, keep_recent_tokens=keep
+            )
         if payload is None:
             return None
         payload = dict(payload)
@@ -313,8 +342,15 @@ class CompactionScheduler:
         record.state = "failed"
         self._failures += 1
         self._last_failure_at = self._clock()
-        self.log.append(COMPACTION_OUTCOME, {"reason": record.reason, "outcome": "failed", "error": error,
-                                             "consecutive_failures": self._failures})
+        self.log.append(
+            COMPACTION_OUTCOME,
+            {
+                "reason": record.reason,
+                "outcome": "failed",
+                "error": error,
+                "consecutive_failures": self._failures,
+            },
+        )
         return error
 
     # ------------------------------------------------------------------ placement
@@ -338,7 +374,8 @@ class CompactionScheduler:
         for item in store.inbox_settle_stale(session):
             self._settle_stale(item.payload)
         taken = store.inbox_take(session)
-        taken.sort(key=lambda item: item.payload.get("reason") != "manual")  # stable: oldest first within each
+        # stable: oldest first within each
+        taken.sort(key=lambda item: item.payload.get("reason") != "manual")
         for item in taken:
             if placed and not self._cut_is_live(item.payload.get("first_kept_entry_id")):
                 self._settle_stale(item.payload)
@@ -355,10 +392,20 @@ class CompactionScheduler:
         rec = self._record_for(payload)
         if rec is not None:
             rec.state = "stale"
-        self.log.append(COMPACTION_OUTCOME, {"reason": payload.get("reason", "threshold"), "outcome": "skipped",
-                                             "error": "stale: a newer compaction already cut at or past this point"})
-        self.log.emit("compaction_stale", f"a queued {payload.get('reason')} summary settled as stale: a newer cut won",
-                      reason=payload.get("reason"), state="stale")
+        self.log.append(
+            COMPACTION_OUTCOME,
+            {
+                "reason": payload.get("reason", "threshold"),
+                "outcome": "skipped",
+                "error": "stale: a newer compaction already cut at or past this point",
+            },
+        )
+        self.log.emit(
+            "compaction_stale",
+            f"a queued {payload.get('reason')} summary settled as stale: a newer cut won",
+            reason=payload.get("reason"),
+            state="stale",
+        )
 
     def _cut_is_live(self, first_kept: Any) -> bool:
         """True when ``first_kept`` lies strictly inside the current context (after its head)."""
@@ -376,12 +423,19 @@ class CompactionScheduler:
     # ------------------------------------------------------------------ reporting
     def _ended(self, reason: str, state: str, note: str, error: str | None = None) -> None:
         """The ``compaction_end`` event: "<reason> compaction <state><note>"."""
-        self.log.emit("compaction_end", f"{reason} compaction {state}{note}", reason=reason, state=state, error=error)
+        self.log.emit(
+            "compaction_end", f"{reason} compaction {state}{note}", reason=reason, state=state, error=error
+        )
 
     def _live(self, reason: str, *, blocking: bool) -> _LiveTask:
         """Mark a compaction as in flight in the store (for status displays) until it ends."""
-        return _LiveTask(self.log.store, self.log.session,
-                         f"{reason}-{'' if blocking else 'bg-'}{time.monotonic_ns()}", reason, blocking)
+        return _LiveTask(
+            self.log.store,
+            self.log.session,
+            f"{reason}-{'' if blocking else 'bg-'}{time.monotonic_ns()}",
+            reason,
+            blocking,
+        )
 
 
 class _LiveTask:

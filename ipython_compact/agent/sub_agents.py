@@ -76,8 +76,16 @@ class SubAgentInfo:
 class SubAgentRegistry:
     """The live sub-agents of one parent session (see the module docstring)."""
 
-    def __init__(self, log: SessionLog, factory: ChildFactory, *, max_live: int = 4, result_chars: int = 4000,
-                 wait_seconds: float = WAIT_SECONDS, tree: TreeBudget | None = None) -> None:
+    def __init__(
+        self,
+        log: SessionLog,
+        factory: ChildFactory,
+        *,
+        max_live: int = 4,
+        result_chars: int = 4000,
+        wait_seconds: float = WAIT_SECONDS,
+        tree: TreeBudget | None = None,
+    ) -> None:
         if max_live < 1 or result_chars < 100:
             raise ValueError(f"max_live must be >= 1 and result_chars >= 100, got {max_live}, {result_chars}")
         if wait_seconds < 0:
@@ -89,7 +97,8 @@ class SubAgentRegistry:
         self.wait_seconds = wait_seconds
         self.tree = tree
         self._lock = threading.Lock()
-        self._freed = threading.Condition(self._lock)  # notified when a task ends or a start gives its slot back
+        # notified when a task ends or a start gives its slot back
+        self._freed = threading.Condition(self._lock)
         self._starting = 0  # children being started: they hold a slot before they are in ``_live``
         self._closed = False
         self._infos: dict[str, SubAgentInfo] = {}
@@ -106,7 +115,9 @@ class SubAgentRegistry:
                     continue
                 name = str(e.data.get("name"))
                 if e.data.get("event") == "created":
-                    self._infos[name] = SubAgentInfo(name, str(e.data.get("session")), str(e.data.get("task", "")))
+                    self._infos[name] = SubAgentInfo(
+                        name, str(e.data.get("session")), str(e.data.get("task", ""))
+                    )
                     self._counter += 1
                 elif name in self._infos and e.data.get("event") == "answered":
                     info = self._infos[name]
@@ -178,7 +189,8 @@ class SubAgentRegistry:
             if name is not None and name in self._infos:
                 return self._infos[name], self._running[name]
             if self.tree is not None:
-                self.tree.start_sub_agent(name or f"sub{self._counter + 1}")  # refused before anything is made
+                # refused before anything is made
+                self.tree.start_sub_agent(name or f"sub{self._counter + 1}")
             self._counter += 1
             name = name or f"sub{self._counter}"
             session = f"{self.log.session}/{name}"
@@ -186,14 +198,27 @@ class SubAgentRegistry:
             self._infos[name] = info
             gate = self._running[name] = threading.Lock()
         store = self.log.store
-        link = {"parent_session": self.log.session, "name": name, "parent_entry": store.leaf(self.log.session)}
+        link = {
+            "parent_session": self.log.session,
+            "name": name,
+            "parent_entry": store.leaf(self.log.session),
+        }
         try:
             store.create_session(session, meta=link)
         except Exception:
             store.ensure_session(session)  # a child session left by an earlier run of this parent
         store.append(session, CUSTOM, {"custom_type": PARENT_LINK, **link, "task": task})
-        self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "created", "name": name, "session": session,
-                                 "task": task, "summary": f"sub-agent {name} started ({session}): {task[:200]}"})
+        self.log.append(
+            CUSTOM,
+            {
+                "custom_type": SUB_AGENT,
+                "event": "created",
+                "name": name,
+                "session": session,
+                "task": task,
+                "summary": f"sub-agent {name} started ({session}): {task[:200]}",
+            },
+        )
         return info, gate
 
     def _child(self, info: SubAgentInfo) -> ChildAgent:
@@ -216,7 +241,9 @@ class SubAgentRegistry:
                     raise RuntimeError(
                         f"sub-agent {info.name!r} was not started: all {self.max_live} live sub-agents "
                         f"(max_live_sub_agents={self.max_live}) are busy and none became free within "
-                        f"{self.wait_seconds:g}s; ask again later, or give the task to a running sub-agent by name")
+                        f"{self.wait_seconds:g}s; ask again later, or give the task to a running sub-agent "
+                        f"by name"
+                    )
                 self._freed.wait(left)
             if self._closed:
                 raise RuntimeError(f"sub-agent {info.name!r} was not started: the parent agent is closing")
@@ -239,10 +266,21 @@ class SubAgentRegistry:
         return child
 
     def _record(self, info: SubAgentInfo, stopped: str, chars: int, tokens: int = 0) -> None:
-        self.log.append(CUSTOM, {"custom_type": SUB_AGENT, "event": "answered", "name": info.name,
-                                 "session": info.session, "stopped": stopped, "chars": chars, "tokens": tokens,
-                                 "summary": f"sub-agent {info.name} answered ({stopped}, {chars:,} characters, "
-                                            f"{tokens:,} tokens)"})
+        self.log.append(
+            CUSTOM,
+            {
+                "custom_type": SUB_AGENT,
+                "event": "answered",
+                "name": info.name,
+                "session": info.session,
+                "stopped": stopped,
+                "chars": chars,
+                "tokens": tokens,
+                "summary": f"sub-agent {info.name} answered ({stopped}, {chars:,} "
+                f"characters, "
+                f"{tokens:,} tokens)",
+            },
+        )
 
     def close(self) -> None:
         """Stop every live child (their records and logs stay)."""

@@ -49,7 +49,6 @@ MAX_BODY = 256 * 1024 * 1024
 slice of a context variable, and an engine's input (a 20M-character corpus) is fetched through it."""
 
 
-
 class _LoopbackServer(ThreadingHTTPServer):
     """One thread per call, and a listen backlog for a batch's fan-out.
 
@@ -59,6 +58,7 @@ class _LoopbackServer(ThreadingHTTPServer):
 
     daemon_threads = True
     request_queue_size = 256
+
 
 class SubcallBroker:
     """Serves ``handlers`` (a mapping, or a resolver called per request) to kernel code; use as a
@@ -127,12 +127,19 @@ class SubcallBroker:
             return 400, {"ok": False, "error": "a request is a JSON object with a string 'op'"}
         op = request["op"]
         args, kwargs = request.get("args", []), request.get("kwargs", {})
-        if not isinstance(args, list) or not isinstance(kwargs, dict) or set(request) - {"op", "args", "kwargs"}:
+        if (
+            not isinstance(args, list)
+            or not isinstance(kwargs, dict)
+            or set(request) - {"op", "args", "kwargs"}
+        ):
             return 400, {"ok": False, "error": "a request is {'op': str, 'args': list, 'kwargs': object}"}
         handler = self._resolve(op)
         if handler is None:
             known = self._known()
-            return 404, {"ok": False, "error": f"unknown op {op!r}" + (f"; known: {', '.join(known)}" if known else "")}
+            return 404, {
+                "ok": False,
+                "error": f"unknown op {op!r}" + (f"; known: {', '.join(known)}" if known else ""),
+            }
         with self._lock:
             self.calls[op] = self.calls.get(op, 0) + 1
         context = self._context.copy() if self._context is not None else contextvars.Context()
@@ -145,8 +152,11 @@ class SubcallBroker:
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            return 200, {"ok": False, "error": f"TypeError: {op} returned a value JSON cannot carry "
-                                               f"({type(value).__name__}): {exc}"}
+            return 200, {
+                "ok": False,
+                "error": f"TypeError: {op} returned a value JSON cannot carry "
+                f"({type(value).__name__}): {exc}",
+            }
         return 200, {"ok": True, "value": value}
 
 

@@ -43,7 +43,9 @@ def snapshot_outcome(report: Any) -> SnapshotOutcome:
     except (TypeError, ValueError):
         return SnapshotOutcome(False, (), "the kernel's snapshot report was unreadable")
     error = report.get("error")
-    return SnapshotOutcome(report.get("ok") is True, skipped, None if error is None else str(error)[:_REPORT_CHARS])
+    return SnapshotOutcome(
+        report.get("ok") is True, skipped, None if error is None else str(error)[:_REPORT_CHARS]
+    )
 
 
 @dataclass(frozen=True)
@@ -172,9 +174,13 @@ class KernelSupervisor:
         restart = getattr(self.kernel, "restart", None)
         with self._lock:
             now = self._clock()
-            allowed, recent = restart_budget(self._restart_times, now, self.max_restarts, self.restart_window_seconds)
+            allowed, recent = restart_budget(
+                self._restart_times, now, self.max_restarts, self.restart_window_seconds
+            )
             if restart is None or not allowed:
-                return KernelReset(budget_exhausted(why, self.max_restarts, self.restart_window_seconds), True)
+                return KernelReset(
+                    budget_exhausted(why, self.max_restarts, self.restart_window_seconds), True
+                )
             self._restarts += 1
             self._restart_times = [*recent, now]
             number = len(self._restart_times)
@@ -189,9 +195,15 @@ class KernelSupervisor:
             with contextlib.suppress(Exception):
                 hook()
         restored, failed = self._restore()
-        text = reset_notice(why, number=number, max_restarts=self.max_restarts,
-                            window_seconds=self.restart_window_seconds, snapshots=self.snapshot_dir is not None,
-                            restored=restored, failed=failed)
+        text = reset_notice(
+            why,
+            number=number,
+            max_restarts=self.max_restarts,
+            window_seconds=self.restart_window_seconds,
+            snapshots=self.snapshot_dir is not None,
+            restored=restored,
+            failed=failed,
+        )
         return KernelReset(text, False, tuple(restored))
 
     def _restore(self) -> tuple[list[str], list[tuple[str, str]]]:

@@ -37,8 +37,15 @@ class ToolRunner:
     ``FINAL`` answer from the kernel (None when sub-calls are off); ``abort`` is set when the
     user interrupted a cell."""
 
-    def __init__(self, log: SessionLog, supervisor: KernelSupervisor, *, max_output_chars: int,
-                 abort: threading.Event, take_final: TakeFinal | None = None) -> None:
+    def __init__(
+        self,
+        log: SessionLog,
+        supervisor: KernelSupervisor,
+        *,
+        max_output_chars: int,
+        abort: threading.Event,
+        take_final: TakeFinal | None = None,
+    ) -> None:
         self.log = log
         self.supervisor = supervisor
         self.max_output_chars = max_output_chars
@@ -71,8 +78,12 @@ class ToolRunner:
             return
         instructions = got.get("instructions")
         if instructions is not None and not isinstance(instructions, str):  # kernel code can forge the reply
-            self.log.emit("guard", f"a compaction request from the kernel was ignored: its instructions are "
-                          f"{type(instructions).__name__}, not text", guard="compaction_request")
+            self.log.emit(
+                "guard",
+                f"a compaction request from the kernel was ignored: its instructions are "
+                f"{type(instructions).__name__}, not text",
+                guard="compaction_request",
+            )
             return
         with self._lock:
             self._requested = compact_requests.coalesce(self._requested, instructions)
@@ -89,7 +100,9 @@ class ToolRunner:
         code = args.get("code") if isinstance(args, dict) else None
         if not isinstance(code, str):
             raw = args.get("_raw") if isinstance(args, dict) else args
-            self.append_result(call, f"Tool arguments must be a JSON object with a string 'code'; got {raw!r}.", True)
+            self.append_result(
+                call, f"Tool arguments must be a JSON object with a string 'code'; got {raw!r}.", True
+            )
             return None
         self.log.emit("tool_call", code)
         if not self.supervisor.alive():
@@ -121,8 +134,10 @@ class ToolRunner:
             final = self._take_final(self.supervisor.kernel)
         except Exception as exc:  # any failure of the hand-over is reported, never raised into the turn
             why = str(exc) if type(exc).__name__ == "FinalAnswerError" else f"{type(exc).__name__}: {exc}"
-            text = (f"A final answer could not be collected: {why}. The run goes on; if this cell called "
-                    "FINAL or FINAL_VAR, call it again")
+            text = (
+                f"A final answer could not be collected: {why}. The run goes on; if this cell called "
+                "FINAL or FINAL_VAR, call it again"
+            )
             self.log.emit("error", "final answer could not be collected: " + why, guard="final_answer")
             return text
         if final is not None:
@@ -134,26 +149,38 @@ class ToolRunner:
         """The output as the context shows it (see the module docstring)."""
         if len(text) <= self.max_output_chars:
             return text
-        entry = self.log.append(CUSTOM, {"custom_type": "tool_output", "tool_call_id": str(call.get("id")), "text": text})
+        entry = self.log.append(
+            CUSTOM, {"custom_type": "tool_output", "tool_call_id": str(call.get("id")), "text": text}
+        )
         shown, _ = cap_text(text, self.max_output_chars)
-        how = f"recall({entry.id!r}) in the kernel returns it" if self._take_final is not None else "see the session log"
-        return (f"{shown}\n[output cut for the context: {len(text):,} characters in all; the whole output is "
-                f"entry {entry.id}; {how}]")
+        how = (
+            (f"recall({entry.id!r}) in the kernel returns it")
+            if self._take_final is not None
+            else "see the session log"
+        )
+        return (
+            f"{shown}\n[output cut for the context: {len(text):,} characters in all; the whole output is "
+            f"entry {entry.id}; {how}]"
+        )
 
     def append_result(self, call: Mapping[str, Any], text: str, is_error: bool) -> None:
-        self.log.append_message({
-            "role": "toolResult",
-            "toolCallId": str(call.get("id")),
-            "toolName": str(call.get("name")),
-            "content": [{"type": "text", "text": text}],
-            "isError": is_error,
-            "timestamp": now_iso(),
-        })
+        self.log.append_message(
+            {
+                "role": "toolResult",
+                "toolCallId": str(call.get("id")),
+                "toolName": str(call.get("name")),
+                "content": [{"type": "text", "text": text}],
+                "isError": is_error,
+                "timestamp": now_iso(),
+            }
+        )
         self.log.emit("tool_result", text, is_error=is_error)
 
     def _reset(self, reset: KernelReset) -> KernelReset:
         """Log a restart (or the stop) for the model and report it."""
-        self.log.append(CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": reset.text, "display": True})
+        self.log.append(
+            CUSTOM_MESSAGE, {"custom_type": "ipython_kernel_reset", "content": reset.text, "display": True}
+        )
         if reset.stopped:
             self.log.emit("kernel_failed", reset.text)
         else:

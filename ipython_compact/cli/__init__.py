@@ -132,7 +132,9 @@ def unknown_options_error(parser: argparse.ArgumentParser, extras: Sequence[str]
         if word.startswith("-"):
             guess = closest(word.split("=", 1)[0], options)
             if guess:
-                return f"unknown option {word!r} for {parser.prog}; did you mean {guess!r}?", f"{parser.prog} --help"
+                return (
+                    f"unknown option {word!r} for {parser.prog}; did you mean {guess!r}?"
+                ), f"{parser.prog} --help"
     return f"unrecognized arguments: {' '.join(extras)}", f"{parser.prog} --help"
 
 
@@ -158,7 +160,9 @@ def session_name(text: str) -> str:
 session_name.example = "NAME"  # type: ignore[attr-defined]
 
 
-def session_option(parser: argparse.ArgumentParser, help_text: str = "session name (default: the most recently active)") -> None:
+def session_option(
+    parser: argparse.ArgumentParser, help_text: str = "session name (default: the most recently active)"
+) -> None:
     """``-s/--session NAME``, spelled the same by every command that works on one session."""
     parser.add_argument("-s", "--session", metavar="NAME", type=session_name, help=help_text)
 
@@ -168,7 +172,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     (the others get a parser with their help line only, enough for ``--help`` and typo hints)."""
     parser = Parser(
         prog=PROG,
-        description="Context compaction for LLM agents in a Python kernel: import, inspect, plan and compact session logs.",
+        description="Context compaction for LLM agents in a Python kernel: import, inspect, plan and compact "
+        "session logs.",
         epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -222,7 +227,9 @@ def pick_session(store: SessionStore, name: str | None) -> str:
         return name
     sessions = store.sessions()
     if not sessions:
-        raise CliError(f"the database {store.db_path} has no sessions yet", f"import one: {PROG} import FILE.jsonl")
+        raise CliError(
+            f"the database {store.db_path} has no sessions yet", f"import one: {PROG} import FILE.jsonl"
+        )
     return sessions[-1].name
 
 
@@ -266,11 +273,17 @@ def _failure(exc: Exception) -> int:
             return _fail(str(exc), None)
         db = Path(exc.path)
         if _looks_like_jsonl(db):
-            return _fail(f"{db} is a JSONL transcript, not a database",
-                         f"import it into the database: {PROG} import {db}   (--db takes a .db file)")
+            return _fail(
+                f"{db} is a JSONL transcript, not a database",
+                f"import it into the database: {PROG} import {db}   (--db takes a .db file)",
+            )
         reason = read_only_reason(db)
         if reason:
-            return _fail(reason, f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && {PROG} --db /tmp/{db.name} ...")
+            return _fail(
+                reason,
+                f"copy it somewhere writable and use the copy: cp {db} /tmp/{db.name} && "
+                f"{PROG} --db /tmp/{db.name} ...",
+            )
         return _fail(str(exc), f"pass another database: {PROG} --db PATH ...")
     if isinstance(exc, BrokenPipeError):
         # Output piped into `head` and closed early: not an error worth a traceback.
@@ -279,7 +292,10 @@ def _failure(exc: Exception) -> int:
     if isinstance(exc, OSError):
         # A file the user named (an export target, an import source) cannot be opened or written.
         where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}", "check the path and its permissions, then run the same command again")
+        return _fail(
+            f"{where}{exc.strerror or exc}",
+            "check the path and its permissions, then run the same command again",
+        )
     raise exc
 
 

@@ -40,16 +40,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "kept, externalized and discarded.",
     )
     session_option(p)
-    p.add_argument("--summarizer", choices=summarizer_names(), default="auto",
-                   help="auto: openai when IPYTHON_COMPACT_MODEL is set, else offline (default)")
+    p.add_argument(
+        "--summarizer",
+        choices=summarizer_names(),
+        default="auto",
+        help="auto: openai when IPYTHON_COMPACT_MODEL is set, else offline (default)",
+    )
     p.add_argument("--model", help="model for --summarizer openai (default: $IPYTHON_COMPACT_MODEL)")
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
     p.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
     p.add_argument("--dry-run", action="store_true", help="print the plan only; write nothing")
-    p.add_argument("--keep-recent-tokens", type=IntOption(0, 20000), default=defaults.keep_recent_tokens, metavar="N",
-                   help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})")
-    p.add_argument("--reserve-tokens", type=IntOption(0, 16384), default=defaults.reserve_tokens, metavar="N",
-                   help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})")
+    p.add_argument(
+        "--keep-recent-tokens",
+        type=IntOption(0, 20000),
+        default=defaults.keep_recent_tokens,
+        metavar="N",
+        help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})",
+    )
+    p.add_argument(
+        "--reserve-tokens",
+        type=IntOption(0, 16384),
+        default=defaults.reserve_tokens,
+        metavar="N",
+        help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_compact)
 
@@ -73,7 +87,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     session_option(p)
     p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID", help="an entry id (see `log`)")
     p.add_argument("-q", "--query", metavar="WORDS", help="full-text search instead of an id")
-    p.add_argument("-n", "--limit", type=IntOption(1, 5), default=5, metavar="N", help="at most N search hits (default 5)")
+    p.add_argument(
+        "-n",
+        "--limit",
+        type=IntOption(1, 5),
+        default=5,
+        metavar="N",
+        help="at most N search hits (default 5)",
+    )
     p.add_argument("--json", action="store_true", help="print the hits as JSON")
     p.set_defaults(func=cmd_recall)
 
@@ -91,10 +112,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "directory, compact it a few times with the offline summarizer, and show the plan, the summary "
         "and how the context stays bounded while the log grows.",
     )
-    p.add_argument("--rounds", type=IntOption(1, 16), default=16, metavar="N", help="agent turns added before each compaction")
-    p.add_argument("--compactions", type=IntOption(1, 3), default=3, metavar="K", help="how many compactions to run (default 3)")
-    p.add_argument("--keep-recent-tokens", type=IntOption(0, 3000), default=3000, metavar="N",
-                   help="newest tokens kept verbatim (default 3,000, small so the demo compacts often)")
+    p.add_argument(
+        "--rounds",
+        type=IntOption(1, 16),
+        default=16,
+        metavar="N",
+        help="agent turns added before each compaction",
+    )
+    p.add_argument(
+        "--compactions",
+        type=IntOption(1, 3),
+        default=3,
+        metavar="K",
+        help="how many compactions to run (default 3)",
+    )
+    p.add_argument(
+        "--keep-recent-tokens",
+        type=IntOption(0, 3000),
+        default=3000,
+        metavar="N",
+        help="newest tokens kept verbatim (default 3,000, small so the demo compacts often)",
+    )
     p.add_argument("--full-summary", action="store_true", help="print the final summary without trimming")
     p.set_defaults(func=cmd_demo)
 
@@ -106,7 +144,10 @@ def _summarizer(args: argparse.Namespace) -> Any:
     try:
         return make_summarizer(args.summarizer, model=args.model, base_url=args.base_url)
     except SummarizerError as exc:
-        raise CliError(str(exc), f"{PROG} compact --summarizer openai --model NAME --base-url URL   or   --summarizer offline") from exc
+        raise CliError(
+            str(exc),
+            f"{PROG} compact --summarizer openai --model NAME --base-url URL   or   --summarizer offline",
+        ) from exc
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -121,7 +162,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from ipython_compact.core.settings import SettingsError  # start-up: only this command needs it
 
     try:
-        settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens, reserve_tokens=args.reserve_tokens)
+        settings = CompactionSettings(
+            keep_recent_tokens=args.keep_recent_tokens, reserve_tokens=args.reserve_tokens
+        )
     except SettingsError as exc:
         raise CliError(str(exc), f"{PROG} compact --keep-recent-tokens 20000 --reserve-tokens 16384") from exc
     summarizer = None if args.dry_run else _summarizer(args)
@@ -131,24 +174,39 @@ def cmd_compact(args: argparse.Namespace) -> int:
         try:
             if args.dry_run:
                 plan = compactor.plan(session, focus=args.focus)
-                print(json.dumps(plan.to_json(), ensure_ascii=False, indent=2) if args.json else plan.render())
+                print(
+                    json.dumps(plan.to_json(), ensure_ascii=False, indent=2) if args.json else plan.render()
+                )
                 return 0
             result = compactor.compact(session, reason="manual", focus=args.focus)
         except NothingToCompact as exc:
             if args.dry_run:  # a dry run's honest answer, as `plan` gives it: not an error
-                print(json.dumps({"compactable": False, "reason": str(exc)}) if args.json else f"nothing would be compacted: {exc}")
+                print(
+                    json.dumps({"compactable": False, "reason": str(exc)})
+                    if args.json
+                    else f"nothing would be compacted: {exc}"
+                )
                 return 0
-            hint = (f"see what would be summarized: {PROG} plan -s {session}" if "would not make" in str(exc)
-                    else f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000")
+            hint = (
+                f"see what would be summarized: {PROG} plan -s {session}"
+                if "would not make" in str(exc)
+                else f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000"
+            )
             raise CliError(str(exc), hint) from exc
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
-            hint = ("check --model and --base-url (and $OPENAI_API_KEY)" if exc.code in ("http_error", "connection")
-                    else "retry later")
+            hint = (
+                "check --model and --base-url (and $OPENAI_API_KEY)"
+                if exc.code in ("http_error", "connection")
+                else "retry later"
+            )
             raise CliError(f"{exc}{where}", f"{hint}, or: {PROG} compact --summarizer offline") from exc
         except SessionMoved as exc:
-            raise CliError(str(exc), f"see what changed, then plan again: {PROG} log -s {session} -n 5; "
-                           f"{PROG} compact -s {session}") from exc
+            raise CliError(
+                str(exc),
+                f"see what changed, then plan again: {PROG} log -s {session} -n 5; "
+                f"{PROG} compact -s {session}",
+            ) from exc
         except CompactionError as exc:
             raise CliError(str(exc), f"check the log: {PROG} verify -s {session}") from exc
     if args.json:
@@ -156,11 +214,15 @@ def cmd_compact(args: argparse.Namespace) -> int:
         return 0
     d = result.details
     print(
-        f"compacted session {session!r}: {result.tokens_before:,} -> {result.tokens_after:,} tokens in context "
+        f"compacted session {session!r}: {result.tokens_before:,} -> {result.tokens_after:,} tokens in "
+        f"context "
         f"(compaction entry {result.entry.id}, {d['summarizer']} summarizer)"
     )
     print(result.plan.render())
-    print(f"  drift guard: {d['drift']['checked']} exact strings checked, {d['drift']['appended']} appended verbatim")
+    print(
+        f"  drift guard: {d['drift']['checked']} exact strings checked, {d['drift']['appended']} appended "
+        f"verbatim"
+    )
     print(f"show it: {PROG} show {result.entry.id}" + (f" -s {session}" if args.session else ""))
     return 0
 
@@ -169,10 +231,16 @@ def cmd_pin(args: argparse.Namespace) -> int:
     from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
     from ipython_compact.core.readable import one_line  # start-up: only this command needs it
 
-    given = [flag for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin)) if value is not None]
+    given = [
+        flag
+        for flag, value in (("TEXT", args.text), ("--entry", args.entry), ("--unpin", args.unpin))
+        if value is not None
+    ]
     if len(given) > 1:
-        raise CliError(f"give one of TEXT, --entry or --unpin, not {' and '.join(given)}",
-                       f"{PROG} pin 'TEXT'   or   {PROG} pin --entry ID   or   {PROG} pin --unpin pin-N")
+        raise CliError(
+            f"give one of TEXT, --entry or --unpin, not {' and '.join(given)}",
+            f"{PROG} pin 'TEXT'   or   {PROG} pin --entry ID   or   {PROG} pin --unpin pin-N",
+        )
     if args.text is not None and not args.text.strip():
         raise CliError("the text to pin is empty", f"{PROG} pin 'never write into /data/raw'")
     with open_store(args) as store:
@@ -184,10 +252,15 @@ def cmd_pin(args: argparse.Namespace) -> int:
                 print(f"unpinned {args.unpin}")
             elif args.text is not None or args.entry is not None:
                 entry = compactor.pin(session, text=args.text, entry_id=args.entry)
-                print(f"pinned {entry.data['pin_id']} (entry {entry.id}); every later compaction carries it verbatim")
+                print(
+                    f"pinned {entry.data['pin_id']} (entry {entry.id}); every later compaction carries it "
+                    f"verbatim"
+                )
             pins = compactor.active_pins(session)
         except ValueError as exc:
-            raise CliError(str(exc), f"{PROG} pin 'TEXT'   or   {PROG} pin --entry ID   or   {PROG} pin --unpin pin-N") from exc
+            raise CliError(
+                str(exc), f"{PROG} pin 'TEXT'   or   {PROG} pin --entry ID   or   {PROG} pin --unpin pin-N"
+            ) from exc
     if not (args.unpin or args.text is not None or args.entry is not None):
         if not pins:
             print(f"no active pins in session {session!r}")
@@ -201,11 +274,16 @@ def cmd_recall(args: argparse.Namespace) -> int:
     from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
 
     if (args.entry_id is None) == (args.query is None):
-        raise CliError("give an ENTRY_ID or --query WORDS (one of them)", f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'")
+        raise CliError(
+            "give an ENTRY_ID or --query WORDS (one of them)",
+            f"{PROG} recall 1a2b3c4d   or   {PROG} recall --query 'address already in use'",
+        )
     with open_store(args) as store:
         session = pick_session(store, args.session)
         try:
-            hits = Compactor(store).recall(session, entry_id=args.entry_id, query=args.query, limit=args.limit)
+            hits = Compactor(store).recall(
+                session, entry_id=args.entry_id, query=args.query, limit=args.limit
+            )
         except ValueError as exc:
             raise CliError(str(exc), f"find ids with: {PROG} log -s {session}") from exc
     if args.json:
@@ -216,7 +294,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
     for hit in hits:
         role = f" {hit.role}" if hit.role else ""
         count = len(hit.text.splitlines())
-        print(f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {count:,} line{'' if count == 1 else 's'}")
+        print(
+            f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {count:,} "
+            f"line{'' if count == 1 else 's'}"
+        )
         print(hit.text)
     return 0
 
@@ -232,7 +313,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             except Exception as exc:
                 raise CliError(str(exc), f"list them with: {PROG} show --list -s {session}") from exc
             if entry.kind != COMPACTION:
-                raise CliError(f"entry {entry.id} is a {entry.kind!r} entry, not a compaction", f"{PROG} show --list -s {session}")
+                raise CliError(
+                    f"entry {entry.id} is a {entry.kind!r} entry, not a compaction",
+                    f"{PROG} show --list -s {session}",
+                )
             compactions = [entry]
         else:
             compactions = Compactor(store).compactions(session)
@@ -244,18 +328,28 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"no compactions in session {session!r}")
         for e in compactions:
             d = _compaction_json(e)
-            after = "-" if d["tokens_after"] is None else f"{d['tokens_after']:,}"  # pi's compactions do not record it
-            print(f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {after:>7} tokens  {d['summarizer'] or ''}")
+            # pi's compactions do not record it
+            after = "-" if d["tokens_after"] is None else f"{d['tokens_after']:,}"
+            print(
+                f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {after:>7} "
+                f"tokens  {d['summarizer'] or ''}"
+            )
         return 0
     if not compactions:
         raise CliError(f"session {session!r} has no compaction yet", f"{PROG} compact -s {session}")
     entry = compactions[-1]
     if args.json:
-        print(json.dumps(_compaction_json(entry) | {"summary": entry.data.get("summary")}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                _compaction_json(entry) | {"summary": entry.data.get("summary")}, ensure_ascii=False, indent=2
+            )
+        )
         return 0
     d = _compaction_json(entry)
-    print(f"compaction {entry.id} · {entry.timestamp} · reason {d['reason'] or 'not recorded'} · "
-          f"{d['tokens_before']:,} tokens before · first kept {d['first_kept_entry_id'] or '-'}")
+    print(
+        f"compaction {entry.id} · {entry.timestamp} · reason {d['reason'] or 'not recorded'} · "
+        f"{d['tokens_before']:,} tokens before · first kept {d['first_kept_entry_id'] or '-'}"
+    )
     print(str(entry.data.get("summary", "")))
     return 0
 
@@ -315,14 +409,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
             path = store.context_path(name)
             messages = build_context(path)
             tokens = estimate_context(messages).tokens
-            rows.append((label, store.get_session(name).entry_count, len(messages), tokens))  # a stored count, not a read of every entry
+            # a stored count, not a read of every entry
+            rows.append((label, store.get_session(name).entry_count, len(messages), tokens))
 
         result = None
         for k in range(1, args.compactions + 1):
             for msgs in gen.rounds(args.rounds):
                 store.append_many(name, [("message", {"message": m}) for m in msgs])
             if k == 2:
-                pin = compactor.pin(name, text="The stakeholder review is on 2026-12-04; send the AUC table to Dana first.")
+                pin = compactor.pin(
+                    name, text="The stakeholder review is on 2026-12-04; send the AUC table to Dana first."
+                )
                 pinned.append(str(pin.data["text"]))
                 print(f"\npinned {pin.data['pin_id']}: {pin.data['text']}")
             measure(f"after {gen.round} turns")
@@ -332,12 +429,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 print(textwrap.indent(plan.render(), "  "))
                 result = compactor.compact(name, reason="manual")
             except NothingToCompact as exc:  # also: a compaction that would not shrink the context
-                raise CliError(f"{exc} (after {gen.round} turns with --keep-recent-tokens {args.keep_recent_tokens:,})",
-                               f"{PROG} demo --rounds 16   (more turns per compaction, or a smaller --keep-recent-tokens)") from exc
+                raise CliError(
+                    f"{exc} (after {gen.round} turns with --keep-recent-tokens {args.keep_recent_tokens:,})",
+                    f"{PROG} demo --rounds 16   (more turns per compaction, or a smaller "
+                    f"--keep-recent-tokens)",
+                ) from exc
             d = result.details
             print(
-                f"[{k}] compacted: {result.tokens_before:,} -> {result.tokens_after:,} tokens; checkpoint {len(result.summary):,} chars; "
-                f"drift guard checked {d['drift']['checked']} exact strings, appended {d['drift']['appended']}"
+                f"[{k}] compacted: {result.tokens_before:,} -> {result.tokens_after:,} tokens; checkpoint "
+                f"{len(result.summary):,} chars; "
+                f"drift guard checked {d['drift']['checked']} exact strings, appended "
+                f"{d['drift']['appended']}"
             )
             measure(f"after compaction {k}")
         assert result is not None
@@ -345,14 +447,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
         summary = result.summary
         if not args.full_summary and len(summary) > 6000:
             cut = summary.rfind("\n", 0, 6000)
-            summary = summary[:cut] + f"\n[... {len(result.summary) - cut:,} more characters: {PROG} show -s {name}{at}]"
+            summary = summary[:cut] + (
+                f"\n[... {len(result.summary) - cut:,} more characters: {PROG} show -s {name}{at}]"
+            )
         print(summary)
         pointers = result.details.get("externalized") or []
         if pointers:
             target = str(pointers[-1]["entry_id"])
             (hit,) = compactor.recall(name, entry_id=target)
             lines = hit.text.splitlines()
-            print(f"\n{rule}\nrecall of an externalized output ({PROG} recall {target} -s {name}{at}): {len(lines):,} lines, first 3:")
+            print(
+                f"\n{rule}\nrecall of an externalized output ({PROG} recall {target} -s {name}{at}): "
+                f"{len(lines):,} lines, first 3:"
+            )
             for line in lines[:3]:
                 print(f"  {line}")
         print(f"\n{rule}\nthe log grows, the context stays bounded:")
@@ -363,11 +470,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
         facts = gen.facts
         checks = [("goal", [facts.goal]), ("constraints", facts.constraints), ("pinned text", pinned)]
         checks += [(cls, values) for cls, values in sorted(facts.by_class.items())]
-        found = ", ".join(
-            f"{label} {sum(1 for v in values if json.dumps(v, ensure_ascii=False)[1:-1] in view)}/{len(values)}" for label, values in checks if values
-        )
+
+        def kept(values: list[str]) -> int:
+            return sum(1 for v in values if json.dumps(v, ensure_ascii=False)[1:-1] in view)
+
+        found = ", ".join(f"{label} {kept(values)}/{len(values)}" for label, values in checks if values)
         print(f"\nplanted facts still verbatim in the model's context: {found}")
         report = store.verify(name)
-        print(f"\nlog verified: {report.entries:,} entries, hash chain {'intact' if report.ok else 'BROKEN: ' + '; '.join(report.problems)}")
-        print(f"next: {PROG} log -s {name}{at} · {PROG} context -s {name}{at} · {PROG} recall --query 'KeyError' -s {name}{at}")
+        print(
+            f"\nlog verified: {report.entries:,} entries, hash chain "
+            f"{'intact' if report.ok else 'BROKEN: ' + '; '.join(report.problems)}"
+        )
+        print(
+            f"next: {PROG} log -s {name}{at} · {PROG} context -s {name}{at} · {PROG} recall --query "
+            f"'KeyError' -s {name}{at}"
+        )
     return 0

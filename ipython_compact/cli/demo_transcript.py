@@ -59,17 +59,36 @@ def _assistant(text: str, calls: list[JSON], ts: int) -> JSON:
     if text:
         content.append({"type": "text", "text": text})
     content.extend(calls)
-    return {"role": "assistant", "content": content, "stopReason": "toolUse" if calls else "stop", "timestamp": ts}
+    return {
+        "role": "assistant",
+        "content": content,
+        "stopReason": "toolUse" if calls else "stop",
+        "timestamp": ts,
+    }
 
 
 def _result(call_id: str, text: str, is_error: bool, ts: int) -> JSON:
-    return {"role": "toolResult", "toolCallId": call_id, "toolName": "python", "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": ts}
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "python",
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+        "timestamp": ts,
+    }
 
 
 class TranscriptGenerator:
     """Rounds of a kernel-agent session; ``facts`` records everything planted so far."""
 
-    def __init__(self, seed: int = 7, *, big_output_every: int = 9, big_output_lines: int = 2400, filler_words: int = 60) -> None:
+    def __init__(
+        self,
+        seed: int = 7,
+        *,
+        big_output_every: int = 9,
+        big_output_lines: int = 2400,
+        filler_words: int = 60,
+    ) -> None:
         self.rng = random.Random(seed)
         self.facts = Facts()
         self.round = 0
@@ -84,8 +103,28 @@ class TranscriptGenerator:
         return self.ts
 
     def _filler(self, n: int) -> str:
-        words = ("feature", "column", "rows", "merge", "encoding", "split", "baseline", "score", "check", "fold",
-                 "sample", "window", "lag", "mean", "variance", "outlier", "bucket", "plot", "table", "model")
+        words = (
+            "feature",
+            "column",
+            "rows",
+            "merge",
+            "encoding",
+            "split",
+            "baseline",
+            "score",
+            "check",
+            "fold",
+            "sample",
+            "window",
+            "lag",
+            "mean",
+            "variance",
+            "outlier",
+            "bucket",
+            "plot",
+            "table",
+            "model",
+        )
         return " ".join(self.rng.choice(words) for _ in range(n))
 
     def rounds(self, n: int) -> Iterator[list[JSON]]:
@@ -132,26 +171,55 @@ class TranscriptGenerator:
         fail = r % 7 == 5
         self._calls += 1
         cid = f"call_{self._calls}"
-        msgs.append(_assistant(f"I will compute step {r} in the kernel.", [{"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}}], self._tick()))
+        msgs.append(
+            _assistant(
+                f"I will compute step {r} in the kernel.",
+                [{"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}}],
+                self._tick(),
+            )
+        )
         if fail:
             err = f"KeyError: 'tenure_bucket_{r}'"
             self.facts.add("error", err)
-            tb = f"Traceback (most recent call last):\n  File \"<cell>\", line 1, in <module>\n{err}"
+            tb = f'Traceback (most recent call last):\n  File "<cell>", line 1, in <module>\n{err}'
             msgs.append(_result(cid, tb, True, self._tick()))
             self._calls += 1
             cid2 = f"call_{self._calls}"
-            msgs.append(_assistant(f"The column was missing; I will rebuild it and retry step {r}.", [{"type": "toolCall", "id": cid2, "name": "python", "arguments": {"code": code}}], self._tick()))
-            msgs.append(_result(cid2, f"rows={rng.randint(1000, 9999)} auc=0.{rng.randint(700, 899)}", False, self._tick()))
+            msgs.append(
+                _assistant(
+                    f"The column was missing; I will rebuild it and retry step {r}.",
+                    [{"type": "toolCall", "id": cid2, "name": "python", "arguments": {"code": code}}],
+                    self._tick(),
+                )
+            )
+            msgs.append(
+                _result(
+                    cid2, f"rows={rng.randint(1000, 9999)} auc=0.{rng.randint(700, 899)}", False, self._tick()
+                )
+            )
         elif self.big_output_every and r % self.big_output_every == self.big_output_every - 1:
             lines = [f"{i:05d} {self._filler(8)}" for i in range(self.big_output_lines)]
             msgs.append(_result(cid, "\n".join(lines), False, self._tick()))
         else:
-            msgs.append(_result(cid, f"rows={rng.randint(1000, 9999)} {self._filler(self.filler_words)}", False, self._tick()))
+            msgs.append(
+                _result(
+                    cid,
+                    f"rows={rng.randint(1000, 9999)} {self._filler(self.filler_words)}",
+                    False,
+                    self._tick(),
+                )
+            )
         commit = f"{rng.getrandbits(40):010x}"
         if r % 5 == 3 and any(ch.isalpha() for ch in commit) and any(ch.isdigit() for ch in commit):
             self.facts.add("commit", commit)
             tail = f" Committed as {commit}."
         else:
             tail = ""
-        msgs.append(_assistant(f"Done with step {r}: {self._filler(12)}.{tail} Next I will check the {self._filler(3)}.", [], self._tick()))
+        msgs.append(
+            _assistant(
+                f"Done with step {r}: {self._filler(12)}.{tail} Next I will check the {self._filler(3)}.",
+                [],
+                self._tick(),
+            )
+        )
         return msgs

@@ -32,41 +32,65 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser(
         "import",
         help=COMMANDS["import"][1],
-        description="Read FILE whole and check it before anything is stored; a malformed file stores nothing. "
+        description="Read FILE whole and check it before anything is stored; a malformed file stores "
+        "nothing. "
         "Into an existing session the entries are appended after its leaf. Entries the session already holds "
         "(the same file imported twice, an export read back into its own session: same id, or the same kind, "
         "time and content) are refused with exit 2 and nothing is stored, unless --new-ids asks for copies. "
-        f"Large files are committed {IMPORT_BATCH:,} entries per transaction, so other writers are not locked out.",
+        f"Large files are committed {IMPORT_BATCH:,} entries per transaction, so other writers are not "
+        f"locked out.",
     )
-    p.add_argument("files", metavar="FILE", type=Path, nargs="+",
-                   help="a pi session (.jsonl, v1-v3) or an ipython-compact export; several are imported in order, "
-                   "each checked before anything is stored; - reads stdin (needs --session)")
+    p.add_argument(
+        "files",
+        metavar="FILE",
+        type=Path,
+        nargs="+",
+        help="a pi session (.jsonl, v1-v3) or an ipython-compact export; several are imported in "
+        "order, "
+        "each checked before anything is stored; - reads stdin (needs --session)",
+    )
     session_option(p, help_text="target session (default: the file's session name or stem)")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)")
+    p.add_argument(
+        "--format", choices=FORMATS, default="auto", help="input format (default: detect from line 1)"
+    )
     max_bytes_option(p)
-    p.add_argument("--new-ids", action="store_true",
-                   help="store every entry as a copy under a fresh id (parents and references re-linked), "
-                   "even entries the session already holds")
-    p.add_argument("--resume", action="store_true",
-                   help="finish an import that was killed part-way: skip the entries that landed, write the rest")
+    p.add_argument(
+        "--new-ids",
+        action="store_true",
+        help="store every entry as a copy under a fresh id (parents and references re-linked), "
+        "even entries the session already holds",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an import that was killed part-way: skip the entries that landed, write the rest",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser("sessions", help=COMMANDS["sessions"][1])
     p.add_argument("--json", action="store_true", help="print a JSON list")
-    p.add_argument("--tree", action="store_true",
-                   help="show sub-agent sessions under the session that started them (with --json: 'parent' per row)")
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="show sub-agent sessions under the session that started them (with --json: 'parent' per row)",
+    )
     p.set_defaults(func=cmd_sessions)
 
     p = subparsers.add_parser(
-        "log", help=COMMANDS["log"][1], description="One line per entry on the "
-        "current branch. '│' marks entries the model still sees; '·' marks compacted ones."
+        "log",
+        help=COMMANDS["log"][1],
+        description="One line per entry on the "
+        "current branch. '│' marks entries the model still sees; '·' marks compacted ones.",
     )
     session_option(p)
     p.add_argument("-n", "--limit", type=IntOption(0, 20), metavar="N", help="only the last N entries")
     p.add_argument("--json", action="store_true", help="print the entries as JSON lines (with their writer)")
-    p.add_argument("--writers", action="store_true",
-                   help="show which process wrote each entry (role, pid, host): kernel code can write too")
+    p.add_argument(
+        "--writers",
+        action="store_true",
+        help="show which process wrote each entry (role, pid, host): kernel code can write too",
+    )
     p.set_defaults(func=cmd_log)
 
     p = subparsers.add_parser(
@@ -77,38 +101,76 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     session_option(p)
     p.add_argument("--json", action="store_true", help="print the message list as JSON")
-    p.add_argument("--estimator", choices=("density", "chars4"), default="density", help="token estimator for the header")
-    p.add_argument("-n", "--tail", type=IntOption(0, 20), metavar="N",
-                   help="only the last N messages (the header still counts them all)")
+    p.add_argument(
+        "--estimator", choices=("density", "chars4"), default="density", help="token estimator for the header"
+    )
+    p.add_argument(
+        "-n",
+        "--tail",
+        type=IntOption(0, 20),
+        metavar="N",
+        help="only the last N messages (the header still counts them all)",
+    )
     p.set_defaults(func=cmd_context)
 
     p = subparsers.add_parser(
         "plan",
         help=COMMANDS["plan"][1],
-        description="Plan a compaction without running it, for a stored session or directly for a transcript FILE.",
+        description="Plan a compaction without running it, for a stored session or directly for a transcript "
+        "FILE.",
     )
-    p.add_argument("file", metavar="FILE", type=Path, nargs="?",
-                   help="a pi JSONL or ipython-compact export, - for stdin (no database needed)")
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        type=Path,
+        nargs="?",
+        help="a pi JSONL or ipython-compact export, - for stdin (no database needed)",
+    )
     session_option(p)
     p.add_argument("--format", choices=FORMATS, default="auto", help="FILE format (default: detect)")
     max_bytes_option(p)
     defaults = CompactionSettings()
-    p.add_argument("--keep-recent-tokens", type=IntOption(0, 20000), default=defaults.keep_recent_tokens, metavar="N",
-                   help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})")
-    p.add_argument("--reserve-tokens", type=IntOption(0, 16384), default=defaults.reserve_tokens, metavar="N",
-                   help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})")
-    p.add_argument("--estimator", choices=("density", "chars4"), default=defaults.estimator,
-                   help=f"token estimator (default {defaults.estimator})")
-    p.add_argument("--window", type=IntOption(1, 128000, what="of tokens"), metavar="TOKENS", help="model context window: also show the threshold decision")
+    p.add_argument(
+        "--keep-recent-tokens",
+        type=IntOption(0, 20000),
+        default=defaults.keep_recent_tokens,
+        metavar="N",
+        help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})",
+    )
+    p.add_argument(
+        "--reserve-tokens",
+        type=IntOption(0, 16384),
+        default=defaults.reserve_tokens,
+        metavar="N",
+        help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})",
+    )
+    p.add_argument(
+        "--estimator",
+        choices=("density", "chars4"),
+        default=defaults.estimator,
+        help=f"token estimator (default {defaults.estimator})",
+    )
+    p.add_argument(
+        "--window",
+        type=IntOption(1, 128000, what="of tokens"),
+        metavar="TOKENS",
+        help="model context window: also show the threshold decision",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
     p = subparsers.add_parser("export", help=COMMANDS["export"][1])
     session_option(p)
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
-    p.add_argument("--to", metavar="PATH|URL", help="copy the session into another session database instead "
-                   "(a file or postgresql://...), streaming, with its ids and hash chain kept")
-    p.add_argument("--as", dest="as_name", metavar="NAME", help="with --to: the copy's session name (default: the same)")
+    p.add_argument(
+        "--to",
+        metavar="PATH|URL",
+        help="copy the session into another session database instead "
+        "(a file or postgresql://...), streaming, with its ids and hash chain kept",
+    )
+    p.add_argument(
+        "--as", dest="as_name", metavar="NAME", help="with --to: the copy's session name (default: the same)"
+    )
     p.set_defaults(func=cmd_export)
 
     p = subparsers.add_parser(
@@ -129,8 +191,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def max_bytes_option(parser: argparse.ArgumentParser) -> None:
     default = ImportLimits().max_bytes
-    parser.add_argument("--max-bytes", type=IntOption(1, default, maximum=1 << 40), default=default, metavar="N",
-                        help=f"refuse inputs larger than N bytes (default {default:,})")
+    parser.add_argument(
+        "--max-bytes",
+        type=IntOption(1, default, maximum=1 << 40),
+        default=default,
+        metavar="N",
+        help=f"refuse inputs larger than N bytes (default {default:,})",
+    )
 
 
 def _limits(args: argparse.Namespace) -> ImportLimits:
@@ -146,8 +213,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         try:
             transcripts.append(load_transcript(file, args.format, limits=_limits(args)))
         except ImportFormatError as exc:
-            raise CliError(str(exc) + ("; nothing was imported" if len(args.files) > 1 else ""),
-                           _format_hint(exc, file, "import")) from exc
+            raise CliError(
+                str(exc) + ("; nothing was imported" if len(args.files) > 1 else ""),
+                _format_hint(exc, file, "import"),
+            ) from exc
     for file, transcript in zip(args.files, transcripts, strict=True):
         args.file = file
         _import_one(args, transcript)
@@ -165,18 +234,28 @@ def _import_one(args: argparse.Namespace, transcript: Any) -> None:
 
     with open_store(args) as store:
         try:
-            result = import_transcript(store, transcript, args.session, new_ids=args.new_ids, resume=args.resume)
+            result = import_transcript(
+                store, transcript, args.session, new_ids=args.new_ids, resume=args.resume
+            )
         except DuplicateImportError as exc:
             raise CliError(str(exc), exc.hint) from exc
         except PartialImportError as exc:
-            raise CliError(str(exc), "the log is append-only, so what landed stays: import the file into a fresh "
-                           f"session instead: {PROG} import {args.file} -s NEW-NAME") from exc
+            raise CliError(
+                str(exc),
+                "the log is append-only, so what landed stays: import the file into a "
+                "fresh "
+                f"session instead: {PROG} import {args.file} -s NEW-NAME",
+            ) from exc
         except (ImportFormatError, InvalidEntryError) as exc:
             raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
     if args.json:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
         return
-    where = f"new session {result.session!r}" if result.created else f"existing session {result.session!r} (appended after its leaf)"
+    where = (
+        f"new session {result.session!r}"
+        if result.created
+        else (f"existing session {result.session!r} (appended after its leaf)")
+    )
     noun = "entry" if result.imported == 1 else "entries"
     print(f"imported {result.imported:,} {noun} ({result.format}) into {where}; leaf {result.leaf_id}")
     if result.new_ids:
@@ -184,8 +263,11 @@ def _import_one(args: argparse.Namespace, transcript: Any) -> None:
     elif result.renamed_ids:
         print(f"  {result.renamed_ids:,} ids were already taken in that session and got fresh ones")
     if result.repaired_surrogates:
-        print(f"  {result.repaired_surrogates:,} lone UTF-16 surrogate(s) (half an emoji, as JavaScript writes it) "
-              "stored as U+FFFD")
+        print(
+            f"  {result.repaired_surrogates:,} lone UTF-16 surrogate(s) (half an emoji, as JavaScript "
+            f"writes it) "
+            "stored as U+FFFD"
+        )
 
 
 def _format_hint(exc: Any, file: Path, command: str) -> str:
@@ -228,7 +310,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         if getattr(args, "tree", False):
             rows = _as_tree(store, rows)
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "label"} for r in rows], ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                [{k: v for k, v in r.items() if k != "label"} for r in rows], ensure_ascii=False, indent=2
+            )
+        )
         return 0
     if not rows:
         print(f"no sessions yet; import one with: {PROG} import FILE.jsonl")
@@ -236,8 +322,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     table = [("SESSION", "ENTRIES", "IN VIEW", "~TOKENS", "LEAF", "LAST ACTIVITY")]
     for r in rows:
         table.append(
-            (r.get("label", r["name"]), f"{r['entries']:,}", f"{r['context_entries']:,}", f"{r['context_tokens']:,}", r["leaf_id"] or "-",
-             r["last_timestamp"] or r["created_at"])
+            (
+                r.get("label", r["name"]),
+                f"{r['entries']:,}",
+                f"{r['context_entries']:,}",
+                f"{r['context_tokens']:,}",
+                r["leaf_id"] or "-",
+                r["last_timestamp"] or r["created_at"],
+            )
         )
     _print_table(table, right=(1, 2, 3))
     return 0
@@ -246,7 +338,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def _parent_of(store: Any, session: str) -> str | None:
     """The session that started ``session`` as a sub-agent (its first entry's ``parent_link``), or None."""
     for entry in store.children(session, None):
-        if entry.data.get("custom_type") == "parent_link" and isinstance(entry.data.get("parent_session"), str):
+        if entry.data.get("custom_type") == "parent_link" and isinstance(
+            entry.data.get("parent_session"), str
+        ):
             return str(entry.data["parent_session"])
     return None
 
@@ -267,11 +361,18 @@ def _as_tree(store: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def walk(row: dict[str, Any], lead: str, branch: str, seen: frozenset[str]) -> None:
         row["label"] = branch + row["name"]
         out.append(row)
-        children = sorted((c for c in kids.get(row["name"], []) if c["name"] not in seen),
-                          key=lambda c: (str(c["created_at"]), c["name"]))  # in the order they were started
+        children = sorted(
+            (c for c in kids.get(row["name"], []) if c["name"] not in seen),
+            key=lambda c: (str(c["created_at"]), c["name"]),
+        )  # in the order they were started
         for i, child in enumerate(children):
             last = i == len(children) - 1
-            walk(child, lead + ("   " if last else "│  "), lead + ("└─ " if last else "├─ "), seen | {child["name"]})
+            walk(
+                child,
+                lead + ("   " if last else "│  "),
+                lead + ("└─ " if last else "├─ "),
+                seen | {child["name"]},
+            )
 
     for root in kids.get(None, []):
         walk(root, "", "", frozenset({root["name"]}))
@@ -324,22 +425,39 @@ def cmd_log(args: argparse.Namespace) -> int:
         shown = store.path(session) if args.limit is None else store.path_tail(session, args.limit)
         view = store.context_view(session)
         tokens = store.token_counts(session, shown, "density") if shown else []
-        writers = store.writers(session, [e.id for e in shown]) if (args.json or args.writers) and shown else {}
+        writers = (
+            store.writers(session, [e.id for e in shown]) if (args.json or args.writers) and shown else {}
+        )
     in_view = {e.id for e in view.entries}
     first = length - len(shown)
     indexed = list(enumerate(shown, start=first))
     if args.json:
         for index, entry in indexed:
-            print(json.dumps({"index": index, **entry.to_json(), "in_context": entry.id in in_view,
-                              "tokens": tokens[index - first], "writer": writers.get(entry.id)}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "index": index,
+                        **entry.to_json(),
+                        "in_context": entry.id in in_view,
+                        "tokens": tokens[index - first],
+                        "writer": writers.get(entry.id),
+                    },
+                    ensure_ascii=False,
+                )
+            )
         return 0
-    print(f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the model's view "
-          "(│ in view, · compacted)")
+    print(
+        f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the "
+        f"model's view "
+        "(│ in view, · compacted)"
+    )
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
         by = f"  [{writers.get(entry.id) or 'writer not recorded'}]" if args.writers else ""
-        print(f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} "
-              f"{tokens[index - first]:>7,}  {_preview(entry)}{by}")
+        print(
+            f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} "
+            f"{tokens[index - first]:>7,}  {_preview(entry)}{by}"
+        )
     return 0
 
 
@@ -355,11 +473,20 @@ def cmd_context(args: argparse.Namespace) -> int:
         print(json.dumps(messages, ensure_ascii=False, indent=2))
         return 0
     estimate = estimate_context(view.entries, args.estimator, tokens=view.tokens(args.estimator))
-    start = f"from entry {view.head_id} (newest compaction's first kept entry)" if view.head_id else "from the root"
-    print(f"session {session!r}: {len(messages):,} messages, ~{estimate.tokens:,} tokens ({args.estimator}); view starts {start}")
+    start = (
+        (f"from entry {view.head_id} (newest compaction's first kept entry)")
+        if view.head_id
+        else "from the root"
+    )
+    print(
+        f"session {session!r}: {len(messages):,} messages, ~{estimate.tokens:,} tokens ({args.estimator}); "
+        f"view starts {start}"
+    )
     first = max(0, len(messages) - args.tail) if args.tail else 0
     if first:
-        print(f"(the last {len(messages) - first:,}; {first:,} earlier messages not shown: drop -n to see them)")
+        print(
+            f"(the last {len(messages) - first:,}; {first:,} earlier messages not shown: drop -n to see them)"
+        )
     for index, message in enumerate(messages[first:], start=first + 1):
         print()
         print(message_text(index, message))
@@ -372,7 +499,9 @@ def cmd_context(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> CompactionSettings:
     try:
         return CompactionSettings(
-            keep_recent_tokens=args.keep_recent_tokens, reserve_tokens=args.reserve_tokens, estimator=args.estimator
+            keep_recent_tokens=args.keep_recent_tokens,
+            reserve_tokens=args.reserve_tokens,
+            estimator=args.estimator,
         )
     except SettingsError as exc:
         raise CliError(str(exc), f"{PROG} plan --keep-recent-tokens 20000 --reserve-tokens 16384") from exc
@@ -382,7 +511,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.file is not None:
         if args.session:
-            raise CliError("give either FILE or --session, not both", f"{PROG} plan FILE   or   {PROG} plan --session NAME")
+            raise CliError(
+                "give either FILE or --session, not both",
+                f"{PROG} plan FILE   or   {PROG} plan --session NAME",
+            )
         from ipython_compact.store import ImportFormatError  # start-up: only this command needs it
 
         try:
@@ -414,8 +546,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.window is not None:
         if args.window <= settings.reserve_tokens:
             raise CliError(
-                f"--window {args.window:,} leaves no room: it must be larger than --reserve-tokens ({settings.reserve_tokens:,})",
-                f"{PROG} plan --window 128000   or   {PROG} plan --window {args.window} --reserve-tokens {args.window // 4}",
+                f"--window {args.window:,} leaves no room: it must be larger than --reserve-tokens "
+                f"({settings.reserve_tokens:,})",
+                f"{PROG} plan --window 128000   or   {PROG} plan --window {args.window} --reserve-tokens "
+                f"{args.window // 4}",
             )
         lines = threshold_lines(args.window, settings)
         report["window"] = args.window
@@ -446,8 +580,14 @@ def _plan_report(
         "trailing_tokens": estimate.trailing_tokens,
     }
     if prep is None:
-        reason = "the branch is empty" if not path else (
-            "the branch already ends in a compaction" if path[-1].kind == COMPACTION else "everything fits in keep_recent_tokens"
+        reason = (
+            "the branch is empty"
+            if not path
+            else (
+                "the branch already ends in a compaction"
+                if path[-1].kind == COMPACTION
+                else "everything fits in keep_recent_tokens"
+            )
         )
         report.update(
             compactable=False,
@@ -490,30 +630,52 @@ def _plan_report(
 
 def _print_plan(r: dict[str, Any]) -> None:
     source = r["source"]
-    what = f"file {source['file']} ({source['format']})" if "file" in source else f"session {source['session']!r}"
+    what = (
+        (f"file {source['file']} ({source['format']})")
+        if "file" in source
+        else f"session {source['session']!r}"
+    )
     print(f"compaction plan for {what}")
-    print(f"  settings          estimator {r['estimator']}, keep_recent_tokens {r['keep_recent_tokens']:,}, "
-          f"reserve_tokens {r['reserve_tokens']:,}")
-    anchor = f" (usage anchor {r['usage_tokens']:,} + {r['trailing_tokens']:,} estimated after it)" if r["usage_tokens"] else ""
+    print(
+        f"  settings          estimator {r['estimator']}, keep_recent_tokens {r['keep_recent_tokens']:,}, "
+        f"reserve_tokens {r['reserve_tokens']:,}"
+    )
+    anchor = (
+        (f" (usage anchor {r['usage_tokens']:,} + {r['trailing_tokens']:,} estimated after it)")
+        if r["usage_tokens"]
+        else ""
+    )
     print(f"  context now       ~{r['context_tokens']:,} tokens{anchor}")
     if "decision" in r:
         lines = r["threshold_lines"]
         background = "off" if lines["background"] is None else f"{lines['background']:,}"
-        print(f"  thresholds        window {r['window']:,}: blocking above {lines['blocking']:,}, background above "
-              f"{background} -> {r['decision']}")
+        print(
+            f"  thresholds        window {r['window']:,}: blocking above {lines['blocking']:,}, background "
+            f"above "
+            f"{background} -> {r['decision']}"
+        )
     if not r["compactable"]:
         print(f"  nothing to compact: {r['reason']}")
         return
-    print(f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"
-          + (f" ({r['summarize_from_id']} .. {r['summarize_to_id']})" if r["summarize_from_id"] else ""))
+    print(
+        f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"
+        + (f" ({r['summarize_from_id']} .. {r['summarize_to_id']})" if r["summarize_from_id"] else "")
+    )
     if r["is_split_turn"]:
-        print(f"  split turn        yes: the turn starts at index {r['turn_start_index']}; its first "
-              f"{r['turn_prefix_messages']} messages (~{r['turn_prefix_tokens']:,} tokens) get a separate prefix summary")
+        print(
+            f"  split turn        yes: the turn starts at index {r['turn_start_index']}; its first "
+            f"{r['turn_prefix_messages']} messages (~{r['turn_prefix_tokens']:,} tokens) get a separate "
+            f"prefix summary"
+        )
     else:
         print("  split turn        no")
-    print(f"  would keep        {r['kept_messages']} messages verbatim, ~{r['kept_tokens']:,} tokens, "
-          f"from entry {r['first_kept_entry_id']} (index {r['first_kept_index']})")
-    print(f"  previous summary  {'yes: it is updated, not replaced' if r['has_previous_summary'] else 'none'}")
+    print(
+        f"  would keep        {r['kept_messages']} messages verbatim, ~{r['kept_tokens']:,} tokens, "
+        f"from entry {r['first_kept_entry_id']} (index {r['first_kept_index']})"
+    )
+    print(
+        f"  previous summary  {'yes: it is updated, not replaced' if r['has_previous_summary'] else 'none'}"
+    )
     if r["read_files"] or r["modified_files"]:
         print(f"  files             {len(r['read_files'])} read, {len(r['modified_files'])} modified")
 
@@ -532,19 +694,32 @@ def cmd_export(args: argparse.Namespace) -> int:
             export_jsonl(store, session, sys.stdout)
             return 0
         if args.output.is_dir():
-            raise CliError(f"{args.output} is a directory", f"{PROG} export --session {session} -o {args.output / (session + '.jsonl')}")
+            raise CliError(
+                f"{args.output} is a directory",
+                f"{PROG} export --session {session} -o {args.output / (session + '.jsonl')}",
+            )
         if not args.output.parent.is_dir():
-            raise CliError(f"cannot write {args.output}: the directory {args.output.parent} does not exist",
-                           f"create it first (mkdir -p {args.output.parent}) or pick another path: {PROG} export -o FILE")
+            raise CliError(
+                f"cannot write {args.output}: the directory {args.output.parent} does not exist",
+                f"create it first (mkdir -p {args.output.parent}) or pick another path: {PROG} "
+                f"export -o FILE",
+            )
         try:
-            count = write_private_file(args.output, lambda out: export_jsonl(store, session, out),
-                                       what="the export target")
+            count = write_private_file(
+                args.output, lambda out: export_jsonl(store, session, out), what="the export target"
+            )
         except UnsafePathError as exc:
-            raise CliError(f"{exc}; nothing was written", f"pick a regular file: {PROG} export -s {session} -o FILE, "
-                           "or leave out -o to write to standard output") from exc
+            raise CliError(
+                f"{exc}; nothing was written",
+                f"pick a regular file: {PROG} export -s {session} "
+                f"-o FILE, "
+                "or leave out -o to write to standard output",
+            ) from exc
         except OSError as exc:
-            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}; nothing was written there",
-                           f"free some space or pick another place: {PROG} export -s {session} -o FILE") from exc
+            raise CliError(
+                f"cannot write {args.output}: {exc.strerror or exc}; nothing was written there",
+                f"free some space or pick another place: {PROG} export -s {session} -o FILE",
+            ) from exc
     print(f"exported {count:,} entries of session {session!r} to {args.output}", file=sys.stderr)
     return 0
 
@@ -562,10 +737,20 @@ def _copy_to(args: argparse.Namespace) -> int:
         try:
             copied = copy_session(source, target, session, name=args.as_name)
         except SessionExistsError as exc:
-            raise CliError(str(exc), f"copy it under another name: {PROG} export -s {session} --to ... --as NEW-NAME") from exc
-    proof = "same hash chain as the source" if copied.identical else "WARNING: hash chain differs from the source"
-    print(f"copied {copied.entries:,} entries of session {session!r} to {redact(args.to)} as {copied.session!r} "
-          f"in {copied.batches} transaction(s); {proof}", file=sys.stderr)
+            raise CliError(
+                str(exc), f"copy it under another name: {PROG} export -s {session} --to ... --as NEW-NAME"
+            ) from exc
+    proof = (
+        "same hash chain as the source"
+        if copied.identical
+        else ("WARNING: hash chain differs from the source")
+    )
+    print(
+        f"copied {copied.entries:,} entries of session {session!r} to {redact(args.to)} as "
+        f"{copied.session!r} "
+        f"in {copied.batches} transaction(s); {proof}",
+        file=sys.stderr,
+    )
     return 0 if copied.identical else 1
 
 
@@ -574,11 +759,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = store.verify(args.session)
         where = store.db.path  # a file, or a server URL without its password
     if args.json:
-        print(json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps({"database": str(where), **dataclasses.asdict(report)}, ensure_ascii=False, indent=2)
+        )
         return 0 if report.ok else 1
     if report.ok:
-        print(f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: no accidental damage "
-              "(no entry altered, lost, added or reordered since it was written)")
+        print(
+            f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: no "
+            f"accidental damage "
+            "(no entry altered, lost, added or reordered since it was written)"
+        )
         print("  (the hash chain is not keyed: this does not prove that nobody with write access rewrote it)")
         if report.writers:
             print("  written by: " + "; ".join(f"{w} ({n:,})" for w, n in list(report.writers.items())[:8]))

@@ -55,8 +55,10 @@ def read_only_reason(db: Path) -> str | None:
     read-only directory makes every command fail with SQLite's terse "unable to open database file"."""
     folder = db.parent if str(db.parent) else Path(".")
     if folder.is_dir() and not os.access(folder, os.W_OK):
-        return (f"{db}: the directory {folder} is read-only; SQLite needs to write its journal files "
-                "beside the database, even to read it")
+        return (
+            f"{db}: the directory {folder} is read-only; SQLite needs to write its journal files "
+            "beside the database, even to read it"
+        )
     if db.is_file() and not os.access(db, os.W_OK):
         return f"{db}: the database file is read-only"
     return None

@@ -57,13 +57,17 @@ def check_regular(path: Path | str, what: str) -> bool:
         info = os.stat(p)
     except FileNotFoundError:
         if os.path.islink(p):
-            raise UnsafePathError(f"{p}: {what} is a symlink to {os.readlink(p)}, which does not exist; "
-                                  "refusing to create a file through it") from None
+            raise UnsafePathError(
+                f"{p}: {what} is a symlink to {os.readlink(p)}, which does not exist; "
+                "refusing to create a file through it"
+            ) from None
         return False
     except NotADirectoryError:
         raise UnsafePathError(f"{p}: a part of this path is not a directory") from None
     if not stat.S_ISREG(info.st_mode):
-        raise UnsafePathError(f"{p}: {what} is {kind_of(info.st_mode)}, not a regular file; refusing to use it")
+        raise UnsafePathError(
+            f"{p}: {what} is {kind_of(info.st_mode)}, not a regular file; refusing to use it"
+        )
     return True
 
 
@@ -81,10 +85,13 @@ def read_regular(path: Path | str, what: str, *, max_bytes: int) -> bytes | None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafePathError(f"{path}: {what} is {kind_of(info.st_mode)}, not a regular file; refusing to use it")
+            raise UnsafePathError(
+                f"{path}: {what} is {kind_of(info.st_mode)}, not a regular file; refusing to use it"
+            )
         if info.st_size > max_bytes:
-            raise UnsafePathError(f"{path}: {what} is {info.st_size:,} bytes, more than the {max_bytes:,} allowed; "
-                                  "not read")
+            raise UnsafePathError(
+                f"{path}: {what} is {info.st_size:,} bytes, more than the {max_bytes:,} allowed; not read"
+            )
         os.set_blocking(fd, True)
         chunks = []
         remaining = max_bytes + 1
@@ -149,4 +156,12 @@ def write_private_file(target: Path, write: Callable[[TextIO], T], *, what: str 
     return _into_place(target, what, write, text=True)
 
 
-__all__ = ["UnsafePathError", "check_regular", "create_temp", "kind_of", "read_regular", "replace_atomically", "write_private_file"]
+__all__ = [
+    "UnsafePathError",
+    "check_regular",
+    "create_temp",
+    "kind_of",
+    "read_regular",
+    "replace_atomically",
+    "write_private_file",
+]

@@ -54,15 +54,23 @@ class Result:
 
     def __getitem__(self, key: str) -> Any:
         if self.status != "ok":
-            raise KeyError(f"{key!r}: the request did not succeed ({self.status}: {self.reason or self.error})")
+            raise KeyError(
+                f"{key!r}: the request did not succeed ({self.status}: {self.reason or self.error})"
+            )
         return self.data[key]
 
 
 class KernelClient:
     """A comm client for one kernel. Use as a context manager or call ``close()``."""
 
-    def __init__(self, connection_info: dict[str, Any] | str, *, manager: KernelManager | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, use_subshell: bool = True) -> None:
+    def __init__(
+        self,
+        connection_info: dict[str, Any] | str,
+        *,
+        manager: KernelManager | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        use_subshell: bool = True,
+    ) -> None:
         self.timeout = timeout
         self.manager = manager
         self.use_subshell = use_subshell
@@ -203,14 +211,23 @@ class KernelClient:
                 msg = self._kc.iopub_channel.get_msg(timeout=min(left, 0.5))
             except queue.Empty:
                 if not self.alive():
-                    return Result("unknown", reason="the kernel died while the request was pending",
-                                  channel=channel, elapsed_ms=(time.monotonic() - start) * 1000)
+                    return Result(
+                        "unknown",
+                        reason="the kernel died while the request was pending",
+                        channel=channel,
+                        elapsed_ms=(time.monotonic() - start) * 1000,
+                    )
                 continue
             content = msg.get("content", {})
             if msg.get("msg_type") == "comm_close" and content.get("comm_id") == self.comm_id:
                 self.comm_id = None  # the kernel has no such target: the extension is not loaded
-                return Result("error", error={"code": "not_loaded", "message": NOT_LOADED}, reason=NOT_LOADED,
-                              channel=channel, elapsed_ms=(time.monotonic() - start) * 1000)
+                return Result(
+                    "error",
+                    error={"code": "not_loaded", "message": NOT_LOADED},
+                    reason=NOT_LOADED,
+                    channel=channel,
+                    elapsed_ms=(time.monotonic() - start) * 1000,
+                )
             if msg.get("msg_type") != "comm_msg":
                 continue
             reply = content.get("data", {})
@@ -220,8 +237,13 @@ class KernelClient:
             if reply.get("ok"):
                 body = {k: v for k, v in reply.items() if k not in ("v", "id", "ok")}
                 return Result("ok", body, channel=channel, elapsed_ms=elapsed)
-            return Result("error", error=reply.get("error"), reason=str((reply.get("error") or {}).get("message")),
-                          channel=channel, elapsed_ms=elapsed)
+            return Result(
+                "error",
+                error=reply.get("error"),
+                reason=str((reply.get("error") or {}).get("message")),
+                channel=channel,
+                elapsed_ms=elapsed,
+            )
         reason = f"the kernel did not answer within {limit:.1f} s"
         if not self.alive():
             reason = "the kernel is not running"
@@ -247,8 +269,11 @@ class KernelClient:
         while True:
             left = limit - (time.monotonic() - start)
             if left <= 0:
-                return Result("unknown", reason=f"listing the names took over {limit:g} s ({len(names):,} listed "
-                              "so far)", elapsed_ms=(time.monotonic() - start) * 1000)
+                return Result(
+                    "unknown",
+                    reason=f"listing the names took over {limit:g} s ({len(names):,} listed so far)",
+                    elapsed_ms=(time.monotonic() - start) * 1000,
+                )
             args: dict[str, Any] = {} if after is None else {"after": after}
             if page is not None:
                 args["limit"] = page
@@ -259,15 +284,29 @@ class KernelClient:
             names.extend(got["names"])
             after = got.data.get("next")
             if not after:
-                return Result("ok", {"names": names, "total": got["total"], "pages": pages, "truncated": False},
-                              channel=got.channel, elapsed_ms=(time.monotonic() - start) * 1000)
+                return Result(
+                    "ok",
+                    {"names": names, "total": got["total"], "pages": pages, "truncated": False},
+                    channel=got.channel,
+                    elapsed_ms=(time.monotonic() - start) * 1000,
+                )
 
-    def execute(self, code: str, *, timeout: float = 30.0, subshell: bool = False, silent: bool = False
-                ) -> dict[str, Any] | None:
+    def execute(
+        self, code: str, *, timeout: float = 30.0, subshell: bool = False, silent: bool = False
+    ) -> dict[str, Any] | None:
         """Run code on the main shell (or the subshell) and wait for its reply; None on timeout."""
-        msg_id = self._send_shell("execute_request", {"code": code, "silent": silent, "store_history": False,
-                                                      "user_expressions": {}, "allow_stdin": False,
-                                                      "stop_on_error": not silent}, subshell=subshell)
+        msg_id = self._send_shell(
+            "execute_request",
+            {
+                "code": code,
+                "silent": silent,
+                "store_history": False,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": not silent,
+            },
+            subshell=subshell,
+        )
         reply = self._shell_reply(msg_id, timeout)
         return None if reply is None else dict(reply["content"])
 

@@ -82,8 +82,14 @@ class KernelInterpreter:
         self._tools: dict[str, Callable[..., Any]] = dict(tools or {})
         self.output_fields = output_fields
         self._tools_registered = False
-        self._runner = KernelRunner(self._tools, timeout=timeout, snapshot_dir=snapshot_dir,
-                                    restore_after_death=restore_after_death, env=env, session=session)
+        self._runner = KernelRunner(
+            self._tools,
+            timeout=timeout,
+            snapshot_dir=snapshot_dir,
+            restore_after_death=restore_after_death,
+            env=env,
+            session=session,
+        )
         self._dead: str | None = None
         self._closed = False
 
@@ -154,7 +160,9 @@ class KernelInterpreter:
         if outcome.kind == "error":
             raise CodeExecutionError(outcome.text)
         if outcome.kind in ("timeout", "interrupted"):
-            raise CodeExecutionError(f"{outcome.text}\n(The cell was stopped; the kernel and its variables are intact.)")
+            raise CodeExecutionError(
+                f"{outcome.text}\n(The cell was stopped; the kernel and its variables are intact.)"
+            )
         # died
         if self._runner.restore_after_death:
             try:
@@ -163,9 +171,11 @@ class KernelInterpreter:
                 self._dead = f"The IPython kernel died and could not be restarted: {exc}"
                 raise CodeInterpreterError(self._dead) from exc
             raise CodeExecutionError(f"{outcome.text}\n{notice}")
-        self._dead = ("The IPython kernel died; its state is lost and it is not restarted silently "
-                      "(pass restore_after_death=True with snapshot_dir to restart from a snapshot). "
-                      f"Last output: {outcome.text}")
+        self._dead = (
+            "The IPython kernel died; its state is lost and it is not restarted silently "
+            "(pass restore_after_death=True with snapshot_dir to restart from a snapshot). "
+            f"Last output: {outcome.text}"
+        )
         raise CodeInterpreterError(self._dead)
 
     def shutdown(self) -> None:
@@ -188,28 +198,44 @@ class CompactedHistory(REPLHistory):  # type: ignore[misc]
     def format(self) -> str:
         parts: list[str] = []
         if self.checkpoint:
-            parts.append(f"=== Steps 1-{self.first_step} (compacted; recall(query) returns any of them verbatim) ===\n"
-                         f"{self.checkpoint}\n{self.state}")
-        parts.extend(e.format(index=self.first_step + i, max_output_chars=self.max_output_chars)
-                     for i, e in enumerate(self.entries))
+            parts.append(
+                f"=== Steps 1-{self.first_step} (compacted; recall(query) returns any of them "
+                f"verbatim) ===\n"
+                f"{self.checkpoint}\n{self.state}"
+            )
+        parts.extend(
+            e.format(index=self.first_step + i, max_output_chars=self.max_output_chars)
+            for i, e in enumerate(self.entries)
+        )
         return "\n".join(parts) if parts else "You have not interacted with the REPL environment yet."
 
     def append(self, *, reasoning: str = "", code: str, output: str) -> CompactedHistory:
         entry = REPLEntry(reasoning=reasoning, code=code, output=output)
-        return CompactedHistory(entries=[*self.entries, entry], max_output_chars=self.max_output_chars,
-                                checkpoint=self.checkpoint, state=self.state, first_step=self.first_step)
+        return CompactedHistory(
+            entries=[*self.entries, entry],
+            max_output_chars=self.max_output_chars,
+            checkpoint=self.checkpoint,
+            state=self.state,
+            first_step=self.first_step,
+        )
 
 
 def _message_tokens(messages: Sequence[dict[str, Any]]) -> int:
-    return sum(estimate_message_tokens({"role": str(m.get("role", "user")), "content": m.get("content", "")}, "chars4")
-               for m in messages)
+    return sum(
+        estimate_message_tokens(
+            {"role": str(m.get("role", "user")), "content": m.get("content", "")}, "chars4"
+        )
+        for m in messages
+    )
 
 
 def window_of_lm(lm: Any) -> int:
     """The context window of a ``dspy.LM``: its server's ``/v1/models`` card (``api_base``), else
     litellm's table of known models (offline), else ``ValueError`` saying what to pass."""
     if lm is None:
-        raise ValueError("CompactRLM needs a language model: dspy.configure(lm=dspy.LM(...)) or dspy.context(lm=...)")
+        raise ValueError(
+            "CompactRLM needs a language model: dspy.configure(lm=dspy.LM(...)) or dspy.context(lm=...)"
+        )
     model = str(getattr(lm, "model", "") or "")
     kwargs = dict(getattr(lm, "kwargs", {}) or {})
     base = kwargs.get("api_base") or kwargs.get("base_url")
@@ -232,8 +258,9 @@ def window_of_lm(lm: Any) -> int:
         why.append(f"litellm's model table lists {model!r} without a window")
     except Exception:
         why.append(f"litellm's model table does not know {model!r}")
-    raise ValueError(f"CompactRLM cannot tell the context window of {model!r}: {'; '.join(why)}; "
-                     "pass window_tokens=...")
+    raise ValueError(
+        f"CompactRLM cannot tell the context window of {model!r}: {'; '.join(why)}; pass window_tokens=..."
+    )
 
 
 class CompactRLM(dspy.RLM):  # type: ignore[misc]
@@ -281,8 +308,12 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         self._ratio = 1.0  # server-reported prompt tokens per estimated token, from the last measured request
         self._sub_lm_window: int | None = None
         self._own_factory = interpreter_factory is None
-        super().__init__(signature, tools=[*(tools or []), self._recall_tool()],
-                         interpreter_factory=interpreter_factory or KernelInterpreter, **kwargs)
+        super().__init__(
+            signature,
+            tools=[*(tools or []), self._recall_tool()],
+            interpreter_factory=interpreter_factory or KernelInterpreter,
+            **kwargs,
+        )
 
     @property
     def _store(self) -> SessionStore:
@@ -304,16 +335,26 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
     def _begin(self, input_args: dict[str, Any]) -> None:
         window = self._window if self._window is not None else window_of_lm(dspy.settings.lm)
         self.last_session = f"{self.session_prefix}-{uuid.uuid4().hex[:8]}"
-        self.log = IterationLog(self._store, self.last_session, window_tokens=window,
-                                settings=self._settings, compactor=self._compactor)
+        self.log = IterationLog(
+            self._store,
+            self.last_session,
+            window_tokens=window,
+            settings=self._settings,
+            compactor=self._compactor,
+        )
         variables = self._build_variables(**input_args)
-        task = "\n\n".join([str(self.signature.instructions or "").strip(),
-                            *(v.format() for v in variables)]).strip()
+        task = "\n\n".join(
+            [str(self.signature.instructions or "").strip(), *(v.format() for v in variables)]
+        ).strip()
         self.log.begin(task)
 
     def _factory(self, input_args: dict[str, Any]) -> dict[str, Any]:
         """The run's arguments, with our default interpreter bound to the run's session."""
-        if self._own_factory and input_args.get("interpreter_factory") is None and self.last_session is not None:
+        if (
+            self._own_factory
+            and input_args.get("interpreter_factory") is None
+            and self.last_session is not None
+        ):
             return {**input_args, "interpreter_factory": KernelInterpreter.factory(session=self.last_session)}
         return input_args
 
@@ -360,9 +401,13 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         tokens = int(_message_tokens([{"role": "user", "content": prompt}]) * max(self._ratio, 1.0))
         if tokens <= room:
             return None
-        return (f"llm_query prompt refused before any request: it is {len(prompt):,} characters (~{tokens:,} tokens) "
-                f"and the sub-LM's {window:,}-token window leaves room for about {room:,}; send smaller slices "
-                "(llm_query_batched over the pieces)")
+        return (
+            f"llm_query prompt refused before any request: it is {len(prompt):,} characters (~{tokens:,} "
+            f"tokens) "
+            f"and the sub-LM's {window:,}-token window leaves room for about {room:,}; send smaller "
+            f"slices "
+            "(llm_query_batched over the pieces)"
+        )
 
     def _sub_window(self) -> int:
         if self._sub_lm_window is None:
@@ -374,18 +419,29 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         cp: Checkpoint | None = self.log.checkpoint
         if cp is None:
             return history
-        return CompactedHistory(entries=list(history.entries)[cp.first_kept_step:], max_output_chars=history.max_output_chars,
-                                checkpoint=cp.summary, state=cp.state, first_step=cp.first_kept_step)
+        return CompactedHistory(
+            entries=list(history.entries)[cp.first_kept_step :],
+            max_output_chars=history.max_output_chars,
+            checkpoint=cp.summary,
+            state=cp.state,
+            first_step=cp.first_kept_step,
+        )
 
-    def _messages(self, variables: list[Any], view: REPLHistory, rest: tuple[Any, ...]) -> list[dict[str, Any]]:
+    def _messages(
+        self, variables: list[Any], view: REPLHistory, rest: tuple[Any, ...]
+    ) -> list[dict[str, Any]]:
         """The messages the adapter will send for this step (what ``generate_action`` formats)."""
         iteration, factory, rules = rest[0], rest[3], rest[4]
         signature = self._action_signature_for_current_factory(factory, rules)
         adapter = dspy.settings.adapter or dspy.ChatAdapter()
-        inputs = {"variables_info": [v.format() for v in variables], "repl_history": view,
-                  "iteration": f"{iteration + 1}/{self.max_iters}"}
-        messages: list[dict[str, Any]] = adapter.format(signature, demos=list(self.generate_action.demos or []),
-                                                        inputs=inputs)
+        inputs = {
+            "variables_info": [v.format() for v in variables],
+            "repl_history": view,
+            "iteration": f"{iteration + 1}/{self.max_iters}",
+        }
+        messages: list[dict[str, Any]] = adapter.format(
+            signature, demos=list(self.generate_action.demos or []), inputs=inputs
+        )
         return messages
 
     def _measure(self, messages: list[dict[str, Any]]) -> int:
@@ -405,8 +461,9 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
                 self.log.note_prompt(prompt)
             return
 
-    def _compacted_view(self, repl: Any, variables: list[Any], history: REPLHistory,
-                        rest: tuple[Any, ...]) -> tuple[REPLHistory, list[dict[str, Any]]]:
+    def _compacted_view(
+        self, repl: Any, variables: list[Any], history: REPLHistory, rest: tuple[Any, ...]
+    ) -> tuple[REPLHistory, list[dict[str, Any]]]:
         """The view to send, after compacting when the real prompt would pass the blocking line."""
         assert self.log is not None
         view = self._view(history)
@@ -420,7 +477,10 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
             names_of = getattr(repl, "names", None)
             names = names_of() if callable(names_of) else None
             alive = bool(getattr(getattr(repl, "runner", None), "is_alive", lambda: True)())
-            if self.log.compact(names=names, kernel_alive=alive, reason="threshold", keep_recent_tokens=keep) is not None:
+            if (
+                self.log.compact(names=names, kernel_alive=alive, reason="threshold", keep_recent_tokens=keep)
+                is not None
+            ):
                 view = self._view(history)
                 messages = self._messages(variables, view, rest)
         self.log.note_prompt(self._measure(messages))
@@ -431,7 +491,9 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         assert self.log is not None
         if isinstance(result, dspy.Prediction):
             step = (getattr(result, "trajectory", None) or [{}])[-1]
-            self.log.record(str(step.get("reasoning", "")), str(step.get("code", "")), str(step.get("output", "")))
+            self.log.record(
+                str(step.get("reasoning", "")), str(step.get("code", "")), str(step.get("output", ""))
+            )
             return result
         new = result.entries[-1]
         self.log.record(new.reasoning, new.code, new.output, is_error=new.output.startswith("[Error]"))
@@ -443,14 +505,20 @@ class CompactRLM(dspy.RLM):  # type: ignore[misc]
         self._calibrate(messages)
         return self._record(history, result)
 
-    async def _aexecute_iteration(self, repl: Any, variables: list[Any], history: REPLHistory, *rest: Any) -> Any:
+    async def _aexecute_iteration(
+        self, repl: Any, variables: list[Any], history: REPLHistory, *rest: Any
+    ) -> Any:
         view, messages = self._compacted_view(repl, variables, history, rest)
         result = await super()._aexecute_iteration(repl, variables, view, *rest)
         self._calibrate(messages)
         return self._record(history, result)
 
-    def _extract_fallback(self, variables: list[Any], history: REPLHistory, output_field_names: list[str]) -> Any:
+    def _extract_fallback(
+        self, variables: list[Any], history: REPLHistory, output_field_names: list[str]
+    ) -> Any:
         return super()._extract_fallback(variables, self._view(history), output_field_names)
 
-    async def _aextract_fallback(self, variables: list[Any], history: REPLHistory, output_field_names: list[str]) -> Any:
+    async def _aextract_fallback(
+        self, variables: list[Any], history: REPLHistory, output_field_names: list[str]
+    ) -> Any:
         return await super()._aextract_fallback(variables, self._view(history), output_field_names)

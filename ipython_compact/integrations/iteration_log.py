@@ -45,7 +45,6 @@ class Checkpoint:
     names: tuple[str, ...] | None
 
 
-
 class IterationLog:
     """One engine run in one session of ``store``; compaction by ``compactor`` at ``window_tokens``."""
 
@@ -61,8 +60,13 @@ class IterationLog:
         self.store = store
         self.session = session
         self.window_tokens = window_tokens
-        self.settings = settings if settings is not None else CompactionSettings(
-            reserve_tokens=max(1, window_tokens // 4), keep_recent_tokens=max(1, window_tokens // 4))
+        self.settings = (
+            settings
+            if settings is not None
+            else CompactionSettings(
+                reserve_tokens=max(1, window_tokens // 4), keep_recent_tokens=max(1, window_tokens // 4)
+            )
+        )
         self.compactor = compactor if compactor is not None else Compactor(store, settings=self.settings)
         decide(0, window_tokens, self.settings)  # validates window against the reserve, early
         self.store.ensure_session(session)
@@ -75,7 +79,9 @@ class IterationLog:
     # ---- writing ---------------------------------------------------------------------------
     def begin(self, task: str) -> None:
         """Record the task as the run's user message (the goal the summaries anchor on)."""
-        self.store.append(self.session, MESSAGE, {"message": {"role": "user", "content": task, "timestamp": utc_now()}})
+        self.store.append(
+            self.session, MESSAGE, {"message": {"role": "user", "content": task, "timestamp": utc_now()}}
+        )
 
     def record(self, reasoning: str, code: str, output: str, *, is_error: bool = False) -> int:
         """Append step ``self.steps`` (assistant + tool result); returns its index."""
@@ -98,7 +104,9 @@ class IterationLog:
             "isError": is_error,
             "timestamp": utc_now(),
         }
-        first, second = self.store.append_many(self.session, [(MESSAGE, {"message": assistant}), (MESSAGE, {"message": result})])
+        first, second = self.store.append_many(
+            self.session, [(MESSAGE, {"message": assistant}), (MESSAGE, {"message": result})]
+        )
         self._step_of[first.id] = step
         self._step_of[second.id] = step
         self.steps += 1
@@ -112,19 +120,30 @@ class IterationLog:
     def should_compact(self, prompt_tokens: int) -> bool:
         return decide(prompt_tokens, self.window_tokens, self.settings) == "blocking"
 
-    def compact(self, *, names: Sequence[str] | None, kernel_alive: bool = True, snapshot: SnapshotOutcome | None = None,
-                reason: str = "manual", keep_recent_tokens: int | None = None) -> Checkpoint | None:
+    def compact(
+        self,
+        *,
+        names: Sequence[str] | None,
+        kernel_alive: bool = True,
+        snapshot: SnapshotOutcome | None = None,
+        reason: str = "manual",
+        keep_recent_tokens: int | None = None,
+    ) -> Checkpoint | None:
         """Summarize the older steps now (keeping ``keep_recent_tokens`` of recent steps verbatim,
         default: the settings'); None when there is nothing to summarize."""
         try:
-            result = self.compactor.compact(self.session, reason=reason, keep_recent_tokens=keep_recent_tokens)
+            result = self.compactor.compact(
+                self.session, reason=reason, keep_recent_tokens=keep_recent_tokens
+            )
         except NothingToCompact:
             return None
         first_kept = str(result.entry.data.get("first_kept_entry_id"))
         step = self._first_step_from(first_kept)
         if self.checkpoint is not None:
             step = max(step, self.checkpoint.first_kept_step)
-        notice = state_notice(kernel_alive=kernel_alive, names=None if names is None else list(names), snapshot=snapshot)
+        notice = state_notice(
+            kernel_alive=kernel_alive, names=None if names is None else list(names), snapshot=snapshot
+        )
         if notice is not None:
             self.store.append(self.session, KERNEL_STATE, {"content": notice})
         self.checkpoint = Checkpoint(
@@ -148,7 +167,7 @@ class IterationLog:
         ids = [e.id for e in self.store.entries(self.session)]
         if entry_id not in ids:
             return 0
-        later = (self._step_of[i] for i in ids[ids.index(entry_id):] if i in self._step_of)
+        later = (self._step_of[i] for i in ids[ids.index(entry_id) :] if i in self._step_of)
         return next(later, self.steps)
 
     # ---- reading ---------------------------------------------------------------------------

@@ -80,13 +80,18 @@ class KernelRunner:
         session: str | None = None,
     ) -> None:
         if restore_after_death and snapshot_dir is None:
-            raise ValueError("restore_after_death needs snapshot_dir (where the snapshots to restore are written)")
+            raise ValueError(
+                "restore_after_death needs snapshot_dir (where the snapshots to restore are written)"
+            )
         self.tools: dict[str, Callable[..., Any]] = tools if tools is not None else {}
         self.timeout = timeout
         self.snapshot_dir = snapshot_dir
         self.restore_after_death = restore_after_death
-        self.kernel = kernel if kernel is not None else JupyterKernel(max_output_chars=max_output_chars, env=env,
-                                                                      session=session)
+        self.kernel = (
+            kernel
+            if kernel is not None
+            else JupyterKernel(max_output_chars=max_output_chars, env=env, session=session)
+        )
         self.stats = RunnerStats()
         self._bridge: SubcallBroker | None = None
         self._installed: tuple[tuple[str, ...], tuple[str, ...] | None] | None = None
@@ -107,7 +112,9 @@ class KernelRunner:
         if self.kernel.manager is None:
             self.kernel.start()
         if self.kernel.extension_error:
-            raise RuntimeError(f"the ipython_compact extension did not load in the kernel: {self.kernel.extension_error}")
+            raise RuntimeError(
+                f"the ipython_compact extension did not load in the kernel: {self.kernel.extension_error}"
+            )
         self._bridge = SubcallBroker(self._resolve).start()
         self._started = True
 
@@ -150,8 +157,9 @@ class KernelRunner:
             return self._pending.pop(name)
 
     # ---- one step --------------------------------------------------------------------------
-    def run(self, code: str, variables: Mapping[str, Any] | None = None, *,
-            submit_fields: list[str] | None = None) -> Outcome:
+    def run(
+        self, code: str, variables: Mapping[str, Any] | None = None, *, submit_fields: list[str] | None = None
+    ) -> Outcome:
         """Run ``code`` as one cell; see the module docstring for what each outcome means.
 
         Raises ValueError for variables JSON cannot carry or names that clash with tools.
@@ -205,10 +213,19 @@ class KernelRunner:
         expressions: dict[str, str] = {}
         url, token = self._bridge.url, self._bridge.token
         if wanted != self._installed:
-            expressions["tools"] = kernel_call(host_tools.install, SHELL, url, token, list(wanted[0]),
-                                               submit_fields=submit_fields, submit_tool=SUBMIT_TOOL)
+            expressions["tools"] = kernel_call(
+                host_tools.install,
+                SHELL,
+                url,
+                token,
+                list(wanted[0]),
+                submit_fields=submit_fields,
+                submit_tool=SUBMIT_TOOL,
+            )
         if changed:
-            expressions["inputs"] = kernel_call(host_tools.load_inputs, SHELL, url, token, changed, FETCH_TOOL)
+            expressions["inputs"] = kernel_call(
+                host_tools.load_inputs, SHELL, url, token, changed, FETCH_TOOL
+            )
         unchanged = [n for n in variables if n not in changed]
         if unchanged:
             expressions["rebind"] = kernel_call(host_tools.rebind_inputs, SHELL, unchanged)
@@ -221,7 +238,9 @@ class KernelRunner:
                 self._fingerprints.pop(name, None)
             if not self.kernel.is_alive():
                 return Outcome("died", "The kernel died while its tools and inputs were being set up.")
-            raise RuntimeError(f"setting up the kernel ({', '.join(failed)}) failed; the kernel did not answer")
+            raise RuntimeError(
+                f"setting up the kernel ({', '.join(failed)}) failed; the kernel did not answer"
+            )
         self._installed = wanted
         for name in changed:
             self.stats.transfers[name] = self.stats.transfers.get(name, 0) + 1
@@ -252,16 +271,22 @@ class KernelRunner:
         report = self.kernel.restore(self.snapshot_dir) or {"ok": False, "error": "the kernel did not answer"}
         restored = list(report.get("restored") or [])
         failed = [f"{n} ({why})" for n, why in report.get("failed") or []]
-        lines = ["The kernel died and was restarted: a new process, so anything not in the last snapshot is gone."]
+        lines = [
+            "The kernel died and was restarted: a new process, so anything not in the last snapshot is gone."
+        ]
         if not report.get("ok"):
             lines.append(f"Restoring the snapshot failed ({report.get('error')}); no names were restored.")
         elif report.get("none"):
             lines.append("No snapshot had been written yet, so no names were restored.")
         else:
-            lines.append("Restored from the last snapshot: " + (", ".join(sorted(restored)) or "nothing") + ".")
+            lines.append(
+                "Restored from the last snapshot: " + (", ".join(sorted(restored)) or "nothing") + "."
+            )
             if failed:
                 lines.append("Not restored: " + ", ".join(failed) + ".")
-        lines.append("Inputs are injected again; imports and anything defined after the snapshot must be recreated.")
+        lines.append(
+            "Inputs are injected again; imports and anything defined after the snapshot must be recreated."
+        )
         return "\n".join(lines)
 
 
@@ -278,8 +303,11 @@ def _by_keyword(tool: Callable[..., Any]) -> Callable[..., Any]:
             if params and not any(p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) for p in params):
                 named = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
                 if len(args) > len(named):
-                    raise TypeError(f"{getattr(tool, '__name__', 'tool')}() takes {len(named)} positional arguments "
-                                    f"but {len(args)} were given")
+                    raise TypeError(
+                        f"{getattr(tool, '__name__', 'tool')}() takes {len(named)} positional "
+                        f"arguments "
+                        f"but {len(args)} were given"
+                    )
                 clash = sorted(set(named[: len(args)]) & set(kwargs))
                 if clash:
                     raise TypeError(f"{getattr(tool, '__name__', 'tool')}() got multiple values for {clash}")
@@ -297,7 +325,13 @@ def _syntax_error(code: str) -> str | None:
 
     try:
         source = TransformerManager().transform_cell(code)  # type: ignore[no-untyped-call]
-        compile(source, "<cell>", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        compile(
+            source,
+            "<cell>",
+            "exec",
+            flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+            dont_inherit=True,
+        )
     except SyntaxError as exc:
         where = f" (line {exc.lineno})" if exc.lineno else ""
         return f"{type(exc).__name__}: {exc.msg}{where}"

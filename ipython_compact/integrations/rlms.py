@@ -56,10 +56,11 @@ SCAFFOLD = ("llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched", 
 _WIRE = (
     "%load_ext ipython_compact\n"
     "def SHOW_VARS():\n"
-    "    return " + kernel_call(kernel_state.describe_names, SHELL) + "\n"
+    "    return "
+    + kernel_call(kernel_state.describe_names, SHELL)
+    + "\n"
     + kernel_call(kernel_state.hide_names, SHELL, list(SCAFFOLD))
 )
-
 
 
 class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
@@ -81,13 +82,17 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
             raise ValueError(f"unknown ipython_compact options: {unknown}")
         mode = kwargs.setdefault("kernel_mode", "subprocess")
         if mode != "subprocess":
-            raise ValueError("CompactIPythonEnv needs kernel_mode='subprocess' (a real kernel with the extension)")
+            raise ValueError(
+                "CompactIPythonEnv needs kernel_mode='subprocess' (a real kernel with the extension)"
+            )
         # rlms waits for a dead kernel until the cell timeout: keep one, so a death is noticed.
         kwargs.setdefault("cell_timeout", 600.0)
         self.store: SessionStore = options.get("store") or SessionStore()
         self.session: str = options.get("session") or f"rlms-{uuid.uuid4().hex[:8]}"
         self.snapshot_dir: str | None = options.get("snapshot_dir")
-        self.restore_after_death: bool = bool(options.get("restore_after_death", self.snapshot_dir is not None))
+        self.restore_after_death: bool = bool(
+            options.get("restore_after_death", self.snapshot_dir is not None)
+        )
         if self.restore_after_death and self.snapshot_dir is None:
             raise ValueError("restore_after_death needs snapshot_dir")
         self.store.ensure_session(self.session)
@@ -104,8 +109,9 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         # The extension binds to the run's session, not to a "kernel:tmp..." session of its own.
         bind = kernel_call(kernel_state.bind_session, self.session) + "\n"
         history = kernel_call(kernel_history.install, SHELL, self.store.url, self.session)
-        result = self._execute_in_kernel(bind + _WIRE + "\n" + history, timeout=self.startup_timeout,
-                                         drain_broker=False)
+        result = self._execute_in_kernel(
+            bind + _WIRE + "\n" + history, timeout=self.startup_timeout, drain_broker=False
+        )
         self.wire_error = result.stderr or None
 
     def _evaluate(self, expression: str, timeout: float = 120.0) -> Any:
@@ -114,9 +120,15 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
             return None
         with self._lock:
             try:
-                reply = self._kc.execute_interactive("", silent=True, store_history=False, allow_stdin=False,
-                                                     user_expressions={"v": expression}, timeout=timeout,
-                                                     output_hook=lambda _msg: None)
+                reply = self._kc.execute_interactive(
+                    "",
+                    silent=True,
+                    store_history=False,
+                    allow_stdin=False,
+                    user_expressions={"v": expression},
+                    timeout=timeout,
+                    output_hook=lambda _msg: None,
+                )
             except Exception:
                 return None
         value = (reply.get("content", {}).get("user_expressions") or {}).get("v") or {}
@@ -154,8 +166,10 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
     def _revive(self) -> str:
         """A fresh kernel after a death: scaffolding, contexts, then the newest snapshot."""
         if not self.restore_after_death or self.snapshot_dir is None:
-            return ("The kernel process died and was not restarted (no snapshot directory); "
-                    "every variable is lost.")
+            return (
+                "The kernel process died and was not restarted (no snapshot directory); "
+                "every variable is lost."
+            )
         with contextlib.suppress(Exception):
             self._kc.stop_channels()
         with contextlib.suppress(Exception):
@@ -169,14 +183,19 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         self._reviving = True  # re-loading the contexts must not overwrite the snapshot to restore
         try:
             for name, payload in sorted(self._subprocess_shadow.items()):
-                if name.startswith("context_") and name[len("context_"):].isdigit():
-                    self.add_context(payload, int(name[len("context_"):]))
+                if name.startswith("context_") and name[len("context_") :].isdigit():
+                    self.add_context(payload, int(name[len("context_") :]))
         finally:
             self._reviving = False
-        report = self._evaluate(kernel_call(kernel_state.restore_json, self.snapshot_dir)) or {"ok": False, "error": "no answer"}
+        report = self._evaluate(kernel_call(kernel_state.restore_json, self.snapshot_dir)) or {
+            "ok": False,
+            "error": "no answer",
+        }
         lines = ["The kernel died and was restarted (a new process)."]
         if not report.get("ok"):
-            lines.append(f"Restoring the snapshot failed ({report.get('error')}); only the context was loaded again.")
+            lines.append(
+                f"Restoring the snapshot failed ({report.get('error')}); only the context was loaded again."
+            )
         else:
             restored = ", ".join(sorted(report.get("restored") or [])) or "nothing"
             lines.append(f"Restored from the last snapshot: {restored}.")
@@ -194,8 +213,13 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
         if isinstance(entry, dict) and entry.get("type") == "summary":
             self.compactions += 1
             names = self.names()
-            self._log(CUSTOM, {"custom_type": kernel_history.SUMMARY, "data": {"summary": str(entry.get("content", "")),
-                                                                          "count": self.compactions}})
+            self._log(
+                CUSTOM,
+                {
+                    "custom_type": kernel_history.SUMMARY,
+                    "data": {"summary": str(entry.get("content", "")), "count": self.compactions},
+                },
+            )
             snapshot = None if self.snapshot_dir is None else SnapshotOutcome(True)
             notice = state_notice(kernel_alive=self.kernel_alive(), names=names, snapshot=snapshot)
             if notice is not None:
@@ -205,7 +229,11 @@ class CompactIPythonEnv(IPythonREPL):  # type: ignore[misc]
             role = message.get("role")
             text = str(message.get("content", ""))
             if role == "assistant":
-                data = {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": utc_now()}
+                data = {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": utc_now(),
+                }
             else:
                 data = {"role": "user", "content": text, "timestamp": utc_now()}
             self._log(MESSAGE, {"message": data})

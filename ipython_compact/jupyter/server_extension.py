@@ -68,8 +68,13 @@ def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data
     from ipython_compact.kernel import binding  # deferred for start-up: only a panel request needs it
 
     name = os.path.join(cwd_for_path(os.path.dirname(path) or ""), os.path.basename(path))
-    found = binding.resolve(configured="", env={**env, "JPY_SESSION_NAME": name}, user_ns={}, connection_file=None,
-                      data_dir=data_dir)
+    found = binding.resolve(
+        configured="",
+        env={**env, "JPY_SESSION_NAME": name},
+        user_ns={},
+        connection_file=None,
+        data_dir=data_dir,
+    )
     return found.session, found.source
 
 
@@ -96,19 +101,32 @@ def persisted_session(path: str, session: str, source: str) -> PersistedSession:
         view = store.context_view(session)
         figures = store.status_get(session, FIGURES_KEY, {}) or {}
         status: dict[str, Any] = {
-            "session": session, "binding": source, "source": "log",
+            "session": session,
+            "binding": source,
+            "source": "log",
             "conversation": any(e.kind in (MESSAGE, COMPACTION) for e in view.entries),
             "tokens": estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
-            "window": figures.get("window"), "blocking_line": figures.get("blocking_line"),
+            "window": figures.get("window"),
+            "blocking_line": figures.get("blocking_line"),
             "background_line": figures.get("background_line"),
-            "entries": store.path_length(session), "compactions": store.count_on_path(session, (COMPACTION,)),
-            "in_flight": [], "last_failure": None, "problem": None,
+            "entries": store.path_length(session),
+            "compactions": store.count_on_path(session, (COMPACTION,)),
+            "in_flight": [],
+            "last_failure": None,
+            "problem": None,
         }
-        snapshots = persisted_snapshots(paths.data_dir() / "snapshots" / snapshot_slug(session), paths.key_path(),
-                                        session)
-        return {"notebook": path, "session": session, "exists": True, "status": status,
-                "compactions": summaries_of(store, session, 50), "snapshots": snapshots,
-                "calls": call_tree(store, session)}
+        snapshots = persisted_snapshots(
+            paths.data_dir() / "snapshots" / snapshot_slug(session), paths.key_path(), session
+        )
+        return {
+            "notebook": path,
+            "session": session,
+            "exists": True,
+            "status": status,
+            "compactions": summaries_of(store, session, 50),
+            "snapshots": snapshots,
+            "calls": call_tree(store, session),
+        }
     finally:
         store.close()
 
@@ -141,9 +159,15 @@ def persisted_snapshots(directory: Path, key_path: Path, session: str) -> list[P
                 row["bytes"] = entry["bytes"]
             rows.append(row)
         timestamp, origin = data.get("timestamp"), data.get("origin")
-        out.append({"generation": manifest.generation, "timestamp": None if timestamp is None else str(timestamp),
-                    "origin": None if origin is None else str(origin), "names": rows,
-                    "bytes": int(data.get("bytes") or 0)})
+        out.append(
+            {
+                "generation": manifest.generation,
+                "timestamp": None if timestamp is None else str(timestamp),
+                "origin": None if origin is None else str(origin),
+                "names": rows,
+                "bytes": int(data.get("bytes") or 0),
+            }
+        )
     return out
 
 
@@ -162,8 +186,9 @@ def _handler() -> Any:
             if not path or path.startswith("/") or ".." in path.split("/"):
                 raise web.HTTPError(400, "path must be a notebook path relative to the server root")
             manager = self.settings["kernel_manager"]
-            session, source = notebook_session(manager.root_dir, manager.cwd_for_path, path, os.environ,
-                                               paths.data_dir())
+            session, source = notebook_session(
+                manager.root_dir, manager.cwd_for_path, path, os.environ, paths.data_dir()
+            )
             self.finish(persisted_session(path, session, source))
 
     return SessionHandler
@@ -181,7 +206,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     # loads first, the page ends up with the merged list.
     page_config = serverapp.web_app.settings.setdefault("page_config_data", {})
     page_config["untracked_message_types"] = list(merged)
-    serverapp.log.info("ipython_compact: comm and subshell requests no longer change the kernel's busy/idle status")
+    serverapp.log.info(
+        "ipython_compact: comm and subshell requests no longer change the kernel's busy/idle status"
+    )
     from jupyter_server.utils import url_path_join  # deferred for start-up: only the server needs it
 
     base = serverapp.web_app.settings.get("base_url", "/")

@@ -47,11 +47,25 @@ if TYPE_CHECKING:
 
 AGENT_ARGS = (
     arg("--model", help="model name (default: AgentConfig.model, then CompactConfig.model)"),
-    arg("--base-url", dest="base_url", help="OpenAI-compatible server (default: AgentConfig.base_url, then "
-                                            "CompactConfig.base_url)"),
-    arg("--window", type=positive_int, help="the model's context window in tokens (default: AgentConfig.context_window, "
-                                            "then the server's /v1/models card, then CompactConfig.context_window)"),
-    arg("--max-steps", dest="max_steps", type=positive_int, help="tool-call steps per turn (default: AgentConfig.max_steps)"),
+    arg(
+        "--base-url",
+        dest="base_url",
+        help="OpenAI-compatible server (default: AgentConfig.base_url, then CompactConfig.base_url)",
+    ),
+    arg(
+        "--window",
+        type=positive_int,
+        help="the model's context window in tokens (default: "
+        "AgentConfig.context_window, "
+        "then the server's /v1/models card, then "
+        "CompactConfig.context_window)",
+    ),
+    arg(
+        "--max-steps",
+        dest="max_steps",
+        type=positive_int,
+        help="tool-call steps per turn (default: AgentConfig.max_steps)",
+    ),
     arg("--session", help="session name (default: the extension's bound session)"),
     arg("--stream", action="store_true", help="show the model's text as it arrives"),
     arg("--reset", action="store_true", help="start a fresh agent (the log keeps everything)"),
@@ -60,7 +74,9 @@ AGENT_ARGS = (
 
 def agent_parser() -> MagicParser:
     """The ``%%agent`` parser: the same machinery as ``%compact`` (``kernel/magic_args.py``)."""
-    return build_parser("%%agent", "Send the cell's text to an agent that runs Python in this kernel.", AGENT_ARGS)
+    return build_parser(
+        "%%agent", "Send the cell's text to an agent that runs Python in this kernel.", AGENT_ARGS
+    )
 
 
 def parse_options(line: str) -> dict[str, Any]:
@@ -109,9 +125,14 @@ class AgentMagics(Magics):  # type: ignore[misc]
         if self.service is not None:
             store = self.service.store
             session = opts.get("session") or self.service.session
-            settings = _sized_for(self.service.settings(), config.settings_mapping() if config else {}, chosen.window)
-            summarizer = make_summarizer(getattr(config, "summarizer", "offline"), model=getattr(config, "model", None),
-                                         base_url=getattr(config, "base_url", None))  # the one %compact uses
+            settings = _sized_for(
+                self.service.settings(), config.settings_mapping() if config else {}, chosen.window
+            )
+            summarizer = make_summarizer(
+                getattr(config, "summarizer", "offline"),
+                model=getattr(config, "model", None),
+                base_url=getattr(config, "base_url", None),
+            )  # the one %compact uses
             compactor: Any = Compactor(store, summarizer, settings)
         else:
             from ipython_compact.store import SessionStore  # deferred: start-up (extension-less path)
@@ -120,12 +141,21 @@ class AgentMagics(Magics):  # type: ignore[misc]
             session = opts.get("session") or "agent"
             settings = settings_for_window(chosen.window)
             compactor = None  # the Agent's default: a Compactor with the offline summarizer
-        client = openai.OpenAI(base_url=chosen.base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+        client = openai.OpenAI(
+            base_url=chosen.base_url, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed"
+        )
         agent = Agent(
-            store=store, session=session, client=client, model=chosen.model, context_window=chosen.window,
+            store=store,
+            session=session,
+            client=client,
+            model=chosen.model,
+            context_window=chosen.window,
             settings=settings,
-            compactor=compactor, kernel=InProcessKernel(self.shell), max_steps=chosen.max_steps,
-            on_event=self._on_event, stream=chosen.stream,
+            compactor=compactor,
+            kernel=InProcessKernel(self.shell),
+            max_steps=chosen.max_steps,
+            on_event=self._on_event,
+            stream=chosen.stream,
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
         self.settings = chosen  # `%compact status` and the panel read the live agent's own figures
@@ -193,8 +223,10 @@ class AgentMagics(Magics):  # type: ignore[misc]
         assert agent is not None and chosen is not None
         output = self._output = CellOutput(live=live, stream=chosen.stream)
         if built:
-            output.note(f"{chosen.model}{f' at {chosen.base_url}' if chosen.base_url else ''} · window "
-                        f"{chosen.window:,} tokens, from {chosen.window_source}")
+            output.note(
+                f"{chosen.model}{f' at {chosen.base_url}' if chosen.base_url else ''} · window "
+                f"{chosen.window:,} tokens, from {chosen.window_source}"
+            )
         turn = self.service.fileops.agent_turn() if self.service is not None else contextlib.nullcontext()
         try:
             with turn:  # only the tool calls' file opens are recorded, as the agent's

@@ -26,7 +26,8 @@ class AgentSettings:
     model: str
     base_url: str | None
     window: int
-    window_source: str  # "the cell's --window", "AgentConfig.context_window", "the server's model card (max_model_len)", ...
+    # "the cell's --window", "AgentConfig.context_window", "the server's model card (max_model_len)", ...
+    window_source: str
     max_steps: int
     stream: bool
 
@@ -55,15 +56,22 @@ def server_window(client: Any, model: str, timeout: float) -> tuple[int, str] | 
     return window_from_card(chosen[0]) if chosen else None
 
 
-def resolve(opts: Mapping[str, Any], agent: Any, compact: Any,
-            card_window: Callable[[str, str | None], tuple[int, str] | None]) -> AgentSettings:
+def resolve(
+    opts: Mapping[str, Any],
+    agent: Any,
+    compact: Any,
+    card_window: Callable[[str, str | None], tuple[int, str] | None],
+) -> AgentSettings:
     """Settings for a new agent: ``opts`` (the cell's line) over ``agent`` (``AgentConfig``) over
     ``compact`` (``CompactConfig``); ``card_window(model, base_url)`` asks the server. Raises
     ValueError when no model is named anywhere."""
     model = str(opts.get("model") or getattr(agent, "model", "") or getattr(compact, "model", "") or "")
     if not model:
         raise ValueError("no model: pass --model NAME or set %config AgentConfig.model = 'NAME'")
-    base_url = str(opts.get("base_url") or getattr(agent, "base_url", "") or getattr(compact, "base_url", "") or "") or None
+    base_url = (
+        str(opts.get("base_url") or getattr(agent, "base_url", "") or getattr(compact, "base_url", "") or "")
+        or None
+    )
     if opts.get("window"):
         window, source = int(opts["window"]), "the cell's --window"
     elif getattr(agent, "context_window", 0):

@@ -53,8 +53,13 @@ def from_environment(value: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None,
-                profile: str = "default", cwd: str | None = None) -> tuple[str, str]:
+def natural_key(
+    env: Mapping[str, str],
+    user_ns: Mapping[str, Any],
+    connection_file: str | None,
+    profile: str = "default",
+    cwd: str | None = None,
+) -> tuple[str, str]:
     """``(key, source)`` from what the kernel knows about itself, most specific first.
 
     Without a notebook or connection file (terminal IPython) the key is the working directory
@@ -65,7 +70,10 @@ def natural_key(env: Mapping[str, str], user_ns: Mapping[str, Any], connection_f
         return f"notebook:{from_environment(os.path.abspath(nb))}", "notebook"
     if connection_file:
         return f"kernel:{Path(connection_file).stem}", "connection"
-    return f"terminal:{from_environment(os.path.abspath(cwd or os.getcwd()))}:{profile or 'default'}", "terminal"
+    return (
+        f"terminal:{from_environment(os.path.abspath(cwd or os.getcwd()))}:{profile or 'default'}",
+        "terminal",
+    )
 
 
 def snapshot_slug(session: str) -> str:
@@ -95,7 +103,12 @@ def _read(data_dir: Path) -> dict[str, str]:
 
 
 def resolve(
-    *, configured: str, env: Mapping[str, str], user_ns: Mapping[str, Any], connection_file: str | None, data_dir: Path,
+    *,
+    configured: str,
+    env: Mapping[str, str],
+    user_ns: Mapping[str, Any],
+    connection_file: str | None,
+    data_dir: Path,
     profile: str = "default",
 ) -> Binding:
     key, source = natural_key(env, user_ns, connection_file, profile)

@@ -51,8 +51,12 @@ class BookkeepingLog:
     database in use (it follows the store when the data directory changes).
     """
 
-    def __init__(self, apply: Callable[[dict[str, Any]], Any], journal: Callable[[], PendingJournal],
-                 retry_seconds: float = RETRY_SECONDS) -> None:
+    def __init__(
+        self,
+        apply: Callable[[dict[str, Any]], Any],
+        journal: Callable[[], PendingJournal],
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
         self._apply = apply
         self._journal = journal
         self.retry_seconds = retry_seconds
@@ -75,13 +79,23 @@ class BookkeepingLog:
         if not count:
             return None
         noun = "entry waits" if count == 1 else "entries wait"
-        return (f"{count:,} log {noun} in {self._journal().path} because the database was locked; they are "
-                "written, in order, as soon as it is free (nothing is lost)")
+        return (
+            f"{count:,} log {noun} in {self._journal().path} because the database was locked; they are "
+            "written, in order, as soon as it is free (nothing is lost)"
+        )
 
     def append(self, session: str, kind: str, data: Mapping[str, Any], timestamp: str) -> Any:
         """Write an entry now and return it, or journal it (database locked) and return None."""
-        return self.add({"op": "append", "session": session, "kind": kind, "data": dict(data),
-                         "timestamp": timestamp, "entry_id": new_entry_id()})
+        return self.add(
+            {
+                "op": "append",
+                "session": session,
+                "kind": kind,
+                "data": dict(data),
+                "timestamp": timestamp,
+                "entry_id": new_entry_id(),
+            }
+        )
 
     def add(self, record: dict[str, Any]) -> Any:
         """Apply ``record`` now (its result), or journal it behind what waits (None)."""
@@ -108,7 +122,9 @@ class BookkeepingLog:
         """Start the replay thread when something waits and none runs (also at kernel start)."""
         with self._lock:
             if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._retry, name="ipython-compact-bookkeeping", daemon=True)
+                self._worker = threading.Thread(
+                    target=self._retry, name="ipython-compact-bookkeeping", daemon=True
+                )
                 self._worker.start()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -47,10 +47,15 @@ def call_tree(store: Any, root: str, *, max_nodes: int = MAX_NODES) -> list[Call
 
     def node(session: str, parent: str | None, given: str | None, depth: int) -> CallNode:
         info = infos.get(session)
-        return {"session": session, "parent": parent, "name": given, "depth": depth,
-                "entries": int(info.entry_count) if info is not None else 0,
-                "created_at": None if info is None else _text(info.created_at),
-                "last_timestamp": None if info is None else _text(info.last_timestamp)}
+        return {
+            "session": session,
+            "parent": parent,
+            "name": given,
+            "depth": depth,
+            "entries": int(info.entry_count) if info is not None else 0,
+            "created_at": None if info is None else _text(info.created_at),
+            "last_timestamp": None if info is None else _text(info.last_timestamp),
+        }
 
     stack: list[tuple[str, str | None, str | None, int]] = [(root, None, None, 0)]
     while stack and len(out) < max_nodes:

@@ -36,7 +36,9 @@ class BadRequest(Exception):
     pass
 
 
-def _opt_int(args: Mapping[str, Any], key: str, default: int | None, lo: int = 0, hi: int = 100_000) -> int | None:
+def _opt_int(
+    args: Mapping[str, Any], key: str, default: int | None, lo: int = 0, hi: int = 100_000
+) -> int | None:
     value = args.get(key, default)
     if value is None:
         return None
@@ -63,9 +65,16 @@ class CommHandler:
         self.subshell_of: dict[str, str] = {}  # comm id -> the subshell it was opened on
         # Each op's reply payload is declared in comm_protocol.OPS (tests/test_protocol.py keeps them equal).
         self.ops: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
-            "hello": self._hello, "names": self._names, "status": self._status, "summaries": self._summaries,
-            "preview": self._preview, "compact": self._compact, "snapshot": self._snapshot,
-            "restore": self._restore, "recall": self._recall, "calls": self._calls,
+            "hello": self._hello,
+            "names": self._names,
+            "status": self._status,
+            "summaries": self._summaries,
+            "preview": self._preview,
+            "compact": self._compact,
+            "snapshot": self._snapshot,
+            "restore": self._restore,
+            "recall": self._recall,
+            "calls": self._calls,
         }
 
     # ------------------------------------------------------------------ comm plumbing
@@ -91,7 +100,9 @@ class CommHandler:
         self.comms.pop(comm_id, None)
         subshell = self.subshell_of.pop(comm_id, None)
         if subshell is not None and subshell not in self.subshell_of.values():
-            _release_subshell(self.service.shell, subshell, still_free=lambda: subshell not in self.subshell_of.values())
+            _release_subshell(
+                self.service.shell, subshell, still_free=lambda: subshell not in self.subshell_of.values()
+            )
 
     def on_msg(self, comm: Any, msg: Any) -> None:
         try:
@@ -120,12 +131,17 @@ class CommHandler:
             return _error(None, "bad_request", "a request must be a JSON object")
         rid = data.get("id")
         if not isinstance(rid, str) or not rid or len(rid) > 200:
-            return _error(None, "bad_request", "field 'id' must be a non-empty string (at most 200 characters)")
+            return _error(
+                None, "bad_request", "field 'id' must be a non-empty string (at most 200 characters)"
+            )
         if "v" not in data or type(data["v"]) is not int:
             return _error(rid, "bad_request", "field 'v' (protocol version, an integer) is required")
         if data["v"] != PROTOCOL:
-            return _error(rid, "unsupported_version",
-                          f"protocol version {echo(data['v'])} is not supported; use {PROTOCOL}")
+            return _error(
+                rid,
+                "unsupported_version",
+                f"protocol version {echo(data['v'])} is not supported; use {PROTOCOL}",
+            )
         op = data.get("op")
         if not isinstance(op, str):
             return _error(rid, "bad_request", "field 'op' must be a string")
@@ -149,13 +165,20 @@ class CommHandler:
 
     # ------------------------------------------------------------------ ops
     def _hello(self, args: Mapping[str, Any]) -> comm_protocol.HelloReply:
-        return {"protocol": PROTOCOL, "version": __version__, "session": self.service.session,
-                "subshell": threading.current_thread() is not threading.main_thread(), "ops": sorted(self.ops)}
+        return {
+            "protocol": PROTOCOL,
+            "version": __version__,
+            "session": self.service.session,
+            "subshell": threading.current_thread() is not threading.main_thread(),
+            "ops": sorted(self.ops),
+        }
 
     def _names(self, args: Mapping[str, Any]) -> comm_protocol.NamesReply:
         # cast: ProbeResult.to_json (namespace/) has NamesReply's keys, which tests/test_protocol.py checks
-        return cast(comm_protocol.NamesReply, self.service.names(limit=_opt_int(args, "limit", None),
-                                                      after=_opt_str(args, "after")).to_json())
+        return cast(
+            comm_protocol.NamesReply,
+            self.service.names(limit=_opt_int(args, "limit", None), after=_opt_str(args, "after")).to_json(),
+        )
 
     def _status(self, args: Mapping[str, Any]) -> comm_protocol.StatusReply:
         return self.service.status()
@@ -188,16 +211,21 @@ class CommHandler:
         if type(overwrite) is not bool:
             raise BadRequest("argument 'overwrite' must be a boolean")
         # cast: RestoreReport.to_json (namespace/) has RestoreReply's keys (tests/test_protocol.py)
-        return cast(comm_protocol.RestoreReply, self.service.restore(names=names, generation=generation,
-                                                         overwrite=overwrite).to_json())
+        return cast(
+            comm_protocol.RestoreReply,
+            self.service.restore(names=names, generation=generation, overwrite=overwrite).to_json(),
+        )
 
     def _recall(self, args: Mapping[str, Any]) -> comm_protocol.RecallReply:
         entry_id = _opt_str(args, "entry_id", 200)
         query = _opt_str(args, "query", 2000)
         if (entry_id is None) == (query is None):
             raise BadRequest("recall needs exactly one of 'entry_id' or 'query'")
-        hits = self.service.recall(entry_id=entry_id, query=query, limit=_opt_int(args, "limit", 5, 1, 100) or 5)
-        return {"hits": cast(list[comm_protocol.RecallHit], hits)}  # RecallHit.to_json's keys (tests/test_protocol.py)
+        hits = self.service.recall(
+            entry_id=entry_id, query=query, limit=_opt_int(args, "limit", 5, 1, 100) or 5
+        )
+        # RecallHit.to_json's keys (tests/test_protocol.py)
+        return {"hits": cast(list[comm_protocol.RecallHit], hits)}
 
     def _calls(self, args: Mapping[str, Any]) -> comm_protocol.CallsReply:
         root = self.service.context_session()

@@ -36,7 +36,8 @@ __all__ = ["cell_text", "entry_gist", "fmt_bytes"]  # re-exported: the kernel si
 
 SUMMARY_MIME = "application/vnd.ipython-compact.summary+json"
 NAMESPACE_MIME = "application/vnd.ipython-compact.namespace+json"
-REPORT_MIME = "application/vnd.ipython-compact.report+json"  # status, session, import, snapshot, restore, pin…
+# status, session, import, snapshot, restore, pin…
+REPORT_MIME = "application/vnd.ipython-compact.report+json"
 ENTRY_MIME = "application/vnd.ipython-compact.entry+json"  # one log entry's raw record (`%compact show`)
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
@@ -58,7 +59,9 @@ class Rendered:
     data: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _repr_mimebundle_(
+        self, include: Any = None, exclude: Any = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         return self.bundle, self.metadata
 
     def __repr__(self) -> str:
@@ -84,32 +87,70 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, 
     return html_t, md, "\n".join(lines)
 
 
-def fields_bundle(title: str, rows: Sequence[tuple[str, str]], data: Any, *, mime: str | None = None,
-                  width: int | None = None) -> Rendered:
+def fields_bundle(
+    title: str,
+    rows: Sequence[tuple[str, str]],
+    data: Any,
+    *,
+    mime: str | None = None,
+    width: int | None = None,
+) -> Rendered:
     """A titled list of labelled values, each in full: plain text wraps a long value under itself
     (``plain_text.fields``) instead of cutting it; ``mime`` (default ``REPORT_MIME``) carries ``data``."""
     plain = f"{title}\n{plain_text.fields(rows, width or plain_text.terminal_width())}" if rows else title
-    body = "".join(f'<tr><th style="text-align:left">{_h(k)}</th><td style="text-align:left;white-space:pre-wrap">'
-                   f"{_h(v)}</td></tr>" for k, v in rows)
-    html_t = f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><tbody>{body}</tbody></table>'
-    md = f"**{md_escape(title)}**\n\n" + "".join(f"- **{md_escape(k)}**: {md_escape(' '.join(v.split()))}\n" for k, v in rows)
+    body = "".join(
+        f'<tr><th style="text-align:left">{_h(k)}</th><td '
+        f'style="text-align:left;white-space:pre-wrap">'
+        f"{_h(v)}</td></tr>"
+        for k, v in rows
+    )
+    html_t = (
+        f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><tbody>{body}</tbody></table>'
+    )
+    md = f"**{md_escape(title)}**\n\n" + "".join(
+        f"- **{md_escape(k)}**: {md_escape(' '.join(v.split()))}\n" for k, v in rows
+    )
     payload = json.loads(json.dumps(data, default=str))
-    bundle: dict[str, Any] = {mime or REPORT_MIME: payload, "text/html": html_t, "text/markdown": md, "text/plain": plain}
+    bundle: dict[str, Any] = {
+        mime or REPORT_MIME: payload,
+        "text/html": html_t,
+        "text/markdown": md,
+        "text/plain": plain,
+    }
     return Rendered(bundle, data)
 
 
-def grid_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], data: Any, *,
-                mime: str | None = None, width: int | None = None) -> Rendered:
+def grid_bundle(
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    data: Any,
+    *,
+    mime: str | None = None,
+    width: int | None = None,
+) -> Rendered:
     """A titled table whose cells are shown in full: plain text wraps a cell inside its column
     (``plain_text.table``) so the table fits the terminal."""
-    plain = f"{title}\n{plain_text.table(headers, rows, width or plain_text.terminal_width())}" if rows else title
+    plain = (
+        f"{title}\n{plain_text.table(headers, rows, width or plain_text.terminal_width())}" if rows else title
+    )
     rows = [[c.replace(plain_text.KEEP, " ") for c in r] for r in rows]
     head = "".join(f"<th>{_h(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
-    html_t = (f'<p><strong>{_h(title)}</strong></p><table class="ipython-compact"><thead><tr>{head}</tr></thead>'
-              f"<tbody>{body}</tbody></table>")
-    md = (f"**{md_escape(title)}**\n\n| " + " | ".join(md_escape(h) for h in headers) + " |\n|" + "---|" * len(headers)
-          + "\n" + "".join("| " + " | ".join(md_escape(" ".join(c.split())) for c in r) + " |\n" for r in rows))
+    html_t = (
+        f"<p><strong>{_h(title)}</strong></p><table "
+        f'class="ipython-compact"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
+    md = (
+        f"**{md_escape(title)}**\n\n| "
+        f""
+        + " | ".join(md_escape(h) for h in headers)
+        + " |\n|"
+        + "---|" * len(headers)
+        + "\n"
+        + "".join("| " + " | ".join(md_escape(" ".join(c.split())) for c in r) + " |\n" for r in rows)
+    )
     bundle: dict[str, Any] = {"text/html": html_t, "text/markdown": md, "text/plain": plain}
     if mime:
         bundle[mime] = data
@@ -123,20 +164,30 @@ def _count(value: Any) -> str:
 def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> Rendered:
     """One compaction (as in the ``summaries`` op) with its summary text."""
     summary = str(compaction.get("summary", ""))
-    head = (f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
-            f"{_count(compaction.get('tokens_before'))} → {_count(compaction.get('tokens_after'))} tokens")
+    head = (
+        f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
+        f"{_count(compaction.get('tokens_before'))} → {_count(compaction.get('tokens_after'))} tokens"
+    )
     plain = f"{head}\n\n{summary}" + (f"\n\n{notice}" if notice else "")
-    html_t = (f'<div class="ipython-compact-summary"><p><strong>{_h(head)}</strong></p>'
-              f'<pre style="white-space:pre-wrap">{_h(summary)}</pre>'
-              + (f'<details><summary>kernel state notice</summary><pre>{_h(notice)}</pre></details>' if notice else "")
-              + "</div>")
+    html_t = (
+        f'<div class="ipython-compact-summary"><p><strong>{_h(head)}</strong></p>'
+        f'<pre style="white-space:pre-wrap">{_h(summary)}</pre>'
+        + (
+            f"<details><summary>kernel state notice</summary><pre>{_h(notice)}</pre></details>"
+            if notice
+            else ""
+        )
+        + "</div>"
+    )
     md = f"**{md_escape(head)}**\n\n```text\n{summary.replace('```', '` ` `')}\n```\n"
     if notice:
         md += f"\n```text\n{notice.replace('```', '` ` `')}\n```\n"
     payload = dict(compaction)
     if notice:
         payload["notice"] = notice
-    return Rendered({SUMMARY_MIME: payload, "text/html": html_t, "text/markdown": md, "text/plain": plain}, payload)
+    return Rendered(
+        {SUMMARY_MIME: payload, "text/html": html_t, "text/markdown": md, "text/plain": plain}, payload
+    )
 
 
 def mapping_bundle(title: str, data: Mapping[str, Any], *, mime: str | None = None) -> Rendered:
@@ -147,15 +198,25 @@ def mapping_bundle(title: str, data: Mapping[str, Any], *, mime: str | None = No
 def text_bundle(text: str, *, title: str | None = None) -> Rendered:
     """Preformatted text (notices, exports, help)."""
     t = f"{title}\n\n{text}" if title else text
-    html_t = (f"<p><strong>{_h(title)}</strong></p>" if title else "") + f'<pre style="white-space:pre-wrap">{_h(text)}</pre>'
+    html_t = (
+        f"<p><strong>{_h(title)}</strong></p>" if title else ""
+    ) + f'<pre style="white-space:pre-wrap">{_h(text)}</pre>'
     md = (f"**{md_escape(title)}**\n\n" if title else "") + f"```text\n{text.replace('```', '` ` `')}\n```\n"
     return Rendered({"text/plain": t, "text/html": html_t, "text/markdown": md}, text)
 
 
-def rows_bundle(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], data: Any = None) -> Rendered:
+def rows_bundle(
+    title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], data: Any = None
+) -> Rendered:
     h, md, txt = _table(headers, rows)
-    return Rendered({"text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
-                     "text/markdown": f"**{md_escape(title)}**\n\n{md}", "text/plain": f"{title}\n{txt}"}, data)
+    return Rendered(
+        {
+            "text/html": f"<p><strong>{_h(title)}</strong></p>{h}",
+            "text/markdown": f"**{md_escape(title)}**\n\n{md}",
+            "text/plain": f"{title}\n{txt}",
+        },
+        data,
+    )
 
 
 def entry_bundle(entry: Mapping[str, Any]) -> Rendered:

@@ -59,7 +59,8 @@ class Extension:
         ip = self.ip
         ip.configurables.append(self.config)
         ip.register_magics(self.magics)
-        self.agent_magics = register_agent_magic(ip, self.service)  # %%agent (ipython_compact.kernel.agent_magic)
+        # %%agent (ipython_compact.kernel.agent_magic)
+        self.agent_magics = register_agent_magic(ip, self.service)
         self.service.live_agent = lambda: self.agent_magics.current if self.agent_magics is not None else None
         ip.events.register("pre_run_cell", self.pre_run_cell)
         ip.events.register("post_run_cell", self.post_run_cell)
@@ -83,6 +84,7 @@ class Extension:
         its main loop."""
         original = getattr(self.ip, "_atexit_once", None)
         if callable(original):
+
             def before_reset() -> None:
                 self.at_exit()
                 original()
@@ -102,7 +104,9 @@ class Extension:
         ns = self.ip.user_ns
         existing = ns.get(HELPER_NAME)
         if existing is not None and not isinstance(existing, CompactHelper):
-            log.warning("ipython_compact: the name %r is taken; the helper is available as _compact", HELPER_NAME)
+            log.warning(
+                "ipython_compact: the name %r is taken; the helper is available as _compact", HELPER_NAME
+            )
             name = "_compact"
         else:
             name = HELPER_NAME
@@ -287,8 +291,12 @@ def load(ip: Any) -> None:
 
         from ipython_compact.files.paths import ENV_DIR  # start-up: only on a load error
 
-        raise UsageError(f"ipython_compact: cannot create the data directory {exc.filename}: {exc.strerror or exc}. "
-                         f"Point {ENV_DIR} at a writable directory, then `%load_ext ipython_compact` again.") from None
+        raise UsageError(
+            f"ipython_compact: cannot create the data directory {exc.filename}: "
+            f"{exc.strerror or exc}. "
+            f"Point {ENV_DIR} at a writable directory, then `%load_ext ipython_compact` "
+            f"again."
+        ) from None
     ext.register()
     _EXTENSIONS[id(ip)] = ext
 

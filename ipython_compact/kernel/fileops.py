@@ -41,16 +41,36 @@ AGENT = "agent"
 
 #: Where libraries open files nobody asked for: ``/etc/os-release`` (the model client's platform
 #: headers), ``/usr/share/zoneinfo`` (pandas), certificates, fonts, per-user caches and settings.
-MACHINERY: tuple[str, ...] = ("/etc", "/usr", "/lib", "/lib64", "/var/lib", "/var/cache", "/run", "/snap",
-                              *(os.path.join(os.path.expanduser("~"), d) for d in (
-                                  ".cache", ".config", ".ipython", ".jupyter", ".matplotlib", ".keras", ".nv")))
+MACHINERY: tuple[str, ...] = (
+    "/etc",
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/var/lib",
+    "/var/cache",
+    "/run",
+    "/snap",
+    *(
+        os.path.join(os.path.expanduser("~"), d)
+        for d in (".cache", ".config", ".ipython", ".jupyter", ".matplotlib", ".keras", ".nv")
+    ),
+)
 
 
 class FileOpsRecorder:
     """Collects ``(path, read|write)`` per actor while a cell runs; ``take()`` hands them over once."""
 
     def __init__(self, ignore_prefixes: tuple[str, ...] = (), *, cells_by: str = USER) -> None:
-        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/proc", "/dev", "/sys", *MACHINERY, *ignore_prefixes}
+        prefixes = {
+            sys.prefix,
+            sys.base_prefix,
+            sys.exec_prefix,
+            "/proc",
+            "/dev",
+            "/sys",
+            *MACHINERY,
+            *ignore_prefixes,
+        }
         self.ignore = tuple(os.path.join(os.path.abspath(p), "") for p in prefixes if p)
         self.in_cell = False
         self.cells_by = cells_by
@@ -92,13 +112,15 @@ class FileOpsRecorder:
         if full.startswith(self.ignore) or full.endswith(_CODE_SUFFIXES):
             return  # interpreter files and module imports (``io.open_code`` raises the same event)
         write = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            mode is None and isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
+            mode is None and isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        )
         with self._lock:
             (self.written if write else self.read).setdefault(self.actor, {})[full] = None
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        """The extension's own work inside a cell (``%compact export FILE``) is not the user's file activity."""
+        """The extension's own work inside a cell (``%compact export FILE``) is not the user's file
+        activity."""
         previous = self.in_cell
         self.in_cell = False
         try:
@@ -110,9 +132,13 @@ class FileOpsRecorder:
         """``{actor: (read, modified)}`` since the last take; a file both read and written by the same
         actor counts as modified."""
         with self._lock:
-            taken = {actor: ([p for p in self.read.get(actor, {}) if p not in self.written.get(actor, {})],
-                             list(self.written.get(actor, {})))
-                     for actor in {*self.read, *self.written}}
+            taken = {
+                actor: (
+                    [p for p in self.read.get(actor, {}) if p not in self.written.get(actor, {})],
+                    list(self.written.get(actor, {})),
+                )
+                for actor in {*self.read, *self.written}
+            }
             self.read, self.written = {}, {}
         return {actor: ops for actor, ops in taken.items() if ops[0] or ops[1]}
 

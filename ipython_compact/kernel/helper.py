@@ -17,7 +17,8 @@ from ipython_compact.kernel.service import KernelService
 
 
 class CompactHelper:
-    """``compact.status()``, ``compact.run(instructions=None)``, ``compact.recall(id_or_query)``, ``compact.pin(text)``."""
+    """``compact.status()``, ``compact.run(instructions=None)``, ``compact.recall(id_or_query)``,
+    ``compact.pin(text)``."""
 
     def __init__(self, service: KernelService) -> None:
         self._service = service
@@ -30,13 +31,19 @@ class CompactHelper:
         """Tokens in context, the window, both threshold lines, and the snapshot state."""
         st = self._service.status()
         window = st["window"] or 1
-        return {**st, "percent": round(100.0 * st["tokens"] / window, 1), "scheduled": self.pending is not None}
+        return {
+            **st,
+            "percent": round(100.0 * st["tokens"] / window, 1),
+            "scheduled": self.pending is not None,
+        }
 
     def run(self, instructions: str | None = None) -> dict[str, Any]:
         """Ask for a compaction at the end of the current turn; returns a receipt, never compacts now."""
         if instructions is not None and not isinstance(instructions, str):
-            return {"scheduled": False,
-                    "reason": f"instructions must be a string or None, got {type(instructions).__name__}"}
+            return {
+                "scheduled": False,
+                "reason": f"instructions must be a string or None, got {type(instructions).__name__}",
+            }
         if requests.turn_active():
             return requests.request(instructions)
         self.pending = requests.coalesce(self.pending, instructions)

@@ -74,7 +74,8 @@ def arg(*flags: str, **options: Any) -> Arg:
 
 
 def build_parser(prog: str, description: str, args: Iterable[Arg], epilog: str | None = None) -> MagicParser:
-    parser = MagicParser(prog=prog, description=description, epilog=epilog, add_help=True)  # wraps to $COLUMNS
+    # wraps to $COLUMNS
+    parser = MagicParser(prog=prog, description=description, epilog=epilog, add_help=True)
     for a in args:
         parser.add_argument(*a.flags, **a.options)
     return parser
@@ -105,7 +106,8 @@ class Registry:
         self.commands: dict[str, Subcommand] = {}
 
     def subcommand(self, name: str, help: str, *args: Arg, epilog: str | None = None) -> Callable[[F], F]:
-        """Decorate a handler method: registering it and its parser is the only edit a new subcommand needs."""
+        """Decorate a handler method: registering it and its parser is the only edit a new subcommand
+        needs."""
 
         def register(fn: F) -> F:
             if name in self.commands:

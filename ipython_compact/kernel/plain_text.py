@@ -37,7 +37,9 @@ def wrap(text: str, width: int) -> list[str]:
     """``text`` wrapped to ``width`` (its own line breaks kept; long words not broken)."""
     lines: list[str] = []
     for paragraph in text.splitlines() or [""]:
-        lines.extend(textwrap.wrap(paragraph, max(1, width), break_long_words=False, break_on_hyphens=False) or [""])
+        lines.extend(
+            textwrap.wrap(paragraph, max(1, width), break_long_words=False, break_on_hyphens=False) or [""]
+        )
     return lines
 
 
@@ -62,12 +64,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> 
     of its row follows on the next line."""
     count = len(headers)
     first_cap = max(len(headers[0]), 12, width // 3)
-    longest_word = [max([len(headers[i])] + [max((len(w) for w in str(r[i]).split()), default=0) for r in rows])
-                    for i in range(count)]
+    longest_word = [
+        max([len(headers[i])] + [max((len(w) for w in str(r[i]).split()), default=0) for r in rows])
+        for i in range(count)
+    ]
     longest_word[0] = min(longest_word[0], first_cap)
     widths = [max([len(headers[i])] + [len(str(r[i])) for r in rows]) for i in range(count)]
-    widths[0] = max([len(headers[0])] + [  # a one-word cell longer than the cap goes on its own line instead
-        len(c) if len(c) <= first_cap else (first_cap if " " in c else 0) for c in (str(r[0]) for r in rows)])
+    widths[0] = max(
+        [len(headers[0])]
+        + [  # a one-word cell longer than the cap goes on its own line instead
+            len(c) if len(c) <= first_cap else (first_cap if " " in c else 0)
+            for c in (str(r[0]) for r in rows)
+        ]
+    )
     budget = width - len(GAP) * (count - 1)
     while sum(widths) > budget:
         shrinkable = [i for i in range(count) if widths[i] > max(longest_word[i], 8)]

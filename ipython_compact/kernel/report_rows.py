@@ -57,33 +57,72 @@ def status_bundle(status: Mapping[str, Any], *, width: int | None = None) -> Ren
         rows.append(("Problem", str(status["problem"])))
     if status.get("blocking_line") is not None:
         background = status.get("background_line")
-        rows.append(("Lines", (f"background compaction above {cell_text(background)} · " if background is not None
-                               else "background compaction off · ")
-                     + f"blocking compaction above {cell_text(status['blocking_line'])}"))
-    rows.append(("Log", f"{counted(status.get('entries'), 'entry', 'entries')} on the current branch · "
-                        f"{counted(status.get('compactions'), 'compaction')}"))
+        rows.append(
+            (
+                "Lines",
+                (
+                    f"background compaction above {cell_text(background)} · "
+                    if background is not None
+                    else "background compaction off · "
+                )
+                + f"blocking compaction above {cell_text(status['blocking_line'])}",
+            )
+        )
+    rows.append(
+        (
+            "Log",
+            f"{counted(status.get('entries'), 'entry', 'entries')} on the current branch · "
+            f"{counted(status.get('compactions'), 'compaction')}",
+        )
+    )
     running = status.get("in_flight") or []
-    rows.append(("Running", "; ".join(
-        f"{'blocking' if c.get('blocking') else 'background'} compaction ({c.get('reason')}) since {when(c.get('started_at'))}"
-        for c in running) or "no compaction"))
+    rows.append(
+        (
+            "Running",
+            "; ".join(
+                f"{'blocking' if c.get('blocking') else 'background'} compaction ({c.get('reason')}) since "
+                f"{when(c.get('started_at'))}"
+                for c in running
+            )
+            or "no compaction",
+        )
+    )
     failure = status.get("last_failure")
     if failure:
         rows.append(("Last failure", cell_text(failure)))
     snap = status.get("snapshot")
     if isinstance(snap, Mapping):
         verified = {"full": "verified fully", "sampled": "large arrays checked by sampling"}.get(
-            str(snap.get("verification")), "verification not recorded")
-        rows.append(("Snapshot", f"generation {cell_text(snap.get('generation'))} · {when(snap.get('timestamp'))} · "
-                                 f"{counted(snap.get('names'), 'name')} · {fmt_bytes(snap.get('bytes')) or '?'} · {verified}"))
+            str(snap.get("verification")), "verification not recorded"
+        )
+        rows.append(
+            (
+                "Snapshot",
+                f"generation {cell_text(snap.get('generation'))} · "
+                f"{when(snap.get('timestamp'))} · "
+                f"{counted(snap.get('names'), 'name')} · "
+                f"{fmt_bytes(snap.get('bytes')) or '?'} · {verified}",
+            )
+        )
         last_full = snap.get("last_full_verification")
         if snap.get("verification") == "sampled" and isinstance(last_full, Mapping):
-            rows.append(("Last full check", f"generation {cell_text(last_full.get('generation'))} · "
-                                            f"{when(last_full.get('timestamp'))}"))
+            rows.append(
+                (
+                    "Last full check",
+                    f"generation {cell_text(last_full.get('generation'))} · "
+                    f"{when(last_full.get('timestamp'))}",
+                )
+            )
         if snap.get("skipped"):
             rows.append(("Not saved", _skipped_lines(snap["skipped"])))
     else:
-        rows.append(("Snapshot", "none yet: a restart would lose every name (`%compact snapshot` writes one)"))
-    for label, key in (("Snapshot problem", "snapshot_problem"), ("Last snapshot failed", "last_snapshot_error")):
+        rows.append(
+            ("Snapshot", "none yet: a restart would lose every name (`%compact snapshot` writes one)")
+        )
+    for label, key in (
+        ("Snapshot problem", "snapshot_problem"),
+        ("Last snapshot failed", "last_snapshot_error"),
+    ):
         if status.get(key):
             rows.append((label, cell_text(status[key])))
     rows.append(("Version", cell_text(status.get("version"))))
@@ -94,19 +133,35 @@ def snapshot_bundle(report: Mapping[str, Any], *, width: int | None = None) -> R
     saved = list(report.get("saved") or [])
     unchanged = set(report.get("unchanged") or [])
     written = [n for n in saved if n not in unchanged]
-    title = (f"Snapshot generation {cell_text(report.get('generation'))} · {counted(len(saved), 'name')} "
-             f"saved · {fmt_bytes(report.get('bytes')) or '?'} · {cell_text(report.get('elapsed_ms'))} ms")
-    rows = [("Written", ", ".join(written) if written else "nothing: every value was unchanged since the last snapshot")]
+    title = (
+        f"Snapshot generation {cell_text(report.get('generation'))} · {counted(len(saved), 'name')} "
+        f"saved · {fmt_bytes(report.get('bytes')) or '?'} · {cell_text(report.get('elapsed_ms'))} ms"
+    )
+    rows = [
+        (
+            "Written",
+            ", ".join(written) if written else "nothing: every value was unchanged since the last snapshot",
+        )
+    ]
     if unchanged:
-        rows.append(("Unchanged", ", ".join(n for n in saved if n in unchanged) + " (kept from the previous generation)"))
+        rows.append(
+            (
+                "Unchanged",
+                ", ".join(n for n in saved if n in unchanged) + " (kept from the previous generation)",
+            )
+        )
     if report.get("skipped"):
         rows.append(("Not saved", _skipped_lines(report["skipped"])))
     sampled = list(report.get("sampled") or [])
     if report.get("verification") == "sampled" and sampled:
-        rows.append(("Verified", f"by sampling: {', '.join(sampled)} taken as unchanged from 64 sampled blocks"))
+        rows.append(
+            ("Verified", f"by sampling: {', '.join(sampled)} taken as unchanged from 64 sampled blocks")
+        )
     else:
         rows.append(("Verified", "fully: every large array that looked unchanged was re-hashed"))
-    rows.append(("Written to", f"{report.get('path')} ({fmt_bytes(report.get('written_bytes')) or '0 B'} written)"))
+    rows.append(
+        ("Written to", f"{report.get('path')} ({fmt_bytes(report.get('written_bytes')) or '0 B'} written)")
+    )
     return fields_bundle(title, rows, dict(report))
 
 
@@ -117,7 +172,9 @@ def size_text(info: Mapping[str, Any]) -> str:
     if isinstance(shape, list) and kind == "DataFrame" and len(shape) == 2:
         parts.append(f"{cell_text(shape[0])} rows × {cell_text(shape[1])} columns")
     elif isinstance(shape, list):
-        parts.append(" × ".join(cell_text(int(s)) for s in shape) + (f" {info['dtype']}" if info.get("dtype") else ""))
+        parts.append(
+            " × ".join(cell_text(int(s)) for s in shape) + (f" {info['dtype']}" if info.get("dtype") else "")
+        )
     elif isinstance(length, int):
         unit = {"str": "characters", "dict": "keys"}.get(str(kind), "items")
         if kind not in ("bytes", "bytearray"):
@@ -127,16 +184,23 @@ def size_text(info: Mapping[str, Any]) -> str:
     return " · ".join(p.replace(" ", KEEP) for p in parts)  # each part stays on one line when wrapped
 
 
-def names_bundle(payload: Mapping[str, Any], *, lost: Mapping[str, str] | None = None,
-                 width: int | None = None) -> Rendered:
+def names_bundle(
+    payload: Mapping[str, Any], *, lost: Mapping[str, str] | None = None, width: int | None = None
+) -> Rendered:
     """The namespace table; ``payload`` is the ``names`` op result. ``lost`` (name → reason, from the
     last snapshot's skip list) wins over the probe's type-based ``restart`` reason."""
     names = list(payload.get("names", []))
     lost = dict(lost or {})
     if not names:
-        return Rendered({NAMESPACE_MIME: dict(payload), "text/plain": "No user-defined names.",
-                         "text/markdown": "*No user-defined names.*",
-                         "text/html": "<p><em>No user-defined names.</em></p>"}, dict(payload))
+        return Rendered(
+            {
+                NAMESPACE_MIME: dict(payload),
+                "text/plain": "No user-defined names.",
+                "text/markdown": "*No user-defined names.*",
+                "text/html": "<p><em>No user-defined names.</em></p>",
+            },
+            dict(payload),
+        )
     rows: list[list[str]] = []
     gone: list[str] = []
     for n in names:
@@ -151,14 +215,21 @@ def names_bundle(payload: Mapping[str, Any], *, lost: Mapping[str, str] | None =
     total = payload.get("total")
     title = counted(len(names), "name")
     if payload.get("truncated") and isinstance(total, int):
-        title += (f" of {cell_text(total)} · {cell_text(total - len(names))} more: `%compact names --limit 0` lists "
-                  "all (or the probe's time budget ran out)")
+        title += (
+            f" of {cell_text(total)} · {cell_text(total - len(names))} more: `%compact names --limit "
+            f"0` lists "
+            "all (or the probe's time budget ran out)"
+        )
     if gone:
         title += f" · {len(gone)} will not survive a restart: {', '.join(gone)}"
-    return grid_bundle(title, ["name", "type", "size", "notes"], rows, dict(payload), mime=NAMESPACE_MIME, width=width)
+    return grid_bundle(
+        title, ["name", "type", "size", "notes"], rows, dict(payload), mime=NAMESPACE_MIME, width=width
+    )
 
 
-def restore_bundle(report: Mapping[str, Any], *, own_process: str | None = None, width: int | None = None) -> Rendered:
+def restore_bundle(
+    report: Mapping[str, Any], *, own_process: str | None = None, width: int | None = None
+) -> Rendered:
     """What a restore did, in words: what came back, what was kept because the user defined it
     since (and what to type to take it), what failed and why. No internal words ("quarantined",
     process ids); empty rows are left out. ``report`` is ``RestoreReport.to_json()`` plus
@@ -175,10 +246,19 @@ def restore_bundle(report: Mapping[str, Any], *, own_process: str | None = None,
         title += f" · {counted(len(kept), 'name')} you defined since kept as {as_is}"
     rows: list[tuple[str, str]] = [("Restored", ", ".join(restored) if restored else "none")]
     if kept:
-        rows.append(("Not overwritten", (
-            f"{', '.join(kept)}: defined since with a different value, so left as {as_is}. To take the snapshot's "
-            f"values: `%compact restore --overwrite` (every name), or `%compact restore --names {','.join(kept)}` "
-            "(only those).")))
+        rows.append(
+            (
+                "Not overwritten",
+                (
+                    f"{', '.join(kept)}: defined since with a different value, so left as {as_is}. To take "
+                    f"the "
+                    f"snapshot's "
+                    f"values: `%compact restore --overwrite` (every name), or `%compact restore --names "
+                    f"{','.join(kept)}` "
+                    "(only those)."
+                ),
+            )
+        )
     if report.get("not_in_snapshot"):
         rows.append(("Not in snapshot", ", ".join(report["not_in_snapshot"])))
     if report.get("failed"):
@@ -190,6 +270,10 @@ def restore_bundle(report: Mapping[str, Any], *, own_process: str | None = None,
     if report.get("refused"):
         rows.append(("Skipped snapshots", "\n".join(str(r) for r in report["refused"])))
     if report.get("process") is not None:
-        by = "this kernel" if own_process is not None and report.get("process") == own_process else "an earlier kernel"
+        by = (
+            "this kernel"
+            if own_process is not None and report.get("process") == own_process
+            else "an earlier kernel"
+        )
         rows.append(("Written by", by))
     return fields_bundle(title, rows, dict(report), width=width)

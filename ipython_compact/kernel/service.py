@@ -115,9 +115,14 @@ class KernelService:
                 conn = IPKernelApp.instance().abs_connection_file
         if conn is None and kernel is not None:
             conn = getattr(getattr(kernel, "parent", None), "abs_connection_file", None)
-        return binding.resolve(configured=self.config.session, env=os.environ, user_ns=self.shell.user_ns,
-                         connection_file=conn, data_dir=paths.data_dir(),
-                         profile=str(getattr(self.shell, "profile", "default") or "default"))
+        return binding.resolve(
+            configured=self.config.session,
+            env=os.environ,
+            user_ns=self.shell.user_ns,
+            connection_file=conn,
+            data_dir=paths.data_dir(),
+            profile=str(getattr(self.shell, "profile", "default") or "default"),
+        )
 
     @property
     def session(self) -> str:
@@ -140,7 +145,8 @@ class KernelService:
         if self._store is None:
             from ipython_compact.store import SessionStore  # start-up: opened on first use, not at %load_ext
 
-            self._store = SessionStore(self.config.database or None)  # None: $IPYTHON_COMPACT_DB or the data dir
+            # None: $IPYTHON_COMPACT_DB or the data dir
+            self._store = SessionStore(self.config.database or None)
             self._store.ensure_session(self.session)
             if PendingJournal(self._store.db_path).count():  # an earlier kernel's writes still wait
                 self.bookkeeping.start()
@@ -157,10 +163,17 @@ class KernelService:
             c = self.config
             data = paths.data_dir()
             self._snapshots = SnapshotStore(
-                self.snapshot_dir, load_or_create_key(paths.key_path()), session=self.session, root=data,
-                ledger=LogLedger(self), max_name_bytes=c.snapshot_max_name_bytes,
-                max_total_bytes=c.snapshot_max_total_bytes, generations=c.snapshot_generations,
-                durable=c.snapshot_durable, name_timeout=c.snapshot_name_timeout or None)
+                self.snapshot_dir,
+                load_or_create_key(paths.key_path()),
+                session=self.session,
+                root=data,
+                ledger=LogLedger(self),
+                max_name_bytes=c.snapshot_max_name_bytes,
+                max_total_bytes=c.snapshot_max_total_bytes,
+                generations=c.snapshot_generations,
+                durable=c.snapshot_durable,
+                name_timeout=c.snapshot_name_timeout or None,
+            )
         return self._snapshots
 
     def close(self) -> None:
@@ -175,13 +188,21 @@ class KernelService:
 
     def _main_and_idle(self, op: str) -> None:
         if threading.current_thread() is not threading.main_thread() and self.executing:
-            raise Busy(f"{op} waits for the running cell to finish (the namespace is in use); try again when it ends")
+            raise Busy(
+                f"{op} waits for the running cell to finish (the namespace is in use); try again when it ends"
+            )
 
     # ------------------------------------------------------------------ probe
     def names(self, limit: int | None = None, after: str | None = None) -> ProbeResult:
         """One page of the probe (``after``: the previous page's ``next``)."""
-        return probe_namespace(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids,
-                               limit=limit, deadline_s=self.config.probe_deadline, after=after)
+        return probe_namespace(
+            self.shell.user_ns,
+            self.shell.user_ns_hidden,
+            exclude_ids=self.exclude_ids,
+            limit=limit,
+            deadline_s=self.config.probe_deadline,
+            after=after,
+        )
 
     # ------------------------------------------------------------------ status
     def settings(self) -> Any:
@@ -196,7 +217,8 @@ class KernelService:
         return str(agent.session) if agent is not None else self.session
 
     def status(self) -> StatusReply:
-        """Where the context stands, with the figures of whoever compacts it (fields: ``comm_protocol.StatusReply``).
+        """Where the context stands, with the figures of whoever compacts it (fields:
+        ``comm_protocol.StatusReply``).
 
         With a live ``%%agent`` the window, both lines and the token estimate are the agent's own
         (its ``--window``, its per-model settings, its stale-usage guard): the same numbers that
@@ -221,7 +243,9 @@ class KernelService:
             settings = self.settings()
             # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
             # estimates after it — not a plain sum, which disagreed with `%compact preview`.
-            tokens = estimate_context(view.entries, settings.estimator, tokens=view.tokens(settings.estimator)).tokens
+            tokens = estimate_context(
+                view.entries, settings.estimator, tokens=view.tokens(settings.estimator)
+            ).tokens
             window, model = int(self.config.context_window), None
             try:
                 lines = threshold_lines(window, settings)
@@ -230,16 +254,27 @@ class KernelService:
             blocking = None if lines is None else lines.blocking
             background = None if lines is None else lines.background
         if problem is None and tokens > window:
-            problem = (f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
-                       "context would be refused. `%compact now` brings it under the window.")
+            problem = (
+                f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
+                "context would be refused. `%compact now` brings it under the window."
+            )
         elif problem is None and blocking is not None and tokens > blocking:
-            problem = (f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
-                       "the model; `%compact now` compacts now.")
+            problem = (
+                f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
+                "the model; `%compact now` compacts now."
+            )
         for said in (self.bookkeeping.failure, self.bookkeeping.waiting_text()):
             if said is not None:  # never silent: a dropped or waiting bookkeeping entry is a problem
                 problem = f"{problem} Also: {said}." if problem else f"{said}."
-        self._remember_figures(session, {"window": window, "blocking_line": blocking, "background_line": background,
-                                          "source": "agent" if agent is not None else "config"})
+        self._remember_figures(
+            session,
+            {
+                "window": window,
+                "blocking_line": blocking,
+                "background_line": background,
+                "source": "agent" if agent is not None else "config",
+            },
+        )
         live = self.store.live_status(session)
         snap: dict[str, Any] | None = None
         pending: bool | None = None
@@ -272,10 +307,16 @@ class KernelService:
                 for c in live.in_flight
             ],
             "last_failure": live.last_failure,
-            "snapshot": None if snap is None else {
-                "generation": snap.get("generation"), "timestamp": snap.get("timestamp"),
-                "names": len(snap.get("names", {})), "skipped": snap.get("skipped", []), "bytes": snap.get("bytes"),
-                "origin": snap.get("origin"), "provisional": snap.get("provisional"),
+            "snapshot": None
+            if snap is None
+            else {
+                "generation": snap.get("generation"),
+                "timestamp": snap.get("timestamp"),
+                "names": len(snap.get("names", {})),
+                "skipped": snap.get("skipped", []),
+                "bytes": snap.get("bytes"),
+                "origin": snap.get("origin"),
+                "provisional": snap.get("provisional"),
                 "verification": snap.get("verification"),
                 "last_full_verification": snap.get("last_full_verification"),
             },
@@ -299,8 +340,16 @@ class KernelService:
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
         path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
-        return [{"id": e.id, "kind": e.kind, "role": e.role, "timestamp": e.timestamp,
-                 "text": entry_text(e)[:160] or entry_gist(e.to_json())} for e in path[-limit:]]
+        return [
+            {
+                "id": e.id,
+                "kind": e.kind,
+                "role": e.role,
+                "timestamp": e.timestamp,
+                "text": entry_text(e)[:160] or entry_gist(e.to_json()),
+            }
+            for e in path[-limit:]
+        ]
 
     def show(self, entry_id: str) -> dict[str, Any]:
         entry = self.store.get(entry_id, self.session)
@@ -308,8 +357,16 @@ class KernelService:
 
     def tree(self) -> list[dict[str, Any]]:
         leaf = self.store.leaf(self.session)
-        return [{"id": e.id, "kind": e.kind, "timestamp": e.timestamp, "leaf": e.id == leaf,
-                 "text": entry_text(e)[:80]} for e in self.store.branch_tips(self.session)]
+        return [
+            {
+                "id": e.id,
+                "kind": e.kind,
+                "timestamp": e.timestamp,
+                "leaf": e.id == leaf,
+                "text": entry_text(e)[:80],
+            }
+            for e in self.store.branch_tips(self.session)
+        ]
 
     def branch(self, entry_id: str, *, summarize: bool = True) -> dict[str, Any]:
         """Move the leaf to ``entry_id``; with ``summarize`` the abandoned branch is summarized there."""
@@ -330,8 +387,12 @@ class KernelService:
         from ipython_compact.store.importers import import_file
 
         result = import_file(self.store, source, session=self.session, new_ids=new_ids)
-        return {"session": result.session, "format": result.format, "imported": result.imported,
-                "leaf_id": result.leaf_id}
+        return {
+            "session": result.session,
+            "format": result.format,
+            "imported": result.imported,
+            "leaf_id": result.leaf_id,
+        }
 
     def export(self, target: Path) -> int:
         entries = self.store.path(self.session)
@@ -344,7 +405,9 @@ class KernelService:
         return write_private_file(target, write, what="the export target")
 
     # ------------------------------------------------------------------ recall and pins
-    def recall(self, entry_id: str | None = None, query: str | None = None, limit: int = 5) -> list[dict[str, Any]]:
+    def recall(
+        self, entry_id: str | None = None, query: str | None = None, limit: int = 5
+    ) -> list[dict[str, Any]]:
         """Original text of logged entries (compaction summaries are excluded from query hits)."""
         hits = self._compactor().recall(self.session, entry_id=entry_id, query=query, limit=limit)
         return [h.to_json() for h in hits]
@@ -376,22 +439,29 @@ class KernelService:
         agent = self.live_agent()
         if agent is not None:
             settings = agent.settings
-            return settings, (f"the live %%agent's settings ({int(agent.context_window):,}-token window, "
-                              f"keep_recent_tokens {settings.keep_recent_tokens:,})")
+            return settings, (
+                f"the live %%agent's settings ({int(agent.context_window):,}-token window, "
+                f"keep_recent_tokens {settings.keep_recent_tokens:,})"
+            )
         settings = self.settings()
-        return settings, (f"CompactConfig ({int(self.config.context_window):,}-token window, "
-                          f"keep_recent_tokens {settings.keep_recent_tokens:,})")
+        return settings, (
+            f"CompactConfig ({int(self.config.context_window):,}-token window, "
+            f"keep_recent_tokens {settings.keep_recent_tokens:,})"
+        )
 
     def _refusal(self, exc: NothingToCompact) -> NothingToCompact:
         """The same refusal, saying whose settings decided it."""
         return NothingToCompact(f"{exc} — decided with {self.compaction_settings()[1]}")
 
     def _summarizer(self) -> Any:
-        """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or ``openai``)."""
+        """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or
+        ``openai``)."""
         # start-up: the summarizers are needed only when a compaction runs
         from ipython_compact.summarizers.registry import make_summarizer  # start-up
 
-        return make_summarizer(self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None)
+        return make_summarizer(
+            self.config.summarizer, model=self.config.model or None, base_url=self.config.base_url or None
+        )
 
     def preview(self, focus: str | None = None) -> PreviewReply:
         try:
@@ -423,8 +493,11 @@ class KernelService:
             outcome = SnapshotOutcome(True, [(s.name, s.reason) for s in report.skipped])
         except Busy:
             last = self.last_snapshot
-            outcome = (SnapshotOutcome(True, [(s.name, s.reason) for s in last.skipped]) if last is not None
-                       else SnapshotOutcome(False, error="a cell was running"))
+            outcome = (
+                SnapshotOutcome(True, [(s.name, s.reason) for s in last.skipped])
+                if last is not None
+                else SnapshotOutcome(False, error="a cell was running")
+            )
         except Exception as exc:
             outcome = SnapshotOutcome(False, error=f"{type(exc).__name__}: {exc}")
         if not self.config.auto_snapshot and self.last_snapshot is None:
@@ -448,6 +521,7 @@ class KernelService:
         the names and forks. Returns the running ``BackgroundSave`` then (None while another one
         runs: the caller tries again later).
         """
+
         def items() -> list[tuple[str, Any]]:
             return user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
 
@@ -458,10 +532,18 @@ class KernelService:
             if history_writing(self.shell):  # a fork now would wait for IPython's history thread
                 self.background_deferred = True
                 return None
-            verify = self.snapshots.automatic_verification(self.config.verify_unchanged, self.config.full_verify_every)
+            verify = self.snapshots.automatic_verification(
+                self.config.verify_unchanged, self.config.full_verify_every
+            )
             try:  # the child lists the names (and finds none: nothing written) on its copy
-                self._background = BackgroundSave(self.snapshots, items, verify=verify, timestamp=_now(),
-                                                  on_done=self._background_done, objects=lambda: self.shell.user_ns)
+                self._background = BackgroundSave(
+                    self.snapshots,
+                    items,
+                    verify=verify,
+                    timestamp=_now(),
+                    on_done=self._background_done,
+                    objects=lambda: self.shell.user_ns,
+                )
             except OSError as exc:  # fork refused (memory, process limits): the main thread does it
                 log.debug("background snapshot not started (%s); writing it in the foreground", exc)
             else:
@@ -524,26 +606,39 @@ class KernelService:
         try:
             items = user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
             try:
-                verify = (self.snapshots.automatic_verification(self.config.verify_unchanged,
-                                                                self.config.full_verify_every)
-                          if automatic and not full else "full")
-                report = self.snapshots.save(items, full=full, timestamp=_now(), verify=verify, automatic=automatic)
+                verify = (
+                    self.snapshots.automatic_verification(
+                        self.config.verify_unchanged, self.config.full_verify_every
+                    )
+                    if automatic and not full
+                    else "full"
+                )
+                report = self.snapshots.save(
+                    items, full=full, timestamp=_now(), verify=verify, automatic=automatic
+                )
             except (OSError, SnapshotError) as exc:
                 self.last_snapshot_error = f"{type(exc).__name__}: {exc}"
                 raise
             self.last_snapshot, self.last_snapshot_error = report, None
             if not record:
                 return report
-            self.append_or_report(SNAPSHOT, {
-                "generation": report.generation, "saved": len(report.saved),
-                "skipped": [s.to_json() for s in report.skipped], "bytes": report.bytes,
-                "manifest_digest": report.manifest_digest})
+            self.append_or_report(
+                SNAPSHOT,
+                {
+                    "generation": report.generation,
+                    "saved": len(report.saved),
+                    "skipped": [s.to_json() for s in report.skipped],
+                    "bytes": report.bytes,
+                    "manifest_digest": report.manifest_digest,
+                },
+            )
             return report
         finally:
             lock.release()
 
-    def restore(self, names: list[str] | None = None, generation: int | None = None, *,
-                overwrite: bool = False) -> RestoreReport:
+    def restore(
+        self, names: list[str] | None = None, generation: int | None = None, *, overwrite: bool = False
+    ) -> RestoreReport:
         """Bind names from the newest snapshot holding user work (or ``generation``) into the namespace.
 
         A name defined since with another value is not overwritten (``report.kept``) unless
@@ -557,8 +652,9 @@ class KernelService:
         if not lock.acquire(blocking=False):
             raise Busy("a snapshot is being written; restore after it finishes")
         try:
-            report = self.snapshots.restore_into(self.shell.user_ns, names=names, generation=generation,
-                                                 overwrite=overwrite)
+            report = self.snapshots.restore_into(
+                self.shell.user_ns, names=names, generation=generation, overwrite=overwrite
+            )
             if not report.restored and not report.kept:
                 report.warnings.append(self._nothing_restored(report))
             return report
@@ -566,27 +662,41 @@ class KernelService:
             lock.release()
 
     def _nothing_restored(self, report: RestoreReport) -> str:
-        where = (f"looked in {self.snapshot_dir} for session {self.session!r} (bound by {self.binding.source}: "
-                 f"{self.binding.key})")
-        elsewhere = ("to use another session's snapshots, `%compact session NAME` (remembered across restarts) or "
-                     "set IPYTHON_COMPACT_SESSION before starting the kernel")
+        where = (
+            f"looked in {self.snapshot_dir} for session {self.session!r} (bound by "
+            f"{self.binding.source}: "
+            f"{self.binding.key})"
+        )
+        elsewhere = (
+            "to use another session's snapshots, `%compact session NAME` (remembered across "
+            "restarts) or "
+            "set IPYTHON_COMPACT_SESSION before starting the kernel"
+        )
         if report.generation is None:
             listed = [g.generation for g in self.snapshots.generations_info() if g.verified]
             if listed:
-                return (f"restored nothing: {where}; no snapshot could be used automatically, but generations "
-                        f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
-                        f"`%compact restore --generation N`; {elsewhere}")
-            return (f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
-                    f"{elsewhere}")
-        return (f"restored nothing from generation {report.generation}: it holds "
-                f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others")
+                return (
+                    f"restored nothing: {where}; no snapshot could be used automatically, but "
+                    f"generations "
+                    f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
+                    f"`%compact restore --generation N`; {elsewhere}"
+                )
+            return (
+                f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
+                f"{elsewhere}"
+            )
+        return (
+            f"restored nothing from generation {report.generation}: it holds "
+            f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others"
+        )
 
     def snapshot_list(self) -> list[dict[str, Any]]:
         """Every generation on disk (number, time, kernel process, names, size, verified or not)."""
         return [g.to_json() for g in self.snapshots.generations_info()]
 
     def discard_snapshots(self, generation: int) -> list[int]:
-        """Delete the snapshots of the earlier kernel that wrote ``generation`` (the user chose not to restore it)."""
+        """Delete the snapshots of the earlier kernel that wrote ``generation`` (the user chose not to
+        restore it)."""
         self.settle_background()
         return self.snapshots.discard(generation)
 
@@ -613,13 +723,18 @@ class KernelService:
                 pass
             except UnknownSessionError:
                 self.store.ensure_session(session)
-            return self.store.append(session, str(record["kind"]), dict(record["data"]),
-                                     timestamp=str(record["timestamp"]), entry_id=entry_id)
+            return self.store.append(
+                session,
+                str(record["kind"]),
+                dict(record["data"]),
+                timestamp=str(record["timestamp"]),
+                entry_id=entry_id,
+            )
         if op == "merge_status":
             key = str(record["key"])
             known = self.store.status_get(session, key, {}) or {}
             known.update({str(k): v for k, v in dict(record["values"]).items()})
-            newest = sorted(known, key=lambda g: int(g) if g.isdigit() else -1)[-LogLedger.KEEP:]
+            newest = sorted(known, key=lambda g: int(g) if g.isdigit() else -1)[-LogLedger.KEEP :]
             self.store.status_set(session, key, {g: known[g] for g in newest})
             return None
         raise ValueError(f"unknown bookkeeping record {str(record)[:120]}")
@@ -644,12 +759,19 @@ def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[Com
     for e in compactions[-limit:] if limit > 0 else compactions:
         details = e.data.get("details")
         details = details if isinstance(details, dict) else {}
-        out.append({
-            "id": e.id, "timestamp": e.timestamp, "reason": e.data.get("reason", "manual"),
-            "tokens_before": e.data.get("tokens_before"), "tokens_after": details.get("tokens_after"),
-            "summary": e.data.get("summary", ""), "first_kept_entry_id": e.data.get("first_kept_entry_id"),
-            "focus": details.get("focus"), "kept_entries": _kept_messages(store, session, e),
-        })
+        out.append(
+            {
+                "id": e.id,
+                "timestamp": e.timestamp,
+                "reason": e.data.get("reason", "manual"),
+                "tokens_before": e.data.get("tokens_before"),
+                "tokens_after": details.get("tokens_after"),
+                "summary": e.data.get("summary", ""),
+                "first_kept_entry_id": e.data.get("first_kept_entry_id"),
+                "focus": details.get("focus"),
+                "kept_entries": _kept_messages(store, session, e),
+            }
+        )
     return out
 
 
@@ -684,8 +806,14 @@ class LogLedger:
         """Through the bookkeeping log: a locked database journals the digest instead of losing it
         (lost digests once weakened the rollback check)."""
         with contextlib.suppress(Exception):
-            self._service.bookkeeping.add({"op": "merge_status", "session": self._service.session,
-                                           "key": self.KEY, "values": {str(generation): digest}})
+            self._service.bookkeeping.add(
+                {
+                    "op": "merge_status",
+                    "session": self._service.session,
+                    "key": self.KEY,
+                    "values": {str(generation): digest},
+                }
+            )
 
     def recorded(self) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -698,8 +826,11 @@ class LogLedger:
                 out[int(g)] = str(d)
         with contextlib.suppress(Exception):  # digests that wait in the journal count as recorded
             for record in PendingJournal(self._service.store.db_path).records():
-                if record.get("op") == "merge_status" and record.get("key") == self.KEY \
-                        and record.get("session") == self._service.session:
+                if (
+                    record.get("op") == "merge_status"
+                    and record.get("key") == self.KEY
+                    and record.get("session") == self._service.session
+                ):
                     out.update({int(g): str(d) for g, d in dict(record["values"]).items()})
         return out
 

@@ -25,9 +25,19 @@ from ipython_compact.agent.events import AgentEvent
 
 #: Events shown as one line each (what the loop did besides calling the model and running code).
 ONE_LINE = {
-    "compaction_start": "⟳", "compaction_queued": "⟳", "compaction_end": "⟳", "compaction_stale": "⟳",
-    "compaction_dropped": "⟳", "compaction_requested": "⟳", "overflow": "⚠", "guard": "·", "kernel_restart": "↻",
-    "kernel_failed": "✗", "error": "✗", "continuation": "↪", "settings": "⚙",
+    "compaction_start": "⟳",
+    "compaction_queued": "⟳",
+    "compaction_end": "⟳",
+    "compaction_stale": "⟳",
+    "compaction_dropped": "⟳",
+    "compaction_requested": "⟳",
+    "overflow": "⚠",
+    "guard": "·",
+    "kernel_restart": "↻",
+    "kernel_failed": "✗",
+    "error": "✗",
+    "continuation": "↪",
+    "settings": "⚙",
 }
 
 
@@ -67,7 +77,12 @@ class Transcript:
             done = self._flush_note()
             self.steps.append(Step("tool", text))
             return done
-        if kind == "tool_result" and self.steps and self.steps[-1].kind == "tool" and self.steps[-1].output is None:
+        if (
+            kind == "tool_result"
+            and self.steps
+            and self.steps[-1].kind == "tool"
+            and self.steps[-1].output is None
+        ):
             step = self.steps[-1]
             step.output, step.is_error = text, bool(event.data.get("is_error"))
             return step
@@ -101,8 +116,11 @@ class Transcript:
     def bundle(self, *, running: bool = False) -> dict[str, Any]:
         """The steps (not the answer, which ``answer_bundle`` shows on its own) in three forms;
         ``running`` adds the text streaming in and a "working" line."""
-        return {"text/html": self.html(running=running), "text/markdown": self.markdown(running=running),
-                "text/plain": self.plain(running=running)}
+        return {
+            "text/html": self.html(running=running),
+            "text/markdown": self.markdown(running=running),
+            "text/plain": self.plain(running=running),
+        }
 
     def plain(self, *, running: bool = False) -> str:
         parts = [step_plain(s) for s in self.steps]
@@ -113,8 +131,11 @@ class Transcript:
     def html(self, *, running: bool = False) -> str:
         parts = [step_html(s) for s in self.steps]
         if running:
-            parts.append(f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(self.streaming)}</pre>' if self.streaming
-                         else "<p><em>… working</em></p>")
+            parts.append(
+                f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(self.streaming)}</pre>'
+                if self.streaming
+                else "<p><em>… working</em></p>"
+            )
         return '<div class="ipython-compact-transcript">' + "".join(parts) + "</div>"
 
     def markdown(self, *, running: bool = False) -> str:
@@ -167,14 +188,19 @@ def step_html(step: Step) -> str:
         return f'<div class="ipython-compact-event">{_h(step.mark)} {_h(step.text)}</div>'
     if step.kind == "note":
         return f'<p style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.text)}</p>'
-    code = (f'<div class="ipython-compact-code" style="border-left:3px solid rgba(128,128,128,.5);padding-left:8px">'
-            f"{highlighted(step.text)}</div>")
+    code = (
+        f'<div class="ipython-compact-code" style="border-left:3px solid '
+        f'rgba(128,128,128,.5);padding-left:8px">'
+        f"{highlighted(step.text)}</div>"
+    )
     if step.output is None:
         return code + "<div><em>running…</em></div>"
     label = "error" if step.is_error else "output"
     color = ' style="color:#c62828"' if step.is_error else ""
-    return (code + f"<details><summary{color}>{label} ({_line_count(step.output)})</summary>"
-            f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.output)}</pre></details>')
+    return (
+        code + f"<details><summary{color}>{label} ({_line_count(step.output)})</summary>"
+        f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.output)}</pre></details>'
+    )
 
 
 def step_markdown(step: Step) -> str:
@@ -186,8 +212,10 @@ def step_markdown(step: Step) -> str:
     if step.output is None:
         return block
     label = "error" if step.is_error else "output"
-    return (f"{block}\n\n<details><summary>{label} ({_line_count(step.output)})</summary>\n\n"
-            f"{fenced(step.output, 'text')}\n\n</details>")
+    return (
+        f"{block}\n\n<details><summary>{label} ({_line_count(step.output)})</summary>\n\n"
+        f"{fenced(step.output, 'text')}\n\n</details>"
+    )
 
 
 _MD_LINE_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")

@@ -140,8 +140,11 @@ def user_names(
     ns = _copy_namespace(user_ns)
     hidden_get = _copy_namespace(user_ns_hidden).get
     excluded = set(exclude_ids)
-    out = [(key, value) for key, value in ns.items()
-           if type(key) is str and key[:1] != "_" and value is not hidden_get(key, _MISSING)]
+    out = [
+        (key, value)
+        for key, value in ns.items()
+        if type(key) is str and key[:1] != "_" and value is not hidden_get(key, _MISSING)
+    ]
     if excluded:
         out = [kv for kv in out if id(kv[1]) not in excluded]
     out.sort(key=_first)
@@ -253,7 +256,9 @@ _SIZEOF: dict[type, Any] = {cls: _own_sizeof(cls) for cls in (*_EXACT_ATOMS, *_C
 _ITER: dict[type, Any] = {cls: cls.__dict__["__iter__"] for cls in (list, tuple, set, frozenset)}
 
 
-def container_bytes(value: Any, base: type, depth: int = 0, budget: list[int] | None = None) -> tuple[int, bool]:
+def container_bytes(
+    value: Any, base: type, depth: int = 0, budget: list[int] | None = None
+) -> tuple[int, bool]:
     """(estimated bytes, approximate?) of a builtin container and what it holds.
 
     Uses the base type's ``__sizeof__`` slot (never an override) and looks at no more than
@@ -354,13 +359,17 @@ def _array_facts(value: Any, cls: type) -> tuple[tuple[int, ...] | None, str | N
             n = len(value.index)
             series_dtype = value.dtype
             readable = readable_dtype(series_dtype, np) if np is not None else None
-            return (n,), readable if readable is not None else str(series_dtype), n, int(
-                value.memory_usage(index=True, deep=False))
+            return (
+                (n,),
+                readable if readable is not None else str(series_dtype),
+                n,
+                int(value.memory_usage(index=True, deep=False)),
+            )
     torch = sys.modules.get("torch")
     if torch is not None and cls is getattr(torch, "Tensor", None):
         shape = tuple(int(s) for s in value.shape)
         name = str(value.dtype)
-        name = name[len("torch."):] if name.startswith("torch.") else name
+        name = name[len("torch.") :] if name.startswith("torch.") else name
         return shape, name, (shape[0] if shape else None), int(value.element_size() * value.nelement())
     return None, None, None, None
 
@@ -395,17 +404,38 @@ def describe(name: str, value: Any) -> NameInfo:
     """Facts about one value. Never raises: a failure leaves the optional facts empty."""
     cls = type(value)
     if cls is int or cls is float or cls is bool or value is None:
-        return NameInfo(name, cls.__name__, None, "data", None, None, None, None, False, None, None,
-                        value_preview(value))
+        return NameInfo(
+            name, cls.__name__, None, "data", None, None, None, None, False, None, None, value_preview(value)
+        )
     _, qual, module, kind, base, restart = _class_facts(cls)
     if base is str and cls is str:
-        return NameInfo(name, "str", None, "data", None, None, str.__len__(value), int(str.__sizeof__(value)),
-                        False, None, None, value_preview(value))
+        return NameInfo(
+            name,
+            "str",
+            None,
+            "data",
+            None,
+            None,
+            str.__len__(value),
+            int(str.__sizeof__(value)),
+            False,
+            None,
+            None,
+            value_preview(value),
+        )
     return _describe_slow(name, value, cls, qual, module, kind, base, restart)
 
 
-def _describe_slow(name: str, value: Any, cls: type, qual: str, module: str | None, kind: str,
-                   sized: type | None, restart_reason: str | None) -> NameInfo:
+def _describe_slow(
+    name: str,
+    value: Any,
+    cls: type,
+    qual: str,
+    module: str | None,
+    kind: str,
+    sized: type | None,
+    restart_reason: str | None,
+) -> NameInfo:
     shape: tuple[int, ...] | None = None
     dtype: str | None = None
     length: int | None = None
@@ -435,7 +465,9 @@ def _describe_slow(name: str, value: Any, cls: type, qual: str, module: str | No
                 restart = restart_reason
     except Exception:
         shape, dtype, length, nbytes, approx, dtypes = None, None, None, None, False, None
-    return NameInfo(name, qual, module, kind, shape, dtype, length, nbytes, approx, dtypes, restart, value_preview(value))
+    return NameInfo(
+        name, qual, module, kind, shape, dtype, length, nbytes, approx, dtypes, restart, value_preview(value)
+    )
 
 
 PREVIEW_CHARS = 80
@@ -491,5 +523,10 @@ def probe_namespace(
         infos.append(describe(name, value))
         i += 1
     more = i < len(pairs)
-    return ProbeResult(tuple(infos), more, (time.perf_counter() - start) * 1000.0, len(pairs),
-                       infos[-1].name if more and infos else (after if more else None))
+    return ProbeResult(
+        tuple(infos),
+        more,
+        (time.perf_counter() - start) * 1000.0,
+        len(pairs),
+        infos[-1].name if more and infos else (after if more else None),
+    )

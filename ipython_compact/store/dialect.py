@@ -88,8 +88,9 @@ SQLITE = Dialect(
     message_role="json_extract(data, '$.message.role')",
     row_lock="",
     fts_insert="INSERT INTO entries_fts (rowid, text) VALUES (?, ?)",
-    search_any="FROM entries_fts f JOIN entries e ON e.seq = f.rowid JOIN sessions s ON s.session_id = e.session_id "
-               "WHERE entries_fts MATCH ?",
+    search_any="FROM entries_fts f JOIN entries e ON e.seq = f.rowid JOIN sessions s ON s.session_id = "
+    "e.session_id "
+    "WHERE entries_fts MATCH ?",
 )
 
 POSTGRESQL = Dialect(
@@ -101,7 +102,7 @@ POSTGRESQL = Dialect(
     insert_finds_clash=True,
     fts_insert="INSERT INTO entries_fts (seq, tsv) VALUES (?, to_tsvector('simple', ?))",
     search_any="FROM (SELECT seq, -ts_rank(tsv, q) AS rank FROM entries_fts, {query} AS q WHERE tsv @@ q) f "
-               "JOIN entries e ON e.seq = f.seq JOIN sessions s ON s.session_id = e.session_id WHERE TRUE",
+    "JOIN entries e ON e.seq = f.seq JOIN sessions s ON s.session_id = e.session_id WHERE TRUE",
 )
 
 

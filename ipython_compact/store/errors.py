@@ -53,7 +53,9 @@ class LeafMovedError(StoreError):
     """A write planned against one leaf found another: someone appended or moved the leaf in
     between (compare and swap failed). Nothing was written."""
 
-    def __init__(self, message: str, *, path: Path | str | None = None, expected: str | None, actual: str | None) -> None:
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, expected: str | None, actual: str | None
+    ) -> None:
         super().__init__(message, path=path)
         self.expected = expected
         self.actual = actual
@@ -68,7 +70,12 @@ class ImportFormatError(StoreError, ValueError):
     set, says what to do about this particular problem."""
 
     def __init__(
-        self, message: str, *, path: Path | str | None = None, line: int | None = None, hint: str | None = None
+        self,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(message, path=path)
         self.line = line
@@ -81,7 +88,14 @@ class DuplicateImportError(StoreError, ValueError):
     its own session). Nothing was written; ``hint`` says what to type instead."""
 
     def __init__(
-        self, message: str, *, path: Path | str | None = None, duplicates: int, same_id: int, total: int, hint: str
+        self,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        duplicates: int,
+        same_id: int,
+        total: int,
+        hint: str,
     ) -> None:
         super().__init__(message, path=path)
         self.duplicates, self.same_id, self.total, self.hint = duplicates, same_id, total, hint
@@ -93,7 +107,13 @@ class PartialImportError(StoreError):
     the session's leaf is (``leaf``: unchanged by the import)."""
 
     def __init__(
-        self, message: str, *, path: Path | str | None = None, written: int, total: int, last_id: str | None,
+        self,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        written: int,
+        total: int,
+        last_id: str | None,
         leaf: str | None,
     ) -> None:
         super().__init__(message, path=path)

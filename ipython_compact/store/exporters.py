@@ -4,7 +4,8 @@ The format is what ``importers.load_transcript`` reads back, and the round trip 
 ids, parent links, timestamps, data (canonical JSON, so the bytes are stable) and the leaf.
 Entries are written in append order, so every parent precedes its children.
 
-    {"type": "ipython_compact_session", "version": 1, "name": ..., "leaf_id": ..., "created_at": ..., "entry_count": N}
+    {"type": "ipython_compact_session", "version": 1, "name": ..., "leaf_id": ..., "created_at": ...,
+    "entry_count": N}
     {"id": ..., "parent_id": ..., "kind": ..., "timestamp": ..., "data": {...}}
 """
 

@@ -129,13 +129,16 @@ def read_source(path: Path, limits: ImportLimits = ImportLimits()) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise ImportFormatError(f"{path}: no such file", path=path, hint=f"check the path: ls {path}") from None
+        raise ImportFormatError(
+            f"{path}: no such file", path=path, hint=f"check the path: ls {path}"
+        ) from None
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot read ({exc.strerror})", path=path) from exc
     if stat.S_ISDIR(os.fstat(fd).st_mode):  # os.fdopen would refuse it naming only the descriptor ("3")
         os.close(fd)
-        raise ImportFormatError(f"{path}: is a directory, expected a .jsonl file", path=path,
-                                hint=f"name a file in it: ls {path}")
+        raise ImportFormatError(
+            f"{path}: is a directory, expected a .jsonl file", path=path, hint=f"name a file in it: ls {path}"
+        )
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
@@ -145,7 +148,8 @@ def read_source(path: Path, limits: ImportLimits = ImportLimits()) -> bytes:
             raise ImportFormatError(
                 f"{path}: not a regular file ({kind}); import reads session files",
                 path=path,
-                hint=f"save it to a file first, or pipe it in with a session name: cat {path} | ipython-compact import - -s NAME",
+                hint=f"save it to a file first, or pipe it in with a session name: cat {path} | "
+                f"ipython-compact import - -s NAME",
             )
         if info.st_size > limits.max_bytes:
             raise _too_big(str(path), limits.max_bytes, info.st_size)
@@ -221,7 +225,9 @@ _DIGITS_AS_NINE = bytes(0x39 if 0x30 <= i <= 0x39 else i for i in range(256))
 _NINETEEN_NINES = b"9" * 19  # a run of 19+ digits, found with translate + in (4x faster than a regex)
 
 
-def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits()) -> tuple[list[tuple[int, Any]], int]:
+def parse_json_lines(
+    where: str, raw: bytes, limits: ImportLimits = ImportLimits()
+) -> tuple[list[tuple[int, Any]], int]:
     """Every non-blank line of ``raw`` decoded as JSON, with its 1-based line number, and the
     number of lone surrogates replaced. Every refusal names ``where`` and the line."""
     out: list[tuple[int, Any]] = []
@@ -244,22 +250,31 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
 
     # One decoder (json.loads with arguments builds one per line). NaN and Infinity are refused
     # here, so every value read is storable and nothing needs serializing again to check it.
-    decode = json.JSONDecoder(parse_int=parse_int, parse_constant=parse_constant,
-                              parse_float=parse_float).decode
+    decode = json.JSONDecoder(
+        parse_int=parse_int, parse_constant=parse_constant, parse_float=parse_float
+    ).decode
 
     def too_deep(number: int) -> ImportFormatError:  # built only when needed: each one parses a Path
-        return ImportFormatError(f"{where}:{number}: JSON nested deeper than {limits.max_depth} levels",
-                                 path=where, line=number)
+        return ImportFormatError(
+            f"{where}:{number}: JSON nested deeper than {limits.max_depth} levels", path=where, line=number
+        )
 
     fast = _fast_loads
     for number, line in enumerate(raw.split(b"\n"), start=1):
         if len(line) > limits.max_line_bytes:
             raise ImportFormatError(
-                f"{where}:{number}: line is longer than {limits.max_line_bytes:,} bytes", path=where, line=number
+                f"{where}:{number}: line is longer than {limits.max_line_bytes:,} bytes",
+                path=where,
+                line=number,
             )
         if not line.strip():
             continue
-        if fast is not None and b"\\ud" not in line and b"\\uD" not in line and _NINETEEN_NINES not in line.translate(_DIGITS_AS_NINE):
+        if (
+            fast is not None
+            and b"\\ud" not in line
+            and b"\\uD" not in line
+            and _NINETEEN_NINES not in line.translate(_DIGITS_AS_NINE)
+        ):
             # orjson is 3-4x faster; anything it refuses (NaN, 1e400, bad UTF-8, deep nesting)
             # takes the stdlib path below, which says what is wrong in our words. Lines with a
             # surrogate escape (repaired below) or a run of 19+ digits (orjson reads an integer
@@ -269,14 +284,20 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
             except ValueError:
                 pass
             else:
-                if line.count(b"[") + line.count(b"{") > limits.max_depth and _nested_deeper_than(value, limits.max_depth):
+                if line.count(b"[") + line.count(b"{") > limits.max_depth and _nested_deeper_than(
+                    value, limits.max_depth
+                ):
                     raise too_deep(number)
                 out.append((number, value))
                 continue
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ImportFormatError(f"{where}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})", path=where, line=number) from exc
+            raise ImportFormatError(
+                f"{where}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                path=where,
+                line=number,
+            ) from exc
         try:
             value = decode(text)
         except json.JSONDecodeError as exc:
@@ -286,16 +307,24 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
         except RecursionError:
             raise too_deep(number) from None
         except _NonFinite as exc:
-            raise ImportFormatError(f"{where}:{number}: entry data cannot be stored ({exc.args[0]} is not a JSON "
-                                    "number the log can keep)", path=where, line=number) from None
+            raise ImportFormatError(
+                f"{where}:{number}: entry data cannot be stored ({exc.args[0]} is not a "
+                f"JSON "
+                "number the log can keep)",
+                path=where,
+                line=number,
+            ) from None
         except _TooManyDigits as exc:
             raise ImportFormatError(
-                f"{where}:{number}: a number with {exc.digits:,} digits (at most {limits.max_digits:,} are read)",
+                f"{where}:{number}: a number with {exc.digits:,} digits (at most {limits.max_digits:,} are "
+                f"read)",
                 path=where,
                 line=number,
             ) from None
         # Counting brackets is cheap; only lines that could nest too deep are walked.
-        if line.count(b"[") + line.count(b"{") > limits.max_depth and _nested_deeper_than(value, limits.max_depth):
+        if line.count(b"[") + line.count(b"{") > limits.max_depth and _nested_deeper_than(
+            value, limits.max_depth
+        ):
             raise too_deep(number)
         if _SURROGATE_ESCAPE.search(line):  # JSON text can carry a surrogate only as a \\u escape
             value, n = _replace_lone_surrogates(value)
@@ -304,7 +333,6 @@ def parse_json_lines(where: str, raw: bytes, limits: ImportLimits = ImportLimits
     if not out:
         raise ImportFormatError(f"{where}: the file is empty", path=where, line=1)
     return out, repaired
-
 
 
 def detect_format(path: Path | str, objects: Sequence[tuple[int, Any]]) -> Literal["pi", "jsonl"]:
@@ -323,12 +351,16 @@ def detect_format(path: Path | str, objects: Sequence[tuple[int, Any]]) -> Liter
     )
 
 
-def load_transcript(path: Path | str, format: Format = "auto", *, limits: ImportLimits = ImportLimits()) -> Transcript:
+def load_transcript(
+    path: Path | str, format: Format = "auto", *, limits: ImportLimits = ImportLimits()
+) -> Transcript:
     """Read and validate a whole transcript file (``-`` = stdin); nothing is written anywhere."""
     path = Path(path)
     where = source_name(path)
     if format not in FORMATS:
-        raise ImportFormatError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}", path=where)
+        raise ImportFormatError(
+            f"unknown format {format!r}; expected one of {', '.join(FORMATS)}", path=where
+        )
     raw = read_source(path, limits)
     # JSON makes only acyclic values, so the cyclic collector finds nothing; left on, its passes
     # over the growing heap were over half the time of reading a 100k-entry file.
@@ -343,8 +375,11 @@ def load_transcript(path: Path | str, format: Format = "auto", *, limits: Import
         if paused:
             gc.enable()
     if not transcript.entries:  # importing it would only create an empty session
-        raise ImportFormatError(f"{where}: the file holds a session header but no entries; nothing to import",
-                                path=where, line=objects[0][0])
+        raise ImportFormatError(
+            f"{where}: the file holds a session header but no entries; nothing to import",
+            path=where,
+            line=objects[0][0],
+        )
     return dataclasses.replace(transcript, repaired_surrogates=repaired)
 
 
@@ -352,10 +387,16 @@ def _load_pi(path: str, source: Path, objects: list[tuple[int, Any]]) -> Transcr
     try:
         session = parse_pi_session(objects)
     except PiFormatError as exc:
-        raise ImportFormatError(f"{path}:{exc.line_number}: {exc.message}", path=path, line=exc.line_number) from exc
+        raise ImportFormatError(
+            f"{path}:{exc.line_number}: {exc.message}", path=path, line=exc.line_number
+        ) from exc
     name = None
     # parse_pi_session keeps one entry per line after the header; fall back to "line 0" otherwise.
-    lines = [line for line, _ in objects[1:]] if len(objects) - 1 == len(session.entries) else [0] * len(session.entries)
+    lines = (
+        [line for line, _ in objects[1:]]
+        if len(objects) - 1 == len(session.entries)
+        else [0] * len(session.entries)
+    )
     for line, entry in zip(lines, session.entries, strict=True):
         _check_storable(path, line, entry)
         if entry.kind == "session_info" and isinstance(entry.data.get("name"), str):
@@ -367,10 +408,13 @@ def _load_pi(path: str, source: Path, objects: list[tuple[int, Any]]) -> Transcr
 def _load_jsonl(path: str, source: Path, objects: list[tuple[int, Any]]) -> Transcript:
     line, header = objects[0]
     if not isinstance(header, dict) or header.get("type") != JSONL_TYPE:
-        raise ImportFormatError(f"{path}:{line}: first line must be the {JSONL_TYPE!r} header", path=path, line=line)
+        raise ImportFormatError(
+            f"{path}:{line}: first line must be the {JSONL_TYPE!r} header", path=path, line=line
+        )
     if header.get("version") != JSONL_VERSION:
         raise ImportFormatError(
-            f"{path}:{line}: unsupported export version {header.get('version')!r} (this version reads {JSONL_VERSION})",
+            f"{path}:{line}: unsupported export version {header.get('version')!r} (this version reads "
+            f"{JSONL_VERSION})",
             path=path,
             line=line,
         )
@@ -378,7 +422,9 @@ def _load_jsonl(path: str, source: Path, objects: list[tuple[int, Any]]) -> Tran
         value = header.get(key)
         if value is not None and not isinstance(value, str):
             raise ImportFormatError(
-                f"{path}:{line}: header {key} must be {what}, got {json_type_name(value)}", path=path, line=line
+                f"{path}:{line}: header {key} must be {what}, got {json_type_name(value)}",
+                path=path,
+                line=line,
             )
     entries: list[Entry] = []
     lines: list[int] = []
@@ -386,13 +432,17 @@ def _load_jsonl(path: str, source: Path, objects: list[tuple[int, Any]]) -> Tran
     for number, obj in objects[1:]:
         where = f"{path}:{number}"
         if not isinstance(obj, dict):
-            raise ImportFormatError(f"{where}: expected a JSON object, got {json_type_name(obj)}", path=path, line=number)
+            raise ImportFormatError(
+                f"{where}: expected a JSON object, got {json_type_name(obj)}", path=path, line=number
+            )
         for key, kinds in (("id", (str,)), ("kind", (str,)), ("timestamp", (str,)), ("data", (dict,))):
             if not isinstance(obj.get(key), kinds) or (key != "data" and not obj[key]):
                 raise ImportFormatError(f"{where}: entry needs a non-empty {key!r}", path=path, line=number)
         parent = obj.get("parent_id")
         if parent is not None and (not isinstance(parent, str) or parent not in seen):
-            raise ImportFormatError(f"{where}: parent_id {parent!r} does not name an earlier entry", path=path, line=number)
+            raise ImportFormatError(
+                f"{where}: parent_id {parent!r} does not name an earlier entry", path=path, line=number
+            )
         if obj["id"] in seen:
             raise ImportFormatError(f"{where}: duplicate entry id {obj['id']!r}", path=path, line=number)
         seen.add(obj["id"])
@@ -405,7 +455,9 @@ def _load_jsonl(path: str, source: Path, objects: list[tuple[int, Any]]) -> Tran
     # export of a session whose leaf was moved before its first entry).
     leaf = header["leaf_id"] if "leaf_id" in header else (entries[-1].id if entries else None)
     if leaf is not None and leaf not in seen:
-        raise ImportFormatError(f"{path}:{line}: header leaf_id {leaf!r} is not an entry of the file", path=path, line=line)
+        raise ImportFormatError(
+            f"{path}:{line}: header leaf_id {leaf!r} is not an entry of the file", path=path, line=line
+        )
     return Transcript(source, "jsonl", entries, leaf, header.get("name"), dict(header))
 
 
@@ -422,10 +474,18 @@ def _check_compactions(path: str, lines: Sequence[int], entries: Sequence[Entry]
             continue
         first_kept = entry.data.get("first_kept_entry_id")
         where = f"{path}:{line}: compaction {entry.id!r}: first_kept_entry_id {first_kept!r}"
-        hint = (f"line {line} of {path} is a compaction whose first kept entry must come before it on its own "
-                "branch; fix that id, or drop the compaction line")
+        hint = (
+            f"line {line} of {path} is a compaction whose first kept entry must come before it on its "
+            f"own "
+            "branch; fix that id, or drop the compaction line"
+        )
         if not isinstance(first_kept, str) or not first_kept:
-            raise ImportFormatError(f"{path}:{line}: compaction {entry.id!r} needs a first_kept_entry_id", path=path, line=line, hint=hint)
+            raise ImportFormatError(
+                f"{path}:{line}: compaction {entry.id!r} needs a first_kept_entry_id",
+                path=path,
+                line=line,
+                hint=hint,
+            )
         if first_kept == entry.id:
             raise ImportFormatError(f"{where} is the compaction itself", path=path, line=line, hint=hint)
         if first_kept not in parents:
@@ -448,7 +508,9 @@ def _check_storable(path: str, line: int, entry: Entry) -> None:
     # Data read by parse_json_lines holds only JSON values (NaN and Infinity are refused there).
 
 
-def with_fresh_ids(entries: Sequence[Entry], avoid: set[str], new_id: Callable[[], str] = random_entry_id) -> tuple[list[Entry], dict[str, str]]:
+def with_fresh_ids(
+    entries: Sequence[Entry], avoid: set[str], new_id: Callable[[], str] = random_entry_id
+) -> tuple[list[Entry], dict[str, str]]:
     """Give every entry whose id is in ``avoid`` a fresh one; parents and references follow."""
     taken = set(avoid) | {e.id for e in entries}
     renamed: dict[str, str] = {}
@@ -485,7 +547,9 @@ def session_name_for(transcript: Transcript, session: str | None) -> str:
         return transcript.name
     if transcript.source == STDIN:
         raise ImportFormatError(
-            "<stdin>: the input names no session", path=where, hint="name it: ipython-compact import - --session NAME"
+            "<stdin>: the input names no session",
+            path=where,
+            hint="name it: ipython-compact import - --session NAME",
         )
     return transcript.source.stem
 
@@ -507,7 +571,9 @@ def landed_prefix(entries: Sequence[Entry], existing: Existing) -> int:
     import killed after some of its batches left behind)."""
     n = 0
     for entry in entries:
-        if existing.keys.get(entry.id) != content_key(entry.kind, entry.timestamp, stored_data_text(entry.data)):
+        if existing.keys.get(entry.id) != content_key(
+            entry.kind, entry.timestamp, stored_data_text(entry.data)
+        ):
             break
         n += 1
     return n
@@ -553,15 +619,24 @@ def import_transcript(
                 total = len(transcript.entries)
                 source = "-" if transcript.source == STDIN else str(transcript.source)
                 raise DuplicateImportError(
-                    f"{where}: {duplicates:,} of {total:,} entries are already in session {name!r} ({same_id:,} under "
-                    f"the same id, {duplicates - same_id:,} with the same content under another id); importing would "
+                    f"{where}: {duplicates:,} of {total:,} entries are already in session {name!r} "
+                    f"({same_id:,} under "
+                    f"the same id, {duplicates - same_id:,} with the same content under another id); "
+                    f"importing would "
                     "store them twice, so nothing was written",
-                    path=where, duplicates=duplicates, same_id=same_id, total=total,
-                    hint=(f"an earlier import of this file stopped after {landed:,} entries; finish it: "
-                          f"ipython-compact import {source} -s {name} --resume"
-                          if duplicates == same_id == landed < total else
-                          f"to store them again as copies under fresh ids: ipython-compact import {source} -s {name} "
-                          f"--new-ids   (or import into another session: -s {name}-2)"),
+                    path=where,
+                    duplicates=duplicates,
+                    same_id=same_id,
+                    total=total,
+                    hint=(
+                        f"an earlier import of this file stopped after {landed:,} entries; finish it: "
+                        f"ipython-compact import {source} -s {name} --resume"
+                        if duplicates == same_id == landed < total
+                        else f"to store them again as copies under fresh ids: ipython-compact import "
+                        f"{source} "
+                        f"-s {name} "
+                        f"--new-ids   (or import into another session: -s {name}-2)"
+                    ),
                 )
         avoid = set(existing.ids) | ({e.id for e in todo} if new_ids else set())
         entries, fresh = with_fresh_ids(todo, avoid)
@@ -584,9 +659,13 @@ def import_transcript(
 
 
 def import_file(
-    store: SessionStore, path: Path | str, *, session: str | None = None, format: Format = "auto", new_ids: bool = False
+    store: SessionStore,
+    path: Path | str,
+    *,
+    session: str | None = None,
+    format: Format = "auto",
+    new_ids: bool = False,
 ) -> ImportResult:
     """Read ``path`` whole, then store it (see ``import_transcript``; nothing written when the
     file is malformed or holds entries the session already has)."""
     return import_transcript(store, load_transcript(path, format), session, new_ids=new_ids)
-

@@ -21,9 +21,15 @@ from ipython_compact.store.records import VerifyReport
 #: tables, and the triggers that make entries append-only. ``verify`` once said "ok" with any of
 #: them dropped.
 REQUIRED_SCHEMA: tuple[tuple[str, str], ...] = (
-    ("table", "sessions"), ("table", "entries"), ("table", "entries_fts"), ("table", "inbox"),
-    ("table", "live_compactions"), ("table", "session_status"), ("table", "migrations"),
-    ("trigger", "entries_no_update"), ("trigger", "entries_no_delete"),
+    ("table", "sessions"),
+    ("table", "entries"),
+    ("table", "entries_fts"),
+    ("table", "inbox"),
+    ("table", "live_compactions"),
+    ("table", "session_status"),
+    ("table", "migrations"),
+    ("trigger", "entries_no_update"),
+    ("trigger", "entries_no_delete"),
 )
 
 
@@ -50,40 +56,52 @@ class Integrity:
             for kind, name in REQUIRED_SCHEMA:
                 if (kind, name) not in present:
                     what = "the append-only guard " if kind == "trigger" else ""
-                    problems.append(f"{what}{kind} {name!r} is missing: the database was altered outside "
-                                    "ipython-compact")
+                    problems.append(
+                        f"{what}{kind} {name!r} is missing: the database was altered outside ipython-compact"
+                    )
             migrations_known = self.db.known_migrations()
             for name in self.db.applied_migrations(conn):
                 if name not in migrations_known:
                     problems.append(f"unknown migration {name!r} recorded")
             if session is None:
                 targets = conn.execute(
-                    "SELECT session_id, name, leaf_id, entry_count, chain_tip FROM sessions ORDER BY session_id"
+                    "SELECT session_id, name, leaf_id, entry_count, chain_tip FROM sessions ORDER BY "
+                    "session_id"
                 ).fetchall()
             else:
                 sid = self.db.sid(conn, session)
                 targets = conn.execute(
-                    "SELECT session_id, name, leaf_id, entry_count, chain_tip FROM sessions WHERE session_id = ?", (sid,)
+                    "SELECT session_id, name, leaf_id, entry_count, chain_tip FROM sessions WHERE session_id "
+                    "= ?",
+                    (sid,),
                 ).fetchall()
             for sid, name, leaf_id, count, tip in targets:
                 total += self._verify_session(conn, sid, name, leaf_id, count, tip, problems)
             writers: dict[str, int] = {}
             for sid, *_ in targets:
                 for writer, n in conn.execute(
-                        "SELECT writer, COUNT(*) FROM entries WHERE session_id = ? GROUP BY writer", (sid,)):
+                    "SELECT writer, COUNT(*) FROM entries WHERE session_id = ? GROUP BY writer", (sid,)
+                ):
                     key = writer if isinstance(writer, str) else "(not recorded)"
                     writers[key] = writers.get(key, 0) + int(n)
-        return VerifyReport(ok=not problems, sessions=len(targets), entries=total, problems=problems,
-                            writers=dict(sorted(writers.items(), key=lambda kv: -kv[1])))
+        return VerifyReport(
+            ok=not problems,
+            sessions=len(targets),
+            entries=total,
+            problems=problems,
+            writers=dict(sorted(writers.items(), key=lambda kv: -kv[1])),
+        )
 
     def _verify_session(
         self, conn: Conn, sid: int, name: str, leaf_id: str | None, count: int, tip: str, problems: list[str]
     ) -> int:
-        seen: dict[str, tuple[str, str | None, str | None, int]] = {}  # id -> (hash, context_head, mark, compactions)
+        # id -> (hash, context_head, mark, compactions)
+        seen: dict[str, tuple[str, str | None, str | None, int]] = {}
         chain = ""
         n = 0
         rows = conn.execute(
-            f"SELECT {ENTRY_COLUMNS}, context_head, hash, chain, mark, compactions FROM entries WHERE session_id = ? "
+            f"SELECT {ENTRY_COLUMNS}, context_head, hash, chain, mark, compactions FROM entries WHERE "
+            f"session_id = ? "
             "ORDER BY seq",
             (sid,),
         )
@@ -94,13 +112,21 @@ class Integrity:
             except (ValueError, TypeError) as exc:
                 problems.append(f"{name}: entry {row[0]!r} has unreadable data ({exc})")
                 continue
-            stored_head, stored_hash, stored_chain, stored_mark, stored_count = row[7], row[8], row[9], row[10], row[11]
+            stored_head, stored_hash, stored_chain, stored_mark, stored_count = (
+                row[7],
+                row[8],
+                row[9],
+                row[10],
+                row[11],
+            )
             if entry.parent_id is None:
                 parent_hash, head, mark, ncomp = "", None, None, 0
             elif entry.parent_id in seen:
                 parent_hash, head, mark, ncomp = seen[entry.parent_id]
             else:
-                problems.append(f"{name}: entry {entry.id!r} names parent {entry.parent_id!r}, which is missing")
+                problems.append(
+                    f"{name}: entry {entry.id!r} names parent {entry.parent_id!r}, which is missing"
+                )
                 parent_hash, head, mark, ncomp = "?", None, None, 0
             if entry.kind == COMPACTION:
                 head = entry.data.get("first_kept_entry_id")
@@ -110,21 +136,32 @@ class Integrity:
                 problems.append(f"{name}: entry {entry.id!r} has mark {stored_mark!r}, expected {mark!r}")
             ncomp += entry.kind == COMPACTION
             if ncomp != stored_count:
-                problems.append(f"{name}: entry {entry.id!r} counts {stored_count} compactions on its path, expected {ncomp}")
+                problems.append(
+                    f"{name}: entry {entry.id!r} counts {stored_count} compactions on its path, "
+                    f"expected {ncomp}"
+                )
             if entry_hash(parent_hash, entry) != stored_hash:
                 problems.append(f"{name}: entry {entry.id!r} does not match its hash (altered)")
             if head != stored_head:
-                problems.append(f"{name}: entry {entry.id!r} has context head {stored_head!r}, expected {head!r}")
+                problems.append(
+                    f"{name}: entry {entry.id!r} has context head {stored_head!r}, expected {head!r}"
+                )
             chain = chain_hash(chain, stored_hash)
             if chain != stored_chain:
-                problems.append(f"{name}: append chain breaks at entry {entry.id!r} (an earlier entry was removed or reordered)")
+                problems.append(
+                    f"{name}: append chain breaks at entry {entry.id!r} (an earlier entry was "
+                    f"removed or reordered)"
+                )
                 chain = stored_chain
             seen[entry.id] = (stored_hash, stored_head, stored_mark, int(stored_count))
         if n != count:
-            problems.append(f"{name}: {n} entries stored but the session recorded {count} (entries lost or added)")
+            problems.append(
+                f"{name}: {n} entries stored but the session recorded {count} (entries lost or added)"
+            )
         if chain != tip:
-            problems.append(f"{name}: append chain ends at {chain[:12]!r} but the session recorded {tip[:12]!r}")
+            problems.append(
+                f"{name}: append chain ends at {chain[:12]!r} but the session recorded {tip[:12]!r}"
+            )
         if leaf_id is not None and leaf_id not in seen:
             problems.append(f"{name}: leaf {leaf_id!r} does not exist")
         return n
-

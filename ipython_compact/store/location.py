@@ -45,7 +45,7 @@ def sqlite_path(location: str | Path) -> Path:
     if found is None:
         return Path(location).expanduser()
     if found == SQLITE_SCHEME:
-        rest = str(location)[len("sqlite://"):]
+        rest = str(location)[len("sqlite://") :]
         if not rest:
             raise LocationError(f"{location}: a sqlite URL needs a file (sqlite:///path/to/sessions.db)")
         return Path(rest).expanduser()

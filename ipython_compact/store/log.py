@@ -128,7 +128,12 @@ class EntryLog(Tree):
     ) -> Entry:
         """Append one entry (under the leaf by default) and, by default, make it the leaf."""
         return self.append_many(
-            session, [(kind, data)], parent_id=parent_id, timestamp=timestamp, entry_ids=[entry_id], move_leaf=move_leaf,
+            session,
+            [(kind, data)],
+            parent_id=parent_id,
+            timestamp=timestamp,
+            entry_ids=[entry_id],
+            move_leaf=move_leaf,
             expect_leaf=expect_leaf,
         )[0]
 
@@ -155,13 +160,20 @@ class EntryLog(Tree):
             row = self.db.session_row(conn, session)
             if expect_leaf is not ANY_LEAF and expect_leaf != row.leaf:
                 raise LeafMovedError(
-                    f"session {session!r} moved: its leaf is {row.leaf!r}, not {expect_leaf!r} as planned; nothing was written",
+                    f"session {session!r} moved: its leaf is {row.leaf!r}, not {expect_leaf!r} as planned; "
+                    f"nothing was written",
                     path=self.db.path,
                     expected=None if isinstance(expect_leaf, _Default) else expect_leaf,
                     actual=row.leaf,
                 )
             return self.append_in(
-                conn, row, items, parent_id=parent_id, timestamp=timestamp, entry_ids=entry_ids, move_leaf=move_leaf
+                conn,
+                row,
+                items,
+                parent_id=parent_id,
+                timestamp=timestamp,
+                entry_ids=entry_ids,
+                move_leaf=move_leaf,
             )
 
     def append_in(
@@ -185,11 +197,15 @@ class EntryLog(Tree):
         when = timestamp or self.db.clock()
         for i, (kind, data) in enumerate(items):
             wanted = entry_ids[i] if entry_ids is not None and i < len(entry_ids) else None
-            entry = Entry(id=wanted or self.db.new_id(), parent_id=parent, kind=kind, timestamp=when, data=dict(data))
+            entry = Entry(
+                id=wanted or self.db.new_id(), parent_id=parent, kind=kind, timestamp=when, data=dict(data)
+            )
             stored, tip = self._insert(conn, sid, entry, tip, cache, fresh_id=not wanted)
             entries.append(stored)
             parent = stored.id
-        self._finish(conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache)
+        self._finish(
+            conn, sid, count + len(entries), tip, entries[-1].id if entries and move_leaf else None, cache
+        )
         return entries
 
     def import_entries(
@@ -211,11 +227,17 @@ class EntryLog(Tree):
         with self.db.write() as conn:
             if create:
                 check_session_name(session, self.db.path)
-                if conn.execute(
-                    "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
-                    "RETURNING session_id", (session, self.db.clock())
-                ).fetchone() is None:
-                    raise SessionExistsError(f"session {session!r} already exists in {self.db.path}", path=self.db.path)
+                if (
+                    conn.execute(
+                        "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
+                        "RETURNING session_id",
+                        (session, self.db.clock()),
+                    ).fetchone()
+                    is None
+                ):
+                    raise SessionExistsError(
+                        f"session {session!r} already exists in {self.db.path}", path=self.db.path
+                    )
             row = self.db.session_row(conn, session)
             sid, leaf, count, tip = row.sid, row.leaf, row.count, row.tip
             cache = Batch()
@@ -230,7 +252,9 @@ class EntryLog(Tree):
             else:
                 new_leaf = leaf_id if isinstance(leaf_id, str) else None
                 if new_leaf is not None and new_leaf not in cache:
-                    raise InvalidEntryError(f"import leaf {new_leaf!r} is not among the imported entries", path=self.db.path)
+                    raise InvalidEntryError(
+                        f"import leaf {new_leaf!r} is not among the imported entries", path=self.db.path
+                    )
             self._finish(conn, sid, count + len(stored_entries), tip, new_leaf, cache)
         return stored_entries
 
@@ -262,29 +286,48 @@ class EntryLog(Tree):
             try:
                 with self.db.write() as conn:
                     check_session_name(session, self.db.path)
-                    created = conn.execute(
-                        "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING "
-                        "RETURNING session_id", (session, self.db.clock())).fetchone() is not None
+                    created = (
+                        conn.execute(
+                            "INSERT INTO sessions (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO "
+                            "NOTHING "
+                            "RETURNING session_id",
+                            (session, self.db.clock()),
+                        ).fetchone()
+                        is not None
+                    )
                     row = self.db.session_row(conn, session)
                     if not created:
                         self._check_no_import_running(conn, row.sid)
                     planned = plan(self._existing(conn, row, created))
-                    entries = [Entry(e.id, row.leaf, e.kind, e.timestamp, e.data) if e.parent_id is None and row.leaf
-                               else e for e in planned.entries]
+                    entries = [
+                        Entry(e.id, row.leaf, e.kind, e.timestamp, e.data)
+                        if e.parent_id is None and row.leaf
+                        else e
+                        for e in planned.entries
+                    ]
                     if planned.leaf_id is not None and planned.leaf_id not in {e.id for e in entries}:
                         raise InvalidEntryError(
-                            f"import leaf {planned.leaf_id!r} is not among the imported entries", path=self.db.path)
+                            f"import leaf {planned.leaf_id!r} is not among the imported entries",
+                            path=self.db.path,
+                        )
                     cache = Batch()
                     more = len(entries) > batch_size
-                    self._write_batch(conn, row, entries[:batch_size], None if more else planned.leaf_id, cache)
+                    self._write_batch(
+                        conn, row, entries[:batch_size], None if more else planned.leaf_id, cache
+                    )
                     if more:
-                        self.db.set_status(conn, row.sid, IMPORT_MARKER, {"owner": me.to_json(), "total": len(entries)})
+                        self.db.set_status(
+                            conn, row.sid, IMPORT_MARKER, {"owner": me.to_json(), "total": len(entries)}
+                        )
                 break
             except _ImportRunning as running:
                 if time.monotonic() > deadline:
                     raise DatabaseLockedError(
                         f"{self.db.path}: another import into session {session!r} is still running "
-                        f"({running.owner.describe()}) after {wait:g} s; nothing was written", path=self.db.path) from None
+                        f"({running.owner.describe()}) after {wait:g} s; nothing was "
+                        f"written",
+                        path=self.db.path,
+                    ) from None
                 time.sleep(0.1)
         written, batches = min(len(entries), batch_size), 1
         try:
@@ -293,20 +336,30 @@ class EntryLog(Tree):
                 chunk = entries[start : start + batch_size]
                 last = start + batch_size >= len(entries)
                 leaf = planned.leaf_id if last else None
-                self._retry_locked(partial(self._later_batch, session, chunk, leaf, cache, last),
-                                   deadline=time.monotonic() + wait)
+                self._retry_locked(
+                    partial(self._later_batch, session, chunk, leaf, cache, last),
+                    deadline=time.monotonic() + wait,
+                )
                 written += len(chunk)
                 batches += 1
         except StoreError as exc:
             with contextlib.suppress(Exception), self.db.write() as conn:
-                conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
+                conn.execute(
+                    "DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER)
+                )
             leaf = self.leaf(session)
             last_id = entries[written - 1].id
             raise PartialImportError(
-                f"{self.db.path}: the import into session {session!r} stopped after {written:,} of {len(entries):,} "
-                f"entries ({batches} transaction(s) committed, the last written entry is {last_id!r}); the session's "
+                f"{self.db.path}: the import into session {session!r} stopped after {written:,} of "
+                f"{len(entries):,} "
+                f"entries ({batches} transaction(s) committed, the last written entry is {last_id!r}); the "
+                f"session's "
                 f"leaf is still {leaf!r}, so the written entries are not on its current branch. Cause: {exc}",
-                path=self.db.path, written=written, total=len(entries), last_id=last_id, leaf=leaf,
+                path=self.db.path,
+                written=written,
+                total=len(entries),
+                last_id=last_id,
+                leaf=leaf,
             ) from exc
         return ImportWritten(entries, created, batches)
 
@@ -341,12 +394,16 @@ class EntryLog(Tree):
             _, tip = self._insert(conn, row.sid, entry, tip, cache)
         self._finish(conn, row.sid, row.count + len(entries), tip, leaf, cache)
 
-    def _later_batch(self, session: str, entries: Sequence[Entry], leaf: str | None, cache: Batch, last: bool) -> None:
+    def _later_batch(
+        self, session: str, entries: Sequence[Entry], leaf: str | None, cache: Batch, last: bool
+    ) -> None:
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)  # other writers may have moved count and tip
             self._write_batch(conn, row, entries, leaf, cache)
             if last:
-                conn.execute("DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER))
+                conn.execute(
+                    "DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER)
+                )
 
     @staticmethod
     def _retry_locked(write: Callable[[], None], *, deadline: float) -> None:
@@ -369,7 +426,8 @@ class EntryLog(Tree):
                 conn.execute("UPDATE sessions SET leaf_id = ? WHERE session_id = ?", (leaf, sid))
             return
         conn.execute(
-            "UPDATE sessions SET entry_count = ?, chain_tip = ?, last_seq = ?, leaf_id = COALESCE(?, leaf_id) "
+            "UPDATE sessions SET entry_count = ?, chain_tip = ?, last_seq = ?, leaf_id = COALESCE(?, "
+            "leaf_id) "
             "WHERE session_id = ?",
             (count, tip, batch.last_seq, leaf, sid),
         )
@@ -388,14 +446,17 @@ class EntryLog(Tree):
             raise InvalidEntryError(f"{where}: id must be a non-empty string", path=self.db.path)
         if entry.kind not in KINDS:
             raise InvalidEntryError(
-                f"{where}: unknown kind {entry.kind!r} (expected one of {', '.join(sorted(KINDS))})", path=self.db.path
+                f"{where}: unknown kind {entry.kind!r} (expected one of {', '.join(sorted(KINDS))})",
+                path=self.db.path,
             )
         if not isinstance(entry.timestamp, str) or not entry.timestamp:
             raise InvalidEntryError(f"{where}: timestamp must be a non-empty string", path=self.db.path)
         try:
             data_text = stored_data_text(entry.data)
         except (TypeError, ValueError) as exc:
-            raise InvalidEntryError(f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path) from exc
+            raise InvalidEntryError(
+                f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path
+            ) from exc
         stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, json.loads(data_text))
         taken = f"{where}: an entry with this id already exists in the session"
         if not fresh_id and entry.id in cache:
@@ -405,17 +466,22 @@ class EntryLog(Tree):
         else:
             parent = self.parent_info(conn, sid, entry.parent_id, cache)
             if parent is None:
-                raise InvalidEntryError(f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path)
+                raise InvalidEntryError(
+                    f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path
+                )
             depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
             compactions = parent.compactions
         if entry.kind == COMPACTION:
             compactions += 1
             first_kept = stored.data.get("first_kept_entry_id")
             if not isinstance(first_kept, str) or not first_kept:
-                raise InvalidEntryError(f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path)
+                raise InvalidEntryError(
+                    f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path
+                )
             if not self.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
                 raise InvalidEntryError(
-                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction", path=self.db.path
+                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction",
+                    path=self.db.path,
                 )
             head = first_kept
         for _ in range(100):
@@ -449,7 +515,9 @@ class EntryLog(Tree):
                 raise InvalidEntryError(taken, path=self.db.path)
             stored = Entry(self.db.new_id(), stored.parent_id, stored.kind, stored.timestamp, stored.data)
         else:
-            raise StoreError(f"{self.db.path}: could not find a free entry id after 100 tries", path=self.db.path)
+            raise StoreError(
+                f"{self.db.path}: could not find a free entry id after 100 tries", path=self.db.path
+            )
         text = entry_text(stored)
         if text:
             conn.execute(self.db.dialect.fts_insert, (seq, self.db.dialect.fts_text(text)))
@@ -464,11 +532,16 @@ class EntryLog(Tree):
         insert itself (``ON CONFLICT DO NOTHING``: one round trip); SQLite, in-process, looks
         first, since its RETURNING and ON CONFLICT paths measured twice as slow for a 2,000-entry
         import as a lookup and a plain insert."""
-        sql = ("INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
-               " depth, context_head, hash, chain, mark, compactions, writer)"
-               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        sql = (
+            "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, "
+            "tokens_chars4,"
+            " depth, context_head, hash, chain, mark, compactions, writer)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
         if self.db.dialect.insert_finds_clash:
-            found = conn.execute(sql + " ON CONFLICT (session_id, id) DO NOTHING RETURNING seq", row).fetchone()
+            found = conn.execute(
+                sql + " ON CONFLICT (session_id, id) DO NOTHING RETURNING seq", row
+            ).fetchone()
             return None if found is None else int(found[0])
         if conn.execute("SELECT 1 FROM entries WHERE session_id = ? AND id = ?", (row[0], row[1])).fetchone():
             return None
@@ -488,10 +561,12 @@ class EntryLog(Tree):
             else:
                 rows = []
                 for i in range(0, len(wanted), 500):
-                    chunk = wanted[i:i + 500]
+                    chunk = wanted[i : i + 500]
                     marks = ",".join("?" * len(chunk))
-                    rows += conn.execute(f"SELECT id, writer FROM entries WHERE session_id = ? AND id IN ({marks})",
-                                         (sid, *chunk)).fetchall()
+                    rows += conn.execute(
+                        f"SELECT id, writer FROM entries WHERE session_id = ? AND id IN ({marks})",
+                        (sid, *chunk),
+                    ).fetchall()
         for entry_id, writer in rows:
             out[str(entry_id)] = writer
         return out
@@ -506,12 +581,16 @@ class EntryLog(Tree):
                     f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
                 ).fetchall()
             else:
-                rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ? LIMIT 2", (entry_id,)).fetchall()
+                rows = conn.execute(
+                    f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ? LIMIT 2", (entry_id,)
+                ).fetchall()
         if not rows:
             where = f"session {session!r}" if session else str(self.db.path)
             raise UnknownEntryError(f"no entry {entry_id!r} in {where}", path=self.db.path)
         if len(rows) > 1:
-            raise UnknownEntryError(f"entry id {entry_id!r} exists in several sessions: name the session", path=self.db.path)
+            raise UnknownEntryError(
+                f"entry id {entry_id!r} exists in several sessions: name the session", path=self.db.path
+            )
         return row_entry(rows[0])
 
     def entries(
@@ -553,7 +632,8 @@ class EntryLog(Tree):
             with self.db.read() as conn:
                 sid = self.db.sid(conn, session)
                 rows = conn.execute(
-                    f"SELECT seq, {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                    f"SELECT seq, {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq "
+                    f"LIMIT ?",
                     (sid, after, batch),
                 ).fetchall()
             if not rows:
@@ -583,7 +663,8 @@ class EntryLog(Tree):
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
             rows = conn.execute(
-                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id {self.db.dialect.is_same} ? "
+                f"SELECT {ENTRY_COLUMNS} FROM entries WHERE session_id = ? AND parent_id "
+                f"{self.db.dialect.is_same} ? "
                 "ORDER BY seq",
                 (sid, entry_id),
             )
@@ -595,12 +676,15 @@ class EntryLog(Tree):
             sid = self.db.sid(conn, session)
             rows = conn.execute(
                 f"SELECT {ENTRY_COLUMNS} FROM entries e WHERE session_id = ? AND NOT EXISTS "
-                "(SELECT 1 FROM entries c WHERE c.session_id = e.session_id AND c.parent_id = e.id) ORDER BY seq",
+                "(SELECT 1 FROM entries c WHERE c.session_id = e.session_id AND c.parent_id = e.id) ORDER BY "
+                "seq",
                 (sid,),
             )
             return [row_entry(r) for r in rows]
 
-    def token_counts(self, session: str, entries: Sequence[Entry], estimator: Estimator = "density") -> list[int]:
+    def token_counts(
+        self, session: str, entries: Sequence[Entry], estimator: Estimator = "density"
+    ) -> list[int]:
         """Stored estimates for ``entries`` of ``session``, in the same order."""
         if estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; expected one of {', '.join(ESTIMATORS)}")
@@ -613,7 +697,8 @@ class EntryLog(Tree):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 for entry_id, tokens in conn.execute(
-                    f"SELECT id, {column} FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+                    f"SELECT id, {column} FROM entries WHERE session_id = ? AND id IN ({marks})",
+                    (sid, *chunk),
                 ):
                     found[entry_id] = int(tokens)
         missing = [i for i in ids if i not in found]
@@ -621,7 +706,9 @@ class EntryLog(Tree):
             raise UnknownEntryError(f"no entries {missing[:5]} in session {session!r}", path=self.db.path)
         return [found[i] for i in ids]
 
-    def search(self, text: str, *, session: str | None = None, limit: int = 20, raw: bool = False) -> list[SearchHit]:
+    def search(
+        self, text: str, *, session: str | None = None, limit: int = 20, raw: bool = False
+    ) -> list[SearchHit]:
         """Full-text search over entry text, best match first.
 
         By default every word of ``text`` must occur (words are quoted, so FTS syntax in user text
@@ -630,13 +717,18 @@ class EntryLog(Tree):
         """
         if "\x00" in text:
             if raw:
-                raise InvalidEntryError("the search query holds a NUL character, which full-text search cannot "
-                                        "take; remove it", path=self.db.path)
+                raise InvalidEntryError(
+                    "the search query holds a NUL character, which full-text search cannot take; remove it",
+                    path=self.db.path,
+                )
             text = text.replace("\x00", " ")  # SQLite ends the string at NUL ("unterminated string")
         query = self.db.dialect.search_query(text, raw)
         if query is None:
             return []
-        sql = f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank {self.db.dialect.search_from(raw)}"
+        sql = (
+            f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank "
+            f"{self.db.dialect.search_from(raw)}"
+        )
         params: list[Any] = [query]
         with self.db.read() as conn:
             if session is not None:
@@ -651,4 +743,3 @@ class EntryLog(Tree):
                     raise ValueError(f"bad search query {text!r}: {exc}") from exc
                 raise
         return [SearchHit(session=r[0], entry=row_entry(r[1:8]), rank=float(r[8])) for r in rows]
-

@@ -174,7 +174,9 @@ def _mark_chain(conn: sqlite3.Connection) -> None:
     for seq, sid, entry_id, parent_id, kind in conn.execute(
         "SELECT seq, session_id, id, parent_id, kind FROM entries ORDER BY seq"
     ).fetchall():
-        mark = entry_id if kind in MARK_KINDS else marks.get((sid, parent_id)) if parent_id is not None else None
+        mark = (
+            entry_id if kind in MARK_KINDS else marks.get((sid, parent_id)) if parent_id is not None else None
+        )
         marks[(sid, entry_id)] = mark
         if mark is not None:
             updates.append((mark, seq))
@@ -239,7 +241,9 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 def applied(conn: sqlite3.Connection) -> list[str]:
     """Names of the migrations this database records, in the order they were applied."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone():
+    if not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+    ).fetchone():
         conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
 
@@ -263,7 +267,9 @@ def migrate(conn: sqlite3.Connection, now: str) -> list[str]:
     The caller's connection must be in autocommit mode (``isolation_level=None``). An up-to-date
     database is only read, so opening one never waits for another process's write lock.
     """
-    has_table = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone()
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+    ).fetchone()
     if has_table and not pending(conn):
         return []
     conn.execute("BEGIN IMMEDIATE")

@@ -63,15 +63,20 @@ class PendingJournal:
         """Append one record durably (fsynced before this returns)."""
         line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         with self._flock(self._lock_path):
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-                         | os.O_NONBLOCK, 0o600)
+            fd = os.open(
+                self.path,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                0o600,
+            )
             try:
                 info = os.fstat(fd)
                 if not stat.S_ISREG(info.st_mode):
-                    raise UnsafePathError(f"{self.path}: the pending-writes journal is {kind_of(info.st_mode)}")
+                    raise UnsafePathError(
+                        f"{self.path}: the pending-writes journal is {kind_of(info.st_mode)}"
+                    )
                 view = memoryview(line)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -86,7 +91,9 @@ class PendingJournal:
             if not stat.S_ISREG(info.st_mode):
                 raise UnsafePathError(f"{self.path}: the pending-writes journal is {kind_of(info.st_mode)}")
             if info.st_size > _MAX_BYTES:
-                raise UnsafePathError(f"{self.path}: the pending-writes journal is {info.st_size:,} bytes; not read")
+                raise UnsafePathError(
+                    f"{self.path}: the pending-writes journal is {info.st_size:,} bytes; not read"
+                )
             with os.fdopen(fd, "rb", closefd=False) as f:
                 data = f.read()
         finally:
@@ -103,7 +110,11 @@ class PendingJournal:
                 doc = json.loads(line)
             except ValueError:
                 doc = None
-            out.append(doc if isinstance(doc, dict) else {"op": "unreadable", "line": line[:200].decode("utf-8", "replace")})
+            out.append(
+                doc
+                if isinstance(doc, dict)
+                else {"op": "unreadable", "line": line[:200].decode("utf-8", "replace")}
+            )
         return out
 
     def count(self) -> int:

@@ -142,7 +142,9 @@ class Migration:
 
 MIGRATIONS: tuple[Migration, ...] = (
     # The SQLite schema after its migration 0006, in one step (PostgreSQL support began there).
-    Migration("0001_postgres_schema", tuple(s.strip() for s in re.split(r";\s*\n(?=CREATE)", SCHEMA) if s.strip())),
+    Migration(
+        "0001_postgres_schema", tuple(s.strip() for s in re.split(r";\s*\n(?=CREATE)", SCHEMA) if s.strip())
+    ),
 )
 """Appended to only; an applied migration is never edited (as ``store.migrations``)."""
 
@@ -170,12 +172,15 @@ class PgConn:
     def execute(self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = (), /) -> psycopg.Cursor[Any]:
         if not parameters:
             return self.raw.execute(sql)
-        return self.raw.execute(to_pyformat(sql, isinstance(parameters, Mapping)), parameters)  # type: ignore[arg-type]
+        # type: ignore[arg-type]
+        return self.raw.execute(to_pyformat(sql, isinstance(parameters, Mapping)), parameters)
 
 
 def owner_key(owner: Owner) -> int:
     """The advisory lock key standing for a process (signed 64 bits, as PostgreSQL takes it)."""
-    digest = hashlib.blake2b(f"ipython-compact\n{owner.host}\n{owner.pid}\n{owner.started}".encode(), digest_size=8)
+    digest = hashlib.blake2b(
+        f"ipython-compact\n{owner.host}\n{owner.pid}\n{owner.started}".encode(), digest_size=8
+    )
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
@@ -202,10 +207,13 @@ class PostgresDatabase(Database):
         self._closed = threading.Event()
         try:
             # Held for this store's life: other hosts see this process alive while it is.
-            self._liveness = psycopg.connect(url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1))
+            self._liveness = psycopg.connect(
+                url, autocommit=True, connect_timeout=max(2, int(busy_timeout) + 1)
+            )
         except psycopg.Error as exc:
-            raise StoreError(f"{self.path}: cannot connect to the PostgreSQL server ({exc})".strip(),
-                             path=self.path) from None
+            raise StoreError(
+                f"{self.path}: cannot connect to the PostgreSQL server ({exc})".strip(), path=self.path
+            ) from None
         try:
             self._liveness.execute("SELECT pg_advisory_lock_shared(%s)", (owner_key(self._here),))
             self._migrate(self._liveness)
@@ -215,8 +223,15 @@ class PostgresDatabase(Database):
         except StoreError:
             self._liveness.close()
             raise
-        self.pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
-                                   configure=self._configure, open=True, name=f"ipython-compact {self.path}")
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            open=True,
+            name=f"ipython-compact {self.path}",
+        )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"SET lock_timeout = {self._lock_ms}")
@@ -226,35 +241,60 @@ class PostgresDatabase(Database):
     def _migrate(self, conn: psycopg.Connection[Any]) -> list[str]:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            tables = [r[0] for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1")]
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                    "ORDER BY 1"
+                )
+            ]
             if tables and "migrations" not in tables:
                 raise StoreError(
-                    f"{self.path}: the database (schema) holds tables of another program ({', '.join(tables[:5])}); "
+                    f"{self.path}: the database (schema) holds tables of another program "
+                    f"({', '.join(tables[:5])}); "
                     "it was left untouched. Give ipython-compact a database of its own, or a schema: "
-                    "add ?options=-csearch_path%3Dipython_compact to the URL after CREATE SCHEMA ipython_compact",
-                    path=self.path)
+                    "add ?options=-csearch_path%3Dipython_compact to the URL after CREATE SCHEMA "
+                    "ipython_compact",
+                    path=self.path,
+                )
             if not tables:
-                conn.execute("CREATE TABLE migrations (n BIGSERIAL, name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+                conn.execute(
+                    "CREATE TABLE migrations (n BIGSERIAL, name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+                )
             done = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY n")]
             known = {m.name for m in MIGRATIONS}
             unknown = [n for n in done if n not in known]
             if unknown:
                 raise StoreError(
-                    f"{self.path}: the database records migrations this version does not know ({', '.join(unknown)}); "
-                    "it was written by a newer ipython-compact", path=self.path)
+                    f"{self.path}: the database records migrations this version does not know "
+                    f"({', '.join(unknown)}); "
+                    "it was written by a newer ipython-compact",
+                    path=self.path,
+                )
             todo = [m for m in MIGRATIONS if m.name not in done]
             for migration in todo:
                 for statement in migration.statements:
                     conn.execute(statement.encode("utf-8"))  # bytes: no placeholder processing
-                conn.execute("INSERT INTO migrations (name, applied_at) VALUES (%s, %s)", (migration.name, self.clock()))
+                conn.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (%s, %s)",
+                    (migration.name, self.clock()),
+                )
         return [m.name for m in todo]
 
     def schema_objects(self, conn: Any) -> set[tuple[str, str]]:
-        found = {("table", str(r[0])) for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
-        found |= {("trigger", str(r[0])) for r in conn.execute(
-            "SELECT DISTINCT trigger_name FROM information_schema.triggers WHERE trigger_schema = current_schema()")}
+        found = {
+            ("table", str(r[0]))
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
+        }
+        found |= {
+            ("trigger", str(r[0]))
+            for r in conn.execute(
+                "SELECT DISTINCT trigger_name FROM information_schema.triggers WHERE trigger_schema = "
+                "current_schema()"
+            )
+        }
         return found
 
     def applied_migrations(self, conn: Any) -> list[str]:
@@ -267,9 +307,13 @@ class PostgresDatabase(Database):
 
     def translate(self, exc: Exception) -> StoreError:
         text = str(exc).strip()
-        if isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
-            return DatabaseLockedError(f"{self.path}: the session is locked by another writer ({text}); retry when it "
-                                       "finishes", path=self.path)
+        if isinstance(
+            exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure | pg_errors.DeadlockDetected
+        ):
+            return DatabaseLockedError(
+                f"{self.path}: the session is locked by another writer ({text}); retry when it finishes",
+                path=self.path,
+            )
         if "append-only" in text:
             return InvalidEntryError(f"{self.path}: {text}", path=self.path)
         if isinstance(exc, pg_errors.DataError | pg_errors.IntegrityError):

@@ -36,7 +36,11 @@ class Owner:
     @staticmethod
     def from_json(obj: Any) -> Owner | None:
         """The owner recorded in ``obj`` (None when ``obj`` records none, or not in this shape)."""
-        if not isinstance(obj, dict) or not isinstance(obj.get("host"), str) or type(obj.get("pid")) is not int:
+        if (
+            not isinstance(obj, dict)
+            or not isinstance(obj.get("host"), str)
+            or type(obj.get("pid")) is not int
+        ):
             return None
         started = obj.get("started")
         return Owner(obj["host"], obj["pid"], started if isinstance(started, str) else None)

@@ -103,8 +103,9 @@ class SessionStore(Status, Integrity):
             from ipython_compact.files.paths import data_dir  # optional: postgres only
             from ipython_compact.store.postgres import PostgresDatabase  # optional: the postgres extra
 
-            self.db = PostgresDatabase(self.url, busy_timeout=busy_timeout, clock=clock, new_id=new_id,
-                                       cache_entries=cache_entries)
+            self.db = PostgresDatabase(
+                self.url, busy_timeout=busy_timeout, clock=clock, new_id=new_id, cache_entries=cache_entries
+            )
             # Files this host keeps for the server's log (the kernel's pending-writes journal).
             self.db_path = data_dir() / sidecar_name(self.url)
         else:
@@ -112,8 +113,13 @@ class SessionStore(Status, Integrity):
                 self.db_path = sqlite_path(db_path)
             except LocationError as exc:
                 raise StoreError(str(exc), path=redact(self.url)) from None
-            self.db = SqliteDatabase(self.db_path, busy_timeout=busy_timeout, clock=clock, new_id=new_id,
-                                     cache_entries=cache_entries)
+            self.db = SqliteDatabase(
+                self.db_path,
+                busy_timeout=busy_timeout,
+                clock=clock,
+                new_id=new_id,
+                cache_entries=cache_entries,
+            )
 
     @property
     def engine(self) -> str:
@@ -147,12 +153,15 @@ class SessionStore(Status, Integrity):
         created = self.db.clock()
         with self.db.write() as conn:
             made = conn.execute(
-                "INSERT INTO sessions (name, created_at, meta) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING "
+                "INSERT INTO sessions (name, created_at, meta) VALUES (?, ?, ?) ON CONFLICT (name) DO "
+                "NOTHING "
                 "RETURNING session_id",
                 (name, created, canonical_json(dict(meta or {}))),
             ).fetchone()
             if made is None:
-                raise SessionExistsError(f"session {name!r} already exists in {self.db.path}", path=self.db.path)
+                raise SessionExistsError(
+                    f"session {name!r} already exists in {self.db.path}", path=self.db.path
+                )
         return SessionInfo(name=name, created_at=created, leaf_id=None, entry_count=0)
 
     def ensure_session(self, name: str) -> SessionInfo:

@@ -48,7 +48,8 @@ class Status(EntryLog):
         with self.db.write() as conn:
             sid = self.db.sid(conn, session)
             cur = conn.execute(
-                "INSERT INTO inbox (session_id, first_kept_entry_id, payload, created_at) VALUES (?, ?, ?, ?) "
+                "INSERT INTO inbox (session_id, first_kept_entry_id, payload, created_at) VALUES (?, ?, ?, "
+                "?) "
                 "RETURNING item_id",
                 (sid, first_kept_entry_id, text, created),
             )
@@ -83,8 +84,20 @@ class Status(EntryLog):
         stale: list[InboxItem] = []
         for item in pending:
             if item.first_kept_entry_id is not None and item.first_kept_entry_id not in live_ids:
-                conn.execute("UPDATE inbox SET state = 'stale', settled_at = ? WHERE item_id = ?", (now, item.item_id))
-                stale.append(InboxItem(item.item_id, session, item.first_kept_entry_id, item.payload, "stale", item.created_at, now))
+                conn.execute(
+                    "UPDATE inbox SET state = 'stale', settled_at = ? WHERE item_id = ?", (now, item.item_id)
+                )
+                stale.append(
+                    InboxItem(
+                        item.item_id,
+                        session,
+                        item.first_kept_entry_id,
+                        item.payload,
+                        "stale",
+                        item.created_at,
+                        now,
+                    )
+                )
         return stale
 
     def inbox_settle_stale(self, session: str) -> list[InboxItem]:
@@ -145,11 +158,15 @@ class Status(EntryLog):
             now = self.db.clock()
             for item in pending:
                 conn.execute(
-                    "UPDATE inbox SET state = 'taken', settled_at = ?, taken_host = ?, taken_pid = ?, taken_started = ? "
+                    "UPDATE inbox SET state = 'taken', settled_at = ?, taken_host = ?, taken_pid = ?, "
+                    "taken_started = ? "
                     "WHERE item_id = ?",
                     (now, taker.host, taker.pid, taker.started, item.item_id),
                 )
-        return [InboxItem(i.item_id, session, i.first_kept_entry_id, i.payload, "taken", i.created_at, now) for i in pending]
+        return [
+            InboxItem(i.item_id, session, i.first_kept_entry_id, i.payload, "taken", i.created_at, now)
+            for i in pending
+        ]
 
     # ------------------------------------------------------------------ live status
 
@@ -160,7 +177,9 @@ class Status(EntryLog):
     def status_get(self, session: str, key: str, default: Any = None) -> Any:
         with self.db.read() as conn:
             sid = self.db.sid(conn, session)
-            row = conn.execute("SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, key)).fetchone()
+            row = conn.execute(
+                "SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, key)
+            ).fetchone()
         return default if row is None else json.loads(row[0])
 
     def live_begin(
@@ -181,10 +200,20 @@ class Status(EntryLog):
             sid = self.db.sid(conn, session)
             self._settle_abandoned(conn, session)
             conn.execute(
-                "INSERT INTO live_compactions (task_id, session_id, reason, blocking, started_at, detail, owner_host, "
+                "INSERT INTO live_compactions (task_id, session_id, reason, blocking, started_at, detail, "
+                "owner_host, "
                 "owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (task_id, sid, reason, int(blocking), started, canonical_json(dict(detail or {})), who.host, who.pid,
-                 who.started),
+                (
+                    task_id,
+                    sid,
+                    reason,
+                    int(blocking),
+                    started,
+                    canonical_json(dict(detail or {})),
+                    who.host,
+                    who.pid,
+                    who.started,
+                ),
             )
         return LiveCompaction(task_id, session, reason, blocking, started, dict(detail or {}), who)
 
@@ -198,7 +227,12 @@ class Status(EntryLog):
             ).fetchone()
             conn.execute("DELETE FROM live_compactions WHERE task_id = ? AND session_id = ?", (task_id, sid))
             if error is not None:
-                failure = {"task_id": task_id, "reason": None if row is None else row[0], "error": error, "at": now}
+                failure = {
+                    "task_id": task_id,
+                    "reason": None if row is None else row[0],
+                    "error": error,
+                    "at": now,
+                }
                 self.db.set_status(conn, sid, "last_failure", failure)
 
     def _live_rows(self, conn: Conn, sid: int, session: str) -> list[LiveCompaction]:
@@ -207,15 +241,20 @@ class Status(EntryLog):
             "FROM live_compactions WHERE session_id = ? ORDER BY started_at, task_id",
             (sid,),
         ).fetchall()
-        return [LiveCompaction(r[0], session, r[1], bool(r[2]), r[3], json.loads(r[4]), _owner(r[5], r[6], r[7]))
-                for r in rows]
+        return [
+            LiveCompaction(r[0], session, r[1], bool(r[2]), r[3], json.loads(r[4]), _owner(r[5], r[6], r[7]))
+            for r in rows
+        ]
 
     def _settle_abandoned(self, conn: Conn, session: str) -> list[LiveCompaction]:
         """Inside a write transaction: remove the session's live rows whose owner has ended, each
         with a ``compaction_outcome`` entry saying so (and the last failure). Returns them."""
         row = self.db.session_row(conn, session)
-        abandoned = [c for c in self._live_rows(conn, row.sid, session)
-                     if c.owner is not None and self.db.owner_ended(conn, c.owner)]
+        abandoned = [
+            c
+            for c in self._live_rows(conn, row.sid, session)
+            if c.owner is not None and self.db.owner_ended(conn, c.owner)
+        ]
         if not abandoned:
             return []
         now = self.db.clock()
@@ -223,10 +262,22 @@ class Status(EntryLog):
         for c in abandoned:
             assert c.owner is not None
             error = f"abandoned: {c.owner.describe()} ended while compacting"
-            conn.execute("DELETE FROM live_compactions WHERE task_id = ? AND session_id = ?", (c.task_id, row.sid))
-            outcomes.append((COMPACTION_OUTCOME, {"reason": c.reason, "outcome": "failed", "error": error,
-                                                  "task_id": c.task_id, "started_at": c.started_at,
-                                                  "owner": c.owner.to_json()}))
+            conn.execute(
+                "DELETE FROM live_compactions WHERE task_id = ? AND session_id = ?", (c.task_id, row.sid)
+            )
+            outcomes.append(
+                (
+                    COMPACTION_OUTCOME,
+                    {
+                        "reason": c.reason,
+                        "outcome": "failed",
+                        "error": error,
+                        "task_id": c.task_id,
+                        "started_at": c.started_at,
+                        "owner": c.owner.to_json(),
+                    },
+                )
+            )
             failure = {"task_id": c.task_id, "reason": c.reason, "error": error, "at": now}
             self.db.set_status(conn, row.sid, "last_failure", failure)
         self.append_in(conn, row, outcomes, timestamp=now)

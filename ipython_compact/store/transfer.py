@@ -43,7 +43,11 @@ def _chunks(entries: Iterator[Entry], size: int) -> Iterator[list[Entry]]:
 
 
 def copy_session(
-    source: SessionStore, target: SessionStore, session: str, *, name: str | None = None,
+    source: SessionStore,
+    target: SessionStore,
+    session: str,
+    *,
+    name: str | None = None,
     batch_size: int = IMPORT_BATCH,
 ) -> Copied:
     """Copy ``session`` of ``source`` into a new session ``name`` (default: the same name) of
@@ -66,9 +70,14 @@ def copy_session(
         if batches == 0:
             raise
         raise PartialImportError(
-            f"{target.db.path}: the copy of session {session!r} stopped after {written:,} of {info.entry_count:,} entries "
+            f"{target.db.path}: the copy of session {session!r} stopped after {written:,} of "
+            f"{info.entry_count:,} entries "
             f"(the last written is {last!r}); the copy {name!r} has no leaf yet. Cause: {exc}",
-            path=target.db.path, written=written, total=info.entry_count, last_id=last, leaf=None,
+            path=target.db.path,
+            written=written,
+            total=info.entry_count,
+            last_id=last,
+            leaf=None,
         ) from exc
     identical = target.chain_tip(name) == _tip_after(source, session, info.entry_count)
     return Copied(name, written, batches, info.leaf_id, identical)

@@ -75,12 +75,22 @@ class Reply:
 
     # ---- fault constructors -------------------------------------------------------------
     @staticmethod
-    def rate_limited(retry_after: float | None = 1.0, message: str = "Rate limit reached; try again later.") -> Reply:
+    def rate_limited(
+        retry_after: float | None = 1.0, message: str = "Rate limit reached; try again later."
+    ) -> Reply:
         headers = {} if retry_after is None else {"Retry-After": _fmt_seconds(retry_after)}
-        return Reply(status=429, headers=headers, error_message=message, error_type="rate_limit_exceeded", error_code="rate_limit_exceeded")
+        return Reply(
+            status=429,
+            headers=headers,
+            error_message=message,
+            error_type="rate_limit_exceeded",
+            error_code="rate_limit_exceeded",
+        )
 
     @staticmethod
-    def server_error(message: str = "The server had an error while processing your request.", status: int = 500) -> Reply:
+    def server_error(
+        message: str = "The server had an error while processing your request.", status: int = 500
+    ) -> Reply:
         return Reply(status=status, error_message=message, error_type="server_error", error_code=None)
 
     @staticmethod
@@ -93,8 +103,18 @@ class Reply:
         return Reply(text=text, finish_reason="length")
 
     @staticmethod
-    def tool_call(name: str = "run_python", arguments: Mapping[str, Any] | str | None = None, text: str | None = None) -> Reply:
-        return Reply(text=text, tool_calls=(ToolCall(name=name, arguments=dict(arguments or {}) if not isinstance(arguments, str) else arguments),))
+    def tool_call(
+        name: str = "run_python", arguments: Mapping[str, Any] | str | None = None, text: str | None = None
+    ) -> Reply:
+        return Reply(
+            text=text,
+            tool_calls=(
+                ToolCall(
+                    name=name,
+                    arguments=dict(arguments or {}) if not isinstance(arguments, str) else arguments,
+                ),
+            ),
+        )
 
     @staticmethod
     def empty() -> Reply:
@@ -219,7 +239,9 @@ class ModelServer:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="model-server", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="model-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -297,7 +319,9 @@ class ModelServer:
             served = self._served
         if self.default is not None:
             return _as_reply(self.default)
-        return Reply.server_error(f"model server script exhausted: all {served} scripted replies were already used")
+        return Reply.server_error(
+            f"model server script exhausted: all {served} scripted replies were already used"
+        )
 
     def _next_call_id(self) -> str:
         with self._lock:
@@ -347,8 +371,18 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_error(self, status: int, message: str, etype: str, code: str | None, param: str | None = None, headers: Mapping[str, str] | None = None) -> None:
-            self._send_json(status, {"error": {"message": message, "type": etype, "param": param, "code": code}}, headers)
+        def _send_error(
+            self,
+            status: int,
+            message: str,
+            etype: str,
+            code: str | None,
+            param: str | None = None,
+            headers: Mapping[str, str] | None = None,
+        ) -> None:
+            self._send_json(
+                status, {"error": {"message": message, "type": etype, "param": param, "code": code}}, headers
+            )
 
         def _read_body(self) -> tuple[JSON | None, str | None]:
             length = int(self.headers.get("Content-Length") or 0)
@@ -373,11 +407,20 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         # -- routes
         def do_GET(self) -> None:
-            server._record(RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None, time.time()))
+            server._record(
+                RecordedRequest(
+                    "GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None, time.time()
+                )
+            )
             if not self._authorised():
                 return
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                entry: JSON = {"id": server.model, "object": "model", "created": 0, "owned_by": "ipython-compact"}
+                entry: JSON = {
+                    "id": server.model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "ipython-compact",
+                }
                 if server.context_window is not None:
                     entry["max_model_len"] = server.context_window
                 entry.update(server.card)
@@ -388,7 +431,14 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body, problem = self._read_body()
             prompt_tokens = estimate_prompt_tokens(body) if body else 0
-            req = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time(), prompt_tokens)
+            req = RecordedRequest(
+                "POST",
+                self.path,
+                {k.lower(): v for k, v in self.headers.items()},
+                body,
+                time.time(),
+                prompt_tokens,
+            )
             server._record(req)
             if not self._authorised():
                 return
@@ -399,13 +449,16 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_error(400, problem or "request body is missing", "invalid_request_error", None)
                 return
             if not isinstance(body.get("messages"), list) or not body["messages"]:
-                self._send_error(400, "'messages' must be a non-empty array", "invalid_request_error", None, "messages")
+                self._send_error(
+                    400, "'messages' must be a non-empty array", "invalid_request_error", None, "messages"
+                )
                 return
             window = server.context_window
             if window is not None and prompt_tokens > window:
                 self._send_error(
                     400,
-                    f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+                    f"This model's maximum context length is {window} tokens. However, your messages "
+                    f"resulted in "
                     f"{prompt_tokens} tokens. Please reduce the length of the messages.",
                     "invalid_request_error",
                     "context_length_exceeded",
@@ -417,7 +470,13 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 return  # server is stopping: drop the connection
             if reply.status != 200:
                 code = reply.error_code
-                self._send_error(reply.status, reply.error_message or f"scripted error {reply.status}", reply.error_type, code, headers=reply.headers)
+                self._send_error(
+                    reply.status,
+                    reply.error_message or f"scripted error {reply.status}",
+                    reply.error_type,
+                    code,
+                    headers=reply.headers,
+                )
                 return
             self._answer(body, reply, prompt_tokens)
 
@@ -426,12 +485,19 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 {
                     "id": c.id or server._next_call_id(),
                     "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments if isinstance(c.arguments, str) else json.dumps(dict(c.arguments))},
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments
+                        if isinstance(c.arguments, str)
+                        else json.dumps(dict(c.arguments)),
+                    },
                 }
                 for c in reply.tool_calls
             ]
             finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-            completion_tokens = _estimate_text_tokens(reply.text) + sum(_estimate_text_tokens(c["function"]["arguments"]) + 3 for c in calls)
+            completion_tokens = _estimate_text_tokens(reply.text) + sum(
+                _estimate_text_tokens(c["function"]["arguments"]) + 3 for c in calls
+            )
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
             if reply.usage:
                 usage.update({k: int(v) for k, v in reply.usage.items()})
@@ -440,7 +506,16 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             created = int(time.time())
             rid = f"chatcmpl-local-{server._next_call_id()}"
             if body.get("stream"):
-                self._stream(rid, created, model, reply, calls, finish, usage, bool((body.get("stream_options") or {}).get("include_usage")))
+                self._stream(
+                    rid,
+                    created,
+                    model,
+                    reply,
+                    calls,
+                    finish,
+                    usage,
+                    bool((body.get("stream_options") or {}).get("include_usage")),
+                )
                 return
             message: JSON = {"role": "assistant", "content": reply.text}
             if calls:
@@ -457,7 +532,17 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 },
             )
 
-        def _stream(self, rid: str, created: int, model: str, reply: Reply, calls: list[JSON], finish: str, usage: JSON, include_usage: bool) -> None:
+        def _stream(
+            self,
+            rid: str,
+            created: int,
+            model: str,
+            reply: Reply,
+            calls: list[JSON],
+            finish: str,
+            usage: JSON,
+            include_usage: bool,
+        ) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -465,9 +550,18 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.close_connection = True
 
-            def chunk(delta: JSON, finish_reason: str | None = None, with_usage: JSON | None = None, no_choice: bool = False) -> bytes:
+            def chunk(
+                delta: JSON,
+                finish_reason: str | None = None,
+                with_usage: JSON | None = None,
+                no_choice: bool = False,
+            ) -> bytes:
                 obj: JSON = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model}
-                obj["choices"] = [] if no_choice else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+                obj["choices"] = (
+                    []
+                    if no_choice
+                    else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+                )
                 if with_usage is not None:
                     obj["usage"] = with_usage
                 return f"data: {json.dumps(obj)}\n\n".encode()
@@ -478,8 +572,25 @@ def _make_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 for i in range(0, len(text), server.chunk_chars):
                     yield chunk({"content": text[i : i + server.chunk_chars]})
                 for index, call in enumerate(calls):
-                    yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]})
-                    yield chunk({"tool_calls": [{"index": index, "function": {"arguments": call["function"]["arguments"]}}]})
+                    yield chunk(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": index,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": call["function"]["name"], "arguments": ""},
+                                }
+                            ]
+                        }
+                    )
+                    yield chunk(
+                        {
+                            "tool_calls": [
+                                {"index": index, "function": {"arguments": call["function"]["arguments"]}}
+                            ]
+                        }
+                    )
                 yield chunk({}, finish)
                 if include_usage:
                     yield chunk({}, with_usage=usage, no_choice=True)

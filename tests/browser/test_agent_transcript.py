@@ -17,8 +17,10 @@ from ipython_compact.testing.model_server import ModelServer, RecordedRequest, R
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 NB = "agent-transcript.ipynb"
-ANSWER = ("The best month was **March**.\n\n| month | sales |\n|---|---|\n| March | 1234 |\n\n"
-          "Note: <img src=x onerror=\"window.__agentPwned=1\"> " + " ".join(f"detail{i}" for i in range(120)))
+ANSWER = (
+    "The best month was **March**.\n\n| month | sales |\n|---|---|\n| March | 1234 |\n\n"
+    'Note: <img src=x onerror="window.__agentPwned=1"> ' + " ".join(f"detail{i}" for i in range(120))
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,9 @@ def reply(req: RecordedRequest) -> Reply:
 def test_agent_transcript_in_jupyterlab(page: Any, shot: Callable[[str], None]) -> None:
     with ModelServer(reply, model="local", context_window=60000) as srv:
         run_cell(page, "%load_ext ipython_compact")
-        run_cell(page, f"%config AgentConfig.model = 'local'\n%config AgentConfig.base_url = '{srv.base_url}'")
+        run_cell(
+            page, f"%config AgentConfig.model = 'local'\n%config AgentConfig.base_url = '{srv.base_url}'"
+        )
         run_cell(page, "%%agent\nWhich month sold best?")
     cell = page.locator(".jp-Cell").filter(has_text="Which month sold best?").first
     outputs = cell.locator(".jp-OutputArea-output")

@@ -43,7 +43,8 @@ CELL_OUTPUTS = """(index) => {
     const out = [];
     for (let i = 0; i < cell.outputArea.model.length; i++) {
         const data = cell.outputArea.model.get(i).data;
-        out.push({keys: Object.keys(data), preferred: panel.content.rendermime.preferredMimeType(data, 'any')});
+        const preferred = panel.content.rendermime.preferredMimeType(data, 'any');
+        out.push({keys: Object.keys(data), preferred});
     }
     const node = cell.outputArea.node;
     return {outputs: out, tables: node.querySelectorAll('table.ipython-compact').length,
@@ -71,14 +72,17 @@ def test_every_report_magic_renders_its_table_in_lab(page: Any, shot: Callable[[
         assert seen["outputs"], f"{line}: no output"
         for output in seen["outputs"]:
             assert "application/json" not in output["keys"], f"{line}: {output['keys']}"
-            assert output["preferred"] == "text/html", f"{line}: Lab picks {output['preferred']} of {output['keys']}"
+            assert output["preferred"] == "text/html", (
+                f"{line}: Lab picks {output['preferred']} of {output['keys']}"
+            )
         assert seen["jsonTrees"] == 0, f"{line}: rendered as a JSON tree"
         assert seen["tables"] >= 1, f"{line}: no report table in {seen['text'][:300]!r}"
         assert expected in seen["text"], f"{line}: {expected!r} not in {seen['text'][:300]!r}"
 
 
-
-def test_panel_restore_asks_before_replacing_a_name_defined_since(page: Any, shot: Callable[[str], None]) -> None:
+def test_panel_restore_asks_before_replacing_a_name_defined_since(
+    page: Any, shot: Callable[[str], None]
+) -> None:
     """After a restart the user defines ``ledger`` again, then presses Restore: the snapshot's
     ``ledger`` is not bound; the panel lists it and asks; Overwrite takes the snapshot's value."""
     ensure_panel_ready(page)
@@ -101,7 +105,9 @@ def test_panel_restore_asks_before_replacing_a_name_defined_since(page: Any, sho
     banner = page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restore-kept"]')
     banner.wait_for(timeout=30_000)
     assert "ledger" in banner.inner_text() and "untouched" not in banner.inner_text()
-    assert "Not overwritten (you defined them since): ledger" in page.inner_text(f"{PANEL} .jp-IpythonCompact-result")
+    assert ("Not overwritten (you defined them since): ledger") in page.inner_text(
+        f"{PANEL} .jp-IpythonCompact-result"
+    )
     shot("restore-asks-before-overwriting")
     run_cell(page, "print(repr(ledger), repr(untouched))")
     assert "'my new value' 'kept'" in page.evaluate(CELL_OUTPUTS, _last_run(page))["text"]
@@ -125,24 +131,41 @@ def _last_run(page: Any) -> int:
 
 
 def _column(page: Any, index: int) -> list[str]:
-    return [t.strip() for t in page.locator(
-        f"{PANEL} .jp-IpythonCompact-names tbody tr td:nth-child({index})").all_inner_texts()]
+    return [
+        t.strip()
+        for t in page.locator(
+            f"{PANEL} .jp-IpythonCompact-names tbody tr td:nth-child({index})"
+        ).all_inner_texts()
+    ]
 
 
 def test_namespace_table_sorts_by_column_and_previews_values(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
-    run_cell(page, "%reset -f\nbig = list(range(5000))\nmid = 'a' * 300\nsmall = 7\nlabel = 'kelvin'\n"
-                   "gen = (i for i in range(3))")
-    page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-names tbody tr').length === 5")
+    run_cell(
+        page,
+        "%reset -f\nbig = list(range(5000))\nmid = 'a' * 300\nsmall = 7\nlabel = 'kelvin'\n"
+        "gen = (i for i in range(3))",
+    )
+    page.wait_for_function(
+        f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-names tbody tr').length === 5"
+    )
     assert _column(page, 1) == ["big", "gen", "label", "mid", "small"]  # by name, the default
     values = dict(zip(_column(page, 1), _column(page, 4), strict=True))
-    assert values["small"] == "7" and values["label"] == "'kelvin'" and values["big"] == "" and values["gen"] == ""
+    assert (
+        values["small"] == "7"
+        and values["label"] == "'kelvin'"
+        and values["big"] == ""
+        and values["gen"] == ""
+    )
     page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').click()
     header = page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]')
     assert header.get_attribute("aria-sort") == "descending"
     assert _column(page, 1)[0] == "big"  # largest first
     page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').click()
-    assert page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').get_attribute("aria-sort") == "ascending"
+    assert (
+        page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').get_attribute("aria-sort")
+        == "ascending"
+    )
     assert _column(page, 1)[-1] == "big"
     page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="type"]').click()
     types = _column(page, 2)

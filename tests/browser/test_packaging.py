@@ -42,8 +42,21 @@ def test_wheel_carries_the_prebuilt_extension(tmp_path: Path) -> None:
     # No build isolation: the venv already has hatchling and hatch-jupyter-builder, and the
     # extension is already built (skip-if-exists), so this needs neither network nor npm.
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
-        cwd=REPO, check=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            ".",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=180,
     )
     wheels = list(tmp_path.glob("ipython_compact-*.whl"))
     assert len(wheels) == 1
@@ -59,13 +72,18 @@ def test_wheel_carries_the_prebuilt_extension(tmp_path: Path) -> None:
     assert prefix + meta["jupyterlab"]["_build"]["load"] in names
     assert not any("node_modules" in n for n in names)
     # The server extension that keeps the panel's subshell statuses out of the kernel's busy/idle.
-    assert server_config["ServerApp"]["jpserver_extensions"] == {"ipython_compact.jupyter.server_extension": True}
+    assert server_config["ServerApp"]["jpserver_extensions"] == {
+        "ipython_compact.jupyter.server_extension": True
+    }
 
 
 def test_jupyterlab_reports_the_extension_enabled() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "jupyterlab.labextensions", "list"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     text = out.stdout + out.stderr
     line = next((ln for ln in text.splitlines() if "ipython-compact" in ln), "")

@@ -41,12 +41,15 @@ def notebooks() -> tuple[str, ...]:
 
 
 def _subshells(page: Any) -> list[str]:
-    return list(page.evaluate(
-        """async () => {
+    return list(
+        page.evaluate(
+            """async () => {
             const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
             const reply = await k.requestListSubshell({}).done;
             return reply.content.subshell_id;
-        }"""))
+        }"""
+        )
+    )
 
 
 def test_panel_opens_and_offers_to_load_the_extension(page: Any, shot: Callable[[str], None]) -> None:
@@ -108,9 +111,9 @@ def test_namespace_is_answered_while_a_long_cell_runs(page: Any, shot: Callable[
     page.wait_for_selector(f'{PANEL}[data-busy="false"]')
 
 
-
-
-def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any, shot: Callable[[str], None]) -> None:
+def test_compact_adds_a_timeline_entry_with_a_rendered_summary(
+    page: Any, shot: Callable[[str], None]
+) -> None:
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
     run_cell(page, SEED_TRANSCRIPT.strip())
@@ -141,12 +144,18 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(page: Any, shot: 
     # Rendered, not dumped: the checkpoint's headings/lists became elements.
     assert summary.locator("h3, h4, h5, h6, li").count() > 0
     # The plan kept the recent tail verbatim; the card says how much (the kernel counts it).
-    assert re.search(r"\b[1-9]\d* kept messages?\b", card.first.locator(".jp-IpythonCompact-kept").inner_text())
+    assert re.search(
+        r"\b[1-9]\d* kept "
+        r"messages?\b",
+        card.first.locator(".jp-IpythonCompact-kept").inner_text(),
+    )
     card.first.scroll_into_view_if_needed()
     shot("06-compaction-timeline")
 
 
-def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any, shot: Callable[[str], None]) -> None:
+def test_restart_is_noticed_and_restore_brings_a_variable_back(
+    page: Any, shot: Callable[[str], None]
+) -> None:
     ensure_panel_ready(page)
     run_cell(page, "gamma = {'city': 'Lyon', 'rows': 3}")
     name_row(page, "gamma").wait_for()
@@ -176,9 +185,14 @@ def test_restart_is_noticed_and_restore_brings_a_variable_back(page: Any, shot: 
 
 def test_summary_renderer_shows_hostile_text_as_text(page: Any, shot: Callable[[str], None]) -> None:
     payload = {
-        "id": "e-x", "timestamp": "2026-01-01T00:00:00Z", "reason": "threshold",
-        "tokens_before": 120000, "tokens_after": 18000, "first_kept_entry_id": "e-9", "kept_entries": 4,
-        "summary": "## Goal\n- keep **totals** in `df`\n<img src=x onerror=\"window.__pwned=1\">",
+        "id": "e-x",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "reason": "threshold",
+        "tokens_before": 120000,
+        "tokens_after": 18000,
+        "first_kept_entry_id": "e-9",
+        "kept_entries": 4,
+        "summary": '## Goal\n- keep **totals** in `df`\n<img src=x onerror="window.__pwned=1">',
     }
     code = (
         "from IPython.display import display\n"
@@ -214,8 +228,11 @@ def test_compact_magic_outputs_use_the_renderers(page: Any, shot: Callable[[str]
     run_cell(page, SEED_TRANSCRIPT.strip())
     run_cell(page, "%compact now revenue")
     page.wait_for_function(
-        "(n) => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output .jp-IpythonCompact-card').length > n",
-        arg=before, timeout=60_000)
+        "(n) => document.querySelectorAll('.jp-Notebook .jp-OutputArea-output "
+        ".jp-IpythonCompact-card').length > n",
+        arg=before,
+        timeout=60_000,
+    )
     card = cards.last
     assert card.locator(".jp-IpythonCompact-reason").inner_text() == "manual"
     assert "→" in card.locator(".jp-IpythonCompact-tokens").inner_text()
@@ -224,7 +241,9 @@ def test_compact_magic_outputs_use_the_renderers(page: Any, shot: Callable[[str]
     shot("11-magic-outputs")
 
 
-def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, shot: Callable[[str], None], lab_server: Any) -> None:
+def test_without_subshells_the_panel_says_busy_instead_of_freezing(
+    page: Any, shot: Callable[[str], None], lab_server: Any
+) -> None:
     # The same switch JupyterLab's "commsOverSubshells" setting flips; a kernel or a Lab without
     # subshells behaves this way: comm requests would queue behind the running cell.
     lab_server.put_notebook("no-subshells.ipynb")
@@ -243,8 +262,10 @@ def test_without_subshells_the_panel_says_busy_instead_of_freezing(page: Any, sh
     page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
     note = page.locator(f"{PANEL} .jp-IpythonCompact-note")
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-note').textContent.includes('Kernel busy')",
-        timeout=5_000)
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-note').textContent.includes('Kernel "
+        f"busy')",
+        timeout=5_000,
+    )
     assert "no subshells" in note.inner_text()
     assert name_row(page, "epsilon").count() == 0
     assert page.get_attribute(PANEL, "data-busy") == "true"
@@ -262,10 +283,14 @@ def test_panel_follows_the_dark_theme(page: Any, shot: Callable[[str], None]) ->
     show_notebook(page, NOTEBOOK)
     background = f"() => getComputedStyle(document.querySelector('{PANEL}')).backgroundColor"
     light = page.evaluate(background)
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+    )
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
     page.wait_for_function(f"(light) => ({background})() !== light", arg=light, timeout=10_000)
     page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
     shot("13-dark-theme")
-    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
+    )
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)

@@ -36,15 +36,20 @@ def notebooks() -> tuple[str, ...]:
 
 def _kernel_status(page: Any) -> dict[str, str]:
     """The status the browser shows: the kernel connection's and the status bar's text."""
-    return dict(page.evaluate(
-        """() => {
+    return dict(
+        page.evaluate(
+            """() => {
             const w = window.jupyterapp.shell.currentWidget;
-            const item = document.querySelector('.jp-StatusBar-Widget .jp-StatusBar-TextItem[title*="Kernel"]')
-                || [...document.querySelectorAll('.jp-StatusBar-TextItem')].find(n => /\\|\\s*(Idle|Busy)/.test(n.textContent));
+            const items = [...document.querySelectorAll('.jp-StatusBar-TextItem')];
+            const titled = '.jp-StatusBar-Widget .jp-StatusBar-TextItem[title*="Kernel"]';
+            const item = document.querySelector(titled)
+                || items.find(n => /\\|\\s*(Idle|Busy)/.test(n.textContent));
             return {kernel: w.sessionContext.session.kernel.status,
                     display: w.sessionContext.kernelDisplayStatus,
                     bar: item ? item.textContent : ''};
-        }"""))
+        }"""
+        )
+    )
 
 
 def _server_state(lab_server: Any, page: Any) -> str:
@@ -67,7 +72,9 @@ def test_status_bar_says_busy_while_a_cell_runs_with_the_panel_open(
     # Give the poll (every 2 s) a second round trip on the subshell, then look.
     page.wait_for_function(
         f"(t) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt) > t",
-        arg=names_updated_at(page), timeout=6_000)
+        arg=names_updated_at(page),
+        timeout=6_000,
+    )
     status = _kernel_status(page)
     assert page.get_attribute(PANEL, "data-busy") == "true", "the cell ended before the check"
     page.locator(".jp-StatusBar-Widget").first.scroll_into_view_if_needed()

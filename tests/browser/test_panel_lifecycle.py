@@ -36,14 +36,20 @@ def notebooks() -> tuple[str, ...]:
 
 
 def _kernel_id(page: Any, path: str) -> str:
-    return str(page.evaluate(
-        """(path) => {
+    return str(
+        page.evaluate(
+            """(path) => {
             const w = window.jupyterapp.shell.widgets('main').find(x => x.context && x.context.path === path);
             return w.sessionContext.session.kernel.id;
-        }""", path))
+        }""",
+            path,
+        )
+    )
 
 
-def _census_settles(lab_server: LabServer, kernel_id: str, expected: tuple[int, int], timeout: float = 15) -> None:
+def _census_settles(
+    lab_server: LabServer, kernel_id: str, expected: tuple[int, int], timeout: float = 15
+) -> None:
     deadline = time.monotonic() + timeout
     seen = lab_server.kernel_census(kernel_id)
     while seen != expected and time.monotonic() < deadline:
@@ -87,6 +93,7 @@ def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server
         await app.commands.execute('application:close');
     }""")
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(OTHER)}", timeout=10_000)
+        f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(OTHER)}", timeout=10_000
+    )
     assert any(k["id"] == kernel_id for k in lab_server.api("GET", "/api/kernels"))
     _census_settles(lab_server, kernel_id, (0, 0))

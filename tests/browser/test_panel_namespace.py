@@ -1,11 +1,13 @@
-"""The panel in a plain notebook, with a large namespace, and under an output flood (real Chromium, real kernel).
+"""The panel in a plain notebook, with a large namespace, and under an output flood (real Chromium, real
+kernel).
 
 A plain notebook (nothing talks to a model) says what the context gauge is for and disables
 Compact/Preview with that reason; counts read "1 compaction", not "1 compactions"; a timeline card
 shows its compaction's focus. A namespace of 10,000 names is counted in full, filtered by name and
 drawn 200 rows at a time, and a poll that finds the same names keeps the table it drew. A cell that
 floods its output (the server's IOPub rate limiter drops the panel's replies) until the panel shows
-the flood never puts the panel in an error state, and the panel shows fresh names once the cell ends. Each step saves a screenshot.
+the flood never puts the panel in an error state, and the panel shows fresh names once the cell ends. Each
+step saves a screenshot.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def test_a_plain_notebook_says_what_the_gauge_is_for(page: Any, shot: Callable[[
     # Disabled, Compact no longer looks like the primary action (no brand-blue fill).
     colours = page.evaluate(
         f"""() => [...document.querySelectorAll('{PANEL} .jp-IpythonCompact-actions button')].map(
-            b => [b.dataset.action, getComputedStyle(b).backgroundColor])""")
+            b => [b.dataset.action, getComputedStyle(b).backgroundColor])"""
+    )
     by_action = dict(colours)
     assert by_action["compact"] == by_action["preview"], colours
     for action in ("snapshot", "restore"):
@@ -82,7 +85,8 @@ def test_ten_thousand_names_are_counted_filtered_and_paged(page: Any, shot: Call
     run_cell(page, "globals().update({f'v{i:05d}': i for i in range(10_000)})")
     page.wait_for_function(
         f"() => document.querySelector('{PANEL} .jp-IpythonCompact-nsCount').textContent === '10,000 names'",
-        timeout=15_000)
+        timeout=15_000,
+    )
     assert _rows(page) == 200
     more = page.locator(f'{PANEL} button[data-action="more-names"]')
     assert more.inner_text() == "Showing 200 of 10,000 · show 200 more"
@@ -109,12 +113,15 @@ def test_ten_thousand_names_are_counted_filtered_and_paged(page: Any, shot: Call
     assert _count_text(page) == "10,000 names" and _rows(page) == 200
 
     # A refresh that finds the same names keeps the table element; a changed namespace rebuilds it.
-    page.evaluate(f"() => {{ document.querySelector('{PANEL} .jp-IpythonCompact-names').dataset.mark = 'kept'; }}")
+    page.evaluate(
+        f"() => {{ document.querySelector('{PANEL} .jp-IpythonCompact-names').dataset.mark = 'kept'; }}"
+    )
     before = names_updated_at(page)
     page.locator(f'{PANEL} button[data-action="refresh-names"]').click()
     page.wait_for_function(
         f"(t) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt) > t",
-        arg=before)
+        arg=before,
+    )
     assert page.locator(f'{PANEL} .jp-IpythonCompact-names[data-mark="kept"]').count() == 1
     run_cell(page, "aaa_new = 1")
     name_row(page, "aaa_new").wait_for()
@@ -163,7 +170,8 @@ flood_done = True"""
 
 
 def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(
-        page: Any, shot: Callable[[str], None], lab_server: LabServer) -> None:
+    page: Any, shot: Callable[[str], None], lab_server: LabServer
+) -> None:
     ensure_panel_ready(page)
     stop = lab_server.root / "flood-stop"
     stop.unlink(missing_ok=True)
@@ -183,12 +191,16 @@ def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(
     phases.append(time.monotonic())
     page.wait_for_selector(f'{PANEL}[data-busy="false"]', timeout=120_000)  # caps: the page may draw slowly
     phases.append(time.monotonic())
-    page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=120_000)
+    page.wait_for_function(
+        f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=120_000
+    )
     phases.append(time.monotonic())
     assert names_updated_at(page) > started
     seen = page.evaluate("() => { window.clearInterval(window.__floodMonitor); return window.__floodSeen; }")
     assert len(seen) > 10
-    bad = [s for s in seen if s["state"] != "ready" or s["problems"] or s["banner"] or s["noteKind"] == "error"]
+    bad = [
+        s for s in seen if s["state"] != "ready" or s["problems"] or s["banner"] or s["noteKind"] == "error"
+    ]
     assert bad == [], [(s["note"], s["problems"], s["banner"]) for s in bad[:5]]
     flooded = [s for s in seen if s["flooding"] == "true"]
     assert flooded
@@ -197,9 +209,12 @@ def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(
     # The flood ended because the panel saw it (the stop file), not at the safety bound.
     lines = int(name_row(page, "flood_lines").locator(".jp-IpythonCompact-value").inner_text())
     assert 0 < lines < FLOOD_BOUND
-    print(f"panel samples: {len(seen)}, flooding in {len(flooded)}, output messages {lines:,}; after the stop "
-          f"(s): flood_done listed {phases[1] - phases[0]:.1f}, idle {phases[2] - phases[0]:.1f}, "
-          f"calm {phases[3] - phases[0]:.1f}")
+    print(
+        f"panel samples: {len(seen)}, flooding in {len(flooded)}, output messages {lines:,}; after the "
+        f"stop "
+        f"(s): flood_done listed {phases[1] - phases[0]:.1f}, idle {phases[2] - phases[0]:.1f}, "
+        f"calm {phases[3] - phases[0]:.1f}"
+    )
     # The cell finished: the line after the loop ran (`flood_done` above), and the prompt shows its count.
     prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(-2).locator(".jp-InputPrompt").inner_text()
     assert re.fullmatch(r"\[\d+\]:", prompt.strip()), prompt
@@ -222,8 +237,10 @@ def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: C
     card.wait_for(timeout=60_000)
     assert card.locator(".jp-IpythonCompact-cardFocus").inner_text() == "focus: revenue totals"
     page.wait_for_function(
-        f"() => / · 1 compaction$/.test(document.querySelector('{PANEL} .jp-IpythonCompact-facts').textContent)",
-        timeout=15_000)
+        f"() => / · 1 compaction$/.test(document.querySelector('{PANEL} "
+        f".jp-IpythonCompact-facts').textContent)",
+        timeout=15_000,
+    )
     facts = page.inner_text(f"{PANEL} .jp-IpythonCompact-facts")
     assert re.fullmatch(r"[\d,]+ entries · 1 compaction", facts), facts
     page.locator(f"{PANEL} .jp-IpythonCompact-gauge").scroll_into_view_if_needed()
@@ -235,8 +252,10 @@ def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: C
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "")
     _button(page, "compact").click()
     page.wait_for_function(
-        f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card').length === 2",
-        timeout=60_000)
+        f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-timeline "
+        f".jp-IpythonCompact-card').length === 2",
+        timeout=60_000,
+    )
     cards = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card")
     assert cards.nth(0).locator(".jp-IpythonCompact-cardFocus").count() == 1
     assert cards.nth(1).locator(".jp-IpythonCompact-cardFocus").count() == 0

@@ -34,6 +34,7 @@ NB_B = "switch-b.ipynb"
 def notebooks() -> tuple[str, ...]:
     return (NB_A, NB_B)
 
+
 # A transcript whose first tool output (401 lines) is externalized by compaction: the summary then
 # holds the pointer "[entry <id> · 401 lines · recall <id>]". One message carries hostile markup.
 SEED = """
@@ -56,9 +57,11 @@ def _seed_big_output():
     ]
     for i in range(10):
         items.append(("message", {"message": {"role": "user", "timestamp": 1765233666000 + i,
-            "content": [{"type": "text", "text": f"Step {i}: check the quartz library path and rerun. " * 6}]}}))
+            "content": [{"type": "text",
+                         "text": f"Step {i}: check the quartz library path and rerun. " * 6}]}}))
         items.append(("message", {"message": {"role": "assistant", "timestamp": 1765233666500 + i,
-            "content": [{"type": "text", "text": f"Checked step {i}; the quartz path is still missing. " * 6}]}}))
+            "content": [{"type": "text",
+                         "text": f"Checked step {i}; the quartz path is still missing. " * 6}]}}))
     store.append_many(session, items)
     store.close()
 _seed_big_output()
@@ -66,12 +69,13 @@ del _seed_big_output
 """
 
 
-
 def _banner(page: Any) -> Any:
     return page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]')
 
 
-def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any, shot: Callable[[str], None]) -> None:
+def test_restart_banner_and_focus_text_stay_with_their_notebook(
+    page: Any, shot: Callable[[str], None]
+) -> None:
     show_notebook(page, NB_A)
     ensure_panel_ready(page)
     run_cell(page, "kappa = {'unit': 'kelvin'}")
@@ -99,7 +103,8 @@ def test_restart_banner_and_focus_text_stay_with_their_notebook(page: Any, shot:
     assert page.input_value(f"{PANEL} .jp-IpythonCompact-focus") == "focus for A"
     # The panel reconnects on return; the fresh kernel has not loaded the extension yet.
     page.wait_for_function(
-        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)")
+        f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)"
+    )
     assert _banner(page).count() == 1
     shot("15-restart-banner-kept")
     page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
@@ -127,7 +132,9 @@ def test_a_restart_in_a_notebook_not_shown_is_noticed(page: Any) -> None:
     assert _banner(page).count() == 0
 
 
-def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any, shot: Callable[[str], None]) -> None:
+def test_recall_from_a_summary_pointer_and_from_the_search_box(
+    page: Any, shot: Callable[[str], None]
+) -> None:
     show_notebook(page, NB_A)
     ensure_panel_ready(page)
     run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400}")
@@ -162,7 +169,8 @@ def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any, shot: 
     page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", "zebrafish")
     page.press(f"{PANEL} .jp-IpythonCompact-recallInput", "Enter")
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recall').textContent.includes('zebrafish')")
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recall').textContent.includes('zebrafish')"
+    )
     found = page.locator(f"{PANEL} .jp-IpythonCompact-recall .jp-IpythonCompact-hit")
     assert found.count() >= 1
     assert '<img src=x onerror="window.__recallPwned=1">' in found.first.inner_text()
@@ -175,13 +183,17 @@ def test_recall_from_a_summary_pointer_and_from_the_search_box(page: Any, shot: 
     page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", entry_id)
     page.press(f"{PANEL} .jp-IpythonCompact-recallInput", "Enter")
     page.wait_for_function(
-        f"(id) => document.querySelector('{PANEL} .jp-IpythonCompact-recallHead')?.textContent.includes('entry ' + id)",
-        arg=entry_id)
+        f"(id) => document.querySelector('{PANEL} "
+        f".jp-IpythonCompact-recallHead')?.textContent.includes('entry ' + id)",
+        arg=entry_id,
+    )
     assert found.count() == 1 and found.first.get_attribute("data-entry-id") == entry_id
     page.fill(f"{PANEL} .jp-IpythonCompact-recallInput", "xylophoneabsent")
     page.press(f"{PANEL} .jp-IpythonCompact-recallInput", "Enter")
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recallHead')?.textContent.startsWith('0 hits')")
+        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-recallHead')?.textContent.startsWith('0 "
+        f"hits')"
+    )
     assert found.count() == 0
 
 
@@ -194,7 +206,8 @@ def test_after_closing_a_notebook_the_panel_follows_the_next_one(page: Any) -> N
         await app.commands.execute('application:close');
     }""")
     page.wait_for_function(
-        f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(NB_B)}", timeout=10_000)
+        f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(NB_B)}", timeout=10_000
+    )
     show_notebook(page, NB_A)
     ensure_panel_ready(page)
     name_row(page, "kappa").wait_for()
@@ -210,11 +223,13 @@ def test_a_long_name_stays_on_one_line_with_the_full_name_in_its_tooltip(page: A
     # Measured in one go inside the page: the table is redrawn on every answer.
     facts = page.wait_for_function(
         """([panel, longName]) => {
-            const cell = (n) => document.querySelector(`${panel} .jp-IpythonCompact-names tr[data-name="${n}"] td`);
+            const cell = (n) => document.querySelector(
+                `${panel} .jp-IpythonCompact-names tr[data-name="${n}"] td`);
             const long = cell(longName), short = cell('kappa');
             if (!long || !short) { return null; }
             return {title: long.title, longHeight: long.getBoundingClientRect().height,
-                    shortHeight: short.getBoundingClientRect().height, cut: long.scrollWidth > long.clientWidth};
+                    shortHeight: short.getBoundingClientRect().height,
+                    cut: long.scrollWidth > long.clientWidth};
         }""",
         arg=[PANEL, long_name],
     ).json_value()

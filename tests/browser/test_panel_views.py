@@ -41,30 +41,43 @@ def _wide_row(page: Any, name: str) -> Any:
 
 
 def _wide_names(page: Any) -> list[str]:
-    return list(page.evaluate(
-        f"() => [...document.querySelectorAll('{WIDE} .jp-IpythonCompact-nsTable tbody tr')].map(r => r.dataset.name)"))
+    return list(
+        page.evaluate(
+            f"() => [...document.querySelectorAll('{WIDE} .jp-IpythonCompact-nsTable tbody tr')].map(r => "
+            f"r.dataset.name)"
+        )
+    )
 
 
 def test_the_wide_view_shows_whole_types_sorts_filters_and_stays_live(
-        page: Any, shot: Callable[[str], None], lab_server: LabServer) -> None:
+    page: Any, shot: Callable[[str], None], lab_server: LabServer
+) -> None:
     ensure_panel_ready(page)
-    run_cell(page, "import pathlib, collections\n"
-                   "home_path = pathlib.Path('/tmp/some/where')\n"
-                   "gen = (i for i in range(3))\n"
-                   "ordered_counts = collections.OrderedDict(a=1)\n"
-                   "ratio = 0.25\n"
-                   "label = 'hello'\n"
-                   "big = list(range(100_000))")
+    run_cell(
+        page,
+        "import pathlib, collections\n"
+        "home_path = pathlib.Path('/tmp/some/where')\n"
+        "gen = (i for i in range(3))\n"
+        "ordered_counts = collections.OrderedDict(a=1)\n"
+        "ratio = 0.25\n"
+        "label = 'hello'\n"
+        "big = list(range(100_000))",
+    )
     name_row(page, "big").wait_for()
     shot("30-narrow-panel")
     page.locator(f'{PANEL} button[data-action="open-wide"]').click()
     _wide_row(page, "home_path").wait_for()
     # Whole types, with their module; nothing in the table is cut.
     assert _wide_row(page, "home_path").locator(".jp-IpythonCompact-type").inner_text() == "pathlib.PosixPath"
-    assert _wide_row(page, "ordered_counts").locator(".jp-IpythonCompact-type").inner_text() == "collections.OrderedDict"
+    assert (
+        _wide_row(page, "ordered_counts").locator(".jp-IpythonCompact-type").inner_text()
+        == "collections.OrderedDict"
+    )
     cut = page.evaluate(
-        f"() => [...document.querySelectorAll('{WIDE} .jp-IpythonCompact-nsTable td:not(.jp-IpythonCompact-value)')]"
-        ".filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent)")
+        f"() => [...document.querySelectorAll('{WIDE} .jp-IpythonCompact-nsTable "
+        f"td:not(.jp-IpythonCompact-value)')]"
+        ".filter(td => td.scrollWidth > td.clientWidth + 1).map(td => td.textContent)"
+    )
     assert cut == []
     # A value preview, and why a value would not survive a restart.
     assert _wide_row(page, "ratio").locator(".jp-IpythonCompact-value").inner_text() == "0.25"
@@ -88,8 +101,12 @@ def test_the_wide_view_shows_whole_types_sorts_filters_and_stays_live(
     go.unlink(missing_ok=True)
     show_notebook(page, NOTEBOOK)  # the wide view stays open beside it
     assert page.locator(WIDE).is_visible()
-    run_cell(page, "import pathlib, time\nlive_while_running = 1\n"
-                   "while not pathlib.Path('wide-go').exists():\n    time.sleep(0.05)", wait=False)
+    run_cell(
+        page,
+        "import pathlib, time\nlive_while_running = 1\n"
+        "while not pathlib.Path('wide-go').exists():\n    time.sleep(0.05)",
+        wait=False,
+    )
     try:
         page.wait_for_selector(f'{PANEL}[data-busy="true"]')
         _wide_row(page, "live_while_running").wait_for(timeout=30_000)
@@ -106,7 +123,8 @@ def _seed_calls():
     from ipython_compact.store import SessionStore
     root = compact.status()["session"]
     store = SessionStore(paths.database_path())
-    for child, parent, name in [(root + "/sub-1", root, "researcher"), (root + "/sub-1/a", root + "/sub-1", "fetcher"),
+    for child, parent, name in [(root + "/sub-1", root, "researcher"),
+                                (root + "/sub-1/a", root + "/sub-1", "fetcher"),
                                 (root + "/sub-2", root, "summarizer")]:
         store.ensure_session(child)
         store.append(child, "custom", {"custom_type": "parent_link", "parent_session": parent,
@@ -120,9 +138,13 @@ CALLS = f"{PANEL} .jp-IpythonCompact-calls"
 
 
 def _call_tree(page: Any) -> list[tuple[str, str]]:
-    return [tuple(x) for x in page.evaluate(
-        f"() => [...document.querySelectorAll('{CALLS} li')].map("
-        "li => [li.dataset.depth, li.querySelector('.jp-IpythonCompact-callName').textContent])")]
+    return [
+        tuple(x)
+        for x in page.evaluate(
+            f"() => [...document.querySelectorAll('{CALLS} li')].map("
+            "li => [li.dataset.depth, li.querySelector('.jp-IpythonCompact-callName').textContent])"
+        )
+    ]
 
 
 def test_the_timeline_shows_the_call_tree_of_sub_agents(page: Any, shot: Callable[[str], None]) -> None:
@@ -130,8 +152,12 @@ def test_the_timeline_shows_the_call_tree_of_sub_agents(page: Any, shot: Callabl
     assert page.locator(CALLS).is_hidden()  # no sub-agent yet: no tree
     run_cell(page, SEED_CALLS.strip())
     page.wait_for_function(f"() => document.querySelectorAll('{CALLS} li').length === 4", timeout=30_000)
-    assert _call_tree(page) == [("0", "this session"), ("1", "└ researcher"), ("2", "└ fetcher"),
-                                ("1", "└ summarizer")]
+    assert _call_tree(page) == [
+        ("0", "this session"),
+        ("1", "└ researcher"),
+        ("2", "└ fetcher"),
+        ("1", "└ summarizer"),
+    ]
     assert page.inner_text(f"{CALLS} .jp-IpythonCompact-callsHead") == "Call tree · 3 sub-agents"
     page.locator(CALLS).scroll_into_view_if_needed()
     shot("33-call-tree")
@@ -141,8 +167,9 @@ def test_a_hundred_thousand_names_are_all_listed(page: Any, shot: Callable[[str]
     ensure_panel_ready(page)
     run_cell(page, "globals().update({f'w{i:06d}': i for i in range(100_000)})")
     count = f"{PANEL} .jp-IpythonCompact-nsCount"
-    page.wait_for_function(f"() => Number(document.querySelector('{count}').dataset.total) >= 100000",
-                           timeout=60_000)
+    page.wait_for_function(
+        f"() => Number(document.querySelector('{count}').dataset.total) >= 100000", timeout=60_000
+    )
     filt = page.locator(f"{PANEL} .jp-IpythonCompact-nsFilter")
     filt.fill("w0")
     assert page.get_attribute(count, "data-matching") == "100000"
@@ -154,12 +181,14 @@ def test_a_hundred_thousand_names_are_all_listed(page: Any, shot: Callable[[str]
     shot("34-hundred-thousand-names")
     filt.fill("")
     run_cell(page, "for _k in [k for k in globals() if k.startswith('w0')]:\n    del globals()[_k]")
-    page.wait_for_function(f"() => Number(document.querySelector('{count}').dataset.total) < 1000",
-                           timeout=60_000)
+    page.wait_for_function(
+        f"() => Number(document.querySelector('{count}').dataset.total) < 1000", timeout=60_000
+    )
 
 
 def test_after_a_restart_the_snapshot_gauge_and_tree_show_before_loading(
-        page: Any, shot: Callable[[str], None]) -> None:
+    page: Any, shot: Callable[[str], None]
+) -> None:
     ensure_panel_ready(page)
     run_cell(page, "kept_n = 42\nkept_text = 'persisted'")
     name_row(page, "kept_n").wait_for()

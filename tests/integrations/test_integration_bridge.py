@@ -35,7 +35,9 @@ def test_concurrent_calls_from_threads_each_get_their_own_result(bridge: Subcall
     rng = random.Random(7)
     delays = [rng.random() / 20 for _ in range(48)]
     with ThreadPoolExecutor(16) as pool:
-        got = list(pool.map(lambda i: call(bridge.url, bridge.token, "echo", [i], {"delay": delays[i]}), range(48)))
+        got = list(
+            pool.map(lambda i: call(bridge.url, bridge.token, "echo", [i], {"delay": delays[i]}), range(48))
+        )
     assert got == list(range(48))
     assert bridge.calls == {"echo": 48}
 
@@ -48,7 +50,9 @@ def test_concurrent_calls_from_threads_each_get_their_own_result(bridge: Subcall
         ("opaque", "TypeError: opaque returned a value JSON cannot carry (object)"),
     ],
 )
-def test_tool_failures_are_raised_with_the_hosts_message(bridge: SubcallBroker, name: str, message: str) -> None:
+def test_tool_failures_are_raised_with_the_hosts_message(
+    bridge: SubcallBroker, name: str, message: str
+) -> None:
     with pytest.raises(HostCallError) as info:
         call(bridge.url, bridge.token, name)
     assert str(info.value).startswith(message)
@@ -72,7 +76,11 @@ def test_a_body_over_the_limit_is_refused_both_ways() -> None:
         with pytest.raises(HostCallError, match=r"request body must be 0\.\.1000 bytes"):
             call(small.url, small.token, "echo", ["x" * 2000])
         assert small.calls == {}
-        with pytest.raises(HostCallError, match=r"the reply is 2,02[0-9] bytes, over the bridge's limit of 1,000"):
+        with pytest.raises(
+            HostCallError,
+            match=r"the reply is 2,02[0-9] bytes, over the bridge's limit of "
+            r"1,000",
+        ):
             call(small.url, small.token, "big")
 
 
@@ -102,7 +110,9 @@ def _serve_once(body: bytes, status: int = 200) -> tuple[http.server.HTTPServer,
         (b"Bad Gateway", 502, "the host answered HTTP 502"),
     ],
 )
-def test_an_answer_that_is_not_the_bridges_reply_is_a_bridge_error(body: bytes, status: int, message: str) -> None:
+def test_an_answer_that_is_not_the_bridges_reply_is_a_bridge_error(
+    body: bytes, status: int, message: str
+) -> None:
     """What a wrong server on the port looks like: an error naming it, never a result."""
     server, thread = _serve_once(body, status)
     try:
@@ -127,6 +137,7 @@ def test_the_bridge_listens_on_loopback_only(bridge: SubcallBroker) -> None:
 
 
 # ---- KernelRunner on a real kernel ------------------------------------------------------------
+
 
 @pytest.fixture
 def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KernelRunner]:
@@ -153,8 +164,14 @@ def test_kernel_threads_calling_tools_concurrently_do_not_cross(runner: KernelRu
 
 @pytest.mark.slow
 def test_submit_ends_the_cell_and_hands_over_the_values(runner: KernelRunner) -> None:
-    outcome = runner.run("print('before')\nSUBMIT(7, 'because')\nprint('after')", submit_fields=["answer", "why"])
-    assert (outcome.kind, outcome.values, outcome.text) == ("submitted", {"answer": 7, "why": "because"}, "before")
+    outcome = runner.run(
+        "print('before')\nSUBMIT(7, 'because')\nprint('after')", submit_fields=["answer", "why"]
+    )
+    assert (outcome.kind, outcome.values, outcome.text) == (
+        "submitted",
+        {"answer": 7, "why": "because"},
+        "before",
+    )
     wrong = runner.run("SUBMIT(1)", submit_fields=["answer", "why"])
     assert wrong.kind == "error" and "SUBMIT needs exactly these fields: answer, why" in wrong.text
 
@@ -162,7 +179,8 @@ def test_submit_ends_the_cell_and_hands_over_the_values(runner: KernelRunner) ->
 @pytest.mark.slow
 def test_a_syntax_error_is_found_before_anything_runs(runner: KernelRunner) -> None:
     assert runner.run("ran = 1\nif True print(2)").kind == "syntax"
-    assert runner.run("%who_ls\nawait __import__('asyncio').sleep(0)").kind == "output"  # magics and top-level await parse
+    # magics and top-level await parse
+    assert runner.run("%who_ls\nawait __import__('asyncio').sleep(0)").kind == "output"
     assert "ran" not in (runner.names() or [])
 
 

@@ -57,7 +57,9 @@ def test_it_is_a_code_interpreter_and_start_is_idempotent(interp: KernelInterpre
         ("undefined_tool(1)", CodeExecutionError, "NameError"),
     ],
 )
-def test_errors_are_recoverable_or_syntax_errors(interp: KernelInterpreter, code: str, error: type, match: str) -> None:
+def test_errors_are_recoverable_or_syntax_errors(
+    interp: KernelInterpreter, code: str, error: type, match: str
+) -> None:
     with pytest.raises(error, match=match):
         interp.execute(code)
     assert interp.execute("print('still alive')") == "still alive"
@@ -92,7 +94,11 @@ def test_restore_after_a_death_is_opt_in_and_the_model_is_told(no_network: list[
     it = KernelInterpreter(snapshot_dir=str(tmp_path / "snaps"), restore_after_death=True)
     try:
         it.execute("kept = {'a': 1}")
-        with pytest.raises(CodeExecutionError, match=r"restarted[\s\S]*Restored from the last snapshot: kept\."):
+        with pytest.raises(
+            CodeExecutionError,
+            match=r"restarted[\s\S]*Restored from the last snapshot: "
+            r"kept\.",
+        ):
             it.execute("import os; os.kill(os.getpid(), 9)")
         assert it.execute("print(kept)") == "{'a': 1}"
     finally:
@@ -110,8 +116,12 @@ def test_shutdown_is_final(no_network: list[str]) -> None:
 
 # ---- CompactRLM end to end ---------------------------------------------------------------------
 
+
 def _action(reasoning: str, code: str) -> str:
-    return f"[[ ## reasoning ## ]]\n{reasoning}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n[[ ## completed ## ]]"
+    return (
+        f"[[ ## reasoning ## ]]\n{reasoning}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n[[ ## "
+        f"completed ## ]]"
+    )
 
 
 def _prompt(req: RecordedRequest) -> str:
@@ -133,9 +143,12 @@ class Scripted:
             return "sub-answer"  # llm_query
         self.step += 1
         if self.step <= self.steps:
-            return _action(f"read chunk {self.step}",
-                           f"part{self.step} = {self.step}\nprint('MARK-{self.step}', context[:10], '#' * {self.filler})\n"
-                           f"print(llm_query('what is in chunk {self.step}?'))")
+            return _action(
+                f"read chunk {self.step}",
+                f"part{self.step} = {self.step}\nprint('MARK-{self.step}', context[:10], '#' * "
+                f"{self.filler})\n"
+                f"print(llm_query('what is in chunk {self.step}?'))",
+            )
         if self.step == self.steps + 1:
             return _action("look back", "print(recall('MARK-1')[:300])")
         total = " + ".join(f"part{i}" for i in range(1, self.steps + 1))
@@ -148,8 +161,13 @@ def test_compact_rlm_compacts_logs_and_recalls_end_to_end(no_network: list[str],
     with ModelServer(script=script) as srv:
         lm = dspy.LM("openai/scripted", api_base=srv.base_url, api_key="test", cache=False, num_retries=0)
         store = SessionStore(tmp_path / "log.db")
-        rlm = CompactRLM("context, query -> answer", store=store, window_tokens=16_000,
-                         settings=CompactionSettings(reserve_tokens=4_000, keep_recent_tokens=3_000), max_iters=20)
+        rlm = CompactRLM(
+            "context, query -> answer",
+            store=store,
+            window_tokens=16_000,
+            settings=CompactionSettings(reserve_tokens=4_000, keep_recent_tokens=3_000),
+            max_iters=20,
+        )
         with dspy.context(lm=lm):
             pred = rlm(context="corpus " * 2000, query="sum the parts")
         requests = list(srv.chat_requests)
@@ -162,7 +180,9 @@ def test_compact_rlm_compacts_logs_and_recalls_end_to_end(no_network: list[str],
     # Every step is in the session log verbatim, with the compaction and the kernel notice.
     kinds = [e.kind for e in store.entries(rlm.last_session)]
     assert kinds.count("message") == 1 + 2 * log.steps
-    assert kinds.count("compaction") == len(log.checkpoints) and kinds.count("kernel_state") == len(log.checkpoints)
+    assert kinds.count("compaction") == len(log.checkpoints) and kinds.count("kernel_state") == len(
+        log.checkpoints
+    )
     # After the compaction the model saw the checkpoint and the kernel's real names, and not step 1.
     after = [_prompt(r) for r in requests if "compacted; recall(query)" in _prompt(r)]
     assert after, "no request carried a checkpoint"
@@ -177,7 +197,8 @@ def test_compact_rlm_compacts_logs_and_recalls_end_to_end(no_network: list[str],
 
 
 def test_compact_rlm_is_a_drop_in_and_keeps_every_request_inside_a_small_window(
-        no_network: list[str], tmp_path: Path) -> None:
+    no_network: list[str], tmp_path: Path
+) -> None:
     """Issue 22, item 5: dspy.RLM's arguments only (no store, no window); the 4,000-token window comes
     from the server's card, and the prompt really sent is what is measured: no request overflows."""
     steps = 8
@@ -201,8 +222,12 @@ def test_compact_rlm_says_when_it_cannot_tell_the_window(no_network: list[str]) 
         rlm = CompactRLM("context -> answer")
         with dspy.context(lm=lm), pytest.raises(ValueError) as err:
             rlm(context="x")
-    assert str(err.value).startswith("CompactRLM cannot tell the context window of 'openai/scripted': the server at ")
-    assert str(err.value).endswith("litellm's model table does not know 'openai/scripted'; pass window_tokens=...")
+    assert str(err.value).startswith(
+        "CompactRLM cannot tell the context window of 'openai/scripted': the server at "
+    )
+    assert str(err.value).endswith(
+        "litellm's model table does not know 'openai/scripted'; pass window_tokens=..."
+    )
 
 
 def test_compact_rlm_refuses_a_sub_lm_prompt_over_the_window_before_sending_it(no_network: list[str]) -> None:
@@ -228,6 +253,8 @@ def test_compact_rlm_refuses_a_sub_lm_prompt_over_the_window_before_sending_it(n
         step = _prompt(srv.chat_requests[-1])  # the SUBMIT step's prompt carries step 1's output
     assert pred.answer == "ok"
     assert max(sent) <= 4000
-    assert ("""['sub-answer', "[ERROR] llm_query prompt refused before any request: it is 42,000 characters """
-            "(~10,500 tokens) and the sub-LM's 4,000-token window leaves room for about 3,000") in step
+    assert (
+        """['sub-answer', "[ERROR] llm_query prompt refused before any request: it is 42,000 characters """
+        "(~10,500 tokens) and the sub-LM's 4,000-token window leaves room for about 3,000"
+    ) in step
     assert "send smaller slices (llm_query_batched over the pieces)" in step

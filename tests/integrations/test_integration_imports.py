@@ -17,12 +17,15 @@ ENGINE_MODULES = ("dspy", "rlm", "litellm", "tiktoken")
 
 def test_importing_the_package_and_the_shared_adapter_parts_imports_no_engine() -> None:
     code = (
-        "import sys, json, ipython_compact, ipython_compact.compaction.compactor, ipython_compact.agent.loop, "
+        "import sys, json, ipython_compact, ipython_compact.compaction.compactor, "
+        "ipython_compact.agent.loop, "
         "ipython_compact.cli, ipython_compact.integrations, ipython_compact.integrations.kernel_runner, "
         "ipython_compact.integrations.iteration_log, ipython_compact.agent.subcall_broker\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {ENGINE_MODULES!r})))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert json.loads(out.stdout) == []
 
 
@@ -34,8 +37,16 @@ def _private_imports(path: Path) -> list[str]:
             module_parts = (node.module or "").split(".")
             bad += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
             bad += [str(node.module) for p in module_parts if p.startswith("_") and p != "__init__"]
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "ipython_compact." in node.value:
-            bad += [w for w in node.value.replace("'", " ").split() if w.startswith("ipython_compact.") and "._" in w]
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "ipython_compact." in node.value
+        ):
+            bad += [
+                w
+                for w in node.value.replace("'", " ").split()
+                if w.startswith("ipython_compact.") and "._" in w
+            ]
     return bad
 
 

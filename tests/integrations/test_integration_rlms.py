@@ -57,26 +57,41 @@ class Scripted:
             return "sub-answer"  # llm_query
         self.step += 1
         if self.step <= self.steps:
-            return (f"Reading chunk {self.step}.\n```repl\npart{self.step} = {self.step}\n"
-                    f"print('MARK-{self.step}', context[:6], '#' * 7000)\nprint(llm_query('chunk {self.step}?'))\n```")
+            return (
+                f"Reading chunk {self.step}.\n```repl\npart{self.step} = {self.step}\n"
+                f"print('MARK-{self.step}', context[:6], '#' * 7000)\nprint(llm_query('chunk "
+                f"{self.step}?'))\n```"
+            )
         if self.step == self.steps + 1:
             return "```repl\nprint(SHOW_VARS())\n```"
         total = " + ".join(f"part{i}" for i in range(1, self.steps + 1))
         return f"```repl\nanswer['content'] = str({total})\nanswer['ready'] = True\n```"
 
 
-def test_rlms_compacts_with_the_ipython_environment_and_logs_it(no_network: list[str], tmp_path: Path) -> None:
+def test_rlms_compacts_with_the_ipython_environment_and_logs_it(
+    no_network: list[str], tmp_path: Path
+) -> None:
     assert importlib.util.find_spec("tiktoken") is None, "the rlms venv must not have tiktoken (it downloads)"
     store = SessionStore(tmp_path / "log.db")
     steps = 8
     script = Scripted(steps)
     with ModelServer(script=script) as srv:
-        rlm = RLM(backend="openai",
-                  backend_kwargs={"base_url": srv.base_url, "api_key": "test", "model_name": "scripted", "max_retries": 0},
-                  environment="ipython", compaction=True, compaction_threshold_pct=0.75 * WINDOW / RLMS_DEFAULT_LIMIT,
-                  max_iterations=20,
-                  environment_kwargs={"ipython_compact": {"store": store, "session": "run",
-                                                          "snapshot_dir": str(tmp_path / "snaps")}})
+        rlm = RLM(
+            backend="openai",
+            backend_kwargs={
+                "base_url": srv.base_url,
+                "api_key": "test",
+                "model_name": "scripted",
+                "max_retries": 0,
+            },
+            environment="ipython",
+            compaction=True,
+            compaction_threshold_pct=0.75 * WINDOW / RLMS_DEFAULT_LIMIT,
+            max_iterations=20,
+            environment_kwargs={
+                "ipython_compact": {"store": store, "session": "run", "snapshot_dir": str(tmp_path / "snaps")}
+            },
+        )
         result = rlm.completion("corpus " * 1000, root_prompt="sum the parts")
         requests = list(srv.chat_requests)
     assert result.response == str(sum(range(1, steps + 1)))
@@ -96,10 +111,18 @@ def test_rlms_compacts_with_the_ipython_environment_and_logs_it(no_network: list
     assert names == sorted(["context", "context_0", *(f"part{i}" for i in range(1, steps + 1))])
 
 
-def test_a_dead_kernel_comes_back_from_the_snapshot_and_the_model_is_told(no_network: list[str], tmp_path: Path) -> None:
-    env = CompactIPythonEnv(context_payload="the context", cell_timeout=5.0,
-                            ipython_compact={"store": SessionStore(tmp_path / "log.db"), "session": "crash",
-                                             "snapshot_dir": str(tmp_path / "snaps")})
+def test_a_dead_kernel_comes_back_from_the_snapshot_and_the_model_is_told(
+    no_network: list[str], tmp_path: Path
+) -> None:
+    env = CompactIPythonEnv(
+        context_payload="the context",
+        cell_timeout=5.0,
+        ipython_compact={
+            "store": SessionStore(tmp_path / "log.db"),
+            "session": "crash",
+            "snapshot_dir": str(tmp_path / "snaps"),
+        },
+    )
     try:
         assert env.execute_code("kept = [1, 2]").stderr == ""
         died = env.execute_code("import os; os.kill(os.getpid(), 9)")
@@ -113,21 +136,34 @@ def test_a_dead_kernel_comes_back_from_the_snapshot_and_the_model_is_told(no_net
 
 def test_history_is_backed_by_the_log_and_outlives_the_kernel(no_network: list[str], tmp_path: Path) -> None:
     """rlms' compaction prompt tells the model to "check `history`"; it used to be a NameError here."""
-    env = CompactIPythonEnv(context_payload="ctx", cell_timeout=5.0,
-                            ipython_compact={"store": SessionStore(tmp_path / "log.db"), "session": "hist",
-                                             "snapshot_dir": str(tmp_path / "snaps")})
+    env = CompactIPythonEnv(
+        context_payload="ctx",
+        cell_timeout=5.0,
+        ipython_compact={
+            "store": SessionStore(tmp_path / "log.db"),
+            "session": "hist",
+            "snapshot_dir": str(tmp_path / "snaps"),
+        },
+    )
     try:
-        env.append_compaction_entry([{"role": "assistant", "content": "step one"}, {"role": "user", "content": "out 1"}])
+        env.append_compaction_entry(
+            [{"role": "assistant", "content": "step one"}, {"role": "user", "content": "out 1"}]
+        )
         env.append_compaction_entry([{"role": "assistant", "content": "step two"}])
         env.append_compaction_entry({"type": "summary", "content": "did two steps"})
-        seen = env.execute_code("print(len(history), history[0], history[-1]['content'], 'history' in SHOW_VARS())")
+        seen = env.execute_code(
+            "print(len(history), history[0], history[-1]['content'], 'history' in SHOW_VARS())"
+        )
         env.execute_code("import os; os.kill(os.getpid(), 9)")
         again = env.execute_code("print(len(history), history[1][0]['content'])")
     finally:
         env.cleanup()
     assert seen.stderr == ""
-    assert seen.stdout.strip() == ("3 [{'role': 'assistant', 'content': 'step one'}, {'role': 'user', 'content': "
-                                   "'out 1'}] did two steps False")
+    assert seen.stdout.strip() == (
+        "3 [{'role': 'assistant', 'content': 'step one'}, {'role': 'user', "
+        "'content': "
+        "'out 1'}] did two steps False"
+    )
     assert again.stdout.strip() == "3 step two"  # read from the log again in the new kernel
     # The kernels' extension wrote to the run's session, never to a "kernel:tmp..." one of its own.
     assert [s.name for s in SessionStore(tmp_path / "data" / "sessions.db").sessions()] == ["hist"]
@@ -135,6 +171,8 @@ def test_history_is_backed_by_the_log_and_outlives_the_kernel(no_network: list[s
 
 def test_only_subprocess_kernels_and_known_options(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="kernel_mode='subprocess'"):
-        CompactIPythonEnv(kernel_mode="in_process", ipython_compact={"store": SessionStore(tmp_path / "a.db")})
+        CompactIPythonEnv(
+            kernel_mode="in_process", ipython_compact={"store": SessionStore(tmp_path / "a.db")}
+        )
     with pytest.raises(ValueError, match=r"unknown ipython_compact options: \['windw'\]"):
         CompactIPythonEnv(ipython_compact={"windw": 1})

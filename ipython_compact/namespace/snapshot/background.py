@@ -71,7 +71,9 @@ def history_writing(shell: Any) -> bool:
         return False
     flag = getattr(hm, "save_flag", None)
     locks = (getattr(hm, "db_input_cache_lock", None), getattr(hm, "db_output_cache_lock", None))
-    return bool((flag is not None and flag.is_set()) or any(lock is not None and lock.locked() for lock in locks))
+    return bool(
+        (flag is not None and flag.is_set()) or any(lock is not None and lock.locked() for lock in locks)
+    )
 
 
 def _open_descriptors() -> list[int]:
@@ -104,6 +106,7 @@ def close_sockets(keep: int = -1) -> int:
 
 def _leave_with(parent: int) -> None:  # pragma: no cover - child process
     """A child whose kernel died leaves at once (it is reparented): its work has no reader."""
+
     def watch() -> None:
         while True:
             if os.getppid() != parent:
@@ -161,9 +164,17 @@ class BackgroundSave:
     ``items`` lists the ``(name, value)`` pairs; it is called in the child, on the copy, so the
     parent pays only for the fork."""
 
-    def __init__(self, store: Any, items: Callable[[], list[tuple[str, Any]]], *, verify: str, timestamp: str | None,
-                 on_done: Callable[[BackgroundSave], None] | None = None, timeout: float = 600.0,
-                 objects: Callable[[], Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        items: Callable[[], list[tuple[str, Any]]],
+        *,
+        verify: str,
+        timestamp: str | None,
+        on_done: Callable[[BackgroundSave], None] | None = None,
+        timeout: float = 600.0,
+        objects: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
         self.store = store
         self.report: SnapshotReport | None = None
         self.error: str | None = None
@@ -219,7 +230,9 @@ class BackgroundSave:
         return self._paused_at is not None
 
     def _running_for(self, started: float) -> float:
-        paused = self._paused_for + (time.monotonic() - self._paused_at if self._paused_at is not None else 0.0)
+        paused = self._paused_for + (
+            time.monotonic() - self._paused_at if self._paused_at is not None else 0.0
+        )
         return time.monotonic() - started - paused
 
     # ------------------------------------------------------------------ parent
@@ -290,11 +303,20 @@ class BackgroundSave:
 
     def _adopt(self, raw: bytes, status: int) -> None:
         if not raw:
-            how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-                   else f"exited with status {os.waitstatus_to_exitcode(status)}")
-            hint = f" after {self._timeout:g} s of work" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 else ""
-            raise SnapshotError(f"the background snapshot process {how}{hint} before it finished; nothing "
-                                "was written (the next cell tries again)")
+            how = (
+                f"was killed by signal {os.WTERMSIG(status)}"
+                if os.WIFSIGNALED(status)
+                else f"exited with status {os.waitstatus_to_exitcode(status)}"
+            )
+            hint = (
+                (f" after {self._timeout:g} s of work")
+                if os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
+                else ""
+            )
+            raise SnapshotError(
+                f"the background snapshot process {how}{hint} before it finished; nothing "
+                "was written (the next cell tries again)"
+            )
         outcome = pickle.loads(raw)  # our own child's bytes through a private pipe (module doc)
         if outcome[0] == "empty":  # no user name yet: nothing written, nothing to report
             self.empty = True
@@ -323,8 +345,15 @@ class BackgroundSave:
         return self._done.is_set()
 
     # ------------------------------------------------------------------ child
-    def _child(self, items: Callable[[], list[tuple[str, Any]]], verify: str, timestamp: str | None,
-               recorded: dict[int, str], write_fd: int, parent: int) -> None:  # pragma: no cover - child
+    def _child(
+        self,
+        items: Callable[[], list[tuple[str, Any]]],
+        verify: str,
+        timestamp: str | None,
+        recorded: dict[int, str],
+        write_fd: int,
+        parent: int,
+    ) -> None:  # pragma: no cover - child
         code = 0
         try:
             os.nice(19)  # the user's cells, the server and the browser come first on a busy machine
@@ -345,15 +374,17 @@ class BackgroundSave:
                     raise _Empty
                 report = self.store.save(listed, automatic=True, verify=verify, timestamp=timestamp)
                 state = {name: getattr(self.store, name) for name in STATE}
-                payload = pickle.dumps(("ok", report, state, ledger.records, self.store.seen_names()),
-                                       protocol=pickle.HIGHEST_PROTOCOL)
+                payload = pickle.dumps(
+                    ("ok", report, state, ledger.records, self.store.seen_names()),
+                    protocol=pickle.HIGHEST_PROTOCOL,
+                )
             except _Empty:
                 payload = pickle.dumps(("empty",))
             except BaseException as exc:  # reported to the parent, which says it to the user
                 payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}"))
             view = memoryview(payload)
             while view:
-                view = view[os.write(write_fd, view):]
+                view = view[os.write(write_fd, view) :]
         except BaseException:
             code = 1
         finally:

@@ -79,7 +79,9 @@ class BlobFiles:
         return ref_file(ref) in self.present
 
     # ------------------------------------------------------------------ writing
-    def write_temp(self, directory: Path, chunks: list[memoryview | bytes], sign: bool) -> tuple[Path, str | None]:
+    def write_temp(
+        self, directory: Path, chunks: list[memoryview | bytes], sign: bool
+    ) -> tuple[Path, str | None]:
         """Write ``chunks`` (as ``MAGIC + body + signature`` when ``sign``) to a new temp file.
 
         A signed body is hashed and written in one pass (``sign_chunks``: two lanes, each slice
@@ -214,7 +216,9 @@ class BlobFiles:
             raise SnapshotError(f"payload {path.name} is not a snapshot blob; not unpickled")
         digest = mac.digest()
         if not hmac.compare_digest(digest, bytes(view[end:])) or digest.hex() != blob:
-            raise SnapshotError(f"payload {path.name} failed its signature check (altered or truncated); not unpickled")
+            raise SnapshotError(
+                f"payload {path.name} failed its signature check (altered or truncated); not unpickled"
+            )
         return view[len(MAGIC) : end]
 
     def _read_pack(self, pack: str) -> bytes:
@@ -228,10 +232,15 @@ class BlobFiles:
         whole = LaneMac(self._key, threaded=False)
         whole.update(memoryview(raw)[len(MAGIC) : -MAC_LEN])
         digest = whole.digest()
-        if (len(raw) < len(MAGIC) + MAC_LEN or not raw.startswith(MAGIC)
-                or not hmac.compare_digest(digest, raw[-MAC_LEN:]) or digest.hex() != pack):
-            raise SnapshotError(f"payload pack {path.name} failed its signature check (altered or truncated); "
-                                "not unpickled")
+        if (
+            len(raw) < len(MAGIC) + MAC_LEN
+            or not raw.startswith(MAGIC)
+            or not hmac.compare_digest(digest, raw[-MAC_LEN:])
+            or digest.hex() != pack
+        ):
+            raise SnapshotError(
+                f"payload pack {path.name} failed its signature check (altered or truncated); not unpickled"
+            )
         return raw
 
     def read_ref(self, ref: Any, packs: dict[str, bytes]) -> bytes | memoryview:
@@ -247,10 +256,14 @@ class BlobFiles:
         try:
             start, length = len(MAGIC) + int(ref["offset"]), int(ref["length"])
         except (KeyError, TypeError, ValueError):
-            raise SnapshotError(f"manifest entry for pack {pack}.pack has no valid offset and length") from None
+            raise SnapshotError(
+                f"manifest entry for pack {pack}.pack has no valid offset and length"
+            ) from None
         body = data[start : start + length]
-        if (len(body) != length
-                or not hmac.compare_digest(self.small_digest(body), str(ref.get("mac")))):
-            raise SnapshotError(f"payload in pack {pack}.pack failed its signature check (altered or truncated); "
-                                "not unpickled")
+        if len(body) != length or not hmac.compare_digest(self.small_digest(body), str(ref.get("mac"))):
+            raise SnapshotError(
+                f"payload in pack {pack}.pack failed its signature check (altered or "
+                f"truncated); "
+                "not unpickled"
+            )
         return body

@@ -28,7 +28,13 @@ from ipython_compact.namespace.snapshot.signing import MAGIC
 FMT_DILL = b"d"
 FMT_OOB = b"n"
 FMT_PICKLE = b"p"
-FILE_TYPES: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
+FILE_TYPES: tuple[type, ...] = (
+    io.FileIO,
+    io.BufferedReader,
+    io.BufferedWriter,
+    io.BufferedRandom,
+    io.TextIOWrapper,
+)
 
 
 class CapExceeded(Exception):
@@ -50,8 +56,11 @@ class Deadline:
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
-        self.active = bool(seconds) and threading.current_thread() is threading.main_thread() and hasattr(
-            signal, "setitimer")
+        self.active = (
+            bool(seconds)
+            and threading.current_thread() is threading.main_thread()
+            and hasattr(signal, "setitimer")
+        )
         self._previous: Any = None
         self._armed = _Armed(seconds if self.active else None)
 

@@ -94,8 +94,9 @@ def _flat(value: Any) -> bool:
     if len(value) > 64:
         return False
     items = value.values() if type(value) is dict else value
-    return all(type(v) in _FLAT_ITEMS for v in items) and (type(value) is not dict
-                                                          or all(type(k) in _FLAT_ITEMS for k in value))
+    return all(type(v) in _FLAT_ITEMS for v in items) and (
+        type(value) is not dict or all(type(k) in _FLAT_ITEMS for k in value)
+    )
 
 
 def _skip(name: str, reason: str) -> Decision:
@@ -105,9 +106,20 @@ def _skip(name: str, reason: str) -> Decision:
 class SaveRun:
     """The state one save threads through its names: budgets, the previous cache, the timer."""
 
-    def __init__(self, *, key: bytes, blobs: BlobFiles, cache: dict[str, Cached], known_small: dict[str, dict[str, Any]],
-                 full: bool, verify: str, max_name_bytes: int, max_total_bytes: int, name_timeout: float | None,
-                 deadline: Deadline) -> None:
+    def __init__(
+        self,
+        *,
+        key: bytes,
+        blobs: BlobFiles,
+        cache: dict[str, Cached],
+        known_small: dict[str, dict[str, Any]],
+        full: bool,
+        verify: str,
+        max_name_bytes: int,
+        max_total_bytes: int,
+        name_timeout: float | None,
+        deadline: Deadline,
+    ) -> None:
         self._key = key
         self.blobs = blobs
         self.cache = cache
@@ -166,8 +178,17 @@ class SaveRun:
         code = carries_code(value)
         meta: dict[str, Any] = {"code": code, "type": type(value).__qualname__}
         hit = self.cache.get(name)
-        cached = hit if (not self.full and fp is not None and hit is not None and hit.fingerprint == fp
-                         and self.blobs.exists(hit.ref)) else None
+        cached = (
+            hit
+            if (
+                not self.full
+                and fp is not None
+                and hit is not None
+                and hit.fingerprint == fp
+                and self.blobs.exists(hit.ref)
+            )
+            else None
+        )
         if cached is not None and fp is not None and (fp[0] not in SAMPLED_KINDS or self.verify == "sampled"):
             return self._reuse(name, cached, meta, trusted=fp[0] in SAMPLED_KINDS)
         cap = min(self.max_name_bytes, self.max_total_bytes - self.total)
@@ -179,8 +200,12 @@ class SaveRun:
         except SerializeTimeout:
             return self._timeout(name)
         except CapExceeded:
-            return _skip(name, "exceeds the per-name snapshot size cap" if cap == self.max_name_bytes
-                         else "exceeds the total snapshot size cap")
+            return _skip(
+                name,
+                "exceeds the per-name snapshot size cap"
+                if cap == self.max_name_bytes
+                else "exceeds the total snapshot size cap",
+            )
         except RecursionError:
             return _skip(name, "RecursionError: too deeply nested to serialize")
         except Exception as exc:
@@ -194,7 +219,9 @@ class SaveRun:
             # A large value seen before: check every byte against the blob written last time
             # (hashing only, no write); an in-place edit anywhere changes the signature.
             if sign_chunks(self._key, chunks).hex() == cached.ref["blob"]:
-                return Decision(name, {**entry, "ref": cached.ref}, cache=cached, unchanged=True, verified=size)
+                return Decision(
+                    name, {**entry, "ref": cached.ref}, cache=cached, unchanged=True, verified=size
+                )
             verified = size
         else:
             verified = 0
@@ -203,13 +230,23 @@ class SaveRun:
             digest = self.blobs.small_digest(body)
             ref = self.known_small.get(digest)
             if ref is not None and self.blobs.exists(ref):
-                return Decision(name, {**entry, "ref": ref}, unchanged=True, verified=verified,
-                                cache=None if fp is None else Cached(fp, ref, size, fmt, code))
+                return Decision(
+                    name,
+                    {**entry, "ref": ref},
+                    unchanged=True,
+                    verified=verified,
+                    cache=None if fp is None else Cached(fp, ref, size, fmt, code),
+                )
             return Decision(name, entry, verified=verified, small=(body, digest, fp))
         blob = self.blobs.store_blob(chunks)
         ref = {"blob": blob}
-        return Decision(name, {**entry, "ref": ref}, written=size, verified=verified,
-                        cache=None if fp is None else Cached(fp, ref, size, fmt, code))
+        return Decision(
+            name,
+            {**entry, "ref": ref},
+            written=size,
+            verified=verified,
+            cache=None if fp is None else Cached(fp, ref, size, fmt, code),
+        )
 
     def _reuse(self, name: str, cached: Cached, meta: dict[str, Any], *, trusted: bool) -> Decision:
         if self.total + cached.size > self.max_total_bytes:

@@ -24,6 +24,7 @@ _SAMPLES = 64
 _SAMPLE_BLOCK = 4096
 SAMPLED_KINDS = frozenset({"ndv", "pdv"})  # keys that cover samples, not every byte
 
+
 def ndarray_type() -> Any:
     np = sys.modules.get("numpy")
     return None if np is None else np.ndarray
@@ -97,7 +98,11 @@ def _object_array_key(arr: Any) -> tuple[Any, ...] | None:
     it held before (the allocator reuses freed blocks), so a ``"full"`` save re-serializes and
     compares, as for large numeric arrays. Reads the pointer bytes with ctypes: no user code runs.
     """
-    if arr.dtype.kind != "O" or not arr.flags.c_contiguous or arr.dtype.itemsize != ctypes.sizeof(ctypes.c_void_p):
+    if (
+        arr.dtype.kind != "O"
+        or not arr.flags.c_contiguous
+        or arr.dtype.itemsize != ctypes.sizeof(ctypes.c_void_p)
+    ):
         return None
     n = int(arr.size)
     addr = int(arr.__array_interface__["data"][0])
@@ -109,8 +114,18 @@ def _object_array_key(arr: Any) -> tuple[Any, ...] | None:
         cls = type(item)
         if cls not in _IMMUTABLE_ITEMS:
             return None
-        sample.update(cls.__name__.encode() + b"\0" + (item.encode("utf-8", "surrogatepass") if cls is str
-                                                        else item if cls is bytes else repr(item).encode()) + b"\0")
+        sample.update(
+            cls.__name__.encode()
+            + b"\0"
+            + (
+                item.encode("utf-8", "surrogatepass")
+                if cls is str
+                else item
+                if cls is bytes
+                else repr(item).encode()
+            )
+            + b"\0"
+        )
     ident = (id(arr.base if arr.base is not None else arr), addr, arr.shape, "O")
     return ("ndv", *ident, hashlib.blake2b(memoryview(pointers), digest_size=16).digest() + sample.digest())
 
@@ -123,8 +138,12 @@ def _array_key(arr: Any) -> tuple[Any, ...] | None:
         if not arr.flags.f_contiguous:
             return None
         arr = arr.T  # same bytes, C order
-    ident = (id(arr.base if arr.base is not None else arr), arr.__array_interface__["data"][0], arr.shape,
-             arr.dtype.str)
+    ident = (
+        id(arr.base if arr.base is not None else arr),
+        arr.__array_interface__["data"][0],
+        arr.shape,
+        arr.dtype.str,
+    )
     view = _byte_view(arr)
     if arr.nbytes > SMALL:
         return ("ndv", *ident, _sampled_digest(view))
@@ -165,8 +184,11 @@ def _pandas_key(value: Any) -> tuple[Any, ...] | None:
                 return None
             blocks.append((key, str(block.dtype), block.mgr_locs.as_array.tobytes()))
         axes = [_labels_key(value.index)]
-        axes.append(_labels_key(value.columns) if hasattr(value, "columns") else plain_key(
-            plain_pickle([value.name]) or b"?"))
+        axes.append(
+            _labels_key(value.columns)
+            if hasattr(value, "columns")
+            else plain_key(plain_pickle([value.name]) or b"?")
+        )
         if any(a is None for a in axes):
             return None
         kind = "pdv" if any(b[0][0] == "ndv" for b in blocks) else "pd"

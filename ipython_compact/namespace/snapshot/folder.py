@@ -57,7 +57,8 @@ from ipython_compact.namespace.snapshot.reports import (
 from ipython_compact.namespace.snapshot.restore import choose_and_load
 from ipython_compact.namespace.snapshot.signing import sign_text
 
-VERIFY_MODES = ("sampled", "full")  # how a large value that looks unchanged is proven so (see the package doc)
+# how a large value that looks unchanged is proven so (see the package doc)
+VERIFY_MODES = ("sampled", "full")
 PROCESS_ID = f"{os.getpid()}-{secrets.token_hex(4)}"  # this OS process, as manifests name it
 DISCARDED = "discarded"  # what the ledger records for a generation the user discarded (not a rollback)
 PROCESS_STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -120,7 +121,8 @@ class SnapshotStore:
         self._small_index: dict[str, dict[str, Any]] | None = None
         self._last_full: dict[str, Any] | None = None  # newest fully verified generation (from the manifests)
         self._sampled_since_full = 0  # sampled generations written since then
-        self._pending: bool | None = None  # an earlier process's work waits to be restored (None: not yet known)
+        # an earlier process's work waits to be restored (None: not yet known)
+        self._pending: bool | None = None
         self._supersedes: set[str] = set()  # earlier processes this one took over (restored or discarded)
         self._high = 0  # the highest generation this store has seen or written
         self._recorded_cache: dict[int, str] | None = None
@@ -195,8 +197,9 @@ class SnapshotStore:
         """Once per store: is an earlier kernel process's work waiting to be restored?"""
         if self._pending is None:
             superseded = scan.superseded() | self._supersedes
-            self._pending = any(m.candidate and m.process != self.process and m.process not in superseded
-                                for m in scan.valid)
+            self._pending = any(
+                m.candidate and m.process != self.process and m.process not in superseded for m in scan.valid
+            )
 
     @property
     def pending(self) -> bool:
@@ -218,17 +221,35 @@ class SnapshotStore:
             missing = sorted({ref_file(e["ref"]) for e in m.names.values()} - self._files.present)
             pid = m.data.get("pid")
             rows[m.generation] = GenerationInfo(
-                m.generation, m.data.get("timestamp"), m.process, pid if isinstance(pid, int) else None,
-                m.data.get("origin"), m.provisional, sorted(m.names), int(m.data.get("bytes") or 0), not missing,
-                f"payloads missing: {', '.join(missing[:3])}" if missing else None, m.process == self.process)
+                m.generation,
+                m.data.get("timestamp"),
+                m.process,
+                pid if isinstance(pid, int) else None,
+                m.data.get("origin"),
+                m.provisional,
+                sorted(m.names),
+                int(m.data.get("bytes") or 0),
+                not missing,
+                f"payloads missing: {', '.join(missing[:3])}" if missing else None,
+                m.process == self.process,
+            )
         for bad in scan.invalid:
-            rows[bad.generation] = GenerationInfo(bad.generation, None, None, None, None, False, [], 0, False,
-                                                  bad.reason, False)
+            rows[bad.generation] = GenerationInfo(
+                bad.generation, None, None, None, None, False, [], 0, False, bad.reason, False
+            )
         return [rows[g] for g in sorted(rows)]
 
     # ------------------------------------------------------------------ save
-    def save(self, items: Iterable[tuple[str, Any]], *, full: bool = False, skip: Mapping[str, str] | None = None,
-             timestamp: str | None = None, verify: str = "full", automatic: bool = False) -> SnapshotReport:
+    def save(
+        self,
+        items: Iterable[tuple[str, Any]],
+        *,
+        full: bool = False,
+        skip: Mapping[str, str] | None = None,
+        timestamp: str | None = None,
+        verify: str = "full",
+        automatic: bool = False,
+    ) -> SnapshotReport:
         """Snapshot ``(name, value)`` pairs as a new generation; ``skip`` adds names with fixed reasons.
 
         ``full`` serializes and writes every value again. ``verify`` says how a large value that
@@ -240,10 +261,20 @@ class SnapshotStore:
         """
         if verify not in VERIFY_MODES:
             raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
-        with self._lock, folder_lock(self.directory, timeout=0.0 if automatic else self.lock_timeout), self._fresh():
+        with (
+            self._lock,
+            folder_lock(self.directory, timeout=0.0 if automatic else self.lock_timeout),
+            self._fresh(),
+        ):
             self._remove_stale_temps()
-            return self._save(list(items), full=full, skip=dict(skip or {}), timestamp=timestamp, verify=verify,
-                              automatic=automatic)
+            return self._save(
+                list(items),
+                full=full,
+                skip=dict(skip or {}),
+                timestamp=timestamp,
+                verify=verify,
+                automatic=automatic,
+            )
 
     def _remove_stale_temps(self) -> None:
         for d in (self.directory, self.blobs):
@@ -261,7 +292,9 @@ class SnapshotStore:
         manifest once, so it carries over a kernel restart.
         """
         if mode not in VERIFY_MODES:
-            raise SnapshotError(f"verification mode must be one of {', '.join(map(repr, VERIFY_MODES))}, got {mode!r}")
+            raise SnapshotError(
+                f"verification mode must be one of {', '.join(map(repr, VERIFY_MODES))}, got {mode!r}"
+            )
         if every < 1:
             raise SnapshotError(f"full_verify_every must be at least 1, got {every}")
         if mode == "full":
@@ -272,7 +305,8 @@ class SnapshotStore:
 
     @property
     def last_full_verification(self) -> dict[str, Any] | None:
-        """``{"generation", "timestamp"}`` of the newest fully verified generation, or None if none is known."""
+        """``{"generation", "timestamp"}`` of the newest fully verified generation, or None if none is
+        known."""
         with self._lock:
             self._known_small()
             return None if self._last_full is None else dict(self._last_full)
@@ -302,8 +336,16 @@ class SnapshotStore:
         on_disk = self.manifests()
         return max([self._high, *on_disk, *recorded]) + 1
 
-    def _save(self, items: list[tuple[str, Any]], *, full: bool, skip: dict[str, str],
-              timestamp: str | None, verify: str, automatic: bool) -> SnapshotReport:
+    def _save(
+        self,
+        items: list[tuple[str, Any]],
+        *,
+        full: bool,
+        skip: dict[str, str],
+        timestamp: str | None,
+        verify: str,
+        automatic: bool,
+    ) -> SnapshotReport:
         start = time.perf_counter()
         self._start(self._scan())
         known_small = self._known_small()
@@ -326,9 +368,18 @@ class SnapshotStore:
         new_seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         fresh: list[tuple[str, Any]] = []  # quick-lane types decided the long way: remembered after the pack
         with Deadline(self.name_timeout) as deadline:
-            run = SaveRun(key=self._key, blobs=self._files, cache=self._cache, known_small=known_small, full=full,
-                          verify=verify, max_name_bytes=self.max_name_bytes, max_total_bytes=self.max_total_bytes,
-                          name_timeout=self.name_timeout, deadline=deadline)
+            run = SaveRun(
+                key=self._key,
+                blobs=self._files,
+                cache=self._cache,
+                known_small=known_small,
+                full=full,
+                verify=verify,
+                max_name_bytes=self.max_name_bytes,
+                max_total_bytes=self.max_total_bytes,
+                name_timeout=self.name_timeout,
+                deadline=deadline,
+            )
             cap = self.max_total_bytes
             for name, value in items:
                 known = seen_get(name)
@@ -371,17 +422,31 @@ class SnapshotStore:
         self._files.sync_new()
         if wrote_payloads:
             self._files.fsync_dir(self.blobs)
-        same = (self._same_as_newest(entries, skipped, "sampled" if trusted else "full")
-                if automatic and not wrote_payloads else None)
+        same = (
+            self._same_as_newest(entries, skipped, "sampled" if trusted else "full")
+            if automatic and not wrote_payloads
+            else None
+        )
         if same is not None:  # nothing changed since this process's newest snapshot: no new generation
             self._cache, self._seen, self._seen_refs = new_cache, new_seen, seen_refs
             self._last_entries, self._last_generation = entries, same.generation
             if trusted:
                 self._sampled_since_full += 1
-            return SnapshotReport(same.generation, saved, unchanged, skipped, run.total, 0,
-                                  str(self._manifest_path(same.generation)), (time.perf_counter() - start) * 1000.0,
-                                  verified, "sampled" if trusted else "full", sorted(trusted),
-                                  None if self._last_full is None else dict(self._last_full), same.digest)
+            return SnapshotReport(
+                same.generation,
+                saved,
+                unchanged,
+                skipped,
+                run.total,
+                0,
+                str(self._manifest_path(same.generation)),
+                (time.perf_counter() - start) * 1000.0,
+                verified,
+                "sampled" if trusted else "full",
+                sorted(trusted),
+                None if self._last_full is None else dict(self._last_full),
+                same.digest,
+            )
         generation = self._next_generation()
         # A generation is fully verified unless it trusted a value on samples (nothing else can be stale).
         verification = "sampled" if trusted else "full"
@@ -416,9 +481,21 @@ class SnapshotStore:
         self._last_entries, self._last_generation = entries, generation
         self._last_full, self._sampled_since_full = last_full, since
         self._prune()
-        return SnapshotReport(generation, saved, unchanged, skipped, run.total, written, str(final),
-                              (time.perf_counter() - start) * 1000.0, verified, verification, sorted(trusted),
-                              None if last_full is None else dict(last_full), digest)
+        return SnapshotReport(
+            generation,
+            saved,
+            unchanged,
+            skipped,
+            run.total,
+            written,
+            str(final),
+            (time.perf_counter() - start) * 1000.0,
+            verified,
+            verification,
+            sorted(trusted),
+            None if last_full is None else dict(last_full),
+            digest,
+        )
 
     def seen_names(self) -> list[str]:
         """The names the quick lane would take (a forked child sends these back to its kernel)."""
@@ -434,8 +511,13 @@ class SnapshotStore:
             if cached is None or name not in objects or type(objects[name]) not in QUICK_TYPES:
                 continue
             value = objects[name]
-            entry = {"ref": cached.ref, "bytes": cached.size, "format": cached.fmt, "code": cached.code,
-                     "type": type(value).__qualname__}
+            entry = {
+                "ref": cached.ref,
+                "bytes": cached.size,
+                "format": cached.fmt,
+                "code": cached.code,
+                "type": type(value).__qualname__,
+            }
             seen[name] = (value, entry, cached)
         self._seen, self._seen_refs = seen, {ref_file(cached.ref) for _, _, cached in seen.values()}
 
@@ -455,8 +537,9 @@ class SnapshotStore:
                 return False
         return True
 
-    def _same_as_newest(self, entries: dict[str, dict[str, Any]], skipped: list[Skipped],
-                        verification: str) -> Manifest | None:
+    def _same_as_newest(
+        self, entries: dict[str, dict[str, Any]], skipped: list[Skipped], verification: str
+    ) -> Manifest | None:
         """The newest manifest on disk when this process wrote it and it holds exactly ``entries``.
 
         An automatic snapshot that would repeat it is not written: an unchanged namespace then
@@ -464,16 +547,22 @@ class SnapshotStore:
         """
         scan = self._scan()
         newest = scan.valid[-1] if scan.valid else None
-        if (newest is None or newest.process != self.process or not self._names_equal(newest, entries)
-                or newest.provisional != bool(self._pending) or newest.supersedes != self._supersedes
-                or newest.data.get("skipped") != [s.to_json() for s in skipped]
-                or newest.data.get("verification") != verification
-                or (scan.invalid and scan.invalid[-1].generation > newest.generation)):
+        if (
+            newest is None
+            or newest.process != self.process
+            or not self._names_equal(newest, entries)
+            or newest.provisional != bool(self._pending)
+            or newest.supersedes != self._supersedes
+            or newest.data.get("skipped") != [s.to_json() for s in skipped]
+            or newest.data.get("verification") != verification
+            or (scan.invalid and scan.invalid[-1].generation > newest.generation)
+        ):
             return None
         return newest
 
-    def _write_pack(self, small: list[Decision], known_small: dict[str, dict[str, Any]],
-                    new_cache: dict[str, Cached]) -> int:
+    def _write_pack(
+        self, small: list[Decision], known_small: dict[str, dict[str, Any]], new_cache: dict[str, Cached]
+    ) -> int:
         """Write the save's small bodies as one pack and fill in their references; bytes written."""
         if not small:
             return 0
@@ -509,7 +598,7 @@ class SnapshotStore:
         """Delete manifests nothing keeps (module doc), then payloads no kept manifest references."""
         scan = self._scan()
         superseded = scan.superseded() | self._supersedes
-        keep = {m.generation for m in scan.valid[-self.generations:]}
+        keep = {m.generation for m in scan.valid[-self.generations :]}
         for process in {m.process for m in scan.valid} - (superseded - {self.process}):
             mine = [m for m in scan.valid if m.process == process]
             keep.add(mine[-1].generation)
@@ -526,15 +615,20 @@ class SnapshotStore:
         self._files.remove_except(refs)
 
     def discard(self, generation: int) -> list[int]:
-        """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations removed."""
+        """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations
+        removed."""
         with self._lock, folder_lock(self.directory, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             target = scan.by_generation().get(generation)
             if target is None:
-                raise SnapshotError(f"there is no valid snapshot generation {generation}; `%compact snapshots` lists them")
+                raise SnapshotError(
+                    f"there is no valid snapshot generation {generation}; `%compact snapshots` lists them"
+                )
             if target.process == self.process:
-                raise SnapshotError(f"generation {generation} is this kernel's own snapshot; only an earlier "
-                                    "kernel's snapshots can be discarded")
+                raise SnapshotError(
+                    f"generation {generation} is this kernel's own snapshot; only an earlier "
+                    "kernel's snapshots can be discarded"
+                )
             gone = [m.generation for m in scan.valid if m.process == target.process]
             for gen in gone:
                 with contextlib.suppress(OSError):
@@ -549,8 +643,14 @@ class SnapshotStore:
             return gone
 
     # ------------------------------------------------------------------ restore
-    def load(self, *, generation: int | None = None, names: Iterable[str] | None = None,
-             namespace: dict[str, Any] | None = None, overwrite: bool = False) -> tuple[dict[str, Any], RestoreReport]:
+    def load(
+        self,
+        *,
+        generation: int | None = None,
+        names: Iterable[str] | None = None,
+        namespace: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> tuple[dict[str, Any], RestoreReport]:
         """Verified values of the newest snapshot holding user work (or ``generation``), with a report.
 
         With ``namespace`` each value is bound as soon as it loads, so later values whose
@@ -560,17 +660,29 @@ class SnapshotStore:
             scan = self._scan()
             self._start(scan)
             values, report, chosen = choose_and_load(
-                scan, self._recorded(), self._files, generation=generation,
-                names=None if names is None else list(names), namespace=namespace, own=self.process,
-                overwrite=overwrite)
+                scan,
+                self._recorded(),
+                self._files,
+                generation=generation,
+                names=None if names is None else list(names),
+                namespace=namespace,
+                own=self.process,
+                overwrite=overwrite,
+            )
             if chosen is not None:  # this process took the chosen snapshot's work over
                 if chosen.process != self.process:
                     self._supersedes |= {chosen.process, *chosen.supersedes}
                 self._pending = False
             return values, report
 
-    def restore_into(self, namespace: dict[str, Any], *, generation: int | None = None,
-                     names: Iterable[str] | None = None, overwrite: bool = False) -> RestoreReport:
+    def restore_into(
+        self,
+        namespace: dict[str, Any],
+        *,
+        generation: int | None = None,
+        names: Iterable[str] | None = None,
+        overwrite: bool = False,
+    ) -> RestoreReport:
         """Load and bind values into ``namespace``; nothing is bound for names that failed, nor for
         names defined since with another value unless ``overwrite`` or named (``report.kept``)."""
         return self.load(generation=generation, names=names, namespace=namespace, overwrite=overwrite)[1]

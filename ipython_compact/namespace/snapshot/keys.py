@@ -23,20 +23,32 @@ def _read_existing(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise SnapshotError(f"signing key {path} cannot be opened ({exc.strerror or exc}); if it is a link, replace "
-                            "it with the real file, or move it aside to make a new key") from None
+        raise SnapshotError(
+            f"signing key {path} cannot be opened ({exc.strerror or exc}); if it is a link, "
+            f"replace "
+            "it with the real file, or move it aside to make a new key"
+        ) from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise SnapshotError(f"signing key {path} is not a regular file; move it aside and a new key is made")
+            raise SnapshotError(
+                f"signing key {path} is not a regular file; move it aside and a new key is made"
+            )
         if st.st_mode & 0o077:
-            raise SnapshotError(f"signing key {path} is readable by other users (mode {oct(st.st_mode & 0o777)}); "
-                                f"run: chmod 600 {path}")
+            raise SnapshotError(
+                f"signing key {path} is readable by other users (mode "
+                f"{oct(st.st_mode & 0o777)}); "
+                f"run: chmod 600 {path}"
+            )
         key = f.read(KEY_BYTES + 1)
     if len(key) != KEY_BYTES:
-        raise SnapshotError(f"signing key {path} has {len(key)} bytes, expected {KEY_BYTES}: it is damaged. Snapshots "
-                            f"signed with it cannot be verified any more; move it aside (mv {path} {path}.bad) and a "
-                            "new key is made on the next snapshot")
+        raise SnapshotError(
+            f"signing key {path} has {len(key)} bytes, expected {KEY_BYTES}: it is damaged. "
+            f"Snapshots "
+            f"signed with it cannot be verified any more; move it aside (mv {path} "
+            f"{path}.bad) and a "
+            "new key is made on the next snapshot"
+        )
     return key
 
 

@@ -10,7 +10,8 @@ What must hold: the lock file is created owner-only and never followed through a
 waiting is bounded (``SnapshotError`` with what to do after ``timeout`` seconds), and with
 ``timeout=0`` there is no wait at all: an automatic snapshot runs on the kernel's main thread
 between the user's cells, so it skips (``SnapshotLockBusy``) rather than stall every cell behind a
-stuck holder (a SIGSTOP'd process once stalled each cell ~60 s); a process that dies releases its lock (the kernel drops ``flock`` locks of a dead process).
+stuck holder (a SIGSTOP'd process once stalled each cell ~60 s); a process that dies releases its lock (the
+kernel drops ``flock`` locks of a dead process).
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ def folder_lock(directory: Path, *, shared: bool = False, timeout: float = 60.0)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        raise SnapshotError(f"cannot open the snapshot lock {path} ({exc.strerror or exc}); check that the "
-                            "folder is a writable directory you own") from None
+        raise SnapshotError(
+            f"cannot open the snapshot lock {path} ({exc.strerror or exc}); check that the "
+            "folder is a writable directory you own"
+        ) from None
     try:
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         deadline = time.monotonic() + timeout
@@ -50,11 +53,13 @@ def folder_lock(directory: Path, *, shared: bool = False, timeout: float = 60.0)
                 if timeout <= 0:
                     raise SnapshotLockBusy(
                         f"another process is writing a snapshot of {directory}; this automatic snapshot was "
-                        "skipped rather than wait (the next cell tries again)") from None
+                        "skipped rather than wait (the next cell tries again)"
+                    ) from None
                 if time.monotonic() >= deadline:
                     raise SnapshotError(
                         f"another kernel has held the snapshot lock of {directory} for over {timeout:g} s; "
-                        "try again when its snapshot finishes") from None
+                        "try again when its snapshot finishes"
+                    ) from None
                 time.sleep(0.02)
         try:
             yield
@@ -76,7 +81,9 @@ def make_private_dirs(directory: Path, root: Path | None) -> None:
         try:
             parts = directory.relative_to(root).parts
         except ValueError:
-            raise SnapshotError(f"snapshot folder {directory} is not inside the data directory {root}") from None
+            raise SnapshotError(
+                f"snapshot folder {directory} is not inside the data directory {root}"
+            ) from None
         current = root
         chain = []
         for part in parts:
@@ -91,8 +98,13 @@ def make_private_dirs(directory: Path, root: Path | None) -> None:
             path.mkdir(mode=0o700, parents=root is None, exist_ok=True)
             st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
-            raise SnapshotError(f"{path} is a symbolic link; snapshots are never written through links. Remove the "
-                                "link (or point IPYTHON_COMPACT_DIR at a real directory) and try again")
+            raise SnapshotError(
+                f"{path} is a symbolic link; snapshots are never written through links. "
+                f"Remove the "
+                "link (or point IPYTHON_COMPACT_DIR at a real directory) and try again"
+            )
         if not stat.S_ISDIR(st.st_mode):
-            raise SnapshotError(f"{path} is not a directory; move it aside so the snapshot folder can be created")
+            raise SnapshotError(
+                f"{path} is not a directory; move it aside so the snapshot folder can be created"
+            )
     os.chmod(directory, 0o700)

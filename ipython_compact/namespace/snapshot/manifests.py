@@ -49,7 +49,7 @@ def generations_on_disk(directory: Path) -> list[int]:
     for name in os.listdir(directory):
         if name.startswith(PREFIX) and name.endswith(".json"):
             try:
-                gens.append(int(name[len(PREFIX):-5]))
+                gens.append(int(name[len(PREFIX) : -5]))
             except ValueError:
                 continue
     return sorted(gens)
@@ -161,8 +161,11 @@ class ManifestReader:
                 return hit[1]
             if st.st_size > MAX_MANIFEST_BYTES:
                 got: Manifest | Invalid = Invalid(
-                    generation, f"manifest {path.name} is {st.st_size:,} bytes, more than the {MAX_MANIFEST_BYTES:,} a "
-                                f"manifest can be; not read")
+                    generation,
+                    f"manifest {path.name} is {st.st_size:,} bytes, more than the "
+                    f"{MAX_MANIFEST_BYTES:,} a "
+                    f"manifest can be; not read",
+                )
                 self._cache[generation] = (ident, got)
                 return got
             with os.fdopen(fd, "rb", closefd=False) as f:
@@ -180,7 +183,11 @@ class ManifestReader:
             return Invalid(generation, f"manifest {file} is nested too deeply to be a manifest; not used")
         except (ValueError, UnicodeDecodeError) as exc:
             return Invalid(generation, f"manifest {file} cannot be read: {str(exc)[:120]}")
-        if not isinstance(doc, dict) or not isinstance(doc.get("manifest"), dict) or not isinstance(doc.get("hmac"), str):
+        if (
+            not isinstance(doc, dict)
+            or not isinstance(doc.get("manifest"), dict)
+            or not isinstance(doc.get("hmac"), str)
+        ):
             return Invalid(generation, f"manifest {file} is malformed")
         m: dict[str, Any] = doc["manifest"]
         text = json.dumps(m, sort_keys=True, separators=(",", ":"))
@@ -189,26 +196,37 @@ class ManifestReader:
         if m.get("version") not in (1, MANIFEST_VERSION):
             return Invalid(generation, f"manifest {file} has unknown version {m.get('version')!r}; not used")
         if m.get("version") == MANIFEST_VERSION and m.get("session") != self.session:
-            return Invalid(generation, f"manifest {file} belongs to session {m.get('session')!r}, not "
-                                       f"{self.session!r}; refusing it")
+            return Invalid(
+                generation,
+                f"manifest {file} belongs to session {m.get('session')!r}, not {self.session!r}; refusing it",
+            )
         if m.get("generation") != generation:
-            return Invalid(generation, f"manifest {file} holds generation {m.get('generation')} (signed), not "
-                                       f"{generation}; refusing a renamed or copied manifest")
+            return Invalid(
+                generation,
+                f"manifest {file} holds generation {m.get('generation')} (signed), "
+                f"not "
+                f"{generation}; refusing a renamed or copied manifest",
+            )
         problem = _check_shape(m)
         if problem is not None:
             return Invalid(generation, f"manifest {file} {problem}")
         return Manifest(generation, m, hashlib.sha256(raw).hexdigest())
 
     def scan(self, recorded: dict[int, str] | None = None) -> Scan:
-        """Every manifest on disk; with ``recorded`` (the session log's digests) also the substitution check."""
+        """Every manifest on disk; with ``recorded`` (the session log's digests) also the substitution
+        check."""
         out = Scan()
         gens = generations_on_disk(self.directory)
         self._cache = {g: v for g, v in self._cache.items() if g in gens}
         for gen in gens:
             got = self._read_cached(gen)
             if isinstance(got, Manifest) and recorded and gen in recorded and recorded[gen] != got.digest:
-                got = Invalid(gen, f"manifest {manifest_name(gen)} does not match the digest recorded in the session "
-                                   "log for that generation (replaced by another file); refusing it")
+                got = Invalid(
+                    gen,
+                    f"manifest {manifest_name(gen)} does not match the digest recorded in the "
+                    f"session "
+                    "log for that generation (replaced by another file); refusing it",
+                )
             (out.valid if isinstance(got, Manifest) else out.invalid).append(got)  # type: ignore[arg-type]
         return out
 
@@ -230,6 +248,16 @@ class GenerationInfo:
     own: bool  # written by this kernel process
 
     def to_json(self) -> dict[str, Any]:
-        return {"generation": self.generation, "timestamp": self.timestamp, "process": self.process, "pid": self.pid,
-                "origin": self.origin, "provisional": self.provisional, "names": list(self.names),
-                "bytes": self.bytes, "verified": self.verified, "problem": self.problem, "own": self.own}
+        return {
+            "generation": self.generation,
+            "timestamp": self.timestamp,
+            "process": self.process,
+            "pid": self.pid,
+            "origin": self.origin,
+            "provisional": self.provisional,
+            "names": list(self.names),
+            "bytes": self.bytes,
+            "verified": self.verified,
+            "problem": self.problem,
+            "own": self.own,
+        }

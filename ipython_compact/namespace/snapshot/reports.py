@@ -60,7 +60,9 @@ class SnapshotReport:
             "verified_bytes": self.verified_bytes,
             "verification": self.verification,
             "sampled": list(self.sampled),
-            "last_full_verification": None if self.last_full_verification is None else dict(self.last_full_verification),
+            "last_full_verification": None
+            if self.last_full_verification is None
+            else dict(self.last_full_verification),
             "manifest_digest": self.manifest_digest,
         }
 

@@ -54,10 +54,14 @@ def _rollback(scan: Scan, recorded: dict[int, str]) -> str | None:
         return None
     bad = next((b.reason for b in scan.invalid if b.generation == newest), None)
     found = f" ({bad})" if bad else ""
-    return (f"the snapshot folder is older than the session log: the log recorded generation {newest}, the newest "
-            f"valid one here is {have if have is not None else 'none'}{found}; the folder may have been replaced by "
-            "an older copy, so nothing was restored. If you trust these files, name one: "
-            "%compact restore --generation N (`%compact snapshots` lists them)")
+    return (
+        f"the snapshot folder is older than the session log: the log recorded generation {newest}, the "
+        f"newest "
+        f"valid one here is {have if have is not None else 'none'}{found}; the folder may have been "
+        f"replaced by "
+        "an older copy, so nothing was restored. If you trust these files, name one: "
+        "%compact restore --generation N (`%compact snapshots` lists them)"
+    )
 
 
 def _read_bodies(m: Manifest, files: BlobFiles, wanted: list[str]) -> dict[str, bytes | memoryview]:
@@ -90,8 +94,9 @@ def same_as_payload(value: Any, body: bytes | memoryview) -> bool:
     return joined == bytes(body)
 
 
-def _split_defined(bodies: dict[str, bytes | memoryview], namespace: dict[str, Any] | None,
-                   take: set[str] | None) -> tuple[list[str], list[str]]:
+def _split_defined(
+    bodies: dict[str, bytes | memoryview], namespace: dict[str, Any] | None, take: set[str] | None
+) -> tuple[list[str], list[str]]:
     """``(same, kept)``: names already holding the snapshot's value, and names defined with another
     value that must not be overwritten (``take``: the names the caller may overwrite; None: all)."""
     same: list[str] = []
@@ -108,8 +113,13 @@ def _split_defined(bodies: dict[str, bytes | memoryview], namespace: dict[str, A
     return same, kept
 
 
-def _bind(m: Manifest, bodies: dict[str, bytes | memoryview], report: RestoreReport,
-          namespace: dict[str, Any] | None, take: set[str] | None = None) -> dict[str, Any]:
+def _bind(
+    m: Manifest,
+    bodies: dict[str, bytes | memoryview],
+    report: RestoreReport,
+    namespace: dict[str, Any] | None,
+    take: set[str] | None = None,
+) -> dict[str, Any]:
     values: dict[str, Any] = {}
     same, kept = _split_defined(bodies, namespace, take)
     report.kept += sorted(kept)
@@ -138,14 +148,28 @@ def _bind(m: Manifest, bodies: dict[str, bytes | memoryview], report: RestoreRep
             report.restored.append(name)
         elif name in errors:
             error = errors[name]
-            report.failed.append(Skipped(name, str(error) if isinstance(error, SnapshotError)
-                                         else f"{type(error).__name__}: {str(error)[:200]}"))
+            report.failed.append(
+                Skipped(
+                    name,
+                    str(error)
+                    if isinstance(error, SnapshotError)
+                    else f"{type(error).__name__}: {str(error)[:200]}",
+                )
+            )
     return values
 
 
-def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, generation: int | None,
-                    names: list[str] | None, namespace: dict[str, Any] | None, own: str = "",
-                    overwrite: bool = False) -> tuple[dict[str, Any], RestoreReport, Manifest | None]:
+def choose_and_load(
+    scan: Scan,
+    recorded: dict[int, str],
+    files: BlobFiles,
+    *,
+    generation: int | None,
+    names: list[str] | None,
+    namespace: dict[str, Any] | None,
+    own: str = "",
+    overwrite: bool = False,
+) -> tuple[dict[str, Any], RestoreReport, Manifest | None]:
     """``(values, report, chosen manifest)``; see the module doc for the rules. Names the namespace
     already holds with another value are overwritten only with ``overwrite`` or when named in ``names``."""
     report = RestoreReport(generation=None)
@@ -157,8 +181,10 @@ def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, g
             report.refused.append(invalid.get(generation, f"there is no snapshot generation {generation}"))
             return {}, report, None
         if rollback is not None:
-            report.warnings.append(f"generation {generation} is older than the session log's newest recorded "
-                                   f"snapshot (generation {max(recorded)}); restored because you named it")
+            report.warnings.append(
+                f"generation {generation} is older than the session log's newest recorded "
+                f"snapshot (generation {max(recorded)}); restored because you named it"
+            )
         order = [valid[generation]]
     else:
         if rollback is not None:
@@ -175,29 +201,52 @@ def choose_and_load(scan: Scan, recorded: dict[int, str], files: BlobFiles, *, g
         try:
             bodies = _read_bodies(m, files, [n for n in wanted if n not in quarantined])
         except SnapshotError as exc:
-            report.refused.append(f"generation {m.generation}: {exc}" + ("" if generation is not None else
-                                                                            "; trying an older generation"))
+            report.refused.append(
+                f"generation {m.generation}: {exc}"
+                + ("" if generation is not None else "; trying an older generation")
+            )
             continue
         report.generation, report.process, report.available = m.generation, m.process, sorted(m.names)
-        report.quarantined += [Skipped(n, f"code written by Python {m.data.get('python')} is not loaded in Python "
-                                          f"{python_tag()}") for n in quarantined]
+        report.quarantined += [
+            Skipped(
+                n, f"code written by Python {m.data.get('python')} is not loaded in Python {python_tag()}"
+            )
+            for n in quarantined
+        ]
         if generation is None and recorded and max(recorded) not in valid:
-            report.warnings.append(f"the newest snapshot the session log recorded (generation {max(recorded)}) is not "
-                                   f"usable here; restored the older generation {m.generation}")
-        newer = [p for p in scan.valid if p.generation > m.generation and p.provisional and p.names
-                 and p.process != own and p.process != m.process]
+            report.warnings.append(
+                f"the newest snapshot the session log recorded (generation "
+                f"{max(recorded)}) is not "
+                f"usable here; restored the older generation {m.generation}"
+            )
+        newer = [
+            p
+            for p in scan.valid
+            if p.generation > m.generation
+            and p.provisional
+            and p.names
+            and p.process != own
+            and p.process != m.process
+        ]
         if generation is None and newer:  # an earlier kernel worked without restoring, then ended
             last = newer[-1]
             report.warnings.append(
                 f"a newer provisional snapshot exists: generation {last.generation} (names: "
                 f"{', '.join(sorted(last.names)[:8])}) from a kernel that never restored this one; "
-                f"`%compact restore --generation {last.generation}` brings it back instead")
+                f"`%compact restore --generation {last.generation}` brings it back instead"
+            )
         if m.legacy:
-            report.warnings.append(f"generation {m.generation} was written by an older version that did not bind "
-                                   "snapshots to their session; it was restored on its signature alone")
+            report.warnings.append(
+                f"generation {m.generation} was written by an older version that did not "
+                f"bind "
+                "snapshots to their session; it was restored on its signature alone"
+            )
         if not m.candidate and generation is None:
-            report.warnings.append(f"generation {m.generation} is a provisional automatic snapshot (taken before this "
-                                   "session's earlier work was restored); no other snapshot holds user work")
+            report.warnings.append(
+                f"generation {m.generation} is a provisional automatic snapshot (taken "
+                f"before this "
+                "session's earlier work was restored); no other snapshot holds user work"
+            )
         take = None if overwrite else set(names or ())
         return _bind(m, bodies, report, namespace, take), report, m
     return {}, report, None

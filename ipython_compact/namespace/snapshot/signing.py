@@ -71,7 +71,9 @@ def _segments(chunks: list[memoryview | bytes]) -> tuple[list[tuple[int, memoryv
     return out, pos
 
 
-def _lane_pass(lane: int, hasher: Any, segments: list[tuple[int, memoryview]], fd: int | None, base: int) -> None:
+def _lane_pass(
+    lane: int, hasher: Any, segments: list[tuple[int, memoryview]], fd: int | None, base: int
+) -> None:
     """Feed lane ``lane``'s pieces to ``hasher`` in body order; with ``fd``, write each right after.
 
     A lane owns the ``PIECE``-sized pieces at even (lane 0) or odd (lane 1) body offsets. Each
@@ -144,7 +146,9 @@ class LaneMac:
         if threaded:
             for lane in self._lanes:
                 q: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
-                t = threading.Thread(target=self._drain, args=(lane, q), daemon=True, name="ipc-snapshot-hash")
+                t = threading.Thread(
+                    target=self._drain, args=(lane, q), daemon=True, name="ipc-snapshot-hash"
+                )
                 t.start()
                 self._queues.append(q)
                 self._threads.append(t)
