@@ -177,6 +177,24 @@ def test_working_set_reaches_a_fixed_size() -> None:
     assert min(sizes[40:]) >= 0.8 * max(sizes)  # full within the first two thirds, then flat
 
 
+def test_a_working_set_of_long_identifiers_is_bounded_by_its_characters() -> None:
+    """The character budget is the guard block's token budget. With metric values replacing
+    each other, a session naming long paths and error lines (the retention bench's) kept adding
+    long strings until compaction ~31 under the count bound alone; the character bound fills
+    within the first half of 50 compactions, then the set only turns over."""
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    gen = TranscriptGenerator(seed=2026, big_output_lines=20)
+    tracked: list[Identifier] = []
+    sizes: list[int] = []
+    for span in range(50):
+        entries = [msg(f"s{span}m{i}", "user", text) for i, text in enumerate(_texts(gen.rounds(6)))]
+        tracked = track_identifiers(tracked, entries)
+        sizes.append(sum(len(t.text) + 3 for t in tracked))
+    assert len(tracked) < MAX_TRACKED  # the characters bind, not the count
+    assert min(sizes[24:]) >= 0.9 * max(sizes)  # within 10% of full by compaction 25 (the bench's "steady")
+
+
 def _texts(rounds: Any) -> list[str]:
     out: list[str] = []
     for messages in rounds:

@@ -41,13 +41,18 @@ MACHINE_TAGS: Final = (
     "recent-state-anchor",
 )
 
-# the guard's working set: how many exact strings, and how many characters, it may carry at most
-# (240 strings / 9,600 chars ≈ 2,400 tokens, under a fifth of the default summary budget: full
-# within ~15 compactions of the retention bench's session, ~40 of the probe sessions', then flat;
-# 160 / 6,400 lost 7% of the probe benchmark's facts from view by compaction 30, see docs/fidelity.md)
+# the guard's working set: how many exact strings, and how many characters, it may carry at most.
+# The characters are the identifier block's token budget (4,800 ≈ 1,200 tokens, under a tenth of
+# the default summary budget); the count bounds a set of short strings. Sessions naming short ids
+# and results (the probe sessions: 240 of them fit in 4,400 characters) are bound by the count;
+# 160 strings lost 7% of the probe benchmark's facts from view by compaction 30, 200 lost 1%.
+# Sessions naming long paths and error lines (the retention bench's) are bound by the characters:
+# since a metric's new value replaces the old one (issue 18) such a set no longer turns over
+# through metric values, and at 9,600 characters it kept growing until compaction ~31; at 4,800
+# it is full by ~25 and then flat (docs/fidelity.md).
 # (the identifier block is part of the checkpoint's hard size budget; see ``track_identifiers``)
 MAX_TRACKED: Final = 240
-MAX_TRACKED_CHARS: Final = 9600
+MAX_TRACKED_CHARS: Final = 4800
 
 _BLOCK_RE: Final = re.compile(
     r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
