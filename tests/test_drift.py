@@ -385,3 +385,26 @@ def test_a_long_span_is_read_from_the_newest_entries_until_nothing_older_can_ent
     assert [t.last for t in tracked] == list(range(4981, 5001))  # positions as if every entry was read
     early = [msg("x0", "user", "the key file is /data/keep.csv"), *entries]
     assert "/data/keep.csv" not in [t.text for t in track_identifiers([], early, max_count=20)]
+
+
+def test_a_long_span_stops_being_read_once_the_characters_are_full() -> None:
+    """With long identifiers the character budget binds before the count: reading must stop
+    there too (a 200,000-entry span otherwise read every entry: 177 s instead of 0.1 s)."""
+    from ipython_compact.core import drift
+
+    entries = [msg(f"u{i}", "user", f"look at /work/derived/features_v{i}/part-{i:05d}.parquet") for i in range(20000)]
+    read: list[str] = []
+    original = drift.entry_identifiers
+
+    def counting(entry: Any) -> Any:
+        read.append(entry.id)
+        return original(entry)
+
+    drift.entry_identifiers = counting
+    try:
+        tracked = track_identifiers([], entries, max_count=240, max_chars=4800)
+    finally:
+        drift.entry_identifiers = original
+    assert len(read) < 2000
+    assert len(tracked) < 240 and sum(len(t.text) + 3 for t in tracked) <= 4800
+    assert tracked[-1].text == "/work/derived/features_v19999/part-19999.parquet"
