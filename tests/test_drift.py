@@ -172,6 +172,24 @@ def test_working_set_reaches_a_fixed_size() -> None:
     assert min(sizes[40:]) >= 0.8 * max(sizes)  # full within the first two thirds, then flat
 
 
+def test_a_working_set_of_long_identifiers_is_bounded_by_its_characters() -> None:
+    """The character budget is the guard block's token budget. With metric values replacing
+    each other, a session naming long paths and error lines (the retention bench's) kept adding
+    long strings until compaction ~31 under the count bound alone; the character bound fills
+    within the first half of 50 compactions, then the set only turns over."""
+    from ipython_compact.testing.transcripts import TranscriptGenerator
+
+    gen = TranscriptGenerator(seed=2026, big_output_lines=20)
+    tracked: list[Identifier] = []
+    sizes: list[int] = []
+    for span in range(50):
+        entries = [msg(f"s{span}m{i}", "user", text) for i, text in enumerate(_texts(gen.rounds(6)))]
+        tracked = track_identifiers(tracked, entries)
+        sizes.append(sum(len(t.text) + 3 for t in tracked))
+    assert len(tracked) < MAX_TRACKED  # the characters bind, not the count
+    assert min(sizes[24:]) >= 0.9 * max(sizes)  # within 10% of full by compaction 25 (the bench's "steady")
+
+
 def _texts(rounds: Any) -> list[str]:
     out: list[str] = []
     for messages in rounds:
@@ -362,3 +380,26 @@ def test_a_long_span_is_read_from_the_newest_entries_until_nothing_older_can_ent
     assert [t.last for t in tracked] == list(range(4981, 5001))  # positions as if every entry was read
     early = [msg("x0", "user", "the key file is /data/keep.csv"), *entries]
     assert "/data/keep.csv" not in [t.text for t in track_identifiers([], early, max_count=20)]
+
+
+def test_a_long_span_stops_being_read_once_the_characters_are_full() -> None:
+    """With long identifiers the character budget binds before the count: reading must stop
+    there too (a 200,000-entry span otherwise read every entry: 177 s instead of 0.1 s)."""
+    from ipython_compact.core import drift
+
+    entries = [msg(f"u{i}", "user", f"look at /work/derived/features_v{i}/part-{i:05d}.parquet") for i in range(20000)]
+    read: list[str] = []
+    original = drift.entry_identifiers
+
+    def counting(entry: Any) -> Any:
+        read.append(entry.id)
+        return original(entry)
+
+    drift.entry_identifiers = counting
+    try:
+        tracked = track_identifiers([], entries, max_count=240, max_chars=4800)
+    finally:
+        drift.entry_identifiers = original
+    assert len(read) < 2000
+    assert len(tracked) < 240 and sum(len(t.text) + 3 for t in tracked) <= 4800
+    assert tracked[-1].text == "/work/derived/features_v19999/part-19999.parquet"

@@ -41,13 +41,18 @@ MACHINE_TAGS: Final = (
     "recent-state-anchor",
 )
 
-# the guard's working set: how many exact strings, and how many characters, it may carry at most
-# (240 strings / 9,600 chars ≈ 2,400 tokens, under a fifth of the default summary budget: full
-# within ~15 compactions of the retention bench's session, ~40 of the probe sessions', then flat;
-# 160 / 6,400 lost 7% of the probe benchmark's facts from view by compaction 30, see docs/fidelity.md)
+# the guard's working set: how many exact strings, and how many characters, it may carry at most.
+# The characters are the identifier block's token budget (4,800 ≈ 1,200 tokens, under a tenth of
+# the default summary budget); the count bounds a set of short strings. Sessions naming short ids
+# and results (the probe sessions: 240 of them fit in 4,400 characters) are bound by the count;
+# 160 strings lost 7% of the probe benchmark's facts from view by compaction 30, 200 lost 1%.
+# Sessions naming long paths and error lines (the retention bench's) are bound by the characters:
+# since a metric's new value replaces the old one (issue 18) such a set no longer turns over
+# through metric values, and at 9,600 characters it kept growing until compaction ~31; at 4,800
+# it is full by ~25 and then flat (docs/fidelity.md).
 # (the identifier block is part of the checkpoint's hard size budget; see ``track_identifiers``)
 MAX_TRACKED: Final = 240
-MAX_TRACKED_CHARS: Final = 9600
+MAX_TRACKED_CHARS: Final = 4800
 
 _BLOCK_RE: Final = re.compile(
     r"\n*<(" + "|".join(re.escape(t) for t in MACHINE_TAGS) + r")(?:\s[^>]*)?>.*?</\1>\n*",
@@ -474,8 +479,9 @@ def track_identifiers(
     given, receives (earlier value, later value) for each metric value replaced, in order.
 
     Linear, and bounded by what can matter: entries are read newest first, and reading stops once
-    ``max_count`` identifiers (fitting ``max_chars``) were named more than ``MAX_BONUS`` positions
-    after the next older entry: nothing first named there could outrank them. The fold then runs
+    ``max_count`` identifiers (fitting ``max_chars``), or identifiers filling ``max_chars`` to
+    within ``FILL_SLACK``, were named more than ``MAX_BONUS`` positions after the next older entry:
+    nothing first named there could outrank them. The fold then runs
     over the entries read, at their own positions; mentions are counted in the entries read. A
     200,000-entry span reads a few thousand entries; a span shorter than ``MAX_BONUS`` entries is
     read whole.
@@ -486,6 +492,7 @@ def track_identifiers(
     newest: list[tuple[int, int]] = []  # (position of first sighting walking back, cost), decreasing positions
     seen_keys: set[str] = set()
     strong = 0  # leading items of ``newest`` that no older entry can outrank
+    strong_chars = 0  # their cost
     first = 0
     for k in range(len(span) - 1, -1, -1):
         idents = entry_identifiers(span[k])
@@ -497,8 +504,10 @@ def track_identifiers(
                 newest.append((tick0 + k + 1, len(ident.text) + 3))
         bound = tick0 + k + MAX_BONUS  # the best an identifier first named before entry k can reach
         while strong < len(newest) and newest[strong][0] > bound:
+            strong_chars += newest[strong][1]
             strong += 1
-        if strong >= max_count and k % 64 == 0 and _fills(newest[:strong], max_count, max_chars):
+        could_fill = strong >= max_count or strong_chars > max_chars - FILL_SLACK
+        if could_fill and k % 64 == 0 and _fills(newest[:strong], max_count, max_chars):
             first = k
             break
     order: dict[str, Identifier] = {ident.text: ident for ident in previous}
@@ -539,15 +548,21 @@ def track_identifiers(
     return [item for i, item in enumerate(items) if i in keep]
 
 
+# room left in the character budget below which reading older entries stops: what could still
+# fit there is a short string older than every one kept (the newest entries' strings fill the set)
+FILL_SLACK: Final = 48
+
+
 def _fills(candidates: Sequence[tuple[int, int]], max_count: int, max_chars: int) -> bool:
-    """Whether ``max_count`` of ``candidates`` (newest first, with their cost) fit ``max_chars``
-    when taken in that order, skipping what does not fit (as the working set is filled)."""
+    """Whether ``candidates`` (newest first, with their cost) fill the working set when taken in
+    that order, skipping what does not fit (as it is filled): ``max_count`` of them fit, or they
+    leave less than ``FILL_SLACK`` characters (long identifiers: the characters bind first)."""
     count = chars = 0
     for _tick, cost in candidates:
         if chars + cost <= max_chars:
             count += 1
             chars += cost
-            if count >= max_count:
+            if count >= max_count or chars > max_chars - FILL_SLACK:
                 return True
     return False
 
