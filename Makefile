@@ -62,6 +62,7 @@ demo: setup
 
 lint: setup lint-labextension
 	$(BIN)/ruff check ipython_compact tests bench examples
+	$(BIN)/ruff format --check ipython_compact tests bench examples
 	$(BIN)/mypy
 
 # pi's reference implementation (npm), which tests/test_pi_compat.py runs in Node. Installed only when missing.

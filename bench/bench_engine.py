@@ -166,10 +166,8 @@ def measure_ours(db: Path, path: list[Entry], settings: CompactionSettings, roun
         "context_entries": len(view.entries),
         "context_messages": len(build_context(view.entries)),
         "context_tokens": estimate_context(view.entries, ESTIMATOR, tokens=view.tokens(ESTIMATOR)).tokens,
-        # type: ignore[attr-defined]
-        "messages_to_summarize": 0 if prep is None else len(prep.messages_to_summarize),
-        # type: ignore[attr-defined]
-        "first_kept_entry_id": None if prep is None else prep.first_kept_entry_id,
+        "messages_to_summarize": 0 if prep is None else len(prep.messages_to_summarize),  # type: ignore[attr-defined]
+        "first_kept_entry_id": None if prep is None else prep.first_kept_entry_id,  # type: ignore[attr-defined]
     }
     groups: dict[str, dict[str, Callable[[], object]]] = {
         "store": {"threshold_check": store_threshold, "plan": store_plan, "context_view": store_context},

@@ -51,7 +51,10 @@ from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers import OfflineSummarizer, SummaryInput, SummaryResult
 
-PIN_TEXTS = ("Deadline: the model card goes to legal on 2026-12-11.", "The on-call contact for the GPU pool is ext. 4471.")
+PIN_TEXTS = (
+    "Deadline: the model card goes to legal on 2026-12-11.",
+    "The on-call contact for the GPU pool is ext. 4471.",
+)
 ANCHOR_CLASSES = ("goal", "constraint", "pin")
 
 
@@ -125,14 +128,27 @@ def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any
         result = compactor.compact("bench", reason="threshold")
         compact_ms.append((time.perf_counter() - started) * 1000)
         messages = build_context(store.context_path("bench"))
-        view = "\n".join(json.loads(json.dumps(m))["content"] if isinstance(m.get("content"), str) else json.dumps(m, ensure_ascii=False) for m in messages)
+        view = "\n".join(
+            json.loads(json.dumps(m))["content"]
+            if isinstance(m.get("content"), str)
+            else json.dumps(m, ensure_ascii=False)
+            for m in messages
+        )
         facts = gen.facts
-        classes: dict[str, list[str]] = {"goal": [facts.goal], "constraint": list(facts.constraints), "pin": list(pins)}
+        classes: dict[str, list[str]] = {
+            "goal": [facts.goal],
+            "constraint": list(facts.constraints),
+            "pin": list(pins),
+        }
         if pinned_entry_text:
             classes["pin"].append(pinned_entry_text)
         for cls, values in facts.by_class.items():
             classes[cls] = list(values)
-        survival = {cls: {"kept": sum(1 for v in values if v in view), "total": len(values)} for cls, values in classes.items() if values}
+        survival = {
+            cls: {"kept": sum(1 for v in values if v in view), "total": len(values)}
+            for cls, values in classes.items()
+            if values
+        }
         tracked = [i["text"] for i in result.details.get("identifiers", [])]
         kept_tracked = sum(1 for t in tracked if t in view)
         tracked_total += len(tracked)
@@ -179,13 +195,20 @@ def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any
 
     final = rows[-1]
     per_class_final = {cls: round(s["kept"] / s["total"], 4) for cls, s in final["survival"].items()}
-    min_anchor = {cls: min((r["survival"][cls]["kept"] / r["survival"][cls]["total"]) for r in rows if cls in r["survival"]) for cls in ANCHOR_CLASSES if cls in final["survival"]}
+    min_anchor = {
+        cls: min(
+            (r["survival"][cls]["kept"] / r["survival"][cls]["total"]) for r in rows if cls in r["survival"]
+        )
+        for cls in ANCHOR_CLASSES
+        if cls in final["survival"]
+    }
     ident_rates = [rate(None, r) for r in rows]
     sizes = [float(r["checkpoint_tokens"]) for r in rows]
     half = sizes[len(sizes) // 2 :]
     half_mean = statistics.mean(half)
     steady_from = next(
-        (i + 1 for i in range(len(sizes)) if all(abs(v - half_mean) <= 0.10 * half_mean for v in sizes[i:])), len(sizes)
+        (i + 1 for i in range(len(sizes)) if all(abs(v - half_mean) <= 0.10 * half_mean for v in sizes[i:])),
+        len(sizes),
     )
     summary = {
         "compactions": len(rows),
@@ -197,7 +220,12 @@ def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any
         "recent_identifier_survival": round(recent_kept / max(1, recent_total), 4),
         "planted_identifiers_recallable": f"{recallable}/{len(planted)}",
         "per_class_final": per_class_final,
-        "checkpoint_tokens": {"first": int(sizes[0]), "max": int(max(sizes)), "last": int(sizes[-1]), "budget": settings.summary_max_tokens},
+        "checkpoint_tokens": {
+            "first": int(sizes[0]),
+            "max": int(max(sizes)),
+            "last": int(sizes[-1]),
+            "budget": settings.summary_max_tokens,
+        },
         "all_within_budget": all(r["within_budget"] for r in rows),
         "slope_tokens_per_compaction_second_half": round(slope(half), 2),
         "slope_relative_second_half": round(slope(half) / max(1.0, half_mean), 5),
@@ -222,19 +250,22 @@ def goals_of(s: dict[str, Any], all_recallable: bool) -> dict[str, bool]:
     """The issue's goals for one arm (the guarded arm must meet all of them)."""
     half_len = max(1, s["compactions"] - s["compactions"] // 2)
     return {
-        "constraints_goal_pins_100pct": all(v == 1.0 for v in s["anchor_survival_min"].values()) and len(s["anchor_survival_min"]) == 3,
+        "constraints_goal_pins_100pct": all(v == 1.0 for v in s["anchor_survival_min"].values())
+        and len(s["anchor_survival_min"]) == 3,
         "tracked_identifiers_ge_99pct": s["tracked_identifier_survival"] >= 0.99,
         "recent_identifiers_ge_99pct": s["recent_identifier_survival"] >= 0.99,
         "every_planted_fact_recallable": all_recallable,
         "checkpoint_within_budget_every_step": s["all_within_budget"],
-        "no_upward_trend_second_half": s["slope_tokens_per_compaction_second_half"] * half_len <= MAX_HALF_GROWTH * s["second_half_mean_tokens"],
+        "no_upward_trend_second_half": s["slope_tokens_per_compaction_second_half"] * half_len
+        <= MAX_HALF_GROWTH * s["second_half_mean_tokens"],
         f"steady_by_compaction_{STEADY_BY}": s["steady_from_compaction"] <= STEADY_BY,
         "log_verifies": s["verify_ok"],
     }
 
 
 def offline_speed(seed: int) -> dict[str, Any]:
-    """Time the offline summarizer on a 1,000-entry span (best of 5), with and without a previous checkpoint."""
+    """Time the offline summarizer on a 1,000-entry span (best of 5), with and without a previous
+    checkpoint."""
     from ipython_compact.core.entries import Entry
     from ipython_compact.core.offline_summary import offline_summary
 
@@ -258,13 +289,26 @@ def offline_speed(seed: int) -> dict[str, Any]:
 
 
 TABLE_ROWS = (
-    ("goal / constraints / pins survival (min over steps)", lambda s: "/".join(f"{s['anchor_survival_min'].get(c, 0):.0%}" for c in ANCHOR_CLASSES)),
+    (
+        "goal / constraints / pins survival (min over steps)",
+        lambda s: "/".join(f"{s['anchor_survival_min'].get(c, 0):.0%}" for c in ANCHOR_CLASSES),
+    ),
     ("tracked identifiers in view", lambda s: f"{s['tracked_identifier_survival']:.1%}"),
     ("recent identifiers in view", lambda s: f"{s['recent_identifier_survival']:.1%}"),
     ("all planted identifiers in view (final)", lambda s: f"{s['planted_identifier_survival_final']:.1%}"),
     ("planted identifiers recallable from the log", lambda s: s["planted_identifiers_recallable"]),
-    ("checkpoint tokens first / max / last", lambda s: f"{s['checkpoint_tokens']['first']} / {s['checkpoint_tokens']['max']} / {s['checkpoint_tokens']['last']}"),
-    ("slope, second half (tokens per compaction)", lambda s: f"{s['slope_tokens_per_compaction_second_half']:+.2f}"),
+    (
+        "checkpoint tokens first / max / last",
+        lambda s: (
+            f"{s['checkpoint_tokens']['first']} / "
+            f"{s['checkpoint_tokens']['max']} / "
+            f"{s['checkpoint_tokens']['last']}"
+        ),
+    ),
+    (
+        "slope, second half (tokens per compaction)",
+        lambda s: f"{s['slope_tokens_per_compaction_second_half']:+.2f}",
+    ),
     ("steady from compaction", lambda s: str(s["steady_from_compaction"])),
     ("within budget every step", lambda s: str(s["all_within_budget"])),
     ("compaction ms mean / max", lambda s: f"{s['compact_ms_mean']} / {s['compact_ms_max']}"),
@@ -273,7 +317,15 @@ TABLE_ROWS = (
 
 def comparison_table(arms: dict[str, Any]) -> list[dict[str, str]]:
     """One row per measure, one column per arm (guarded and naive side by side)."""
-    return [{"measure": label, **{arm: fmt(a["summary"]) for arm, a in arms.items()}} for label, fmt in TABLE_ROWS]
+    return [
+        {"measure": label, **{arm: fmt(a["summary"]) for arm, a in arms.items()}} for label, fmt in TABLE_ROWS
+    ]
+
+
+def _in_view(survival: dict[str, dict[str, int]], *, anchors: bool) -> str:
+    """``kept/total`` over the identifier classes that are (or are not) anchor classes."""
+    rows = [s for c, s in survival.items() if (c in ANCHOR_CLASSES) == anchors]
+    return f"{sum(s['kept'] for s in rows)}/{sum(s['total'] for s in rows)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,16 +336,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-output-lines", type=int, default=1200)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--arms", default="guarded,naive,bare,drifting_guarded,drifting_naive")
-    parser.add_argument("--long-compactions", type=int, default=100,
-                        help="also run the guarded arm this long, to show where the checkpoint levels off (0: skip)")
-    parser.add_argument("--recent-window", type=int, default=5, help="compactions whose planted identifiers count as recent")
-    parser.add_argument("--per-compaction", action="store_true", help="include every compaction's row in the output")
+    parser.add_argument(
+        "--long-compactions",
+        type=int,
+        default=100,
+        help="also run the guarded arm this long, to show where the checkpoint levels off (0: skip)",
+    )
+    parser.add_argument(
+        "--recent-window", type=int, default=5, help="compactions whose planted identifiers count as recent"
+    )
+    parser.add_argument(
+        "--per-compaction", action="store_true", help="include every compaction's row in the output"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    out: dict[str, Any] = {"benchmark": "fidelity", "config": {k: v for k, v in vars(args).items() if k != "per_compaction"}, "arms": {}}
+    out: dict[str, Any] = {
+        "benchmark": "fidelity",
+        "config": {k: v for k, v in vars(args).items() if k != "per_compaction"},
+        "arms": {},
+    }
     runs = [(arm, arm, args) for arm in args.arms.split(",")]
     if args.long_compactions > 0 and "guarded" in args.arms.split(","):
-        runs.append((f"guarded_{args.long_compactions}", "guarded", argparse.Namespace(**{**vars(args), "compactions": args.long_compactions})))
+        runs.append(
+            (
+                f"guarded_{args.long_compactions}",
+                "guarded",
+                argparse.Namespace(**{**vars(args), "compactions": args.long_compactions}),
+            )
+        )
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp:
         for label, arm, arm_args in runs:
             result = run_arm(arm, arm_args, Path(tmp) / label)
@@ -308,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                         "context_messages": r["context_messages"],
                         "tokens_after": r["tokens_after"],
                         "checkpoint_tokens": r["checkpoint_tokens"],
-                        "identifiers_in_view": f"{sum(s['kept'] for c, s in r['survival'].items() if c not in ANCHOR_CLASSES)}/{sum(s['total'] for c, s in r['survival'].items() if c not in ANCHOR_CLASSES)}",
-                        "anchors_in_view": f"{sum(s['kept'] for c, s in r['survival'].items() if c in ANCHOR_CLASSES)}/{sum(s['total'] for c, s in r['survival'].items() if c in ANCHOR_CLASSES)}",
+                        "identifiers_in_view": _in_view(r["survival"], anchors=False),
+                        "anchors_in_view": _in_view(r["survival"], anchors=True),
                     }
                     for r in rows[step - 1 :: step]
                 ]
@@ -321,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
         out["goals"] = dict(g["goals_met"])
         long = out["arms"].get(f"guarded_{args.long_compactions}", {}).get("summary")
         if long:
-            out["goals"]["long_run_no_upward_trend_second_half"] = long["goals_met"]["no_upward_trend_second_half"]
+            out["goals"]["long_run_no_upward_trend_second_half"] = long["goals_met"][
+                "no_upward_trend_second_half"
+            ]
             out["goals"]["long_run_within_budget_every_step"] = long["all_within_budget"]
         out["goals"]["offline_1000_entries_under_1s"] = max(speed["first_ms"], speed["rolling_ms"]) < 1000
         out["all_goals_met"] = all(out["goals"].values())

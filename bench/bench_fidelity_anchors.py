@@ -48,7 +48,9 @@ def extracted(messages: Iterable[str]) -> set[str]:
 
 def fixture_user_texts(name: str) -> list[str]:
     path = ROOT / "tests" / "fixtures" / "pi" / name
-    objects = [(n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    objects = [
+        (n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()
+    ]
     out = []
     for entry in parse_pi_session(objects).entries:
         msg = entry.message
@@ -70,11 +72,17 @@ def generated_sources() -> dict[str, tuple[list[str], set[str], set[str]]]:
     out["generated:transcripts"] = (texts, set(gen.facts.constraints), set(sentences(gen.facts.goal)))
     for kind in SESSION_KINDS:
         session = make_session(kind, seed=2026, chunks=30)
-        out[f"generated:{kind}"] = (session.user_texts(), set(session.constraints), set(sentences(session.goal)))
+        out[f"generated:{kind}"] = (
+            session.user_texts(),
+            set(session.constraints),
+            set(sentences(session.goal)),
+        )
     return out
 
 
-def score(name: str, texts: list[str], positives: set[str], negatives: set[str] | None = None) -> dict[str, Any]:
+def score(
+    name: str, texts: list[str], positives: set[str], negatives: set[str] | None = None
+) -> dict[str, Any]:
     found = extracted(texts)
     all_sentences = {s for t in texts for s in sentences(t)}
     negatives = (all_sentences - positives) if negatives is None else negatives
@@ -100,14 +108,27 @@ def measure() -> dict[str, Any]:
     rows = []
     for name in ("before-compaction.jsonl", "large-session.jsonl"):
         mine = [r for r in labels if r["source"] == f"pi:{name}"]
-        rows.append(score(f"pi:{name}", fixture_user_texts(name), {r["text"] for r in mine if r["constraint"]}, {r["text"] for r in mine if not r["constraint"]}))
+        rows.append(
+            score(
+                f"pi:{name}",
+                fixture_user_texts(name),
+                {r["text"] for r in mine if r["constraint"]},
+                {r["text"] for r in mine if not r["constraint"]},
+            )
+        )
     for name, (texts, positives, goal) in generated_sources().items():
         everything = {s for t in texts for s in sentences(t)}
         rows.append(score(name, texts, positives, everything - positives - goal))
     tp = sum(r["true_positives"] for r in rows)
     fp = sum(r["false_positives"] for r in rows)
     pos = sum(r["constraints"] for r in rows)
-    overall = {"precision": round(tp / max(1, tp + fp), 4), "recall": round(tp / max(1, pos), 4), "true_positives": tp, "false_positives": fp, "constraints": pos}
+    overall = {
+        "precision": round(tp / max(1, tp + fp), 4),
+        "recall": round(tp / max(1, pos), 4),
+        "true_positives": tp,
+        "false_positives": fp,
+        "constraints": pos,
+    }
     return {"benchmark": "anchor_extractor", "overall": overall, "sources": rows}
 
 

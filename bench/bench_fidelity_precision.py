@@ -91,7 +91,8 @@ class ChangingSession:
     days: int = 30
     chunks: list[list[JSON]] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
-    requests: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # text -> (asked, settled day or None)
+    # text -> (asked, settled day or None)
+    requests: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     def current(self, day: int) -> list[Fact]:
         return [f for f in self.facts if f.day <= day and (f.until is None or f.until > day)]
@@ -99,10 +100,18 @@ class ChangingSession:
     def superseded(self, day: int, before: int | None = None) -> list[Fact]:
         """Facts replaced by ``day``; with ``before``, only those whose replacement is among the
         first ``before`` messages (summarized; a replacement in the kept tail is read there)."""
-        return [f for f in self.facts if f.until is not None and f.until <= day and (before is None or (f.until_at or 0) < before)]
+        return [
+            f
+            for f in self.facts
+            if f.until is not None and f.until <= day and (before is None or (f.until_at or 0) < before)
+        ]
 
     def pending(self, day: int) -> list[str]:
-        return [t for t, (asked, settled) in self.requests.items() if asked <= day and (settled is None or settled > day)]
+        return [
+            t
+            for t, (asked, settled) in self.requests.items()
+            if asked <= day and (settled is None or settled > day)
+        ]
 
 
 class _Writer:
@@ -116,58 +125,151 @@ class _Writer:
         return self.ts
 
     def user(self, text: str) -> None:
-        self.out.append({"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self._tick()})
+        self.out.append(
+            {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self._tick()}
+        )
 
     def say(self, text: str) -> None:
-        self.out.append({"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop", "timestamp": self._tick()})
+        self.out.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": text}],
+                "stopReason": "stop",
+                "timestamp": self._tick(),
+            }
+        )
 
-    def call(self, code: str, output: str, text: str = "", tool: str = "python", args: JSON | None = None) -> None:
+    def call(
+        self, code: str, output: str, text: str = "", tool: str = "python", args: JSON | None = None
+    ) -> None:
         self.calls += 1
         cid = f"call_{self.calls}"
         content: list[JSON] = [{"type": "text", "text": text}] if text else []
         content.append({"type": "toolCall", "id": cid, "name": tool, "arguments": args or {"code": code}})
-        self.out.append({"role": "assistant", "content": content, "stopReason": "toolUse", "timestamp": self._tick()})
-        self.out.append({"role": "toolResult", "toolCallId": cid, "toolName": tool, "content": [{"type": "text", "text": output}], "isError": False, "timestamp": self._tick()})
+        self.out.append(
+            {"role": "assistant", "content": content, "stopReason": "toolUse", "timestamp": self._tick()}
+        )
+        self.out.append(
+            {
+                "role": "toolResult",
+                "toolCallId": cid,
+                "toolName": tool,
+                "content": [{"type": "text", "text": output}],
+                "isError": False,
+                "timestamp": self._tick(),
+            }
+        )
 
     def take(self) -> list[JSON]:
         out, self.out = self.out, []
         return out
 
 
-# subject -> [(day, statement said by the user or the assistant, marker)]: each later one replaces the one before
+# subject -> [(day, statement said by the user or the assistant, marker)]: each later one replaces the one
+# before
 DECISIONS: dict[str, list[tuple[int, str, str, str]]] = {
-    "storage": [(1, "user", "Always use Postgres for storage.", "use Postgres for storage"),
-                (12, "user", "Please use DuckDB for storage instead of Postgres from now on.", "DuckDB for storage")],
-    "threshold": [(2, "user", "Use a decision threshold of 0.50 for the retention list.", "threshold of 0.50"),
-                  (9, "user", "Use a decision threshold of 0.35 for the retention list.", "threshold of 0.35"),
-                  (22, "user", "Use a decision threshold of 0.42 for the retention list.", "threshold of 0.42")],
-    "metric": [(3, "user", "From now on, report AUC as the headline metric.", "report AUC as the headline"),
-               (15, "user", "From now on, report PR-AUC as the headline metric.", "PR-AUC as the headline")],
-    "split": [(4, "assistant", "I'll use a random row split for validation because the rows look independent.", "random row split"),
-              (18, "user", "Let's go with a split grouped by customer_id for validation instead of the random row split.", "grouped by customer_id")],
-    "imputation": [(5, "user", "Always impute missing tenure with the median.", "tenure with the median"),
-                   (25, "user", "Always impute missing tenure with KNN.", "tenure with KNN")],
-    "model": [(2, "assistant", "I'll use XGBoost for the model because it is the team default.", "XGBoost for the model"),
-              (11, "assistant", "Switching the model to LightGBM instead of XGBoost because it trains faster on the new features.", "model to LightGBM")],
-    "report": [(6, "user", "Always send the weekly report as a PDF attachment.", "report as a PDF"),
-               (20, "user", "Always send the weekly report as an HTML page.", "report as an HTML")],
-    "cadence": [(7, "user", "Make sure to retrain the model every week.", "retrain the model every week"),
-                (19, "user", "Make sure to retrain the model every day.", "retrain the model every day")],
+    "storage": [
+        (1, "user", "Always use Postgres for storage.", "use Postgres for storage"),
+        (12, "user", "Please use DuckDB for storage instead of Postgres from now on.", "DuckDB for storage"),
+    ],
+    "threshold": [
+        (2, "user", "Use a decision threshold of 0.50 for the retention list.", "threshold of 0.50"),
+        (9, "user", "Use a decision threshold of 0.35 for the retention list.", "threshold of 0.35"),
+        (22, "user", "Use a decision threshold of 0.42 for the retention list.", "threshold of 0.42"),
+    ],
+    "metric": [
+        (3, "user", "From now on, report AUC as the headline metric.", "report AUC as the headline"),
+        (15, "user", "From now on, report PR-AUC as the headline metric.", "PR-AUC as the headline"),
+    ],
+    "split": [
+        (
+            4,
+            "assistant",
+            "I'll use a random row split for validation because the rows look independent.",
+            "random row split",
+        ),
+        (
+            18,
+            "user",
+            "Let's go with a split grouped by customer_id for validation instead of the random row split.",
+            "grouped by customer_id",
+        ),
+    ],
+    "imputation": [
+        (5, "user", "Always impute missing tenure with the median.", "tenure with the median"),
+        (25, "user", "Always impute missing tenure with KNN.", "tenure with KNN"),
+    ],
+    "model": [
+        (
+            2,
+            "assistant",
+            "I'll use XGBoost for the model because it is the team default.",
+            "XGBoost for the model",
+        ),
+        (
+            11,
+            "assistant",
+            "Switching the model to LightGBM instead of XGBoost because it trains faster "
+            "on the new features.",
+            "model to LightGBM",
+        ),
+    ],
+    "report": [
+        (6, "user", "Always send the weekly report as a PDF attachment.", "report as a PDF"),
+        (20, "user", "Always send the weekly report as an HTML page.", "report as an HTML"),
+    ],
+    "cadence": [
+        (7, "user", "Make sure to retrain the model every week.", "retrain the model every week"),
+        (19, "user", "Make sure to retrain the model every day.", "retrain the model every day"),
+    ],
 }
 # quantity -> (line prefix, key, [(day, value)])
 QUANTITIES: dict[str, tuple[str, str, list[tuple[int, str]]]] = {
     "rows": ("rows after dedup:", "rows", [(2, "41203"), (8, "40877"), (16, "40112"), (24, "39950")]),
     "holdout": ("holdout size:", "holdout_rows", [(3, "8120"), (13, "8044"), (27, "7990")]),
-    "features": ("features in use:", "n_features", [(4, "48"), (10, "52"), (17, "61"), (23, "57"), (28, "59")]),
+    "features": (
+        "features in use:",
+        "n_features",
+        [(4, "48"), (10, "52"), (17, "61"), (23, "57"), (28, "59")],
+    ),
     "ece": ("calibration:", "ece", [(6, "0.041"), (14, "0.033"), (21, "0.029")]),
     "best_auc": ("best model:", "best_auc", [(5, "0.801"), (12, "0.812"), (19, "0.824"), (26, "0.829")]),
     "train_time": ("train time:", "train_minutes", [(9, "37"), (18, "29"), (29, "33")]),
 }
-MODEL_FILES = [(4, "models/churn_v1.pkl"), (11, "models/churn_v2.pkl"), (19, "models/churn_v3.pkl"), (26, "models/churn_v4.pkl")]
-GOALS = [(1, "Our goal is a churn model the retention team can act on every week, with a calibrated decision threshold.", "retention team can act on every week"),
-         (17, "New goal: the churn model must also explain the top churn drivers per customer segment.", "top churn drivers per customer segment")]
-ROUTINE = ("Plot the churn rate by {x}.", "Show the distribution of {x}.", "Check {x} for missing values.", "Summarize {x} per segment.")
-TOPICS = ("tenure", "monthly charges", "contract type", "support calls", "payment method", "region", "plan changes")
+MODEL_FILES = [
+    (4, "models/churn_v1.pkl"),
+    (11, "models/churn_v2.pkl"),
+    (19, "models/churn_v3.pkl"),
+    (26, "models/churn_v4.pkl"),
+]
+GOALS = [
+    (
+        1,
+        "Our goal is a churn model the retention team can act on every week, with a calibrated decision "
+        "threshold.",
+        "retention team can act on every week",
+    ),
+    (
+        17,
+        "New goal: the churn model must also explain the top churn drivers per customer segment.",
+        "top churn drivers per customer segment",
+    ),
+]
+ROUTINE = (
+    "Plot the churn rate by {x}.",
+    "Show the distribution of {x}.",
+    "Check {x} for missing values.",
+    "Summarize {x} per segment.",
+)
+TOPICS = (
+    "tenure",
+    "monthly charges",
+    "contract type",
+    "support calls",
+    "payment method",
+    "region",
+    "plan changes",
+)
 
 
 def make_session(days: int = 30) -> ChangingSession:
@@ -184,7 +286,10 @@ def make_session(days: int = 30) -> ChangingSession:
     for day in range(1, days + 1):
         if day == 1:
             w.user("Load data/churn.csv and show me the first rows.")
-            w.call("df = pd.read_csv('data/churn.csv')\ndf.head()", "customer_id tenure monthly_charges churn\n1001 12 70.2 0")
+            w.call(
+                "df = pd.read_csv('data/churn.csv')\ndf.head()",
+                "customer_id tenure monthly_charges churn\n1001 12 70.2 0",
+            )
             w.say("Loaded data/churn.csv: 7 columns.")
         for d, text, marker in GOALS:
             if d == day:
@@ -197,7 +302,11 @@ def make_session(days: int = 30) -> ChangingSession:
                     continue
                 if who == "user":
                     w.user(text)
-                    w.say(f"Noted: {text[0].lower()}{text[1:]}" if "instead of" not in text else "Done, switched as you asked.")
+                    w.say(
+                        f"Noted: {text[0].lower()}{text[1:]}"
+                        if "instead of" not in text
+                        else "Done, switched as you asked."
+                    )
                 else:
                     w.user(f"What should we do about the {subject}?")
                     w.say(text)
@@ -205,9 +314,19 @@ def make_session(days: int = 30) -> ChangingSession:
         # routine work with a quantity or a file, and a final answer
         topic = TOPICS[day % len(TOPICS)]
         w.user(ROUTINE[day % len(ROUTINE)].format(x=topic))
-        outputs = [f"{prefix} {key}={value}" for _q, (prefix, key, series) in QUANTITIES.items() for d, value in series if d == day]
+        outputs = [
+            f"{prefix} {key}={value}"
+            for _q, (prefix, key, series) in QUANTITIES.items()
+            for d, value in series
+            if d == day
+        ]
         code = f"stats = summarize('{topic}')\nprint(stats)"
-        w.call(code, "\n".join([f"{topic}: {day * 3} rows checked", *outputs]) if outputs else f"{topic}: {day * 3} rows checked")
+        w.call(
+            code,
+            "\n".join([f"{topic}: {day * 3} rows checked", *outputs])
+            if outputs
+            else f"{topic}: {day * 3} rows checked",
+        )
         for q, (_prefix, key, series) in QUANTITIES.items():
             for d, value in series:
                 if d == day:
@@ -250,7 +369,11 @@ def make_session(days: int = 30) -> ChangingSession:
             s.requests["Compare the model against last quarter's baseline."] = (29, None)
         if day == days:
             w.user("Draft the slides for Monday's retention review.")
-            w.call("slides = outline('retention review')", "outline with 6 sections", text="I will start with the outline.")
+            w.call(
+                "slides = outline('retention review')",
+                "outline with 6 sections",
+                text="I will start with the outline.",
+            )
             s.requests["Draft the slides for Monday's retention review."] = (days, None)
         s.chunks.append(w.take())
     return s
@@ -263,7 +386,9 @@ def context_of(store: SessionStore, naive: bool) -> tuple[str, str]:
     parts = [text_of_content(m.get("content")) for m in messages]
     checkpoint = parts[0] if parts else ""
     if naive:
-        checkpoint = re.sub(r"\n*<externalized(?:\s[^>]*)?>.*?</externalized>\n*", "\n", checkpoint, flags=re.DOTALL)
+        checkpoint = re.sub(
+            r"\n*<externalized(?:\s[^>]*)?>.*?</externalized>\n*", "\n", checkpoint, flags=re.DOTALL
+        )
     return "\n".join(parts), checkpoint
 
 
@@ -273,7 +398,14 @@ def stated_as_current(checkpoint: str, marker: str) -> bool:
 
 def duplicate_lines(checkpoint: str) -> int:
     lines = [ln.strip() for ln in checkpoint.splitlines()]
-    body = [ln for ln in lines if ln and not ln.startswith("#") and ln.lower() not in ("(none)", "none", "---") and not _TAG.match(ln)]
+    body = [
+        ln
+        for ln in lines
+        if ln
+        and not ln.startswith("#")
+        and ln.lower() not in ("(none)", "none", "---")
+        and not _TAG.match(ln)
+    ]
     return len(body) - len(set(body))
 
 
@@ -301,8 +433,21 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
     store = SessionStore(workdir / f"{arm}.db")
     store.create_session("s")
     naive = arm == "naive"
-    summarizer = OfflineSummarizer() if server is None else OpenAISummarizer(model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0)
-    compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=args.keep_recent_tokens), anchors=not naive, drift_guard=not naive, ledger=not naive)
+    summarizer = (
+        OfflineSummarizer()
+        if server is None
+        else OpenAISummarizer(
+            model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0
+        )
+    )
+    compactor = Compactor(
+        store,
+        summarizer,
+        CompactionSettings(keep_recent_tokens=args.keep_recent_tokens),
+        anchors=not naive,
+        drift_guard=not naive,
+        ledger=not naive,
+    )
     rows = []
     started = time.perf_counter()
     for day, chunk in enumerate(session.chunks, 1):
@@ -316,29 +461,39 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
         current = session.current(day)
         old = session.superseded(day, summarized_messages(store, result.plan.first_kept_entry_id))
         pending = session.pending(day)
-        rows.append({
-            "day": day,
-            "current_in_context": sum(f.marker in context for f in current),
-            "current_total": len(current),
-            "missing_current": [f"{f.subject}: {f.marker}" for f in current if f.marker not in context],
-            "superseded_as_current": [f"{f.subject}: {f.marker}" for f in old if stated_as_current(checkpoint, f.marker)],
-            "superseded_total": len(old),
-            "pending_shown": sum(t in context or ids.get(t, "\0") in context for t in pending),
-            "pending_total": len(pending),
-            "missing_pending": [t for t in pending if t not in context and ids.get(t, "\0") not in context],
-            "duplicate_lines": duplicate_lines(checkpoint),
-            "checkpoint_tokens": estimate_message_tokens({"role": "user", "content": result.summary}),
-        })
+        rows.append(
+            {
+                "day": day,
+                "current_in_context": sum(f.marker in context for f in current),
+                "current_total": len(current),
+                "missing_current": [f"{f.subject}: {f.marker}" for f in current if f.marker not in context],
+                "superseded_as_current": [
+                    f"{f.subject}: {f.marker}" for f in old if stated_as_current(checkpoint, f.marker)
+                ],
+                "superseded_total": len(old),
+                "pending_shown": sum(t in context or ids.get(t, "\0") in context for t in pending),
+                "pending_total": len(pending),
+                "missing_pending": [
+                    t for t in pending if t not in context and ids.get(t, "\0") not in context
+                ],
+                "duplicate_lines": duplicate_lines(checkpoint),
+                "checkpoint_tokens": estimate_message_tokens({"role": "user", "content": result.summary}),
+            }
+        )
     store.close()
     last = rows[-1]
     tokens = [r["checkpoint_tokens"] for r in rows]
     return {
         "current_facts_in_context": f"{last['current_in_context']}/{last['current_total']}",
-        "current_facts_in_context_all_steps": round(sum(r["current_in_context"] for r in rows) / max(1, sum(r["current_total"] for r in rows)), 4),
+        "current_facts_in_context_all_steps": round(
+            sum(r["current_in_context"] for r in rows) / max(1, sum(r["current_total"] for r in rows)), 4
+        ),
         "superseded_stated_as_current": f"{len(last['superseded_as_current'])}/{last['superseded_total']}",
         "superseded_stated_as_current_all_steps": sum(len(r["superseded_as_current"]) for r in rows),
         "open_deferred_shown": f"{last['pending_shown']}/{last['pending_total']}",
-        "open_deferred_shown_all_steps": round(sum(r["pending_shown"] for r in rows) / max(1, sum(r["pending_total"] for r in rows)), 4),
+        "open_deferred_shown_all_steps": round(
+            sum(r["pending_shown"] for r in rows) / max(1, sum(r["pending_total"] for r in rows)), 4
+        ),
         "duplicate_lines_last": last["duplicate_lines"],
         "duplicate_lines_max": max(r["duplicate_lines"] for r in rows),
         "checkpoint_tokens": {"first": tokens[0], "max": max(tokens), "last": tokens[-1]},
@@ -388,7 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         for arm in args.arms.split(","):
             server = None
             if arm.startswith("openai_"):
-                server = ModelServer(script=scripted(arm.removeprefix("openai_")), model="bench-model").start()
+                server = ModelServer(
+                    script=scripted(arm.removeprefix("openai_")), model="bench-model"
+                ).start()
             try:
                 out["arms"][arm] = run(arm, args, Path(tmp), server)
             finally:

@@ -62,7 +62,8 @@ from ipython_compact.summarizers import OfflineSummarizer
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer, RecordedRequest, Reply
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # generated sessions live with the tests
+# generated sessions live with the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from generated_sessions import PROBE_KINDS, SESSION_KINDS, GeneratedSession, Probe, make_session
 
 ARMS = ("offline", "openai_good", "openai_drifting", "naive")
@@ -88,7 +89,12 @@ def _sections(summary: str) -> dict[str, list[str]]:
             out[current] = []
         elif line.strip() == "---" or line.startswith("**Turn context"):
             current = None  # the split turn's part follows; a model does not fold its separator in
-        elif current and line.strip() and line.strip() not in ("(none)", "- (none)", "- [x] (none)") and not line.startswith("###"):
+        elif (
+            current
+            and line.strip()
+            and line.strip() not in ("(none)", "- (none)", "- [x] (none)")
+            and not line.startswith("###")
+        ):
             out[current].append(line.strip())
     return out
 
@@ -106,16 +112,26 @@ def good_model_text(prompt: str, *, honours_superseded: bool = True) -> str:
     and an earlier statement the prompt's ``<superseded>`` block names left out (it is told so)."""
     conversation = _between(prompt, "conversation")
     previous = _sections(_between(prompt, "previous-summary"))
-    earlier = [ln.strip()[len("- earlier: ") :] for ln in _between(prompt, "superseded").splitlines() if ln.strip().startswith("- earlier: ")]
+    earlier = [
+        ln.strip()[len("- earlier: ") :]
+        for ln in _between(prompt, "superseded").splitlines()
+        if ln.strip().startswith("- earlier: ")
+    ]
     if honours_superseded and earlier:
-        previous = {name: [i for i in items if not any(e in i for e in earlier)] for name, items in previous.items()}
+        previous = {
+            name: [i for i in items if not any(e in i for e in earlier)] for name, items in previous.items()
+        }
     users = [ln[len("[User]: ") :] for ln in conversation.splitlines() if ln.startswith("[User]: ")]
     says = [ln[len("[Assistant]: ") :] for ln in conversation.splitlines() if ln.startswith("[Assistant]: ")]
     decisions = [s for s in says if re.search(r"(?i)\b(decided|root cause|switch to|instead of)\b", s)]
     done = [s for s in says if s.startswith("Done")]
     nexts = [s[s.find("Next") :] for s in says if "Next I will" in s]
     idents = [value for _cls, value in extract_identifiers(conversation)]
-    if "## Original Request" in prompt and "<previous-summary>" not in prompt and "Early Progress" in prompt.split("</conversation>")[-1]:
+    if (
+        ("## Original Request") in prompt
+        and "<previous-summary>" not in prompt
+        and "Early Progress" in prompt.split("</conversation>")[-1]
+    ):
         return "\n\n".join(
             [
                 "## Original Request\n" + (users[0] if users else "(see the conversation)"),
@@ -125,15 +141,34 @@ def good_model_text(prompt: str, *, honours_superseded: bool = True) -> str:
         )
     # the goal: "(see <anchors>)" when the prompt shows the anchors (the note asks for a reference)
     goal = ["(see <anchors>)"] if "<anchors>" in prompt else previous.get("Goal") or users[:1] or ["(none)"]
-    constraints = _keep(previous.get("Constraints & Preferences", []) + [u for u in users if re.search(r"(?i)\b(never|always|keep|do not|use at most|don't)\b", u)], 10)
+    constraints = _keep(
+        previous.get("Constraints & Preferences", [])
+        + [u for u in users if re.search(r"(?i)\b(never|always|keep|do not|use at most|don't)\b", u)],
+        10,
+    )
     return "\n\n".join(
         [
             "## Goal\n" + "\n".join(goal),
-            "## Constraints & Preferences\n" + "\n".join(f"- {c}" if not c.startswith("- ") else c for c in constraints or ["(none)"]),
-            "## Progress\n### Done\n" + "\n".join(f"- [x] {d}" for d in done[-8:] or ["(none)"]) + "\n\n### In Progress\n(none)\n\n### Blocked\n(none)",
-            "## Key Decisions\n" + "\n".join(d if d.startswith("- ") else f"- {d}" for d in _keep(previous.get("Key Decisions", []) + decisions, 20) or ["(none)"]),
-            "## Next Steps\n" + (f"1. {nexts[-1]}" if nexts else "\n".join(previous.get("Next Steps", [])) or "(none)"),
-            "## Critical Context\n" + "\n".join(c if c.startswith("- ") else f"- {c}" for c in _keep(previous.get("Critical Context", []) + idents, 60) or ["(none)"]),
+            "## Constraints & "
+            "Preferences\n"
+            + "\n".join(f"- {c}" if not c.startswith("- ") else c for c in constraints or ["(none)"]),
+            "## Progress\n### "
+            "Done\n" + "\n".join(f"- [x] {d}" for d in done[-8:] or ["(none)"]) + "\n\n### In "
+            "Progress\n(none)\n\n### "
+            "Blocked\n(none)",
+            "## Key Decisions\n"
+            + "\n".join(
+                d if d.startswith("- ") else f"- {d}"
+                for d in _keep(previous.get("Key Decisions", []) + decisions, 20) or ["(none)"]
+            ),
+            "## Next Steps\n"
+            + (f"1. {nexts[-1]}" if nexts else "\n".join(previous.get("Next Steps", [])) or "(none)"),
+            "## Critical "
+            "Context\n"
+            + "\n".join(
+                c if c.startswith("- ") else f"- {c}"
+                for c in _keep(previous.get("Critical Context", []) + idents, 60) or ["(none)"]
+            ),
         ]
     )
 
@@ -157,7 +192,8 @@ def scripted(kind: str) -> Callable[[RecordedRequest], str | Reply]:
         if kind == "drifting":
             calls["n"] += 1
             text = drift(text)
-            if calls["n"] % 4 in (1, 2):  # drops a heading in two replies of four: some resamples fix it, some need a repair
+            # drops a heading in two replies of four: some resamples fix it, some need a repair
+            if calls["n"] % 4 in (1, 2):
                 text = re.sub(r"## (Key Decisions|Early Progress)\n", "", text)
         return text
 
@@ -168,7 +204,15 @@ def scripted(kind: str) -> Callable[[RecordedRequest], str | Reply]:
 def view_text(store: SessionStore, session: str, *, naive: bool) -> tuple[str, str]:
     """(context text, checkpoint text) of the session's current context."""
     messages = build_context(store.context_path(session))
-    parts = [text_of_content(m.get("content")) + "".join(f"\n{json.dumps(b, ensure_ascii=False)}" for b in m.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall") for m in messages]
+    parts = [
+        text_of_content(m.get("content"))
+        + "".join(
+            f"\n{json.dumps(b, ensure_ascii=False)}"
+            for b in m.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "toolCall"
+        )
+        for m in messages
+    ]
     text = "\n".join(parts)
     checkpoint = parts[0] if parts else ""
     if naive:
@@ -214,7 +258,9 @@ def score(probes: list[Probe], text: str, recall: Callable[[str], str]) -> list[
                     if p.answer in body:
                         level = 2
                         break
-        rows.append({"kind": p.kind, "chunk": p.chunk, "last_line": p.last_line, "level": level, "answer": p.answer})
+        rows.append(
+            {"kind": p.kind, "chunk": p.chunk, "last_line": p.last_line, "level": level, "answer": p.answer}
+        )
     return rows
 
 
@@ -227,14 +273,24 @@ def slope(values: list[float]) -> float:
 
 
 # ------------------------------------------------------------------------------ one run
-def run(kind: str, arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer | None) -> dict[str, Any]:
+def run(
+    kind: str, arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer | None
+) -> dict[str, Any]:
     session_data: GeneratedSession = make_session(kind, seed=args.seed, chunks=args.chunks)
     store = SessionStore(workdir / f"{kind}-{arm}.db")
     store.create_session("s")
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     naive = arm == "naive"
-    summarizer = OfflineSummarizer() if server is None else OpenAISummarizer(model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0)
-    compactor = Compactor(store, summarizer, settings, anchors=not naive, drift_guard=not naive, ledger=not naive)
+    summarizer = (
+        OfflineSummarizer()
+        if server is None
+        else OpenAISummarizer(
+            model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0
+        )
+    )
+    compactor = Compactor(
+        store, summarizer, settings, anchors=not naive, drift_guard=not naive, ledger=not naive
+    )
     sizes: list[int] = []
     anchors_ok: list[bool] = []
     repaired = resampled = failures = 0
@@ -264,7 +320,15 @@ def run(kind: str, arm: str, args: argparse.Namespace, workdir: Path, server: Mo
 
     rows = score(session_data.probes, text, recall)
     store.close()
-    return {"rows": rows, "sizes": sizes, "anchors_ok": all(anchors_ok) and bool(anchors_ok), "repaired": repaired, "resampled": resampled, "failures": failures, "seconds": round(elapsed, 2)}
+    return {
+        "rows": rows,
+        "sizes": sizes,
+        "anchors_ok": all(anchors_ok) and bool(anchors_ok),
+        "repaired": repaired,
+        "resampled": resampled,
+        "failures": failures,
+        "seconds": round(elapsed, 2),
+    }
 
 
 def summarize(results: list[dict[str, Any]], chunks: int) -> dict[str, Any]:
@@ -274,7 +338,12 @@ def summarize(results: list[dict[str, Any]], chunks: int) -> dict[str, Any]:
         return round(sum(r["level"] in levels for r in sel) / max(1, len(sel)), 4)
 
     per_kind = {
-        k: {"probes": len(sel), "level1": rate(sel, (1,)), "level2": rate(sel, (2,)), "level1+2": rate(sel, (1, 2))}
+        k: {
+            "probes": len(sel),
+            "level1": rate(sel, (1,)),
+            "level2": rate(sel, (2,)),
+            "level1+2": rate(sel, (1, 2)),
+        }
         for k in PROBE_KINDS
         if (sel := [r for r in rows if r["kind"] == k])
     }
@@ -284,7 +353,13 @@ def summarize(results: list[dict[str, Any]], chunks: int) -> dict[str, Any]:
     for res in results:
         half = [float(v) for v in res["sizes"][len(res["sizes"]) // 2 :]]
         mean = statistics.mean(half) if half else 0.0
-        flat.append({"slope": round(slope(half), 2), "half_mean": round(mean, 1), "flat": slope(half) * len(half) <= 0.05 * max(mean, 1.0)})
+        flat.append(
+            {
+                "slope": round(slope(half), 2),
+                "half_mean": round(mean, 1),
+                "flat": slope(half) * len(half) <= 0.05 * max(mean, 1.0),
+            }
+        )
     summary = {
         "probes": len(rows),
         "level1": rate(rows, (1,)),
@@ -315,7 +390,10 @@ def summarize(results: list[dict[str, Any]], chunks: int) -> dict[str, Any]:
 def table(arms: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
     out = []
     for kind in PROBE_KINDS:
-        row = {"probe": kind, "probes": str(next(iter(arms.values()))["per_kind"].get(kind, {}).get("probes", 0))}
+        row = {
+            "probe": kind,
+            "probes": str(next(iter(arms.values()))["per_kind"].get(kind, {}).get("probes", 0)),
+        }
         for arm, s in arms.items():
             k = s["per_kind"].get(kind, {})
             row[arm] = f"{k.get('level1', 0):.0%} + {k.get('level2', 0):.0%}"
@@ -340,20 +418,27 @@ def main(argv: list[str] | None = None) -> int:
         for arm in args.arms.split(","):
             server = None
             if arm.startswith("openai_"):
-                server = ModelServer(script=scripted(arm.removeprefix("openai_")), model="bench-model").start()
+                server = ModelServer(
+                    script=scripted(arm.removeprefix("openai_")), model="bench-model"
+                ).start()
             try:
                 results = [run(kind, arm, args, Path(tmp), server) for kind in args.sessions.split(",")]
             finally:
                 if server is not None:
                     server.stop()
             s = summarize(results, args.chunks)
-            s["per_session"] = {kind: summarize([res], args.chunks) | {"per_session": None} for kind, res in zip(args.sessions.split(","), results, strict=True)}
+            s["per_session"] = {
+                kind: summarize([res], args.chunks) | {"per_session": None}
+                for kind, res in zip(args.sessions.split(","), results, strict=True)
+            }
             for v in s["per_session"].values():
                 v.pop("per_session")
                 v.pop("per_kind")
             out["arms"][arm] = s
     out["table"] = table(out["arms"])
-    out["goals"] = {arm: out["arms"][arm]["goals"] for arm in ("offline", "openai_good") if arm in out["arms"]}
+    out["goals"] = {
+        arm: out["arms"][arm]["goals"] for arm in ("offline", "openai_good") if arm in out["arms"]
+    }
     out["elapsed_s"] = round(time.perf_counter() - started, 2)
     json.dump(out, sys.stdout, indent=2, ensure_ascii=False)
     print()

@@ -177,8 +177,7 @@ def measure(root: Path, ns: dict[str, Any], unpicklable: list[str], durable: boo
     for i in range(REPEATS):  # alternate with pickle so both see the same machine load
         t_pickle, _ = timed(pickle5)
         target = root / f"ours-full-{i}"
-        # type: ignore[misc]
-        t, report = timed(lambda target=target: SnapshotStore(target, key, durable=durable).save(items))
+        t, report = timed(lambda target=target: SnapshotStore(target, key, durable=durable).save(items))  # type: ignore[misc]
         fulls.append(t)
         pair_ratios.append(t / t_pickle)
         shutil.rmtree(target)

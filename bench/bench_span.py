@@ -70,17 +70,28 @@ def _loop(messages: list[dict[str, Any]], counter: list[int]) -> Iterator[dict[s
         if m.get("role") == "assistant" and m.get("stopReason") == "stop":
             counter[0] += 1
             cid = f"loop_{counter[0]}"
-            content = [*m["content"], {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": "check()"}}]
+            content = [
+                *m["content"],
+                {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": "check()"}},
+            ]
             yield {**m, "content": content, "stopReason": "toolUse"}
-            yield {"role": "toolResult", "toolCallId": cid, "toolName": "python", "content": [{"type": "text", "text": "ok"}],
-                   "isError": False, "timestamp": m.get("timestamp", 0)}
+            yield {
+                "role": "toolResult",
+                "toolCallId": cid,
+                "toolName": "python",
+                "content": [{"type": "text", "text": "ok"}],
+                "isError": False,
+                "timestamp": m.get("timestamp", 0),
+            }
         else:
             yield m
 
 
 def messages(shape: str, big_lines: int) -> Iterator[dict[str, Any]]:
     answers, outputs = shape.split("-")
-    gen = TranscriptGenerator(seed=11, big_output_lines=big_lines, big_output_every=9 if outputs == "long" else 0)
+    gen = TranscriptGenerator(
+        seed=11, big_output_lines=big_lines, big_output_every=9 if outputs == "long" else 0
+    )
     counter = [0]
     while True:
         round_ = gen.next_round()
@@ -114,8 +125,16 @@ def _inproc(store: SessionStore, profiler: cProfile.Profile | None) -> tuple[flo
     if profiler:
         profiler.disable()
     took, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return took, cpu, {"summarized_messages": result.plan.summarize.entries, "tokens_before": result.tokens_before,
-                  "tokens_after": result.tokens_after, "checkpoint_chars": len(result.summary)}
+    return (
+        took,
+        cpu,
+        {
+            "summarized_messages": result.plan.summarize.entries,
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+            "checkpoint_chars": len(result.summary),
+        },
+    )
 
 
 def _children_cpu() -> float:
@@ -127,25 +146,37 @@ def _cli(db: Path) -> tuple[float, float, dict[str, Any]]:
     # the tree this file belongs to, even when another copy is installed
     env = {k: v for k, v in os.environ.items() if k != "IPYTHON_COMPACT_MODEL"} | {"PYTHONPATH": str(ROOT)}
     started, cpu = time.perf_counter(), _children_cpu()
-    proc = subprocess.run([CLI, "--db", str(db), "compact", "-s", SESSION, "--summarizer", "offline", "--json"],
-                          capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        [CLI, "--db", str(db), "compact", "-s", SESSION, "--summarizer", "offline", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     took, cpu = time.perf_counter() - started, _children_cpu() - cpu
     if proc.returncode != 0:
         raise SystemExit(f"ipython-compact compact failed ({proc.returncode}): {proc.stderr.strip()}")
     return took, cpu, {}
 
 
-def measure(size: int, shape: str, modes: list[str], big_lines: int, profile: int, rounds: int) -> dict[str, Any]:
+def measure(
+    size: int, shape: str, modes: list[str], big_lines: int, profile: int, rounds: int
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-span-") as tmp:
         db = Path(tmp) / "sessions.db"
         started = time.perf_counter()
         store = build(db, size, shape, big_lines)
-        out: dict[str, Any] = {"entries": size, "shape": shape, "build_s": round(time.perf_counter() - started, 2)}
+        out: dict[str, Any] = {
+            "entries": size,
+            "shape": shape,
+            "build_s": round(time.perf_counter() - started, 2),
+        }
         leaf = store.leaf(SESSION)
         for mode in modes:
             times, cpus = [], []
             for round_ in range(rounds):
-                store.set_leaf(SESSION, leaf)  # every round compacts the same span (earlier ones sit on side branches)
+                # every round compacts the same span (earlier ones sit on side branches)
+                store.set_leaf(SESSION, leaf)
                 if mode == "inproc":
                     profiler = cProfile.Profile() if profile and round_ == 0 else None
                     took, cpu, facts = _inproc(store, profiler)
@@ -158,7 +189,11 @@ def measure(size: int, shape: str, modes: list[str], big_lines: int, profile: in
                     took, cpu, _ = _cli(db)
                 times.append(took)
                 cpus.append(cpu)
-            out[mode] = {"median_s": round(statistics.median(times), 3), "min_s": round(min(times), 3), "cpu_s": round(min(cpus), 3)}
+            out[mode] = {
+                "median_s": round(statistics.median(times), 3),
+                "min_s": round(min(times), 3),
+                "cpu_s": round(min(cpus), 3),
+            }
         store.close()
         out["db_bytes"] = os.path.getsize(db)
         return out
@@ -169,27 +204,47 @@ def main() -> None:
     parser.add_argument("--sizes", default="20000,200000")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--big-lines", type=int, default=240, help="lines of every big tool output (the -long shapes)")
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile the largest size in process, top N")
-    parser.add_argument("--rounds", type=int, default=3, help="compactions per size and mode (median and minimum reported)")
+    parser.add_argument(
+        "--big-lines", type=int, default=240, help="lines of every big tool output (the -long shapes)"
+    )
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="cProfile the largest size in process, top N"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="compactions per size and mode (median and minimum reported)"
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES] + [s for s in args.shapes.split(",") if s not in SHAPES]
     if unknown:
-        raise SystemExit(f"unknown shape or mode: {', '.join(unknown)} (shapes: {', '.join(SHAPES)}; modes: {', '.join(MODES)})")
-    report: dict[str, Any] = {"load_before": os.getloadavg()[0], "big_output_lines": args.big_lines, "shapes": {}}
+        raise SystemExit(
+            f"unknown shape or mode: {', '.join(unknown)} (shapes: {', '.join(SHAPES)}; modes: "
+            f"{', '.join(MODES)})"
+        )
+    report: dict[str, Any] = {
+        "load_before": os.getloadavg()[0],
+        "big_output_lines": args.big_lines,
+        "shapes": {},
+    }
     met = True
     for shape in args.shapes.split(","):
-        runs = [measure(size, shape, modes, args.big_lines, args.profile if size == sizes[-1] else 0, args.rounds) for size in sizes]
+        runs = [
+            measure(size, shape, modes, args.big_lines, args.profile if size == sizes[-1] else 0, args.rounds)
+            for size in sizes
+        ]
         entry: dict[str, Any] = {"runs": runs}
         if len(runs) >= 2:
             small, large = runs[0], runs[-1]
             for mode in modes:
                 ratio = round(large[mode]["median_s"] / small[mode]["median_s"], 2)
                 ok = ratio <= 12 and large[mode]["median_s"] < 20
-                entry[mode] = {"ratio": ratio, "ratio_of_minima": round(large[mode]["min_s"] / small[mode]["min_s"], 2),
-                               "ratio_of_cpu": round(large[mode]["cpu_s"] / small[mode]["cpu_s"], 2), "goal_met": ok}
+                entry[mode] = {
+                    "ratio": ratio,
+                    "ratio_of_minima": round(large[mode]["min_s"] / small[mode]["min_s"], 2),
+                    "ratio_of_cpu": round(large[mode]["cpu_s"] / small[mode]["cpu_s"], 2),
+                    "goal_met": ok,
+                }
                 met = met and ok
         report["shapes"][shape] = entry
         print(f"{shape}: " + json.dumps({m: [r[m] for r in runs] for m in modes}), file=sys.stderr)

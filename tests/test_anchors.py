@@ -24,19 +24,41 @@ def found(text: str) -> list[str]:
     ("text", "sentences"),
     [
         ("invalid themes must NEVER explode", ["invalid themes must NEVER explode"]),
-        ("should be dimmer, don't modify the theme, look into the footer sources", ["should be dimmer, don't modify the theme, look into the footer sources"]),
+        (
+            "should be dimmer, don't modify the theme, look into the footer sources",
+            ["should be dimmer, don't modify the theme, look into the footer sources"],
+        ),
         ("i don't tink the component invalidate works correctly.", []),
         ("hm, i selected the theme while you were working and got a crash, that should never happen.", []),
-        ("ok, i think the queued messages component doesn't adhere to the invariant that every line must not be wider than the width.", []),
+        (
+            "ok, i think the queued messages component doesn't adhere to the invariant that every line must "
+            "not "
+            "be wider than the width.",
+            [],
+        ),
         ("that is what happens if we don't stream, right?", []),
         ("no conosle logs!", ["no conosle logs!"]),
         ("no, that's horrible.", []),
         ("no need for linkGray", []),
-        ("omfg use fucking rgb values in the themes, no rgb indices!", ["omfg use fucking rgb values in the themes, no rgb indices!"]),
-        ('Error: 400 {"type":"error","message":"each block must have a result"}\n block must have a corresponding result\n\nNever retry it.', ["Never retry it."]),
+        (
+            "omfg use fucking rgb values in the themes, no rgb indices!",
+            ["omfg use fucking rgb values in the themes, no rgb indices!"],
+        ),
+        (
+            'Error: 400 {"type":"error","message":"each block must have a result"}\n block must have a '
+            "corresponding result\n\nNever retry it.",
+            ["Never retry it."],
+        ),
         ("Train it.\nKeyError: 'x' must not happen", []),
-        ("+ 13 - **A**: now works\n properly pad all lines to exactly match the width\n + 14 - **B**\n + 15\n\nkeep the tests green at every step", ["keep the tests green at every step"]),
-        ("i would only want e2e tests for AgentSession, anything else is shitty.", ["i would only want e2e tests for AgentSession, anything else is shitty."]),
+        (
+            "+ 13 - **A**: now works\n properly pad all lines to exactly match the width\n + 14 - **B**\n + "
+            "15\n\nkeep the tests green at every step",
+            ["keep the tests green at every step"],
+        ),
+        (
+            "i would only want e2e tests for AgentSession, anything else is shitty.",
+            ["i would only want e2e tests for AgentSession, anything else is shitty."],
+        ),
     ],
 )
 def test_constraint_spans_take_rules_and_skip_reports_and_pastes(text: str, sentences: list[str]) -> None:
@@ -44,17 +66,32 @@ def test_constraint_spans_take_rules_and_skip_reports_and_pastes(text: str, sent
 
 
 def _sentences(text: str) -> set[str]:
-    return {m.group(0).rstrip() for line in text.split("\n") for m in SENTENCE_RE.finditer(line) if m.group(0).strip()}
+    return {
+        m.group(0).rstrip()
+        for line in text.split("\n")
+        for m in SENTENCE_RE.finditer(line)
+        if m.group(0).strip()
+    }
 
 
 def _fixture_user_texts(name: str) -> list[str]:
     path = FIXTURES / "pi" / name
-    objects = [(n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
-    return [text_of_content(e.message.get("content")) for e in parse_pi_session(objects).entries if e.message is not None and e.message.get("role") == "user"]
+    objects = [
+        (n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()
+    ]
+    return [
+        text_of_content(e.message.get("content"))
+        for e in parse_pi_session(objects).entries
+        if e.message is not None and e.message.get("role") == "user"
+    ]
 
 
 def test_precision_and_recall_on_labelled_user_sentences() -> None:
-    labels = [json.loads(line) for line in (FIXTURES / "anchor_labels.jsonl").read_text().splitlines() if line.strip()]
+    labels = [
+        json.loads(line)
+        for line in (FIXTURES / "anchor_labels.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     tp = fp = positives = 0
     for name in ("before-compaction.jsonl", "large-session.jsonl"):
         mine = [r for r in labels if r["source"] == f"pi:{name}"]
@@ -74,7 +111,11 @@ def test_precision_and_recall_on_labelled_user_sentences() -> None:
 
 
 def test_the_hand_labels_name_real_sentences_of_the_fixtures() -> None:
-    labels = [json.loads(line) for line in (FIXTURES / "anchor_labels.jsonl").read_text().splitlines() if line.strip()]
+    labels = [
+        json.loads(line)
+        for line in (FIXTURES / "anchor_labels.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     for name in ("before-compaction.jsonl", "large-session.jsonl"):
         every = {s for t in _fixture_user_texts(name) for s in _sentences(t)}
         mine = {r["text"] for r in labels if r["source"] == f"pi:{name}"}

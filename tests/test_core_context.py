@@ -41,7 +41,11 @@ def first_text(message: dict[str, Any]) -> str:
         # first kept not on the path: summary and what follows only
         ([("u", 1), ("a", 1), ("c", 99, "S1"), ("u", 1)], [2, 3], 2),
         # entries that carry no context are never in the view
-        ([("sys", 1), ("u", 1), ("mc",), ("tl",), ("ks", 1), ("cm", 1), ("bs", 1), ("a", 1)], [0, 1, 4, 5, 6, 7], 0),
+        (
+            [("sys", 1), ("u", 1), ("mc",), ("tl",), ("ks", 1), ("cm", 1), ("bs", 1), ("a", 1)],
+            [0, 1, 4, 5, 6, 7],
+            0,
+        ),
     ],
 )
 def test_view_and_start(specs: list[tuple[Any, ...]], view: list[int], start: int) -> None:
@@ -65,7 +69,16 @@ def test_summary_heads_the_view_as_a_wrapped_user_message() -> None:
 def test_provider_view_has_only_provider_roles() -> None:
     path = path_of(("sys", 1), ("u", 1), ("b", 1), ("ks", 1), ("cm", 1), ("bs", 1), ("a", 1), ("t", 1))
     context = build_context(path)
-    assert [m["role"] for m in context] == ["system", "user", "user", "user", "user", "user", "assistant", "toolResult"]
+    assert [m["role"] for m in context] == [
+        "system",
+        "user",
+        "user",
+        "user",
+        "user",
+        "user",
+        "assistant",
+        "toolResult",
+    ]
     assert first_text(context[2]).startswith("Ran ``\n```\nbbbb")
     assert first_text(context[3]) == "kkkk"
     assert "<summary>\nrrrr\n</summary>" in first_text(context[5])
@@ -75,7 +88,12 @@ def tree() -> dict[str, list[Entry]]:
     # root u0 a1, then branch A: u2 a3 t4 ; branch B (from a1): u5 a6
     main = path_of(("u", 1), ("a", 1), ("u", 10), ("ac", 10, "edit", "a.py"), ("t", 500), ("a", 10))
     b = path_of(("u", 1), ("a", 1), ("u", 3), ("a", 3))
-    branch_b = [b[0], b[1], Entry("x2", "e1", b[2].kind, b[2].timestamp, b[2].data), Entry("x3", "x2", b[3].kind, b[3].timestamp, b[3].data)]
+    branch_b = [
+        b[0],
+        b[1],
+        Entry("x2", "e1", b[2].kind, b[2].timestamp, b[2].data),
+        Entry("x3", "x2", b[3].kind, b[3].timestamp, b[3].data),
+    ]
     return {"a": main, "b": branch_b}
 
 
@@ -114,8 +132,13 @@ def test_branch_files_merge_summaries_and_tool_calls_and_summaries_squeeze_in() 
     specs: list[tuple[Any, ...]] = [("bs", 30), ("ac", 2, "read", "new.py"), ("t", 2), ("a", 2)]
     entries = path_of(*specs)
     first = entries[0]
-    entries[0] = Entry(first.id, None, first.kind, first.timestamp,
-                       {**first.data, "details": {"read_files": ["old.py"], "modified_files": ["mod.py"]}})
+    entries[0] = Entry(
+        first.id,
+        None,
+        first.kind,
+        first.timestamp,
+        {**first.data, "details": {"read_files": ["old.py"], "modified_files": ["mod.py"]}},
+    )
     prep = prepare_branch_entries(entries, 20, "chars4")
     # the branch summary (30 tokens) does not fit in 20 but is taken: fewer than 90% of the budget were used
     assert [e.id for e in prep.entries] == ["e0", "e1", "e3"]
@@ -125,8 +148,20 @@ def test_branch_files_merge_summaries_and_tool_calls_and_summaries_squeeze_in() 
 
 @pytest.mark.parametrize(
     "spec",
-    [("u", 1), ("a", 1), ("t", 1), ("b", 1), ("cm", 1), ("ks", 1), ("sys", 1), ("bs", 1), ("bs", 0), ("mc",), ("tl",),
-     ("c", 0, "S")],
+    [
+        ("u", 1),
+        ("a", 1),
+        ("t", 1),
+        ("b", 1),
+        ("cm", 1),
+        ("ks", 1),
+        ("sys", 1),
+        ("bs", 1),
+        ("bs", 0),
+        ("mc",),
+        ("tl",),
+        ("c", 0, "S"),
+    ],
 )
 def test_in_context_matches_entry_message(spec: tuple[Any, ...]) -> None:
     from ipython_compact.core.messages import entry_message, in_context

@@ -13,8 +13,18 @@ from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_entry_tokens
 
 # u0 a1 t2 a3 u4 a5 t6 a7 t8 a9   (tokens in the second field)
-TURNS: list[tuple[Any, ...]] = [("u", 10), ("ac", 10, "read", "x"), ("t", 100), ("a", 10), ("u", 10),
-                                ("ac", 10, "read", "y"), ("t", 50), ("ac", 10, "read", "z"), ("t", 50), ("a", 10)]
+TURNS: list[tuple[Any, ...]] = [
+    ("u", 10),
+    ("ac", 10, "read", "x"),
+    ("t", 100),
+    ("a", 10),
+    ("u", 10),
+    ("ac", 10, "read", "y"),
+    ("t", 50),
+    ("ac", 10, "read", "z"),
+    ("t", 50),
+    ("a", 10),
+]
 
 
 @pytest.mark.parametrize(
@@ -59,7 +69,9 @@ def test_find_cut_point(specs: list[tuple[Any, ...]], keep: int, expected: CutPo
         ([("u", 10), ("a", 10), ("bs", 10), ("a", 10)], 20, CutPoint(2, 2, True)),
     ],
 )
-def test_density_walk_counts_every_context_entry(specs: list[tuple[Any, ...]], keep: int, expected: CutPoint) -> None:
+def test_density_walk_counts_every_context_entry(
+    specs: list[tuple[Any, ...]], keep: int, expected: CutPoint
+) -> None:
     path = path_of(*specs)
     assert find_cut_point(path, 0, len(path), keep, estimator="density") == expected
 
@@ -76,13 +88,16 @@ def test_cut_never_lands_on_a_tool_result(keep: int) -> None:
 def test_stored_token_counts_give_the_same_cut(keep: int) -> None:
     path = path_of(*TURNS)
     stored = [estimate_entry_tokens(e, "chars4") for e in path]
-    assert find_cut_point(path, 0, len(path), keep, tokens=stored) == find_cut_point(path, 0, len(path), keep, estimator="chars4")
+    assert find_cut_point(path, 0, len(path), keep, tokens=stored) == find_cut_point(
+        path, 0, len(path), keep, estimator="chars4"
+    )
 
 
 @pytest.mark.parametrize(
     ("keep", "expected"),
     [
-        (74, CutPoint(4, -1, False)),  # cut at a7; prefix u4..t6 costs 10+14+50 <= 74: align to the turn start
+        # cut at a7; prefix u4..t6 costs 10+14+50 <= 74: align to the turn start
+        (74, CutPoint(4, -1, False)),
         (60, CutPoint(9, 4, True)),  # cut at a9; prefix u4..t8 costs 138 > 60: stay split
     ],
 )
@@ -121,9 +136,23 @@ HUGE_TAIL: list[tuple[Any, ...]] = [("u", 10), ("a", 10), ("u", 10), ("ac", 10, 
     [
         # pi keeps everything (nothing to summarize: the stuck session); Prime cuts at the last cut point
         (HUGE_TAIL, 0, 100, False, CutPoint(0, -1, False), CutPoint(3, 2, True)),
-        ([("u", 10), ("ac", 10, "read", "x"), ("t", 5000)], 0, 100, False, CutPoint(0, -1, False), CutPoint(1, 0, True)),
+        (
+            [("u", 10), ("ac", 10, "read", "x"), ("t", 5000)],
+            0,
+            100,
+            False,
+            CutPoint(0, -1, False),
+            CutPoint(1, 0, True),
+        ),
         # the last cut point before the crossing may be a user message: a clean cut
-        ([("u", 10), ("a", 10), ("u", 10), ("t", 5000)], 0, 100, False, CutPoint(0, -1, False), CutPoint(2, -1, False)),
+        (
+            [("u", 10), ("a", 10), ("u", 10), ("t", 5000)],
+            0,
+            100,
+            False,
+            CutPoint(0, -1, False),
+            CutPoint(2, -1, False),
+        ),
         # within a range, Prime's fallback never reaches before the start
         (HUGE_TAIL, 2, 100, False, CutPoint(2, -1, False), CutPoint(3, 2, True)),
         # with turn alignment the split cut moves back to its (cheap) turn start
@@ -135,7 +164,14 @@ HUGE_TAIL: list[tuple[Any, ...]] = [("u", 10), ("a", 10), ("u", 10), ("ac", 10, 
         ([("u", 10), ("a", 10), ("u", 5000)], 0, 100, False, CutPoint(2, -1, False), CutPoint(2, -1, False)),
         ([("t", 5), ("t", 5000)], 0, 1, False, CutPoint(0, -1, False), CutPoint(0, -1, False)),
         # setting changes before the fallback cut are kept with it (backward extension)
-        ([("u", 10), ("a", 10), ("mc",), ("u", 10), ("t", 5000)], 0, 100, False, CutPoint(0, -1, False), CutPoint(2, 0, True)),
+        (
+            [("u", 10), ("a", 10), ("mc",), ("u", 10), ("t", 5000)],
+            0,
+            100,
+            False,
+            CutPoint(0, -1, False),
+            CutPoint(2, 0, True),
+        ),
     ],
 )
 def test_fallback_rules(
@@ -143,7 +179,9 @@ def test_fallback_rules(
 ) -> None:
     path = path_of(*specs)
     for rule, expected in (("keep_all", keep_all), ("last_cut", last_cut)):
-        got = find_cut_point(path, start, len(path), keep, estimator="chars4", align_turns=align, fallback=rule)  # type: ignore[arg-type]
+        got = find_cut_point(
+            path, start, len(path), keep, estimator="chars4", align_turns=align, fallback=rule
+        )  # type: ignore[arg-type]
         assert got == expected, rule
 
 
@@ -167,7 +205,9 @@ def test_default_fallback_follows_the_estimator(estimator: str, rule: str, expec
 def test_a_huge_trailing_tool_result_no_longer_leaves_nothing_to_compact(
     estimator: str, compacts: bool, first_kept: str | None
 ) -> None:
-    prep = prepare_compaction(path_of(*HUGE_TAIL), CompactionSettings(keep_recent_tokens=100, estimator=estimator))  # type: ignore[arg-type]
+    prep = prepare_compaction(
+        path_of(*HUGE_TAIL), CompactionSettings(keep_recent_tokens=100, estimator=estimator)
+    )  # type: ignore[arg-type]
     assert (prep is not None) == compacts
     assert (None if prep is None else prep.first_kept_entry_id) == first_kept
 

@@ -20,7 +20,8 @@ def test_core_imports_only_at_module_level(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     top = set(map(id, tree.body))
     nested = [
-        node.lineno for node in ast.walk(tree)
+        node.lineno
+        for node in ast.walk(tree)
         if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top
     ]
     assert nested == [], f"{path.name}: imports inside a function or block at lines {nested}"

@@ -66,7 +66,7 @@ def test_js_json_handles_nesting_deeper_than_the_recursion_limit() -> None:
         value = {"a": [value]}
     text = js_json(value)
     assert text.startswith('{"a":[{"a":[') and text.endswith("]}" * 5000)
-    assert '[1]' in text
+    assert "[1]" in text
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,13 @@ def test_ordered_items_keep_insertion_order_without_integer_keys() -> None:
     ("message", "tokens"),
     [
         # 4 ("calc") + len('{"x":0.00001}') = 13 -> 17 chars -> 5 tokens (Python's "1e-05" would give 4)
-        ({"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "calc", "arguments": {"x": 1e-05}}]}, 5),
+        (
+            {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "c", "name": "calc", "arguments": {"x": 1e-05}}],
+            },
+            5,
+        ),
         # pi iterates a string content as characters: nothing counts
         ({"role": "assistant", "content": "a" * 40}, 0),
         ({"role": "user", "content": "a\ud800bc"}, 1),

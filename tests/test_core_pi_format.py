@@ -68,22 +68,69 @@ def test_v3_ids_parents_and_fields_are_kept() -> None:
     objects = numbered(
         HEADER_V3,
         {"type": "message", "id": "m1", "parentId": None, "timestamp": TS, "message": USER},
-        {"type": "thinking_level_change", "id": "t1", "parentId": "m1", "timestamp": TS, "thinkingLevel": "high"},
-        {"type": "compaction", "id": "c1", "parentId": "t1", "timestamp": TS, "summary": "S", "firstKeptEntryId": "m1",
-         "tokensBefore": 10, "details": {"readFiles": ["a"], "modifiedFiles": ["b"]}},
-        {"type": "branch_summary", "id": "b1", "parentId": "m1", "timestamp": TS, "summary": "B", "fromId": "c1"},
-        {"type": "custom_message", "id": "x1", "parentId": "b1", "timestamp": TS, "customType": "n", "content": "hello",
-         "display": False, "details": {"k": 1}},
-        {"type": "custom", "id": "x2", "parentId": "x1", "timestamp": TS, "customType": "state", "data": {"a": 1}},
+        {
+            "type": "thinking_level_change",
+            "id": "t1",
+            "parentId": "m1",
+            "timestamp": TS,
+            "thinkingLevel": "high",
+        },
+        {
+            "type": "compaction",
+            "id": "c1",
+            "parentId": "t1",
+            "timestamp": TS,
+            "summary": "S",
+            "firstKeptEntryId": "m1",
+            "tokensBefore": 10,
+            "details": {"readFiles": ["a"], "modifiedFiles": ["b"]},
+        },
+        {
+            "type": "branch_summary",
+            "id": "b1",
+            "parentId": "m1",
+            "timestamp": TS,
+            "summary": "B",
+            "fromId": "c1",
+        },
+        {
+            "type": "custom_message",
+            "id": "x1",
+            "parentId": "b1",
+            "timestamp": TS,
+            "customType": "n",
+            "content": "hello",
+            "display": False,
+            "details": {"k": 1},
+        },
+        {
+            "type": "custom",
+            "id": "x2",
+            "parentId": "x1",
+            "timestamp": TS,
+            "customType": "state",
+            "data": {"a": 1},
+        },
         {"type": "label", "id": "l1", "parentId": "x2", "timestamp": TS, "targetId": "m1", "label": "start"},
-        {"type": "session_info", "id": "s1", "parentId": "l1", "timestamp": TS, "name": "demo", "futureField": [1]},
+        {
+            "type": "session_info",
+            "id": "s1",
+            "parentId": "l1",
+            "timestamp": TS,
+            "name": "demo",
+            "futureField": [1],
+        },
     )
     session = parse_pi_session(objects)
     by_id = {e.id: e for e in session.entries}
     assert [e.id for e in session.entries] == ["m1", "t1", "c1", "b1", "x1", "x2", "l1", "s1"]
     assert by_id["b1"].parent_id == "m1"
-    assert by_id["c1"].data == {"summary": "S", "first_kept_entry_id": "m1", "tokens_before": 10,
-                                "details": {"read_files": ["a"], "modified_files": ["b"]}}
+    assert by_id["c1"].data == {
+        "summary": "S",
+        "first_kept_entry_id": "m1",
+        "tokens_before": 10,
+        "details": {"read_files": ["a"], "modified_files": ["b"]},
+    }
     assert by_id["t1"].data == {"thinking_level": "high"}
     assert by_id["b1"].data == {"summary": "B", "from_id": "c1"}
     assert by_id["x1"].data == {"custom_type": "n", "content": "hello", "display": False, "details": {"k": 1}}
@@ -109,23 +156,100 @@ V2 = {**HEADER_V3, "version": 2}
         ([{**HEADER_V3, "version": 9}], 1, "unsupported pi session version 9"),
         ([HEADER_V3, [1, 2]], 2, "expected a JSON object"),
         ([HEADER_V3, HEADER_V3], 2, "second session header"),
-        ([HEADER_V3, {"type": "message", "parentId": None, "timestamp": TS, "message": USER}], 2, "'id' must be"),
-        ([V2, {"type": "message", "id": "a", "parentId": "b", "timestamp": TS, "message": USER},
-          {"type": "message", "id": "b", "parentId": None, "timestamp": TS, "message": USER}], 2, "parentId 'b'"),
-        ([V2, {"type": "message", "id": "a", "parentId": "a", "timestamp": TS, "message": USER}], 2, "parentId 'a'"),
-        ([V2, {"type": "message", "id": "a", "parentId": None, "timestamp": TS, "message": USER},
-          {"type": "message", "id": "a", "parentId": "a", "timestamp": TS, "message": USER}], 3, "duplicate entry id 'a'"),
-        ([V2, {"type": "message", "id": "a", "parentId": 5, "timestamp": TS, "message": USER}], 2, "'parentId' must be"),
-        ([V2, {"type": "wormhole", "id": "a", "parentId": None, "timestamp": TS}], 2, "unknown entry type 'wormhole'"),
+        (
+            [HEADER_V3, {"type": "message", "parentId": None, "timestamp": TS, "message": USER}],
+            2,
+            "'id' must be",
+        ),
+        (
+            [
+                V2,
+                {"type": "message", "id": "a", "parentId": "b", "timestamp": TS, "message": USER},
+                {"type": "message", "id": "b", "parentId": None, "timestamp": TS, "message": USER},
+            ],
+            2,
+            "parentId 'b'",
+        ),
+        (
+            [V2, {"type": "message", "id": "a", "parentId": "a", "timestamp": TS, "message": USER}],
+            2,
+            "parentId 'a'",
+        ),
+        (
+            [
+                V2,
+                {"type": "message", "id": "a", "parentId": None, "timestamp": TS, "message": USER},
+                {"type": "message", "id": "a", "parentId": "a", "timestamp": TS, "message": USER},
+            ],
+            3,
+            "duplicate entry id 'a'",
+        ),
+        (
+            [V2, {"type": "message", "id": "a", "parentId": 5, "timestamp": TS, "message": USER}],
+            2,
+            "'parentId' must be",
+        ),
+        (
+            [V2, {"type": "wormhole", "id": "a", "parentId": None, "timestamp": TS}],
+            2,
+            "unknown entry type 'wormhole'",
+        ),
         ([V2, {"type": "message", "id": "a", "parentId": None, "message": USER}], 2, "'timestamp'"),
         ([V2, {"type": "message", "id": "a", "parentId": None, "timestamp": TS}], 2, "no 'message' object"),
-        ([V2, {"type": "message", "id": "a", "parentId": None, "timestamp": TS, "message": {"role": "robot"}}], 2, "unknown role"),
-        ([V2, {"type": "message", "id": "a", "parentId": None, "timestamp": TS, "message": {"role": "user"}}], 2, "'content'"),
-        ([V2, {"type": "compaction", "id": "a", "parentId": None, "timestamp": TS, "summary": "s"}], 2, "no firstKeptEntryId"),
-        ([V2, {"type": "compaction", "id": "a", "parentId": None, "timestamp": TS, "firstKeptEntryId": "a"}], 2, "'summary'"),
-        ([V2, {"type": "model_change", "id": "a", "parentId": None, "timestamp": TS, "provider": "p"}], 2, "'modelId'"),
-        ([{"type": "session", "id": "s", "timestamp": TS},
-          {"type": "compaction", "timestamp": TS, "summary": "s", "firstKeptEntryIndex": 7}], 2, "points outside the file"),
+        (
+            [
+                V2,
+                {
+                    "type": "message",
+                    "id": "a",
+                    "parentId": None,
+                    "timestamp": TS,
+                    "message": {"role": "robot"},
+                },
+            ],
+            2,
+            "unknown role",
+        ),
+        (
+            [
+                V2,
+                {
+                    "type": "message",
+                    "id": "a",
+                    "parentId": None,
+                    "timestamp": TS,
+                    "message": {"role": "user"},
+                },
+            ],
+            2,
+            "'content'",
+        ),
+        (
+            [V2, {"type": "compaction", "id": "a", "parentId": None, "timestamp": TS, "summary": "s"}],
+            2,
+            "no firstKeptEntryId",
+        ),
+        (
+            [
+                V2,
+                {"type": "compaction", "id": "a", "parentId": None, "timestamp": TS, "firstKeptEntryId": "a"},
+            ],
+            2,
+            "'summary'",
+        ),
+        (
+            [V2, {"type": "model_change", "id": "a", "parentId": None, "timestamp": TS, "provider": "p"}],
+            2,
+            "'modelId'",
+        ),
+        (
+            [
+                {"type": "session", "id": "s", "timestamp": TS},
+                {"type": "compaction", "timestamp": TS, "summary": "s", "firstKeptEntryIndex": 7},
+            ],
+            2,
+            "points outside the file",
+        ),
     ],
 )
 def test_malformed_input_names_the_line(objects: list[Any], line: int, message: str) -> None:
@@ -152,7 +276,13 @@ def _fork_file() -> list[dict[str, Any]]:
 def test_fork_file_children_of_a_dropped_label_are_relinked_to_the_entry_before() -> None:
     session = parse_pi_session(numbered(*_fork_file()))
     by_id = {e.id: e for e in session.entries}
-    assert [(e.id, e.parent_id) for e in session.entries] == [("a", None), ("b", "a"), ("c", "b"), ("d", "c"), ("l2", "d")]
+    assert [(e.id, e.parent_id) for e in session.entries] == [
+        ("a", None),
+        ("b", "a"),
+        ("c", "b"),
+        ("d", "c"),
+        ("l2", "d"),
+    ]
     assert by_id["c"].data["pi_extra"] == {"danglingParentId": "l1"}
     assert "pi_extra" not in by_id["d"].data
     # the export keeps the re-linked parent and names the original one
@@ -161,5 +291,8 @@ def test_fork_file_children_of_a_dropped_label_are_relinked_to_the_entry_before(
 
 
 def test_fork_file_whose_first_entry_had_a_label_parent_becomes_a_root() -> None:
-    objects = [HEADER_V3, {"type": "message", "id": "a", "parentId": "gone", "timestamp": TS, "message": USER}]
+    objects = [
+        HEADER_V3,
+        {"type": "message", "id": "a", "parentId": "gone", "timestamp": TS, "message": USER},
+    ]
     assert [(e.id, e.parent_id) for e in parse_pi_session(numbered(*objects)).entries] == [("a", None)]

@@ -49,8 +49,17 @@ def test_first_compaction_summarizes_the_head_and_keeps_the_tail() -> None:
 
 def test_second_compaction_summarizes_what_the_first_one_kept() -> None:
     # pi (March 2026) started after the previous compaction entry and dropped e2, e3 forever.
-    path = path_of(("u", 100), ("a", 100), ("u", 10), ("a", 10), ("c", 2, "first summary"),
-                   ("u", 100), ("a", 100), ("u", 10), ("a", 10))
+    path = path_of(
+        ("u", 100),
+        ("a", 100),
+        ("u", 10),
+        ("a", 10),
+        ("c", 2, "first summary"),
+        ("u", 100),
+        ("a", 100),
+        ("u", 10),
+        ("a", 10),
+    )
     prep = prepare_compaction(path, settings(20))
     assert prep is not None
     assert prep.boundary_start == 2
@@ -63,8 +72,13 @@ def test_second_compaction_summarizes_what_the_first_one_kept() -> None:
 
 def test_previous_first_kept_missing_falls_back_to_after_the_compaction() -> None:
     path = path_of(("u", 100), ("c", 0, "s"), ("u", 100), ("a", 100), ("u", 10))
-    path[1] = path[1].__class__(path[1].id, path[1].parent_id, "compaction", path[1].timestamp,
-                                {"summary": "s", "first_kept_entry_id": "gone", "tokens_before": 1})
+    path[1] = path[1].__class__(
+        path[1].id,
+        path[1].parent_id,
+        "compaction",
+        path[1].timestamp,
+        {"summary": "s", "first_kept_entry_id": "gone", "tokens_before": 1},
+    )
     prep = prepare_compaction(path, settings(10))
     assert prep is not None
     assert prep.boundary_start == 2
@@ -91,10 +105,17 @@ def test_split_turn_has_a_prefix() -> None:
         ([("u", 10), ("a", 10), ("mc",), ("tl",), ("u", 10), ("a", 10)], 20, 2, ["e0", "e1"]),
     ],
 )
-def test_pi_split_turn_quirks_are_corrected(specs: list[tuple[Any, ...]], keep: int, first_kept: int, summarized: list[str]) -> None:
+def test_pi_split_turn_quirks_are_corrected(
+    specs: list[tuple[Any, ...]], keep: int, first_kept: int, summarized: list[str]
+) -> None:
     prep = prepare_compaction(path_of(*specs), settings(keep, estimator="density"))
     assert prep is not None
-    assert (prep.first_kept_index, prep.is_split_turn, prep.turn_start_index, prep.turn_prefix) == (first_kept, False, -1, ())
+    assert (prep.first_kept_index, prep.is_split_turn, prep.turn_start_index, prep.turn_prefix) == (
+        first_kept,
+        False,
+        -1,
+        (),
+    )
     assert ids(prep.messages_to_summarize) == summarized
 
 
@@ -108,31 +129,66 @@ def test_pi_split_turn_quirks_are_corrected(specs: list[tuple[Any, ...]], keep: 
     ],
 )
 def test_chars4_keeps_pi_split_turn_quirks(
-    specs: list[tuple[Any, ...]], keep: int, first_kept: int, turn_start: int, summarized: list[str], prefix: list[str]
+    specs: list[tuple[Any, ...]],
+    keep: int,
+    first_kept: int,
+    turn_start: int,
+    summarized: list[str],
+    prefix: list[str],
 ) -> None:
     prep = prepare_compaction(path_of(*specs), settings(keep))
     assert prep is not None
-    assert (prep.first_kept_index, prep.is_split_turn, prep.turn_start_index) == (first_kept, True, turn_start)
+    assert (prep.first_kept_index, prep.is_split_turn, prep.turn_start_index) == (
+        first_kept,
+        True,
+        turn_start,
+    )
     assert (ids(prep.messages_to_summarize), ids(prep.turn_prefix)) == (summarized, prefix)
 
 
 @pytest.mark.parametrize("keep", [1, 10, 25, 60, 120, 135])
 def test_every_context_entry_is_summarized_prefixed_or_kept_exactly_once(keep: int) -> None:
-    path = path_of(("u", 30), ("a", 10), ("c", 0, "s"), ("mc",), ("u", 20), ("ac", 5, "edit", "b.py"), ("t", 40),
-                   ("ks", 5), ("a", 10), ("cm", 5), ("u", 10), ("a", 30))
+    path = path_of(
+        ("u", 30),
+        ("a", 10),
+        ("c", 0, "s"),
+        ("mc",),
+        ("u", 20),
+        ("ac", 5, "edit", "b.py"),
+        ("t", 40),
+        ("ks", 5),
+        ("a", 10),
+        ("cm", 5),
+        ("u", 10),
+        ("a", 30),
+    )
     prep = prepare_compaction(path, settings(keep, estimator="density"))
     assert prep is not None
-    expected = [e.id for e in path[prep.boundary_start:] if e.kind != COMPACTION and entry_message(e) is not None]
+    expected = [
+        e.id for e in path[prep.boundary_start :] if e.kind != COMPACTION and entry_message(e) is not None
+    ]
     assert ids(prep.messages_to_summarize) + ids(prep.turn_prefix) + ids(prep.kept) == expected
 
 
 def test_file_lists_follow_pi_and_merge_the_previous_compaction() -> None:
     details = {"read_files": ["old-read.py", "both.py"], "modified_files": ["old-mod.py"]}
-    path = path_of(("u", 5), ("c", 0, "s", details),
-                   ("ac", 5, "read", "r.py"), ("t", 5), ("ac", 5, "read", "both.py"), ("t", 5),
-                   ("ac", 5, "write", "w.py"), ("t", 5), ("ac", 5, "edit", "r2.py"), ("t", 5),
-                   ("ac", 5, "read", "r2.py"), ("t", 5), ("ac", 5, "bash", "ignored.py"), ("t", 5),
-                   ("u", 100))
+    path = path_of(
+        ("u", 5),
+        ("c", 0, "s", details),
+        ("ac", 5, "read", "r.py"),
+        ("t", 5),
+        ("ac", 5, "read", "both.py"),
+        ("t", 5),
+        ("ac", 5, "write", "w.py"),
+        ("t", 5),
+        ("ac", 5, "edit", "r2.py"),
+        ("t", 5),
+        ("ac", 5, "read", "r2.py"),
+        ("t", 5),
+        ("ac", 5, "bash", "ignored.py"),
+        ("t", 5),
+        ("u", 100),
+    )
     prep = prepare_compaction(path, settings(50))
     assert prep is not None
     assert prep.read_files == ("both.py", "old-read.py", "r.py")
@@ -143,7 +199,9 @@ def test_hook_made_compaction_details_are_not_merged() -> None:
     details = {"readFiles": ["hook.py"], "modifiedFiles": []}
     path = path_of(("u", 5), ("c", 0, "s", details), ("u", 50), ("a", 50), ("u", 10))
     comp = path[1]
-    path[1] = comp.__class__(comp.id, comp.parent_id, comp.kind, comp.timestamp, {**comp.data, "from_hook": True})
+    path[1] = comp.__class__(
+        comp.id, comp.parent_id, comp.kind, comp.timestamp, {**comp.data, "from_hook": True}
+    )
     prep = prepare_compaction(path, settings(10))
     assert prep is not None
     assert prep.read_files == ()
@@ -155,7 +213,16 @@ def test_hook_made_compaction_details_are_not_merged() -> None:
 
 @pytest.mark.parametrize(("keep", "first_kept"), [(1, 7), (10, 7), (60, 6), (10_000, None)])
 def test_stored_counts_and_tokens_before(keep: int, first_kept: int | None) -> None:
-    path = path_of(("u", 30), ("a", 10), ("c", 0, "s" * 40), ("u", 20), ("ac", 5, "edit", "b.py"), ("t", 40), ("a", 10), ("u", 10))
+    path = path_of(
+        ("u", 30),
+        ("a", 10),
+        ("c", 0, "s" * 40),
+        ("u", 20),
+        ("ac", 5, "edit", "b.py"),
+        ("t", 40),
+        ("a", 10),
+        ("u", 10),
+    )
     stored = [estimate_entry_tokens(e, "chars4") for e in path]
     assert prepare_compaction(path, settings(keep), tokens=stored) == prepare_compaction(path, settings(keep))
     prep = prepare_compaction(path, settings(keep))
@@ -181,7 +248,11 @@ def test_turn_alignment_setting_is_used() -> None:
     [
         ((), (), ""),
         (("a",), (), "\n\n<read-files>\na\n</read-files>"),
-        (("a", "b"), ("c",), "\n\n<read-files>\na\nb\n</read-files>\n\n<modified-files>\nc\n</modified-files>"),
+        (
+            ("a", "b"),
+            ("c",),
+            "\n\n<read-files>\na\nb\n</read-files>\n\n<modified-files>\nc\n</modified-files>",
+        ),
     ],
 )
 def test_format_file_lists(read: tuple[str, ...], modified: tuple[str, ...], expected: str) -> None:

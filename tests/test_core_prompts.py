@@ -18,8 +18,17 @@ from ipython_compact.core.prompts import (
     combine_split_turn,
 )
 
-SECTIONS = ["## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress", "### Blocked",
-            "## Key Decisions", "## Next Steps", "## Critical Context"]
+SECTIONS = [
+    "## Goal",
+    "## Constraints & Preferences",
+    "## Progress",
+    "### Done",
+    "### In Progress",
+    "### Blocked",
+    "## Key Decisions",
+    "## Next Steps",
+    "## Critical Context",
+]
 
 
 @pytest.mark.parametrize("prompt", [FIRST_PROMPT, UPDATE_PROMPT])
@@ -42,14 +51,33 @@ def test_system_prompt_treats_the_transcript_as_data() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "present", "absent"),
     [
-        ({}, [FIRST_PROMPT, KERNEL_PERSIST_NOTE], [UPDATE_PROMPT, "<previous-summary>", MACHINE_BLOCKS_NOTE, "Additional focus"]),
-        ({"previous_summary": "OLD"}, [UPDATE_PROMPT, "<previous-summary>\nOLD\n</previous-summary>"], [FIRST_PROMPT]),
-        ({"focus": "keep the p-values"}, ["Additional focus", "<user-instructions>\nkeep the p-values\n</user-instructions>"], []),
+        (
+            {},
+            [FIRST_PROMPT, KERNEL_PERSIST_NOTE],
+            [UPDATE_PROMPT, "<previous-summary>", MACHINE_BLOCKS_NOTE, "Additional focus"],
+        ),
+        (
+            {"previous_summary": "OLD"},
+            [UPDATE_PROMPT, "<previous-summary>\nOLD\n</previous-summary>"],
+            [FIRST_PROMPT],
+        ),
+        (
+            {"focus": "keep the p-values"},
+            ["Additional focus", "<user-instructions>\nkeep the p-values\n</user-instructions>"],
+            [],
+        ),
         ({"focus": "   "}, [], ["Additional focus"]),
         ({"kernel_note": False, "machine_blocks_note": True}, [MACHINE_BLOCKS_NOTE], [KERNEL_PERSIST_NOTE]),
-        ({"kind": "turn_prefix", "previous_summary": "OLD", "focus": "f"}, [TURN_PREFIX_PROMPT],
-         ["<previous-summary>", "Additional focus", KERNEL_PERSIST_NOTE, FIRST_PROMPT]),
-        ({"kind": "branch", "focus": "f"}, [BRANCH_PROMPT, "Additional focus", KERNEL_PERSIST_NOTE], [FIRST_PROMPT]),
+        (
+            {"kind": "turn_prefix", "previous_summary": "OLD", "focus": "f"},
+            [TURN_PREFIX_PROMPT],
+            ["<previous-summary>", "Additional focus", KERNEL_PERSIST_NOTE, FIRST_PROMPT],
+        ),
+        (
+            {"kind": "branch", "focus": "f"},
+            [BRANCH_PROMPT, "Additional focus", KERNEL_PERSIST_NOTE],
+            [FIRST_PROMPT],
+        ),
     ],
 )
 def test_build_summary_request(kwargs: dict[str, object], present: list[str], absent: list[str]) -> None:
@@ -87,7 +115,9 @@ def test_combine_split_turn(history: str | None, expected_start: str) -> None:
     assert combined == f"{expected_start}\n\n---\n\n**Turn context (split turn):**\n\n## Original Request\nR"
 
 
-@pytest.mark.parametrize("closing", ["</conversation>", "</CONVERSATION>", "</ conversation >", "< /Conversation>"])
+@pytest.mark.parametrize(
+    "closing", ["</conversation>", "</CONVERSATION>", "</ conversation >", "< /Conversation>"]
+)
 def test_closing_tag_variants_are_neutralised(closing: str) -> None:
     import re
 

@@ -9,8 +9,27 @@ from pathlib import Path
 import pytest
 
 CORE = Path(__file__).resolve().parent.parent / "ipython_compact" / "core"
-FORBIDDEN = {"sqlite3", "openai", "dill", "IPython", "ipykernel", "comm", "jupyter_client", "time", "random",
-             "datetime", "uuid", "os", "socket", "subprocess", "threading", "asyncio", "secrets", "io", "pathlib"}
+FORBIDDEN = {
+    "sqlite3",
+    "openai",
+    "dill",
+    "IPython",
+    "ipykernel",
+    "comm",
+    "jupyter_client",
+    "time",
+    "random",
+    "datetime",
+    "uuid",
+    "os",
+    "socket",
+    "subprocess",
+    "threading",
+    "asyncio",
+    "secrets",
+    "io",
+    "pathlib",
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -35,4 +54,6 @@ def test_core_module_imports_only_pure_stdlib(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ipython_compact"):
-            assert node.module.startswith("ipython_compact.core"), f"{path.name} imports {node.module} from outside the core"
+            assert node.module.startswith("ipython_compact.core"), (
+                f"{path.name} imports {node.module} from outside the core"
+            )

@@ -18,12 +18,16 @@ def result(call_id: str, name: str, t: str, error: bool = False) -> dict[str, An
 
 CONVERSATION: list[dict[str, Any]] = [
     user("load the data"),
-    {"role": "assistant", "stopReason": "toolUse", "content": [
-        {"type": "thinking", "thinking": "need pandas"},
-        {"type": "text", "text": "Loading."},
-        call("c1", "python", code="df = pd.read_csv('x.csv')"),
-        call("c2", "read", path="x.csv", limit=3),
-    ]},
+    {
+        "role": "assistant",
+        "stopReason": "toolUse",
+        "content": [
+            {"type": "thinking", "thinking": "need pandas"},
+            {"type": "text", "text": "Loading."},
+            call("c1", "python", code="df = pd.read_csv('x.csv')"),
+            call("c2", "read", path="x.csv", limit=3),
+        ],
+    },
     result("c1", "python", "ok"),
     result("c2", "read", "boom", error=True),
     {"role": "bashExecution", "command": "ls", "output": "x.csv", "exitCode": 0},
@@ -39,7 +43,10 @@ def test_our_format() -> None:
     assert parts[0] == "[User]: load the data"
     assert parts[1] == "[Assistant thinking]: need pandas"
     assert parts[2] == "[Assistant]: Loading."
-    assert parts[3] == '[Assistant tool calls]: #1 python(code="df = pd.read_csv(\'x.csv\')"); #2 read(path="x.csv", limit=3)'
+    assert parts[3] == (
+        "[Assistant tool calls]: #1 python(code=\"df = pd.read_csv('x.csv')\"); #2 "
+        'read(path="x.csv", limit=3)'
+    )
     assert parts[4] == "[Tool result (python)] #1: ok"
     assert parts[5] == "[Tool result (read, error)] #2: boom"
     assert "[User]: Ran `ls`\n```\nx.csv\n```" in text
@@ -50,7 +57,9 @@ def test_our_format() -> None:
 
 def test_pi_mode_matches_pis_layout() -> None:
     text = serialize_conversation(CONVERSATION, mode="pi")
-    assert '[Assistant tool calls]: python(code="df = pd.read_csv(\'x.csv\')"); read(path="x.csv", limit=3)' in text
+    assert (
+        '[Assistant tool calls]: python(code="df = pd.read_csv(\'x.csv\')"); read(path="x.csv", limit=3)'
+    ) in text
     assert "[Tool result]: ok" in text
     assert "[Tool result]: boom" in text
     assert "The conversation history before this point was compacted into the following summary:" in text
@@ -69,7 +78,9 @@ def test_long_tool_results_are_truncated_with_a_marker(mode: str, length: int, m
     body = "h" * 2000 + "m" * (length - 2500) + "t" * 500
     text = serialize_conversation([result("c", "read", body)], mode=mode)  # type: ignore[arg-type]
     assert marker in text
-    assert text.startswith(("[Tool result (read)]: " if mode == "ours" else "[Tool result]: ") + "h" * 2000 + "\n\n[...")
+    assert text.startswith(
+        ("[Tool result (read)]: " if mode == "ours" else "[Tool result]: ") + "h" * 2000 + "\n\n[..."
+    )
     if mode == "ours":
         assert text.endswith("...]\n\n" + "t" * 500)
 
@@ -85,14 +96,21 @@ def test_short_tool_results_are_untouched(mode: str, length: int) -> None:
 @pytest.mark.parametrize("mode", ["pi", "ours"])
 def test_user_and_assistant_text_are_never_truncated(mode: str) -> None:
     long = "y" * 5000
-    messages = [user(long), {"role": "assistant", "content": [{"type": "text", "text": long}], "stopReason": "stop"}]
+    messages = [
+        user(long),
+        {"role": "assistant", "content": [{"type": "text", "text": long}], "stopReason": "stop"},
+    ]
     text = serialize_conversation(messages, mode=mode)  # type: ignore[arg-type]
     assert text == f"[User]: {long}\n\n[Assistant]: {long}"
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("abc", "abc"), ("a" * 2500, "a" * 2500), ("a" * 2000 + "b" + "c" * 500, "a" * 2000 + "\n\n[... 1 characters truncated ...]\n\n" + "c" * 500)],
+    [
+        ("abc", "abc"),
+        ("a" * 2500, "a" * 2500),
+        ("a" * 2000 + "b" + "c" * 500, "a" * 2000 + "\n\n[... 1 characters truncated ...]\n\n" + "c" * 500),
+    ],
 )
 def test_truncate_middle(text: str, expected: str) -> None:
     assert truncate_middle(text) == expected

@@ -12,7 +12,12 @@ from ipython_compact.core.settings import CompactionSettings, SettingsError, cla
 
 def test_defaults_are_pis() -> None:
     s = CompactionSettings()
-    assert (s.enabled, s.reserve_tokens, s.keep_recent_tokens, s.background_tokens) == (True, 16384, 20000, 32768)
+    assert (s.enabled, s.reserve_tokens, s.keep_recent_tokens, s.background_tokens) == (
+        True,
+        16384,
+        20000,
+        32768,
+    )
     assert s.trigger_ratio is None
     assert s.estimator == "density"
     assert s.turn_alignment is False
@@ -21,7 +26,16 @@ def test_defaults_are_pis() -> None:
 
 @pytest.mark.parametrize(
     ("ratio", "expected"),
-    [(0.3, 0.5), (0.5, 0.5), (0.7, 0.7), (0.95, 0.95), (0.99, 0.95), (math.nan, 0.8), (math.inf, 0.8), (1, 0.95)],
+    [
+        (0.3, 0.5),
+        (0.5, 0.5),
+        (0.7, 0.7),
+        (0.95, 0.95),
+        (0.99, 0.95),
+        (math.nan, 0.8),
+        (math.inf, 0.8),
+        (1, 0.95),
+    ],
 )
 def test_trigger_ratio_is_clamped(ratio: float, expected: float) -> None:
     assert clamp_trigger_ratio(ratio) == expected
@@ -32,16 +46,28 @@ def test_trigger_ratio_is_clamped(ratio: float, expected: float) -> None:
     ("mapping", "expected"),
     [
         ({}, CompactionSettings()),
-        ({"reserve_tokens": 1000, "keep_recent_tokens": 500}, CompactionSettings(reserve_tokens=1000, keep_recent_tokens=500)),
-        ({"reserveTokens": 1000, "keepRecentTokens": 500, "backgroundTokens": 0},
-         CompactionSettings(reserve_tokens=1000, keep_recent_tokens=500, background_tokens=0)),
-        ({"estimator": "chars4", "turnAlignment": True}, CompactionSettings(estimator="chars4", turn_alignment=True)),
+        (
+            {"reserve_tokens": 1000, "keep_recent_tokens": 500},
+            CompactionSettings(reserve_tokens=1000, keep_recent_tokens=500),
+        ),
+        (
+            {"reserveTokens": 1000, "keepRecentTokens": 500, "backgroundTokens": 0},
+            CompactionSettings(reserve_tokens=1000, keep_recent_tokens=500, background_tokens=0),
+        ),
+        (
+            {"estimator": "chars4", "turnAlignment": True},
+            CompactionSettings(estimator="chars4", turn_alignment=True),
+        ),
         ({"trigger_ratio": 0.9}, CompactionSettings(trigger_ratio=0.9)),
-        ({"modelOverrides": {"openai/gpt-4o": {"keepRecentTokens": 4000}}},
-         CompactionSettings(model_overrides={"openai/gpt-4o": {"keep_recent_tokens": 4000}})),
+        (
+            {"modelOverrides": {"openai/gpt-4o": {"keepRecentTokens": 4000}}},
+            CompactionSettings(model_overrides={"openai/gpt-4o": {"keep_recent_tokens": 4000}}),
+        ),
     ],
 )
-def test_from_mapping_accepts_snake_and_camel_case(mapping: dict[str, Any], expected: CompactionSettings) -> None:
+def test_from_mapping_accepts_snake_and_camel_case(
+    mapping: dict[str, Any], expected: CompactionSettings
+) -> None:
     assert CompactionSettings.from_mapping(mapping) == expected
 
 
@@ -82,17 +108,25 @@ def test_construction_validates_too() -> None:
 
 @pytest.mark.parametrize(
     ("provider", "model", "keep", "reserve"),
-    [("openai", "gpt-4o", 4000, 8000), ("openai", "gpt-4o-mini", 20000, 16384), ("anthropic", "gpt-4o", 20000, 16384)],
+    [
+        ("openai", "gpt-4o", 4000, 8000),
+        ("openai", "gpt-4o-mini", 20000, 16384),
+        ("anthropic", "gpt-4o", 20000, 16384),
+    ],
 )
 def test_for_model_applies_only_its_override(provider: str, model: str, keep: int, reserve: int) -> None:
-    base = CompactionSettings(model_overrides={"openai/gpt-4o": {"keep_recent_tokens": 4000, "reserve_tokens": 8000}})
+    base = CompactionSettings(
+        model_overrides={"openai/gpt-4o": {"keep_recent_tokens": 4000, "reserve_tokens": 8000}}
+    )
     chosen = base.for_model(provider, model)
     assert (chosen.keep_recent_tokens, chosen.reserve_tokens) == (keep, reserve)
     assert base.keep_recent_tokens == 20000
 
 
 def test_to_mapping_round_trips() -> None:
-    s = CompactionSettings(reserve_tokens=1, trigger_ratio=0.6, estimator="chars4", model_overrides={"x/y": {"enabled": False}})
+    s = CompactionSettings(
+        reserve_tokens=1, trigger_ratio=0.6, estimator="chars4", model_overrides={"x/y": {"enabled": False}}
+    )
     assert CompactionSettings.from_mapping(s.to_mapping()) == s
 
 

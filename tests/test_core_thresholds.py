@@ -46,7 +46,10 @@ def test_threshold_lines(window: int, settings: CompactionSettings, expected: Li
     assert threshold_lines(window, settings) == expected
 
 
-@pytest.mark.parametrize(("window", "message"), [(16384, "not larger than reserve_tokens"), (0, "positive integer"), (-5, "positive")])
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [(16384, "not larger than reserve_tokens"), (0, "positive integer"), (-5, "positive")],
+)
 def test_impossible_windows_are_errors(window: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         threshold_lines(window, CompactionSettings())

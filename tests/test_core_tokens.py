@@ -24,9 +24,9 @@ from ipython_compact.core.tokens import (
 IMAGE = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
 
 
-
-
-def assistant(t: str = "", usage: dict[str, int] | None = None, stop: str = "stop", blocks: list[Any] | None = None) -> dict[str, Any]:
+def assistant(
+    t: str = "", usage: dict[str, int] | None = None, stop: str = "stop", blocks: list[Any] | None = None
+) -> dict[str, Any]:
     return assistant_message(t, blocks=blocks, usage=usage, stop=stop)
 
 
@@ -71,7 +71,12 @@ def test_usage_anchor_rules(message: dict[str, Any], anchors: bool) -> None:
         (user("abcd", IMAGE), 1),  # pi 0.73.1 does not count images in user messages
         ({"role": "user", "content": "abcdefgh"}, 2),
         (assistant(blocks=[text("a" * 8), {"type": "thinking", "thinking": "b" * 8}]), 4),
-        (assistant(blocks=[{"type": "toolCall", "id": "c", "name": "read", "arguments": {"path": "a.py"}}]), 5),  # 4 + 15 chars
+        (
+            assistant(
+                blocks=[{"type": "toolCall", "id": "c", "name": "read", "arguments": {"path": "a.py"}}]
+            ),
+            5,
+        ),  # 4 + 15 chars
         (tool_result("abcd", IMAGE), 1201),
         ({"role": "custom", "customType": "x", "content": "abcd", "display": True}, 1),
         ({"role": "bashExecution", "command": "ls", "output": "a.py\nb.py", "exitCode": 0}, 3),
@@ -95,7 +100,8 @@ def test_chars4_follows_pi(message: dict[str, Any], expected: int) -> None:
         (user("é" * 10), 5),  # other non-ASCII: 2 chars/token
         (user("", IMAGE), 1200),  # images count in user messages too
         (tool_result("", IMAGE, IMAGE), 2400),
-        (assistant(blocks=[{"type": "toolCall", "id": "c", "name": "abc", "arguments": {"k": "v" * 4}}]), 5),  # code rate
+        # code rate
+        (assistant(blocks=[{"type": "toolCall", "id": "c", "name": "abc", "arguments": {"k": "v" * 4}}]), 5),
         ({"role": "bashExecution", "command": "ls", "output": "x" * 10}, 4),
         ({"role": "compactionSummary", "summary": "s" * 40}, 10),
         ({"role": "mystery"}, 0),
@@ -120,10 +126,22 @@ def test_js_length_counts_utf16_units(value: str, length: int) -> None:
     [
         ([], ContextEstimate(0, 0, 0, None)),
         ([user("a" * 40), assistant("b" * 40)], ContextEstimate(20, 0, 20, None)),
-        ([user("a" * 40), assistant("x", {"totalTokens": 500}), user("a" * 40)], ContextEstimate(510, 500, 10, 1)),
-        ([assistant("x", {"totalTokens": 500}), assistant("x", {"totalTokens": 900}, stop="aborted"), user("a" * 4)],
-         ContextEstimate(502, 500, 2, 0)),  # aborted usage skipped; the aborted message is estimated
-        ([assistant("x", {"totalTokens": 500}), assistant("y", {"totalTokens": 700})], ContextEstimate(700, 700, 0, 1)),
+        (
+            [user("a" * 40), assistant("x", {"totalTokens": 500}), user("a" * 40)],
+            ContextEstimate(510, 500, 10, 1),
+        ),
+        (
+            [
+                assistant("x", {"totalTokens": 500}),
+                assistant("x", {"totalTokens": 900}, stop="aborted"),
+                user("a" * 4),
+            ],
+            ContextEstimate(502, 500, 2, 0),
+        ),  # aborted usage skipped; the aborted message is estimated
+        (
+            [assistant("x", {"totalTokens": 500}), assistant("y", {"totalTokens": 700})],
+            ContextEstimate(700, 700, 0, 1),
+        ),
     ],
 )
 def test_estimate_context_of_messages(messages: list[dict[str, Any]], expected: ContextEstimate) -> None:

@@ -45,7 +45,10 @@ from ipython_compact.core.entries import Entry, entry_text
         ("the word deadbeef has no digit", []),
         ("tracked in JIRA-123 and #4017", [("id", "JIRA-123"), ("id", "#4017")]),
         ("id 123e4567-e89b-12d3-a456-426614174000", [("id", "123e4567-e89b-12d3-a456-426614174000")]),
-        ("OSError: [Errno 98] address already in use", [("error", "OSError: [Errno 98] address already in use")]),
+        (
+            "OSError: [Errno 98] address already in use",
+            [("error", "OSError: [Errno 98] address already in use")],
+        ),
         ("see https://example.org/a/b.html.", [("url", "https://example.org/a/b.html")]),
     ],
 )
@@ -68,7 +71,12 @@ def test_variables_in_code(code: str, names: list[str]) -> None:
 
 
 def test_entry_identifiers_reads_tool_call_code_and_limits_tool_output() -> None:
-    call = {"type": "toolCall", "id": "c1", "name": "python", "arguments": {"code": "frame_9 = load('/data/x.csv')"}}
+    call = {
+        "type": "toolCall",
+        "id": "c1",
+        "name": "python",
+        "arguments": {"code": "frame_9 = load('/data/x.csv')"},
+    }
     assistant = Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": [call]}})
     found = {(i.cls, i.text) for i in entry_identifiers(assistant)}
     assert ("variable", "frame_9") in found
@@ -83,7 +91,10 @@ def test_entry_identifiers_reads_tool_call_code_and_limits_tool_output() -> None
 
 
 def test_the_result_on_the_last_line_of_a_long_log_is_tracked() -> None:
-    log = "\n".join(f"epoch {i:04d} loss {1 / (i + 1):.4f}" for i in range(3000)) + "\nfinished run-7f3a2c: auc=0.763"
+    log = (
+        "\n".join(f"epoch {i:04d} loss {1 / (i + 1):.4f}" for i in range(3000))
+        + "\nfinished run-7f3a2c: auc=0.763"
+    )
     result = msg("r1", "toolResult", log, toolCallId="c1")
     texts = [i.text for i in entry_identifiers(result)]
     assert texts[:2] == ["auc=0.763", "run-7f3a2c"]  # from the end backwards
@@ -103,12 +114,22 @@ def test_the_result_on_the_last_line_of_a_long_log_is_tracked() -> None:
         ("Screenshot at 01.27.21.png", [("path", "01.27.21.png")]),
         ("look in src/core and packages/tui", [("path", "src/core"), ("path", "packages/tui")]),
         ("json.load(open(p)) then read data.json", [("path", "data.json")]),
-        ("finished run-7f3a2c: auc=0.763 rows=4211", [("id", "run-7f3a2c"), ("metric", "auc=0.763"), ("metric", "rows=4211")]),
+        (
+            "finished run-7f3a2c: auc=0.763 rows=4211",
+            [("id", "run-7f3a2c"), ("metric", "auc=0.763"), ("metric", "rows=4211")],
+        ),
         ("ckpt_000120 and exp_0042b saved", [("id", "ckpt_000120"), ("id", "exp_0042b")]),
-        ("verified shard-003 sha256=d9af3dc296e87dea", [("metric", "sha256=d9af3dc296e87dea")]),  # not also the bare hash
+        # not also the bare hash
+        ("verified shard-003 sha256=d9af3dc296e87dea", [("metric", "sha256=d9af3dc296e87dea")]),
         ("===== 266 passed, 2 failed in 3.21s =====", [("metric", "266 passed"), ("metric", "2 failed")]),
-        ("renamed fetch_user_03bc to fetch_account_03bc", [("id", "fetch_user_03bc"), ("id", "fetch_account_03bc")]),
-        ("Release v0.14.2 via git push origin v0.14.2", [("version", "Release v0.14.2"), ("version", "v0.14.2")]),
+        (
+            "renamed fetch_user_03bc to fetch_account_03bc",
+            [("id", "fetch_user_03bc"), ("id", "fetch_account_03bc")],
+        ),
+        (
+            "Release v0.14.2 via git push origin v0.14.2",
+            [("version", "Release v0.14.2"), ("version", "v0.14.2")],
+        ),
     ],
 )
 def test_extractor_skips_noise_and_finds_results(text: str, expected: list[tuple[str, str]]) -> None:
@@ -141,7 +162,9 @@ def test_track_identifiers_is_bounded_and_recency_ordered() -> None:
         (50, 200, False),
     ],
 )
-def test_relevance_keeps_often_mentioned_identifiers_a_while(early_mentions: int, later: int, kept: bool) -> None:
+def test_relevance_keeps_often_mentioned_identifiers_a_while(
+    early_mentions: int, later: int, kept: bool
+) -> None:
     early = [msg(f"e{i}", "user", "load data/churn.csv") for i in range(early_mentions)]
     fill = [msg(f"f{i}", "user", f"see DATA-{1000 + i}") for i in range(later)]
     tracked = track_identifiers([], early + fill, max_count=3)
@@ -151,7 +174,11 @@ def test_relevance_keeps_often_mentioned_identifiers_a_while(early_mentions: int
 
 
 def test_char_budget_skips_what_does_not_fit_and_fills_with_the_rest() -> None:
-    entries = [msg("u1", "user", "see DATA-1001"), msg("u2", "user", "see /" + "x/" * 40 + "big.csv"), msg("u3", "user", "see DATA-1003")]
+    entries = [
+        msg("u1", "user", "see DATA-1001"),
+        msg("u2", "user", "see /" + "x/" * 40 + "big.csv"),
+        msg("u3", "user", "see DATA-1003"),
+    ]
     tracked = track_identifiers([], entries, max_count=10, max_chars=40)
     assert [t.text for t in tracked] == ["DATA-1001", "DATA-1003"]
     assert sum(len(t.text) + 3 for t in tracked) <= 40
@@ -163,7 +190,8 @@ def test_working_set_reaches_a_fixed_size() -> None:
     gen = TranscriptGenerator(seed=7, big_output_lines=20)
     tracked: list[Identifier] = []
     sizes: list[int] = []
-    for span in range(60):  # a new metric value replaces the old one, so the set fills later than when each value took a slot
+    # a new metric value replaces the old one, so the set fills later than when each value took a slot
+    for span in range(60):
         entries = [msg(f"s{span}m{i}", "user", text) for i, text in enumerate(_texts(gen.rounds(6)))]
         tracked = track_identifiers(tracked, entries, max_count=MAX_TRACKED, max_chars=MAX_TRACKED_CHARS)
         sizes.append(sum(len(t.text) + 3 for t in tracked))
@@ -177,7 +205,7 @@ def test_a_working_set_of_long_identifiers_is_bounded_by_its_characters() -> Non
     each other, a session naming long paths and error lines (the retention bench's) kept adding
     long strings until compaction ~31 under the count bound alone; the character bound fills
     within the first half of 50 compactions, then the set only turns over."""
-    from ipython_compact.testing.transcripts import TranscriptGenerator
+    from ipython_compact.cli.demo_transcript import TranscriptGenerator
 
     gen = TranscriptGenerator(seed=2026, big_output_lines=20)
     tracked: list[Identifier] = []
@@ -203,8 +231,12 @@ def _texts(rounds: Any) -> list[str]:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        ({"text": "a.py", "cls": "path", "entry_id": "e1"}, Identifier("a.py", "path", "e1", 1, 0)),  # older record
-        ({"text": "a.py", "cls": "path", "entry_id": None, "mentions": 3, "last": 9}, Identifier("a.py", "path", None, 3, 9)),
+        # older record
+        ({"text": "a.py", "cls": "path", "entry_id": "e1"}, Identifier("a.py", "path", "e1", 1, 0)),
+        (
+            {"text": "a.py", "cls": "path", "entry_id": None, "mentions": 3, "last": 9},
+            Identifier("a.py", "path", None, 3, 9),
+        ),
     ],
 )
 def test_identifier_from_json(obj: dict[str, Any], expected: Identifier) -> None:
@@ -277,7 +309,11 @@ def test_anchors_are_recopied_from_raw_log_not_from_stored_text() -> None:
     # a corrupted (drifted) stored copy is repaired from the raw entry
     drifted = AnchorSet(
         goal=first.goal,
-        constraints=(Anchor("constraint", "use a recent CUDA", "u1", first.constraints[0].start, first.constraints[0].end),),
+        constraints=(
+            Anchor(
+                "constraint", "use a recent CUDA", "u1", first.constraints[0].start, first.constraints[0].end
+            ),
+        ),
     )
     fixed = resolve_anchors(drifted, {"u1": raw}.get)
     assert fixed.constraints[0].text == "Always use CUDA 12.4 on the cluster."
@@ -310,7 +346,10 @@ def test_pins_and_unpins() -> None:
     ]
     active = apply_pins((), pins, {"u7": target}.get)
     assert [(p.pin_id, p.text) for p in active] == [("pin-2", "the threshold is 0.42")]
-    assert apply_pins(active, pins[:2], {"u7": target}.get) == (active[0], Anchor("pin", "remember port 8765", None, 0, 18, "pin-1"))
+    assert apply_pins(active, pins[:2], {"u7": target}.get) == (
+        active[0],
+        Anchor("pin", "remember port 8765", None, 0, 18, "pin-1"),
+    )
     rendered = AnchorSet(pins=active).render()
     assert "the threshold is 0.42" in rendered and rendered.startswith("<anchors")
 
@@ -343,7 +382,9 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
             store.append_many("s", [("message", {"message": m}) for m in messages])
         result = compactor.compact("s", reason="threshold")
         block = re.search(r"<drift-guard[^>]*>\n(.*?)\n</drift-guard>", result.summary, re.DOTALL)
-        assert block is None or sum(len(line) + 3 for line in block.group(1).splitlines()) <= MAX_TRACKED_CHARS
+        assert (
+            block is None or sum(len(line) + 3 for line in block.group(1).splitlines()) <= MAX_TRACKED_CHARS
+        )
         assert all(t in result.summary for t in (i["text"] for i in result.details["identifiers"]))
         sizes.append(len(result.summary))
     late = sizes[25:]
@@ -353,7 +394,10 @@ def test_guarded_checkpoint_stops_growing(tmp_path: Any) -> None:
 
 
 def test_a_traceback_contributes_its_innermost_frames_and_its_error_only() -> None:
-    frames = "\n".join(f'  File "/srv/app/layer_{i}.py", line {i + 10}, in step_{i}\n    value = handler(payload)' for i in range(30))
+    frames = "\n".join(
+        f'  File "/srv/app/layer_{i}.py", line {i + 10}, in step_{i}\n    value = handler(payload)'
+        for i in range(30)
+    )
     trace = f"Traceback (most recent call last):\n{frames}\nKeyError: 'amount_391f'"
     texts = [i.text for i in entry_identifiers(msg("r1", "toolResult", trace, toolCallId="c1"))]
     assert texts == ["KeyError: 'amount_391f'", "/srv/app/layer_29.py", "/srv/app/layer_28.py"]
@@ -387,7 +431,10 @@ def test_a_long_span_stops_being_read_once_the_characters_are_full() -> None:
     there too (a 200,000-entry span otherwise read every entry: 177 s instead of 0.1 s)."""
     from ipython_compact.core import drift
 
-    entries = [msg(f"u{i}", "user", f"look at /work/derived/features_v{i}/part-{i:05d}.parquet") for i in range(20000)]
+    entries = [
+        msg(f"u{i}", "user", f"look at /work/derived/features_v{i}/part-{i:05d}.parquet")
+        for i in range(20000)
+    ]
     read: list[str] = []
     original = drift.entry_identifiers
 

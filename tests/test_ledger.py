@@ -21,7 +21,9 @@ def res(eid: str, cid: str, text: str, error: bool = False) -> Entry:
 
 SESSION = [
     user("u1", "Please fix the loader"),
-    calls("a1", ("c1", "read", {"path": "src/load.py"}), ("c2", "python", {"code": "df = load()\nprint(df)"})),
+    calls(
+        "a1", ("c1", "read", {"path": "src/load.py"}), ("c2", "python", {"code": "df = load()\nprint(df)"})
+    ),
     res("r1", "c1", "def load(): ..."),
     res("r2", "c2", "Traceback (most recent call last):\n  File x\nKeyError: 'tenure'", error=False),
     calls("a2", ("c3", "edit", {"path": "src/load.py", "old": "a", "new": "b"})),
@@ -37,9 +39,15 @@ def test_ledger_from_a_session() -> None:
     led = Ledger().update(SESSION)
     assert led.files_modified == ("src/load.py",)
     assert led.files_read == ()
-    assert [(c.tool, c.text, c.status) for c in led.commands] == [("python", "df = load() (+1 lines)", "error"), ("bash", "pytest -q", "ok")]
+    assert [(c.tool, c.text, c.status) for c in led.commands] == [
+        ("python", "df = load() (+1 lines)", "error"),
+        ("bash", "pytest -q", "ok"),
+    ]
     assert [(e.type, e.message, e.entry_id) for e in led.errors] == [("KeyError", "'tenure'", "r2")]
-    assert [(r.text, r.status) for r in led.requests] == [("Please fix the loader", "done"), ("Now plot it", "open")]
+    assert [(r.text, r.status) for r in led.requests] == [
+        ("Please fix the loader", "done"),
+        ("Now plot it", "open"),
+    ]
     assert (led.command_total, led.command_failed, led.error_total, led.request_total) == (2, 1, 1, 2)
 
 
@@ -68,7 +76,18 @@ def test_render_marks_done_and_open() -> None:
 
 
 def test_bash_execution_and_bounds() -> None:
-    many = [m(f"b{i}", {"role": "bashExecution", "command": f"echo {i}", "output": "boom" if i % 2 else "", "exitCode": i % 2}) for i in range(100)]
+    many = [
+        m(
+            f"b{i}",
+            {
+                "role": "bashExecution",
+                "command": f"echo {i}",
+                "output": "boom" if i % 2 else "",
+                "exitCode": i % 2,
+            },
+        )
+        for i in range(100)
+    ]
     led = Ledger().update(many)
     assert led.command_total == 100
     assert led.command_failed == 50
@@ -106,23 +125,40 @@ def test_code_file_ops(code: str, reads: tuple[str, ...], writes: tuple[str, ...
     assert code_file_ops(code) == (reads, writes)
 
 
-@pytest.mark.parametrize(("is_error", "read", "modified"), [(False, ("in.csv",), ("out.csv",)), (True, (), ())])
-def test_python_cells_count_file_ops_only_when_they_succeed(is_error: bool, read: tuple[str, ...], modified: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("is_error", "read", "modified"), [(False, ("in.csv",), ("out.csv",)), (True, (), ())]
+)
+def test_python_cells_count_file_ops_only_when_they_succeed(
+    is_error: bool, read: tuple[str, ...], modified: tuple[str, ...]
+) -> None:
     code = 'df = pd.read_csv("in.csv")\ndf.to_csv("out.csv")'
-    led = Ledger().update([calls("a1", ("c1", "python", {"code": code})), res("r1", "c1", "Error" if is_error else "ok", error=is_error)])
+    led = Ledger().update(
+        [
+            calls("a1", ("c1", "python", {"code": code})),
+            res("r1", "c1", "Error" if is_error else "ok", error=is_error),
+        ]
+    )
     assert (led.files_read, led.files_modified) == (read, modified)
-    assert Ledger.from_json(Ledger().update([calls("a1", ("c1", "python", {"code": code}))]).to_json()).update(
-        [res("r1", "c1", "ok")]
-    ).files_modified == ("out.csv",)
+    assert Ledger.from_json(
+        Ledger().update([calls("a1", ("c1", "python", {"code": code}))]).to_json()
+    ).update([res("r1", "c1", "ok")]).files_modified == ("out.csv",)
 
 
 def test_kernel_names_from_successful_cells() -> None:
-    ok = [calls("a1", ("c1", "python", {"code": "df = load()\ndef clean(x):\n    return x"})), res("r1", "c1", "ok")]
-    bad = [calls("a2", ("c2", "python", {"code": "model = fit(df)"})), res("r2", "c2", "ValueError: nope", error=True)]
+    ok = [
+        calls("a1", ("c1", "python", {"code": "df = load()\ndef clean(x):\n    return x"})),
+        res("r1", "c1", "ok"),
+    ]
+    bad = [
+        calls("a2", ("c2", "python", {"code": "model = fit(df)"})),
+        res("r2", "c2", "ValueError: nope", error=True),
+    ]
     again = [calls("a3", ("c3", "python", {"code": "df = reload()"})), res("r3", "c3", "ok")]
     led = Ledger().update(ok + bad + again)
     assert led.names == ("clean", "df")
-    assert "kernel names defined by cells that succeeded (still in the kernel; reuse them): clean, df" in led.render()
+    assert (
+        "kernel names defined by cells that succeeded (still in the kernel; reuse them): clean, df"
+    ) in led.render()
     assert Ledger.from_json(led.to_json()) == led
 
 
@@ -148,7 +184,9 @@ def test_render_lists_newest_done_requests_and_counts_the_rest_with_ids() -> Non
     assert lines[1] == "user requests (31 total: 30 done, 1 open; done = already answered, do not redo):"
     newest_ids = ", ".join(f"u{i:04d}" for i in range(18, 26))  # the 8 newest of the ones not listed
     assert lines[2] == f"- [x] 26 earlier request(s) done (newest: entries {newest_ids}; recall by id)"
-    assert lines[3:7] == [f"- [x] request {i:04d}: look at part {i:04d}  (entry u{i:04d})" for i in range(26, 30)]
+    assert lines[3:7] == [
+        f"- [x] request {i:04d}: look at part {i:04d}  (entry u{i:04d})" for i in range(26, 30)
+    ]
     assert lines[7] == "- [ ] Now plot it  (entry u9999)"
     assert "request 0025" not in led.render()
 
@@ -165,7 +203,10 @@ def test_render_folds_a_failed_attempt_into_the_retry_that_succeeded() -> None:
 def test_render_shows_the_newest_names_with_a_count_of_older_ones() -> None:
     text = Ledger().update(_rounds(30)).render()
     names = ", ".join(f"frame_{i:04d}" for i in range(18, 30))
-    assert f"kernel names defined by cells that succeeded (still in the kernel; reuse them): {names} (+18 older, not listed)" in text
+    assert (
+        f"kernel names defined by cells that succeeded (still in the kernel; reuse them): {names} (+18 "
+        f"older, not listed)"
+    ) in text
 
 
 @pytest.mark.parametrize("rounds", [80, 160, 320])
@@ -182,7 +223,13 @@ def test_render_reaches_a_fixed_size(rounds: int) -> None:
 
 
 def test_render_folds_a_request_repeated_verbatim() -> None:
-    session = [*_rounds(3), user("q1", "Where are we?"), answer("b1", "On step 3."), user("q2", "Where are we?"), answer("b2", "Still 3.")]
+    session = [
+        *_rounds(3),
+        user("q1", "Where are we?"),
+        answer("b1", "On step 3."),
+        user("q2", "Where are we?"),
+        answer("b2", "Still 3."),
+    ]
     text = Ledger().update(session).render()
     assert "- [x] Where are we?  (asked 2 times: entries q1, q2)" in text
     assert text.count("Where are we?") == 1
@@ -192,16 +239,46 @@ def test_render_folds_a_request_repeated_verbatim() -> None:
     ("later", "status"),
     [
         ([answer("k1", "Here is the plot.")], "done"),  # answered in the kept tail
-        ([calls("k1", ("c9", "python", {"code": "plot()"})), res("k2", "c9", "ok"), answer("k3", "Plotted.")], "done"),
+        (
+            [
+                calls("k1", ("c9", "python", {"code": "plot()"})),
+                res("k2", "c9", "ok"),
+                answer("k3", "Plotted."),
+            ],
+            "done",
+        ),
         ([calls("k1", ("c9", "python", {"code": "plot()"})), res("k2", "c9", "ok")], "open"),  # still working
-        ([m("k1", {"role": "assistant", "content": [{"type": "text", "text": "partial"}], "stopReason": "error"})], "open"),
-        ([m("k1", {"role": "assistant", "content": [{"type": "text", "text": "  "}], "stopReason": "stop"})], "open"),
+        (
+            [
+                m(
+                    "k1",
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": "partial"}],
+                        "stopReason": "error",
+                    },
+                )
+            ],
+            "open",
+        ),
+        (
+            [
+                m(
+                    "k1",
+                    {"role": "assistant", "content": [{"type": "text", "text": "  "}], "stopReason": "stop"},
+                )
+            ],
+            "open",
+        ),
         ([], "open"),
     ],
 )
 def test_a_request_answered_in_the_kept_tail_is_done(later: list[Entry], status: str) -> None:
     led = Ledger().update(SESSION).settle_answered(later)  # SESSION ends with an open "Now plot it"
-    assert [(r.text, r.status) for r in led.requests] == [("Please fix the loader", "done"), ("Now plot it", status)]
+    assert [(r.text, r.status) for r in led.requests] == [
+        ("Please fix the loader", "done"),
+        ("Now plot it", status),
+    ]
     assert ("- [x] Now plot it" in led.render()) is (status == "done")
 
 
@@ -210,7 +287,10 @@ def test_done_requests_the_summary_above_already_writes_out_are_listed_by_id() -
     already shows (its Done line, a split turn's Original Request) is named by entry id only, so
     the handoff states each request once; the others keep their line."""
     led = Ledger().update(_rounds(6))
-    narrative = "### Done\n- [x] request 0004: look at part 0004 → Done.\n- [x] request 0005: look at part 0005 → Done."
+    narrative = (
+        "### Done\n- [x] request 0004: look at part 0004 → Done.\n- [x] request 0005: look at part "
+        "0005 → Done."
+    )
     text = led.render(shown=narrative)
     assert "- [x] request 0003: look at part 0003  (entry u0003)" in text
     assert "- [x] 2 done, written out in the summary above: entries u0004, u0005" in text
@@ -221,8 +301,14 @@ def test_done_requests_the_summary_above_already_writes_out_are_listed_by_id() -
 def test_a_long_request_is_clipped_at_a_sentence_end() -> None:
     """The ledger shows a long request up to its last whole sentence that fits, then " …" (the
     rest is one recall away), never cut inside a word or a path."""
-    long = ("Step 44: look at score sample bucket variance split score and tell me what changes. "
-            "Use pandas==2.2.3 exactly, the cluster image pins it. Save the result to /work/derived/features_v44/part-0044.parquet.")
+    long = (
+        "Step 44: look at score sample bucket variance split score and tell me what changes. "
+        "Use pandas==2.2.3 exactly, the cluster image pins it. Save the result to "
+        "/work/derived/features_v44/part-0044.parquet."
+    )
     text = Ledger().update([user("u1", long), answer("a1", "Done with step 44.")]).render()
-    assert "- [x] Step 44: look at score sample bucket variance split score and tell me what changes. Use pandas==2.2.3 exactly, the cluster image pins it. …  (entry u1)" in text
+    assert (
+        "- [x] Step 44: look at score sample bucket variance split score and tell me what changes. Use "
+        "pandas==2.2.3 exactly, the cluster image pins it. …  (entry u1)"
+    ) in text
     assert "/work/d" not in text

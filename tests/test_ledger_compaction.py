@@ -27,7 +27,8 @@ def test_a_request_answered_in_the_kept_tail_is_not_listed_as_open(tmp_path: Pat
     result = Compactor(store, settings=CompactionSettings(keep_recent_tokens=60)).compact("s")
     first_kept = result.entry.data["first_kept_entry_id"]
     ids = [e.id for e in store.path("s")]
-    assert ids.index(asked) < ids.index(first_kept) <= ids.index(answered)  # asked before the cut, answered after
+    # asked before the cut, answered after
+    assert ids.index(asked) < ids.index(first_kept) <= ids.index(answered)
     requests = result.details["ledger"]["requests"]
     assert [(r["entry_id"], r["status"]) for r in requests] == [(asked, "done")]
     assert "- [ ] Build the quarterly report" not in result.summary

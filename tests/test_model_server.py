@@ -12,8 +12,7 @@ from ipython_compact.testing import ModelServer, RecordedRequest, Reply, ToolCal
 
 
 def client(srv: ModelServer, **kw: object) -> openai.OpenAI:
-    # type: ignore[arg-type]
-    return openai.OpenAI(base_url=srv.base_url, api_key="test-key", max_retries=0, **kw)
+    return openai.OpenAI(base_url=srv.base_url, api_key="test-key", max_retries=0, **kw)  # type: ignore[arg-type]
 
 
 def ask(c: openai.OpenAI, text: str = "hello") -> openai.types.chat.ChatCompletion:

@@ -43,7 +43,9 @@ def test_append_chains_under_leaf_and_moves_it(store: SessionStore) -> None:
 
 
 def test_entry_read_back_equals_entry_written(store: SessionStore) -> None:
-    data = {"message": {"role": "user", "content": [{"type": "text", "text": "ü ✓ 漢字"}], "n": 1.5, "z": None}}
+    data = {
+        "message": {"role": "user", "content": [{"type": "text", "text": "ü ✓ 漢字"}], "n": 1.5, "z": None}
+    }
     written = store.append("s", "message", data, timestamp="2025-01-01T00:00:00.000Z", entry_id="fixed")
     assert store.get("fixed", "s") == written
     assert written.data == data
@@ -148,14 +150,20 @@ def test_create_existing_session_fails_but_ensure_returns_it(store: SessionStore
 def _build_with_compactions(store: SessionStore, n: int, compact_every: int) -> list[Entry]:
     made: list[Entry] = []
     for i in range(n):
-        made.append(store.append("s", "message", user(f"question {i}") if i % 2 == 0 else assistant(f"answer {i}")))
+        made.append(
+            store.append("s", "message", user(f"question {i}") if i % 2 == 0 else assistant(f"answer {i}"))
+        )
         if i and i % compact_every == 0:
-            made.append(store.append("s", "compaction", {"summary": f"up to {i}", "first_kept_entry_id": made[-3].id}))
+            made.append(
+                store.append("s", "compaction", {"summary": f"up to {i}", "first_kept_entry_id": made[-3].id})
+            )
     return made
 
 
 @pytest.mark.parametrize(("n", "compact_every"), [(5, 100), (30, 10), (50, 7)])
-def test_context_view_starts_at_newest_compactions_first_kept_entry(store: SessionStore, n: int, compact_every: int) -> None:
+def test_context_view_starts_at_newest_compactions_first_kept_entry(
+    store: SessionStore, n: int, compact_every: int
+) -> None:
     _build_with_compactions(store, n, compact_every)
     full = store.path("s")
     compactions = [i for i, e in enumerate(full) if e.kind == "compaction"]
@@ -174,7 +182,9 @@ def test_context_view_starts_at_newest_compactions_first_kept_entry(store: Sessi
 
 @pytest.mark.parametrize("cache_entries", [0, 3, 4096])
 def test_context_view_is_the_same_whatever_the_cache_size(location: str | Path, cache_entries: int) -> None:
-    with SessionStore(location, clock=counting_clock(), new_id=counting_ids(), cache_entries=cache_entries) as s:
+    with SessionStore(
+        location, clock=counting_clock(), new_id=counting_ids(), cache_entries=cache_entries
+    ) as s:
         s.create_session("s")
         first = s.append("s", "message", user("root"))
         for i in range(20):
@@ -193,11 +203,19 @@ def test_context_view_is_the_same_whatever_the_cache_size(location: str | Path, 
 def test_a_large_cold_context_view_read_in_row_order_is_the_path(tmp_path: Path) -> None:
     """Over 500 uncached entries are read by row number (``seq``), not by id: two sessions
     written in turns (their rows interleave) and a side branch must still give each path."""
-    with SessionStore(tmp_path / "big.db", clock=counting_clock(), new_id=counting_ids(), cache_entries=0) as s:
+    with SessionStore(
+        tmp_path / "big.db", clock=counting_clock(), new_id=counting_ids(), cache_entries=0
+    ) as s:
         s.create_session("s")
         s.create_session("t")
         for i in range(0, 1400, 100):
-            s.append_many("s", [("message", user(f"s {j}") if j % 2 == 0 else assistant(f"s {j}")) for j in range(i, i + 100)])
+            s.append_many(
+                "s",
+                [
+                    ("message", user(f"s {j}") if j % 2 == 0 else assistant(f"s {j}"))
+                    for j in range(i, i + 100)
+                ],
+            )
             s.append_many("t", [("message", user(f"t {j}")) for j in range(i, i + 50)])
         fork = s.path("s")[900].id
         main_leaf = s.leaf("s")
@@ -230,14 +248,19 @@ def test_path_filtered_by_kind_equals_filtering_the_full_path(store: SessionStor
 def test_stored_token_estimates_match_the_core(store: SessionStore) -> None:
     from ipython_compact.core.tokens import estimate_entry_tokens
 
-    entries = [store.append("s", "message", user("hello " * 50)), store.append("s", "message", assistant("x = 1\n" * 30))]
+    entries = [
+        store.append("s", "message", user("hello " * 50)),
+        store.append("s", "message", assistant("x = 1\n" * 30)),
+    ]
     for estimator in ("density", "chars4"):
-        assert store.token_counts("s", entries, estimator) == [estimate_entry_tokens(e, estimator) for e in entries]
+        assert store.token_counts("s", entries, estimator) == [
+            estimate_entry_tokens(e, estimator) for e in entries
+        ]
 
 
 def test_search_finds_text_and_treats_syntax_as_words(store: SessionStore) -> None:
     store.append("s", "message", user("the dataframe has NaN values"))
-    store.append("s", "message", assistant("dropped rows with OR AND quotes \"x\""))
+    store.append("s", "message", assistant('dropped rows with OR AND quotes "x"'))
     store.create_session("t")
     store.append("t", "message", user("another dataframe"))
     assert [h.entry.data["message"]["content"] for h in store.search("dataframe", session="s")] == [
@@ -316,7 +339,11 @@ def test_a_missing_parent_is_reported_by_every_path_reader_not_read_as_a_shorter
         made = [s.append("s", "message", user(f"question {i}")) for i in range(8)]
     _tamper(path, f"DELETE FROM entries WHERE id = '{made[3].id}'")
     with SessionStore(path) as s:
-        with pytest.raises(StoreError, match=rf"broken parent link: '{made[4].id}' names parent '{made[3].id}'"):
+        with pytest.raises(
+            StoreError,
+            match=rf"broken parent link: '{made[4].id}' names parent "
+            rf"'{made[3].id}'",
+        ):
             READERS[reader](s)
         assert [e.id for e in s.path_tail("s", 3)] == [e.id for e in made[5:]]  # the intact tail still reads
 
@@ -326,7 +353,9 @@ def test_database_file_is_owner_only_and_migrations_are_named(tmp_path: Path) ->
     SessionStore(path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     conn = sqlite3.connect(path)
-    assert [r[0] for r in conn.execute("SELECT name FROM migrations")] == [m.name for m in migrations.MIGRATIONS]
+    assert [r[0] for r in conn.execute("SELECT name FROM migrations")] == [
+        m.name for m in migrations.MIGRATIONS
+    ]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     SessionStore(path).close()  # reopening applies nothing twice

@@ -40,9 +40,19 @@ def test_sections_present_for_each_kind(kind: str) -> None:
 @pytest.mark.parametrize(
     ("text", "kind", "missing"),
     [
-        ("## Goal\nx", "history", ["Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context"]),
+        (
+            "## Goal\nx",
+            "history",
+            ["Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context"],
+        ),
         ("## Goal\n## Progress\n### Done\n## Next Steps", "branch", []),
-        ("## Goal\n## Constraints & Preferences\n## Progress\n### Done\n## Key Decisions\n## Next Steps\n## Critical Context", "history", ["Progress/In Progress", "Progress/Blocked"]),
+        (
+            "## Goal\n## Constraints & Preferences\n## Progress\n### Done\n## Key Decisions\n## Next "
+            "Steps\n## "
+            "Critical Context",
+            "history",
+            ["Progress/In Progress", "Progress/Blocked"],
+        ),
         ("## Original Request\n## Early Progress", "turn_prefix", ["Context for Suffix"]),
     ],
 )
@@ -61,16 +71,30 @@ def test_deterministic_and_extracts_goal_constraints_progress() -> None:
     assert a == offline_summary(span, focus="holdout")
     sections = parse_checkpoint(a)
     assert sections["Goal"] == [GOAL]
-    assert "Always use CUDA 12.4 for the GPU runs, not any newer toolkit." in sections["Constraints & Preferences"]
+    assert ("Always use CUDA 12.4 for the GPU runs, not any newer toolkit.") in sections[
+        "Constraints & Preferences"
+    ]
     assert any("Done with step" in d for d in sections["Done"])
     assert sections["Next Steps"]
 
 
 def test_rolling_update_keeps_previous_items_and_moves_done() -> None:
-    first = offline_summary([m("u1", "user", "Goal: build X. Never touch prod."), m("u2", "user", "Also add tests")])
+    first = offline_summary(
+        [m("u1", "user", "Goal: build X. Never touch prod."), m("u2", "user", "Also add tests")]
+    )
     # a goal statement is the goal, not a request to settle; open requests carry their recall id
     assert parse_checkpoint(first)["In Progress"] == ["Also add tests (entry u2)"]
-    second = offline_summary([m("a1", "assistant", "I decided to use sqlite because it is local. All finished.", stopReason="stop")], previous_summary=first)
+    second = offline_summary(
+        [
+            m(
+                "a1",
+                "assistant",
+                "I decided to use sqlite because it is local. All finished.",
+                stopReason="stop",
+            )
+        ],
+        previous_summary=first,
+    )
     sec = parse_checkpoint(second)
     assert sec["Goal"] == ["Goal: build X. Never touch prod."]
     assert sec["Constraints & Preferences"] == ["Never touch prod."]
@@ -119,20 +143,32 @@ def test_one_done_line_per_finished_request() -> None:
     assert all(not d.startswith("Done with step") for d in listed)  # the answer is the outcome, not a line
     assert all(" → " in d for d in listed)  # request → the outcome the assistant reported
     assert sum(" → Done with step " in d for d in listed) >= len(listed) - 1
-    assert done[0] == f"({len(requests) - CAPS['Done']} earlier finished request(s) not listed; the log has them)"
+    assert done[0] == (
+        f"({len(requests) - CAPS['Done']} earlier finished request(s) not listed; the log has them)"
+    )
 
 
 def test_done_count_rolls_forward_and_survives_the_budget() -> None:
-    first = offline_summary([m("u1", "user", "task one"), m("a1", "assistant", "Finished one.", stopReason="stop")])
+    first = offline_summary(
+        [m("u1", "user", "task one"), m("a1", "assistant", "Finished one.", stopReason="stop")]
+    )
     text = first
     for i in range(2, 13):
-        text = offline_summary([m(f"u{i}", "user", f"task {i}"), m(f"a{i}", "assistant", f"Finished {i}.", stopReason="stop")], previous_summary=text)
+        text = offline_summary(
+            [m(f"u{i}", "user", f"task {i}"), m(f"a{i}", "assistant", f"Finished {i}.", stopReason="stop")],
+            previous_summary=text,
+        )
     done = parse_checkpoint(text)["Done"]
-    assert done == ["(4 earlier finished request(s) not listed; the log has them)"] + [f"task {i} → Finished {i}." for i in range(5, 13)]
+    assert done == ["(4 earlier finished request(s) not listed; the log has them)"] + [
+        f"task {i} → Finished {i}." for i in range(5, 13)
+    ]
     small = offline_summary([m("u13", "user", "task 13")], previous_summary=text, max_chars=560)
     assert len(small) <= 560
     assert parse_checkpoint(small)["Done"][0].startswith("(")  # the count is folded into, never dropped
-    assert int(parse_checkpoint(small)["Done"][0][1:].split()[0]) + len(parse_checkpoint(small)["Done"]) - 1 == 12
+    assert (
+        int(parse_checkpoint(small)["Done"][0][1:].split()[0]) + len(parse_checkpoint(small)["Done"]) - 1
+        == 12
+    )
 
 
 def test_anchored_goal_and_constraints_are_referred_to_not_repeated() -> None:
@@ -147,11 +183,15 @@ def test_anchored_goal_and_constraints_are_referred_to_not_repeated() -> None:
     assert sections["Goal"] == [] and sections["Constraints & Preferences"] == []
     assert ANCHORED_GOAL in anchored
     rolled = offline_summary(entries_of(20)[len(span) :], previous_summary=anchored, anchors=anchors)
-    assert ANCHORED_GOAL in rolled and parse_checkpoint(rolled)["Goal"] == []  # a later span's first request is not the goal
+    # a later span's first request is not the goal
+    assert ANCHORED_GOAL in rolled and parse_checkpoint(rolled)["Goal"] == []
 
 
 def test_unanchored_constraints_stay_listed_beside_the_reference() -> None:
-    span = [m("u1", "user", "Build it. Never touch prod. Always run the linter."), m("a1", "assistant", "Built.", stopReason="stop")]
+    span = [
+        m("u1", "user", "Build it. Never touch prod. Always run the linter."),
+        m("a1", "assistant", "Built.", stopReason="stop"),
+    ]
     text = offline_summary(span, anchors=("Build it. Never touch prod.", "Never touch prod."))
     assert parse_checkpoint(text)["Constraints & Preferences"] == ["Always run the linter."]
     assert "(the other constraints: verbatim in <anchors>)" in text
@@ -171,7 +211,12 @@ def test_unanchored_constraints_stay_listed_beside_the_reference() -> None:
     ],
 )
 def test_key_decisions_from_assistant_text(sentence: str, decision: bool) -> None:
-    text = offline_summary([m("u1", "user", "Train it"), m("a1", "assistant", f"Looked at the data. {sentence}", stopReason="stop")])
+    text = offline_summary(
+        [
+            m("u1", "user", "Train it"),
+            m("a1", "assistant", f"Looked at the data. {sentence}", stopReason="stop"),
+        ]
+    )
     assert (parse_checkpoint(text)["Key Decisions"] == [sentence]) is decision
     assert parse_checkpoint(text)["Key Decisions"] in ([sentence], [])
 
@@ -179,9 +224,14 @@ def test_key_decisions_from_assistant_text(sentence: str, decision: bool) -> Non
 @pytest.mark.parametrize(
     ("answers", "steps"),
     [
-        (["Next I will plot the AUC.", "Loaded it."], ["Next I will plot the AUC."]),  # no new intent: the last one stands
-        (["Next I will plot the AUC.", "Then I'll write the report."], ["Then I'll write the report."]),  # the newest wins
-        (["Loaded it.", "Let me check the holdout split. I will rerun it after that."], ["Let me check the holdout split.", "I will rerun it after that."]),
+        # no new intent: the last one stands
+        (["Next I will plot the AUC.", "Loaded it."], ["Next I will plot the AUC."]),
+        # the newest wins
+        (["Next I will plot the AUC.", "Then I'll write the report."], ["Then I'll write the report."]),
+        (
+            ["Loaded it.", "Let me check the holdout split. I will rerun it after that."],
+            ["Let me check the holdout split.", "I will rerun it after that."],
+        ),
     ],
 )
 def test_next_steps_from_the_newest_intent(answers: list[str], steps: list[str]) -> None:
@@ -190,11 +240,22 @@ def test_next_steps_from_the_newest_intent(answers: list[str], steps: list[str])
 
 
 def test_split_turn_request_is_settled_by_the_next_span() -> None:
-    prefix = offline_summary([m("u1", "user", "Refit the model on all folds"), m("a1", "assistant", "I will load the folds.")], kind="turn_prefix")
-    previous = combine_split_turn(offline_summary([m("u0", "user", "Build it"), m("a0", "assistant", "Built.", stopReason="stop")]), prefix)
+    prefix = offline_summary(
+        [m("u1", "user", "Refit the model on all folds"), m("a1", "assistant", "I will load the folds.")],
+        kind="turn_prefix",
+    )
+    previous = combine_split_turn(
+        offline_summary([m("u0", "user", "Build it"), m("a0", "assistant", "Built.", stopReason="stop")]),
+        prefix,
+    )
     assert "(in progress)" not in prefix  # the request is shown once, as the Original Request
-    text = offline_summary([m("a2", "assistant", "Refit done on all folds.", stopReason="stop")], previous_summary=previous)
-    assert parse_checkpoint(text)["Done"] == ["Build it → Built.", "Refit the model on all folds → Refit done on all folds."]
+    text = offline_summary(
+        [m("a2", "assistant", "Refit done on all folds.", stopReason="stop")], previous_summary=previous
+    )
+    assert parse_checkpoint(text)["Done"] == [
+        "Build it → Built.",
+        "Refit the model on all folds → Refit done on all folds.",
+    ]
     assert parse_checkpoint(text)["In Progress"] == []
 
 
@@ -207,7 +268,9 @@ def test_adapter_passes_the_anchors() -> None:
 
 
 def _call(eid: str, cid: str, code: str, text: str) -> Entry:
-    return entry(eid, assistant_message(blocks=[text_block(text), tool_call(cid, "python", code=code)], stop="toolUse"))
+    return entry(
+        eid, assistant_message(blocks=[text_block(text), tool_call(cid, "python", code=code)], stop="toolUse")
+    )
 
 
 def _result(eid: str, cid: str, text: str, error: bool = False) -> Entry:
@@ -220,13 +283,28 @@ SALES = [
     _result("r1", "c1", "shape: (41_000_000, 12)"),
     _call("a2", "c2", "df.group_by('month')", "Let me aggregate by month."),
     _result("r2", "c2", "Traceback (most recent call last):\nColumnNotFoundError: month", error=True),
-    _call("a3", "c3", "df = add_month(df)", "The month column does not exist; switching to deriving it from date."),
+    _call(
+        "a3",
+        "c3",
+        "df = add_month(df)",
+        "The month column does not exist; switching to deriving it from date.",
+    ),
     _result("r3", "c3", "ok"),
-    m("a4", "assistant", "Revenue fell 18% in March. The root cause is a missing store feed. Next I will check April.", stopReason="stop"),
+    m(
+        "a4",
+        "assistant",
+        "Revenue fell 18% in March. The root cause is a missing store feed. Next I will check April.",
+        stopReason="stop",
+    ),
     m("u2", "user", "Check April too, and write report.md."),
     _call("a5", "c4", "check_april(df)", "I will compare April against the feed log."),
     _result("r4", "c4", "April complete"),
-    m("a6", "assistant", "April is complete; only March is affected. I wrote report.md. Then I'll wait for your review.", stopReason="stop"),
+    m(
+        "a6",
+        "assistant",
+        "April is complete; only March is affected. I wrote report.md. Then I'll wait for your review.",
+        stopReason="stop",
+    ),
 ]
 
 
@@ -236,7 +314,8 @@ def test_a_realistic_span_reads_well() -> None:
     assert sections["Goal"] == [] and sections["Constraints & Preferences"] == []
     assert sections["Done"] == [
         "the goal request (verbatim in <anchors>) → Revenue fell 18% in March.",
-        "Check April too, and write report.md. → April is complete; only March is affected. I wrote report.md.",
+        "Check April too, and write report.md. → April is complete; only March is affected. I wrote "
+        "report.md.",
     ]
     assert sections["Key Decisions"] == [
         "I'll use polars because the file is 4 GB.",
@@ -247,21 +326,47 @@ def test_a_realistic_span_reads_well() -> None:
     assert sections["Blocked"] == []  # the failed cell was followed by a success
     plain = parse_checkpoint(offline_summary(SALES))
     assert plain["Constraints & Preferences"] == ["Use polars, not pandas."]
-    assert plain["Done"][0] == "Find why revenue dropped in March. Use polars, not pandas. → Revenue fell 18% in March."
+    assert plain["Done"][0] == (
+        "Find why revenue dropped in March. Use polars, not pandas. → Revenue fell 18% in March."
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "kind", "added", "expected"),
     [
-        ("## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)",
-         "history", ["Progress/In Progress", "Progress/Blocked"],
-         "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n### In Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)"),
-        ("## Goal\ng\n\n## Next Steps\n1. n", "branch", ["Progress"], "## Goal\ng\n\n## Progress\n(none)\n\n## Next Steps\n1. n"),
-        ("## Original Request\nr", "turn_prefix", ["Early Progress", "Context for Suffix"], "## Original Request\nr\n\n## Early Progress\n(none)\n\n## Context for Suffix\n(none)"),
-        ("## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y", "turn_prefix", [], "## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y"),
+        (
+            "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n## Key "
+            "Decisions\n(none)\n\n## Next Steps\n1. n\n\n## Critical Context\n(none)",
+            "history",
+            ["Progress/In Progress", "Progress/Blocked"],
+            "## Goal\ng\n\n## Constraints & Preferences\n(none)\n\n## Progress\n### Done\n- a\n\n### In "
+            "Progress\n(none)\n\n### Blocked\n(none)\n\n## Key Decisions\n(none)\n\n## Next Steps\n1. "
+            "n\n\n## "
+            "Critical Context\n(none)",
+        ),
+        (
+            "## Goal\ng\n\n## Next Steps\n1. n",
+            "branch",
+            ["Progress"],
+            "## Goal\ng\n\n## Progress\n(none)\n\n## Next Steps\n1. n",
+        ),
+        (
+            "## Original Request\nr",
+            "turn_prefix",
+            ["Early Progress", "Context for Suffix"],
+            "## Original Request\nr\n\n## Early Progress\n(none)\n\n## Context for Suffix\n(none)",
+        ),
+        (
+            "## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y",
+            "turn_prefix",
+            [],
+            "## Original Request\nr\n\n## Early Progress\n- x\n\n## Context for Suffix\n- y",
+        ),
     ],
 )
-def test_repair_sections_adds_what_is_missing_in_template_order(text: str, kind: str, added: list[str], expected: str) -> None:
+def test_repair_sections_adds_what_is_missing_in_template_order(
+    text: str, kind: str, added: list[str], expected: str
+) -> None:
     repaired, missing = repair_sections(text, kind)
     assert (repaired, missing) == (expected, added)
     assert missing_sections(repaired, kind) == []
@@ -275,7 +380,10 @@ def _decisions_of(text: str) -> list[str]:
 @pytest.mark.parametrize(
     ("text", "decisions"),
     [
-        ("## Root Cause Analysis\nThe cause is a stale cache because nobody clears it.", ["The cause is a stale cache because nobody clears it."]),
+        (
+            "## Root Cause Analysis\nThe cause is a stale cache because nobody clears it.",
+            ["The cause is a stale cache because nobody clears it."],
+        ),
         ("**Root cause**\nNothing decided here.", []),
         ("this.showMessage(`Switched instead of ${x}`);", []),
         ("Let me update WP14 to create main-new.ts instead of modifying main.ts:", []),
@@ -290,13 +398,27 @@ def test_decisions_come_from_deciding_sentences_not_headings_or_code(text: str, 
 @pytest.mark.parametrize(
     ("request_text", "answer", "done"),
     [
-        ('{"model": "gpt", "temperature": 0.2, "tools": [], "stream": true, "seed": 1}', "Saved it.", '[JSON object: model, temperature, tools, stream, …] → Saved it.'),
-        ("Run this:\n```bash\nmake test\nmake lint\n```", "Both passed.", "Run this: [bash block, 2 line(s)] → Both passed."),
-        ("Tag the release", "Ready to tag:\n```bash\ngit tag v0.8.0\n```", "Tag the release → [bash block, 1 line(s)]"),
+        (
+            '{"model": "gpt", "temperature": 0.2, "tools": [], "stream": true, "seed": 1}',
+            "Saved it.",
+            "[JSON object: model, temperature, tools, stream, …] → Saved it.",
+        ),
+        (
+            "Run this:\n```bash\nmake test\nmake lint\n```",
+            "Both passed.",
+            "Run this: [bash block, 2 line(s)] → Both passed.",
+        ),
+        (
+            "Tag the release",
+            "Ready to tag:\n```bash\ngit tag v0.8.0\n```",
+            "Tag the release → [bash block, 1 line(s)]",
+        ),
     ],
 )
 def test_json_and_code_become_short_descriptions(request_text: str, answer: str, done: str) -> None:
-    summary = offline_summary([m("u1", "user", request_text), m("a1", "assistant", answer, stopReason="stop")])
+    summary = offline_summary(
+        [m("u1", "user", request_text), m("a1", "assistant", answer, stopReason="stop")]
+    )
     assert parse_checkpoint(summary)["Done"] == [done]
     assert "```" not in summary and '"temperature"' not in summary
 
@@ -308,12 +430,20 @@ def test_a_pointer_in_critical_context_says_how_the_output_ended() -> None:
     call = {"type": "toolCall", "id": "c1", "name": "python", "arguments": {"code": "train()"}}
     span = [
         m("u1", "user", "Train it"),
-        Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": [call], "stopReason": "toolUse"}}),
+        Entry(
+            "a1",
+            None,
+            "message",
+            "t",
+            {"message": {"role": "assistant", "content": [call], "stopReason": "toolUse"}},
+        ),
         m("r1", "toolResult", log, toolCallId="c1", toolName="python"),
         m("a2", "assistant", "Trained.", stopReason="stop"),
     ]
     summary = offline_summary(triage(span).encode)
-    assert parse_checkpoint(summary)["Critical Context"] == ["[entry r1 · 301 lines · recall r1] python output, ends: finished run-7f3a2c: auc=0.763"]
+    assert parse_checkpoint(summary)["Critical Context"] == [
+        "[entry r1 · 301 lines · recall r1] python output, ends: finished run-7f3a2c: auc=0.763"
+    ]
 
 
 def test_pi_session_summary_reads_like_a_summary() -> None:
@@ -324,11 +454,15 @@ def test_pi_session_summary_reads_like_a_summary() -> None:
     from ipython_compact.core.triage import triage
 
     path = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
-    objects = [(n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    objects = [
+        (n, json.loads(line)) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()
+    ]
     entries = parse_pi_session(objects).entries
     sections = parse_checkpoint(offline_summary(triage(entries).encode))
     assert sections["Key Decisions"]
-    assert not [d for d in sections["Key Decisions"] if d.startswith("#") or d.endswith(":") or d.startswith("this.")]
+    assert not [
+        d for d in sections["Key Decisions"] if d.startswith("#") or d.endswith(":") or d.startswith("this.")
+    ]
     tracked = {i.text for i in track_identifiers([], entries, max_count=10_000, max_chars=10**7)}
     assert not {"/dev/null", "and/or", "console.log", "I/O", "model/thinking", "/usr/bin/env"} & tracked
     assert "/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/core/agent-session.ts" in tracked
@@ -339,6 +473,9 @@ def test_a_long_item_is_cut_at_a_word_boundary() -> None:
     and an ellipsis, never inside a word or a path."""
     words = " ".join(f"column_{i:03d}" for i in range(40))
     sentence = f"The mean of the sales columns is stable across {words} and the rest."
-    text = offline_summary([m("u1", "user", "Check the sales means."), m("a1", "assistant", sentence, stopReason="stop")], focus="sales means")
+    text = offline_summary(
+        [m("u1", "user", "Check the sales means."), m("a1", "assistant", sentence, stopReason="stop")],
+        focus="sales means",
+    )
     item = next(line for line in text.splitlines() if line.startswith("- The mean of the sales columns"))
     assert item.endswith("…") and item[:-1].rstrip().split()[-1] in sentence.split()

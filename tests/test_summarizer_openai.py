@@ -46,8 +46,15 @@ Train the churn model.
 
 def span() -> list[Entry]:
     msgs = [
-        {"role": "user", "content": [{"type": "text", "text": "Train the churn model. Always use CUDA 12.4."}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Loading data/churn.csv now."}], "stopReason": "stop"},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Train the churn model. Always use CUDA 12.4."}],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Loading data/churn.csv now."}],
+            "stopReason": "stop",
+        },
     ]
     return [Entry(f"e{i}", None, "message", "t", {"message": m}) for i, m in enumerate(msgs)]
 
@@ -118,7 +125,12 @@ def test_retries_are_bounded() -> None:
         (Reply.length_cut(), "length", "output limit", 1),
         (Reply.tool_call("run_python", {"code": "1"}), "tool_call", "tried to call a tool (run_python)", 1),
         (Reply.empty(), "empty", "no text", 1),
-        (Reply(status=400, error_message="bad model name", error_type="invalid_request_error"), "http_error", "HTTP 400", 1),
+        (
+            Reply(status=400, error_message="bad model name", error_type="invalid_request_error"),
+            "http_error",
+            "HTTP 400",
+            1,
+        ),
         (Reply(text=CHECKPOINT, finish_reason="content_filter"), "bad_reply", "'content_filter'", 1),
     ],
 )
@@ -131,7 +143,9 @@ def test_rejected_replies(reply: Reply, code: str, fragment: str, requests: int)
         assert len(srv.chat_requests) == requests
 
 
-PREFIX_WITHOUT_EARLY_PROGRESS = "## Original Request\nFix the loader.\n\n## Context for Suffix\n- data/churn.csv has 7,043 rows"
+PREFIX_WITHOUT_EARLY_PROGRESS = (
+    "## Original Request\nFix the loader.\n\n## Context for Suffix\n- data/churn.csv has 7,043 rows"
+)
 
 
 def test_a_missing_section_is_resampled_once_with_the_reason_stated() -> None:
@@ -154,13 +168,21 @@ def test_a_missing_section_is_resampled_once_with_the_reason_stated() -> None:
     [
         (PREFIX_WITHOUT_EARLY_PROGRESS, "missing section(s): Early Progress"),
         (Reply.empty(), "missing section(s): Early Progress; the resample failed (empty)"),
-        (Reply.tool_call("run_python"), "missing section(s): Early Progress; the resample failed (tool_call)"),
+        (
+            Reply.tool_call("run_python"),
+            "missing section(s): Early Progress; the resample failed (tool_call)",
+        ),
     ],
 )
-def test_a_section_still_missing_after_the_resample_is_repaired_and_recorded(second: Reply | str, reason: str) -> None:
+def test_a_section_still_missing_after_the_resample_is_repaired_and_recorded(
+    second: Reply | str, reason: str
+) -> None:
     with ModelServer(script=[PREFIX_WITHOUT_EARLY_PROGRESS, second]) as srv:
         result = make(srv).summarize(SummaryInput(span(), "turn_prefix", None, None, 2000))
-        assert result.text == "## Original Request\nFix the loader.\n\n## Early Progress\n(none)\n\n## Context for Suffix\n- data/churn.csv has 7,043 rows"
+        assert result.text == (
+            "## Original Request\nFix the loader.\n\n## Early Progress\n(none)\n\n## "
+            "Context for Suffix\n- data/churn.csv has 7,043 rows"
+        )
         assert result.repaired == ("Early Progress",)
         assert result.resampled == reason
         assert result.to_json()["repaired"] == ["Early Progress"]
@@ -171,7 +193,14 @@ def test_headingless_reply_is_repaired_into_every_section_after_one_resample() -
     with ModelServer(script=["Trained the model; AUC 0.81."] * 2) as srv:
         result = make(srv).summarize(request())
         assert result.text.startswith("Trained the model; AUC 0.81.\n\n## Goal\n(none)")
-        assert result.repaired == ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+        assert result.repaired == (
+            "Goal",
+            "Constraints & Preferences",
+            "Progress",
+            "Key Decisions",
+            "Next Steps",
+            "Critical Context",
+        )
         assert len(srv.chat_requests) == 2
 
 
@@ -185,7 +214,9 @@ def test_compaction_records_the_repair(tmp_path: Path) -> None:
     with ModelServer(script=[dropped, dropped]) as srv:
         result = Compactor(store, make(srv), CompactionSettings(keep_recent_tokens=200)).compact("s")
     (call,) = result.details["calls"]
-    assert call["repaired"] == ["Critical Context"] and call["resampled"] == "missing section(s): Critical Context"
+    assert call["repaired"] == ["Critical Context"] and call["resampled"] == (
+        "missing section(s): Critical Context"
+    )
     assert "## Critical Context\n(none)" in result.summary
     assert store.verify("s").ok
 
@@ -230,17 +261,31 @@ def test_missing_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize(
     ("headers", "seconds"),
-    [({"Retry-After": "3"}, 3.0), ({"retry-after-ms": "250"}, 0.25), ({"Retry-After": "soon"}, None), ({}, None),
-     ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0), ({"retry-after-ms": "x", "Retry-After": "2"}, 2.0)],
+    [
+        ({"Retry-After": "3"}, 3.0),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"Retry-After": "soon"}, None),
+        ({}, None),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),
+        ({"retry-after-ms": "x", "Retry-After": "2"}, 2.0),
+    ],
 )
 def test_retry_after_parsing(headers: dict[str, str], seconds: float | None) -> None:
     assert retry_after_seconds(headers) == seconds
 
 
 def long_span(n: int = 40) -> list[Entry]:
-    msgs: list[dict[str, object]] = [{"role": "user", "content": [{"type": "text", "text": "GOAL-MARKER: index the archive."}]}]
+    msgs: list[dict[str, object]] = [
+        {"role": "user", "content": [{"type": "text", "text": "GOAL-MARKER: index the archive."}]}
+    ]
     for i in range(n):
-        msgs.append({"role": "assistant", "content": [{"type": "text", "text": f"chunk {i} " + "lorem ipsum " * 60}], "stopReason": "stop"})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"chunk {i} " + "lorem ipsum " * 60}],
+                "stopReason": "stop",
+            }
+        )
     return [Entry(f"e{i}", None, "message", "t", {"message": m}) for i, m in enumerate(msgs)]
 
 
@@ -270,7 +315,9 @@ ANCHORS = ("Train the churn model.", "Always use CUDA 12.4.", "Pinned: the holdo
 
 
 @pytest.mark.parametrize(("anchors", "noted"), [(ANCHORS, True), ((), False)])
-def test_anchors_go_into_the_request_with_the_note_not_to_restate_them(anchors: tuple[str, ...], noted: bool) -> None:
+def test_anchors_go_into_the_request_with_the_note_not_to_restate_them(
+    anchors: tuple[str, ...], noted: bool
+) -> None:
     with ModelServer(script=[CHECKPOINT]) as srv:
         result = make(srv).summarize(SummaryInput(span(), "history", None, None, 1000, anchors))
         assert result.text == CHECKPOINT
@@ -324,7 +371,9 @@ def referring_or_prefix(req: RecordedRequest) -> str:
     return PREFIX if "FIRST PART" in str(req.messages[-1]["content"]) else REFERRING
 
 
-def test_compaction_sends_the_anchors_and_the_drift_guard_keeps_them_in_the_checkpoint(tmp_path: Path) -> None:
+def test_compaction_sends_the_anchors_and_the_drift_guard_keeps_them_in_the_checkpoint(
+    tmp_path: Path,
+) -> None:
     store = SessionStore(tmp_path / "log.db")
     store.create_session("s")
     gen = TranscriptGenerator(11, big_output_every=0)

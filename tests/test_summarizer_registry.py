@@ -16,15 +16,19 @@ from ipython_compact.summarizers import (
 from ipython_compact.summarizers.base import ENV_MODEL
 
 
-@pytest.mark.parametrize(("kind", "model", "env", "name"), [
-    ("offline", None, None, "offline"),
-    ("auto", None, None, "offline"),
-    ("auto", "m", None, "openai"),
-    ("auto", None, "env-model", "openai"),
-    ("openai", "m", None, "openai"),
-])
-def test_a_name_and_a_model_pick_the_summarizer(monkeypatch: pytest.MonkeyPatch, kind: str, model: str | None,
-                                                env: str | None, name: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "model", "env", "name"),
+    [
+        ("offline", None, None, "offline"),
+        ("auto", None, None, "offline"),
+        ("auto", "m", None, "openai"),
+        ("auto", None, "env-model", "openai"),
+        ("openai", "m", None, "openai"),
+    ],
+)
+def test_a_name_and_a_model_pick_the_summarizer(
+    monkeypatch: pytest.MonkeyPatch, kind: str, model: str | None, env: str | None, name: str
+) -> None:
     monkeypatch.delenv(ENV_MODEL, raising=False)
     if env:
         monkeypatch.setenv(ENV_MODEL, env)

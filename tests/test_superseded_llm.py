@@ -53,25 +53,44 @@ def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restat
     store = SessionStore(tmp_path / "s.db")
     store.create_session("s")
     with ModelServer(script=lambda _req: STUBBORN) as srv:
-        summarizer = OpenAISummarizer(model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0)
+        summarizer = OpenAISummarizer(
+            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
+        )
         compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0))
-        first = [user("Build the churn model. Always use Postgres for storage."), *result("c1", "rows after dedup: rows=41203"), answer("Loaded the data."),
-                 user("Now train it."), answer("Training next.")]
+        first = [
+            user("Build the churn model. Always use Postgres for storage."),
+            *result("c1", "rows after dedup: rows=41203"),
+            answer("Loaded the data."),
+            user("Now train it."),
+            answer("Training next."),
+        ]
         store.append_many("s", [("message", {"message": m}) for m in first])
         compactor.compact("s", reason="threshold")  # tiny spans: a manual one would be refused as not smaller
-        second = [user("Please use DuckDB for storage instead of Postgres from now on."), *result("c2", "rows after dedup: rows=40877"),
-                  answer("Switched to DuckDB."), user("Thanks."), answer("You're welcome.")]
+        second = [
+            user("Please use DuckDB for storage instead of Postgres from now on."),
+            *result("c2", "rows after dedup: rows=40877"),
+            answer("Switched to DuckDB."),
+            user("Thanks."),
+            answer("You're welcome."),
+        ]
         store.append_many("s", [("message", {"message": m}) for m in second])
         done = compactor.compact("s", reason="threshold")
         prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
     prompt = next(p for p in reversed(prompts) if "<previous-summary>" in p)  # the update of the history part
     block = re.search(r"<superseded>\n(.*?)\n</superseded>", prompt, re.DOTALL)
     assert block is not None
-    assert "- earlier: Always use Postgres for storage.\n  now: Please use DuckDB for storage instead of Postgres from now on." in block.group(1)
+    assert (
+        "- earlier: Always use Postgres for storage.\n  now: Please use DuckDB for storage instead of "
+        "Postgres from now on."
+    ) in block.group(1)
     assert "- earlier: rows=41203\n  now: rows=40877" in block.group(1)
     appended = done.summary.split(STUBBORN, 1)[1]  # what the pipeline added after the model's text
     anchors = done.summary.split(STUBBORN, 1)[0]
     for text in (anchors, appended):
-        stated = [ln for ln in text.splitlines() if ("Always use Postgres" in ln or "rows=41203" in ln) and "replaced" not in ln]
+        stated = [
+            ln
+            for ln in text.splitlines()
+            if ("Always use Postgres" in ln or "rows=41203" in ln) and "replaced" not in ln
+        ]
         assert stated == []  # the old rule and the old value appear only as the new one's history
     assert "rows=41203" not in appended

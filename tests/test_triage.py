@@ -33,7 +33,13 @@ def bash(eid: str, output: str) -> Entry:
     return entry(eid, bash_message("make", output))
 
 
-@pytest.mark.parametrize(("entry_id", "lines", "text"), [("123", 24013, "[entry 123 · 24,013 lines · recall 123]"), ("ab", 1, "[entry ab · 1 lines · recall ab]")])
+@pytest.mark.parametrize(
+    ("entry_id", "lines", "text"),
+    [
+        ("123", 24013, "[entry 123 · 24,013 lines · recall 123]"),
+        ("ab", 1, "[entry ab · 1 lines · recall ab]"),
+    ],
+)
 def test_pointer_text(entry_id: str, lines: int, text: str) -> None:
     assert pointer_text(entry_id, lines) == text
 
@@ -87,7 +93,12 @@ def test_exact_duplicates_are_discarded() -> None:
     ],
 )
 def test_superseded_attempts(second_code: str, second_error: bool, discarded: set[str]) -> None:
-    span = [call("a1", "c1", "load()"), result("r1", "c1", "KeyError: 'x'", True), call("a2", "c2", second_code), result("r2", "c2", "ok", second_error)]
+    span = [
+        call("a1", "c1", "load()"),
+        result("r1", "c1", "KeyError: 'x'", True),
+        call("a2", "c2", second_code),
+        result("r2", "c2", "ok", second_error),
+    ]
     t = triage(span)
     assert {d.entry_id for d in t.discarded} == discarded
     assert all(d.reason.startswith("superseded by") for d in t.discarded)
@@ -95,9 +106,24 @@ def test_superseded_attempts(second_code: str, second_error: bool, discarded: se
 
 def test_a_failed_call_sharing_its_message_with_another_call_is_not_superseded() -> None:
     # Discarding a1 would orphan r9, the result of a1's other call: pairs go together or not at all.
-    blocks = [{"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}} for cid, code in (("c1", "load()"), ("c9", "other()"))]
-    both = Entry("a1", None, "message", "t", {"message": {"role": "assistant", "content": blocks, "stopReason": "toolUse"}})
-    span = [both, result("r1", "c1", "KeyError: 'x'", True), result("r9", "c9", "fine"), call("a2", "c2", "load()"), result("r2", "c2", "ok")]
+    blocks = [
+        {"type": "toolCall", "id": cid, "name": "python", "arguments": {"code": code}}
+        for cid, code in (("c1", "load()"), ("c9", "other()"))
+    ]
+    both = Entry(
+        "a1",
+        None,
+        "message",
+        "t",
+        {"message": {"role": "assistant", "content": blocks, "stopReason": "toolUse"}},
+    )
+    span = [
+        both,
+        result("r1", "c1", "KeyError: 'x'", True),
+        result("r9", "c9", "fine"),
+        call("a2", "c2", "load()"),
+        result("r2", "c2", "ok"),
+    ]
     assert triage(span).discarded == ()
 
 
@@ -121,13 +147,21 @@ def test_every_entry_lands_once_and_tokens_add_up() -> None:
     ],
 )
 def test_identical_reruns_are_discarded(second_output: str, discarded: set[str]) -> None:
-    span = [call("a1", "c1", "ls()"), result("r1", "c1", "same output"), call("a2", "c2", "ls()"), result("r2", "c2", second_output)]
+    span = [
+        call("a1", "c1", "ls()"),
+        result("r1", "c1", "same output"),
+        call("a2", "c2", "ls()"),
+        result("r2", "c2", second_output),
+    ]
     t = triage(span)
     assert {d.entry_id for d in t.discarded} == discarded
     assert all(d.reason == "duplicate of a1" for d in t.discarded)
 
 
-TRAINING_LOG = "\n".join(f"epoch {i:04d} train_loss {1 / (i + 1):.5f} " + "x" * 40 for i in range(118)) + "\nfinished run-7f3a2c: auc=0.763"
+TRAINING_LOG = (
+    "\n".join(f"epoch {i:04d} train_loss {1 / (i + 1):.5f} " + "x" * 40 for i in range(118))
+    + "\nfinished run-7f3a2c: auc=0.763"
+)
 TRACEBACK = (
     "\n".join(f"step {i} ok" for i in range(300))
     + '\nTraceback (most recent call last):\n  File "<cell>", line 3, in <module>\n    fit(frame_12)\n'
@@ -141,10 +175,17 @@ TRACEBACK = (
     [
         (TRAINING_LOG, "finished run-7f3a2c: auc=0.763", None, []),
         (TRACEBACK, "cleanup 4", "KeyError: 'tenure_bucket_5'", []),
-        ("\n".join(f"/work/derived/part-{i:04d}.parquet written" for i in range(400)), "/work/derived/part-0399.parquet written", None, ["/work/derived/part-0396.parquet"]),
+        (
+            "\n".join(f"/work/derived/part-{i:04d}.parquet written" for i in range(400)),
+            "/work/derived/part-0399.parquet written",
+            None,
+            ["/work/derived/part-0396.parquet"],
+        ),
     ],
 )
-def test_gist_keeps_tail_error_line_and_identifiers(output: str, tail_has: str, error: str | None, ids_have: list[str]) -> None:
+def test_gist_keeps_tail_error_line_and_identifiers(
+    output: str, tail_has: str, error: str | None, ids_have: list[str]
+) -> None:
     gist = make_gist(output)
     assert any(tail_has in line for line in gist.tail)
     assert gist.error == error
@@ -174,7 +215,9 @@ def test_pointer_of_a_traceback_keeps_the_error_line_for_the_summarizer_too() ->
 
 
 def test_pointer_lines_of_a_pointer_stored_without_a_gist() -> None:
-    assert pointer_lines({"entry_id": "e9", "tool": "python", "lines": 300, "chars": 9000}) == ["[entry e9 · 300 lines · recall e9] python output, 9,000 chars"]
+    assert pointer_lines({"entry_id": "e9", "tool": "python", "lines": 300, "chars": 9000}) == [
+        "[entry e9 · 300 lines · recall e9] python output, 9,000 chars"
+    ]
 
 
 def test_older_pointers_become_index_items_and_the_block_stops_growing() -> None:
@@ -196,8 +239,13 @@ def test_older_pointers_become_index_items_and_the_block_stops_growing() -> None
     assert len(carried) == CARRIED_WITH_GIST + CARRIED_INDEX
     lines = externalized_lines(carried)
     first = 100 - CARRIED_WITH_GIST - CARRIED_INDEX
-    assert lines[0].startswith(f"{INDEX_HEADER} r{first} feat_gbm_{first:02d}ab · r{first + 1} feat_gbm_{first + 1:02d}ab · ")
-    assert "  tail: finished run-7f3a2c: auc=0.763" in lines and "[entry r99 · 119 lines · recall r99] python output, 8,408 chars" in lines
+    assert lines[0].startswith(
+        f"{INDEX_HEADER} r{first} feat_gbm_{first:02d}ab · r{first + 1} feat_gbm_{first + 1:02d}ab · "
+    )
+    assert (
+        "  tail: finished run-7f3a2c: auc=0.763" in lines
+        and ("[entry r99 · 119 lines · recall r99] python output, 8,408 chars") in lines
+    )
     assert max(sizes[70:]) - min(sizes[70:]) < 20  # a fixed size once full
 
 
@@ -207,12 +255,18 @@ def test_older_outputs_of_one_subject_are_one_index_item() -> None:
     from ipython_compact.core.triage import CARRIED_WITH_GIST, INDEX_HEADER, externalized_lines
 
     pointers: list[dict[str, Any]] = [
-        {"entry_id": f"o{k}", "tool": "python", "lines": 900, "chars": 50_000, "subject": "seed=1337"} for k in range(3)
+        {"entry_id": f"o{k}", "tool": "python", "lines": 900, "chars": 50_000, "subject": "seed=1337"}
+        for k in range(3)
     ]
-    pointers.insert(1, {"entry_id": "x1", "tool": "python", "lines": 900, "chars": 50_000, "subject": "feat_gbm_01fa"})
+    pointers.insert(
+        1, {"entry_id": "x1", "tool": "python", "lines": 900, "chars": 50_000, "subject": "feat_gbm_01fa"}
+    )
     pointers.append({"entry_id": "b1", "tool": "bash", "lines": 900, "chars": 50_000})
     gist = {"head": ["first"], "tail": ["last"]}
-    pointers += [{"entry_id": f"n{k}", "tool": "python", "lines": 900, "chars": 50_000, "gist": gist} for k in range(CARRIED_WITH_GIST)]
+    pointers += [
+        {"entry_id": f"n{k}", "tool": "python", "lines": 900, "chars": 50_000, "gist": gist}
+        for k in range(CARRIED_WITH_GIST)
+    ]
     lines = externalized_lines(pointers)
     assert lines[0] == f"{INDEX_HEADER} o0, o1, o2 seed=1337 · x1 feat_gbm_01fa · b1 bash"
     assert lines[0].count("seed=1337") == 1

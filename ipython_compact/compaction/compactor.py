@@ -194,7 +194,10 @@ class Compactor:
         self.externalize_lines = externalize_lines
         self.externalize_chars = externalize_chars
         if max_identifiers < 0 or identifier_chars < 0:
-            raise ValueError(f"identifier budget must be non-negative, got {max_identifiers} identifiers / {identifier_chars} chars")
+            raise ValueError(
+                f"identifier budget must be non-negative, got {max_identifiers} identifiers / "
+                f"{identifier_chars} chars"
+            )
         self.max_identifiers = max_identifiers
         self.identifier_chars = identifier_chars
 
@@ -248,7 +251,9 @@ class Compactor:
             try:
                 anchor_set = extract_anchors(carried.anchors, sources, lookup)
             except ValueError as exc:
-                raise CompactionError(f"cannot re-copy the anchors from the log: {exc}; nothing was written") from exc
+                raise CompactionError(
+                    f"cannot re-copy the anchors from the log: {exc}; nothing was written"
+                ) from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
         return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
@@ -259,20 +264,35 @@ class Compactor:
             raise NothingToCompact(self._why_nothing(session, keep_recent_tokens))
         if not any(work.view_tokens.get(e.id, 0) for e in work.span):
             raise NothingToCompact(
-                f"nothing to summarize in session {session!r}: the {len(work.span)} entries before the recent tail "
-                "hold 0 tokens of conversation")
+                f"nothing to summarize in session {session!r}: the {len(work.span)} entries before the "
+                f"recent tail "
+                "hold 0 tokens of conversation"
+            )
         return work
 
     def _why_nothing(self, session: str, keep_recent_tokens: int | None) -> str:
         """Why there is nothing to compact, with the numbers that decided it."""
-        keep = self.settings.keep_recent_tokens if keep_recent_tokens is None else max(0, int(keep_recent_tokens))
+        keep = (
+            self.settings.keep_recent_tokens
+            if keep_recent_tokens is None
+            else max(0, int(keep_recent_tokens))
+        )
         view = self.store.context_view(session)
         path = tuple(view.entries)
         if path and path[-1].kind == COMPACTION:
-            return f"nothing to compact in session {session!r}: the context ends in a compaction (nothing new since)"
-        tokens = estimate_context(path, self.settings.estimator, tokens=view.tokens(self.settings.estimator)).tokens
-        return (f"nothing to compact in session {session!r}: the context holds {tokens:,} tokens and the recent tail "
-                f"kept verbatim is {keep:,} tokens (keep_recent_tokens); no turn before that tail is left to summarize")
+            return (
+                f"nothing to compact in session {session!r}: the context ends in a compaction (nothing "
+                f"new since)"
+            )
+        tokens = estimate_context(
+            path, self.settings.estimator, tokens=view.tokens(self.settings.estimator)
+        ).tokens
+        return (
+            f"nothing to compact in session {session!r}: the context holds {tokens:,} tokens and the "
+            f"recent tail "
+            f"kept verbatim is {keep:,} tokens (keep_recent_tokens); no turn before that tail is left to "
+            f"summarize"
+        )
 
     @_collector_paused
     @one_scan_per_text
@@ -309,7 +329,14 @@ class Compactor:
     # ------------------------------------------------------------------ summarizing
     @_collector_paused
     @one_scan_per_text
-    def prepare(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> dict[str, Any] | None:
+    def prepare(
+        self,
+        session: str,
+        *,
+        reason: str = "manual",
+        focus: str | None = None,
+        keep_recent_tokens: int | None = None,
+    ) -> dict[str, Any] | None:
         """Compute the ``compaction`` entry payload without writing it (the agent loop places it).
 
         Returns None when there is nothing to compact. Raises ``SummarizerError`` when the
@@ -321,26 +348,47 @@ class Compactor:
             return None
         return self._payload(reason, focus, work)
 
-    def _summarize(self, work: _Work, focus: str | None, values: Sequence[tuple[str, str]] = ()) -> tuple[str, list[SummaryResult]]:
+    def _summarize(
+        self, work: _Work, focus: str | None, values: Sequence[tuple[str, str]] = ()
+    ) -> tuple[str, list[SummaryResult]]:
         prep = work.prep
         previous = strip_machine_blocks(prep.previous_summary) if prep.previous_summary else None
         results: list[SummaryResult] = []
         history_text: str | None = None
         if work.history or not prep.is_split_turn:
             res = self.summarizer.summarize(
-                SummaryInput(work.history, "history", previous, focus, self.settings.summary_max_tokens, tuple(work.anchors.texts()), self._superseded(work, previous, values))
+                SummaryInput(
+                    work.history,
+                    "history",
+                    previous,
+                    focus,
+                    self.settings.summary_max_tokens,
+                    tuple(work.anchors.texts()),
+                    self._superseded(work, previous, values),
+                )
             )
             results.append(res)
             history_text = res.text
         elif previous:
             history_text = previous
         if prep.is_split_turn and work.prefix:
-            res = self.summarizer.summarize(SummaryInput(work.prefix, "turn_prefix", None, None, self.settings.turn_prefix_max_tokens, tuple(work.anchors.texts())))
+            res = self.summarizer.summarize(
+                SummaryInput(
+                    work.prefix,
+                    "turn_prefix",
+                    None,
+                    None,
+                    self.settings.turn_prefix_max_tokens,
+                    tuple(work.anchors.texts()),
+                )
+            )
             results.append(res)
             return combine_split_turn(history_text, res.text), results
         return history_text or "", results
 
-    def _superseded(self, work: _Work, previous: str | None, values: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    def _superseded(
+        self, work: _Work, previous: str | None, values: Sequence[tuple[str, str]]
+    ) -> tuple[tuple[str, str], ...]:
         """(earlier, later) statements the summary must not state as current: revised anchors
         (goal, constraints), the metric values the span replaced (``values``), and for a model
         summarizer also the previous checkpoint's decisions and constraints that the span's
@@ -354,7 +402,8 @@ class Compactor:
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
         prev = work.carried
-        replaced: list[tuple[str, str]] = []  # metric values and file versions the span replaced (told to the summarizer)
+        # metric values and file versions the span replaced (told to the summarizer)
+        replaced: list[tuple[str, str]] = []
         identifiers = track_identifiers(
             prev.identifiers,
             work.span,
@@ -363,12 +412,16 @@ class Compactor:
             replaced=replaced,
         )
         ledger = Ledger()
-        if self.use_ledger:  # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
+        # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
+        if self.use_ledger:
             ledger = prev.ledger.update(work.span)
             ledger = _merge_kernel_file_ops(ledger, work.path[prep.boundary_start : prep.first_kept_index])
-            ledger = ledger.settle_answered(work.path[prep.first_kept_index :])  # answered in the kept tail: done
+            # answered in the kept tail: done
+            ledger = ledger.settle_answered(work.path[prep.first_kept_index :])
             span_ids = {e.id for e in work.span}  # and the files a newer version replaced in this span
-            replaced.extend((a.replaced, a.text) for a in ledger.artifacts if a.replaced and a.entry_id in span_ids)
+            replaced.extend(
+                (a.replaced, a.text) for a in ledger.artifacts if a.replaced and a.entry_id in span_ids
+            )
         narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:])
 
         carried = prev.externalized
@@ -380,7 +433,8 @@ class Compactor:
             parts.append(work.anchors.render())
         parts.append(narrative.strip())
         if self.use_ledger:
-            parts.append(ledger.render(work.anchors.replaced_by_entry(), shown="\n".join(parts)))  # each request once
+            # each request once
+            parts.append(ledger.render(work.anchors.replaced_by_entry(), shown="\n".join(parts)))
         parts.append(
             render_block(
                 "externalized",
@@ -397,8 +451,10 @@ class Compactor:
             stale = [a.text for a in work.anchors.superseded]
             versions = set(ledger.replaced_versions)
             tracked = [
-                i.text for i in identifiers
-                if i.text not in versions and not (any(i.text in old for old in stale) and i.text not in current)
+                i.text
+                for i in identifiers
+                if i.text not in versions
+                and not (any(i.text in old for old in stale) and i.text not in current)
             ]
             required = (work.anchors.texts() if self.use_anchors else []) + tracked
             checkpoint, report = apply_guard(checkpoint, required)
@@ -408,7 +464,9 @@ class Compactor:
         for r in results:
             for k, v in r.usage.items():
                 usage[k] = usage.get(k, 0) + int(v)
-        tokens_after = estimate_message_tokens({"role": "user", "content": checkpoint}, self.settings.estimator) + int(tri.tokens.get("keep", 0))
+        tokens_after = estimate_message_tokens(
+            {"role": "user", "content": checkpoint}, self.settings.estimator
+        ) + int(tri.tokens.get("keep", 0))
         details: dict[str, Any] = {
             "summarizer": results[0].summarizer if results else self.summarizer.name,
             "model": results[0].model if results else None,
@@ -441,7 +499,14 @@ class Compactor:
 
     @_collector_paused
     @one_scan_per_text
-    def compact(self, session: str, *, reason: str = "manual", focus: str | None = None, keep_recent_tokens: int | None = None) -> CompactionResult:
+    def compact(
+        self,
+        session: str,
+        *,
+        reason: str = "manual",
+        focus: str | None = None,
+        keep_recent_tokens: int | None = None,
+    ) -> CompactionResult:
         """Summarize and append the compaction entry. History is never modified.
 
         Raises ``NothingToCompact`` (nothing written) — also for a manual compaction whose result
@@ -459,12 +524,23 @@ class Compactor:
                 outcome = self.store.append(
                     session,
                     COMPACTION_OUTCOME,
-                    {"reason": reason, "outcome": "failed", "error": str(exc), "code": exc.code, "attempts": exc.attempts, "usage": exc.usage, "summarizer": self.summarizer.name},
+                    {
+                        "reason": reason,
+                        "outcome": "failed",
+                        "error": str(exc),
+                        "code": exc.code,
+                        "attempts": exc.attempts,
+                        "usage": exc.usage,
+                        "summarizer": self.summarizer.name,
+                    },
                 )
-                raise CompactionFailed(f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome) from exc
+                raise CompactionFailed(
+                    f"{reason} compaction failed: {exc}", code=exc.code, outcome_entry=outcome
+                ) from exc
             if reason == "manual":
                 self._refuse_if_not_smaller(session, work, plan, payload)
-            try:  # compare and swap: a run that planned against an older leaf must not stack a second compaction
+            # compare and swap: a run that planned against an older leaf must not stack a second compaction
+            try:
                 entry = self.store.append(session, COMPACTION, payload, expect_leaf=work.leaf_id)
             except LeafMovedError as exc:
                 # Other writers appended while this summary was made (under load every try lost:
@@ -473,26 +549,40 @@ class Compactor:
                 if attempt == 1 and self.store.count_on_path(session, (COMPACTION,)) == compactions:
                     continue
                 raise SessionMoved(
-                    f"session {session!r} moved while this compaction was being made (planned at leaf {exc.expected!r}, "
+                    f"session {session!r} moved while this compaction was being made (planned at leaf "
+                    f"{exc.expected!r}, "
                     f"now {exc.actual!r}); nothing was written",
                 ) from exc
-            return CompactionResult(entry, payload["summary"], payload["tokens_before"], int(payload["details"]["tokens_after"]), plan, payload["details"])
+            return CompactionResult(
+                entry,
+                payload["summary"],
+                payload["tokens_before"],
+                int(payload["details"]["tokens_after"]),
+                plan,
+                payload["details"],
+            )
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def _refuse_if_not_smaller(self, session: str, work: _Work, plan: Plan, payload: Mapping[str, Any]) -> None:
+    def _refuse_if_not_smaller(
+        self, session: str, work: _Work, plan: Plan, payload: Mapping[str, Any]
+    ) -> None:
         """A manual compaction must shrink what it replaces: the checkpoint against the summarized
         span plus the previous summary it supersedes (not ``tokens_before``, which a usage report
         anchors and can disagree with per-entry estimates)."""
         estimator = self.settings.estimator
         checkpoint = estimate_message_tokens({"role": "user", "content": payload["summary"]}, estimator)
         previous = work.prep.previous_summary
-        replaced = plan.summarize.tokens + plan.turn_prefix.tokens + (
-            estimate_message_tokens({"role": "user", "content": previous}, estimator) if previous else 0)
+        replaced = (
+            plan.summarize.tokens
+            + plan.turn_prefix.tokens
+            + (estimate_message_tokens({"role": "user", "content": previous}, estimator) if previous else 0)
+        )
         if checkpoint >= replaced:
             raise NothingToCompact(
                 f"compacting session {session!r} now would not make its context smaller: the checkpoint "
                 f"({checkpoint:,} tokens) is not smaller than the {replaced:,} tokens it would replace "
-                f"({plan.summarize.entries:,} entries before the recent tail); nothing was written")
+                f"({plan.summarize.entries:,} entries before the recent tail); nothing was written"
+            )
 
     # ------------------------------------------------------------------ branches
     def summarize_branch(self, session: str, target_id: str, *, focus: str | None = None) -> Entry:
@@ -503,11 +593,21 @@ class Compactor:
         collected = collect_branch_entries(old_path, paths.target)
         entries = tuple(e for e in collected.entries if entry_message(e) is not None and e.kind != COMPACTION)
         if not entries:
-            raise NothingToCompact(f"nothing to summarize: the current leaf is already on the path to {target_id!r}")
-        tri = triage(entries, (), externalize_lines=self.externalize_lines, externalize_chars=self.externalize_chars)
-        result = self.summarizer.summarize(SummaryInput(tri.encode, "branch", None, focus, self.settings.summary_max_tokens))
+            raise NothingToCompact(
+                f"nothing to summarize: the current leaf is already on the path to {target_id!r}"
+            )
+        tri = triage(
+            entries, (), externalize_lines=self.externalize_lines, externalize_chars=self.externalize_chars
+        )
+        result = self.summarizer.summarize(
+            SummaryInput(tri.encode, "branch", None, focus, self.settings.summary_max_tokens)
+        )
         identifiers = track_identifiers([], entries)
-        text, report = apply_guard(result.text, [i.text for i in identifiers]) if self.use_drift_guard else (result.text, None)
+        text, report = (
+            apply_guard(result.text, [i.text for i in identifiers])
+            if self.use_drift_guard
+            else (result.text, None)
+        )
         details = {
             "summarizer": result.summarizer,
             "model": result.model,
@@ -516,11 +616,16 @@ class Compactor:
             "entries": len(entries),
         }
         return self.store.append(
-            session, BRANCH_SUMMARY, {"summary": text, "from_id": old_path[-1].id if old_path else None, "details": details}, parent_id=target_id
+            session,
+            BRANCH_SUMMARY,
+            {"summary": text, "from_id": old_path[-1].id if old_path else None, "details": details},
+            parent_id=target_id,
         )
 
     # ------------------------------------------------------------------ recall and pins
-    def recall(self, session: str, *, entry_id: str | None = None, query: str | None = None, limit: int = 10) -> list[RecallHit]:
+    def recall(
+        self, session: str, *, entry_id: str | None = None, query: str | None = None, limit: int = 10
+    ) -> list[RecallHit]:
         """The original logged text by entry id, or the best full-text matches for ``query``.
 
         Compaction summaries are excluded from query results: recall answers with source text.
@@ -540,7 +645,8 @@ class Compactor:
             raise ValueError("recall query is empty")
         want = max(1, limit)
         fetch = want * 2
-        while True:  # checkpoints quote their sources (pins, identifiers) and can outrank them: widen until filled
+        # checkpoints quote their sources (pins, identifiers) and can outrank them: widen until filled
+        while True:
             hits = self.store.search(query, session=session, limit=fetch)
             out = [_hit(h.entry) for h in hits if h.entry.kind not in (COMPACTION, COMPACTION_OUTCOME)]
             if len(out) >= want or len(hits) < fetch:
@@ -607,7 +713,8 @@ def _anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Ent
         kept: list[Entry] = []
         goal_seen = False
         sentences: set[str] = set()
-        for e in store.path(session, head.parent_id, kinds=(PIN, MESSAGE), roles=("user",)):  # roles read in SQL
+        # roles read in SQL
+        for e in store.path(session, head.parent_id, kinds=(PIN, MESSAGE), roles=("user",)):
             if e.kind == PIN:
                 kept.append(e)
             elif user_text(e) is not None:
@@ -638,19 +745,20 @@ def _carried_from(compaction: Entry) -> _Carried:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CompactionError(
-            f"the previous compaction (entry {compaction.id}) has malformed details ({exc}); nothing was written"
+            f"the previous compaction (entry {compaction.id}) has malformed details ({exc}); nothing was "
+            f"written"
         ) from exc
 
 
 def _check_reason(reason: str) -> None:
     if reason not in COMPACTION_REASONS:
-        raise ValueError(f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(COMPACTION_REASONS))}")
+        raise ValueError(
+            f"unknown compaction reason {reason!r}; expected one of {', '.join(sorted(COMPACTION_REASONS))}"
+        )
 
 
 def _hit(entry: Entry) -> RecallHit:
     return RecallHit(entry.id, entry.kind, entry.role, entry_text(entry), entry.timestamp)
-
-
 
 
 def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
@@ -659,7 +767,11 @@ def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
     own cells opened (``by: "user"``) are not the agent's work and stay out of its ledger."""
     read, modified = list(ledger.files_read), list(ledger.files_modified)
     for entry in entries:
-        data = entry.data.get("data") if entry.kind == CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS else None
+        data = (
+            entry.data.get("data")
+            if entry.kind == CUSTOM and entry.data.get("custom_type") == KERNEL_FILE_OPS
+            else None
+        )
         if not isinstance(data, Mapping) or data.get("by") == "user":
             continue
         for path in (p for p in data.get("modified") or [] if isinstance(p, str)):
@@ -672,4 +784,6 @@ def _merge_kernel_file_ops(ledger: Ledger, entries: Sequence[Entry]) -> Ledger:
                 read.append(path)
     if (read, modified) == (list(ledger.files_read), list(ledger.files_modified)):
         return ledger
-    return dataclasses.replace(ledger, files_read=tuple(read[-MAX_FILES:]), files_modified=tuple(modified[-MAX_FILES:]))
+    return dataclasses.replace(
+        ledger, files_read=tuple(read[-MAX_FILES:]), files_modified=tuple(modified[-MAX_FILES:])
+    )

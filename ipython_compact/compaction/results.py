@@ -2,7 +2,8 @@
 
 Why a module of its own: the CLI, the kernel service, the agent and the panel's comm replies all
 read these; they need the shapes (``to_json``, ``render``) without the pipeline that makes them,
-and ``compaction/compactor.py`` stays one job (plan, summarize, append). ``ipython_compact.compaction.compactor``
+and ``compaction/compactor.py`` stays one job (plan, summarize, append).
+``ipython_compact.compaction.compactor``
 re-exports every name, so ``from ipython_compact.compaction.compactor import Plan`` keeps working.
 
 What must hold: ``to_json`` returns plain JSON values only (they cross the comm and the CLI's
@@ -97,18 +98,29 @@ class Plan:
         ext_tokens = sum(p.tokens for p in self.externalize)
         disc_tokens = sum(int(d.get("tokens", 0)) for d in self.discard)
         rows = [
-            ("summarize (encode)", self.summarize.entries + self.turn_prefix.entries, self.summarize.tokens + self.turn_prefix.tokens),
+            (
+                "summarize (encode)",
+                self.summarize.entries + self.turn_prefix.entries,
+                self.summarize.tokens + self.turn_prefix.tokens,
+            ),
             ("  of which externalized", len(self.externalize), ext_tokens),
             ("  of which discarded", len(self.discard), disc_tokens),
             ("keep verbatim (recent tail)", self.keep.entries, self.keep.tokens),
         ]
-        lines = [f"compaction plan for session {self.session!r}" + (f" (focus: {self.focus})" if self.focus else "")]
-        lines.append(f"  context now: {self.tokens_before:,} tokens; first kept entry {self.first_kept_entry_id}" + ("; split turn" if self.is_split_turn else ""))
+        lines = [
+            f"compaction plan for session "
+            f"{self.session!r}" + (f" (focus: {self.focus})" if self.focus else "")
+        ]
+        lines.append(
+            f"  context now: {self.tokens_before:,} tokens; first kept entry "
+            f"{self.first_kept_entry_id}" + ("; split turn" if self.is_split_turn else "")
+        )
         lines.append(f"  {'layer':<30}{'entries':>9}{'tokens':>10}")
         lines.extend(f"  {name:<30}{n:>9,}{t:>10,}" for name, n, t in rows)
         anchors = self.anchors
         lines.append(
-            f"  anchors (verbatim): goal {'yes' if anchors.goal else 'no'}, {len(anchors.constraints)} constraint(s), {len(anchors.pins)} pin(s)"
+            f"  anchors (verbatim): goal {'yes' if anchors.goal else 'no'}, {len(anchors.constraints)} "
+            f"constraint(s), {len(anchors.pins)} pin(s)"
         )
         for p in self.externalize[:10]:
             lines.append(f"  externalize {p.text} ({p.tool})")
@@ -151,4 +163,10 @@ class RecallHit:
     timestamp: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "role": self.role, "text": self.text, "timestamp": self.timestamp}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "role": self.role,
+            "text": self.text,
+            "timestamp": self.timestamp,
+        }

@@ -47,25 +47,30 @@ MAX_SUPERSEDED: Final = 8  # superseded anchors kept (for the same-line history 
 _CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(must|must not|mustn't|never|always|avoid|only use|use only|prefer|preferably|"
     r"should not|shouldn't|make sure|ensure|required?|requirement|constraint|no more than|at most|at least|"
-    r"keep (?:it|the|all|every)|stick to|only want|from now on|(?:should|must) stay|without using|not allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
-    r"|(?:^|[,;:(]\s*|\b(?:and|but|so|please|just|also|then)\s+)(?:do not|don't|dont)\b"  # a prohibition, not "i don't think"
+    r"keep (?:it|the|all|every)|stick to|only want|from now on|(?:should|must) stay|without using|not "
+    r"allowed|forbidden|please use|use exactly|pin(?:ned)? to|exactly|decimals?|each time|every time)\b"
+    # a prohibition, not "i don't think"
+    r"|(?:^|[,;:(]\s*|\b(?:and|but|so|please|just|also|then)\s+)(?:do not|don't|dont)\b"
     r"|^(?:please )?use [\w.=-]+(?: [\w.=-]+){0,3},? (?:not|instead of|rather than)\b"
-    r"|(?<!\bi )(?<!\bwe )(?<!\byou )(?<!\bthey )\buse\b[^.!?]{1,60},\s*(?:no|not)\s+\w"  # "use rgb values in the themes, no rgb indices"
+    # "use rgb values in the themes, no rgb indices"
+    r"|(?<!\bi )(?<!\bwe )(?<!\byou )(?<!\bthey )\buse\b[^.!?]{1,60},\s*(?:no|not)\s+\w"
     r"|^no (?!need\b|idea\b|problem\b|worries\b)\w+(?: \w+){0,3}[.!]*$"  # "no console logs!"
     r"|必须|不要|务必|禁止|只能|保持"
 )
 # a report of what happened or what seems wrong is not a rule, even when it says "should never"
 _REPORT_RE: Final = re.compile(
-    r"(?i)\b(?:i (?:do not|don'?t) (?:think|tink|know|understand|see)|i (?:think|guess|noticed|selected|saw)\b.*\b(?:doesn'?t|isn'?t|does not|is not|wasn'?t|got)\b|"
+    r"(?i)\b(?:i (?:do not|don'?t) (?:think|tink|know|understand|see)|i "
+    r"(?:think|guess|noticed|selected|saw)\b.*\b(?:doesn'?t|isn'?t|does not|is not|wasn'?t|got)\b|"
     r"got a crash|crashed|looked odd|(?:doesn'?t|does not|isn'?t|is not) work(?:ing)?|works? correctly|"
     r"never ?mind)"  # a withdrawal ("never mind the PDF export") takes a request back; it sets no rule
 )
 # pasted material: JSON, error lines, stack frames; a numbered diff paste is skipped whole
-_PASTED_LINE_RE: Final = re.compile(r'\{"|":\s*["{\[\d]|^\s*(?:[\w.]*(?:Error|Exception)\b|at \S+ \(|File "|Traceback \(|[>$] )')
+_PASTED_LINE_RE: Final = re.compile(
+    r'\{"|":\s*["{\[\d]|^\s*(?:[\w.]*(?:Error|Exception)\b|at \S+ \(|File '
+    r'"|Traceback \(|[>$] )'
+)
 _DIFF_LINE_RE: Final = re.compile(r"^\s*[+-] ?\d+\b")
 _PASTED_SENTENCE_RE: Final = re.compile(r"^(?:[\w.]*(?:Error|Exception)\b|Traceback\b)")
-
-
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,14 @@ class Anchor:
         return f"{self.entry_id}:{self.start}" if self.entry_id else f"pin:{self.pin_id}"
 
     def to_json(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "text": self.text, "entry_id": self.entry_id, "start": self.start, "end": self.end, "pin_id": self.pin_id}
+        out = {
+            "kind": self.kind,
+            "text": self.text,
+            "entry_id": self.entry_id,
+            "start": self.start,
+            "end": self.end,
+            "pin_id": self.pin_id,
+        }
         if self.replaced_by:
             out["replaced_by"] = self.replaced_by
         return out
@@ -115,7 +127,8 @@ class AnchorSet:
     constraints: tuple[Anchor, ...] = ()
     pins: tuple[Anchor, ...] = ()
     dropped: int = field(default=0)  # constraints dropped by the size cap (oldest first)
-    superseded: tuple[Anchor, ...] = ()  # the goal or constraints a later user statement replaced, newest last
+    # the goal or constraints a later user statement replaced, newest last
+    superseded: tuple[Anchor, ...] = ()
 
     def all(self) -> tuple[Anchor, ...]:
         return ((self.goal,) if self.goal else ()) + self.constraints + self.pins
@@ -131,8 +144,16 @@ class AnchorSet:
             return ""
         goal, text = self.goal, self.goal.text
         inside = sorted(
-            (a for a in self.superseded if a.kind == "constraint" and a.entry_id == goal.entry_id and goal.start <= a.start and a.end <= goal.end),
-            key=lambda a: a.start, reverse=True,
+            (
+                a
+                for a in self.superseded
+                if a.kind == "constraint"
+                and a.entry_id == goal.entry_id
+                and goal.start <= a.start
+                and a.end <= goal.end
+            ),
+            key=lambda a: a.start,
+            reverse=True,
         )
         for a in inside:
             by = (a.replaced_by or "").rsplit(":", 1)[0]
@@ -175,7 +196,10 @@ class AnchorSet:
     def _replaced(self, anchor: Anchor) -> str:
         """The history mark of a current anchor that replaced earlier ones (empty if none)."""
         olds = [a for a in self.superseded if a.replaced_by == anchor.key]
-        return "".join(f" — replaced: \"{clip_sentences(a.text, OLD_CHARS)}\" (entry {a.entry_id}, superseded)" for a in olds[-2:])
+        return "".join(
+            f' — replaced: "{clip_sentences(a.text, OLD_CHARS)}" (entry {a.entry_id}, superseded)'
+            for a in olds[-2:]
+        )
 
     def render(self) -> str:
         """The ``<anchors>`` machine block (verbatim texts, each with its source)."""
@@ -184,10 +208,15 @@ class AnchorSet:
             lines.append(f"[goal · entry {self.goal.entry_id}]{self._replaced(self.goal)}")
             lines.append(self.goal_text())
         if self.constraints:
-            lines.append("[constraints and preferences, verbatim from the user; each holds until the user revises it]")
+            lines.append(
+                "[constraints and preferences, verbatim from the user; each holds until the user revises it]"
+            )
             lines.extend(f"- {a.text}  (entry {a.entry_id}){self._replaced(a)}" for a in self.constraints)
         if self.dropped:
-            lines.append(f"({self.dropped} older constraint sentence(s) left this block to keep it small; they stay in the log)")
+            lines.append(
+                f"({self.dropped} older constraint sentence(s) left this block to keep it small; "
+                f"they stay in the log)"
+            )
         for pin in self.pins:
             source = f"entry {pin.entry_id}" if pin.entry_id else "pinned text"
             lines.append(f"[pinned {pin.pin_id} · {source}]")
@@ -224,7 +253,9 @@ def constraint_spans(text: str) -> list[tuple[int, int]]:
     return list(found)
 
 
-_MEMO: Final[ContextVar[dict[str, tuple[tuple[int, int], ...]] | None]] = ContextVar("constraint_spans_memo", default=None)
+_MEMO: Final[ContextVar[dict[str, tuple[tuple[int, int], ...]] | None]] = ContextVar(
+    "constraint_spans_memo", default=None
+)
 
 
 _GOAL_MEMO: Final[ContextVar[dict[str, bool] | None]] = ContextVar("goal_statement_memo", default=None)
@@ -264,9 +295,43 @@ def one_scan_per_text(function: Callable[_P, _R]) -> Callable[_P, _R]:
 # every text ``_CONSTRAINT_RE`` matches holds one of these (lower-cased): a text without any is
 # skipped in one pass of substring tests instead of a regex scan per sentence
 _CONSTRAINT_HINTS: Final = (
-    "must", "never", "always", "avoid", "only", "prefer", "should", "make sure", "ensure", "requir", "constraint", "no more",
-    "at most", "at least", "keep", "stick", "stay", "without", "allowed", "forbidden", "use", "pin to", "pinned to", "exactly", "decimal",
-    "each time", "every time", "do not", "don", "no ", "from now on", "必须", "不要", "务必", "禁止", "只能", "保持",
+    "must",
+    "never",
+    "always",
+    "avoid",
+    "only",
+    "prefer",
+    "should",
+    "make sure",
+    "ensure",
+    "requir",
+    "constraint",
+    "no more",
+    "at most",
+    "at least",
+    "keep",
+    "stick",
+    "stay",
+    "without",
+    "allowed",
+    "forbidden",
+    "use",
+    "pin to",
+    "pinned to",
+    "exactly",
+    "decimal",
+    "each time",
+    "every time",
+    "do not",
+    "don",
+    "no ",
+    "from now on",
+    "必须",
+    "不要",
+    "务必",
+    "禁止",
+    "只能",
+    "保持",
 )
 
 
@@ -304,8 +369,10 @@ _COMMAND_RE: Final = re.compile(r"^\s*/[\w:-]+(?:\s+\S+)?\s*$")
 
 
 _GOAL_STATEMENT_RE: Final = re.compile(
-    r"(?i)(?:\b(?:my|our|the) (?:overall |main |real |end |new |actual )?(?:goal|objective|aim|mission) (?:is|here is|now is|has changed|changes)\b|"
-    r"^\s*(?:new )?(?:goal|objective)\s*:|\bnew goal\b|\bthe project is to\b|\bwe(?:'re| are) (?:now )?building\b)"
+    r"(?i)(?:\b(?:my|our|the) (?:overall |main |real |end |new |actual )?(?:goal|objective|aim|mission) "
+    r"(?:is|here is|now is|has changed|changes)\b|"
+    r"^\s*(?:new )?(?:goal|objective)\s*:|\bnew goal\b|\bthe project is to\b|\bwe(?:'re| are) (?:now "
+    r")?building\b)"
 )
 
 
@@ -361,7 +428,9 @@ def _pin_anchor(pin: Entry, lookup: Callable[[str], Entry | None]) -> Anchor | N
     return None
 
 
-def apply_pins(current: Sequence[Anchor], pin_entries: Iterable[Entry], lookup: Callable[[str], Entry | None]) -> tuple[Anchor, ...]:
+def apply_pins(
+    current: Sequence[Anchor], pin_entries: Iterable[Entry], lookup: Callable[[str], Entry | None]
+) -> tuple[Anchor, ...]:
     """Fold pin/unpin entries (log order) into the active pins."""
     pins = list(current)
     for entry in pin_entries:
@@ -375,7 +444,11 @@ def apply_pins(current: Sequence[Anchor], pin_entries: Iterable[Entry], lookup: 
             pins = [
                 p
                 for p in pins
-                if not ((pin_id and p.pin_id == pin_id) or (text and p.text == text and p.entry_id is None) or (target and p.entry_id == target))
+                if not (
+                    (pin_id and p.pin_id == pin_id)
+                    or (text and p.text == text and p.entry_id is None)
+                    or (target and p.entry_id == target)
+                )
             ]
         else:
             anchor = _pin_anchor(entry, lookup)
@@ -396,7 +469,9 @@ def resolve_anchors(previous: AnchorSet, lookup: Callable[[str], Entry | None]) 
             return anchor
         raw = lookup(anchor.entry_id)
         if raw is None:
-            raise ValueError(f"{anchor.kind} anchor refers to entry {anchor.entry_id!r}, which is not in the log")
+            raise ValueError(
+                f"{anchor.kind} anchor refers to entry {anchor.entry_id!r}, which is not in the log"
+            )
         return replace(anchor, text=entry_text(raw)[anchor.start : anchor.end])
 
     return AnchorSet(
@@ -449,7 +524,12 @@ def extract_anchors(
         full = entry_text(entry)
         for start, end in constraint_spans(full):
             sentence = full[start:end]
-            if sentence in seen or (goal is not None and goal.entry_id == entry.id and sentence == goal.text and is_goal_statement(text)):
+            if sentence in seen or (
+                goal is not None
+                and goal.entry_id == entry.id
+                and sentence == goal.text
+                and is_goal_statement(text)
+            ):
                 continue  # said before, or a goal statement (the goal line states it)
             seen.add(sentence)
             anchor = Anchor("constraint", sentence, entry.id, start, end)
@@ -469,4 +549,10 @@ def extract_anchors(
         total -= len(constraints[0].text)
         constraints.pop(0)
         dropped += 1
-    return AnchorSet(goal=goal, constraints=tuple(constraints), pins=pins, dropped=dropped, superseded=tuple(superseded[-MAX_SUPERSEDED:]))
+    return AnchorSet(
+        goal=goal,
+        constraints=tuple(constraints),
+        pins=pins,
+        dropped=dropped,
+        superseded=tuple(superseded[-MAX_SUPERSEDED:]),
+    )

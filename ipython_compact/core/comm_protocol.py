@@ -23,9 +23,11 @@ PROTOCOL = 1
 
 # ---------------------------------------------------------------------- envelope
 
+
 class ErrorBody(TypedDict):
     code: str
-    """``bad_request``, ``unsupported_version``, ``unknown_op``, ``nothing_to_compact``, ``failed``, ``busy``."""
+    """``bad_request``, ``unsupported_version``, ``unknown_op``, ``nothing_to_compact``, ``failed``,
+    ``busy``."""
     message: str
 
 
@@ -39,6 +41,7 @@ class ErrorReply(TypedDict):
 
 # ---------------------------------------------------------------------- hello
 
+
 class HelloReply(TypedDict):
     protocol: int
     version: str
@@ -49,6 +52,7 @@ class HelloReply(TypedDict):
 
 
 # ---------------------------------------------------------------------- names
+
 
 class NameRow(TypedDict):
     """One user name as the probe saw it, without running user code."""
@@ -86,6 +90,7 @@ class NamesReply(TypedDict):
 
 
 # ---------------------------------------------------------------------- status
+
 
 class InFlight(TypedDict):
     task_id: str
@@ -155,6 +160,7 @@ class StatusReply(TypedDict):
 
 # ---------------------------------------------------------------------- summaries, preview, compact
 
+
 class CompactionSummary(TypedDict):
     """One compaction as the timeline shows it (``summaries``, and the summary MIME type)."""
 
@@ -223,6 +229,7 @@ class CompactReply(TypedDict):
 
 # ---------------------------------------------------------------------- snapshot, restore
 
+
 class Skipped(TypedDict):
     name: str
     reason: str
@@ -267,6 +274,7 @@ class RestoreReply(TypedDict):
 
 # ---------------------------------------------------------------------- recall
 
+
 class RecallHit(TypedDict):
     id: str
     kind: str
@@ -280,6 +288,7 @@ class RecallReply(TypedDict):
 
 
 # ---------------------------------------------------------------------- call tree
+
 
 class CallNode(TypedDict):
     """One session of a call tree: the root, or a sub-agent a parent session started."""
@@ -304,6 +313,7 @@ class CallsReply(TypedDict):
 
 # ---------------------------------------------------------------------- the server extension
 
+
 class PersistedSnapshot(TypedDict):
     """One snapshot generation on disk, read from its signed manifest (no value is unpickled)."""
 
@@ -316,7 +326,8 @@ class PersistedSnapshot(TypedDict):
 
 
 class PersistedSession(TypedDict):
-    """``GET /ipython-compact/session?path=NOTEBOOK``: what the log holds, before the kernel loads the extension."""
+    """``GET /ipython-compact/session?path=NOTEBOOK``: what the log holds, before the kernel loads the
+    extension."""
 
     notebook: str
     session: str
@@ -345,10 +356,30 @@ OPS: dict[str, type] = {
 
 #: Every payload protocol.ts must declare (as ``I<Name>``, with the same keys).
 PAYLOADS: tuple[type, ...] = (
-    ErrorBody, HelloReply, NameRow, NamesReply, InFlight, FullVerification, StatusSnapshot, StatusReply,
-    CompactionSummary, SummariesReply, LayerCount, PreviewReply, CompactionRecord, CompactReply, Skipped,
-    SnapshotPayload, SnapshotReply, RestoreReply, RecallHit, RecallReply, CallNode, CallsReply,
-    PersistedSnapshot, PersistedSession,
+    ErrorBody,
+    HelloReply,
+    NameRow,
+    NamesReply,
+    InFlight,
+    FullVerification,
+    StatusSnapshot,
+    StatusReply,
+    CompactionSummary,
+    SummariesReply,
+    LayerCount,
+    PreviewReply,
+    CompactionRecord,
+    CompactReply,
+    Skipped,
+    SnapshotPayload,
+    SnapshotReply,
+    RestoreReply,
+    RecallHit,
+    RecallReply,
+    CallNode,
+    CallsReply,
+    PersistedSnapshot,
+    PersistedSession,
 )
 
 

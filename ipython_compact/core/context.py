@@ -157,4 +157,3 @@ def prepare_branch_entries(
         read_files=read_files,
         modified_files=modified_files,
     )
-

@@ -49,7 +49,9 @@ from ipython_compact.core.messages import USER_SIDE_KINDS, in_context
 from ipython_compact.core.settings import Estimator
 from ipython_compact.core.tokens import estimate_entry_tokens
 
-CUT_ROLES: Final = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
+CUT_ROLES: Final = frozenset(
+    {"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"}
+)
 TURN_START_ROLES: Final = frozenset({"user", "bashExecution"})
 #: Prime's TURN_ALIGNMENT_EXTRA_SHARE: extra kept cost allowed, as a share of keep_recent_tokens.
 TURN_ALIGNMENT_EXTRA_SHARE: Final = 1.0

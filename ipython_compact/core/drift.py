@@ -59,11 +59,20 @@ _BLOCK_RE: Final = re.compile(
     re.DOTALL,
 )
 
-_EXT = r"(?:py|pyi|ipynb|ts|tsx|js|jsx|json|jsonl|toml|yaml|yml|md|rst|txt|csv|tsv|sh|cfg|ini|rs|go|c|h|cc|cpp|hpp|java|sql|db|sqlite|parquet|log|lock|html|css|xml|pkl|npz|npy|h5|pt|ckpt|png|jpg|jpeg|gif|svg|pdf)"
+_EXT = (
+    r"(?:py|pyi|ipynb|ts|tsx|js|jsx|json|jsonl|toml|yaml|yml|md|rst|txt|csv|tsv|sh|cfg|ini|rs|go|c|h|cc|cpp|"
+    r"hpp|java|sql|db|sqlite|parquet|log|lock|html|css|xml|pkl|npz|npy|h5|pt|ckpt|png|jpg|jpeg|gif|svg|pdf)"
+)
 
 _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     ("url", re.compile(r"https?://[^\s<>\"'`)\]]+[^\s<>\"'`)\].,;:]")),
-    ("error", re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Warning)): ?(.{1,200})$")),
+    (
+        "error",
+        re.compile(
+            r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Warning)): "
+            r"?(.{1,200})$"
+        ),
+    ),
     ("path", re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-](?![\w/])")),
     ("path", re.compile(r"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\." + _EXT + r"\b(?!\()")),  # not a call: json.load(
     ("version", re.compile(r"\b[A-Za-z][\w-]*(?:==|>=|<=|~=|@| )v?\d+(?:\.\d+)+(?:[-+.]?[A-Za-z0-9]+)*\b")),
@@ -73,10 +82,21 @@ _PATTERNS: Final[tuple[tuple[IdentifierClass, re.Pattern[str]], ...]] = (
     ("id", re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,7}\b")),
     ("id", re.compile(r"(?<![\w&])#\d{2,5}\b")),  # issue refs; six digits are a colour (#444444)
     # run / experiment / checkpoint ids: a word, a separator, then a run of letters and digits with a digit
-    ("id", re.compile(r"(?<![\w/.-])[A-Za-z]{2,}(?:[-_][A-Za-z]+)*[-_](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{4,}(?:[-_][A-Za-z0-9]+)*\b(?![/.]\w)")),
+    (
+        "id",
+        re.compile(
+            r"(?<![\w/.-])[A-Za-z]{2,}(?:[-_][A-Za-z]+)*[-_](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{4,}(?:[-_][A-Za-z0-9]+)*\b(?![/.]\w)"
+        ),
+    ),
     # metric=value pairs (auc=0.763, rows=4211, lr=3e-4); never read from code (assignments there)
-    ("metric", re.compile(r"(?<![\w.=-])[A-Za-z][\w.-]{1,30}=(?!=)(?:-?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?|(?=[0-9a-f]*\d)[0-9a-f]{7,64})(?![\w=])")),
-    ("metric", re.compile(r"\b\d+ (?:passed|failed|skipped|xfailed|xpassed|errors?)\b")),  # a test run's counts
+    (
+        "metric",
+        re.compile(
+            r"(?<![\w.=-])[A-Za-z][\w.-]{1,30}=(?!=)(?:-?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?%?|(?=[0-9a-f]*\d)[0-9a-f]{7,64})(?![\w=])"
+        ),
+    ),
+    # a test run's counts
+    ("metric", re.compile(r"\b\d+ (?:passed|failed|skipped|xfailed|xpassed|errors?)\b")),
 )
 
 # per pattern of ``_PATTERNS``: substrings one of which every match contains (empty: no hint)
@@ -135,7 +155,8 @@ _GATE_TESTS: Final[dict[str, Callable[[str], bool]]] = {
 }
 
 _SCANS: Final = tuple(
-    (cls, pattern, hints, gate) for (cls, pattern), hints, gate in zip(_PATTERNS, _PATTERN_HINTS, _PATTERN_GATES, strict=True)
+    (cls, pattern, hints, gate)
+    for (cls, pattern), hints, gate in zip(_PATTERNS, _PATTERN_HINTS, _PATTERN_GATES, strict=True)
 )
 
 _VARIABLE_RE: Final = re.compile(
@@ -144,21 +165,181 @@ _VARIABLE_RE: Final = re.compile(
 #: Tool-call argument keys whose value is Python source (the ledger reads the same keys).
 CODE_KEYS: Final = ("code", "source", "cell")
 _TOOL_WORDS: Final = frozenset(
-    ["python", "cuda", "cudnn", "node", "nodejs", "npm", "numpy", "pandas", "scipy", "torch", "pytorch", "jax", "tensorflow", "gcc", "clang", "llvm", "java", "go", "rust", "ruby", "ubuntu", "debian", "fedora", "alpine", "postgres", "postgresql", "mysql", "sqlite", "redis", "django", "flask", "fastapi", "react", "vue", "version", "release", "ipython", "jupyterlab", "jupyter", "ipykernel", "openai", "dill", "pip", "setuptools", "transformers", "docker", "kubernetes"]
+    [
+        "python",
+        "cuda",
+        "cudnn",
+        "node",
+        "nodejs",
+        "npm",
+        "numpy",
+        "pandas",
+        "scipy",
+        "torch",
+        "pytorch",
+        "jax",
+        "tensorflow",
+        "gcc",
+        "clang",
+        "llvm",
+        "java",
+        "go",
+        "rust",
+        "ruby",
+        "ubuntu",
+        "debian",
+        "fedora",
+        "alpine",
+        "postgres",
+        "postgresql",
+        "mysql",
+        "sqlite",
+        "redis",
+        "django",
+        "flask",
+        "fastapi",
+        "react",
+        "vue",
+        "version",
+        "release",
+        "ipython",
+        "jupyterlab",
+        "jupyter",
+        "ipykernel",
+        "openai",
+        "dill",
+        "pip",
+        "setuptools",
+        "transformers",
+        "docker",
+        "kubernetes",
+    ]
 )
-_VERSIONISH_WORDS: Final = frozenset({"in", "at", "of", "to", "the", "and", "or", "is", "was", "by", "line", "lines", "step", "page", "p", "entry", "recall"})
+_VERSIONISH_WORDS: Final = frozenset(
+    {
+        "in",
+        "at",
+        "of",
+        "to",
+        "the",
+        "and",
+        "or",
+        "is",
+        "was",
+        "by",
+        "line",
+        "lines",
+        "step",
+        "page",
+        "p",
+        "entry",
+        "recall",
+    }
+)
 # shell noise: paths every shell session names and no action depends on
-_SHELL_PATHS: Final = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/usr/bin/env", "/bin/sh", "/bin/bash", "/bin/zsh", "/tmp", "/tmp/"})
+_SHELL_PATHS: Final = frozenset(
+    {
+        "/dev/null",
+        "/dev/stdout",
+        "/dev/stderr",
+        "/dev/stdin",
+        "/dev/tty",
+        "/usr/bin/env",
+        "/bin/sh",
+        "/bin/bash",
+        "/bin/zsh",
+        "/tmp",
+        "/tmp/",
+    }
+)
 # dotted words that look like files but are code or product names
-_NOT_FILES: Final = frozenset({"console.log", "node.js", "vue.js", "next.js", "nuxt.js", "react.js", "three.js", "d3.js", "express.js", "chart.js", "socket.io"})
+_NOT_FILES: Final = frozenset(
+    {
+        "console.log",
+        "node.js",
+        "vue.js",
+        "next.js",
+        "nuxt.js",
+        "react.js",
+        "three.js",
+        "d3.js",
+        "express.js",
+        "chart.js",
+        "socket.io",
+    }
+)
 # first segments that make a plain ``word/word`` a directory path rather than "and/or"-style prose
 _DIR_WORDS: Final = frozenset(
-    ["src", "lib", "libs", "packages", "package", "tests", "test", "docs", "doc", "core", "utils", "modes", "tools", "app", "apps", "bin", "data",
-     "scripts", "examples", "components", "internal", "pkg", "cmd", "include", "notebooks", "work", "derived", "bench", "build", "dist", "config",
-     "models", "results", "outputs", "runs", "checkpoints", "raw", "home", "usr", "var", "etc", "opt"]
+    [
+        "src",
+        "lib",
+        "libs",
+        "packages",
+        "package",
+        "tests",
+        "test",
+        "docs",
+        "doc",
+        "core",
+        "utils",
+        "modes",
+        "tools",
+        "app",
+        "apps",
+        "bin",
+        "data",
+        "scripts",
+        "examples",
+        "components",
+        "internal",
+        "pkg",
+        "cmd",
+        "include",
+        "notebooks",
+        "work",
+        "derived",
+        "bench",
+        "build",
+        "dist",
+        "config",
+        "models",
+        "results",
+        "outputs",
+        "runs",
+        "checkpoints",
+        "raw",
+        "home",
+        "usr",
+        "var",
+        "etc",
+        "opt",
+    ]
 )
 # keys of tool plumbing and layout, not results (pi's "Use offset=2001 to continue", colours)
-_NOT_METRICS: Final = frozenset({"offset", "limit", "line", "lines", "page", "width", "height", "padding", "paddingx", "paddingy", "margin", "timeout", "start", "end", "index", "idx", "len", "count", "max_tokens", "temperature"})
+_NOT_METRICS: Final = frozenset(
+    {
+        "offset",
+        "limit",
+        "line",
+        "lines",
+        "page",
+        "width",
+        "height",
+        "padding",
+        "paddingx",
+        "paddingy",
+        "margin",
+        "timeout",
+        "start",
+        "end",
+        "index",
+        "idx",
+        "len",
+        "count",
+        "max_tokens",
+        "temperature",
+    }
+)
 _FILE_EXT_RE: Final = re.compile(r"\." + _EXT + r"$")
 
 
@@ -178,7 +359,9 @@ def is_noise(cls: IdentifierClass, value: str) -> bool:
         if value[:1] not in ("/", "~", ".") and "/" in value:
             parts = value.split("/")
             if all(p.isalpha() for p in parts if p):  # prose unless it starts like a source tree
-                return not (parts[0].lower() in _DIR_WORDS and all(p.islower() and len(p) > 2 for p in parts[1:] if p))
+                return not (
+                    parts[0].lower() in _DIR_WORDS and all(p.islower() and len(p) > 2 for p in parts[1:] if p)
+                )
             if len(parts[0]) <= 1:  # sed / vim substitutions: s/old/new, s/0
                 return True
     if cls == "version" and _FILE_EXT_RE.search(value):
@@ -201,10 +384,17 @@ class Identifier:
     mentions: int = 1
     last: int = 0
     result: bool = False
-    subjects: tuple[str, ...] = ()  # a metric's subjects (its key and what a line says before it): a new value replaces it
+    # a metric's subjects (its key and what a line says before it): a new value replaces it
+    subjects: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"text": self.text, "cls": self.cls, "entry_id": self.entry_id, "mentions": self.mentions, "last": self.last}
+        out: dict[str, Any] = {
+            "text": self.text,
+            "cls": self.cls,
+            "entry_id": self.entry_id,
+            "mentions": self.mentions,
+            "last": self.last,
+        }
         if self.result:
             out["result"] = True
         if self.subjects:
@@ -223,7 +413,15 @@ class Identifier:
         if mentions < 1 or last < 0:
             raise ValueError(f"identifier {obj!r}: mentions must be >= 1 and last >= 0")
         entry_id = None if obj.get("entry_id") is None else str(obj["entry_id"])
-        return Identifier(str(obj["text"]), cls, entry_id, mentions, last, bool(obj.get("result", False)), tuple(str(x) for x in obj.get("subjects") or ()))  # type: ignore[arg-type]
+        return Identifier(
+            str(obj["text"]),
+            cls,  # type: ignore[arg-type]
+            entry_id,
+            mentions,
+            last,
+            bool(obj.get("result", False)),
+            tuple(str(x) for x in obj.get("subjects") or ()),
+        )
 
 
 def extract_identifiers(text: str) -> list[tuple[IdentifierClass, str]]:
@@ -315,7 +513,11 @@ def _innermost_frames(text: str, keep: int = TRACEBACK_FRAMES) -> str:
 
 
 def output_identifiers(
-    text: str, *, head_chars: int = OUTPUT_HEAD_CHARS, tail_chars: int = OUTPUT_TAIL_CHARS, max_count: int = OUTPUT_IDENTIFIERS
+    text: str,
+    *,
+    head_chars: int = OUTPUT_HEAD_CHARS,
+    tail_chars: int = OUTPUT_TAIL_CHARS,
+    max_count: int = OUTPUT_IDENTIFIERS,
 ) -> list[tuple[IdentifierClass, str]]:
     """Identifiers of a tool output: its head, its tail and its error lines, tail first.
 
@@ -336,11 +538,19 @@ def output_identifiers(
         head, middle, tail = text[:head_chars], text[head_chars:-tail_chars], text[-tail_chars:]
         tail = tail.split("\n", 1)[1] if "\n" in tail else tail  # whole lines only
     quick = ("Error", "Exception", "Traceback", "FAILED", "error:")
-    errors = "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle)) if middle and any(q in middle for q in quick) else ""
+    errors = (
+        "\n".join(m.group(0) for m in _ERROR_LINE_RE.finditer(middle))
+        if middle and any(q in middle for q in quick)
+        else ""
+    )
     seen: dict[str, IdentifierClass] = {}
     metric_keys: set[str] = set()
     # shares of ``max_count``: most for the tail (results), some for error lines and the head
-    shares = ((tail, True, max_count - 2 * (max_count // 5)), (errors, True, max_count // 5), (head, False, max_count // 5))
+    shares = (
+        (tail, True, max_count - 2 * (max_count // 5)),
+        (errors, True, max_count // 5),
+        (head, False, max_count // 5),
+    )
     for part, backwards, share in shares:
         found = extract_identifiers(part) if part else []
         limit = len(seen) + share if head else max_count  # a short output is all tail
@@ -403,22 +613,35 @@ def entry_identifiers(entry: Entry) -> list[Identifier]:
             texts.append(str(msg.get("command", "")))
         found.extend(output_identifiers(output))
         results = {value for _cls, value in extract_identifiers(_last_lines(output))}
-    sources: list[tuple[str, list[tuple[IdentifierClass, str]]]] = [(output, found)] if role in ("toolResult", "bashExecution") else []
+    sources: list[tuple[str, list[tuple[IdentifierClass, str]]]] = (
+        [(output, found)] if role in ("toolResult", "bashExecution") else []
+    )
     for text in texts:
         pairs = extract_identifiers(text)
         sources.append((text, pairs))
     for text, pairs in sources:
         out.extend(
-            Identifier(value, cls, entry.id, result=value in results, subjects=(metric_subject(text, value),) if cls == "metric" else ())
+            Identifier(
+                value,
+                cls,
+                entry.id,
+                result=value in results,
+                subjects=(metric_subject(text, value),) if cls == "metric" else (),
+            )
             for cls, value in pairs
         )
     for code in codes:
-        out.extend(Identifier(value, cls, entry.id) for cls, value in extract_identifiers(code) if cls not in ("error", "metric"))
+        out.extend(
+            Identifier(value, cls, entry.id)
+            for cls, value in extract_identifiers(code)
+            if cls not in ("error", "metric")
+        )
         out.extend(Identifier(name, "variable", entry.id) for name in variables_in_code(code))
     return out
 
 
-_NUMBER: Final = re.compile(r"(?<![\w.-])[-+]?\d+(?:[.,:]\d+)*%?(?![\w-])")  # a bare number, not part of an id
+# a bare number, not part of an id
+_NUMBER: Final = re.compile(r"(?<![\w.-])[-+]?\d+(?:[.,:]\d+)*%?(?![\w-])")
 MAX_SUBJECTS: Final = 3  # subjects kept per metric (an output line and the answer that repeats it)
 
 
@@ -451,7 +674,11 @@ def relevance(ident: Identifier) -> int:
     Recency of the last mention, plus a capped bonus for being mentioned in several entries, plus
     a bonus for being a result.
     """
-    return ident.last + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP) + (RESULT_WEIGHT if ident.result else 0)
+    return (
+        ident.last
+        + MENTION_WEIGHT * min(ident.mentions - 1, MENTION_CAP)
+        + (RESULT_WEIGHT if ident.result else 0)
+    )
 
 
 # an identifier first named at position t can reach at most t + this much relevance
@@ -489,7 +716,8 @@ def track_identifiers(
     span = entries if isinstance(entries, Sequence) else list(entries)
     tick0 = max((ident.last for ident in previous), default=0)
     read: list[list[Identifier]] = []  # newest first
-    newest: list[tuple[int, int]] = []  # (position of first sighting walking back, cost), decreasing positions
+    # (position of first sighting walking back, cost), decreasing positions
+    newest: list[tuple[int, int]] = []
     seen_keys: set[str] = set()
     strong = 0  # leading items of ``newest`` that no older entry can outrank
     strong_chars = 0  # their cost
@@ -530,8 +758,13 @@ def track_identifiers(
                 subjects[subject] = ident.text
             mentions = 1 if old is None else old.mentions + 1
             order[ident.text] = Identifier(
-                ident.text, ident.cls, ident.entry_id, mentions, tick, ident.result or (old is not None and old.result),
-                tuple(dict.fromkeys((*(old.subjects if old else ()), *ident.subjects)))[-MAX_SUBJECTS:]
+                ident.text,
+                ident.cls,
+                ident.entry_id,
+                mentions,
+                tick,
+                ident.result or (old is not None and old.result),
+                tuple(dict.fromkeys((*(old.subjects if old else ()), *ident.subjects)))[-MAX_SUBJECTS:],
             )
     items = list(order.values())  # insertion order = last mention, oldest first
     rank = sorted(range(len(items)), key=lambda i: (relevance(items[i]), i), reverse=True)

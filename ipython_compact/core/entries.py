@@ -44,16 +44,32 @@ COMPACTION_OUTCOME: Final = "compaction_outcome"  # failed / skipped / cancelled
 KERNEL_FILE_OPS: Final = "ipython_file_ops"
 
 PI_KINDS: Final = frozenset(
-    {MESSAGE, COMPACTION, BRANCH_SUMMARY, MODEL_CHANGE, THINKING_LEVEL_CHANGE, CUSTOM, CUSTOM_MESSAGE, LABEL, SESSION_INFO}
+    {
+        MESSAGE,
+        COMPACTION,
+        BRANCH_SUMMARY,
+        MODEL_CHANGE,
+        THINKING_LEVEL_CHANGE,
+        CUSTOM,
+        CUSTOM_MESSAGE,
+        LABEL,
+        SESSION_INFO,
+    }
 )
 OUR_KINDS: Final = frozenset({SYSTEM, KERNEL_STATE, SNAPSHOT, PIN, GOAL, COMPACTION_OUTCOME})
 KINDS: Final = PI_KINDS | OUR_KINDS
 
-Role = Literal["user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"]
-ROLES: Final = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"})
+Role = Literal[
+    "user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"
+]
+ROLES: Final = frozenset(
+    {"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"}
+)
 
 CompactionReason = Literal["manual", "threshold", "background", "overflow", "requested", "emergency"]
-COMPACTION_REASONS: Final = frozenset({"manual", "threshold", "background", "overflow", "requested", "emergency"})
+COMPACTION_REASONS: Final = frozenset(
+    {"manual", "threshold", "background", "overflow", "requested", "emergency"}
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +93,13 @@ class Entry:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> JSON:
-        return {"id": self.id, "parent_id": self.parent_id, "kind": self.kind, "timestamp": self.timestamp, "data": dict(self.data)}
+        return {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "kind": self.kind,
+            "timestamp": self.timestamp,
+            "data": dict(self.data),
+        }
 
     @staticmethod
     def from_json(obj: Mapping[str, Any]) -> Entry:

@@ -38,13 +38,98 @@ OLD_CHARS: Final = 90  # the replaced text as it is quoted on the new line
 
 _WORD: Final = re.compile(r"[\w][\w.%+/#@=-]*[\w%]|[\w]")
 _STOP: Final = frozenset(
-    ["a", "an", "the", "this", "that", "these", "those", "our", "my", "your", "its", "their", "to", "of", "for", "in", "on", "at", "by", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "now", "new", "current", "currently", "and", "or", "but", "so", "we", "i", "you", "it", "let's", "lets", "please", "just", "also", "then", "actually", "instead", "anymore", "any", "will", "would", "should", "shall", "can", "could", "do", "does", "did", "done", "not", "no", "yes", "ok", "okay"]
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "our",
+        "my",
+        "your",
+        "its",
+        "their",
+        "to",
+        "of",
+        "for",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "now",
+        "new",
+        "current",
+        "currently",
+        "and",
+        "or",
+        "but",
+        "so",
+        "we",
+        "i",
+        "you",
+        "it",
+        "let's",
+        "lets",
+        "please",
+        "just",
+        "also",
+        "then",
+        "actually",
+        "instead",
+        "anymore",
+        "any",
+        "will",
+        "would",
+        "should",
+        "shall",
+        "can",
+        "could",
+        "do",
+        "does",
+        "did",
+        "done",
+        "not",
+        "no",
+        "yes",
+        "ok",
+        "okay",
+    ]
 )
 # words that only mark a revision; dropped before two statements are compared
-_REVISION_WORDS: Final = frozenset(["actually", "now", "instead", "anymore", "rather", "from", "on", "ok", "okay", "so", "please", "update", "correction"])
+_REVISION_WORDS: Final = frozenset(
+    [
+        "actually",
+        "now",
+        "instead",
+        "anymore",
+        "rather",
+        "from",
+        "on",
+        "ok",
+        "okay",
+        "so",
+        "please",
+        "update",
+        "correction",
+    ]
+)
 _REPLACED: Final = re.compile(
-    r"(?i)\b(?:instead of|rather than|in place of|no longer(?: (?:use|using|need|want|do|keep|report))?|switch(?:ed|ing)? (?:away )?from|"
-    r"replac(?:e|es|ed|ing)|(?:drop|dropped|dropping)(?: the)?|moved? away from)\s+(?P<old>[^.,;:!?()]{1,60}?)"
+    r"(?i)\b(?:instead of|rather than|in place of|no longer(?: "
+    r"(?:use|using|need|want|do|keep|report))?|switch(?:ed|ing)? (?:away )?from|"
+    r"replac(?:e|es|ed|ing)|(?:drop|dropped|dropping)(?: the)?|moved? away "
+    r"from)\s+(?P<old>[^.,;:!?()]{1,60}?)"
     r"(?=\s+(?:with|to|for|by|in|on|because|and|but|as|since)\b|[.,;:!?()]|$)"
 )
 _REPLACED_HINT: Final = re.compile(r"(?i)instead|rather|place of|longer|switch|replac|drop|away|, *not\b")
@@ -96,7 +181,8 @@ def one_change(new: str, old: str, *, values_only: bool = False) -> bool:
     """Whether ``new`` says what ``old`` says with its value changed (see the module doc): one
     contiguous change of at most ``MAX_CHANGED`` words that share none, or, word for word, one
     word with a digit differs ("CUDA 12.4" / "CUDA 12.6"; with ``values_only`` several may:
-    "the best run is run-17 with auc=0.81" / "... run-23 with auc=0.84"). Either way the unchanged words are at least half of the longer statement and at
+    "the best run is run-17 with auc=0.81" / "... run-23 with auc=0.84"). Either way the unchanged words are
+    at least half of the longer statement and at
     least two of them content words. ``values_only``: the second form only (reports such as "Here
     is the tenure view." / "... the region view." are two reports, not one value changed)."""
     a, b = _compared(new), _compared(old)
@@ -139,7 +225,9 @@ def supersedes(new: str, old: str, *, values_only: bool = False) -> bool:
     old_words = None
     for phrase in replaced_phrases(new):
         old_words = content_words(old) if old_words is None else old_words
-        if phrase <= old_words and not phrase <= content_words(_NOT_AFTER_COMMA.sub(" ", _REPLACED.sub(" ", new))):
+        if phrase <= old_words and not phrase <= content_words(
+            _NOT_AFTER_COMMA.sub(" ", _REPLACED.sub(" ", new))
+        ):
             return True
     return one_change(new, old, values_only=values_only)
 

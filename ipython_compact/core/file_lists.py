@@ -52,14 +52,22 @@ def merge_details_files(data: Mapping[str, Any], read: set[str], edited: set[str
     details = data.get("details")
     if not isinstance(details, Mapping):
         return
-    for key, target in (("read_files", read), ("readFiles", read), ("modified_files", edited), ("modifiedFiles", edited)):
+    for key, target in (
+        ("read_files", read),
+        ("readFiles", read),
+        ("modified_files", edited),
+        ("modifiedFiles", edited),
+    ):
         value = details.get(key)
         if isinstance(value, list):
             target.update(v for v in value if isinstance(v, str))
 
 
-def file_lists(read: set[str], written: set[str], edited: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(read_only, modified)`` in JavaScript sort order; modified = edited ∪ written, read_only = read − modified."""
+def file_lists(
+    read: set[str], written: set[str], edited: set[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(read_only, modified)`` in JavaScript sort order; modified = edited ∪ written, read_only = read −
+    modified."""
     modified = edited | written
     return js_sorted(read - modified), js_sorted(modified)
 

@@ -37,7 +37,9 @@ from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, 
 Status = Literal["ok", "error", "pending"]
 
 READ_TOOLS: Final = re.compile(r"^(?:read|read_file|view|cat|open|open_file|ls|list_dir|glob|grep)$")
-WRITE_TOOLS: Final = re.compile(r"^(?:edit|write|write_file|apply_patch|patch|str_replace|create|create_file|multi_edit|notebook_edit)$")
+WRITE_TOOLS: Final = re.compile(
+    r"^(?:edit|write|write_file|apply_patch|patch|str_replace|create|create_file|multi_edit|notebook_edit)$"
+)
 PATH_KEYS: Final = ("path", "file_path", "filePath", "filename", "file")
 COMMAND_KEYS: Final = ("command", "cmd", "code", "source", "cell", "script")
 MAX_COMMANDS: Final = 40
@@ -65,14 +67,20 @@ SHOW_ERRORS: Final = 6
 
 _Q = r"""['"]([^'"\n]+)['"]"""
 _CODE_READS: Final = (
-    re.compile(r"\bread_(?:csv|parquet|json|pickle|feather|excel|table|hdf|sql_table|fwf|orc|stata|sas|xml)\(\s*(?:path\s*=\s*)?" + _Q),
+    re.compile(
+        r"\bread_(?:csv|parquet|json|pickle|feather|excel|table|hdf|sql_table|fwf|orc|stata|sas|xml)\(\s*(?:path\s*=\s*)?"
+        + _Q
+    ),
     re.compile(r"\bopen\(\s*" + _Q + r"\s*(?:\)|,\s*['\"]r[bt]?['\"])"),
     re.compile(r"\b(?:np|numpy)\.(?:load|loadtxt|genfromtxt)\(\s*" + _Q),
     re.compile(r"\bPath\(\s*" + _Q + r"\s*\)\.read_(?:text|bytes)\("),
     re.compile(r"\b(?:json|yaml|pickle|dill|joblib)\.load\(\s*open\(\s*" + _Q),
 )
 _CODE_WRITES: Final = (
-    re.compile(r"\.to_(?:csv|parquet|json|pickle|feather|excel|hdf|orc|stata|xml)\(\s*(?:path(?:_or_buf)?\s*=\s*)?" + _Q),
+    re.compile(
+        r"\.to_(?:csv|parquet|json|pickle|feather|excel|hdf|orc|stata|xml)\(\s*(?:path(?:_or_buf)?\s*=\s*)?"
+        + _Q
+    ),
     re.compile(r"\bopen\(\s*" + _Q + r"\s*,\s*['\"][wax]\+?[bt]?['\"]"),
     re.compile(r"\b(?:np|numpy)\.(?:save|savez|savez_compressed|savetxt)\(\s*" + _Q),
     re.compile(r"\.savefig\(\s*" + _Q),
@@ -83,7 +91,14 @@ _CODE_WRITES: Final = (
 
 # per pattern above: substrings one of which every match holds (a cell without them skips the scan)
 _CODE_READ_HINTS: Final = (("read_",), ("open(",), ("np.", "numpy."), ("Path(",), (".load(",))
-_CODE_WRITE_HINTS: Final = ((".to_",), ("open(",), ("np.", "numpy."), (".savefig(",), ("Path(",), (".dump(", ".save("))
+_CODE_WRITE_HINTS: Final = (
+    (".to_",),
+    ("open(",),
+    ("np.", "numpy."),
+    (".savefig(",),
+    ("Path(",),
+    (".dump(", ".save("),
+)
 
 
 def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -100,11 +115,17 @@ def code_file_ops(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             writes.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in writes)
     for pattern, hints in zip(_CODE_READS, _CODE_READ_HINTS, strict=True):
         if any(h in code for h in hints):
-            reads.extend(m.group(1) for m in pattern.finditer(code) if m.group(1) not in reads and m.group(1) not in writes)
+            reads.extend(
+                m.group(1)
+                for m in pattern.finditer(code)
+                if m.group(1) not in reads and m.group(1) not in writes
+            )
     return tuple(reads), tuple(writes)
 
 
-_ERROR_LINE: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault))(?::[ \t]*(.*))?$")
+_ERROR_LINE: Final = re.compile(
+    r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault))(?::[ \t]*(.*))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -134,7 +155,9 @@ class ArtifactRecord:
     replaced: str = ""
 
 
-_ARTIFACT_LINE: Final = re.compile(r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b")
+_ARTIFACT_LINE: Final = re.compile(
+    r"(?i)\b(?:sav(?:ed|ing)|wr(?:ote|itten|iting)|creat(?:ed|ing)|export(?:ed|ing)|committ?(?:ed|ing)?|stor(?:ed|ing)|checkpoint(?:ed)?|dump(?:ed)?)\b"
+)
 _ARTIFACT_HINTS: Final = ("sav", "wro", "writ", "creat", "export", "commit", "stor", "checkpoint", "dump")
 ARTIFACT_LINES: Final = 3  # an output's first and last lines that may name what it produced
 # what ``git commit`` prints first: "[main 1a2b3c4] message", "[main (root-commit) 1a2b3c4] ..."
@@ -177,7 +200,9 @@ def output_artifacts(text: str) -> list[tuple[Literal["file", "commit"], str]]:
         if not verbs or not _ARTIFACT_LINE.search(line):
             continue
         for cls, value in extract_identifiers(line):
-            kind: Literal["file", "commit"] | None = "file" if cls == "path" else "commit" if cls == "commit" else None
+            kind: Literal["file", "commit"] | None = (
+                "file" if cls == "path" else "commit" if cls == "commit" else None
+            )
             if kind and (kind, value) not in out:
                 out.append((kind, value))
     return out
@@ -210,9 +235,12 @@ NOT_ANSWERS: Final = ("error", "aborted", "toolUse")
 def is_answer(msg: Mapping[str, Any]) -> bool:
     """An assistant message that answers the requests before it: text, no tool calls, not cut
     short by an error or an abort."""
-    return (msg.get("role") == "assistant" and not tool_calls_of(msg)
-            and msg.get("stopReason") not in NOT_ANSWERS
-            and bool(text_of_content(msg.get("content")).strip()))
+    return (
+        msg.get("role") == "assistant"
+        and not tool_calls_of(msg)
+        and msg.get("stopReason") not in NOT_ANSWERS
+        and bool(text_of_content(msg.get("content")).strip())
+    )
 
 
 def parse_error(text: str) -> tuple[str, str] | None:
@@ -264,9 +292,13 @@ class Ledger:
     names: tuple[str, ...] = ()  # kernel names defined by cells that succeeded, oldest first
     artifacts: tuple[ArtifactRecord, ...] = ()  # newest last; each the current version of its artifact
     unlisted: tuple[tuple[str, int], ...] = ()  # requests per state that left the bounded lists
-    replaced_versions: tuple[str, ...] = ()  # artifacts a newer version replaced, newest last (recallable, not current)
-    # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code names)
-    _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(default=(), repr=False)
+    # artifacts a newer version replaced, newest last (recallable, not current)
+    replaced_versions: tuple[str, ...] = ()
+    # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code
+    # names)
+    _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(
+        default=(), repr=False
+    )
 
     # ---- folding ----------------------------------------------------------------------------
     def update(self, entries: Iterable[Entry]) -> Ledger:
@@ -284,14 +316,27 @@ class Ledger:
         def produced(entry_id: str, kind: Literal["file", "commit"], text: str) -> None:
             key = version_key(text) if kind == "file" else text
             old = artifacts.pop(key, None)
-            replaced = old.replaced if old is not None and old.text == text else (old.text if old is not None else "")
+            replaced = (
+                old.replaced
+                if old is not None and old.text == text
+                else (old.text if old is not None else "")
+            )
             if old is not None and old.text != text:
                 stale.pop(old.text, None)
                 stale[old.text] = None
             stale.pop(text, None)  # a version written again is current again
             artifacts[key] = ArtifactRecord(entry_id, kind, text, replaced)
-        pending = {call_id: (tool, path, reads, writes, defs) for call_id, tool, path, reads, writes, defs in self._pending}
-        totals = {"cmd": self.command_total, "failed": self.command_failed, "err": self.error_total, "req": self.request_total}
+
+        pending = {
+            call_id: (tool, path, reads, writes, defs)
+            for call_id, tool, path, reads, writes, defs in self._pending
+        }
+        totals = {
+            "cmd": self.command_total,
+            "failed": self.command_failed,
+            "err": self.error_total,
+            "req": self.request_total,
+        }
 
         def add_error(entry_id: str, text: str) -> None:
             parsed = parse_error(text)
@@ -356,7 +401,9 @@ class Ledger:
                     add_error(entry.id, str(msg["errorMessage"]))
             elif role == "toolResult":
                 call_id = str(msg.get("toolCallId") or "")
-                tool, path, code_reads, code_writes, code_names = pending.pop(call_id, (str(msg.get("toolName", "")), "", (), (), ()))
+                tool, path, code_reads, code_writes, code_names = pending.pop(
+                    call_id, (str(msg.get("toolName", "")), "", (), (), ())
+                )
                 is_error = bool(msg.get("isError"))
                 body = text_of_content(msg.get("content"))
                 if not is_error and "Traceback (most recent call last)" in body:
@@ -385,7 +432,11 @@ class Ledger:
                 exit_code = msg.get("exitCode")
                 failed = isinstance(exit_code, int) and exit_code != 0
                 totals["cmd"] += 1
-                commands.append(CommandRecord(entry.id, "bash", one_line(command, COMMAND_CHARS), "error" if failed else "ok"))
+                commands.append(
+                    CommandRecord(
+                        entry.id, "bash", one_line(command, COMMAND_CHARS), "error" if failed else "ok"
+                    )
+                )
                 if failed:
                     totals["failed"] += 1
                     add_error(entry.id, str(msg.get("output", "")) or f"exit code {exit_code}")
@@ -403,7 +454,10 @@ class Ledger:
                 newest_first.append(r)
             else:
                 unlisted[r.status] = unlisted.get(r.status, 0) + 1
-        requests = [RequestRecord(r.entry_id, request_line(r.text), r.status, _note(r.note)) for r in reversed(newest_first)]
+        requests = [
+            RequestRecord(r.entry_id, request_line(r.text), r.status, _note(r.note))
+            for r in reversed(newest_first)
+        ]
         return Ledger(
             files_read=tuple(list(read)[-MAX_FILES:]),
             files_modified=tuple(list(modified)[-MAX_FILES:]),
@@ -454,14 +508,36 @@ class Ledger:
         return {
             "files_read": list(self.files_read),
             "files_modified": list(self.files_modified),
-            "commands": [{"entry_id": c.entry_id, "tool": c.tool, "text": c.text, "status": c.status, "call_id": c.call_id} for c in self.commands],
+            "commands": [
+                {
+                    "entry_id": c.entry_id,
+                    "tool": c.tool,
+                    "text": c.text,
+                    "status": c.status,
+                    "call_id": c.call_id,
+                }
+                for c in self.commands
+            ],
             "errors": [{"entry_id": e.entry_id, "type": e.type, "message": e.message} for e in self.errors],
             "requests": [r.to_json() for r in self.requests],
             "names": list(self.names),
-            "artifacts": [{"entry_id": a.entry_id, "kind": a.kind, "text": a.text, **({"replaced": a.replaced} if a.replaced else {})} for a in self.artifacts],
+            "artifacts": [
+                {
+                    "entry_id": a.entry_id,
+                    "kind": a.kind,
+                    "text": a.text,
+                    **({"replaced": a.replaced} if a.replaced else {}),
+                }
+                for a in self.artifacts
+            ],
             "unlisted_requests": dict(self.unlisted),
             "replaced_versions": list(self.replaced_versions),
-            "totals": {"commands": self.command_total, "failed": self.command_failed, "errors": self.error_total, "requests": self.request_total},
+            "totals": {
+                "commands": self.command_total,
+                "failed": self.command_failed,
+                "errors": self.error_total,
+                "requests": self.request_total,
+            },
             "pending": [[k, t, p, list(r), list(w), list(d)] for k, t, p, r, w, d in self._pending],
         }
 
@@ -476,14 +552,27 @@ class Ledger:
                 files_read=tuple(str(p) for p in obj.get("files_read") or []),
                 files_modified=tuple(str(p) for p in obj.get("files_modified") or []),
                 commands=tuple(
-                    CommandRecord(str(c["entry_id"]), str(c["tool"]), str(c["text"]), c["status"], c.get("call_id")) for c in obj.get("commands") or []
+                    CommandRecord(
+                        str(c["entry_id"]), str(c["tool"]), str(c["text"]), c["status"], c.get("call_id")
+                    )
+                    for c in obj.get("commands") or []
                 ),
-                errors=tuple(ErrorRecord(str(e["entry_id"]), str(e["type"]), str(e["message"])) for e in obj.get("errors") or []),
+                errors=tuple(
+                    ErrorRecord(str(e["entry_id"]), str(e["type"]), str(e["message"]))
+                    for e in obj.get("errors") or []
+                ),
                 requests=tuple(RequestRecord.from_json(r) for r in obj.get("requests") or []),
                 artifacts=tuple(
-                    ArtifactRecord(str(a["entry_id"]), a["kind"], str(a["text"]), str(a.get("replaced") or "")) for a in obj.get("artifacts") or []
+                    ArtifactRecord(
+                        str(a["entry_id"]), a["kind"], str(a["text"]), str(a.get("replaced") or "")
+                    )
+                    for a in obj.get("artifacts") or []
                 ),
-                unlisted=tuple((str(k), int(v)) for k, v in (obj.get("unlisted_requests") or {}).items() if str(k) in STATUSES),
+                unlisted=tuple(
+                    (str(k), int(v))
+                    for k, v in (obj.get("unlisted_requests") or {}).items()
+                    if str(k) in STATUSES
+                ),
                 replaced_versions=tuple(str(p) for p in obj.get("replaced_versions") or []),
                 command_total=int(totals.get("commands", 0)),
                 command_failed=int(totals.get("failed", 0)),
@@ -491,7 +580,8 @@ class Ledger:
                 request_total=int(totals.get("requests", 0)),
                 names=tuple(str(n) for n in obj.get("names") or []),
                 _pending=tuple(
-                    (str(p[0]), str(p[1]), str(p[2]), _strs(p, 3), _strs(p, 4), _strs(p, 5)) for p in obj.get("pending") or []
+                    (str(p[0]), str(p[1]), str(p[2]), _strs(p, 3), _strs(p, 4), _strs(p, 5))
+                    for p in obj.get("pending") or []
                 ),
             )
         except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
@@ -504,7 +594,9 @@ class Ledger:
         found = counts(self.requests)
         for status, n in self.unlisted:
             found[status] = found.get(status, 0) + n
-        found["done"] = max(found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"])
+        found["done"] = max(
+            found["done"], self.request_total - found["open"] - found["deferred"] - found["dropped"]
+        )
         return found
 
     def _request_lines(self, replaced: Mapping[str, str], shown: str = "") -> list[str]:
@@ -519,14 +611,20 @@ class Ledger:
 
         n = self.request_counts()
         total = sum(n.values())
-        states = f"{n['done']} done, {n['open']} open" + "".join(f", {n[k]} {label}" for k, label in (("deferred", "deferred"), ("dropped", "withdrawn")) if n[k])
+        states = (f"{n['done']} done, {n['open']} open") + "".join(
+            f", {n[k]} {label}" for k, label in (("deferred", "deferred"), ("dropped", "withdrawn")) if n[k]
+        )
         lines = [f"user requests ({total} total: {states}; done = already answered, do not redo):"]
         done = [r for r in self.requests if r.status == "done"]
         shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
         earlier = n["done"] - len(shown_done)
         if earlier > 0:
             older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
-            ids = f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)" if older else " (recall from the log)"
+            ids = (
+                (f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)")
+                if older
+                else " (recall from the log)"
+            )
             lines.append(f"- [x] {earlier} earlier request(s) done{ids}")
         same: list[list[RequestRecord]] = []  # a request repeated verbatim is one line
         for r in shown_done:
@@ -534,24 +632,46 @@ class Ledger:
                 same[-1].append(r)
             else:
                 same.append([r])
-        above = [g for g in same if shown and shown_request(g[0].text, SHOW_REQUEST_CHARS).rstrip(" …") in shown and not history(g[0].text)]
+        above = [
+            g
+            for g in same
+            if shown
+            and shown_request(g[0].text, SHOW_REQUEST_CHARS).rstrip(" …") in shown
+            and not history(g[0].text)
+        ]
         if above:
             same = [g for g in same if g not in above]
-            lines.append(f"- [x] {len(above)} done, written out in the summary above: entries {', '.join(r.entry_id for g in above for r in g)}")
+            lines.append(
+                f"- [x] {len(above)} done, written out in the summary above: entries "
+                f"{', '.join(r.entry_id for g in above for r in g)}"
+            )
         lines.extend(
-            f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (entry {g[0].entry_id}{history(g[0].text)})"
+            f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (entry "
+            f"{g[0].entry_id}{history(g[0].text)})"
             if len(g) == 1
-            else f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries {', '.join(r.entry_id for r in g)}{history(g[0].text)})"
+            else f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (asked {len(g)} times: entries "
+            f"{', '.join(r.entry_id for r in g)}{history(g[0].text)})"
             for g in same
         )
         for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
-            lines.append(f"- [-] withdrawn: {shown_request(r.text, SHOW_REQUEST_CHARS)}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
-        # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by id
+            lines.append(
+                f"- [-] withdrawn: {shown_request(r.text, SHOW_REQUEST_CHARS)}  (entry "
+                f"{r.entry_id}; {clip_sentences(r.note, 80)})"
+            )
+        # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by
+        # id
         pending = [r for r in self.requests if r.status in ("open", "deferred")]
-        full = {id(r) for r in [r for r in pending if r.status == "deferred"][-SHOW_OPEN:] + [r for r in pending if r.status == "open"][-SHOW_OPEN:]}
+        full = {
+            id(r)
+            for r in [r for r in pending if r.status == "deferred"][-SHOW_OPEN:]
+            + [r for r in pending if r.status == "open"][-SHOW_OPEN:]
+        }
         by_id = [r for r in pending if id(r) not in full]
         if by_id:
-            lines.append(f"- [ ] {len(by_id)} older open or deferred request(s): entries {', '.join(r.entry_id for r in by_id)} (recall by id)")
+            lines.append(
+                f"- [ ] {len(by_id)} older open or deferred request(s): entries "
+                f"{', '.join(r.entry_id for r in by_id)} (recall by id)"
+            )
         for r in [r for r in pending if id(r) in full]:
             why = f"; deferred: {clip_sentences(r.note, 120)}" if r.status == "deferred" else ""
             lines.append(f"- [ ] {r.text}  (entry {r.entry_id}{why})")
@@ -574,9 +694,15 @@ class Ledger:
             if key in seen:
                 continue
             seen.add(key)
-            current.append(f"{path} (replaced {replaced[path]})" if replaced.get(path) and replaced[path] != path else path)
+            current.append(
+                f"{path} (replaced {replaced[path]})"
+                if replaced.get(path) and replaced[path] != path
+                else path
+            )
         shown = current[:SHOW_FILES]
-        return ", ".join(shown) + (f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else "")
+        return ", ".join(shown) + (
+            f" (+{len(current) - len(shown)} older, not listed)" if len(current) > len(shown) else ""
+        )
 
     def render(self, replaced: Mapping[str, str] | None = None, shown: str = "") -> str:
         """The ``<ledger>`` machine block the model reads after compaction.
@@ -593,26 +719,50 @@ class Ledger:
         if self.requests or self.request_total:
             lines.extend(self._request_lines(replaced or {}, shown))
         if self.names:
-            lines.append("kernel names defined by cells that succeeded (still in the kernel; reuse them): " + _newest(self.names, SHOW_NAMES))
+            lines.append(
+                "kernel names defined by cells that succeeded (still in the kernel; reuse them): "
+                "" + _newest(self.names, SHOW_NAMES)
+            )
         if self.files_modified:
             lines.append("files modified: " + self._files_line())  # newest first
-        named = [a for a in reversed(self.artifacts) if a.text not in self.files_modified and version_key(a.text) not in self._modified_keys()]
+        named = [
+            a
+            for a in reversed(self.artifacts)
+            if a.text not in self.files_modified and version_key(a.text) not in self._modified_keys()
+        ]
         if named:
-            more = f" (+{len(named) - SHOW_ARTIFACTS} older, not listed)" if len(named) > SHOW_ARTIFACTS else ""
-            lines.append("artifacts named by outputs (newest first): " + ", ".join(_artifact_text(a) for a in named[:SHOW_ARTIFACTS]) + more)
+            more = (
+                (f" (+{len(named) - SHOW_ARTIFACTS} older, not listed)")
+                if len(named) > SHOW_ARTIFACTS
+                else ""
+            )
+            lines.append(
+                "artifacts named by outputs (newest first): "
+                "" + ", ".join(_artifact_text(a) for a in named[:SHOW_ARTIFACTS]) + more
+            )
         if self.files_read:
             lines.append("files read: " + _newest(self.files_read, SHOW_FILES))
         if self.commands:
             merged: list[tuple[CommandRecord, int]] = []  # (record, failed attempts just before it)
             for c in self.commands:
-                if merged and c.status == "ok" and merged[-1][0].status == "error" and (merged[-1][0].tool, merged[-1][0].text) == (c.tool, c.text):
+                if (
+                    merged
+                    and c.status == "ok"
+                    and merged[-1][0].status == "error"
+                    and (merged[-1][0].tool, merged[-1][0].text) == (c.tool, c.text)
+                ):
                     merged[-1] = (c, merged[-1][1] + 1)
                 else:
                     merged.append((c, 0))
             last = merged[-SHOW_COMMANDS:]
-            lines.append(f"commands and cells run ({self.command_total} total, {self.command_failed} failed; last {len(last)}):")
+            lines.append(
+                f"commands and cells run ({self.command_total} total, {self.command_failed} failed; "
+                f"last {len(last)}):"
+            )
             lines.extend(
-                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry {c.entry_id})" for c, n in last
+                f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry "
+                f"{c.entry_id})"
+                for c, n in last
             )
         if self.errors:
             shown_errors = self.errors[-SHOW_ERRORS:]

@@ -89,7 +89,12 @@ def entry_message(entry: Entry) -> JSON | None:
             "details": data.get("details"),
         }
     if kind == KERNEL_STATE:
-        return {"role": "custom", "customType": "ipython_state", "content": _content_value(data), "display": False}
+        return {
+            "role": "custom",
+            "customType": "ipython_state",
+            "content": _content_value(data),
+            "display": False,
+        }
     if kind == SYSTEM:
         return {"role": "system", "content": _content_value(data)}
     if kind == BRANCH_SUMMARY:

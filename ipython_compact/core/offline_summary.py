@@ -65,7 +65,14 @@ from ipython_compact.core.requests import RequestBook, RequestRecord
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
 
-HISTORY_SECTIONS: Final = ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
+HISTORY_SECTIONS: Final = (
+    "Goal",
+    "Constraints & Preferences",
+    "Progress",
+    "Key Decisions",
+    "Next Steps",
+    "Critical Context",
+)
 PROGRESS_PARTS: Final = ("Done", "In Progress", "Blocked")
 TURN_PREFIX_SECTIONS: Final = ("Original Request", "Early Progress", "Context for Suffix")
 REQUIRED_SECTIONS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -101,28 +108,86 @@ OLDER_OPEN_IDS: Final = 40  # ids of open requests beyond the In Progress cap, l
 RAW_REQUEST_CHARS: Final = 2000  # a request as the state machine reads it (its line form is made at the end)
 DONE_WINDOW: Final = 4 * CAPS["Done"]  # Done lines of a span put in their line form; older ones are counted
 # sections shrunk first when the text exceeds its budget
-SHRINK_ORDER: Final = ("Critical Context", "Done", "Key Decisions", "Early Progress", "Context for Suffix", "Blocked", "Constraints & Preferences", "In Progress", "Next Steps")
+SHRINK_ORDER: Final = (
+    "Critical Context",
+    "Done",
+    "Key Decisions",
+    "Early Progress",
+    "Context for Suffix",
+    "Blocked",
+    "Constraints & Preferences",
+    "In Progress",
+    "Next Steps",
+)
 
-_DONE: Final = re.compile(r"(?i)\b(done|fixed|implemented|created|wrote|added|passed|passes|works now|completed|resolved|verified|confirmed|succeeded|finished)\b")
+_DONE: Final = re.compile(
+    r"(?i)\b(done|fixed|implemented|created|wrote|added|passed|passes|works "
+    r"now|completed|resolved|verified|confirmed|succeeded|finished)\b"
+)
 _DECISION: Final = re.compile(
     r"(?i)\b(decided?|decision|chose|choose|opted|settled on|going with|go with|(?:will|'ll|let's|we'll) use|"
     r"switch(?:ed|ing)? (?:to|from)|instead of|rather than|root cause|the cause|because|in favou?r of)\b"
 )
 # a user sentence that decides (stricter than the assistant's: "because" alone is a report)
 _USER_DECISION: Final = re.compile(
-    r"(?i)\b(?:(?:we|i)(?:'ve| have)? decided|let'?s (?:use|go with|switch|keep|stick with|make)|go with|switch(?:ed|ing)? (?:to|from)|"
+    r"(?i)\b(?:(?:we|i)(?:'ve| have)? decided|let'?s (?:use|go with|switch|keep|stick with|make)|go "
+    r"with|switch(?:ed|ing)? (?:to|from)|"
     r"instead of|rather than|from now on|we(?:'ll| will) use|(?:change|set) (?:the )?[\w -]{2,30} to)\b"
 )
 _NEXT: Final = re.compile(
-    r"(?i)\b(next|then i(?:'ll| will)|i(?:'ll| will| am going to|'m going to)|let me|todo|to do:|need to|plan to|will now|remaining|after that)\b"
+    r"(?i)\b(next|then i(?:'ll| will)|i(?:'ll| will| am going to|'m going to)|let me|todo|to do:|need "
+    r"to|plan to|will now|remaining|after that)\b"
 )
 # every text the pattern above it matches holds one of these (lower-cased): a message without any
 # skips that pattern for all its sentences (one pass of substring tests instead of a scan each)
-_DECISION_HINTS: Final = ("decid", "decision", "chose", "choose", "opted", "settled", "go with", "going with", "use", "switch", "instead", "rather", "cause", "favo")
-_USER_DECISION_HINTS: Final = ("decided", "let", "go with", "switch", "instead", "rather", "from now on", "we'll", "we will", "change", "set ")
-_NEXT_HINTS: Final = ("next", "then", "i'll", "i will", "going to", "let me", "todo", "to do", "need to", "plan to", "will now", "remaining", "after that")
+_DECISION_HINTS: Final = (
+    "decid",
+    "decision",
+    "chose",
+    "choose",
+    "opted",
+    "settled",
+    "go with",
+    "going with",
+    "use",
+    "switch",
+    "instead",
+    "rather",
+    "cause",
+    "favo",
+)
+_USER_DECISION_HINTS: Final = (
+    "decided",
+    "let",
+    "go with",
+    "switch",
+    "instead",
+    "rather",
+    "from now on",
+    "we'll",
+    "we will",
+    "change",
+    "set ",
+)
+_NEXT_HINTS: Final = (
+    "next",
+    "then",
+    "i'll",
+    "i will",
+    "going to",
+    "let me",
+    "todo",
+    "to do",
+    "need to",
+    "plan to",
+    "will now",
+    "remaining",
+    "after that",
+)
 _POINTER: Final = re.compile(r"\[entry [^\]]+ · [\d,]+ lines · recall [^\]]+\]")
-_ERROR: Final = re.compile(r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::[ \t]*.{0,200})?)$")
+_ERROR: Final = re.compile(
+    r"(?m)^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)(?::[ \t]*.{0,200})?)$"
+)
 _HEADING: Final = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
 _ITEM_PREFIX: Final = re.compile(r"^(?:[-*]\s+(?:\[[ xX]\]\s+)?|\d+\.\s+)")
 
@@ -137,7 +202,11 @@ def user_decisions(text: str) -> list[str]:
     low = text.lower()
     if not any(h in low for h in _USER_DECISION_HINTS) or not _USER_DECISION.search(text):
         return []
-    return [s for s in _sentences(text) if _USER_DECISION.search(s) and not s.endswith("?") and len(s.split()) >= 4]
+    return [
+        s
+        for s in _sentences(text)
+        if _USER_DECISION.search(s) and not s.endswith("?") and len(s.split()) >= 4
+    ]
 
 
 def _sentences(text: str) -> Iterable[str]:
@@ -148,8 +217,10 @@ def _sentences(text: str) -> Iterable[str]:
 
 # a line of code outside a fence: a statement keyword, a brace, a comment, a prompt, or a call
 _CODE_LINE: Final = re.compile(
-    r"^(?:(?:const|let|var|function|def|class|import|export|return|await|async|elif|except|raise)\b(?!['’])|from \S+ import |"
-    r"(?:if|for|while|switch) ?\(|[{}\])]|//|/\*|#!|\$ |>>> |@\w+\(|[\w.$\[\]'\"]+ ?\(.*\)[;,]?$|[\w.\[\]'\"]+ (?:[-+*/]?=|=>) )"
+    r"^(?:(?:const|let|var|function|def|class|import|export|return|await|async|elif|except|raise)"
+    r"\b(?!['’])|from \S+ import |"
+    r"(?:if|for|while|switch) ?\(|[{}\])]|//|/\*|#!|\$ |>>> |@\w+\(|[\w.$\[\]'\"]+ "
+    r"?\(.*\)[;,]?$|[\w.\[\]'\"]+ (?:[-+*/]?=|=>) )"
 )
 _BOLD_LINE: Final = re.compile(r"^\*\*[^*]+\*\*:?$")
 
@@ -218,7 +289,9 @@ def _pointer_item(text: str, m: re.Match[str], tool: str) -> str:
     """A pointer as a Critical Context item: the pointer, the tool, and how its output ended
     (the last line before the pointer, and the traceback's error line when triage kept one)."""
     tail = text[: m.start()].rstrip().split("\n")[-3:]
-    last = next((ln.strip() for ln in reversed(tail) if len(ln.strip()) > 3 and not _CODE_LINE.match(ln.strip())), "")
+    last = next(
+        (ln.strip() for ln in reversed(tail) if len(ln.strip()) > 3 and not _CODE_LINE.match(ln.strip())), ""
+    )
     after = text[m.end() :].lstrip("\n")
     error = after[len("error: ") :].split("\n", 1)[0] if after.startswith("error: ") else ""
     item = f"{m.group(0)} {tool} output"
@@ -240,7 +313,9 @@ def missing_sections(text: str, kind: str = "history") -> list[str]:
     """Required ``## `` headings absent from ``text`` (Progress also needs its three parts)."""
     if kind not in REQUIRED_SECTIONS:
         raise ValueError(f"unknown summary kind {kind!r}; expected one of {', '.join(REQUIRED_SECTIONS)}")
-    headings = {m.group(2).strip().lower() for line in text.splitlines() if (m := _HEADING.match(line.strip()))}
+    headings = {
+        m.group(2).strip().lower() for line in text.splitlines() if (m := _HEADING.match(line.strip()))
+    }
     missing = [name for name in REQUIRED_SECTIONS[kind] if name.lower() not in headings]
     if kind == "history" and "progress" in headings:
         missing.extend(f"Progress/{part}" for part in PROGRESS_PARTS if part.lower() not in headings)
@@ -279,7 +354,9 @@ def repair_sections(text: str, kind: str = "history") -> tuple[str, list[str]]:
     for name in [m for m in missing if "/" not in m]:
         block = [f"## {name}", "(none)"]
         if kind == "history" and name == "Progress":
-            block = ["## Progress", *[x for part in PROGRESS_PARTS for x in (f"### {part}", "(none)", "")]][:-1]
+            block = ["## Progress", *[x for part in PROGRESS_PARTS for x in (f"### {part}", "(none)", "")]][
+                :-1
+            ]
         later = [heading_at("##", n) for n in order[order.index(name) + 1 :]]
         at = min((i for i in later if i is not None), default=None)
         if at is None:
@@ -327,7 +404,9 @@ def _merge(old: Sequence[str], new: Sequence[str], cap: int) -> list[str]:
     return out[-cap:] if cap > 0 else []
 
 
-def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]], refs: Mapping[str, str] | None = None) -> str:
+def _render(
+    kind: SummaryKind, sections: Mapping[str, Sequence[str]], refs: Mapping[str, str] | None = None
+) -> str:
     """The checkpoint text; ``refs`` adds a reference line (to <anchors>) after a section's items."""
     refs = refs or {}
 
@@ -347,7 +426,9 @@ def _render(kind: SummaryKind, sections: Mapping[str, Sequence[str]], refs: Mapp
     parts = [
         "## Goal\n" + ("\n".join(sections.get("Goal") or []) or refs.get("Goal", "(none)")),
         "## Constraints & Preferences\n" + bullets("Constraints & Preferences"),
-        "## Progress\n### Done\n" + bullets("Done", "- [x] ") + "\n\n### In Progress\n" + bullets("In Progress", "- [ ] ") + "\n\n### Blocked\n" + bullets("Blocked"),
+        "## Progress\n### "
+        "Done\n" + bullets("Done", "- [x] ") + "\n\n### In "
+        "Progress\n" + bullets("In Progress", "- [ ] ") + "\n\n### Blocked\n" + bullets("Blocked"),
         "## Key Decisions\n" + bullets("Key Decisions"),
         "## Next Steps\n" + ("\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)) if steps else "(none)"),
         "## Critical Context\n" + bullets("Critical Context"),
@@ -401,7 +482,10 @@ def _request_line(text: str, anchored: _Anchored) -> str:
 
 
 # an In Progress line: the request, its state when deferred, and its entry id (parsed back when rolling)
-_OPEN_LINE: Final = re.compile(r"^(?P<text>.*?)(?: — deferred: (?P<why>.*?))?(?: \(entry (?P<id>[^()\s]+)\))?$")
+_OPEN_LINE: Final = re.compile(
+    r"^(?P<text>.*?)(?: — deferred: (?P<why>.*?))?(?: \(entry "
+    r"(?P<id>[^()\s]+)\))?$"
+)
 
 
 def _open_line(r: RequestRecord) -> str:
@@ -416,26 +500,54 @@ def _open_records(lines: Sequence[str]) -> list[RequestRecord]:
         if _EARLIER_OPEN.match(line):  # older ones shown by id only: they stay open, by id
             ids = re.search(r"entries ([^;)]+)", line)
             out.extend(
-                RequestRecord(i.strip(), f"(the request of entry {i.strip()}; recall by id)", "open") for i in (ids.group(1).split(",") if ids else ())
+                RequestRecord(i.strip(), f"(the request of entry {i.strip()}; recall by id)", "open")
+                for i in (ids.group(1).split(",") if ids else ())
             )
             continue
         m = _OPEN_LINE.match(line)
         assert m is not None  # every group is optional
-        out.append(RequestRecord(m.group("id") or "", m.group("text"), "deferred" if m.group("why") else "open", m.group("why") or ""))
+        out.append(
+            RequestRecord(
+                m.group("id") or "",
+                m.group("text"),
+                "deferred" if m.group("why") else "open",
+                m.group("why") or "",
+            )
+        )
     return out
 
 
 def _extract(
-    entries: Sequence[Entry], focus: str | None, open_before: Sequence[RequestRecord] = (), anchored: _Anchored | None = None
+    entries: Sequence[Entry],
+    focus: str | None,
+    open_before: Sequence[RequestRecord] = (),
+    anchored: _Anchored | None = None,
 ) -> dict[str, list[str]]:
     """Items found in the span, per section. ``open_before`` are the requests still open or
     deferred from the previous checkpoint: they go on through the same state machine
     (``core.requests``) as the span's own. "Goal" holds the newest goal statement of the span
     (the first request when none says it is the goal)."""
     anchored = anchored or _Anchored(())
-    out: dict[str, list[str]] = {name: [] for name in ("Goal", "Goal statement", "Constraints & Preferences", "Done", "Done earlier", "Open older", "In Progress", "Blocked", "Key Decisions", "Next Steps", "Critical Context")}
+    out: dict[str, list[str]] = {
+        name: []
+        for name in (
+            "Goal",
+            "Goal statement",
+            "Constraints & Preferences",
+            "Done",
+            "Done earlier",
+            "Open older",
+            "In Progress",
+            "Blocked",
+            "Key Decisions",
+            "Next Steps",
+            "Critical Context",
+        )
+    }
     # a focus word matches its stem ("means" finds "the mean is 30.0")
-    focus_words = list(dict.fromkeys(w.lower()[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", focus or "")))
+    focus_words = list(
+        dict.fromkeys(w.lower()[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", focus or ""))
+    )
     book = RequestBook(open_before)
     done_events: list[tuple[RequestRecord, str]] = []  # (request done, its outcome line or "")
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
@@ -456,7 +568,9 @@ def _extract(
                 continue
             stated = is_goal_statement(text)
             if (not out["Goal"] or stated) and is_request(text):
-                out["Goal statement" if stated else "Goal"] = [clip_sentences(dedupe_sentences(_describe(text)), GOAL_CHARS)]
+                out["Goal statement" if stated else "Goal"] = [
+                    clip_sentences(dedupe_sentences(_describe(text)), GOAL_CHARS)
+                ]
                 out["Goal"] = out["Goal"] or out["Goal statement"]
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
@@ -494,14 +608,17 @@ def _extract(
                         reported.append(sentence)
             if fresh_next:
                 next_steps = list(dict.fromkeys(fresh_next))  # a sentence said eight times is one step
-            final = not calls and bool(text.strip()) and msg.get("stopReason") not in NOT_ANSWERS  # ``is_answer``
+            # ``is_answer``
+            final = not calls and bool(text.strip()) and msg.get("stopReason") not in NOT_ANSWERS
             # the outcome: the final answer's report, else the last completion reported mid-turn
             progress = reported if final else [r for r in reported if _DONE.search(r)]
             if progress:
                 outcome = dedupe_sentences(" ".join(progress))
             if final:
                 changed = book.answer(text, outcome or "")
-                turn = [after for before, after in changed if before.status == "open" and after.status == "done"]
+                turn = [
+                    after for before, after in changed if before.status == "open" and after.status == "done"
+                ]
                 later = [after for before, after in changed if before.status == "deferred"]
                 # the turn's requests: the outcome once, on the last line; a deferred one: what finished it
                 done_events.extend((r, r.note if i == len(turn) - 1 else "") for i, r in enumerate(turn))
@@ -509,7 +626,9 @@ def _extract(
                 outcome = None
         elif role in ("toolResult", "bashExecution"):
             tool = call_tools.get(str(msg.get("toolCallId") or ""), str(msg.get("toolName") or "bash"))
-            failed = bool(msg.get("isError")) or (role == "bashExecution" and msg.get("exitCode") not in (0, None))
+            failed = bool(msg.get("isError")) or (
+                role == "bashExecution" and msg.get("exitCode") not in (0, None)
+            )
             if failed or "Traceback (most recent call last)" in text:
                 errors = _ERROR.findall(text)
                 line = errors[-1] if errors else next((ln for ln in text.splitlines() if ln.strip()), "error")
@@ -518,7 +637,8 @@ def _extract(
                 pending_errors.pop(tool, None)
             if "[entry " in text:
                 out["Critical Context"].extend(_pointer_item(text, m, tool) for m in _POINTER.finditer(text))
-        if focus_words and role == "assistant":  # what was found and decided; the user's requests are Progress lines
+        # what was found and decided; the user's requests are Progress lines
+        if focus_words and role == "assistant":
             for sentence in _sentences(text):
                 low = sentence.lower()
                 if any(w in low for w in focus_words):
@@ -530,7 +650,8 @@ def _extract(
     def formatted(r: RequestRecord) -> RequestRecord:
         return RequestRecord(r.entry_id, _request_line(r.text, anchored), r.status, r.note)
 
-    events = list(dict.fromkeys((r.entry_id, r.text, note) for r, note in done_events))  # a request answered twice: once
+    # a request answered twice: once
+    events = list(dict.fromkeys((r.entry_id, r.text, note) for r, note in done_events))
     shown = events[-DONE_WINDOW:]
     out["Done earlier"] = [str(len(events) - len(shown))]
     for _entry_id, text, note in shown:
@@ -551,11 +672,17 @@ def superseded_by(entries: Sequence[Entry], previous_summary: str) -> list[tuple
     ``entries`` replaces (``core.facts.supersedes``), for a summarizer that rewrites the checkpoint
     itself (a model is told so in its update prompt)."""
     prev = parse_checkpoint(previous_summary)
-    old = [without_note(i).removeprefix("(user) ") for i in (*prev.get("Key Decisions", []), *prev.get("Constraints & Preferences", []))]
+    old = [
+        without_note(i).removeprefix("(user) ")
+        for i in (*prev.get("Key Decisions", []), *prev.get("Constraints & Preferences", []))
+    ]
     if not old:
         return []
     found = _extract(entries, None)
-    new = [without_note(i).removeprefix("(user) ") for i in (*found["Key Decisions"], *found["Constraints & Preferences"])][-200:]  # bounded: linear in the span
+    new = [
+        without_note(i).removeprefix("(user) ")
+        for i in (*found["Key Decisions"], *found["Constraints & Preferences"])
+    ][-200:]  # bounded: linear in the span
     pairs: list[tuple[str, str]] = []
     for earlier in old:
         later = next((n for n in reversed(new) if supersedes(n, earlier)), None)
@@ -564,7 +691,9 @@ def superseded_by(entries: Sequence[Entry], previous_summary: str) -> list[tuple
     return pairs
 
 
-def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs: Mapping[str, str] | None = None) -> str:
+def _fit(
+    kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs: Mapping[str, str] | None = None
+) -> str:
     text = _render(kind, sections, refs)
     guard = 0
     while len(text) > max_chars and guard < 10000:
@@ -577,7 +706,9 @@ def _fit(kind: SummaryKind, sections: dict[str, list[str]], max_chars: int, refs
             if m is None:
                 items.pop(0)
             elif len(items) > 1:  # fold the oldest listed line into the count
-                items[:2] = [f"({int(m.group(1)) + 1} earlier finished request(s) not listed; the log has them)"]
+                items[:2] = [
+                    f"({int(m.group(1)) + 1} earlier finished request(s) not listed; the log has them)"
+                ]
             else:
                 items.pop(0)
             break
@@ -625,7 +756,11 @@ def _current_outcomes(lines: Sequence[str]) -> list[str]:
             elif " — replaced: " not in out[by]:
                 out[by] += replaced_note(sentence)
         if len(kept) < len(sentences):
-            out[i] = f"{request} → {' '.join(kept)}" if kept else f"{request} (its result was replaced by a later one)"
+            out[i] = (
+                f"{request} → {' '.join(kept)}"
+                if kept
+                else (f"{request} (its result was replaced by a later one)")
+            )
         newer.extend((i, s) for s in kept)
     return out
 
@@ -652,7 +787,8 @@ def offline_summary(
     anchored = _Anchored(anchors)
     gone = _Anchored(superseded)
     prev = parse_checkpoint(previous_summary or "") if kind != "turn_prefix" else {}
-    # requests still open or deferred; a split turn's request (summarized last time as the turn prefix) is open
+    # requests still open or deferred; a split turn's request (summarized last time as the turn prefix) is
+    # open
     open_before = _open_records(prev.get("In Progress", [])) + [
         RequestRecord("", _request_line(r, anchored), "open") for r in prev.get("Original Request", [])[:1]
     ]
@@ -665,30 +801,48 @@ def offline_summary(
         in_progress = [r for r in found["In Progress"] if not within.has(_OPEN_LINE.match(r).group("text"))]  # type: ignore[union-attr]
         sections = {
             "Original Request": original,
-            "Early Progress": (found["Done"] + [f"(in progress) {r}" for r in in_progress] + [f"(blocked) {b}" for b in found["Blocked"]])[-CAPS["Early Progress"] :],
+            "Early Progress": (
+                found["Done"]
+                + [f"(in progress) {r}" for r in in_progress]
+                + [f"(blocked) {b}" for b in found["Blocked"]]
+            )[-CAPS["Early Progress"] :],
             "Context for Suffix": (
-                [c for c in found["Constraints & Preferences"] if not within.has(c)] + found["Key Decisions"] + found["Next Steps"] + found["Critical Context"]
+                [c for c in found["Constraints & Preferences"] if not within.has(c)]
+                + found["Key Decisions"]
+                + found["Next Steps"]
+                + found["Critical Context"]
             )[-CAPS["Context for Suffix"] :],
         }
         return _fit(kind, sections, max_chars)
     # the goal: a span's goal statement replaces the earlier goal; else the earlier goal stays
     goal = prev.get("Goal", [])[:3] or found["Goal"]
     if found["Goal statement"]:
-        old = [without_note(g) for g in prev.get("Goal", []) if without_note(g) != found["Goal statement"][0]][:1]
+        old = [
+            without_note(g) for g in prev.get("Goal", []) if without_note(g) != found["Goal statement"][0]
+        ][:1]
         goal = [found["Goal statement"][0] + (replaced_note(old[0]) if old else "")]
 
     def current(items: Sequence[str], cap: int) -> list[str]:
-        return newest_current([i for i in items if not gone.has(without_note(i).removeprefix("(user) "))], cap)
+        return newest_current(
+            [i for i in items if not gone.has(without_note(i).removeprefix("(user) "))], cap
+        )
 
-    constraints = current([*prev.get("Constraints & Preferences", []), *found["Constraints & Preferences"]], CAPS["Constraints & Preferences"])
+    constraints = current(
+        [*prev.get("Constraints & Preferences", []), *found["Constraints & Preferences"]],
+        CAPS["Constraints & Preferences"],
+    )
     refs: dict[str, str] = {}
     if anchored:
-        goal_was_anchored = previous_summary is not None and ANCHORED_GOAL in previous_summary and not prev.get("Goal")
+        goal_was_anchored = (
+            previous_summary is not None and ANCHORED_GOAL in previous_summary and not prev.get("Goal")
+        )
         if goal_was_anchored or not goal or all(anchored.has(without_note(g)) for g in goal):
             goal, refs["Goal"] = [], ANCHORED_GOAL
         if any(anchored.has(c) for c in constraints):
             constraints = [c for c in constraints if not anchored.has(c)]
-            refs["Constraints & Preferences"] = ANCHORED_REST if constraints else ANCHORED_REST.replace("other ", "")
+            refs["Constraints & Preferences"] = (
+                ANCHORED_REST if constraints else ANCHORED_REST.replace("other ", "")
+            )
     pending = found["In Progress"]
     older_ids = found["Open older"]
     if older_ids:  # the newest in full, one line for the older ones (the newest of their ids)
@@ -705,9 +859,17 @@ def offline_summary(
         "Constraints & Preferences": constraints,
         "Done": done,
         "In Progress": pending,
-        "Blocked": _merge([], found["Blocked"], CAPS["Blocked"]) if entries else prev.get("Blocked", [])[-CAPS["Blocked"] :],
-        "Key Decisions": current([*prev.get("Key Decisions", []), *found["Key Decisions"]], CAPS["Key Decisions"]),
+        "Blocked": _merge([], found["Blocked"], CAPS["Blocked"])
+        if entries
+        else prev.get("Blocked", [])[-CAPS["Blocked"] :],
+        "Key Decisions": current(
+            [*prev.get("Key Decisions", []), *found["Key Decisions"]], CAPS["Key Decisions"]
+        ),
         "Next Steps": (found["Next Steps"] or prev.get("Next Steps", []))[-CAPS["Next Steps"] :],
-        "Critical Context": _merge([], [c for c in (*prev.get("Critical Context", []), *found["Critical Context"]) if c not in said], CAPS["Critical Context"]),
+        "Critical Context": _merge(
+            [],
+            [c for c in (*prev.get("Critical Context", []), *found["Critical Context"]) if c not in said],
+            CAPS["Critical Context"],
+        ),
     }
     return _fit(kind, merged, max_chars, refs)

@@ -66,11 +66,21 @@ _FIELDS: Final[dict[str, dict[str, str]]] = {
         "details": "details",
         "fromHook": "from_hook",
     },
-    BRANCH_SUMMARY: {"summary": "summary", "fromId": "from_id", "details": "details", "fromHook": "from_hook"},
+    BRANCH_SUMMARY: {
+        "summary": "summary",
+        "fromId": "from_id",
+        "details": "details",
+        "fromHook": "from_hook",
+    },
     MODEL_CHANGE: {"provider": "provider", "modelId": "model_id"},
     THINKING_LEVEL_CHANGE: {"thinkingLevel": "thinking_level"},
     CUSTOM: {"customType": "custom_type", "data": "data"},
-    CUSTOM_MESSAGE: {"customType": "custom_type", "content": "content", "display": "display", "details": "details"},
+    CUSTOM_MESSAGE: {
+        "customType": "custom_type",
+        "content": "content",
+        "display": "display",
+        "details": "details",
+    },
     LABEL: {"targetId": "target_id", "label": "label"},
     SESSION_INFO: {"name": "name"},
 }
@@ -163,7 +173,9 @@ def _validate(entry_type: str, obj: Mapping[str, Any], line: int) -> None:
             raise PiFormatError(line, f"message role must be a string, got {json_type_name(role)}")
         if role not in ROLES:
             raise PiFormatError(line, f"message has unknown role {role!r}")
-        if role in ("user", "custom", "toolResult", "assistant") and not isinstance(message.get("content"), (str, list)):
+        if role in ("user", "custom", "toolResult", "assistant") and not isinstance(
+            message.get("content"), (str, list)
+        ):
             raise PiFormatError(line, f"{role} message needs 'content' as a string or a list of blocks")
     elif entry_type == COMPACTION:
         if not isinstance(obj.get("summary"), str):
@@ -181,13 +193,16 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
     """
     items = list(objects)
     if not items:
-        raise PiFormatError(1, "empty file: a pi session starts with a {\"type\": \"session\"} header line")
+        raise PiFormatError(1, 'empty file: a pi session starts with a {"type": "session"} header line')
     for line, obj in items:
         if type(obj) is not dict and not isinstance(obj, Mapping):  # dict first: ABC checks are slow
             raise PiFormatError(line, f"expected a JSON object, got {type(obj).__name__}")
     first_line, header_obj = items[0]
     if header_obj.get("type") != "session":
-        raise PiFormatError(first_line, f"first line must be the session header (type 'session'), got type {header_obj.get('type')!r}")
+        raise PiFormatError(
+            first_line,
+            f"first line must be the session header (type 'session'), got type {header_obj.get('type')!r}",
+        )
     header = dict(header_obj)
     version = header.get("version", 1)
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= CURRENT_PI_VERSION:
@@ -241,7 +256,12 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
             raise PiFormatError(line, f"unknown entry type {entry_type!r}")
         _require_str(obj, "timestamp", line, f"{entry_type} entry")
         message = obj.get("message")
-        if entry_type == MESSAGE and version < 3 and isinstance(message, Mapping) and message.get("role") == "hookMessage":
+        if (
+            entry_type == MESSAGE
+            and version < 3
+            and isinstance(message, Mapping)
+            and message.get("role") == "hookMessage"
+        ):
             obj = {**obj, "message": {**message, "role": "custom"}}  # v2 -> v3 before validating the role
         _validate(str(entry_type), obj, line)
         mapping = _FIELDS[str(entry_type)]
@@ -266,11 +286,20 @@ def parse_pi_session(objects: Iterable[tuple[int, Mapping[str, Any]]]) -> PiSess
             extra["danglingParentId"] = dangling[k]
         first_kept = data.get("first_kept_entry_id")
         if entry_type == COMPACTION and first_kept not in in_file and first_kept in label_children:
-            data["first_kept_entry_id"] = label_children[first_kept]  # the kept region began at the dropped label
+            # the kept region began at the dropped label
+            data["first_kept_entry_id"] = label_children[first_kept]
             extra["danglingFirstKeptEntryId"] = first_kept
         if extra:
             data["pi_extra"] = extra
-        entries.append(Entry(id=ids[k], parent_id=parents[k], kind=str(entry_type), timestamp=str(obj["timestamp"]), data=data))
+        entries.append(
+            Entry(
+                id=ids[k],
+                parent_id=parents[k],
+                kind=str(entry_type),
+                timestamp=str(obj["timestamp"]),
+                data=data,
+            )
+        )
     header["version"] = version
     return PiSession(header=header, entries=entries)
 
@@ -284,7 +313,12 @@ def entry_to_pi(entry: Entry) -> JSON:
     if mapping is None:
         raise ValueError(f"entry {entry.id!r} has kind {entry.kind!r}, which pi session files cannot hold")
     back = {ours: theirs for theirs, ours in mapping.items()}
-    obj: JSON = {"type": entry.kind, "id": entry.id, "parentId": entry.parent_id, "timestamp": entry.timestamp}
+    obj: JSON = {
+        "type": entry.kind,
+        "id": entry.id,
+        "parentId": entry.parent_id,
+        "timestamp": entry.timestamp,
+    }
     for key, value in entry.data.items():
         if key == "pi_extra" and isinstance(value, Mapping):
             obj.update(value)

@@ -60,12 +60,23 @@ def entry_gist(entry: Mapping[str, Any]) -> str:
     if kind == "thinking_level_change":
         return f"thinking level {data.get('thinking_level', '?')}"
     if kind == "snapshot":
-        return (f"snapshot generation {cell_text(data.get('generation'))}: {cell_text(data.get('saved'))} names, "
-                f"{fmt_bytes(data.get('bytes')) or '?'}")
+        return (
+            f"snapshot generation {cell_text(data.get('generation'))}: {cell_text(data.get('saved'))} "
+            f"names, "
+            f"{fmt_bytes(data.get('bytes')) or '?'}"
+        )
     if kind == "pin":
         target = f"entry {data['entry_id']}" if data.get("entry_id") else repr(data.get("text", ""))
-        return f"unpin {data.get('pin_id', '?')}" if data.get("action") == "unpin" else f"{data.get('pin_id', '?')}: {target}"
-    if kind == "custom" and data.get("custom_type") == KERNEL_FILE_OPS and isinstance(data.get("data"), Mapping):
+        return (
+            f"unpin {data.get('pin_id', '?')}"
+            if data.get("action") == "unpin"
+            else f"{data.get('pin_id', '?')}: {target}"
+        )
+    if (
+        kind == "custom"
+        and data.get("custom_type") == KERNEL_FILE_OPS
+        and isinstance(data.get("data"), Mapping)
+    ):
         ops = data["data"]
         who = {"agent": " by the agent", "user": " by your cell"}.get(str(ops.get("by")), "")
         return f"files read{who}: {cell_text(ops.get('read'))}; modified: {cell_text(ops.get('modified'))}"

@@ -44,18 +44,23 @@ MATCH_WINDOW: Final = 50  # deferred / open requests an answer or a withdrawal i
 
 _DEFER: Final = re.compile(
     r"(?i)\b(?:later(?: on| today| this week)?|once (?:the |it |we |you )?\w+|after (?:the |we |you |it )\w+|"
-    r"wait(?:ing)? (?:on|for|until)|blocked (?:on|by)|until (?:the |we |you |it )?\w+|postpon\w*|defer\w*|put (?:it |that |this )?off|"
-    r"hold(?:ing)? off|not yet|next (?:week|sprint|session|time)|tomorrow|come back to|park(?:ed|ing)? (?:it|that|this)|"
+    r"wait(?:ing)? (?:on|for|until)|blocked (?:on|by)|until (?:the |we |you |it "
+    r")?\w+|postpon\w*|defer\w*|put (?:it |that |this )?off|"
+    r"hold(?:ing)? off|not yet|next (?:week|sprint|session|time)|tomorrow|come back to|park(?:ed|ing)? "
+    r"(?:it|that|this)|"
     r"when (?:the |that |it |we |you )\w+ (?:is|are) (?:done|ready|finished|back|in)|depends on)\b"
 )
 _BACKREF: Final = re.compile(r"(?i)\b(?:that|this|it|them|those|the rest)\b")
 _COMPLETED: Final = re.compile(
-    r"(?i)\b(?:done|fixed|implemented|created|wrote|written|added|passed|passes|works now|completed|resolved|verified|"
+    r"(?i)\b(?:done|fixed|implemented|created|wrote|written|added|passed|passes|works "
+    r"now|completed|resolved|verified|"
     r"confirmed|succeeded|finished|here is|here's|saved|plotted|updated|ready)\b"
 )
 _WITHDRAW: Final = re.compile(
-    r"(?i)\b(?:never ?mind|forget (?:about )?|scratch that|drop (?:the |my |that )|cancel (?:the |my |that )?|no need (?:for|to)|"
-    r"don'?t bother|do not bother|no longer need|skip the|ignore my (?:earlier |previous |last )?(?:request|question|ask))"
+    r"(?i)\b(?:never ?mind|forget (?:about )?|scratch that|drop (?:the |my |that )|cancel (?:the |my |that "
+    r")?|no need (?:for|to)|"
+    r"don'?t bother|do not bother|no longer need|skip the|ignore my (?:earlier |previous |last "
+    r")?(?:request|question|ask))"
 )
 
 
@@ -85,11 +90,61 @@ class RequestRecord:
 
 # every text the patterns above match holds one of these (lower-cased): cheap tests first
 _DEFER_HINTS: Final = (
-    "later", "once", "after", "wait", "blocked", "until", "postpon", "defer", " off", "not yet", "next week", "next sprint",
-    "next session", "next time", "tomorrow", "come back", "park", "when", "depends",
+    "later",
+    "once",
+    "after",
+    "wait",
+    "blocked",
+    "until",
+    "postpon",
+    "defer",
+    " off",
+    "not yet",
+    "next week",
+    "next sprint",
+    "next session",
+    "next time",
+    "tomorrow",
+    "come back",
+    "park",
+    "when",
+    "depends",
 )
-_WITHDRAW_WORDS: Final = frozenset(["never", "mind", "nevermind", "forget", "about", "scratch", "drop", "cancel", "need", "bother", "longer", "skip", "ignore", "earlier", "previous", "last", "request", "question", "ask"])
-_WITHDRAW_HINTS: Final = ("never", "forget", "scratch", "drop", "cancel", "no need", "bother", "no longer", "skip", "ignore")
+_WITHDRAW_WORDS: Final = frozenset(
+    [
+        "never",
+        "mind",
+        "nevermind",
+        "forget",
+        "about",
+        "scratch",
+        "drop",
+        "cancel",
+        "need",
+        "bother",
+        "longer",
+        "skip",
+        "ignore",
+        "earlier",
+        "previous",
+        "last",
+        "request",
+        "question",
+        "ask",
+    ]
+)
+_WITHDRAW_HINTS: Final = (
+    "never",
+    "forget",
+    "scratch",
+    "drop",
+    "cancel",
+    "no need",
+    "bother",
+    "no longer",
+    "skip",
+    "ignore",
+)
 
 
 def _hinted(text: str, hints: tuple[str, ...]) -> bool:

@@ -33,8 +33,12 @@ TOOL_RESULT_TAIL_CHARS: Final = 500
 SerializationMode = Literal["ours", "pi"]
 
 # pi's wrapper texts for summaries (used only in mode="pi").
-_PI_SUMMARY_PREFIX: Final = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
-_PI_BRANCH_PREFIX: Final = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+_PI_SUMMARY_PREFIX: Final = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+_PI_BRANCH_PREFIX: Final = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
 
 
 def truncate_middle(text: str, head: int = TOOL_RESULT_HEAD_CHARS, tail: int = TOOL_RESULT_TAIL_CHARS) -> str:
@@ -42,7 +46,7 @@ def truncate_middle(text: str, head: int = TOOL_RESULT_HEAD_CHARS, tail: int = T
     if len(text) <= head + tail:
         return text
     dropped = len(text) - head - tail
-    return f"{text[:head]}\n\n[... {dropped} characters truncated ...]\n\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n\n[... {dropped} characters truncated ...]\n\n{text[len(text) - tail :]}"
 
 
 def _pi_truncate(text: str, limit: int = TOOL_RESULT_HEAD_CHARS) -> str:
@@ -50,7 +54,11 @@ def _pi_truncate(text: str, limit: int = TOOL_RESULT_HEAD_CHARS) -> str:
     length = js_length(text)
     if length <= limit:
         return text
-    head = text[:limit] if text.isascii() else text.encode("utf-16-le", "surrogatepass")[: 2 * limit].decode("utf-16-le", "surrogatepass")
+    head = (
+        text[:limit]
+        if text.isascii()
+        else text.encode("utf-16-le", "surrogatepass")[: 2 * limit].decode("utf-16-le", "surrogatepass")
+    )
     return f"{head}\n\n[... {length - limit} more characters truncated]"
 
 

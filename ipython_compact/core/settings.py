@@ -74,7 +74,10 @@ class CompactionSettings:
             object.__setattr__(self, "trigger_ratio", clamp_trigger_ratio(float(self.trigger_ratio)))
         overrides: dict[str, dict[str, Any]] = {}
         if not isinstance(self.model_overrides, Mapping):
-            raise SettingsError(f"model_overrides must be a mapping of 'provider/model' to settings, got {self.model_overrides!r}")
+            raise SettingsError(
+                f"model_overrides must be a mapping of 'provider/model' to settings, got "
+                f"{self.model_overrides!r}"
+            )
         for key, override in self.model_overrides.items():
             overrides[key] = _check_override(key, override)
         object.__setattr__(self, "model_overrides", overrides)
@@ -113,9 +116,15 @@ class CompactionSettings:
         kwargs = _normalise(data, "")
         overrides = kwargs.pop("model_overrides", {})
         if not isinstance(overrides, Mapping):
-            raise SettingsError(f"model_overrides must be a mapping of 'provider/model' to settings, got {overrides!r}")
-        checked = {key: _check_override(key, _normalise(value, f"model_overrides[{key!r}].") if isinstance(value, Mapping) else value)
-                   for key, value in overrides.items()}
+            raise SettingsError(
+                f"model_overrides must be a mapping of 'provider/model' to settings, got {overrides!r}"
+            )
+        checked = {
+            key: _check_override(
+                key, _normalise(value, f"model_overrides[{key!r}].") if isinstance(value, Mapping) else value
+            )
+            for key, value in overrides.items()
+        }
         for name, value in kwargs.items():
             _check_value(name, value, "")
         return CompactionSettings(**kwargs, model_overrides=checked)

@@ -50,23 +50,35 @@ def state_notice(
     """
     if not kernel_alive:
         return None
-    lines = ["Your Python kernel persisted through compaction; its remaining variables, imports, and helpers are "
-             "still available."]
+    lines = [
+        "Your Python kernel persisted through compaction; its remaining variables, imports, and helpers "
+        "are "
+        "still available."
+    ]
     if snapshot is None:
         lines.append("No state snapshot is configured for this kernel, so a restart would lose every name.")
     elif not snapshot.written:
         why = f" ({snapshot.error})" if snapshot.error else ""
-        lines.append("The kernel's state snapshot could not be written" + why + ", so these names were not saved to "
-                     "disk: a restart revives only the last successfully written snapshot, and anything newer must "
-                     "be recreated.")
+        lines.append(
+            "The kernel's state snapshot could not be "
+            "written" + why + ", so these names were not saved to "
+            "disk: a restart revives only the last successfully written snapshot, and anything "
+            "newer must "
+            "be recreated."
+        )
     else:
         lines.append("A state snapshot was written, so saved names can be restored after a restart.")
         if snapshot.skipped:
             parts = "; ".join(f"{name} ({reason})" for name, reason in sorted(snapshot.skipped)[:MAX_LISTED])
-            lines.append("These were live but could not be saved into the snapshot, so they will not survive a "
-                         f"restart: {parts}.")
+            lines.append(
+                "These were live but could not be saved into the snapshot, so they will not survive "
+                "a "
+                f"restart: {parts}."
+            )
     if names is None:
-        lines.append("The kernel's namespace could not be listed, so which names are still defined is unknown here.")
+        lines.append(
+            "The kernel's namespace could not be listed, so which names are still defined is unknown here."
+        )
     elif not names:
         lines.append("You have not defined any names yet.")
     else:

@@ -13,7 +13,8 @@ blocks only (**images in user messages are not counted**; pi's later estimate.ts
 assistant → text + thinking + tool name + ``JSON.stringify`` of the arguments (JavaScript's
 number forms, see ``core/javascript.py``), and nothing for a string ``content`` (pi iterates it as
 characters); custom / toolResult → text + 4800 per image; bashExecution → command + output;
-summaries → summary text; our ``system`` → its text. On a path, the anchor is the newest valid one anywhere in the view, including the region
+summaries → summary text; our ``system`` → its text. On a path, the anchor is the newest valid one anywhere
+in the view, including the region
 the newest compaction kept before itself (its usage measured a context that no longer exists,
 but pi uses it for ``tokensBefore``).
 
@@ -159,7 +160,9 @@ def _density(message: Mapping[str, Any]) -> int:
             elif kind == "image":
                 units += IMAGE_TOKENS_DENSITY
     elif role == "bashExecution":
-        units = _text_units(_str(message.get("command")), code=True) + _text_units(_str(message.get("output")), code=True)
+        units = _text_units(_str(message.get("command")), code=True) + _text_units(
+            _str(message.get("output")), code=True
+        )
     elif role in ("branchSummary", "compactionSummary"):
         units = _text_units(_str(message.get("summary")))
     else:
@@ -205,7 +208,8 @@ def usage_of(message: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 @dataclass(frozen=True)
 class ContextEstimate:
-    """``tokens = usage_tokens + trailing_tokens``; ``last_usage_index`` indexes the input (None: no anchor)."""
+    """``tokens = usage_tokens + trailing_tokens``; ``last_usage_index`` indexes the input (None: no
+    anchor)."""
 
     tokens: int
     usage_tokens: int
@@ -233,6 +237,7 @@ def estimate_context(
     path = cast("Sequence[Entry]", messages_or_path)
     if tokens is not None and len(tokens) != len(path):
         raise ValueError(f"tokens has {len(tokens)} counts for a path of {len(path)} entries")
+
     def cost(i: int) -> int:
         return tokens[i] if tokens is not None else estimate_entry_tokens(path[i], estimator)
 

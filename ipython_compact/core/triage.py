@@ -58,7 +58,9 @@ def approx_tokens(entry: Entry) -> int:
     return (len(entry_text(entry)) + 3) // 4
 
 
-_ERROR_LINE: Final = re.compile(r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)\b(?::.*)?)$")
+_ERROR_LINE: Final = re.compile(
+    r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault)\b(?::.*)?)$"
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,12 @@ class Gist:
     call: str | None = None  # what produced the output: the call's first line (names its subject)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"head": list(self.head), "tail": list(self.tail), "error": self.error, "identifiers": list(self.identifiers)}
+        out: dict[str, Any] = {
+            "head": list(self.head),
+            "tail": list(self.tail),
+            "error": self.error,
+            "identifiers": list(self.identifiers),
+        }
         if self.call:
             out["call"] = self.call
         return out
@@ -97,7 +104,15 @@ class Gist:
 
     def text(self) -> str:
         """All the gist's strings in one text (what a reader of the pointer sees)."""
-        return "\n".join([*([self.call] if self.call else []), *self.head, *self.tail, *([self.error] if self.error else []), *self.identifiers])
+        return "\n".join(
+            [
+                *([self.call] if self.call else []),
+                *self.head,
+                *self.tail,
+                *([self.error] if self.error else []),
+                *self.identifiers,
+            ]
+        )
 
 
 def _gist_line(line: str) -> str:
@@ -166,8 +181,13 @@ class Pointer:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "entry_id": self.entry_id, "tool": self.tool, "lines": self.lines, "chars": self.chars, "tokens": self.tokens,
-            "gist": self.gist.to_json(), "subject": self.subject,
+            "entry_id": self.entry_id,
+            "tool": self.tool,
+            "lines": self.lines,
+            "chars": self.chars,
+            "tokens": self.tokens,
+            "gist": self.gist.to_json(),
+            "subject": self.subject,
         }
 
 
@@ -186,7 +206,9 @@ def subject_of(call: str) -> str:
     return " ".join(call.split())[:INDEX_SUBJECT_CHARS]
 
 
-def carry_pointers(carried: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def carry_pointers(
+    carried: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """The pointers the next checkpoint carries, oldest first: the newest ``CARRIED_WITH_GIST``
     with their gist, up to ``CARRIED_INDEX`` older ones reduced to an index item (entry id and
     subject; the gist is dropped). Why: the gist of a recent output is read, an old output only
@@ -227,7 +249,10 @@ def pointer_lines(pointer: Mapping[str, Any]) -> list[str]:
     model can tell them apart. A pointer stored before gists existed shows only its first line.
     """
     entry_id, lines = str(pointer.get("entry_id")), int(pointer.get("lines", 0))
-    out = [f"{pointer_text(entry_id, lines)} {pointer.get('tool', '')} output, {int(pointer.get('chars', 0)):,} chars"]
+    out = [
+        f"{pointer_text(entry_id, lines)} {pointer.get('tool', '')} output, "
+        f"{int(pointer.get('chars', 0)):,} chars"
+    ]
     gist = Gist.from_json(pointer.get("gist"))
     if gist.call:
         out.append(f"  call: {gist.call}")
@@ -334,11 +359,13 @@ def triage(
     # exact duplicates (user / assistant text without tool calls; tool outputs by tool + text)
     first_seen: dict[tuple[Any, str], str] = {}  # (role, text): a tuple key copies no text
     # superseded attempts: failed call, later same tool + same target that succeeded
-    calls: dict[str, tuple[Entry, str, str, int]] = {}  # call id -> (assistant entry, tool, target, calls in that entry)
+    # call id -> (assistant entry, tool, target, calls in that entry)
+    calls: dict[str, tuple[Entry, str, str, int]] = {}
     results: dict[str, Entry] = {}
     failed: list[tuple[str, str, str, int]] = []  # (call id, tool, target, position of the result) in order
     succeeded_after: dict[tuple[str, str], list[int]] = {}
-    single_calls: list[tuple[str, Mapping[str, Any]]] = []  # (call id, call) of assistant entries with one call and no text
+    # (call id, call) of assistant entries with one call and no text
+    single_calls: list[tuple[str, Mapping[str, Any]]] = []
     for position, entry in enumerate(to_summarize):
         msg = entry.message
         if msg is None:
@@ -393,7 +420,12 @@ def triage(
         if run_result is None:
             continue
         call_entry, tool, _, _n = calls[cid]
-        run_key = (tool, canonical_json(block.get("arguments")), bool((run_result.message or {}).get("isError")), entry_text(run_result))
+        run_key = (
+            tool,
+            canonical_json(block.get("arguments")),
+            bool((run_result.message or {}).get("isError")),
+            entry_text(run_result),
+        )
         if run_key in seen_runs:
             discard.setdefault(call_entry.id, f"duplicate of {seen_runs[run_key]}")
             discard.setdefault(run_result.id, f"duplicate of {seen_runs[run_key]}")
@@ -403,7 +435,13 @@ def triage(
     encode: list[Entry] = []
     pointers: list[Pointer] = []
     discarded: list[Discarded] = []
-    counts = {"summarize": 0, "encode": 0, "externalize": 0, "discard": 0, "keep": sum(tokens(e) for e in kept)}
+    counts = {
+        "summarize": 0,
+        "encode": 0,
+        "externalize": 0,
+        "discard": 0,
+        "keep": sum(tokens(e) for e in kept),
+    }
     for entry in to_summarize:
         cost = tokens(entry)
         counts["summarize"] += cost
@@ -412,16 +450,21 @@ def triage(
             counts["discard"] += cost
             continue
         output = _output_text(entry)
-        if output is not None and (len(output) > externalize_chars or output.count("\n") >= externalize_lines):
+        if output is not None and (
+            len(output) > externalize_chars or output.count("\n") >= externalize_lines
+        ):
             lines = output.split("\n")
             if len(lines) > externalize_lines or len(output) > externalize_chars:
                 msg = entry.message or {}
                 tool = str(msg.get("toolName") or msg.get("command") or "bash")
                 cid = str(msg.get("toolCallId") or "")
-                call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")  # the target
+                # the target
+                call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")
                 call_line = call_line.strip().split("\n", 1)[0]
                 gist = make_gist(output, call_line or None)
-                pointer = Pointer(entry.id, one_line_tool(tool), len(lines), len(output), cost, gist, subject_of(call_line))
+                pointer = Pointer(
+                    entry.id, one_line_tool(tool), len(lines), len(output), cost, gist, subject_of(call_line)
+                )
                 pointers.append(pointer)
                 short = _shorten(entry, lines, pointer.text, pointer.gist)
                 encode.append(short)

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 Action = Literal["none", "background", "blocking"]
-Guard = Literal["disabled", "no_window", "unknown_size", "stale_usage", "cooldown", "once_per_request", "in_flight"]
+Guard = Literal[
+    "disabled", "no_window", "unknown_size", "stale_usage", "cooldown", "once_per_request", "in_flight"
+]
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,11 @@ def escalation(failures: int, keep_recent_tokens: int) -> Escalation:
         return Escalation(0, True, f"{failures} consecutive failures: lossy emergency shrink")
     share = _KEEP_SHARE[failures]
     kept = max(1, int(keep_recent_tokens * share)) if keep_recent_tokens > 0 else 0
-    why = "normal compaction" if failures == 0 else f"{failures} consecutive failures: keep {share:g} of the recent tail"
+    why = (
+        "normal compaction"
+        if failures == 0
+        else (f"{failures} consecutive failures: keep {share:g} of the recent tail")
+    )
     return Escalation(kept, False, why)
 
 

@@ -112,21 +112,26 @@ class Database:
         """Set ``key`` of the session's ``session_status`` (JSON), inside the caller's write."""
         conn.execute(
             "INSERT INTO session_status (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, updated_at = "
+            "excluded.updated_at",
             (sid, key, canonical_json(value), self.clock()),
         )
 
     def sid(self, conn: Conn, name: str) -> int:
         return self.session_row(conn, name).sid
 
-    def cached_entries(self, conn: Conn, sid: int, ids: Sequence[str], seqs: Sequence[int] = ()) -> list[Entry]:
+    def cached_entries(
+        self, conn: Conn, sid: int, ids: Sequence[str], seqs: Sequence[int] = ()
+    ) -> list[Entry]:
         """The entries with ``ids`` (in that order), parsed once and kept in a bounded LRU cache.
         With their ``seqs`` (row numbers), the missing ones are read in row order: a lookup by a
         random id touches a random page, and on a 200k-entry path those reads grew faster than it."""
         with self.lock:
             return self._cached_entries(conn, sid, ids, seqs)
 
-    def _cached_entries(self, conn: Conn, sid: int, ids: Sequence[str], seqs: Sequence[int] = ()) -> list[Entry]:
+    def _cached_entries(
+        self, conn: Conn, sid: int, ids: Sequence[str], seqs: Sequence[int] = ()
+    ) -> list[Entry]:
         cache = self.entry_cache
         missing = [i for i in ids if (sid, i) not in cache]
         by_row = len(seqs) == len(ids) and len(missing) > 500
@@ -237,13 +242,18 @@ class SqliteDatabase(Database):
             fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
             os.close(fd)
         try:
-            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise self.translate(exc) from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             # Another program's SQLite file: refuse it before the WAL switch rewrites its header.
-            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            tables = [
+                r[0]
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            ]
             if tables and "migrations" not in tables:
                 raise StoreError(
                     f"{self.path}: a SQLite database of another program (tables: {', '.join(tables[:5])}), "
@@ -252,7 +262,9 @@ class SqliteDatabase(Database):
                 )
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise StoreError(f"{self.path}: could not switch the database to WAL mode (got {mode})", path=self.path)
+                raise StoreError(
+                    f"{self.path}: could not switch the database to WAL mode (got {mode})", path=self.path
+                )
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrations.migrate(conn, self.clock())
@@ -342,7 +354,9 @@ class SqliteDatabase(Database):
                 self._local.writing = False
 
     def is_query_syntax_error(self, exc: Exception) -> bool:
-        return isinstance(exc, sqlite3.OperationalError) and ("fts5" in str(exc).lower() or "syntax" in str(exc).lower())
+        return isinstance(exc, sqlite3.OperationalError) and (
+            "fts5" in str(exc).lower() or "syntax" in str(exc).lower()
+        )
 
     def schema_objects(self, conn: Conn) -> set[tuple[str, str]]:
         return {(str(t), str(n)) for t, n in conn.execute("SELECT type, name FROM sqlite_master")}
@@ -356,4 +370,3 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         with self.lock:
             self.conn.close()
-

@@ -172,8 +172,7 @@ class PgConn:
     def execute(self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = (), /) -> psycopg.Cursor[Any]:
         if not parameters:
             return self.raw.execute(sql)
-        # type: ignore[arg-type]
-        return self.raw.execute(to_pyformat(sql, isinstance(parameters, Mapping)), parameters)
+        return self.raw.execute(to_pyformat(sql, isinstance(parameters, Mapping)), parameters)  # type: ignore[arg-type]
 
 
 def owner_key(owner: Owner) -> int:

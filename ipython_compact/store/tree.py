@@ -70,14 +70,13 @@ class Tree:
                 )
             conn.execute("UPDATE sessions SET leaf_id = ? WHERE session_id = ?", (entry_id, sid))
 
-    def parent_info(
-        self, conn: Conn, sid: int, entry_id: str, cache: Batch
-    ) -> ParentInfo | None:
+    def parent_info(self, conn: Conn, sid: int, entry_id: str, cache: Batch) -> ParentInfo | None:
         info = cache.info.get(entry_id)
         if info is not None:
             return info
         row = conn.execute(
-            "SELECT depth, context_head, hash, mark, compactions FROM entries WHERE session_id = ? AND id = ?",
+            "SELECT depth, context_head, hash, mark, compactions FROM entries WHERE session_id = ? AND id = "
+            "?",
             (sid, entry_id),
         ).fetchone()
         return None if row is None else ParentInfo(int(row[0]), row[1], str(row[2]), row[3], int(row[4]))
@@ -101,12 +100,12 @@ class Tree:
     def parent_of(self, conn: Conn, sid: int, entry_id: str, cache: Batch) -> str | None:
         if entry_id in cache.parents:
             return cache.parents[entry_id]
-        row = conn.execute("SELECT parent_id FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        row = conn.execute(
+            "SELECT parent_id FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+        ).fetchone()
         return None if row is None else row[0]
 
-    def _walk_up(
-        self, conn: Conn, sid: int, leaf: str, stop_at: str | None
-    ) -> list[tuple[Any, ...]]:
+    def _walk_up(self, conn: Conn, sid: int, leaf: str, stop_at: str | None) -> list[tuple[Any, ...]]:
         """Rows from ``leaf`` up to ``stop_at`` inclusive (or the root), oldest first.
 
         A recursive query with one indexed lookup per step: cost follows the rows returned.
@@ -116,7 +115,8 @@ class Tree:
             WITH RECURSIVE up(n, {ENTRY_COLUMNS}) AS (
                 SELECT 0, {ENTRY_COLUMNS} FROM entries WHERE session_id = :sid AND id = :leaf
                 UNION ALL
-                SELECT up.n + 1, e.id, e.parent_id, e.kind, e.timestamp, e.data, e.tokens_density, e.tokens_chars4
+                SELECT up.n + 1, e.id, e.parent_id, e.kind, e.timestamp, e.data,
+                       e.tokens_density, e.tokens_chars4
                 FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
                 WHERE up.id {self.db.dialect.is_distinct} :stop
             )
@@ -193,7 +193,9 @@ class Tree:
         return row.sid, leaf or row.leaf
 
     def _depth(self, conn: Conn, sid: int, session: str, entry_id: str) -> int:
-        row = conn.execute("SELECT depth FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        row = conn.execute(
+            "SELECT depth FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+        ).fetchone()
         if row is None:
             raise UnknownEntryError(f"no entry {entry_id!r} in session {session!r}", path=self.db.path)
         return int(row[0])
@@ -219,13 +221,17 @@ class Tree:
             return [i for i, kind in self._marked(conn, sid, leaf, min_depth) if kind in wanted]
         rows = self.walk_links(conn, sid, leaf, from_id)
         if from_id is not None and rows[0][0] != from_id:
-            raise UnknownEntryError(f"entry {from_id!r} is not on the path to {leaf!r} in session {session!r}", path=self.db.path)
+            raise UnknownEntryError(
+                f"entry {from_id!r} is not on the path to {leaf!r} in session {session!r}", path=self.db.path
+            )
         return [r[0] for r in rows if r[2] in wanted]
 
     def _require_ancestor(self, conn: Conn, sid: int, session: str, ancestor: str, leaf: str) -> None:
         self._depth(conn, sid, session, ancestor)
         if not self.is_ancestor_or_self(conn, sid, ancestor, leaf, Batch()):
-            raise UnknownEntryError(f"entry {ancestor!r} is not on the path to {leaf!r} in session {session!r}", path=self.db.path)
+            raise UnknownEntryError(
+                f"entry {ancestor!r} is not on the path to {leaf!r} in session {session!r}", path=self.db.path
+            )
 
     def path(
         self,
@@ -253,7 +259,9 @@ class Tree:
                 return self.db.cached_entries(conn, sid, self._ids_by_role(conn, sid, start, kinds, roles))
             if kinds is None:
                 return [row_entry(r) for r in self._walk_up(conn, sid, start, None)]
-            return self.db.cached_entries(conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, None))
+            return self.db.cached_entries(
+                conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, None)
+            )
 
     def _ids_by_role(
         self, conn: Conn, sid: int, leaf: str, kinds: Collection[str] | None, roles: Collection[str]
@@ -279,7 +287,8 @@ class Tree:
         return [
             r[0]
             for r in rows
-            if (wanted_kinds is None or r[2] in wanted_kinds) and (r[2] != MESSAGE or str(r[3]) in wanted_roles)
+            if (wanted_kinds is None or r[2] in wanted_kinds)
+            and (r[2] != MESSAGE or str(r[3]) in wanted_roles)
         ]
 
     def span(
@@ -294,13 +303,18 @@ class Tree:
         with self.db.read() as conn:
             sid, start = self._start(conn, session, leaf)
             if start is None:
-                raise UnknownEntryError(f"session {session!r} is empty: no path from {from_id!r}", path=self.db.path)
+                raise UnknownEntryError(
+                    f"session {session!r} is empty: no path from {from_id!r}", path=self.db.path
+                )
             if kinds is not None:
-                return self.db.cached_entries(conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, from_id))
+                return self.db.cached_entries(
+                    conn, sid, self._ids_of_kinds(conn, sid, session, start, kinds, from_id)
+                )
             rows = self.walk_links(conn, sid, start, from_id)
             if rows[0][0] != from_id:
                 raise UnknownEntryError(
-                    f"entry {from_id!r} is not on the path to {start!r} in session {session!r}", path=self.db.path
+                    f"entry {from_id!r} is not on the path to {start!r} in session {session!r}",
+                    path=self.db.path,
                 )
             return self.db.cached_entries(conn, sid, [r[0] for r in rows])
 
@@ -318,19 +332,25 @@ class Tree:
                 if from_id is None:
                     return total
                 self._require_ancestor(conn, sid, session, from_id, start)
-                return total - self._compactions(conn, sid, session, from_id) + int(
-                    self._kind(conn, sid, from_id) == COMPACTION
+                return (
+                    total
+                    - self._compactions(conn, sid, session, from_id)
+                    + int(self._kind(conn, sid, from_id) == COMPACTION)
                 )
             return len(self._ids_of_kinds(conn, sid, session, start, kinds, from_id))
 
     def _compactions(self, conn: Conn, sid: int, session: str, entry_id: str) -> int:
-        row = conn.execute("SELECT compactions FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        row = conn.execute(
+            "SELECT compactions FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+        ).fetchone()
         if row is None:
             raise UnknownEntryError(f"no entry {entry_id!r} in session {session!r}", path=self.db.path)
         return int(row[0])
 
     def _kind(self, conn: Conn, sid: int, entry_id: str) -> str | None:
-        row = conn.execute("SELECT kind FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)).fetchone()
+        row = conn.execute(
+            "SELECT kind FROM entries WHERE session_id = ? AND id = ?", (sid, entry_id)
+        ).fetchone()
         return None if row is None else str(row[0])
 
     def path_length(self, session: str, leaf: str | None = None) -> int:
@@ -348,7 +368,9 @@ class Tree:
             sid, start = self._start(conn, session, leaf)
             if start is None or limit == 0:
                 return []
-            return self.db.cached_entries(conn, sid, [r[0] for r in self.walk_links(conn, sid, start, None, limit)])
+            return self.db.cached_entries(
+                conn, sid, [r[0] for r in self.walk_links(conn, sid, start, None, limit)]
+            )
 
     def branch_paths(self, session: str, target_id: str, leaf: str | None = None) -> BranchPaths:
         """The paths of ``leaf`` (default: the session's leaf) and ``target_id`` back to their
@@ -371,8 +393,12 @@ class Tree:
                 if step_b:
                     b, depth_b = self.parent_of(conn, sid, b, batch), depth_b - 1
             ancestor = a if a is not None and a == b else None
-            old = self.db.cached_entries(conn, sid, [r[0] for r in self.walk_links(conn, sid, start, ancestor)])
-            target = self.db.cached_entries(conn, sid, [r[0] for r in self.walk_links(conn, sid, target_id, ancestor)])
+            old = self.db.cached_entries(
+                conn, sid, [r[0] for r in self.walk_links(conn, sid, start, ancestor)]
+            )
+            target = self.db.cached_entries(
+                conn, sid, [r[0] for r in self.walk_links(conn, sid, target_id, ancestor)]
+            )
         return BranchPaths(old, target, ancestor)
 
     def context_view(self, session: str, leaf: str | None = None) -> ContextView:
@@ -423,4 +449,3 @@ class Tree:
     def context_path(self, session: str, leaf: str | None = None) -> list[Entry]:
         """The entries the model's view is built from (see ``context_view``)."""
         return self.context_view(session, leaf).entries
-

@@ -15,10 +15,22 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.offline_summary import SummaryKind
 
-ENV_MODEL = "IPYTHON_COMPACT_MODEL"  # the summarizer model; here so choosing a summarizer needs no ``openai`` import
+# the summarizer model; here so choosing a summarizer needs no ``openai`` import
+ENV_MODEL = "IPYTHON_COMPACT_MODEL"
 
 FailureCode = Literal[
-    "config", "context_length", "rate_limited", "server_error", "timeout", "connection", "http_error", "length", "empty", "tool_call", "missing_sections", "bad_reply"
+    "config",
+    "context_length",
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "connection",
+    "http_error",
+    "length",
+    "empty",
+    "tool_call",
+    "missing_sections",
+    "bad_reply",
 ]
 
 

@@ -34,4 +34,6 @@ class OfflineSummarizer:
             anchors=request.anchors,
             superseded=[old for old, _new in request.superseded],
         )
-        return SummaryResult(text=text, summarizer=self.name, model=None, usage={}, attempts=1, finish_reason="stop")
+        return SummaryResult(
+            text=text, summarizer=self.name, model=None, usage={}, attempts=1, finish_reason="stop"
+        )

@@ -110,18 +110,25 @@ class OpenAISummarizer:
         self.model = model or os.environ.get(ENV_MODEL) or ""
         if not self.model:
             raise SummarizerError(
-                f"no summarizer model configured: pass model=... or set {ENV_MODEL} (and {ENV_BASE_URL} for a non-OpenAI server)",
+                f"no summarizer model configured: pass model=... or set {ENV_MODEL} (and {ENV_BASE_URL} for "
+                f"a non-OpenAI server)",
                 code="config",
             )
         if max_retries < 0 or timeout <= 0 or backoff < 0 or max_wait < 0:
             raise SummarizerError(
-                f"bad retry settings: max_retries={max_retries}, timeout={timeout}, backoff={backoff}, max_wait={max_wait}", code="config"
+                f"bad retry settings: max_retries={max_retries}, timeout={timeout}, backoff={backoff}, "
+                f"max_wait={max_wait}",
+                code="config",
             )
         self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None
         key = api_key or os.environ.get(ENV_API_KEY)
         if not key:
             if self.base_url is None:
-                raise SummarizerError(f"no API key: set {ENV_API_KEY} or pass api_key=... (or point {ENV_BASE_URL} at a local server)", code="config")
+                raise SummarizerError(
+                    f"no API key: set {ENV_API_KEY} or pass api_key=... (or point "
+                    f"{ENV_BASE_URL} at a local server)",
+                    code="config",
+                )
             key = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any key
         self.timeout = timeout
         self.max_retries = max_retries
@@ -141,7 +148,9 @@ class OpenAISummarizer:
         wait = asked if asked is not None else self.backoff * (2 ** (attempt - 1))
         return min(wait, self.max_wait)
 
-    def _chat(self, request: SummaryInput, messages: list[dict[str, Any]], elided: int, cap: int) -> list[dict[str, str]]:
+    def _chat(
+        self, request: SummaryInput, messages: list[dict[str, Any]], elided: int, cap: int
+    ) -> list[dict[str, str]]:
         conversation = serialize_conversation(messages)
         if elided:
             conversation = (
@@ -195,7 +204,11 @@ class OpenAISummarizer:
             if not missing:
                 return self._result(text, reply, attempts, usage)
             reason = f"missing section(s): {', '.join(missing)}"
-            retry_chat = [*chat, {"role": "assistant", "content": text}, {"role": "user", "content": resample_note(missing)}]
+            retry_chat = [
+                *chat,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": resample_note(missing)},
+            ]
             try:
                 second, attempts = self._send(retry_chat, cap, usage, attempts)
                 second_text = self._check(second, attempts, usage, cap)
@@ -209,7 +222,9 @@ class OpenAISummarizer:
             return self._result(repaired, reply, attempts, usage, resampled=reason, repaired=tuple(added))
         raise AssertionError("unreachable: the last shrink round returns or raises")
 
-    def _send(self, chat: list[dict[str, str]], cap: int, usage: dict[str, int], attempts: int) -> tuple[Any, int]:
+    def _send(
+        self, chat: list[dict[str, str]], cap: int, usage: dict[str, int], attempts: int
+    ) -> tuple[Any, int]:
         """One request with bounded retries of transient failures; returns (reply, attempts so far)."""
         first = attempts
         last: SummarizerError | None = None
@@ -233,17 +248,34 @@ class OpenAISummarizer:
             message = f"summarization failed after {attempts - first} attempts: {last}"
         else:
             message = f"summarization failed: {last}"
-        raise SummarizerError(message, code=last.code, attempts=attempts, usage=usage, retryable=last.retryable)
+        raise SummarizerError(
+            message, code=last.code, attempts=attempts, usage=usage, retryable=last.retryable
+        )
 
     def _classify(self, exc: openai.APIError, attempts: int, usage: Mapping[str, int]) -> SummarizerError:
         where = self.base_url or "api.openai.com"
         code: FailureCode
         if isinstance(exc, openai.APITimeoutError):
-            return SummarizerError(f"no reply from {where} within {self.timeout:g}s (timeout)", code="timeout", attempts=attempts, usage=usage, retryable=True)
+            return SummarizerError(
+                f"no reply from {where} within {self.timeout:g}s (timeout)",
+                code="timeout",
+                attempts=attempts,
+                usage=usage,
+                retryable=True,
+            )
         if isinstance(exc, openai.APIConnectionError):
-            cause = f"{type(exc.__cause__).__name__}: {exc.__cause__}" if exc.__cause__ is not None else str(exc)
-            return SummarizerError(f"cannot connect to {where} ({cause}); is the server running, and is the URL right?",
-                                   code="connection", attempts=attempts, usage=usage, retryable=True)
+            cause = (
+                (f"{type(exc.__cause__).__name__}: {exc.__cause__}")
+                if exc.__cause__ is not None
+                else str(exc)
+            )
+            return SummarizerError(
+                f"cannot connect to {where} ({cause}); is the server running, and is the URL right?",
+                code="connection",
+                attempts=attempts,
+                usage=usage,
+                retryable=True,
+            )
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = _error_detail(exc)
@@ -257,8 +289,16 @@ class OpenAISummarizer:
                 code, retryable = "http_error", status in (408, 409)
             if status == 404 and "model" in detail.lower():
                 detail += self._served_models()
-            return SummarizerError(f"HTTP {status} from {where}: {detail}", code=code, attempts=attempts, usage=usage, retryable=retryable)
-        return SummarizerError(f"{type(exc).__name__}: {exc}", code="bad_reply", attempts=attempts, usage=usage)
+            return SummarizerError(
+                f"HTTP {status} from {where}: {detail}",
+                code=code,
+                attempts=attempts,
+                usage=usage,
+                retryable=retryable,
+            )
+        return SummarizerError(
+            f"{type(exc).__name__}: {exc}", code="bad_reply", attempts=attempts, usage=usage
+        )
 
     def _served_models(self) -> str:
         """`` — the server serves: a, b`` for a 404 about the model (one quick try; empty when it fails)."""
@@ -273,7 +313,9 @@ class OpenAISummarizer:
         """The reply's text, or ``SummarizerError`` for a reply that cannot be a summary."""
 
         def fail(code: FailureCode, message: str) -> SummarizerError:
-            return SummarizerError(f"summarization failed: {message}", code=code, attempts=attempts, usage=usage)
+            return SummarizerError(
+                f"summarization failed: {message}", code=code, attempts=attempts, usage=usage
+            )
 
         if not reply.choices:
             raise fail("bad_reply", "the reply has no choices")
@@ -281,8 +323,12 @@ class OpenAISummarizer:
         finish = choice.finish_reason
         text = (choice.message.content or "").strip()
         if choice.message.tool_calls:
-            names = ", ".join(getattr(getattr(c, "function", None), "name", "?") for c in choice.message.tool_calls)
-            raise fail("tool_call", f"the model tried to call a tool ({names}) instead of writing the summary")
+            names = ", ".join(
+                getattr(getattr(c, "function", None), "name", "?") for c in choice.message.tool_calls
+            )
+            raise fail(
+                "tool_call", f"the model tried to call a tool ({names}) instead of writing the summary"
+            )
         if finish == "length":
             raise fail("length", f"the reply hit the output limit of {cap} tokens; the summary is incomplete")
         if finish != "stop":
@@ -291,7 +337,16 @@ class OpenAISummarizer:
             raise fail("empty", "the model returned no text")
         return text
 
-    def _result(self, text: str, reply: Any, attempts: int, usage: Mapping[str, int], *, resampled: str | None = None, repaired: tuple[str, ...] = ()) -> SummaryResult:
+    def _result(
+        self,
+        text: str,
+        reply: Any,
+        attempts: int,
+        usage: Mapping[str, int],
+        *,
+        resampled: str | None = None,
+        repaired: tuple[str, ...] = (),
+    ) -> SummaryResult:
         return SummaryResult(
             text=text,
             summarizer=self.name,
@@ -309,7 +364,11 @@ def _error_code(exc: openai.APIStatusError) -> str | None:
     return str(code) if code else None
 
 
-_LIMITS = re.compile(r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) tokens", re.IGNORECASE | re.DOTALL)
+_LIMITS = re.compile(
+    r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+) "
+    r"tokens",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def _overflow_numbers(text: str) -> tuple[int | None, int | None]:
