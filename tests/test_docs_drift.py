@@ -113,6 +113,7 @@ FOREIGN = {
     "SHOW_VARS",
     "DuckDB",
     "ceil",
+    "load_step",  # code inside the generated transcripts the fidelity notes quote
 }
 FOREIGN_PREFIXES = ("np.", "pd.", "os.", "dspy.", "this.", "JSON.", "rlm.", "math.")
 
