@@ -24,6 +24,7 @@ from ipython_compact.cli import (
     pick_session,
     session_option,
 )
+from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
@@ -50,20 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL)")
     p.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
     p.add_argument("--dry-run", action="store_true", help="print the plan only; write nothing")
-    p.add_argument(
-        "--keep-recent-tokens",
-        type=IntOption(0, 20000),
-        default=defaults.keep_recent_tokens,
-        metavar="N",
-        help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})",
-    )
-    p.add_argument(
-        "--reserve-tokens",
-        type=IntOption(0, 16384),
-        default=defaults.reserve_tokens,
-        metavar="N",
-        help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})",
-    )
+    budget_options(p, defaults)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_compact)
 

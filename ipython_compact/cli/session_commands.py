@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
+from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.message_text import message_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
@@ -130,20 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--format", choices=FORMATS, default="auto", help="FILE format (default: detect)")
     max_bytes_option(p)
     defaults = CompactionSettings()
-    p.add_argument(
-        "--keep-recent-tokens",
-        type=IntOption(0, 20000),
-        default=defaults.keep_recent_tokens,
-        metavar="N",
-        help=f"newest tokens kept verbatim (default {defaults.keep_recent_tokens:,})",
-    )
-    p.add_argument(
-        "--reserve-tokens",
-        type=IntOption(0, 16384),
-        default=defaults.reserve_tokens,
-        metavar="N",
-        help=f"tokens reserved for the reply (default {defaults.reserve_tokens:,})",
-    )
+    budget_options(p, defaults)
     p.add_argument(
         "--estimator",
         choices=("density", "chars4"),
