@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the Lab driver lives with the tests
 
 from lab_driver import (  # noqa: E402
+    OPEN_DOCUMENT,
     PANEL,
     chromium,
     ensure_panel_ready,
@@ -141,9 +142,7 @@ def _first_connect_ms(page: Any, lab: Any, path: str) -> float:
     lab.put_notebook(path)
     page.evaluate("() => window.jupyterapp.shell.collapseRight()")
     page.wait_for_selector(PANEL, state="hidden")
-    page.evaluate(
-        f"() => window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(path)}}})"
-    )
+    page.evaluate(OPEN_DOCUMENT, path)
     wait_notebook_kernel(page, path)
     run_cell(page, "%load_ext ipython_compact\nmarker_first = 1")
     took = page.evaluate(

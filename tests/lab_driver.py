@@ -100,6 +100,11 @@ class LabServer:
             client.stop_channels()
 
 
+#: Open a document and wait for it, returning nothing: the command resolves to the widget, and
+#: Playwright serializing a widget's object graph fails ("object reference chain is too long").
+OPEN_DOCUMENT = "async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }"
+
+
 def empty_notebook() -> dict[str, Any]:
     return {
         "nbformat": 4,
@@ -300,7 +305,7 @@ def show_notebook(page: Any, path: str, timeout: float = 30_000) -> None:
 
 
 def open_panel(page: Any) -> None:
-    page.evaluate("() => window.jupyterapp.commands.execute('ipython-compact:open-panel')")
+    page.evaluate("async () => { await window.jupyterapp.commands.execute('ipython-compact:open-panel'); }")
     page.wait_for_selector(PANEL, state="visible")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_driver import LabServer, chromium, running_lab, wait_notebook_kernel
+from lab_driver import OPEN_DOCUMENT, LabServer, chromium, running_lab, wait_notebook_kernel
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
@@ -66,7 +66,7 @@ def page(lab_server: LabServer, browser: Any, notebooks: tuple[str, ...]) -> Ite
         pg.goto(lab_server.lab_url(notebooks[0]))
         wait_notebook_kernel(pg, notebooks[0])
         for name in notebooks[1:]:
-            pg.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", name)
+            pg.evaluate(OPEN_DOCUMENT, name)
             wait_notebook_kernel(pg, name)
         yield pg
     finally:

@@ -284,13 +284,15 @@ def test_panel_follows_the_dark_theme(page: Any, shot: Callable[[str], None]) ->
     background = f"() => getComputedStyle(document.querySelector('{PANEL}')).backgroundColor"
     light = page.evaluate(background)
     page.evaluate(
-        "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})"
+        "async (theme) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme}); }",
+        "JupyterLab Dark",
     )
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
     page.wait_for_function(f"(light) => ({background})() !== light", arg=light, timeout=10_000)
     page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
     shot("13-dark-theme")
     page.evaluate(
-        "() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})"
+        "async (theme) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme}); }",
+        "JupyterLab Light",
     )
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from lab_driver import (
+    OPEN_DOCUMENT,
     PANEL,
     LabServer,
     ensure_panel_ready,
@@ -78,7 +79,7 @@ def test_page_reloads_leave_one_comm_and_one_subshell(
 
 def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server: LabServer) -> None:
     lab_server.put_notebook(OTHER)
-    page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", OTHER)
+    page.evaluate(OPEN_DOCUMENT, OTHER)
     # After the reloads above, JupyterLab opens the tab without bringing it to the front.
     show_notebook(page, OTHER, timeout=60_000)
     ensure_panel_ready(page)
