@@ -52,8 +52,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the session writer
 
 from bench_fidelity_probes import scripted
+from generated_sessions import Writer
 
 from ipython_compact.compaction.compactor import Compactor, NothingToCompact
 from ipython_compact.core.context import build_context
@@ -112,57 +114,6 @@ class ChangingSession:
             for t, (asked, settled) in self.requests.items()
             if asked <= day and (settled is None or settled > day)
         ]
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.ts = 1_800_000_000_000
-        self.calls = 0
-        self.out: list[JSON] = []
-
-    def _tick(self) -> int:
-        self.ts += 1000
-        return self.ts
-
-    def user(self, text: str) -> None:
-        self.out.append(
-            {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": self._tick()}
-        )
-
-    def say(self, text: str) -> None:
-        self.out.append(
-            {
-                "role": "assistant",
-                "content": [{"type": "text", "text": text}],
-                "stopReason": "stop",
-                "timestamp": self._tick(),
-            }
-        )
-
-    def call(
-        self, code: str, output: str, text: str = "", tool: str = "python", args: JSON | None = None
-    ) -> None:
-        self.calls += 1
-        cid = f"call_{self.calls}"
-        content: list[JSON] = [{"type": "text", "text": text}] if text else []
-        content.append({"type": "toolCall", "id": cid, "name": tool, "arguments": args or {"code": code}})
-        self.out.append(
-            {"role": "assistant", "content": content, "stopReason": "toolUse", "timestamp": self._tick()}
-        )
-        self.out.append(
-            {
-                "role": "toolResult",
-                "toolCallId": cid,
-                "toolName": tool,
-                "content": [{"type": "text", "text": output}],
-                "isError": False,
-                "timestamp": self._tick(),
-            }
-        )
-
-    def take(self) -> list[JSON]:
-        out, self.out = self.out, []
-        return out
 
 
 # subject -> [(day, statement said by the user or the assistant, marker)]: each later one replaces the one
@@ -274,7 +225,7 @@ TOPICS = (
 
 def make_session(days: int = 30) -> ChangingSession:
     s = ChangingSession(days=days)
-    w = _Writer()
+    w = Writer(start_ms=1_800_000_000_000)
 
     def fact(subject: str, marker: str, day: int) -> None:
         at = sum(len(c) for c in s.chunks) + len(w.out) - 1  # the message just written
@@ -287,7 +238,8 @@ def make_session(days: int = 30) -> ChangingSession:
         if day == 1:
             w.user("Load data/churn.csv and show me the first rows.")
             w.call(
-                "df = pd.read_csv('data/churn.csv')\ndf.head()",
+                "python",
+                {"code": "df = pd.read_csv('data/churn.csv')\ndf.head()"},
                 "customer_id tenure monthly_charges churn\n1001 12 70.2 0",
             )
             w.say("Loaded data/churn.csv: 7 columns.")
@@ -322,7 +274,8 @@ def make_session(days: int = 30) -> ChangingSession:
         ]
         code = f"stats = summarize('{topic}')\nprint(stats)"
         w.call(
-            code,
+            "python",
+            {"code": code},
             "\n".join([f"{topic}: {day * 3} rows checked", *outputs])
             if outputs
             else f"{topic}: {day * 3} rows checked",
@@ -333,7 +286,7 @@ def make_session(days: int = 30) -> ChangingSession:
                     fact(q, f"{key}={value}", day)
         for d, path in MODEL_FILES:
             if d == day:
-                w.call("", "ok", tool="write", args={"path": path, "content": f"model of day {day}"})
+                w.call("write", {"path": path, "content": f"model of day {day}"}, "ok")
                 fact("model_file", path, day)
         best = [v for d, v in QUANTITIES["best_auc"][2] if d == day]
         w.say(f"The best model so far reaches best_auc={best[0]}." if best else f"Here is the {topic} view.")
@@ -370,7 +323,8 @@ def make_session(days: int = 30) -> ChangingSession:
         if day == days:
             w.user("Draft the slides for Monday's retention review.")
             w.call(
-                "slides = outline('retention review')",
+                "python",
+                {"code": "slides = outline('retention review')"},
                 "outline with 6 sections",
                 text="I will start with the outline.",
             )

@@ -70,12 +70,11 @@ def _text(msg: JSON) -> str:
     )
 
 
-class _Writer:
-    """Builds pi-shaped messages with increasing timestamps and call ids."""
+class Writer:
+    """Builds pi-shaped messages with increasing timestamps and call ids (also the precision bench's)."""
 
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.ts = 1_790_000_000_000
+    def __init__(self, start_ms: int = 1_790_000_000_000) -> None:
+        self.ts = start_ms
         self.calls = 0
         self.out: list[JSON] = []
 
@@ -178,7 +177,7 @@ _DECISIONS: Final = (
 )
 
 
-def _analysis(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
+def _analysis(w: Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
     variant = f"gbm_{k:02d}{_hex(rng, 2)}"
     run = f"run-{_hex(rng, 6)}"
     auc = f"auc=0.{rng.randint(700, 899)}"
@@ -229,7 +228,7 @@ _CAUSES: Final = (
 )
 
 
-def _debugging(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
+def _debugging(w: Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
     test = f"test_invoice_{k:02d}{_hex(rng, 2)}"
     module = f"src/billing/ledger_{k:02d}.py"
     error = (
@@ -288,7 +287,7 @@ SINGLE_CONSTRAINTS: Final = (
 )
 
 
-def _single_turn(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
+def _single_turn(w: Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
     shard = f"shard-{k:03d}"
     digest = f"sha256={_hex(rng, 16)}"
     rows = f"rows={rng.randint(100_000, 999_999)}"
@@ -340,7 +339,7 @@ MULTI_CONSTRAINTS: Final = (
 )
 
 
-def _multi_file(w: _Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
+def _multi_file(w: Writer, s: GeneratedSession, k: int, rng: random.Random) -> None:
     old = f"fetch_user_{k:02d}{_hex(rng, 2)}"
     new = old.replace("fetch_user", "fetch_account")
     path = f"src/app/views/panel_{k:02d}.py"
@@ -413,7 +412,7 @@ def make_session(kind: str, *, seed: int = 2026, chunks: int = 30) -> GeneratedS
     rng = random.Random(f"{kind}:{seed}")
     goal, constraints = _GOALS[kind]
     session = GeneratedSession(kind, goal, list(constraints))
-    writer = _Writer(rng)
+    writer = Writer()
     for k in range(1, chunks + 1):
         _BUILDERS[kind](writer, session, k, rng)
         session.chunks.append(writer.take())
