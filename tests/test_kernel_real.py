@@ -4,6 +4,7 @@ busy refusals, automatic snapshots, restart and restore, and bindings that survi
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,41 @@ def test_names_are_answered_while_the_main_shell_runs_a_cell(km: KernelManager, 
     finally:
         busy.get_shell_msg(timeout=10)
         busy.stop_channels()
+
+
+def test_status_names_the_running_cell_and_then_the_cells_that_ended(
+    km: KernelManager, client: KernelClient, tmp_path: Path
+) -> None:
+    """A client that lost the cell's ``idle`` in a flood learns from ``status`` that it ended."""
+    go = tmp_path / "go"
+    kc = km.client()
+    # jupyter_client's clients of one manager share a session id and each counts from 0, so their
+    # msg_ids repeat; JupyterLab's are UUIDs. Give this client its own session for unique ids.
+    kc.session.session = str(uuid.uuid4())
+    kc.start_channels()
+    try:
+        msg_id = kc.execute(
+            "import os, time\n"
+            "deadline = time.monotonic() + 60\n"
+            f"while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:\n"
+            "    time.sleep(0.01)"
+        )
+        cell: dict[str, Any] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the kernel's hook has seen the cell start
+            status = client.status()
+            assert status.ok, status.reason
+            cell = status["cell"]
+            if cell["running"] == msg_id:
+                break
+        assert cell["running"] == msg_id and msg_id not in cell["finished"]
+        go.touch()
+        reply = kc.get_shell_msg(timeout=60)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        after = client.status()
+        assert after["cell"]["running"] is None and after["cell"]["finished"][-1] == msg_id
+    finally:
+        kc.stop_channels()
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,21 @@ class StatusSnapshot(TypedDict):
     last_full_verification: FullVerification | None
 
 
+class CellState(TypedDict):
+    """The user's cell on the main shell, as the kernel's own hooks saw it.
+
+    Why: in an output flood Jupyter can drop the cell's ``idle`` status message, and a client that
+    tracks cells from IOPub alone then thinks the cell still runs. ``running`` and ``finished``
+    carry the ``execute_request`` ids, so a client can tell that the very cell it saw start has
+    ended (its id is in ``finished`` and nothing runs).
+    """
+
+    running: str | None
+    """The ``msg_id`` of the ``execute_request`` whose cell runs now, or None."""
+    finished: list[str]
+    """The ``msg_id``s of the last 16 cells that ended, oldest first."""
+
+
 class StatusReply(TypedDict):
     """Where the context stands, with the figures of whoever compacts it."""
 
@@ -155,6 +170,7 @@ class StatusReply(TypedDict):
     in_flight: list[InFlight]
     last_failure: Any
     snapshot: StatusSnapshot | None
+    cell: CellState
     version: str
 
 
@@ -363,6 +379,7 @@ PAYLOADS: tuple[type, ...] = (
     InFlight,
     FullVerification,
     StatusSnapshot,
+    CellState,
     StatusReply,
     CompactionSummary,
     SummariesReply,

@@ -153,10 +153,22 @@ class Extension:
             return
         self._depth += 1  # a %%agent tool call is a cell run inside the %%agent cell
         self.service.executing = True
+        if self._depth == 1:
+            self.service.cell_request = self._request_id()
         self.service.pause_background()  # the snapshot child waits while the user's cell runs
         self.service.fileops.cells_by = self.config.cells_by
         self.service.fileops.begin_cell()
         self._cancel_timer()
+
+    def _request_id(self) -> str | None:
+        """The ``msg_id`` of the ``execute_request`` that runs this cell (None outside a kernel)."""
+        kernel = getattr(self.ip, "kernel", None)
+        try:
+            parent = kernel.get_parent("shell") if kernel is not None else None
+        except Exception:  # an old or foreign kernel: clients fall back on IOPub alone
+            return None
+        msg_id = (parent or {}).get("header", {}).get("msg_id")
+        return msg_id if isinstance(msg_id, str) and msg_id else None
 
     def post_run_cell(self, result: Any = None) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -165,6 +177,9 @@ class Extension:
         self.service.executing = self._depth > 0  # still busy while the outer cell runs
         if self._depth == 0:
             self.service.resume_background()
+            if self.service.cell_request is not None:
+                self.service.finished_requests.append(self.service.cell_request)
+            self.service.cell_request = None
         self.service.fileops.end_cell()
         try:
             self.service.flush_file_ops()

@@ -13,6 +13,7 @@ What must hold:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -89,6 +90,10 @@ class KernelService:
         self.config = config
         self.exclude_ids: set[int] = set()
         self.executing = False
+        # The user's cell as the hooks saw it (``comm_protocol.CellState``): a client whose IOPub
+        # lost the cell's ``idle`` in a flood learns from ``status`` that the cell has ended.
+        self.cell_request: str | None = None
+        self.finished_requests: collections.deque[str] = collections.deque(maxlen=16)
         self._store: SessionStore | None = None
         self._snapshots: SnapshotStore | None = None
         self._op_locks: dict[str, threading.Lock] = {}
@@ -320,6 +325,7 @@ class KernelService:
                 "verification": snap.get("verification"),
                 "last_full_verification": snap.get("last_full_verification"),
             },
+            "cell": {"running": self.cell_request, "finished": list(self.finished_requests)},
             "version": __version__,
         }
 

@@ -13,7 +13,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { CompactChannel, REQUEST_TIMEOUT_MS } from './channel';
 import { describeError, RequestError } from './errors';
-import { Json } from './protocol';
+import { cellHasEnded, ICellState, Json } from './protocol';
 
 /** Where the connection to the kernel side stands. */
 export type ConnectionState =
@@ -310,16 +310,38 @@ export class KernelConnector {
     const state = (msg as KernelMessage.IStatusMsg).content.execution_state;
     if (state === 'busy') {
       this.mainBusy = true;
+      this._busyRequest = parent.msg_id ?? null;
       this._hooks.cell(true);
     } else if (state === 'idle') {
-      this.mainBusy = false;
-      if (this._channel === null && this.state !== 'loading') {
-        this._autoConnect();
-      }
-      this._hooks.cell(false);
+      this._cellEnded();
     }
   }
 
+  /**
+   * What the kernel's own hooks say about the cell (from a `status` reply).
+   *
+   * Why: in an output flood Jupyter can drop the cell's `idle` message, and the
+   * panel would think the cell still runs until its slow poll noticed. The
+   * kernel names the cell that runs and the ones that ended; when the cell this
+   * connector saw start is among the ended ones and nothing runs, it has ended.
+   * A reply about another cell (or from an older kernel) changes nothing.
+   */
+  cellStateSeen(cell: ICellState | null): void {
+    if (this.mainBusy && cellHasEnded(this._busyRequest, cell)) {
+      this._cellEnded();
+    }
+  }
+
+  private _cellEnded(): void {
+    this.mainBusy = false;
+    this._busyRequest = null;
+    if (this._channel === null && this.state !== 'loading') {
+      this._autoConnect();
+    }
+    this._hooks.cell(false);
+  }
+
+  private _busyRequest: string | null = null;
   private _context: ISessionContext | null;
   private _hooks: IConnectorHooks;
   private _channel: CompactChannel | null = null;

@@ -62,7 +62,11 @@ export class NotebookModel {
       absorbs: (err, sentBusy) => this.poller.absorbs(err, sentBusy),
       emit: () => this._changed.emit()
     });
-    this.reads = new KernelReads(this.path, () => this._changed.emit());
+    this.reads = new KernelReads(
+      this.path,
+      () => this._changed.emit(),
+      status => this.connector.cellStateSeen(status.cell)
+    );
     this.actions = new NotebookActions({
       path: this.path,
       ensureConnected: load => this._ensureConnected(load),

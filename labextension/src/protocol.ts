@@ -113,6 +113,12 @@ export interface IFullVerification {
   timestamp: string | null;
 }
 
+/** The user's cell on the main shell, as the kernel's hooks saw it (execute_request ids). */
+export interface ICellState {
+  running: string | null;
+  finished: string[];
+}
+
 export interface IStatusSnapshot {
   generation: number | null;
   timestamp: string | null;
@@ -147,6 +153,7 @@ export interface IStatusReply {
   in_flight: unknown;
   last_failure: unknown;
   snapshot: Json | null;
+  cell: ICellState | null;
   version: string | null;
 }
 
@@ -164,6 +171,7 @@ export type IStatus = Pick<
   | 'in_flight'
   | 'last_failure'
   | 'snapshot'
+  | 'cell'
 >;
 
 /** One compaction as `summaries` returns it. */
@@ -403,8 +411,31 @@ export function parseStatus(value: Json): IStatus {
     compactions: numberField(value, 'compactions'),
     in_flight: value['in_flight'],
     last_failure: value['last_failure'],
-    snapshot: isObject(snapshot) ? snapshot : null
+    snapshot: isObject(snapshot) ? snapshot : null,
+    cell: parseCell(value['cell'])
   };
+}
+
+/**
+ * Whether the cell started by execute_request `started` has ended, by the kernel's
+ * own account: its id is among the ended ones and no cell runs now. False when
+ * either side is unknown (an older kernel, a cell seen only from elsewhere).
+ */
+export function cellHasEnded(started: string | null, cell: ICellState | null): boolean {
+  return started !== null && cell !== null && cell.running === null && cell.finished.includes(started);
+}
+
+/** The `cell` of a `status` reply; null when missing or malformed (an older kernel). */
+export function parseCell(value: unknown): ICellState | null {
+  if (!isObject(value)) {
+    return null;
+  }
+  const running = value['running'];
+  const finished = value['finished'];
+  if (!(running === null || typeof running === 'string') || !Array.isArray(finished)) {
+    return null;
+  }
+  return { running, finished: finished.filter((id): id is string => typeof id === 'string') };
 }
 
 /** Parse the `recall` reply's hits; rows without an id are dropped. */

@@ -106,9 +106,11 @@ export async function readAllNames(
 }
 
 export class KernelReads {
-  constructor(path: RequestPath, emit: () => void) {
+  /** `onStatus`: every status the kernel answers (the connector learns from it that a cell ended). */
+  constructor(path: RequestPath, emit: () => void, onStatus: (status: IStatus) => void = () => undefined) {
     this._path = path;
     this._emit = emit;
+    this._onStatus = onStatus;
   }
 
   status: IStatus | null = null;
@@ -217,6 +219,7 @@ export class KernelReads {
         this.status = out.value;
         this.fromLog = false;
         this.statusError = '';
+        this._onStatus(out.value);
       } else if (out.kind === 'failed') {
         this.statusError = out.text;
       } else if (out.kind === 'flood') {
@@ -248,6 +251,7 @@ export class KernelReads {
 
   private _path: RequestPath;
   private _emit: () => void;
+  private _onStatus: (status: IStatus) => void;
   private _namesKey = '';
   private _namesFlight = new SingleFlight(() => this._readNames());
   private _statusFlight = new SingleFlight(() => this._readStatus());

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { RequestError } from '../src/errors';
-import { Json } from '../src/protocol';
+import { cellHasEnded, ICellState, Json, parseCell } from '../src/protocol';
 import { KernelReads, readAllNames } from '../src/reads';
 import { IRequestHost, Outcome, RequestPath } from '../src/requests';
 import { FakeChannel, settle } from './fakes';
@@ -150,4 +150,33 @@ test('the persisted session fills the gauge, timeline, call tree and snapshots; 
   assert.deepEqual(reads.persistedSnapshots.map(s => [s.generation, s.names.map(n => n.type)]), [[4, ['DataFrame']]]);
   await answerNames(host, reads, ['df']);
   assert.deepEqual(reads.persistedSnapshots, []);
+});
+
+test('each status the kernel answers reaches onStatus with its cell', async () => {
+  const host = new Host();
+  const seen: (ICellState | null)[] = [];
+  const reads = new KernelReads(new RequestPath(host), () => host.emit(), status => seen.push(status.cell));
+  for (const cell of [{ running: 'm2', finished: ['m1'] }, { running: null, finished: ['m1', 'm2'] }, 'junk']) {
+    const done = reads.readStatus();
+    await settle();
+    host.current.answer({ session: 's', tokens: 1, cell });
+    await done;
+  }
+  assert.deepEqual(seen, [{ running: 'm2', finished: ['m1'] }, { running: null, finished: ['m1', 'm2'] }, null]);
+});
+
+test('a cell has ended only when the kernel lists it as ended and runs nothing', () => {
+  const cases: [string | null, unknown, boolean][] = [
+    ['m2', { running: null, finished: ['m1', 'm2'] }, true],
+    ['m2', { running: 'm3', finished: ['m1', 'm2'] }, false], // a queued cell runs now
+    ['m2', { running: 'm2', finished: ['m1'] }, false],
+    ['m2', { running: null, finished: ['m1'] }, false], // the hook has not seen it start yet
+    [null, { running: null, finished: ['m1'] }, false], // which cell started is not known
+    ['m2', undefined, false], // an older kernel sends no cell
+    ['m2', { running: 7, finished: ['m2'] }, false],
+    ['m2', { running: null, finished: 'm2' }, false]
+  ];
+  for (const [started, cell, ended] of cases) {
+    assert.equal(cellHasEnded(started, parseCell(cell)), ended, JSON.stringify([started, cell]));
+  }
 });
