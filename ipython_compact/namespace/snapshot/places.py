@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Protocol
 
 from ipython_compact.namespace.snapshot.blobs import TEMP_SUFFIX, BlobFiles
-from ipython_compact.namespace.snapshot.locking import WriterLocks, folder_lock, make_private_dirs
+from ipython_compact.namespace.snapshot.locking import (
+    SnapshotLockBusy,
+    WriterLocks,
+    folder_lock,
+    make_private_dirs,
+)
 from ipython_compact.namespace.snapshot.manifests import ManifestReader, generations_on_disk, manifest_name
 from ipython_compact.namespace.snapshot.object_files import ObjectBlobFiles, ObjectManifestReader
 from ipython_compact.namespace.snapshot.objects import Objects, open_objects
@@ -125,7 +130,28 @@ class ObjectPlace:
 
     @contextlib.contextmanager
     def lock(self, *, shared: bool, timeout: float) -> Iterator[None]:
-        with self._locks.hold(lock_name(self.location), shared=shared, timeout=timeout):
+        """The session store's lock for these objects; its failures said as the folder's are."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(
+                    self._locks.hold(lock_name(self.location), shared=shared, timeout=timeout)
+                )
+            except TimeoutError:
+                if timeout <= 0:
+                    raise SnapshotLockBusy(
+                        f"another process is writing a snapshot of {self.location}; this automatic snapshot "
+                        "was skipped rather than wait (the next cell tries again)"
+                    ) from None
+                raise SnapshotError(
+                    f"another kernel has held the snapshot lock of {self.location} for over {timeout:g} s; "
+                    "try again when its snapshot finishes"
+                ) from None
+            except SnapshotError:
+                raise
+            except Exception as exc:  # the session store cannot be reached: say so, change nothing
+                raise SnapshotError(
+                    f"cannot take the writer lock of {self.location} in the session store ({exc})"
+                ) from None
             yield
 
     def remove_stale(self) -> None:
