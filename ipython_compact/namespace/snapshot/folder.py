@@ -2,7 +2,9 @@
 
 Layout under one directory (``paths.snapshots_dir() / <session slug>``, mode 0700): ``blobs/``
 (payloads, see ``blobs.py``), ``manifest-<generation>.json`` (signed, see ``manifests.py``) and
-``.lock`` (see ``locking.py``).
+``.lock`` (see ``locking.py``). The same layout as objects under an object-storage URL, with the
+lock in the session store: where the files go, how the lock is held and how a manifest is
+committed is the place's (``places.py``); everything below holds for both.
 
 What must hold:
 - Many writers: a save holds the folder's exclusive lock from listing payloads to pruning, so
