@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from postgres_server import server as postgres
 from s3_server import server
 
 from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore
@@ -286,3 +287,35 @@ def test_the_s3_server_refuses_a_second_manifest_of_the_same_generation(s3_url: 
     assert not objects.put_if_absent("manifest-00000001.json", b"second")
     assert objects.conditional and objects.get("manifest-00000001.json") == b"first"
     assert server().endpoint.startswith("http://127.0.0.1:")
+
+
+def test_a_writer_that_lost_its_lock_commits_nothing(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock on PostgreSQL lives as long as its connection: when that drops between the payloads
+    and the manifest, the save refuses to commit (another writer may already hold the lock)."""
+    import psycopg
+
+    from ipython_compact.namespace.snapshot import places
+
+    log = postgres().fresh_url()
+    store = SnapshotStore(f"{s3_url}/s1", KEY, session="s1", durable=False, locks=writer_locks(log))
+    store.save([("x", 1)])
+    real = places.ObjectPlace.payloads_written
+
+    def connection_drops(self: places.ObjectPlace) -> None:
+        real(self)
+        with psycopg.connect(log, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND pid <> pg_backend_pid()"
+            )
+
+    monkeypatch.setattr(places.ObjectPlace, "payloads_written", connection_drops)
+    with pytest.raises(SnapshotError, match="lost the writer lock"):
+        store.save([("x", 2)])
+    monkeypatch.setattr(places.ObjectPlace, "payloads_written", real)
+    assert store.manifests() == [1]
+    assert store.save([("x", 3)]).generation == 2
+    values, _ = SnapshotStore(f"{s3_url}/s1", KEY, session="s1", locks=writer_locks(log)).load()
+    assert values == {"x": 3}

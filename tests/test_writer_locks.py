@@ -91,3 +91,20 @@ def test_the_file_locks_live_beside_the_sqlite_log(tmp_path: Path) -> None:
     start = time.monotonic()
     with writer_locks(tmp_path / "log.db").hold("snapshots a", timeout=0):
         assert time.monotonic() - start < 5
+
+
+def test_the_check_says_when_the_lock_was_lost_with_its_connection(location: str | Path) -> None:
+    with writer_locks(location).hold("snapshots a", timeout=5) as still_held:
+        assert still_held()
+        if isinstance(location, str):  # PostgreSQL: the server ends the lock's connection
+            import psycopg
+
+            with psycopg.connect(location, autocommit=True) as admin:
+                ended = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_locks "
+                    "WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+                ).fetchone()
+            assert ended == (1,)
+            assert not still_held()
+        else:  # an flock lives as long as its holder: nothing can take it away
+            assert still_held()

@@ -7,15 +7,15 @@ on this host or another; the log's engine is the one thing they share that can k
 - PostgreSQL (``AdvisoryLocks``): a session-level advisory lock (exclusive for writers, shared for
   readers) on a connection of the lock's own, opened for the hold and closed after it. The server
   releases it when that connection ends, so a writer killed on any host frees it at once; no lease
-  to expire, no clock to trust. (A connection that drops mid-save loses the lock; the save's
-  manifest is then still put-if-absent, and a payload pruned by the next writer makes that
-  generation refused at restore, never wrongly loaded.)
+  to expire, no clock to trust. A connection that drops mid-save loses the lock: the check sees
+  that and the save commits nothing (its payloads are pruned by the next writer).
 - SQLite (``FileLocks``): the log is a file on one host, and so are all its writers: an ``flock``
   on a file in a private folder beside the database (``<db>.snapshot-locks/``); the kernel drops
   it when the holder dies.
 
 What must hold: ``hold`` waits at most ``timeout`` seconds (none at all with 0) and then raises
-``TimeoutError``; a lock is never held past the ``with`` body; a forked child never uses a
+``TimeoutError``; it yields a check that says whether the lock is still held (a commit asks it last);
+a lock is never held past the ``with`` body; a forked child never uses a
 connection of its parent (each hold opens its own, and ``fork_safety`` blinds inherited ones).
 """
 
@@ -26,7 +26,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ class FileLocks:
         return self.directory
 
     @contextmanager
-    def hold(self, name: str, *, shared: bool = False, timeout: float = 60.0) -> Iterator[None]:
+    def hold(self, name: str, *, shared: bool = False, timeout: float = 60.0) -> Iterator[Callable[[], bool]]:
         path = self._folder() / (hashlib.sha256(name.encode()).hexdigest()[:32] + ".lock")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
@@ -74,7 +74,7 @@ class FileLocks:
                         raise _deadline_error(name, timeout) from None
                     time.sleep(POLL)
             try:
-                yield
+                yield lambda: True  # an flock is held until released or its holder dies
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
@@ -113,7 +113,7 @@ class AdvisoryLocks:
         return conn
 
     @contextmanager
-    def hold(self, name: str, *, shared: bool = False, timeout: float = 60.0) -> Iterator[None]:
+    def hold(self, name: str, *, shared: bool = False, timeout: float = 60.0) -> Iterator[Callable[[], bool]]:
         conn = self._connect()
         try:
             key = advisory_key(name)
@@ -123,9 +123,17 @@ class AdvisoryLocks:
                 if timeout <= 0 or time.monotonic() >= deadline:
                     raise _deadline_error(name, timeout)
                 time.sleep(POLL)
-            yield  # released when the connection closes, below
+            yield lambda: _alive(conn)  # released when the connection closes, below
         finally:
             conn.close()
+
+
+def _alive(conn: Any) -> bool:
+    """The lock's connection still stands (a session-level advisory lock lives exactly as long)."""
+    try:
+        return bool(conn.execute("SELECT 1").fetchone()[0] == 1)
+    except Exception:  # a dropped or broken connection: the server has released the lock
+        return False
 
 
 def writer_locks(location: str | Path) -> FileLocks | AdvisoryLocks:

@@ -20,7 +20,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -35,11 +35,12 @@ class SnapshotLockBusy(SnapshotError):
 class WriterLocks(Protocol):
     """Where the writer lock of snapshots on object storage lives: the session store (an object
     store has no ``flock``). ``hold`` behaves as ``folder_lock``: exclusive or shared, bounded
-    waiting, ``SnapshotLockBusy`` at once with ``timeout=0``, released when its holder dies."""
+    waiting (``TimeoutError`` after ``timeout``, at once with 0), released when its holder dies; it
+    yields a check that says whether the lock is still held (a dropped connection loses it)."""
 
     def hold(
         self, name: str, *, shared: bool = False, timeout: float = 60.0
-    ) -> AbstractContextManager[None]: ...
+    ) -> AbstractContextManager[Callable[[], bool]]: ...
 
 
 @contextmanager

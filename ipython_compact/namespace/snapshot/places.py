@@ -13,6 +13,8 @@ manifest is committed.
   put-if-absent, so an existing generation is never replaced (S3 ``If-None-Match: *``; where a
   store cannot, the writer lock alone keeps the name unique). A writer that dies before the manifest
   leaves only payloads no manifest names: no generation is visible, and the next save prunes them.
+  Right before the commit the writer asks the lock whether it still holds it (a PostgreSQL lock
+  goes with its connection); if not, nothing is committed.
 
 What must hold in both: a generation is visible only once its manifest is complete and every payload
 it names was written before it; a manifest name is never overwritten by a save.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
@@ -125,6 +127,7 @@ class ObjectPlace:
         self.objects = objects if objects is not None else open_objects(url)
         self.location = self.objects.location
         self._locks = locks
+        self._still_held: Callable[[], bool] | None = None  # while a writer holds the lock
         self.files: BlobFiles = ObjectBlobFiles(self.objects, key)
         self.manifests: ManifestReader = ObjectManifestReader(self.objects, key, session)
 
@@ -133,7 +136,7 @@ class ObjectPlace:
         """The session store's lock for these objects; its failures said as the folder's are."""
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(
+                check = stack.enter_context(
                     self._locks.hold(lock_name(self.location), shared=shared, timeout=timeout)
                 )
             except TimeoutError:
@@ -152,7 +155,11 @@ class ObjectPlace:
                 raise SnapshotError(
                     f"cannot take the writer lock of {self.location} in the session store ({exc})"
                 ) from None
-            yield
+            previous, self._still_held = self._still_held, None if shared else check
+            try:
+                yield
+            finally:
+                self._still_held = previous
 
     def remove_stale(self) -> None:
         remove = getattr(self.objects, "remove_temps", None)
@@ -170,6 +177,12 @@ class ObjectPlace:
 
     def commit_manifest(self, generation: int, doc: bytes) -> str:
         name = manifest_name(generation)
+        if self._still_held is not None and not self._still_held():
+            raise SnapshotError(
+                f"lost the writer lock of {self.location} before committing generation {generation} (the "
+                "connection to the session store dropped); nothing was committed; the next "
+                "snapshot tries again"
+            )
         if not self.objects.put_if_absent(name, doc):
             raise SnapshotError(
                 f"{self.location}/{name} already exists: another writer committed generation {generation}; "
