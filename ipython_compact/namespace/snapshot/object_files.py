@@ -9,13 +9,13 @@ What must hold:
 - A payload object is put whole (one PUT, atomic on every object store) and named by its
   signature, so two writers of the same value write the same bytes under the same name.
 - A payload is "durable" when its put returns: there is nothing to fsync.
-- A manifest is read whole and parsed only after the size check; its parse is cached by the
-  SHA-256 of its bytes (object stores have no cheap inode and mtime).
+- A manifest is read whole and parsed only after the size check; its parse is cached by the tag
+  the listing gave it (size, time and ETag: a manifest written again, or replaced, gets a new
+  one), so a save lists once instead of reading every kept manifest again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Iterable
 from pathlib import Path
@@ -113,24 +113,33 @@ class ObjectManifestReader(ManifestReader):
         super().__init__(Path("."), key, session)
         self.objects = objects
         self._parsed: dict[int, tuple[str, Manifest | Invalid]] = {}
+        self._tags: dict[str, str] = {}  # the newest listing's tags
 
     def generations(self) -> list[int]:
-        return generations_named(self.objects.list(""))
+        self._tags = self.objects.tags("")
+        gens = generations_named(list(self._tags))
+        self._parsed = {g: v for g, v in self._parsed.items() if g in gens}
+        return gens
+
+    def read(self, generation: int) -> Manifest:
+        self.generations()  # tags as they are now: a parse is reused only for the same object
+        return super().read(generation)
 
     def _read_cached(self, generation: int) -> Manifest | Invalid:
         name = manifest_name(generation)
+        tag = self._tags.get(name)
+        hit = self._parsed.get(generation)
+        if tag is not None and hit is not None and hit[0] == tag:
+            return hit[1]
         try:
             raw = self.objects.get(name, limit=MAX_MANIFEST_BYTES)
         except MissingObject:
             return Invalid(generation, f"manifest {name} does not exist")
         except SnapshotError as exc:
             return Invalid(generation, f"manifest {exc}")
-        ident = hashlib.sha256(raw).hexdigest()
-        hit = self._parsed.get(generation)
-        if hit is not None and hit[0] == ident:
-            return hit[1]
         got = self._parse(generation, name, raw)
-        self._parsed[generation] = (ident, got)
+        if tag is not None:
+            self._parsed[generation] = (tag, got)
         return got
 
 

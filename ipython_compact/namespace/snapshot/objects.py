@@ -48,6 +48,11 @@ class Objects(Protocol):
 
     def list(self, prefix: str) -> list[str]: ...
 
+    def tags(self, prefix: str) -> dict[str, str]:
+        """The names under ``prefix`` with a tag that changes whenever the object is written
+        (size, time and ETag or inode): what a reader may cache a parse by."""
+        ...
+
     def get(self, name: str, limit: int | None = None) -> bytes: ...
 
     def put(self, name: str, data: bytes | memoryview) -> None: ...
@@ -103,6 +108,14 @@ class LocalObjects:
             return []
         base = prefix if prefix.endswith("/") or not prefix else prefix + "/"
         return sorted(base + n for n in names if not n.startswith("."))
+
+    def tags(self, prefix: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name in self.list(prefix):
+            with contextlib.suppress(OSError):
+                st = os.lstat(self._path(name))
+                out[name] = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        return out
 
     def get(self, name: str, limit: int | None = None) -> bytes:
         path = self._path(name)
@@ -212,18 +225,36 @@ class FsspecObjects:
         return SnapshotError(f"{self.url}: cannot {what} ({type(exc).__name__}: {str(exc)[:200]})")
 
     def list(self, prefix: str) -> list[str]:
+        return sorted(self._listing(prefix))
+
+    def tags(self, prefix: str) -> dict[str, str]:
+        return self._listing(prefix)
+
+    def _listing(self, prefix: str) -> dict[str, str]:
         fs, root = self._filesystem()
         folder = f"{root}/{prefix.strip('/')}" if prefix.strip("/") else root
         fs.invalidate_cache(folder)  # listings are cached by some filesystems: always ask the store
         try:
-            found = fs.ls(folder, detail=False)
+            found = fs.ls(folder, detail=True)
         except FileNotFoundError:
-            return []
+            return {}
         except Exception as exc:
             raise self._fail(f"list {prefix or '/'}", exc) from None
         base = prefix if prefix.endswith("/") or not prefix else prefix + "/"
-        names = {str(p).rstrip("/").rsplit("/", 1)[-1] for p in found}
-        return sorted(base + n for n in names if n and not n.startswith("."))
+        out: dict[str, str] = {}
+        for info in found:
+            name = str(info.get("name", "")).rstrip("/").rsplit("/", 1)[-1]
+            if not name or name.startswith(".") or info.get("type") == "directory":
+                continue  # hidden names and folders (``blobs/``) are no objects of ours
+            etag = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("md5") or ""
+            when = (
+                info.get("LastModified")
+                or info.get("last_modified")
+                or info.get("updated")
+                or info.get("mtime")
+            )
+            out[base + name] = f"{info.get('size')}:{when}:{etag}"
+        return out
 
     def get(self, name: str, limit: int | None = None) -> bytes:
         fs, _ = self._filesystem()
