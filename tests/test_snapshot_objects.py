@@ -319,3 +319,16 @@ def test_a_writer_that_lost_its_lock_commits_nothing(
     assert store.save([("x", 3)]).generation == 2
     values, _ = SnapshotStore(f"{s3_url}/s1", KEY, session="s1", locks=writer_locks(log)).load()
     assert values == {"x": 3}
+
+
+def test_a_kernel_snapshot_on_object_storage_without_the_shared_key_says_what_to_set(
+    ip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from IPython.core.error import UsageError
+
+    monkeypatch.setenv("IPYTHON_COMPACT_SNAPSHOTS", "s3://team-bucket/snaps")
+    monkeypatch.setenv("IPYTHON_COMPACT_KEY_FILE", str(tmp_path / "absent-key"))
+    ip.user_ns["x"] = 1
+    with pytest.raises(UsageError, match="IPYTHON_COMPACT_KEY_FILE"):
+        ip.run_line_magic("compact", "snapshot")
+    assert not (tmp_path / "absent-key").exists()  # never made up on this host
