@@ -332,3 +332,21 @@ def test_a_kernel_snapshot_on_object_storage_without_the_shared_key_says_what_to
     with pytest.raises(UsageError, match="IPYTHON_COMPACT_KEY_FILE"):
         ip.run_line_magic("compact", "snapshot")
     assert not (tmp_path / "absent-key").exists()  # never made up on this host
+
+
+def test_the_server_extension_lists_snapshots_kept_on_object_storage(s3_url: str, tmp_path: Path) -> None:
+    from ipython_compact.jupyter.server_extension import persisted_snapshots
+
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+    store = SnapshotStore(f"{s3_url}/s1", KEY, session="s1", locks=writer_locks(tmp_path / "log.db"))
+    store.save([("x", 1)])
+    store.save([("x", 2), ("y", "two")])
+    listed = persisted_snapshots(f"{s3_url}/s1", key, "s1")
+    assert [(g["generation"], [n["name"] for n in g["names"]]) for g in listed] == [
+        (2, ["x", "y"]),
+        (1, ["x"]),
+    ]
+    assert persisted_snapshots(f"{s3_url}/s1", key, "another session") == []
+    assert persisted_snapshots(f"{s3_url}/s1", tmp_path / "no-key", "s1") == []
