@@ -350,3 +350,25 @@ def test_the_server_extension_lists_snapshots_kept_on_object_storage(s3_url: str
     ]
     assert persisted_snapshots(f"{s3_url}/s1", key, "another session") == []
     assert persisted_snapshots(f"{s3_url}/s1", tmp_path / "no-key", "s1") == []
+
+
+def test_an_agents_kernel_snapshots_to_object_storage_by_url(
+    ip: Any, s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Agent(snapshot_dir="s3://...")``: the kernel-side glue takes a URL as well as a folder."""
+    from ipython_compact.agent import kernel_state
+
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+    monkeypatch.setenv("IPYTHON_COMPACT_KEY_FILE", str(key))
+    monkeypatch.setenv("IPYTHON_COMPACT_DB", str(tmp_path / "log.db"))
+    monkeypatch.setattr(kernel_state, "_stores", {})
+    ip.user_ns["answer"] = 42
+    saved = json.loads(kernel_state.snapshot_json(f"{s3_url}/agent"))
+    assert saved["ok"] and "answer" in saved["saved"], saved
+    del ip.user_ns["answer"]
+    kernel_state._stores.clear()  # as a restarted kernel: nothing remembered
+    restored = json.loads(kernel_state.restore_json(f"{s3_url}/agent"))
+    assert restored["ok"] and "answer" in restored["restored"] and ip.user_ns["answer"] == 42
+    assert not Path("s3:").exists()  # no local folder named like the URL
