@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore, fingerprint, load_or_create_key
+from ipython_compact.namespace.snapshot.objects import LocalObjects, Objects
+from ipython_compact.store.writer_locks import writer_locks
 
 KEY = b"k" * 32
 
@@ -20,10 +23,36 @@ def _store(tmp_path: Path, **kw: Any) -> SnapshotStore:
     return SnapshotStore(tmp_path / "snap", KEY, durable=False, **kw)
 
 
+@pytest.fixture(params=["folder", "s3"])
+def both_places(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test on the local folder, then on moto's S3 server: ``_store(tmp_path / X)`` points
+    at ``<bucket>/X/snap`` (its writer lock in a SQLite log's file lock)."""
+    if request.param == "s3":
+        url = request.getfixturevalue("s3_url")
+        locks = writer_locks(tmp_path / "log.db")
+
+        def on_s3(where: Path, **kw: Any) -> SnapshotStore:
+            parts = [*Path(where).relative_to(tmp_path).parts, "snap"]
+            return SnapshotStore("/".join([url, *parts]), KEY, durable=False, locks=locks, **kw)
+
+        monkeypatch.setattr(sys.modules[__name__], "_store", on_s3)
+    return str(request.param)
+
+
+def _raw(store: SnapshotStore) -> Objects:
+    """The store's files or objects, read and written behind its back."""
+    objects = getattr(store._place, "objects", None)
+    if objects is not None:
+        return objects  # type: ignore[no-any-return]
+    assert store.directory is not None
+    return LocalObjects(store.directory, durable=False)
+
+
 def _gen() -> Any:
     yield 1
 
 
+@pytest.mark.usefixtures("both_places")
 def test_round_trip_with_unpicklable_values_skipped_with_reasons(tmp_path: Path) -> None:
     sock = socket.socket()
     try:
@@ -55,7 +84,8 @@ def test_files_are_owner_only(tmp_path: Path) -> None:
     for p in [store.directory, store.blobs]:
         assert stat.S_IMODE(p.stat().st_mode) == 0o700
     store.save([("x", b"data"), ("big", np.zeros(300_000))])
-    files = list(store.directory.rglob("*.json")) + _payloads(store)
+    assert store.directory is not None
+    files = list(store.directory.rglob("*.json")) + [store.directory / n for n in _payloads(store)]
     assert len(_payloads(store)) >= 2
     assert files
     for p in files:
@@ -71,6 +101,7 @@ def test_files_are_owner_only(tmp_path: Path) -> None:
     ],
     ids=["array-per-name", "list-per-name", "total"],
 )
+@pytest.mark.usefixtures("both_places")
 def test_size_caps_skip_with_reason(tmp_path: Path, kw: dict[str, int], value: Any, reason: str) -> None:
     store = _store(tmp_path, **kw)
     report = store.save([("small", 1), ("big", value), ("small2", "x")])
@@ -78,6 +109,7 @@ def test_size_caps_skip_with_reason(tmp_path: Path, kw: dict[str, int], value: A
     assert [s.name for s in report.skipped] == ["big"] and reason in report.skipped[0].reason
 
 
+@pytest.mark.usefixtures("both_places")
 def test_incremental_save_reuses_unchanged_values_and_sees_changes(tmp_path: Path) -> None:
     arr = np.ones(1_000_000)
     data: dict[str, Any] = {"arr": arr, "b": b"x" * 100, "lst": [1, 2, 3]}
@@ -95,6 +127,7 @@ def test_incremental_save_reuses_unchanged_values_and_sees_changes(tmp_path: Pat
     assert values["arr"][0] == 2.0 and values["lst"] == [1, 2, 3, 4]
 
 
+@pytest.mark.usefixtures("both_places")
 def test_generations_are_limited_and_unreferenced_blobs_removed(tmp_path: Path) -> None:
     store = _store(tmp_path, generations=2)
     for i in range(4):
@@ -105,29 +138,32 @@ def test_generations_are_limited_and_unreferenced_blobs_removed(tmp_path: Path) 
     assert values == {"v": "value 2"} and report.generation == 3
 
 
-def _payloads(store: SnapshotStore) -> list[Path]:
-    return sorted([*store.blobs.glob("*.blob"), *store.blobs.glob("*.pack")])
+def _payloads(store: SnapshotStore) -> list[str]:
+    return [n for n in _raw(store).list("blobs/") if n.endswith((".blob", ".pack"))]
 
 
 def _tamper_blob(store: SnapshotStore) -> None:
-    blob = _payloads(store)[0]
-    data = bytearray(blob.read_bytes())
+    raw, name = _raw(store), _payloads(store)[0]
+    data = bytearray(raw.get(name))
     data[len(data) // 2] ^= 0xFF
-    blob.write_bytes(bytes(data))
+    raw.put(name, bytes(data))
 
 
 def _truncate_blob(store: SnapshotStore) -> None:
-    blob = _payloads(store)[0]
-    blob.write_bytes(blob.read_bytes()[:-5])
+    raw, name = _raw(store), _payloads(store)[0]
+    raw.put(name, raw.get(name)[:-5])
 
 
 def _tamper_manifest(store: SnapshotStore) -> None:
-    path = next(store.directory.glob("manifest-*.json"))
-    path.write_text(path.read_text().replace('"bytes"', '"bytes" ', 1).replace("value", "evil"))
+    raw = _raw(store)
+    name = next(n for n in raw.list("") if n.startswith("manifest-"))
+    text = raw.get(name).decode()
+    raw.put(name, text.replace('"bytes"', '"bytes" ', 1).replace("value", "evil").encode())
 
 
 @pytest.mark.parametrize("damage", [_tamper_blob, _truncate_blob], ids=["flipped-byte", "truncated"])
 @pytest.mark.parametrize("value", ["value", np.arange(300_000.0)], ids=["packed-small", "own-blob-array"])
+@pytest.mark.usefixtures("both_places")
 def test_damaged_payload_is_refused_before_unpickling(
     tmp_path: Path, damage: Any, value: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +183,7 @@ def test_damaged_payload_is_refused_before_unpickling(
     assert report.generation is None and len(report.refused) == 1 and "not unpickled" in report.refused[0]
 
 
+@pytest.mark.usefixtures("both_places")
 def test_tampered_manifest_is_refused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.save([("value", 1)])
@@ -168,6 +205,7 @@ class Point:
         self.x = x
 
 
+@pytest.mark.usefixtures("both_places")
 def test_code_from_other_python_is_quarantined_data_returns(tmp_path: Path) -> None:
     def helper() -> int:
         return 7
@@ -179,6 +217,7 @@ def test_code_from_other_python_is_quarantined_data_returns(tmp_path: Path) -> N
     assert "2.7" in report.quarantined[0].reason
 
 
+@pytest.mark.usefixtures("both_places")
 def test_session_code_inside_a_builtin_container_travels_by_value(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +277,7 @@ def test_a_value_that_hangs_while_serializing_is_skipped_with_a_reason(tmp_path:
 
 @pytest.mark.parametrize("elements", [300_000, 3_000_000], ids=["2.4MB-one-thread", "24MB-two-lanes"])
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.usefixtures("both_places")
 def test_an_in_place_edit_of_one_element_anywhere_in_a_large_array_is_seen(
     tmp_path: Path, elements: int, where: str
 ) -> None:
@@ -307,6 +347,7 @@ def _edit_between_samples(arr: Any) -> None:
     assert fingerprint(arr) == before  # the samples cannot see this edit
 
 
+@pytest.mark.usefixtures("both_places")
 def test_sampled_mode_misses_an_edit_between_samples_and_the_next_full_verification_catches_it(
     tmp_path: Path,
 ) -> None:
@@ -380,6 +421,7 @@ def test_explicit_saves_and_full_mode_always_verify_every_byte(tmp_path: Path, h
         assert report.verification == "full" and report.sampled == [] and report.verified_bytes == first.bytes
 
 
+@pytest.mark.usefixtures("both_places")
 def test_an_explicit_full_verification_restarts_the_count_and_the_count_survives_a_restart(
     tmp_path: Path,
 ) -> None:
@@ -398,6 +440,7 @@ def test_an_explicit_full_verification_restarts_the_count_and_the_count_survives
     assert restarted.last_full_verification == {"generation": 6, "timestamp": None}
 
 
+@pytest.mark.usefixtures("both_places")
 def test_the_manifest_records_the_verification_of_each_generation(tmp_path: Path) -> None:
     arr = np.arange(300_000.0)
     store = _store(tmp_path)

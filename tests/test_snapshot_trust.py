@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 
 from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore, load_or_create_key
+from ipython_compact.store.writer_locks import writer_locks
 
 KEY = b"k" * 32
 
@@ -46,9 +47,28 @@ def _store(tmp_path: Path, process: str = "p1", **kw: Any) -> SnapshotStore:
     return SnapshotStore(tmp_path / "snap", KEY, durable=False, process=process, **kw)
 
 
+@pytest.fixture(params=["folder", "s3"])
+def both_places(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test on the local folder, then on moto's S3 server (``_store`` points there, its
+    writer lock in a SQLite log's file lock): the rules of this file hold on both."""
+    if request.param == "s3":
+        url = request.getfixturevalue("s3_url")
+        locks = writer_locks(tmp_path / "log.db")
+
+        def on_s3(tmp_path: Path, process: str = "p1", **kw: Any) -> SnapshotStore:
+            kw.setdefault("session", "s1")
+            return SnapshotStore(
+                f"{url}/{kw['session']}", KEY, durable=False, process=process, locks=locks, **kw
+            )
+
+        monkeypatch.setattr(sys.modules[__name__], "_store", on_s3)
+    return str(request.param)
+
+
 # ---------------------------------------------------------------- 1: restore picks the user's work
 
 
+@pytest.mark.usefixtures("both_places")
 def test_a_fresh_kernels_automatic_snapshots_neither_supersede_nor_prune_the_previous_kernels_work(
     tmp_path: Path,
 ) -> None:
@@ -63,6 +83,7 @@ def test_a_fresh_kernels_automatic_snapshots_neither_supersede_nor_prune_the_pre
     assert values == {"data": [1, 2, 3], "x": 41} and report.process == "old"
 
 
+@pytest.mark.usefixtures("both_places")
 def test_work_of_a_kernel_that_never_restored_is_kept_and_pointed_at(tmp_path: Path) -> None:
     _store(tmp_path, "first").save([("x", 41)])
     second = _store(tmp_path, "second")  # worked without restoring, then died
@@ -79,6 +100,7 @@ def test_work_of_a_kernel_that_never_restored_is_kept_and_pointed_at(tmp_path: P
     assert values == {"y": 2, "z": 3}
 
 
+@pytest.mark.usefixtures("both_places")
 def test_after_a_restore_the_previous_kernels_snapshot_may_be_pruned(tmp_path: Path) -> None:
     _store(tmp_path, "old", generations=2).save([("x", 41)])
     fresh = _store(tmp_path, "fresh", generations=2)
@@ -91,6 +113,7 @@ def test_after_a_restore_the_previous_kernels_snapshot_may_be_pruned(tmp_path: P
     assert values == {"x": 41, "i": 3} and report.process == "fresh"
 
 
+@pytest.mark.usefixtures("both_places")
 def test_a_generation_and_names_can_be_picked_and_a_listing_says_what_each_holds(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.save([("a", 1), ("b", 2)])
@@ -104,6 +127,7 @@ def test_a_generation_and_names_can_be_picked_and_a_listing_says_what_each_holds
     assert values == {"b": 2} and report.generation == 1
 
 
+@pytest.mark.usefixtures("both_places")
 def test_discarding_an_earlier_kernels_snapshots_lets_them_go(tmp_path: Path) -> None:
     _store(tmp_path, "old").save([("x", 41)])
     fresh = _store(tmp_path, "fresh", generations=1)
@@ -194,6 +218,7 @@ def test_a_snapshot_folder_replaced_by_an_older_copy_is_refused_unless_a_generat
     assert _store(tmp_path, ledger=ledger).save([("x", 3)]).generation == 3
 
 
+@pytest.mark.usefixtures("both_places")
 def test_discarding_the_newest_generations_is_not_taken_for_a_rollback(tmp_path: Path) -> None:
     ledger = MemoryLedger()
     _store(tmp_path, "old", ledger=ledger).save([("x", 1)])
@@ -206,6 +231,7 @@ def test_discarding_the_newest_generations_is_not_taken_for_a_rollback(tmp_path:
     assert values == {"y": 1} and report.refused == [] and report.warnings == []
 
 
+@pytest.mark.usefixtures("both_places")
 def test_a_manifest_whose_digest_differs_from_the_recorded_one_is_refused(tmp_path: Path) -> None:
     ledger = MemoryLedger()
     store = _store(tmp_path, ledger=ledger)
@@ -324,6 +350,7 @@ def test_a_symlinked_snapshot_folder_is_refused_and_not_chmodded(tmp_path: Path)
 # ---------------------------------------------------------------- 6: restore order and data frames
 
 
+@pytest.mark.usefixtures("both_places")
 def test_restore_binds_globals_before_values_whose_setstate_needs_them(tmp_path: Path) -> None:
     import __main__
 
@@ -356,6 +383,7 @@ def _frame(rows: int) -> pd.DataFrame:
     )
 
 
+@pytest.mark.usefixtures("both_places")
 def test_an_unchanged_data_frame_is_not_rewritten_and_an_edit_is(tmp_path: Path) -> None:
     df = _frame(300_000)
     store = _store(tmp_path)
@@ -374,6 +402,7 @@ def test_an_unchanged_data_frame_is_not_rewritten_and_an_edit_is(tmp_path: Path)
     assert first.written_bytes > 0
 
 
+@pytest.mark.usefixtures("both_places")
 def test_an_automatic_snapshot_that_repeats_the_newest_writes_no_generation(tmp_path: Path) -> None:
     df, arr = _frame(300_000), np.arange(300_000.0)
     store = _store(tmp_path)
@@ -540,6 +569,7 @@ def test_a_background_save_that_fails_says_why(tmp_path: Path) -> None:
     assert job.report is None and job.error is not None and "skipped rather than wait" in job.error
 
 
+@pytest.mark.usefixtures("both_places")
 def test_an_unchanged_frame_with_a_string_column_is_reused_not_serialized_again(tmp_path: Path) -> None:
     """Issue 21, item 2: a DataFrame with an object (str) column was never recognised as unchanged,
     so every automatic snapshot serialized it again (97% of a full save). It is now a sampled kind:
@@ -571,6 +601,7 @@ def test_scalars_keyed_by_value_never_take_one_value_for_another(
 
 
 @pytest.mark.parametrize("value", ["text", "x" * 100_000, b"raw", [1, "a"], {"k": (1, 2)}, np.arange(10)])
+@pytest.mark.usefixtures("both_places")
 def test_a_value_equal_to_the_snapshots_compares_equal_to_its_payload(tmp_path: Path, value: Any) -> None:
     """Restore keeps a defined name only when its value differs from the snapshot's; a string (saved
     by dill) was compared as a plain pickle and always looked different (an rlms kernel restart

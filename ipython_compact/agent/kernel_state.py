@@ -21,9 +21,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.files.paths import key_path
+from ipython_compact.files.paths import database_location, key_path
 from ipython_compact.namespace.probe import probe_namespace, user_names
 from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
+from ipython_compact.namespace.snapshot.keys import load_shared_key
+from ipython_compact.store.writer_locks import writer_locks
 
 ENV_SESSION = "IPYTHON_COMPACT_SESSION"  # kernel.binding.ENV_SESSION (the agent may not import kernel/)
 
@@ -34,11 +36,18 @@ MAX_LISTED = 200
 
 
 def _store(directory: str) -> SnapshotStore:
+    """The store at ``directory``: a folder, or an object-storage URL (``s3://...``), whose writer
+    lock is the session log's (``IPYTHON_COMPACT_DB``, which the agent passes to its kernel) and
+    whose key every host is given (``IPYTHON_COMPACT_KEY_FILE``; docs/team.md)."""
     store = _stores.get(directory)
     if store is None:
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        store = SnapshotStore(path, load_or_create_key(key_path()))
+        if "://" in directory:
+            key = load_shared_key(key_path(), directory)
+            store = SnapshotStore(directory, key, locks=writer_locks(database_location()))
+        else:
+            path = Path(directory)
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            store = SnapshotStore(path, load_or_create_key(key_path()))
         _stores[directory] = store
     return store
 

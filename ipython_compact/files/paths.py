@@ -2,6 +2,9 @@
 
 ``IPYTHON_COMPACT_DIR`` overrides the location (tests and CI set it). The directory holds the
 session database, the kernel snapshots and the per-user signing key, and is created owner-only.
+Each of the three can be moved out of it: the log to a server (``IPYTHON_COMPACT_DB``), the
+snapshots to object storage (``IPYTHON_COMPACT_SNAPSHOTS``), and the key to a file every host of a
+team is given (``IPYTHON_COMPACT_KEY_FILE``), docs/team.md.
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ ENV_DIR = "IPYTHON_COMPACT_DIR"
 ENV_DB = "IPYTHON_COMPACT_DB"
 """A database for the session log other than ``<data dir>/sessions.db``: a file path or a URL
 (``postgresql://user@host/dbname``, docs/team.md)."""
+ENV_SNAPSHOTS = "IPYTHON_COMPACT_SNAPSHOTS"
+"""Where snapshots go instead of ``<data dir>/snapshots``: a folder, or an fsspec URL
+(``s3://bucket/prefix``, ``gs://``, ``az://``, ``file://``), docs/team.md."""
+ENV_KEY_FILE = "IPYTHON_COMPACT_KEY_FILE"
+"""The snapshot signing key's file instead of ``<data dir>/key`` (snapshots on object storage
+need the same key on every host that restores them)."""
 
 
 def data_dir() -> Path:
@@ -38,6 +47,15 @@ def database_location() -> str | Path:
     return chosen if chosen else database_path()
 
 
+def snapshot_location() -> str | Path:
+    """Where snapshots go when nothing is configured: ``$IPYTHON_COMPACT_SNAPSHOTS`` (a folder or a
+    URL), else ``<data dir>/snapshots``."""
+    chosen = os.environ.get(ENV_SNAPSHOTS, "").strip()
+    if not chosen:
+        return data_dir() / "snapshots"
+    return chosen if "://" in chosen else Path(chosen).expanduser()
+
+
 def snapshots_dir() -> Path:
     path = data_dir() / "snapshots"
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -45,7 +63,9 @@ def snapshots_dir() -> Path:
 
 
 def key_path() -> Path:
-    return data_dir() / "key"
+    """The signing key's file: ``$IPYTHON_COMPACT_KEY_FILE``, else ``<data dir>/key``."""
+    chosen = os.environ.get(ENV_KEY_FILE, "").strip()
+    return Path(chosen).expanduser() if chosen else data_dir() / "key"
 
 
 def read_only_reason(db: Path) -> str | None:

@@ -115,9 +115,13 @@ def persisted_session(path: str, session: str, source: str) -> PersistedSession:
             "last_failure": None,
             "problem": None,
         }
-        snapshots = persisted_snapshots(
-            paths.data_dir() / "snapshots" / snapshot_slug(session), paths.key_path(), session
+        base = paths.snapshot_location()  # the folder, or an object-storage URL (docs/team.md)
+        where = (
+            f"{str(base).rstrip('/')}/{snapshot_slug(session)}"
+            if isinstance(base, str)
+            else base / snapshot_slug(session)
         )
+        snapshots = persisted_snapshots(where, paths.key_path(), session)
         return {
             "notebook": path,
             "session": session,
@@ -131,8 +135,9 @@ def persisted_session(path: str, session: str, source: str) -> PersistedSession:
         store.close()
 
 
-def persisted_snapshots(directory: Path, key_path: Path, session: str) -> list[PersistedSnapshot]:
-    """The verified snapshot generations in ``directory``, newest first, from their signed manifests.
+def persisted_snapshots(directory: Path | str, key_path: Path, session: str) -> list[PersistedSnapshot]:
+    """The verified snapshot generations in ``directory`` (a folder, or objects at a URL), newest
+    first, from their signed manifests.
 
     Read only: nothing is unpickled and nothing is created — a missing folder or signing key means
     no snapshots (the key is never made here). A manifest that fails its signature or names another
@@ -142,13 +147,27 @@ def persisted_snapshots(directory: Path, key_path: Path, session: str) -> list[P
     from ipython_compact.namespace.snapshot.manifests import ManifestReader  # deferred for start-up
     from ipython_compact.namespace.snapshot.reports import SnapshotError  # deferred for start-up
 
-    if not directory.is_dir() or not key_path.is_file():
-        return []
-    try:
-        key = load_or_create_key(key_path)  # exists (checked above): read, never created
-        scan = ManifestReader(directory, key, session).scan()
-    except (SnapshotError, OSError):
-        return []
+    if isinstance(directory, str):  # object storage: listed and read, never locked or written
+        from ipython_compact.namespace.snapshot.object_files import (  # deferred for start-up
+            ObjectManifestReader,
+        )
+        from ipython_compact.namespace.snapshot.objects import open_objects  # deferred for start-up
+
+        if not key_path.is_file():
+            return []
+        try:
+            key = load_or_create_key(key_path)  # exists (checked above): read, never created
+            scan = ObjectManifestReader(open_objects(directory), key, session).scan()
+        except (SnapshotError, OSError):
+            return []
+    else:
+        if not directory.is_dir() or not key_path.is_file():
+            return []
+        try:
+            key = load_or_create_key(key_path)  # exists (checked above): read, never created
+            scan = ManifestReader(directory, key, session).scan()
+        except (SnapshotError, OSError):
+            return []
     out: list[PersistedSnapshot] = []
     for manifest in reversed(scan.valid):
         data = manifest.data

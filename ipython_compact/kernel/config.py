@@ -29,6 +29,12 @@ class CompactConfig(Configurable):  # type: ignore[misc]
         "IPYTHON_COMPACT_DB, else sessions.db in the data "
         "directory.",
     ).tag(config=True)
+    snapshots = Unicode(
+        "",
+        help="Where namespace snapshots go: a folder, or an fsspec URL (s3://bucket/prefix, gs://, az://, "
+        "file://; docs/team.md); empty means IPYTHON_COMPACT_SNAPSHOTS, else snapshots/ in the data "
+        "directory.",
+    ).tag(config=True)
     context_window = Int(
         128_000, help="The model's context window in tokens (for status and thresholds)."
     ).tag(config=True)

@@ -59,10 +59,13 @@ from ipython_compact.namespace.snapshot import (
     load_or_create_key,
 )
 from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available, history_writing
+from ipython_compact.namespace.snapshot.keys import load_shared_key
+from ipython_compact.namespace.snapshot.locking import WriterLocks
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.sqlite_store import SessionStore
 from ipython_compact.store.sqlite_store import utc_now as _now
+from ipython_compact.store.writer_locks import writer_locks
 from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
@@ -158,20 +161,38 @@ class KernelService:
         return self._store
 
     @property
-    def snapshot_dir(self) -> Path:
+    def snapshot_base(self) -> str | Path:
+        """Where every session's snapshots live: ``CompactConfig.snapshots``, else
+        ``$IPYTHON_COMPACT_SNAPSHOTS``, else ``<data dir>/snapshots`` (a folder or a URL)."""
+        chosen = self.config.snapshots.strip()
+        if not chosen:
+            return paths.snapshot_location()
+        return chosen if "://" in chosen else Path(chosen).expanduser()
+
+    @property
+    def snapshot_dir(self) -> str | Path:
         """Where this session's snapshots live (shown when a restore finds nothing)."""
-        return paths.data_dir() / "snapshots" / binding.snapshot_slug(self.session)
+        base = self.snapshot_base
+        slug = binding.snapshot_slug(self.session)
+        return f"{str(base).rstrip('/')}/{slug}" if isinstance(base, str) else base / slug
 
     @property
     def snapshots(self) -> SnapshotStore:
         if self._snapshots is None:
             c = self.config
             data = paths.data_dir()
+            where = self.snapshot_dir
+            if isinstance(where, str):  # object storage: the writer lock lives in the session store
+                key = load_shared_key(paths.key_path(), where)
+                locks: WriterLocks | None = writer_locks(c.database or paths.database_location())
+            else:
+                key, locks = load_or_create_key(paths.key_path()), None
             self._snapshots = SnapshotStore(
-                self.snapshot_dir,
-                load_or_create_key(paths.key_path()),
+                where,
+                key,
                 session=self.session,
-                root=data,
+                root=data if isinstance(where, Path) and where.is_relative_to(data) else None,
+                locks=locks,
                 ledger=LogLedger(self),
                 max_name_bytes=c.snapshot_max_name_bytes,
                 max_total_bytes=c.snapshot_max_total_bytes,

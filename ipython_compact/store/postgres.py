@@ -24,11 +24,15 @@ What must hold (the same guarantees as SQLite, kept by the server instead of a f
   migration this code does not know (a newer version) or holding other programs' tables is
   refused untouched.
 - Nothing is stored on local disk; a password never appears in a message (``location.redact``).
+- A forked child (the kernel's background snapshot) never uses, holds or ends the parent's
+  connections: ``fork_safety`` drops their sockets in the child without a byte sent, and this
+  store refuses to be used there (``forked``): the child opens its own if it needs one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,7 +45,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
-from ipython_compact.store import process
+from ipython_compact.store import fork_safety, process
 from ipython_compact.store.database import Database
 from ipython_compact.store.dialect import POSTGRESQL
 from ipython_compact.store.errors import (
@@ -204,6 +208,7 @@ class PostgresDatabase(Database):
         self._lock_ms = max(1, int(busy_timeout * 1000))
         self._here = process.current()
         self._closed = threading.Event()
+        self._pid = os.getpid()  # the process whose connections these are (``forked``)
         try:
             # Held for this store's life: other hosts see this process alive while it is.
             self._liveness = psycopg.connect(
@@ -213,6 +218,8 @@ class PostgresDatabase(Database):
             raise StoreError(
                 f"{self.path}: cannot connect to the PostgreSQL server ({exc})".strip(), path=self.path
             ) from None
+        fork_safety.track(self._liveness)
+        fork_safety.track_owner(self)
         try:
             self._liveness.execute("SELECT pg_advisory_lock_shared(%s)", (owner_key(self._here),))
             self._migrate(self._liveness)
@@ -233,6 +240,7 @@ class PostgresDatabase(Database):
         )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        fork_safety.track(conn)
         conn.execute(f"SET lock_timeout = {self._lock_ms}")
 
     # ------------------------------------------------------------------ schema
@@ -321,8 +329,22 @@ class PostgresDatabase(Database):
             return StoreError(f"{self.path}: the PostgreSQL server cannot be used ({text})", path=self.path)
         return StoreError(f"{self.path}: {text}", path=self.path)
 
+    @property
+    def forked(self) -> bool:
+        """True in a forked child: these connections are the parent's (module doc)."""
+        return os.getpid() != self._pid
+
+    def _not_forked(self) -> None:
+        if self.forked:
+            raise StoreError(
+                f"{self.path}: this store was opened by process {self._pid}, the parent of this forked "
+                "process; its connections are the parent's. Open a new store here",
+                path=self.path,
+            )
+
     @contextmanager
     def read(self) -> Iterator[PgConn]:
+        self._not_forked()
         current: PgConn | None = getattr(self._local, "conn", None)
         if current is not None:
             yield current
@@ -335,6 +357,7 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def write(self) -> Iterator[PgConn]:
+        self._not_forked()
         if getattr(self._local, "conn", None) is not None:
             raise StoreError(f"{self.path}: a write inside a write of the same thread", path=self.path)
         try:
@@ -366,6 +389,8 @@ class PostgresDatabase(Database):
         if self._closed.is_set():
             return
         self._closed.set()
+        if self.forked:  # the parent's connections: dropped at the fork, never ended from here
+            return
         self.pool.close()
         self._liveness.close()
 

@@ -17,7 +17,10 @@ What must hold:
 - Nothing is unpickled before both the manifest signature and the blob's HMAC verify: a tampered
   or truncated file is refused, not loaded. The key is per-user (``paths.key_path()``, 0600).
 - Writes are atomic (temp file, rename; every new payload fsynced once after all are written,
-  then the manifest written, fsynced and renamed last), files are 0600.
+  then the manifest written, fsynced and renamed last), files are 0600. On object storage
+  (``s3://``, ``gs://``, ``az://``, ``file://``; ``places.py``, ``objects.py``) there is no rename:
+  payloads are put first and the manifest last with put-if-absent, the writer lock lives in the
+  session store, and the key is never created (every host is given the same one).
 - Incremental: a value whose fingerprint matches the previous snapshot is not serialized again.
   Fingerprints cover the full content — a digest of every byte for ``bytes``, ``str`` and arrays
   up to 1 MiB, the C pickler's bytes for builtin containers — except for numpy arrays over 1 MiB

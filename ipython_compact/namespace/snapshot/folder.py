@@ -2,7 +2,9 @@
 
 Layout under one directory (``paths.snapshots_dir() / <session slug>``, mode 0700): ``blobs/``
 (payloads, see ``blobs.py``), ``manifest-<generation>.json`` (signed, see ``manifests.py``) and
-``.lock`` (see ``locking.py``).
+``.lock`` (see ``locking.py``). The same layout as objects under an object-storage URL, with the
+lock in the session store: where the files go, how the lock is held and how a manifest is
+committed is the place's (``places.py``); everything below holds for both.
 
 What must hold:
 - Many writers: a save holds the folder's exclusive lock from listing payloads to pruning, so
@@ -34,19 +36,18 @@ from typing import Any, Protocol
 
 import dill
 
-from ipython_compact.namespace.snapshot.blobs import TEMP_SUFFIX, BlobFiles, ref_file
+from ipython_compact.namespace.snapshot.blobs import ref_file
 from ipython_compact.namespace.snapshot.codec import Deadline
 from ipython_compact.namespace.snapshot.decide import QUICK_TYPES, Cached, Decision, SaveRun
-from ipython_compact.namespace.snapshot.locking import folder_lock, make_private_dirs
+from ipython_compact.namespace.snapshot.locking import WriterLocks
 from ipython_compact.namespace.snapshot.manifests import (
     MANIFEST_VERSION,
     GenerationInfo,
     Manifest,
-    ManifestReader,
     Scan,
-    generations_on_disk,
-    manifest_name,
 )
+from ipython_compact.namespace.snapshot.objects import object_scheme
+from ipython_compact.namespace.snapshot.places import FolderPlace, ObjectPlace, Place
 from ipython_compact.namespace.snapshot.reports import (
     RestoreReport,
     Skipped,
@@ -77,7 +78,7 @@ class SnapshotStore:
 
     def __init__(
         self,
-        directory: Path,
+        directory: Path | str,
         key: bytes,
         *,
         session: str | None = None,
@@ -91,14 +92,17 @@ class SnapshotStore:
         python: str | None = None,
         name_timeout: float | None = 5.0,
         lock_timeout: float = 60.0,
+        locks: WriterLocks | None = None,
     ) -> None:
         if len(key) < 16:
             raise SnapshotError("signing key must be at least 16 bytes")
         if generations < 1:
             raise SnapshotError(f"generations must be at least 1, got {generations}")
-        self.directory = Path(directory)
-        self.blobs = self.directory / "blobs"
-        self.session = session if session is not None else self.directory.name
+        url = directory if isinstance(directory, str) and object_scheme(directory) else None
+        # ``directory``: the local folder; None when the snapshots are objects at ``url``
+        self.directory = None if url is not None else Path(directory)
+        self.blobs = None if self.directory is None else self.directory / "blobs"
+        self.session = session if session is not None else str(directory).rstrip("/").rsplit("/", 1)[-1]
         self.process = process or PROCESS_ID
         self.ledger = ledger
         self._key = key
@@ -129,18 +133,22 @@ class SnapshotStore:
         self._in_operation = False
         self._lock = threading.Lock()
         self.pid = os.getpid()
-        make_private_dirs(self.directory, root)
-        make_private_dirs(self.blobs, self.directory)
-        self._files = BlobFiles(self.blobs, key, durable=durable)
-        self._manifests = ManifestReader(self.directory, key, self.session)
+        self._place: Place = (
+            ObjectPlace(url, key, self.session, locks=locks)
+            if url is not None
+            else FolderPlace(Path(directory), key, self.session, root=root, durable=durable)
+        )
+        self.location = self._place.location  # the folder, or the URL of the objects
+        self._files = self._place.files
+        self._manifests = self._place.manifests
 
     # ------------------------------------------------------------------ manifests
     def manifests(self) -> list[int]:
-        """Generation numbers of the files on disk (valid or not), oldest first."""
-        return generations_on_disk(self.directory)
+        """Generation numbers of the manifests present (valid or not), oldest first."""
+        return self._place.generations()
 
-    def _manifest_path(self, generation: int) -> Path:
-        return self.directory / manifest_name(generation)
+    def _manifest_path(self, generation: int) -> str:
+        return self._place.manifest_location(generation)
 
     def read_manifest(self, generation: int) -> dict[str, Any]:
         """The verified manifest of one generation; SnapshotError saying why it cannot be used."""
@@ -213,7 +221,7 @@ class SnapshotStore:
 
     def generations_info(self) -> list[GenerationInfo]:
         """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
-        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout), self._fresh():
+        with self._lock, self._place.lock(shared=True, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             self._files.refresh()
         rows: dict[int, GenerationInfo] = {}
@@ -263,10 +271,10 @@ class SnapshotStore:
             raise SnapshotError(f"verify must be one of {', '.join(map(repr, VERIFY_MODES))}, got {verify!r}")
         with (
             self._lock,
-            folder_lock(self.directory, timeout=0.0 if automatic else self.lock_timeout),
+            self._place.lock(shared=False, timeout=0.0 if automatic else self.lock_timeout),
             self._fresh(),
         ):
-            self._remove_stale_temps()
+            self._place.remove_stale()
             return self._save(
                 list(items),
                 full=full,
@@ -275,13 +283,6 @@ class SnapshotStore:
                 verify=verify,
                 automatic=automatic,
             )
-
-    def _remove_stale_temps(self) -> None:
-        for d in (self.directory, self.blobs):
-            for name in os.listdir(d):
-                if name.startswith(".") and name.endswith(TEMP_SUFFIX):
-                    with contextlib.suppress(OSError):
-                        os.unlink(d / name)
 
     def automatic_verification(self, mode: str, every: int) -> str:
         """The ``verify`` mode for the next automatic snapshot under ``mode`` and ``full_verify_every``.
@@ -421,7 +422,7 @@ class SnapshotStore:
         wrote_payloads = bool(self._files.unsynced)
         self._files.sync_new()
         if wrote_payloads:
-            self._files.fsync_dir(self.blobs)
+            self._place.payloads_written()
         same = (
             self._same_as_newest(entries, skipped, "sampled" if trusted else "full")
             if automatic and not wrote_payloads
@@ -579,13 +580,10 @@ class SnapshotStore:
                 new_cache[d.name] = Cached(fp, ref, len(body), d.entry["format"], d.entry["code"])
         return offset
 
-    def _write_manifest(self, generation: int, manifest: dict[str, Any]) -> tuple[Path, str]:
+    def _write_manifest(self, generation: int, manifest: dict[str, Any]) -> tuple[str, str]:
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
         doc = ('{"hmac":"' + sign_text(self._key, text) + '","manifest":' + text + "}").encode()
-        final = self._manifest_path(generation)
-        tmp, _ = self._files.write_temp(self.directory, [doc], False)
-        os.replace(tmp, final)
-        self._files.fsync_dir(self.directory)
+        final = self._place.commit_manifest(generation, doc)  # the commit: every payload is in place
         self._high = max(self._high, generation)
         digest = hashlib.sha256(doc).hexdigest()
         if self.ledger is not None:
@@ -607,8 +605,7 @@ class SnapshotStore:
                 keep.add(work[-1].generation)
         for m in scan.valid:
             if m.generation not in keep:
-                with contextlib.suppress(OSError):
-                    self._manifest_path(m.generation).unlink()
+                self._place.delete_manifest(m.generation)
         refs = {ref_file(e["ref"]) for m in scan.valid if m.generation in keep for e in m.names.values()}
         if self._small_index is not None:
             self._small_index = {m: r for m, r in self._small_index.items() if f"{r['pack']}.pack" in refs}
@@ -617,7 +614,7 @@ class SnapshotStore:
     def discard(self, generation: int) -> list[int]:
         """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations
         removed."""
-        with self._lock, folder_lock(self.directory, timeout=self.lock_timeout), self._fresh():
+        with self._lock, self._place.lock(shared=False, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             target = scan.by_generation().get(generation)
             if target is None:
@@ -631,8 +628,7 @@ class SnapshotStore:
                 )
             gone = [m.generation for m in scan.valid if m.process == target.process]
             for gen in gone:
-                with contextlib.suppress(OSError):
-                    self._manifest_path(gen).unlink()
+                self._place.delete_manifest(gen)
                 if self.ledger is not None:  # so their absence is not taken for a rolled-back folder
                     with contextlib.suppress(Exception):
                         self.ledger.record(gen, DISCARDED)
@@ -656,7 +652,7 @@ class SnapshotStore:
         With ``namespace`` each value is bound as soon as it loads, so later values whose
         ``__setstate__``/``__reduce__`` need a restored global find it (``restore.py``).
         """
-        with self._lock, folder_lock(self.directory, shared=True, timeout=self.lock_timeout), self._fresh():
+        with self._lock, self._place.lock(shared=True, timeout=self.lock_timeout), self._fresh():
             scan = self._scan()
             self._start(scan)
             values, report, chosen = choose_and_load(

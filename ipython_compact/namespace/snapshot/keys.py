@@ -52,6 +52,20 @@ def _read_existing(path: Path) -> bytes:
     return key
 
 
+def load_shared_key(path: Path, where: str) -> bytes:
+    """The key at ``path`` for snapshots at ``where`` (object storage): read, never created.
+
+    Why never created: a host that made its own key would sign snapshots no other host can verify,
+    and would refuse every snapshot the others wrote. The key is never stored beside the data."""
+    if not os.path.lexists(path):
+        raise SnapshotError(
+            f"snapshots on {where} need the signing key every host shares, and {path} does not exist. "
+            f"Give each host the same 32-byte key file (0600) and point IPYTHON_COMPACT_KEY_FILE at it; "
+            f"make one with: head -c 32 /dev/urandom > key && chmod 600 key (docs/team.md)"
+        )
+    return _read_existing(path)
+
+
 def load_or_create_key(path: Path) -> bytes:
     """The key at ``path``, created atomically when missing; SnapshotError when it is unsafe or damaged."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -20,9 +20,10 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from ipython_compact.namespace.snapshot.reports import SnapshotError
 
@@ -31,10 +32,28 @@ class SnapshotLockBusy(SnapshotError):
     """Another process holds the folder's lock and the caller chose not to wait (``timeout=0``)."""
 
 
+class WriterLocks(Protocol):
+    """Where the writer lock of snapshots on object storage lives: the session store (an object
+    store has no ``flock``). ``hold`` behaves as ``folder_lock``: exclusive or shared, bounded
+    waiting (``TimeoutError`` after ``timeout``, at once with 0), released when its holder dies; it
+    yields a check that says whether the lock is still held (a dropped connection loses it)."""
+
+    def hold(
+        self, name: str, *, shared: bool = False, timeout: float = 60.0
+    ) -> AbstractContextManager[Callable[[], bool]]: ...
+
+
 @contextmanager
 def folder_lock(directory: Path, *, shared: bool = False, timeout: float = 60.0) -> Iterator[None]:
     """Hold the folder's lock (exclusive for writers, shared for readers) for the ``with`` body."""
-    path = directory / ".lock"
+    with file_lock(directory / ".lock", str(directory), shared=shared, timeout=timeout):
+        yield
+
+
+@contextmanager
+def file_lock(path: Path, what: str, *, shared: bool = False, timeout: float = 60.0) -> Iterator[None]:
+    """``flock`` on ``path`` (created 0600, never through a link); ``what`` names the snapshots it guards."""
+    directory = what
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:

@@ -45,8 +45,13 @@ def manifest_name(generation: int) -> str:
 
 def generations_on_disk(directory: Path) -> list[int]:
     """Generation numbers of every file named like a manifest (valid or not), oldest first."""
+    return generations_named(os.listdir(directory))
+
+
+def generations_named(names: list[str]) -> list[int]:
+    """Generation numbers of the names that look like manifests, oldest first."""
     gens = []
-    for name in os.listdir(directory):
+    for name in names:
         if name.startswith(PREFIX) and name.endswith(".json"):
             try:
                 gens.append(int(name[len(PREFIX) : -5]))
@@ -138,6 +143,10 @@ class ManifestReader:
         self.session = session
         self._cache: dict[int, tuple[tuple[int, int, int], Manifest | Invalid]] = {}
 
+    def generations(self) -> list[int]:
+        """Generation numbers of every manifest present (valid or not), oldest first."""
+        return generations_on_disk(self.directory)
+
     def read(self, generation: int) -> Manifest:
         """The verified manifest of ``generation``; SnapshotError saying why it cannot be used."""
         got = self._read_cached(generation)
@@ -216,7 +225,7 @@ class ManifestReader:
         """Every manifest on disk; with ``recorded`` (the session log's digests) also the substitution
         check."""
         out = Scan()
-        gens = generations_on_disk(self.directory)
+        gens = self.generations()
         self._cache = {g: v for g, v in self._cache.items() if g in gens}
         for gen in gens:
             got = self._read_cached(gen)
