@@ -13,10 +13,15 @@ appends a user and an assistant message (one ``append_many``, acknowledged to a 
 it returns); every 6th turn it compacts (``live_begin``, an ``append`` of a compaction with
 ``expect_leaf`` — the compare and swap — and ``live_end``; losing the race is counted, not an
 error); every 4th turn it recalls (``search`` for a word of an earlier turn). Halfway through,
+every 8th turn it snapshots a small namespace (a signed generation: on PostgreSQL to
+an S3 bucket on moto's server, started here, with the writer lock in the log; on SQLite to a local
+folder), acknowledged with its generation number. Halfway through,
 ``--kills`` agents are killed with SIGKILL inside a compaction (after ``live_begin``, as if the
 summarizer call hung), leaving work in flight that the survivors must settle. Afterwards every
 session's live status is read (settling orphans), then each session is checked: every
-acknowledged entry is in the log, no turn is stored twice, ``verify`` passes.
+acknowledged entry is in the log, no turn is stored twice, ``verify`` passes; no two acknowledged
+snapshots of a session share a generation, and the session's newest generation restores (from the
+checking process, another "host") to exactly what its writer acknowledged.
 
 The PostgreSQL server is started by the benchmark (``tests/postgres_server.py``: initdb in a
 temporary folder, a unix socket, fsync off — the same for both engines' durability is not what is
@@ -39,15 +44,47 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # postgres_server: the tests' own server starter
+sys.path.insert(0, str(HERE.parent / "tests"))  # postgres_server, s3_server: the tests' own starters
 
 
-def worker(location: str, host: str, session: str, agent: str, ack_path: str) -> None:
-    """One agent: turns, compactions and recalls until ``deadline`` (see the module text)."""
+class LogDigests:
+    """The snapshot ledger in the session log (as the kernel's ``LogLedger``, without its journal):
+    ``record`` runs under the snapshot writer lock, so its read-modify-write is not raced."""
+
+    KEY = "snapshot_digests"
+
+    def __init__(self, store: Any, session: str) -> None:
+        self.store, self.session = store, session
+
+    def record(self, generation: int, digest: str) -> None:
+        known = dict(self.store.status_get(self.session, self.KEY, {}) or {})
+        known[str(generation)] = digest
+        self.store.status_set(self.session, self.KEY, known)
+
+    def recorded(self) -> dict[int, str]:
+        return {int(g): str(d) for g, d in (self.store.status_get(self.session, self.KEY, {}) or {}).items()}
+
+
+def snapshots_for(location: str, snapshots: str, session: str, store: Any) -> Any:
+    """One session's snapshot store: a bucket URL (writer lock in the log) or a local folder."""
+    from ipython_compact.namespace.snapshot import SnapshotStore
+    from ipython_compact.store.writer_locks import writer_locks
+
+    key = bytes.fromhex(os.environ["BENCH_SNAPSHOT_KEY"])
+    ledger = LogDigests(store, session)
+    if "://" in snapshots:
+        where = f"{snapshots}/{session}"
+        return SnapshotStore(where, key, session=session, locks=writer_locks(location), ledger=ledger)
+    return SnapshotStore(Path(snapshots) / session, key, session=session, ledger=ledger)
+
+
+def worker(location: str, snapshots: str, host: str, session: str, agent: str, ack_path: str) -> None:
+    """One agent: turns, compactions, recalls and snapshots until ``deadline`` (module text)."""
     from ipython_compact.store import process
 
     process.host_id = lambda: host  # type: ignore[assignment]  # posing as another machine
@@ -55,10 +92,11 @@ def worker(location: str, host: str, session: str, agent: str, ack_path: str) ->
 
     store = SessionStore(location, busy_timeout=60)
     store.ensure_session(session)
+    snaps = snapshots_for(location, snapshots, session, store)
     print("ready", flush=True)
     deadline = float(sys.stdin.readline())  # sent when every agent is ready
-    lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": []}
-    counts = {"turns": 0, "compactions": 0, "races_lost": 0, "recalls": 0, "recall_hits": 0}
+    lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": [], "snapshot": []}
+    counts = {"turns": 0, "compactions": 0, "races_lost": 0, "recalls": 0, "recall_hits": 0, "snapshots": 0}
     with open(ack_path, "a", encoding="utf-8") as ack:
         turn = 0
         while time.time() < deadline:
@@ -117,6 +155,14 @@ def worker(location: str, host: str, session: str, agent: str, ack_path: str) ->
                 lat["recall"].append(time.perf_counter() - t0)
                 counts["recalls"] += 1
                 counts["recall_hits"] += bool(hits)
+            if turn % 8 == 7:
+                t0 = time.perf_counter()
+                payload = {"agent": agent, "turn": turn}
+                report = snaps.save([("state", payload), ("blob", os.urandom(16384))])
+                lat["snapshot"].append(time.perf_counter() - t0)
+                counts["snapshots"] += 1
+                ack.write(json.dumps({"snapshot": report.generation, **payload}) + "\n")
+                ack.flush()
             turn += 1
     store.close()
     print(json.dumps({"latency": lat, **counts}), flush=True)
@@ -130,7 +176,14 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def run(
-    engine: str, location: str, agents: int, hosts: int, duration: float, kills: int, folder: Path
+    engine: str,
+    location: str,
+    snapshots: str,
+    agents: int,
+    hosts: int,
+    duration: float,
+    kills: int,
+    folder: Path,
 ) -> dict[str, Any]:
     from ipython_compact.store import SessionStore
 
@@ -145,7 +198,17 @@ def run(
         procs.append(
             (
                 subprocess.Popen(
-                    [sys.executable, __file__, "--worker", location, host, session, f"a{i}", str(ack)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        location,
+                        snapshots,
+                        host,
+                        session,
+                        f"a{i}",
+                        str(ack),
+                    ],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -176,8 +239,8 @@ def run(
             while not Path(str(ack) + ".held").exists() and proc.poll() is None:
                 time.sleep(0.01)  # its next compaction is at most six turns away
             os.kill(proc.pid, signal.SIGKILL)
-    lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": []}
-    totals = {"turns": 0, "compactions": 0, "races_lost": 0, "recalls": 0, "recall_hits": 0}
+    lat: dict[str, list[float]] = {"append": [], "compact": [], "recall": [], "snapshot": []}
+    totals = {"turns": 0, "compactions": 0, "races_lost": 0, "recalls": 0, "recall_hits": 0, "snapshots": 0}
     failures = []
     for p, _, _ in procs:
         out, err = p.communicate(timeout=duration + 300)
@@ -196,13 +259,32 @@ def run(
     settled = 0
     with SessionStore(location, busy_timeout=60) as store:
         acked: dict[str, set[str]] = {}
+        snaps_acked: dict[str, list[dict[str, Any]]] = {}
         for _, session, ack in procs:
             ids = acked.setdefault(session, set())
+            saved = snaps_acked.setdefault(session, [])
             if ack.exists():
                 for line in ack.read_text().splitlines():
                     # a line cut by the kill: that append may or may not have landed
                     with contextlib.suppress(ValueError):
-                        ids.update(json.loads(line)["ids"])
+                        record = json.loads(line)
+                        if "snapshot" in record:
+                            saved.append(record)
+                        else:
+                            ids.update(record["ids"])
+        snapshot_clashes = snapshot_mismatches = 0
+        for session, saved in snaps_acked.items():
+            generations = [r["snapshot"] for r in saved]
+            snapshot_clashes += len(generations) - len(set(generations))
+            if not saved:
+                continue
+            newest = max(saved, key=lambda r: r["snapshot"])
+            values, restored = snapshots_for(location, snapshots, session, store).load()
+            state = values.get("state")
+            snapshot_mismatches += restored.generation != newest["snapshot"] or state != {
+                "agent": newest["agent"],
+                "turn": newest["turn"],
+            }
         entries_total = compactions_total = 0
         for session, ids in acked.items():
             store.live_status(session)  # settles compactions whose owner was killed (if no agent did yet)
@@ -240,6 +322,10 @@ def run(
         "append_ms": {"p50": _pct(lat["append"], 0.5), "p99": _pct(lat["append"], 0.99)},
         "compact_ms": {"p50": _pct(lat["compact"], 0.5), "p99": _pct(lat["compact"], 0.99)},
         "recall_ms": {"p50": _pct(lat["recall"], 0.5), "p99": _pct(lat["recall"], 0.99)},
+        "snapshots": totals["snapshots"],
+        "snapshot_ms": {"p50": _pct(lat["snapshot"], 0.5), "p99": _pct(lat["snapshot"], 0.99)},
+        "snapshot_generation_clashes": snapshot_clashes,
+        "snapshot_restore_mismatches": snapshot_mismatches,
         "lost": lost,
         "duplicated": duplicated,
         "verify_ok": report.ok,
@@ -249,10 +335,24 @@ def run(
     }
 
 
+@contextlib.contextmanager
+def _bucket() -> Iterator[str]:
+    """An S3 bucket on moto's standalone server on 127.0.0.1 (the tests' starter), for the agents'
+    snapshots on PostgreSQL; the agents reach it through the ``AWS_*`` variables they inherit."""
+    from s3_server import Server
+
+    server = Server()
+    try:
+        os.environ.update(server.env())
+        yield f"s3://{server.fresh_bucket()}/snapshots"
+    finally:
+        server.stop()
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        location, host, session, agent, ack = sys.argv[2:7]
-        worker(location, host, session, agent, ack)
+        location, snapshots, host, session, agent, ack = sys.argv[2:8]
+        worker(location, snapshots, host, session, agent, ack)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=16)
@@ -262,7 +362,8 @@ def main() -> int:
     parser.add_argument("--engines", default="postgresql,sqlite")
     args = parser.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
+    os.environ.setdefault("BENCH_SNAPSHOT_KEY", os.urandom(32).hex())
+    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp, _bucket() as bucket:
         folder = Path(tmp)
         for engine in args.engines.split(","):
             if engine == "postgresql":
@@ -278,14 +379,21 @@ def main() -> int:
                 try:
                     url = server.url()
                     results.append(
-                        run(engine, url, args.agents, args.hosts, args.duration, args.kills, folder)
+                        run(engine, url, bucket, args.agents, args.hosts, args.duration, args.kills, folder)
                     )
                 finally:
                     server.stop()
             else:
                 results.append(
                     run(
-                        engine, str(folder / "sessions.db"), args.agents, 1, args.duration, args.kills, folder
+                        engine,
+                        str(folder / "sessions.db"),
+                        str(folder / "snapshots"),
+                        args.agents,
+                        1,
+                        args.duration,
+                        args.kills,
+                        folder,
                     )
                 )
             print(json.dumps(results[-1]), file=sys.stderr)
@@ -303,7 +411,16 @@ def main() -> int:
             indent=2,
         )
     )
-    bad = [r for r in results if r["lost"] or r["duplicated"] or not r["verify_ok"] or r["left_in_flight"]]
+    bad = [
+        r
+        for r in results
+        if r["lost"]
+        or r["duplicated"]
+        or not r["verify_ok"]
+        or r["left_in_flight"]
+        or r["snapshot_generation_clashes"]
+        or r["snapshot_restore_mismatches"]
+    ]
     return 1 if bad else 0
 
 
