@@ -15,7 +15,12 @@ $(VENV)/bin/python:
 # npm is skipped here: the JupyterLab extension is built by the rules below, from the lock file.
 # An editable install does not place shared-data, so the jupyter_server config the wheel ships
 # (etc/jupyter/jupyter_server_config.d/ipython_compact.json) is linked into the venv here.
+# A reinstall must not write through the link `jupyter-builder develop` made (share/.../ipython-compact
+# -> ipython_compact/labextension): the wheel's install.json would land in the build folder and be
+# packed twice. The link is removed first; the rule below makes it again.
 $(VENV)/.installed: $(VENV)/bin/python pyproject.toml jupyter-config/jupyter_server_config.d/ipython_compact.json
+	if [ -L $(VENV)/share/jupyter/labextensions/ipython-compact ]; then rm $(VENV)/share/jupyter/labextensions/ipython-compact; fi
+	rm -f ipython_compact/labextension/install.json
 	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PY) -m pip install --quiet -e '.[dev]'
 	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
 	ln -sf $(abspath jupyter-config/jupyter_server_config.d/ipython_compact.json) $(VENV)/etc/jupyter/jupyter_server_config.d/ipython_compact.json
