@@ -57,6 +57,7 @@ from ipython_compact.namespace.snapshot.reports import (
 )
 from ipython_compact.namespace.snapshot.restore import choose_and_load
 from ipython_compact.namespace.snapshot.signing import sign_text
+from ipython_compact.namespace.snapshot.unchanged import LaneHit, UnchangedLane
 
 # how a large value that looks unchanged is proven so (see the package doc)
 VERIFY_MODES = ("sampled", "full")
@@ -119,6 +120,7 @@ class SnapshotStore:
         # from a forked child (identities do not cross a pipe); ``adopt_seen`` rebuilds it.
         self._seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         self._seen_refs: set[str] = set()  # the payload files the quick lane's entries point at
+        self._lane: UnchangedLane | None = None  # what the last per-name save saw (``unchanged.py``)
         # The entries of the generation this store last wrote or matched (``_names_equal``).
         self._last_entries: dict[str, dict[str, Any]] = {}
         self._last_generation: int | None = None
@@ -382,7 +384,20 @@ class SnapshotStore:
                 deadline=deadline,
             )
             cap = self.max_total_bytes
-            for name, value in items:
+            hit = (
+                None
+                if full or self._lane is None
+                else self._lane.match(items, skip, self._files.present, deadline)
+            )
+            if hit is not None:  # the small unchanged names, proved so in a few batched passes
+                if hit.others:
+                    entries.update(hit.entries)
+                    new_cache.update(hit.cache)
+                    new_seen.update(hit.seen)
+                else:  # nothing else to decide: the lane's own dicts (no save mutates them)
+                    entries, new_cache, new_seen = hit.entries, hit.cache, hit.seen
+                run.total = hit.total
+            for name, value in items if hit is None else hit.others:
                 known = seen_get(name)
                 if known is not None and known[0] is value and run.total + known[2].size <= cap:
                     entries[name] = known[1]
@@ -412,6 +427,8 @@ class SnapshotStore:
                 if d.small is not None:
                     small.append(d)
         written += self._write_pack(small, known_small, new_cache)
+        if hit is not None:  # the report lists names in the namespace's order
+            saved, unchanged = self._lane_order(hit, saved), self._lane_order(hit, unchanged)
         # Files the quick lane's entries need: a superset is only stricter (a pruned one turns the
         # lane off for one save, which then rebuilds the set exactly).
         seen_refs = set(self._seen_refs) if new_seen else set()
@@ -428,6 +445,9 @@ class SnapshotStore:
             if automatic and not wrote_payloads
             else None
         )
+        if hit is None:
+            with Deadline(self.name_timeout) as deadline:
+                self._lane = UnchangedLane.build(items, skip, entries, new_cache, new_seen, deadline)
         if same is not None:  # nothing changed since this process's newest snapshot: no new generation
             self._cache, self._seen, self._seen_refs = new_cache, new_seen, seen_refs
             self._last_entries, self._last_generation = entries, same.generation
@@ -498,6 +518,14 @@ class SnapshotStore:
             digest,
         )
 
+    def _lane_order(self, hit: LaneHit, decided: list[str]) -> list[str]:
+        """The lane's names and the per-name ``decided`` ones, in the namespace's order."""
+        assert self._lane is not None
+        if not hit.others:  # every name took the lane
+            return list(self._lane.names)
+        also = set(decided)
+        return [n for n in self._lane.names if n in hit.entries or n in also]
+
     def seen_names(self) -> list[str]:
         """The names the quick lane would take (a forked child sends these back to its kernel)."""
         return list(self._seen)
@@ -532,6 +560,8 @@ class SnapshotStore:
         last = self._last_entries if self._last_generation == newest.generation else None
         if last is None:
             return bool(names == entries)
+        if entries is last or entries == last:  # C-level: reused entries are the very objects written
+            return True
         last_get, names_get = last.get, names.get
         for name, entry in entries.items():
             if entry is not last_get(name) and entry != names_get(name):
