@@ -170,3 +170,44 @@ def test_a_full_save_decides_every_name_again(tmp_path: Path, monkeypatch: pytes
     store.save(ns.items(), full=True)
     assert decided == list(ns)
     assert _restored(tmp_path) == ns
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_childs_lane_reaches_the_kernel_and_the_next_child_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Automatic snapshots are written by a forked child: the lane it builds must reach the kernel
+    (rebuilt there from the kernel's own objects at the fork), so the next child starts with it."""
+    from ipython_compact.namespace.snapshot.background import BackgroundSave
+
+    ns = _namespace()
+    decided = tmp_path / "decided.txt"  # written by the children: the parent reads what they decided
+    real = SaveRun.decide
+
+    def counting(self: SaveRun, name: Any, value: Any) -> Any:
+        with decided.open("a") as out:
+            out.write(f"{name}\n")
+        return real(self, name, value)
+
+    monkeypatch.setattr(SaveRun, "decide", counting)
+    store = _store(tmp_path)
+
+    def background() -> Any:
+        job = BackgroundSave(
+            store, lambda: list(ns.items()), verify="sampled", timestamp="t", objects=lambda: ns
+        )
+        assert job.wait(120) and job.error is None and job.report is not None
+        return job.report
+
+    background()
+    lane = store.portable_lane()
+    assert lane is not None and lane.names == list(ns) and lane.other_at == ()
+    decided.write_text("")
+    again = background()
+    assert decided.read_text() == "" and sorted(again.unchanged) == sorted(ns)
+    ns["v003"].append(99)  # in place, in the kernel, after the fork
+    ns["v000"] = False
+    edited = background()
+    assert sorted(set(ns) - set(edited.unchanged)) == ["v000", "v003"]
+    values = _restored(tmp_path)
+    assert values == ns and _types(values) == _types(ns)

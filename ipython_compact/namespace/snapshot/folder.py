@@ -57,7 +57,7 @@ from ipython_compact.namespace.snapshot.reports import (
 )
 from ipython_compact.namespace.snapshot.restore import choose_and_load
 from ipython_compact.namespace.snapshot.signing import sign_text
-from ipython_compact.namespace.snapshot.unchanged import LaneHit, UnchangedLane
+from ipython_compact.namespace.snapshot.unchanged import LaneHit, PortableLane, UnchangedLane
 
 # how a large value that looks unchanged is proven so (see the package doc)
 VERIFY_MODES = ("sampled", "full")
@@ -121,6 +121,7 @@ class SnapshotStore:
         self._seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         self._seen_refs: set[str] = set()  # the payload files the quick lane's entries point at
         self._lane: UnchangedLane | None = None  # what the last per-name save saw (``unchanged.py``)
+        self.lane_builds = 0  # how many times a save rebuilt it (a forked child sends only a new one)
         # The entries of the generation this store last wrote or matched (``_names_equal``).
         self._last_entries: dict[str, dict[str, Any]] = {}
         self._last_generation: int | None = None
@@ -448,6 +449,7 @@ class SnapshotStore:
         if hit is None:
             with Deadline(self.name_timeout) as deadline:
                 self._lane = UnchangedLane.build(items, skip, entries, new_cache, new_seen, deadline)
+                self.lane_builds += 1
         if same is not None:  # nothing changed since this process's newest snapshot: no new generation
             self._cache, self._seen, self._seen_refs = new_cache, new_seen, seen_refs
             self._last_entries, self._last_generation = entries, same.generation
@@ -530,10 +532,18 @@ class SnapshotStore:
         """The names the quick lane would take (a forked child sends these back to its kernel)."""
         return list(self._seen)
 
-    def adopt_seen(self, objects: Mapping[str, Any], names: Iterable[str]) -> None:
+    def portable_lane(self) -> PortableLane | None:
+        """The whole-namespace lane without its objects (a forked child sends it to its kernel)."""
+        return None if self._lane is None else self._lane.portable()
+
+    def adopt_seen(
+        self, objects: Mapping[str, Any], names: Iterable[str], lane: PortableLane | None = None
+    ) -> None:
         """Rebuild the quick lane in the kernel after a forked child saved: ``objects`` are the
         kernel's bindings at the fork (the child saw these very objects), ``names`` the child's
-        quick-lane names; each entry is rebuilt from the adopted cache (call with the state lock)."""
+        quick-lane names; each entry is rebuilt from the adopted cache (call with the state lock).
+        With the child's ``lane`` (``unchanged.py``), the whole-namespace lane too; without it the
+        kernel keeps its own (a lane stays correct however old: every match is checked)."""
         seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         for name in names:
             cached = self._cache.get(name)
@@ -549,6 +559,8 @@ class SnapshotStore:
             }
             seen[name] = (value, entry, cached)
         self._seen, self._seen_refs = seen, {ref_file(cached.ref) for _, _, cached in seen.values()}
+        if lane is not None:
+            self._lane = UnchangedLane.adopted(lane, objects, self._cache, seen)
 
     def _names_equal(self, newest: Manifest, entries: dict[str, dict[str, Any]]) -> bool:
         """``newest.names == entries``, where an entry that is the very object this store wrote into

@@ -68,22 +68,99 @@ class LaneHit:
     others: list[tuple[str, Any]]  # the names the per-name path must decide, in order
 
 
+@dataclass(frozen=True)
+class PortableLane:
+    """A lane without the objects it holds, for a forked child to send to its kernel
+    (``UnchangedLane.adopted`` finds the objects again among the kernel's bindings at the fork)."""
+
+    names: list[str]
+    skip: dict[str, str]
+    immutable_at: tuple[int, ...]
+    container_at: tuple[int, ...]
+    other_at: tuple[int, ...]
+    containers: bytes | None
+
+
 @dataclass
 class UnchangedLane:
     """What one save saw, for the next save to compare with (built by ``build``)."""
 
     names: list[str]
     skip: dict[str, str]
-    immutable_items: Any  # the (name, value) pairs at the immutables' positions (``_getter``)
+    immutable_at: tuple[int, ...]
     immutables: tuple[Any, ...]  # held: their identities must stay unique
-    container_items: Any  # the pairs at the containers' positions
+    container_at: tuple[int, ...]
     containers: bytes | None  # the C pickler's bytes of those containers, in order
-    other_items: Any  # the pairs at the other names' positions
+    other_at: tuple[int, ...]
     entries: dict[str, dict[str, Any]]
     cache: dict[str, Cached]
     seen: dict[str, tuple[Any, dict[str, Any], Cached]]
     total: int
-    refs: frozenset[str]
+    refs: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.refs = frozenset(ref_file(e["ref"]) for e in self.entries.values())
+        self._immutable_items = _getter(self.immutable_at)  # C-level picks, built once
+        self._container_items = _getter(self.container_at)
+        self._other_items = _getter(self.other_at)
+
+    def portable(self) -> PortableLane:
+        return PortableLane(
+            self.names, self.skip, self.immutable_at, self.container_at, self.other_at, self.containers
+        )
+
+    @classmethod
+    def adopted(
+        cls,
+        lane: PortableLane,
+        objects: Mapping[str, Any],
+        cache: Mapping[str, Cached],
+        seen: Mapping[str, tuple[Any, dict[str, Any], Cached]],
+    ) -> UnchangedLane | None:
+        """A forked child's lane in its kernel: ``objects`` are the kernel's bindings at the fork
+        (the very objects the child saved), ``cache`` and ``seen`` what the kernel adopted from the
+        child; None when any name the lane needs is missing from them."""
+        names = lane.names
+        entries: dict[str, dict[str, Any]] = {}
+        lane_cache: dict[str, Cached] = {}
+        lane_seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
+        immutables = []
+        total = 0
+        for i in lane.immutable_at:
+            row = seen.get(names[i])
+            if row is None:
+                return None
+            lane_seen[names[i]] = row
+            entries[names[i]], lane_cache[names[i]] = row[1], row[2]
+            immutables.append(row[0])
+            total += row[2].size
+        for i in lane.container_at:
+            name = names[i]
+            hit = cache.get(name)
+            if hit is None or name not in objects:
+                return None
+            entries[name] = {
+                "ref": hit.ref,
+                "bytes": hit.size,
+                "format": hit.fmt,
+                "code": hit.code,
+                "type": type(objects[name]).__qualname__,
+            }
+            lane_cache[name] = hit
+            total += hit.size
+        return cls(
+            list(names),
+            dict(lane.skip),
+            lane.immutable_at,
+            tuple(immutables),
+            lane.container_at,
+            lane.containers,
+            lane.other_at,
+            entries,
+            lane_cache,
+            lane_seen,
+            total,
+        )
 
     @classmethod
     def build(
@@ -128,29 +205,27 @@ class UnchangedLane:
             other_at.append(i)
         if len(set(map(_NAME, items))) != len(items):
             return None  # a name listed twice: the per-name path decides which binding wins
-        containers_of, containers = _getter(tuple(container_at)), None
+        containers = None
         if container_at:
             try:
                 with deadline.limit():
-                    containers = _containers_bytes(tuple(map(_VALUE, containers_of(items))))
+                    containers = _containers_bytes(tuple(map(_VALUE, _getter(tuple(container_at))(items))))
             except SerializeTimeout:
                 return None
             if containers is None:
                 return None
-        immutables_of = _getter(tuple(immutable_at))
         return cls(
             list(map(_NAME, items)),
             dict(skip),
-            immutables_of,
-            tuple(map(_VALUE, immutables_of(items))),
-            containers_of,
+            tuple(immutable_at),
+            tuple(map(_VALUE, _getter(tuple(immutable_at))(items))),
+            tuple(container_at),
             containers,
-            _getter(tuple(other_at)),
+            tuple(other_at),
             lane_entries,
             lane_cache,
             lane_seen,
             total,
-            frozenset(ref_file(e["ref"]) for e in lane_entries.values()),
         )
 
     def match(
@@ -165,14 +240,14 @@ class UnchangedLane:
             return None
         if list(map(_NAME, items)) != self.names:
             return None
-        if not all(map(operator.is_, map(_VALUE, self.immutable_items(items)), self.immutables)):
+        if not all(map(operator.is_, map(_VALUE, self._immutable_items(items)), self.immutables)):
             return None
         if self.containers is not None:
             try:
                 with deadline.limit():
-                    now = _containers_bytes(tuple(map(_VALUE, self.container_items(items))))
+                    now = _containers_bytes(tuple(map(_VALUE, self._container_items(items))))
             except SerializeTimeout:
                 return None
             if now is None or now != self.containers:
                 return None
-        return LaneHit(self.entries, self.cache, self.seen, self.total, list(self.other_items(items)))
+        return LaneHit(self.entries, self.cache, self.seen, self.total, list(self._other_items(items)))
