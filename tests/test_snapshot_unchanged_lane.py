@@ -211,3 +211,13 @@ def test_a_forked_childs_lane_reaches_the_kernel_and_the_next_child_takes_it(
     assert sorted(set(ns) - set(edited.unchanged)) == ["v000", "v003"]
     values = _restored(tmp_path)
     assert values == ns and _types(values) == _types(ns)
+
+
+def test_an_odd_name_is_skipped_as_before_and_turns_no_save_into_an_error(tmp_path: Path) -> None:
+    items: list[tuple[Any, Any]] = [("a", 1), (["not", "hashable"], 2), (3, "three"), ("b", [1, 2])]
+    store = _store(tmp_path)
+    for _ in range(3):  # the first builds no lane; the others go the per-name way again
+        report = store.save(items, automatic=True)
+        assert report.saved == ["a", "b"]
+        assert sorted(s.reason for s in report.skipped) == ["not a string name", "not a string name"]
+    assert _restored(tmp_path) == {"a": 1, "b": [1, 2]}

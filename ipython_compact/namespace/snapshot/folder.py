@@ -399,7 +399,7 @@ class SnapshotStore:
                     entries, new_cache, new_seen = hit.entries, hit.cache, hit.seen
                 run.total = hit.total
             for name, value in items if hit is None else hit.others:
-                known = seen_get(name)
+                known = seen_get(name) if type(name) is str else None  # decide() skips other names
                 if known is not None and known[0] is value and run.total + known[2].size <= cap:
                     entries[name] = known[1]
                     saved.append(name)
@@ -408,7 +408,7 @@ class SnapshotStore:
                     new_cache[name] = known[2]
                     run.total += known[2].size
                     continue
-                if type(value) in QUICK_TYPES:
+                if type(value) in QUICK_TYPES and type(name) is str:
                     fresh.append((name, value))
                 d = run.decide(name, value)
                 if d.skipped is not None:

@@ -172,7 +172,25 @@ class UnchangedLane:
         seen: Mapping[str, tuple[Any, dict[str, Any], Cached]],
         deadline: Deadline,
     ) -> UnchangedLane | None:
-        """The lane for the next save from this save's outcome; None when it cannot be built."""
+        """The lane for the next save from this save's outcome; None when it cannot be built
+        (an odd name or value that raises is no reason to fail the save: no lane then)."""
+        try:
+            return cls._build(items, skip, entries, cache, seen, deadline)
+        except SerializeTimeout:
+            return None
+        except Exception:
+            return None
+
+    @classmethod
+    def _build(
+        cls,
+        items: list[tuple[str, Any]],
+        skip: Mapping[str, str],
+        entries: Mapping[str, dict[str, Any]],
+        cache: Mapping[str, Cached],
+        seen: Mapping[str, tuple[Any, dict[str, Any], Cached]],
+        deadline: Deadline,
+    ) -> UnchangedLane | None:
         immutable_at: list[int] = []
         container_at: list[int] = []
         other_at: list[int] = []
@@ -235,7 +253,22 @@ class UnchangedLane:
         present: set[str],
         deadline: Deadline,
     ) -> LaneHit | None:
-        """The names proved unchanged since ``build`` (see the module doc), or None."""
+        """The names proved unchanged since ``build`` (see the module doc), or None (also when
+        comparing raises: the per-name path then decides every name)."""
+        try:
+            return self._match(items, skip, present, deadline)
+        except SerializeTimeout:
+            return None
+        except Exception:
+            return None
+
+    def _match(
+        self,
+        items: list[tuple[str, Any]],
+        skip: Mapping[str, str],
+        present: set[str],
+        deadline: Deadline,
+    ) -> LaneHit | None:
         if len(items) != len(self.names) or skip != self.skip or not self.refs <= present:
             return None
         if list(map(_NAME, items)) != self.names:
