@@ -77,3 +77,49 @@ def test_loading_the_extension_imports_neither_the_compactor_nor_the_agent() -> 
         "openai",
     )
     assert sorted(m for m in heavy if m in loaded) == []
+
+
+def test_loading_the_extension_opens_neither_the_store_nor_the_snapshot_machinery() -> None:
+    """The SQLite store and the snapshot store (dill, the pickling machinery) load on first use:
+    the first status, append, snapshot or restore, not at %load_ext."""
+    loaded = _modules_after("import ipython_compact.kernel.extension")
+    deferred = (
+        "ipython_compact.store.sqlite_store",
+        "ipython_compact.store.log",
+        "ipython_compact.store.database",
+        "sqlite3",
+        "ipython_compact.namespace.snapshot.folder",
+        "ipython_compact.namespace.snapshot.codec",
+        "ipython_compact.core.triage",
+        "dill",
+    )
+    assert sorted(m for m in deferred if m in loaded) == []
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "module"),
+    [
+        ("ipython_compact.store", "SessionStore", "ipython_compact.store.sqlite_store"),
+        ("ipython_compact.store", "LEAF", "ipython_compact.store.sqlite_store"),
+        ("ipython_compact.namespace.snapshot", "SnapshotStore", "ipython_compact.namespace.snapshot.folder"),
+        ("ipython_compact.namespace.snapshot", "MAGIC", "ipython_compact.namespace.snapshot.signing"),
+        (
+            "ipython_compact.namespace.snapshot",
+            "fingerprint",
+            "ipython_compact.namespace.snapshot.fingerprints",
+        ),
+    ],
+)
+def test_the_packages_still_export_what_they_load_lazily(package: str, name: str, module: str) -> None:
+    code = f"import {module} as m\nfrom {package} import {name}\nprint({name} is m.{name})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+
+
+def test_an_unknown_name_of_a_lazy_package_is_an_attribute_error() -> None:
+    import ipython_compact.namespace.snapshot as snapshot
+    import ipython_compact.store as store
+
+    for package in (store, snapshot):
+        with pytest.raises(AttributeError, match="no_such_name"):
+            package.no_such_name  # noqa: B018

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ipython_compact.core.entries import Entry
-from ipython_compact.core.triage import Pointer
 
 if TYPE_CHECKING:
     from ipython_compact.core.anchors import AnchorSet
+    from ipython_compact.core.triage import Pointer  # start-up: triage and drift load with a compaction
 
 
 class CompactionError(RuntimeError):

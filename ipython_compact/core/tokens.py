@@ -92,7 +92,9 @@ def _plain_units(text: str, ascii_rate: float) -> float:
     if text.isascii():
         return len(text) / ascii_rate
     cjk = len(_CJK.findall(text))
-    other = sum(1 for ch in text if ord(ch) > 127) - cjk
+    # Characters above U+007F: what an ASCII encoding drops (one C pass; a Python loop over every
+    # character was most of an import's time on long non-ASCII sessions).
+    other = len(text) - len(text.encode("ascii", "ignore")) - cjk
     ascii_chars = len(text) - cjk - other
     return ascii_chars / ascii_rate + cjk / CJK_CHARS_PER_TOKEN + other / OTHER_CHARS_PER_TOKEN
 

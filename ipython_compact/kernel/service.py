@@ -55,7 +55,6 @@ from ipython_compact.namespace.snapshot import (
     RestoreReport,
     SnapshotError,
     SnapshotReport,
-    SnapshotStore,
     load_or_create_key,
 )
 from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available, history_writing
@@ -63,18 +62,25 @@ from ipython_compact.namespace.snapshot.keys import load_shared_key
 from ipython_compact.namespace.snapshot.locking import WriterLocks
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
-from ipython_compact.store.sqlite_store import SessionStore
-from ipython_compact.store.sqlite_store import utc_now as _now
 from ipython_compact.store.writer_locks import writer_locks
 from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
     from ipython_compact.compaction.compactor import Compactor
+    from ipython_compact.namespace.snapshot import SnapshotStore
+    from ipython_compact.store import SessionStore
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
 FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
 
 log = logging.getLogger(__name__)
+
+
+def _now() -> str:
+    """The store's timestamp (``store.database.utc_now``), imported on first use: start-up."""
+    from ipython_compact.store.database import utc_now
+
+    return utc_now()
 
 
 class Busy(Exception):
@@ -179,6 +185,8 @@ class KernelService:
     @property
     def snapshots(self) -> SnapshotStore:
         if self._snapshots is None:
+            from ipython_compact.namespace.snapshot import SnapshotStore  # start-up: first snapshot
+
             c = self.config
             data = paths.data_dir()
             where = self.snapshot_dir

@@ -54,10 +54,9 @@ What must hold:
 
 from __future__ import annotations
 
-from ipython_compact.namespace.snapshot.fingerprints import carries_code, fingerprint
-from ipython_compact.namespace.snapshot.folder import PROCESS_ID, VERIFY_MODES, SnapshotLedger, SnapshotStore
+from typing import TYPE_CHECKING, Any
+
 from ipython_compact.namespace.snapshot.keys import load_or_create_key
-from ipython_compact.namespace.snapshot.manifests import MANIFEST_VERSION, GenerationInfo
 from ipython_compact.namespace.snapshot.reports import (
     RestoreReport,
     Skipped,
@@ -65,7 +64,43 @@ from ipython_compact.namespace.snapshot.reports import (
     SnapshotReport,
     python_tag,
 )
-from ipython_compact.namespace.snapshot.signing import MAGIC
+
+if TYPE_CHECKING:
+    from ipython_compact.namespace.snapshot.fingerprints import carries_code, fingerprint
+    from ipython_compact.namespace.snapshot.folder import (
+        PROCESS_ID,
+        VERIFY_MODES,
+        SnapshotLedger,
+        SnapshotStore,
+    )
+    from ipython_compact.namespace.snapshot.manifests import MANIFEST_VERSION, GenerationInfo
+    from ipython_compact.namespace.snapshot.signing import MAGIC
+
+# Loaded on first use (PEP 562), not with the package: `%load_ext` needs the errors and reports
+# only; the store, dill and the pickling machinery load with the first snapshot or restore.
+_LAZY = {
+    "carries_code": "fingerprints",
+    "fingerprint": "fingerprints",
+    "PROCESS_ID": "folder",
+    "VERIFY_MODES": "folder",
+    "SnapshotLedger": "folder",
+    "SnapshotStore": "folder",
+    "MANIFEST_VERSION": "manifests",
+    "GenerationInfo": "manifests",
+    "MAGIC": "signing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # start-up: see _LAZY
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAGIC",

@@ -324,12 +324,12 @@ class BackgroundSave:
         if outcome[0] != "ok":
             self.error = str(outcome[1])
             return
-        _, report, state, records, seen = outcome
+        _, report, state, records, seen, lane = outcome
         with self.store.state_lock():
             for name in STATE:
                 setattr(self.store, name, state[name])
             self.store.forget_recorded()
-            self.store.adopt_seen(self._objects, seen)
+            self.store.adopt_seen(self._objects, seen, lane)
         ledger = self.store.ledger
         if ledger is not None:
             for generation, digest in records:
@@ -372,10 +372,20 @@ class BackgroundSave:
                 listed = items()  # listed here, on the copy: 100,000 names took the parent ~0.5 s
                 if not listed:
                     raise _Empty
+                builds = self.store.lane_builds
                 report = self.store.save(listed, automatic=True, verify=verify, timestamp=timestamp)
                 state = {name: getattr(self.store, name) for name in STATE}
+                # a lane this save built (None: the kernel keeps its own, still correct)
+                lane = self.store.portable_lane() if self.store.lane_builds != builds else None
                 payload = pickle.dumps(
-                    ("ok", report, state, ledger.records, self.store.seen_names()),
+                    (
+                        "ok",
+                        report,
+                        state,
+                        ledger.records,
+                        self.store.seen_names(),
+                        lane,
+                    ),
                     protocol=pickle.HIGHEST_PROTOCOL,
                 )
             except _Empty:

@@ -99,6 +99,11 @@ def _flat(value: Any) -> bool:
     )
 
 
+def flat_container(value: Any) -> bool:
+    """A builtin container (``CONTAINERS``) of at most 64 scalars: pickled without user code."""
+    return type(value) in CONTAINERS and _flat(value)
+
+
 def _skip(name: str, reason: str) -> Decision:
     return Decision(name, skipped=Skipped(name, reason))
 

@@ -57,6 +57,7 @@ from ipython_compact.namespace.snapshot.reports import (
 )
 from ipython_compact.namespace.snapshot.restore import choose_and_load
 from ipython_compact.namespace.snapshot.signing import sign_text
+from ipython_compact.namespace.snapshot.unchanged import LaneHit, PortableLane, UnchangedLane
 
 # how a large value that looks unchanged is proven so (see the package doc)
 VERIFY_MODES = ("sampled", "full")
@@ -119,6 +120,8 @@ class SnapshotStore:
         # from a forked child (identities do not cross a pipe); ``adopt_seen`` rebuilds it.
         self._seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         self._seen_refs: set[str] = set()  # the payload files the quick lane's entries point at
+        self._lane: UnchangedLane | None = None  # what the last per-name save saw (``unchanged.py``)
+        self.lane_builds = 0  # how many times a save rebuilt it (a forked child sends only a new one)
         # The entries of the generation this store last wrote or matched (``_names_equal``).
         self._last_entries: dict[str, dict[str, Any]] = {}
         self._last_generation: int | None = None
@@ -382,8 +385,21 @@ class SnapshotStore:
                 deadline=deadline,
             )
             cap = self.max_total_bytes
-            for name, value in items:
-                known = seen_get(name)
+            hit = (
+                None
+                if full or self._lane is None
+                else self._lane.match(items, skip, self._files.present, deadline)
+            )
+            if hit is not None:  # the small unchanged names, proved so in a few batched passes
+                if hit.others:
+                    entries.update(hit.entries)
+                    new_cache.update(hit.cache)
+                    new_seen.update(hit.seen)
+                else:  # nothing else to decide: the lane's own dicts (no save mutates them)
+                    entries, new_cache, new_seen = hit.entries, hit.cache, hit.seen
+                run.total = hit.total
+            for name, value in items if hit is None else hit.others:
+                known = seen_get(name) if type(name) is str else None  # decide() skips other names
                 if known is not None and known[0] is value and run.total + known[2].size <= cap:
                     entries[name] = known[1]
                     saved.append(name)
@@ -392,7 +408,7 @@ class SnapshotStore:
                     new_cache[name] = known[2]
                     run.total += known[2].size
                     continue
-                if type(value) in QUICK_TYPES:
+                if type(value) in QUICK_TYPES and type(name) is str:
                     fresh.append((name, value))
                 d = run.decide(name, value)
                 if d.skipped is not None:
@@ -412,6 +428,8 @@ class SnapshotStore:
                 if d.small is not None:
                     small.append(d)
         written += self._write_pack(small, known_small, new_cache)
+        if hit is not None:  # the report lists names in the namespace's order
+            saved, unchanged = self._lane_order(hit, saved), self._lane_order(hit, unchanged)
         # Files the quick lane's entries need: a superset is only stricter (a pruned one turns the
         # lane off for one save, which then rebuilds the set exactly).
         seen_refs = set(self._seen_refs) if new_seen else set()
@@ -428,6 +446,10 @@ class SnapshotStore:
             if automatic and not wrote_payloads
             else None
         )
+        if hit is None:
+            with Deadline(self.name_timeout) as deadline:
+                self._lane = UnchangedLane.build(items, skip, entries, new_cache, new_seen, deadline)
+                self.lane_builds += 1
         if same is not None:  # nothing changed since this process's newest snapshot: no new generation
             self._cache, self._seen, self._seen_refs = new_cache, new_seen, seen_refs
             self._last_entries, self._last_generation = entries, same.generation
@@ -498,14 +520,30 @@ class SnapshotStore:
             digest,
         )
 
+    def _lane_order(self, hit: LaneHit, decided: list[str]) -> list[str]:
+        """The lane's names and the per-name ``decided`` ones, in the namespace's order."""
+        assert self._lane is not None
+        if not hit.others:  # every name took the lane
+            return list(self._lane.names)
+        also = set(decided)
+        return [n for n in self._lane.names if n in hit.entries or n in also]
+
     def seen_names(self) -> list[str]:
         """The names the quick lane would take (a forked child sends these back to its kernel)."""
         return list(self._seen)
 
-    def adopt_seen(self, objects: Mapping[str, Any], names: Iterable[str]) -> None:
+    def portable_lane(self) -> PortableLane | None:
+        """The whole-namespace lane without its objects (a forked child sends it to its kernel)."""
+        return None if self._lane is None else self._lane.portable()
+
+    def adopt_seen(
+        self, objects: Mapping[str, Any], names: Iterable[str], lane: PortableLane | None = None
+    ) -> None:
         """Rebuild the quick lane in the kernel after a forked child saved: ``objects`` are the
         kernel's bindings at the fork (the child saw these very objects), ``names`` the child's
-        quick-lane names; each entry is rebuilt from the adopted cache (call with the state lock)."""
+        quick-lane names; each entry is rebuilt from the adopted cache (call with the state lock).
+        With the child's ``lane`` (``unchanged.py``), the whole-namespace lane too; without it the
+        kernel keeps its own (a lane stays correct however old: every match is checked)."""
         seen: dict[str, tuple[Any, dict[str, Any], Cached]] = {}
         for name in names:
             cached = self._cache.get(name)
@@ -521,6 +559,8 @@ class SnapshotStore:
             }
             seen[name] = (value, entry, cached)
         self._seen, self._seen_refs = seen, {ref_file(cached.ref) for _, _, cached in seen.values()}
+        if lane is not None:
+            self._lane = UnchangedLane.adopted(lane, objects, self._cache, seen)
 
     def _names_equal(self, newest: Manifest, entries: dict[str, dict[str, Any]]) -> bool:
         """``newest.names == entries``, where an entry that is the very object this store wrote into
@@ -532,6 +572,8 @@ class SnapshotStore:
         last = self._last_entries if self._last_generation == newest.generation else None
         if last is None:
             return bool(names == entries)
+        if entries is last or entries == last:  # C-level: reused entries are the very objects written
+            return True
         last_get, names_get = last.get, names.get
         for name, entry in entries.items():
             if entry is not last_get(name) and entry != names_get(name):
