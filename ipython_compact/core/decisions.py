@@ -20,13 +20,15 @@ Rules (log order):
   current list and the new one carries its history mark ("— replaced: A (entry X)"). A user
   constraint sentence (``core.anchors``) that supersedes a decision replaces it the same way
   (the anchors block states that constraint). A restatement (same text, or naming the same
-  replaced thing) is one decision: the first statement is kept.
+  replaced thing, or the same values and most of the same words: "Let's use X." / "I'll use X as
+  you asked.") is one decision: the first statement is kept.
 - Bounded: the newest ``MAX_DECISIONS`` current decisions are kept.
 
 Showing (``shown_lines``): a decision is left out when a line of the text before it states it
 (its exact words, or every value-like word and three quarters of its content words on one line,
 history marks ignored), or when a line there states a *newer* revision of it that this book did
-not see (a line that supersedes it and is none of its known earlier texts): the model's updated
+not see (a line that supersedes it, is none of its known earlier texts and has no value blurred
+to a placeholder such as "0.x"): the model's updated
 summary is never contradicted, and no superseded statement is re-asserted.
 
 What must hold: pure and deterministic; ``fold(fold(b, x), y) == fold(b, x + y)``; linear in the
@@ -102,6 +104,8 @@ _ASSISTANT_HINTS: Final = (
     "rather",
     "favo",
 )
+# a value a paraphrase blurred: "0.x", "12.x", "1.2.x"
+_PLACEHOLDER: Final = re.compile(r"\d[.,]x$|^x+$")
 _SPEAKER: Final = re.compile(r"^\((?:user|assistant)\) ")
 _ITEM_PREFIX: Final = re.compile(r"^(?:[-*+]\s+(?:\[[ xX-]\]\s+)?|\d+[.)]\s+)")
 
@@ -211,6 +215,8 @@ def _add(
     if any(k.text == text or restates(text, k.text) for k in kept):
         return  # said before: one decision
     replaced = [k for k in kept if supersedes(text, k.text)]
+    if not replaced and any(_same(text, k.text) for k in kept):
+        return  # the same choice in other words ("Let's use X." / "I'll use X as you asked.")
     if only_if_revision and not replaced:
         return  # a constraint that revises no decision: the anchors carry it
     earlier: list[tuple[str, str]] = []
@@ -218,6 +224,16 @@ def _add(
         kept.remove(old)
         earlier.extend((*old.earlier, (old.text, old.entry_id)))
     kept.append(DecisionRecord(entry_id, speaker, text, tuple(earlier[-MAX_EARLIER:])))
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two statements say the same choice: the same values, and most content words shared."""
+    wa, wb = content_words(a), content_words(b)
+    return (
+        bool(wa and wb)
+        and _key_words(wa) == _key_words(wb)
+        and len(wa & wb) >= COVERED * max(len(wa), len(wb))
+    )
 
 
 def replacements(records: Iterable[DecisionRecord], entry_ids: Iterable[str]) -> list[tuple[str, str]]:
@@ -262,6 +278,8 @@ class _Shown:
         earlier = [content_words(t) for t, _ in record.earlier]
         for line, have in zip(self.lines, self.words, strict=True):
             extra = have - mine
+            if any(_PLACEHOLDER.search(w) for w in extra):
+                continue  # a value paraphrased away ("0.x"), not a new one
             if extra and not any(extra <= e for e in earlier) and supersedes(line, record.text):
                 return True
         return False

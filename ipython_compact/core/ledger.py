@@ -730,7 +730,9 @@ class Ledger:
         """
         lines: list[str] = decision_book.shown_lines(self.decisions, shown)
         if self.requests or self.request_total:
-            lines.extend(self._request_lines(replaced or {}, shown))
+            # a request that stated a decision revised since says so (as one that stated a rule)
+            revised = {old: d.entry_id for d in self.decisions for old, _ in d.earlier}
+            lines.extend(self._request_lines({**revised, **(replaced or {})}, shown))
         if self.names:
             lines.append(
                 "kernel names defined by cells that succeeded (still in the kernel; reuse them): "
