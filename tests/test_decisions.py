@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from builders import answer_entry, user_entry
 
+from ipython_compact.core.anchors import AnchorSet, extract_anchors
 from ipython_compact.core.decisions import (
     DecisionRecord,
     assistant_decisions,
@@ -152,3 +153,21 @@ def test_a_malformed_decision_is_reported() -> None:
         DecisionRecord.from_json({"entry_id": "e", "speaker": "bot", "text": "x"})
     with pytest.raises(ValueError, match="ledger details are malformed"):
         Ledger.from_json({"decisions": [{"speaker": "user"}]})
+
+
+def test_a_user_decision_that_revises_a_constraint_is_the_anchor_and_the_ledger_does_not_repeat_it() -> None:
+    log = [
+        user_entry("u1", "Always use Postgres for storage."),
+        answer_entry("a1", "Noted."),
+        user_entry("u2", "Let's switch storage to DuckDB instead of Postgres."),  # no constraint marker
+        answer_entry("a2", "Done, switched."),
+    ]
+    anchors = extract_anchors(AnchorSet(), log, lambda _id: None)
+    assert [a.text for a in anchors.constraints] == ["Let's switch storage to DuckDB instead of Postgres."]
+    assert [(a.text, a.replaced_by) for a in anchors.superseded] == [
+        ("Always use Postgres for storage.", "u2:0")
+    ]
+    block = anchors.render()
+    assert [ln for ln in block.splitlines() if "Always use Postgres" in ln and "replaced" not in ln] == []
+    # the decision book holds it too, and the anchors state it: the ledger says it once (not at all)
+    assert "decisions in force" not in Ledger().update(log).render(shown=block)

@@ -9,11 +9,11 @@ each current decision that the text before it (anchors and summary) does not alr
 (issue 18, items 1 and 2).
 
 Rules (log order):
-- A decision is a user sentence that decides (``user_decisions``: "let's go with X", "X instead of
-  Y", "from now on ...", "switch to X", "set X to Y", or one that starts with "use": "Use a
-  decision threshold of 0.42 for the retention list.") or an assistant sentence that chooses
-  (``assistant_decisions``: "I'll use X", "we decided", "switching the model to X", "going with
-  X", "X instead of Y", "settled on X"). An explanation alone ("because ...", "the root cause is
+- A decision is a user sentence that decides (``core.anchors.user_decisions``: "let's go with
+  X", "X instead of Y", "from now on ...", "switch to X", "set X to Y", or one that starts with
+  "use": "Use a decision threshold of 0.42 for the retention list.") or an assistant sentence that
+  chooses (``assistant_decisions``: "I'll use X", "we decided", "switching the model to X",
+  "going with X", "X instead of Y", "settled on X"). An explanation alone ("because ...", "the root cause is
   ...") is a finding, not a decision; a question decides nothing.
 - A later statement that supersedes a current decision (``core.facts.supersedes``: it names what
   it replaces, or says the same with one value changed) replaces it: the old one leaves the
@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ipython_compact.core.anchors import constraint_spans
+from ipython_compact.core.anchors import constraint_spans, user_decisions
 from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.facts import (
     SENTENCE_RE,
@@ -62,27 +62,6 @@ DECISION_CHARS: Final = 240
 MAX_EARLIER: Final = 4  # earlier texts a decision remembers (to tell a stale line from a newer one)
 COVERED: Final = 0.75  # share of a decision's content words a line must hold to state it
 
-# a user sentence that decides (stricter than the assistant's: "because" alone is a report)
-_USER_DECISION: Final = re.compile(
-    r"(?i)\b(?:(?:we|i)(?:'ve| have)? decided|let'?s (?:use|go with|switch|keep|stick with|make)|go "
-    r"with|switch(?:ed|ing)? (?:to|from)|"
-    r"instead of|rather than|from now on|we(?:'ll| will) use|(?:change|set) (?:the )?[\w -]{2,30} to)\b"
-)
-_USER_DECISION_HINTS: Final = (
-    "decided",
-    "let",
-    "go with",
-    "switch",
-    "instead",
-    "rather",
-    "from now on",
-    "we'll",
-    "we will",
-    "change",
-    "set ",
-)
-# "Use X for Y." said by the user: a choice, the same as "let's use X"
-_USE: Final = re.compile(r"(?i)^(?:(?:ok(?:ay)?|so|now|then|and|also|please),? )*use\s+\S")
 # an assistant sentence that chooses (no bare "because", "root cause" or "decision": findings)
 _ASSISTANT_DECISION: Final = re.compile(
     r"(?i)\b(?:decided|chose|choos(?:e|ing)|opted|settled on|going with|go with|"
@@ -114,23 +93,6 @@ def _sentences(text: str) -> Iterable[str]:
     for line in text.split("\n"):
         for m in SENTENCE_RE.finditer(line):
             yield m.group(0).rstrip()
-
-
-def user_decisions(text: str, *, leading_use: bool = True) -> list[str]:
-    """The sentences of a user message that decide something (switch, go with, instead of, ...;
-    with ``leading_use`` also a sentence that starts with "use")."""
-    low = text.lower()
-    if not any(h in low for h in _USER_DECISION_HINTS) and not (leading_use and "use" in low):
-        return []
-    if not leading_use and not _USER_DECISION.search(text):
-        return []  # one scan of the whole text instead of one per sentence (the common case)
-    return [
-        s
-        for s in _sentences(text)
-        if (_USER_DECISION.search(s) or (leading_use and _USE.match(s)))
-        and not s.endswith("?")
-        and len(s.split()) >= 4
-    ]
 
 
 def assistant_decisions(text: str) -> list[str]:

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
 from ipython_compact.core.anchors import constraint_spans, is_goal_statement, is_request
-from ipython_compact.core.decisions import user_decisions as _user_decisions
+from ipython_compact.core.anchors import user_decisions as _user_decisions
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 from ipython_compact.core.facts import (
     SENTENCE_RE,
@@ -181,7 +181,7 @@ def _clip(text: str, limit: int = ITEM_CHARS) -> str:
 
 def user_decisions(text: str) -> list[str]:
     """The sentences of a user message that decide something (switch, go with, instead of, ...);
-    the rule ``core.decisions`` folds, without its "use X" form (the assistant's reply states
+    the rule ``core.anchors.decision_spans``, without its "use X" form (the assistant's reply states
     those choices in this summary's Key Decisions)."""
     return _user_decisions(text, leading_use=False)
 
