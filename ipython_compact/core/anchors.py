@@ -261,14 +261,19 @@ _MEMO: Final[ContextVar[dict[str, tuple[tuple[int, int], ...]] | None]] = Contex
 
 
 _GOAL_MEMO: Final[ContextVar[dict[str, bool] | None]] = ContextVar("goal_statement_memo", default=None)
+_DECISION_MEMO: Final[ContextVar[dict[tuple[str, bool], tuple[tuple[int, int], ...]] | None]] = ContextVar(
+    "decision_spans_memo", default=None
+)
 
 
 @contextmanager
 def remembered_constraints() -> Iterator[None]:
-    """Remember ``constraint_spans`` and ``is_goal_statement`` answers until the block ends (per
-    thread or task, so concurrent compactions never share one; nested blocks reuse the outer memo)."""
+    """Remember ``constraint_spans``, ``decision_spans`` and ``is_goal_statement`` answers until the
+    block ends (per thread or task, so concurrent compactions never share one; nested blocks reuse
+    the outer memo)."""
     token = _MEMO.set({}) if _MEMO.get() is None else None
     goal_token = _GOAL_MEMO.set({}) if _GOAL_MEMO.get() is None else None
+    decision_token = _DECISION_MEMO.set({}) if _DECISION_MEMO.get() is None else None
     try:
         yield
     finally:
@@ -276,6 +281,8 @@ def remembered_constraints() -> Iterator[None]:
             _MEMO.reset(token)
         if goal_token is not None:
             _GOAL_MEMO.reset(goal_token)
+        if decision_token is not None:
+            _DECISION_MEMO.reset(decision_token)
 
 
 _P = ParamSpec("_P")
@@ -373,9 +380,11 @@ _USER_DECISION: Final = re.compile(
     r"with|switch(?:ed|ing)? (?:to|from)|"
     r"instead of|rather than|from now on|we(?:'ll| will) use|(?:change|set) (?:the )?[\w -]{2,30} to)\b"
 )
+# every text ``_USER_DECISION`` matches holds one of these (lower-cased; "what changes" does not)
 _USER_DECISION_HINTS: Final = (
     "decided",
-    "let",
+    "let's",
+    "lets",
     "go with",
     "switch",
     "instead",
@@ -383,11 +392,23 @@ _USER_DECISION_HINTS: Final = (
     "from now on",
     "we'll",
     "we will",
-    "change",
+    "change ",
     "set ",
 )
+_USER_DECISION_HINT: Final = re.compile("|".join(re.escape(h) for h in _USER_DECISION_HINTS))
 # "Use X for Y." said by the user: a choice, the same as "let's use X"
 _USE: Final = re.compile(r"(?i)^(?:(?:ok(?:ay)?|so|now|then|and|also|please),? )*use\s+\S")
+
+
+def _says_use(low: str) -> bool:
+    """Whether the lower-cased ``low`` has the word "use" followed by a space (a sentence that
+    ``_USE`` matches has one; "because " does not count): a plain substring search, no regex."""
+    at = low.find("use ")
+    while at != -1:
+        if at == 0 or low[at - 1] in " \n\t\"'(":
+            return True
+        at = low.find("use ", at + 1)
+    return False
 
 
 def decision_spans(text: str, *, leading_use: bool = True) -> list[tuple[int, int]]:
@@ -396,11 +417,23 @@ def decision_spans(text: str, *, leading_use: bool = True) -> list[tuple[int, in
     a sentence that starts with "use": "Use a threshold of 0.4 for the list."). Not a question,
     at least four words. A decision that revises a constraint is the constraint now
     (``extract_anchors``); every one is folded by ``core.decisions``."""
+    memo = _DECISION_MEMO.get()
+    key = (text, leading_use)
+    if memo is not None and key in memo:
+        return list(memo[key])
+    found = _decision_spans(text, leading_use)
+    if memo is not None:
+        memo[key] = found
+    return list(found)
+
+
+def _decision_spans(text: str, leading_use: bool) -> tuple[tuple[int, int], ...]:
     low = text.lower()
-    if not any(h in low for h in _USER_DECISION_HINTS) and not (leading_use and "use" in low):
-        return []
-    if not leading_use and not _USER_DECISION.search(text):
-        return []  # one scan of the whole text instead of one per sentence (the common case)
+    # one scan of the whole text decides whether to read it sentence by sentence (the common case: no)
+    decides = bool(_USER_DECISION_HINT.search(low)) and bool(_USER_DECISION.search(text))
+    uses = leading_use and _says_use(low)
+    if not decides and not uses:
+        return ()
     spans: list[tuple[int, int]] = []
     offset = 0
     for line in text.split("\n"):
@@ -413,7 +446,7 @@ def decision_spans(text: str, *, leading_use: bool = True) -> list[tuple[int, in
             ):
                 spans.append((offset + m.start(), offset + m.start() + len(sentence)))
         offset += len(line) + 1
-    return spans
+    return tuple(spans)
 
 
 def user_decisions(text: str, *, leading_use: bool = True) -> list[str]:
@@ -551,7 +584,7 @@ def _revised_by_decisions(
     switch storage to DuckDB instead of Postgres." after "Always use Postgres for storage.") is the
     constraint now: the old one moves to ``superseded`` (else the block would state it as
     authoritative after the user changed it)."""
-    for start, end in decision_spans(full):
+    for start, end in decision_spans(full):  # the spans the decision book reads too (remembered)
         sentence = full[start:end]
         if (start, end) in spans or sentence in seen:
             continue

@@ -37,13 +37,14 @@ span (each decision sentence is compared with at most ``MAX_DECISIONS`` kept one
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ipython_compact.core.anchors import constraint_spans, user_decisions
-from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.entries import Entry, entry_text, text_of_content
 from ipython_compact.core.facts import (
     SENTENCE_RE,
     clip_sentences,
@@ -76,13 +77,19 @@ _ASSISTANT_HINTS: Final = (
     "settled",
     "go with",
     "going with",
-    "use",
+    "'ll use",
+    "will use",
+    "going to use",
+    "let's use",
+    "lets use",
     "switch",
     "stick",
+    "keep using",
     "instead",
     "rather",
     "favo",
 )
+_ASSISTANT_HINT: Final = re.compile("|".join(re.escape(h) for h in _ASSISTANT_HINTS))  # one scan, not 20
 # a value a paraphrase blurred: "0.x", "12.x", "1.2.x"
 _PLACEHOLDER: Final = re.compile(r"\d[.,]x$|^x+$")
 _SPEAKER: Final = re.compile(r"^\((?:user|assistant)\) ")
@@ -97,8 +104,8 @@ def _sentences(text: str) -> Iterable[str]:
 
 def assistant_decisions(text: str) -> list[str]:
     """The sentences of an assistant message that choose something ("I'll use X", "switching to Y")."""
-    low = text.lower()
-    if not any(h in low for h in _ASSISTANT_HINTS):
+    # one scan of the whole text decides whether to read it sentence by sentence (the common case: no)
+    if not _ASSISTANT_HINT.search(text.lower()) or not _ASSISTANT_DECISION.search(text):
         return []
     return [
         s
@@ -149,22 +156,35 @@ class DecisionRecord:
 def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[DecisionRecord, ...]:
     """The current decisions after ``entries`` (log order), oldest first (see the module doc)."""
     kept = list(current)
+    # (sentence, speaker, only as a revision) tried against the kept list as it is now, that changed
+    # nothing: a sentence repeated across a span (a rule restated in every request) is compared once
+    tried: set[tuple[str, Speaker, bool]] = set()
     for entry in entries:
         msg = entry.message
         role = msg.get("role") if msg is not None else None
         if role not in ("user", "assistant"):
             continue
-        text = entry_text(entry)
+        # a user message as the anchors read it (the same text: one constraint scan per compaction);
+        # an assistant's words to the user, not its tool calls or thinking
+        text = entry_text(entry) if role == "user" else text_of_content(msg.get("content") if msg else None)
         if not text.strip():
             continue
         if role == "user":
             found = user_decisions(text)
-            revisions = [text[a:b] for a, b in constraint_spans(text)]
-            for sentence in dict.fromkeys([*found, *revisions]):
-                _add(kept, entry.id, "user", sentence, only_if_revision=sentence not in found)
+            # a constraint can only revise a decision already kept
+            revisions = [text[a:b] for a, b in constraint_spans(text)] if kept else []
+            said: list[tuple[str, Speaker, bool]] = [
+                (s, "user", s not in found) for s in dict.fromkeys([*found, *revisions])
+            ]
         else:
-            for sentence in dict.fromkeys(assistant_decisions(text)):
-                _add(kept, entry.id, "assistant", sentence, only_if_revision=False)
+            said = [(s, "assistant", False) for s in dict.fromkeys(assistant_decisions(text))]
+        for key in said:
+            if key in tried:
+                continue
+            if _add(kept, entry.id, key[1], key[0], only_if_revision=key[2]):
+                tried.clear()  # the kept list changed: every sentence may decide again
+            else:
+                tried.add(key)
         if len(kept) > 2 * MAX_DECISIONS:
             del kept[: len(kept) - MAX_DECISIONS]
     return tuple(kept[-MAX_DECISIONS:])
@@ -172,29 +192,35 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
 
 def _add(
     kept: list[DecisionRecord], entry_id: str, speaker: Speaker, sentence: str, *, only_if_revision: bool
-) -> None:
+) -> bool:
+    """Fold one statement into ``kept``; whether ``kept`` changed."""
     text = clip_sentences(sentence, DECISION_CHARS)
     if any(k.text == text or restates(text, k.text) for k in kept):
-        return  # said before: one decision
+        return False  # said before: one decision
     replaced = [k for k in kept if supersedes(text, k.text)]
     if not replaced and any(_same(text, k.text) for k in kept):
-        return  # the same choice in other words ("Let's use X." / "I'll use X as you asked.")
+        return False  # the same choice in other words ("Let's use X." / "I'll use X as you asked.")
     if only_if_revision and not replaced:
-        return  # a constraint that revises no decision: the anchors carry it
+        return False  # a constraint that revises no decision: the anchors carry it
     earlier: list[tuple[str, str]] = []
     for old in replaced:
         kept.remove(old)
         earlier.extend((*old.earlier, (old.text, old.entry_id)))
     kept.append(DecisionRecord(entry_id, speaker, text, tuple(earlier[-MAX_EARLIER:])))
+    return True
+
+
+# the content words of a statement; a span restates the same few decisions many times
+_words_of: Final = functools.lru_cache(maxsize=1024)(content_words)
 
 
 def _same(a: str, b: str) -> bool:
     """Whether two statements say the same choice: the same values, and most content words shared."""
-    wa, wb = content_words(a), content_words(b)
+    wa, wb = _words_of(a), _words_of(b)
     return (
         bool(wa and wb)
-        and _key_words(wa) == _key_words(wb)
         and len(wa & wb) >= COVERED * max(len(wa), len(wb))
+        and _key_words(wa) == _key_words(wb)
     )
 
 
