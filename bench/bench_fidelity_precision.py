@@ -27,6 +27,9 @@ context the model would see:
 - **open/deferred requests shown**: every request still open or deferred is in the context in
   full or by its entry id; goal 100%.
 - **duplicate lines**: checkpoint lines (not headings, not "(none)") that occur more than once.
+- **statements the appended blocks repeat**: lines of ``<ledger>`` and ``<drift-guard>`` (what the
+  pipeline appends after the summary) whose statement a line before them already holds (a
+  decision or a request stated twice); goal 0.
 - **checkpoint tokens** over the compactions (first / max / last).
 
 Arms: ``offline`` (full pipeline), ``openai_good`` and ``openai_drifting`` (the OpenAI-compatible
@@ -363,6 +366,24 @@ def duplicate_lines(checkpoint: str) -> int:
     return len(body) - len(set(body))
 
 
+_APPENDED = re.compile(r"<(ledger|drift-guard)(?:\s[^>]*)?>\n(.*?)\n</\1>", re.DOTALL)
+_LIST_MARK = re.compile(r"^(?:[-*]\s+(?:\[[ xX-]\]\s+)?(?:withdrawn: )?|\d+[.)]\s+)")
+
+
+def repeated_by_pipeline(checkpoint: str) -> list[str]:
+    """Statements of the blocks the pipeline appends after the summary (``<ledger>``,
+    ``<drift-guard>``) that a line before them already holds: a decision or a request stated
+    twice (list marks, the ``  (entry …)`` annotation and history marks left out; 20+ chars)."""
+    out = []
+    for m in _APPENDED.finditer(checkpoint):
+        before = checkpoint[: m.start()]
+        for line in m.group(2).splitlines():
+            statement = _LIST_MARK.sub("", line.strip()).split("  (")[0].split(" — replaced")[0].strip()
+            if len(statement) >= 20 and statement in before:
+                out.append(statement)
+    return out
+
+
 def summarized_messages(store: SessionStore, first_kept: str) -> int:
     """How many messages of the session come before the compaction's first kept entry."""
     count = 0
@@ -431,6 +452,7 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
                     t for t in pending if t not in context and ids.get(t, "\0") not in context
                 ],
                 "duplicate_lines": duplicate_lines(checkpoint),
+                "repeated_by_pipeline": repeated_by_pipeline(checkpoint),
                 "checkpoint_tokens": estimate_message_tokens({"role": "user", "content": result.summary}),
             }
         )
@@ -450,6 +472,9 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
         ),
         "duplicate_lines_last": last["duplicate_lines"],
         "duplicate_lines_max": max(r["duplicate_lines"] for r in rows),
+        "repeated_by_pipeline_last": len(last["repeated_by_pipeline"]),
+        "repeated_by_pipeline_max": max(len(r["repeated_by_pipeline"]) for r in rows),
+        "repeated_by_pipeline_lines_last": last["repeated_by_pipeline"],
         "checkpoint_tokens": {"first": tokens[0], "max": max(tokens), "last": tokens[-1]},
         "missing_current_last": last["missing_current"],
         "superseded_as_current_last": last["superseded_as_current"],
@@ -466,6 +491,7 @@ TABLE = (
     ("open/deferred requests shown (last)", "open_deferred_shown"),
     ("open/deferred requests shown (every compaction)", "open_deferred_shown_all_steps"),
     ("duplicate lines (last / max)", None),
+    ("statements the appended blocks repeat (last / max)", None),
     ("checkpoint tokens first / max / last", None),
 )
 
@@ -479,6 +505,8 @@ def table(arms: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
                 row[arm] = str(s[key])
             elif label.startswith("duplicate"):
                 row[arm] = f"{s['duplicate_lines_last']} / {s['duplicate_lines_max']}"
+            elif label.startswith("statements"):
+                row[arm] = f"{s['repeated_by_pipeline_last']} / {s['repeated_by_pipeline_max']}"
             else:
                 t = s["checkpoint_tokens"]
                 row[arm] = f"{t['first']} / {t['max']} / {t['last']}"

@@ -94,3 +94,80 @@ def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restat
         ]
         assert stated == []  # the old rule and the old value appear only as the new one's history
     assert "rows=41203" not in appended
+
+
+def _decide_and_revise(compactor: Compactor, store: SessionStore) -> Any:
+    """Two compactions: the assistant picks XGBoost, then switches to LightGBM and the user moves the
+    threshold (neither a constraint: only the decision book carries them)."""
+    first = [
+        user("Build the churn model. What model should we use?"),
+        answer("I'll use XGBoost for the model because it is the team default."),
+        user("Use a decision threshold of 0.35 for the retention list."),
+        answer("Noted."),
+    ]
+    store.append_many("s", [("message", {"message": m}) for m in first])
+    compactor.compact("s", reason="threshold")
+    second = [
+        user("Train it on the new features."),
+        answer("Switching the model to LightGBM instead of XGBoost because it trains faster on them."),
+        user("Use a decision threshold of 0.42 for the retention list."),
+        answer("Noted."),
+    ]
+    store.append_many("s", [("message", {"message": m}) for m in second])
+    return compactor.compact("s", reason="threshold")
+
+
+def test_a_model_summary_without_the_decisions_gets_their_current_revision_after_it(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s.db")
+    store.create_session("s")
+    with ModelServer(script=lambda _req: STUBBORN) as srv:
+        summarizer = OpenAISummarizer(
+            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
+        )
+        done = _decide_and_revise(
+            Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0)), store
+        )
+        prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
+    update = next(p for p in reversed(prompts) if "<previous-summary>" in p)
+    block = re.search(r"<superseded>\n(.*?)\n</superseded>", update, re.DOTALL)
+    assert block is not None  # the update is told which decisions the new messages replaced
+    assert (
+        "- earlier: I'll use XGBoost for the model because it is the team default.\n  now: Switching the "
+        "model to LightGBM instead of XGBoost because it trains faster on them."
+    ) in block.group(1)
+    assert (
+        "- earlier: Use a decision threshold of 0.35 for the retention list.\n  now: Use a decision "
+        "threshold of 0.42 for the retention list."
+    ) in block.group(1)
+    appended = done.summary.split(STUBBORN, 1)[1]
+    lines = appended.splitlines()
+    decided = lines[lines.index(next(ln for ln in lines if ln.startswith("decisions in force"))) + 1 :][:2]
+    assert [ln.split("  (")[0] for ln in decided] == [
+        "- Use a decision threshold of 0.42 for the retention list.",
+        "- Switching the model to LightGBM instead of XGBoost because it trains faster on them.",
+    ]
+    assert "— replaced: Use a decision threshold of 0.35 for the retention list. (entry " in decided[0]
+    for old in ("XGBoost for the model because", "threshold of 0.35"):
+        assert [ln for ln in done.summary.splitlines() if old in ln and "replaced" not in ln] == []
+
+
+def test_a_decision_the_model_summary_states_is_not_repeated(tmp_path: Path) -> None:
+    states = STUBBORN.replace(
+        "## Key Decisions\n(none)",
+        "## Key Decisions\n- Switching the model to LightGBM instead of XGBoost because it trains faster "
+        "on them.\n- Use a decision threshold of 0.42 for the retention list.",
+    )
+    store = SessionStore(tmp_path / "s.db")
+    store.create_session("s")
+    with ModelServer(script=lambda _req: states) as srv:
+        summarizer = OpenAISummarizer(
+            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
+        )
+        done = _decide_and_revise(
+            Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0)), store
+        )
+    assert "decisions in force" not in done.summary
+    ledger = done.summary.split("<ledger>", 1)[1]  # what the pipeline appends after the model's text
+    assert "LightGBM" not in ledger and "threshold of 0.42" not in ledger
+    # the book still carries them for the next compaction (a later summary may drop them)
+    assert [d["entry_id"] for d in done.details["ledger"]["decisions"]] != []

@@ -48,6 +48,7 @@ from ipython_compact.core.anchors import (
     user_text,
 )
 from ipython_compact.core.context import collect_branch_entries
+from ipython_compact.core.decisions import replacements as decision_replacements
 from ipython_compact.core.drift import (
     MAX_TRACKED,
     MAX_TRACKED_CHARS,
@@ -349,7 +350,11 @@ class Compactor:
         return self._payload(reason, focus, work)
 
     def _summarize(
-        self, work: _Work, focus: str | None, values: Sequence[tuple[str, str]] = ()
+        self,
+        work: _Work,
+        focus: str | None,
+        values: Sequence[tuple[str, str]] = (),
+        decided: Sequence[tuple[str, str]] = (),
     ) -> tuple[str, list[SummaryResult]]:
         prep = work.prep
         previous = strip_machine_blocks(prep.previous_summary) if prep.previous_summary else None
@@ -364,7 +369,7 @@ class Compactor:
                     focus,
                     self.settings.summary_max_tokens,
                     tuple(work.anchors.texts()),
-                    self._superseded(work, previous, values),
+                    self._superseded(work, previous, values, decided),
                 )
             )
             results.append(res)
@@ -387,16 +392,23 @@ class Compactor:
         return history_text or "", results
 
     def _superseded(
-        self, work: _Work, previous: str | None, values: Sequence[tuple[str, str]]
+        self,
+        work: _Work,
+        previous: str | None,
+        values: Sequence[tuple[str, str]],
+        decided: Sequence[tuple[str, str]] = (),
     ) -> tuple[tuple[str, str], ...]:
         """(earlier, later) statements the summary must not state as current: revised anchors
         (goal, constraints), the metric values the span replaced (``values``), and for a model
-        summarizer also the previous checkpoint's decisions and constraints that the span's
-        statements replace (the offline summarizer finds those itself, in the pass that reads
-        the span)."""
+        summarizer also the decisions the span revised (``decided``, from the ledger's decision
+        book) and the previous checkpoint's decisions and constraints that the span's statements
+        replace (the offline summarizer finds those itself, in the pass that reads the span, and
+        marks each on the new line; told them, it would drop the mark)."""
         pairs = [*work.anchors.replacements(), *values]
-        if previous and self.summarizer.name != OfflineSummarizer.name:
-            pairs.extend(superseded_by(work.history, previous))
+        if self.summarizer.name != OfflineSummarizer.name:
+            pairs.extend(decided)
+            if previous:
+                pairs.extend(superseded_by(work.history, previous))
         return tuple(dict.fromkeys(pairs))
 
     def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
@@ -412,6 +424,7 @@ class Compactor:
             replaced=replaced,
         )
         ledger = Ledger()
+        decided: list[tuple[str, str]] = []
         # plus the files the kernel saw cells open (custom entries written by kernel/fileops.py)
         if self.use_ledger:
             ledger = prev.ledger.update(work.span)
@@ -422,7 +435,8 @@ class Compactor:
             replaced.extend(
                 (a.replaced, a.text) for a in ledger.artifacts if a.replaced and a.entry_id in span_ids
             )
-        narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:])
+            decided = decision_replacements(ledger.decisions, span_ids)  # the decisions the span revised
+        narrative, results = self._summarize(work, focus, replaced[-MAX_REPLACED_VALUES:], decided)
 
         carried = prev.externalized
         pointers = [p.to_json() for p in tri.externalized]

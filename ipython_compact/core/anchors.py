@@ -17,7 +17,9 @@ What must hold:
 - Anchors are verbatim while they stand, not forever: a later user sentence that revises one
   (``core.facts.supersedes``: it names what it replaces, or says the same with one value changed)
   takes its place, and the old one moves to ``superseded`` (``replaced_by`` names the new one);
-  the block shows it only as a same-line history mark of the new one. A redefined goal likewise.
+  the block shows it only as a same-line history mark of the new one. A user *decision* that
+  revises a constraint ("Let's switch to DuckDB instead of Postgres.", ``decision_spans``) takes
+  its place the same way, though it has no constraint marker. A redefined goal likewise.
 - Pins: a ``pin`` entry pins its ``text`` (its own entry is the raw source) or another entry; an
   ``unpin`` with the same ``pin_id`` (or the same text/entry id) removes it.
 - Pure: no I/O; the caller passes the raw entries the references need.
@@ -259,14 +261,19 @@ _MEMO: Final[ContextVar[dict[str, tuple[tuple[int, int], ...]] | None]] = Contex
 
 
 _GOAL_MEMO: Final[ContextVar[dict[str, bool] | None]] = ContextVar("goal_statement_memo", default=None)
+_DECISION_MEMO: Final[ContextVar[dict[tuple[str, bool], tuple[tuple[int, int], ...]] | None]] = ContextVar(
+    "decision_spans_memo", default=None
+)
 
 
 @contextmanager
 def remembered_constraints() -> Iterator[None]:
-    """Remember ``constraint_spans`` and ``is_goal_statement`` answers until the block ends (per
-    thread or task, so concurrent compactions never share one; nested blocks reuse the outer memo)."""
+    """Remember ``constraint_spans``, ``decision_spans`` and ``is_goal_statement`` answers until the
+    block ends (per thread or task, so concurrent compactions never share one; nested blocks reuse
+    the outer memo)."""
     token = _MEMO.set({}) if _MEMO.get() is None else None
     goal_token = _GOAL_MEMO.set({}) if _GOAL_MEMO.get() is None else None
+    decision_token = _DECISION_MEMO.set({}) if _DECISION_MEMO.get() is None else None
     try:
         yield
     finally:
@@ -274,6 +281,8 @@ def remembered_constraints() -> Iterator[None]:
             _MEMO.reset(token)
         if goal_token is not None:
             _GOAL_MEMO.reset(goal_token)
+        if decision_token is not None:
+            _DECISION_MEMO.reset(decision_token)
 
 
 _P = ParamSpec("_P")
@@ -363,6 +372,86 @@ def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
                 spans.append((start, start + len(sentence)))
         offset += len(line) + 1
     return tuple(spans)
+
+
+# a user sentence that decides (stricter than the assistant's: "because" alone is a report)
+_USER_DECISION: Final = re.compile(
+    r"(?i)\b(?:(?:we|i)(?:'ve| have)? decided|let'?s (?:use|go with|switch|keep|stick with|make)|go "
+    r"with|switch(?:ed|ing)? (?:to|from)|"
+    r"instead of|rather than|from now on|we(?:'ll| will) use|(?:change|set) (?:the )?[\w -]{2,30} to)\b"
+)
+# every text ``_USER_DECISION`` matches holds one of these (lower-cased; "what changes" does not)
+_USER_DECISION_HINTS: Final = (
+    "decided",
+    "let's",
+    "lets",
+    "go with",
+    "switch",
+    "instead",
+    "rather",
+    "from now on",
+    "we'll",
+    "we will",
+    "change ",
+    "set ",
+)
+_USER_DECISION_HINT: Final = re.compile("|".join(re.escape(h) for h in _USER_DECISION_HINTS))
+# "Use X for Y." said by the user: a choice, the same as "let's use X"
+_USE: Final = re.compile(r"(?i)^(?:(?:ok(?:ay)?|so|now|then|and|also|please),? )*use\s+\S")
+
+
+def _says_use(low: str) -> bool:
+    """Whether the lower-cased ``low`` has the word "use" followed by a space (a sentence that
+    ``_USE`` matches has one; "because " does not count): a plain substring search, no regex."""
+    at = low.find("use ")
+    while at != -1:
+        if at == 0 or low[at - 1] in " \n\t\"'(":
+            return True
+        at = low.find("use ", at + 1)
+    return False
+
+
+def decision_spans(text: str, *, leading_use: bool = True) -> list[tuple[int, int]]:
+    """Character spans of the sentences of a user message that decide something ("let's go with
+    X", "X instead of Y", "from now on ...", "switch to X", "set X to Y"; with ``leading_use`` also
+    a sentence that starts with "use": "Use a threshold of 0.4 for the list."). Not a question,
+    at least four words. A decision that revises a constraint is the constraint now
+    (``extract_anchors``); every one is folded by ``core.decisions``."""
+    memo = _DECISION_MEMO.get()
+    key = (text, leading_use)
+    if memo is not None and key in memo:
+        return list(memo[key])
+    found = _decision_spans(text, leading_use)
+    if memo is not None:
+        memo[key] = found
+    return list(found)
+
+
+def _decision_spans(text: str, leading_use: bool) -> tuple[tuple[int, int], ...]:
+    low = text.lower()
+    # one scan of the whole text decides whether to read it sentence by sentence (the common case: no)
+    decides = bool(_USER_DECISION_HINT.search(low)) and bool(_USER_DECISION.search(text))
+    uses = leading_use and _says_use(low)
+    if not decides and not uses:
+        return ()
+    spans: list[tuple[int, int]] = []
+    offset = 0
+    for line in text.split("\n"):
+        for m in SENTENCE_RE.finditer(line):
+            sentence = m.group(0).rstrip()
+            if (
+                (_USER_DECISION.search(sentence) or (leading_use and _USE.match(sentence)))
+                and not sentence.endswith("?")
+                and len(sentence.split()) >= 4
+            ):
+                spans.append((offset + m.start(), offset + m.start() + len(sentence)))
+        offset += len(line) + 1
+    return tuple(spans)
+
+
+def user_decisions(text: str, *, leading_use: bool = True) -> list[str]:
+    """The sentences ``decision_spans`` finds, in order."""
+    return [text[a:b] for a, b in decision_spans(text, leading_use=leading_use)]
 
 
 _COMMAND_RE: Final = re.compile(r"^\s*/[\w:-]+(?:\s+\S+)?\s*$")
@@ -483,6 +572,34 @@ def resolve_anchors(previous: AnchorSet, lookup: Callable[[str], Entry | None]) 
     )
 
 
+def _revised_by_decisions(
+    full: str,
+    entry_id: str,
+    spans: Sequence[tuple[int, int]],
+    constraints: list[Anchor],
+    superseded: list[Anchor],
+    seen: set[str],
+) -> list[Anchor]:
+    """A user decision sentence without a constraint marker that revises a constraint ("Let's
+    switch storage to DuckDB instead of Postgres." after "Always use Postgres for storage.") is the
+    constraint now: the old one moves to ``superseded`` (else the block would state it as
+    authoritative after the user changed it)."""
+    for start, end in decision_spans(full):  # the spans the decision book reads too (remembered)
+        sentence = full[start:end]
+        if (start, end) in spans or sentence in seen:
+            continue
+        replaced = [old for old in constraints if supersedes(sentence, old.text)]
+        if not replaced:
+            continue
+        anchor = Anchor("constraint", sentence, entry_id, start, end)
+        for old in replaced:
+            superseded.append(replace(old, replaced_by=anchor.key))
+            seen.discard(old.text)
+        seen.add(sentence)
+        constraints = [*(c for c in constraints if c not in replaced), anchor]
+    return constraints
+
+
 def extract_anchors(
     previous: AnchorSet,
     entries: Sequence[Entry],
@@ -522,7 +639,8 @@ def extract_anchors(
                 superseded.append(replace(goal, replaced_by=new_goal.key))
             goal = new_goal or goal
         full = entry_text(entry)
-        for start, end in constraint_spans(full):
+        spans = constraint_spans(full)
+        for start, end in spans:
             sentence = full[start:end]
             if sentence in seen or (
                 goal is not None
@@ -542,6 +660,8 @@ def extract_anchors(
                 else:
                     keep.append(old)
             constraints = [*keep, anchor]
+        if constraints:
+            constraints = _revised_by_decisions(full, entry.id, spans, constraints, superseded, seen)
     pins = apply_pins(base.pins, pin_entries, find)
     dropped = base.dropped
     total = sum(len(a.text) for a in constraints)

@@ -19,6 +19,10 @@ What must hold:
 - Requests have a state (``core.requests``: open, deferred, done, dropped); the header counts each
   state exactly (lists are bounded, the ones that leave are counted per state), every open or
   deferred request is shown (the newest in full, older ones by entry id).
+- Decisions (``core.decisions``): the current revision of every decision the user or the
+  assistant stated, each with what it replaced; ``render`` shows the ones the text before the
+  block does not state, so a model summary that dropped or paraphrased a decision never leaves
+  the agent without it, and one that states it is not repeated.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
+from ipython_compact.core import decisions as decision_book
+from ipython_compact.core.decisions import DecisionRecord
 from ipython_compact.core.drift import CODE_KEYS, extract_identifiers, render_block, variables_in_code
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
@@ -294,6 +300,8 @@ class Ledger:
     unlisted: tuple[tuple[str, int], ...] = ()  # requests per state that left the bounded lists
     # artifacts a newer version replaced, newest last (recallable, not current)
     replaced_versions: tuple[str, ...] = ()
+    # the current revision of every decision, oldest first (``core.decisions``)
+    decisions: tuple[DecisionRecord, ...] = ()
     # calls whose result has not been seen yet: (call_id, tool, path-or-"", code reads, code writes, code
     # names)
     _pending: tuple[tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = field(
@@ -302,6 +310,7 @@ class Ledger:
 
     # ---- folding ----------------------------------------------------------------------------
     def update(self, entries: Iterable[Entry]) -> Ledger:
+        entries = entries if isinstance(entries, (list, tuple)) else list(entries)  # read twice
         # Ordered dicts as ordered sets: every step below is O(1), so folding a span costs what
         # the span holds (a 200k-entry span must not cost 100x a 20k one).
         read = dict.fromkeys(self.files_read)
@@ -467,6 +476,7 @@ class Ledger:
             artifacts=tuple(list(artifacts.values())[-MAX_ARTIFACTS:]),
             unlisted=tuple((k, v) for k, v in unlisted.items() if v),
             replaced_versions=tuple(list(stale)[-MAX_ARTIFACTS:]),
+            decisions=decision_book.fold(self.decisions, entries),
             command_total=totals["cmd"],
             command_failed=totals["failed"],
             error_total=totals["err"],
@@ -532,6 +542,7 @@ class Ledger:
             ],
             "unlisted_requests": dict(self.unlisted),
             "replaced_versions": list(self.replaced_versions),
+            "decisions": [d.to_json() for d in self.decisions],
             "totals": {
                 "commands": self.command_total,
                 "failed": self.command_failed,
@@ -574,6 +585,7 @@ class Ledger:
                     if str(k) in STATUSES
                 ),
                 replaced_versions=tuple(str(p) for p in obj.get("replaced_versions") or []),
+                decisions=tuple(DecisionRecord.from_json(d) for d in obj.get("decisions") or []),
                 command_total=int(totals.get("commands", 0)),
                 command_failed=int(totals.get("failed", 0)),
                 error_total=int(totals.get("errors", 0)),
@@ -713,11 +725,14 @@ class Ledger:
         command succeeding is one line; the newest names, files, commands and errors, with totals.
         ``replaced`` maps texts the user replaced since (a revised rule) to the replacing entry.
         ``shown`` is the checkpoint text before the block (the narrative): a done request it
-        already writes out is named by entry id only, so the handoff states each request once.
+        already writes out is named by entry id only, and a decision it states is left out, so
+        the handoff states each request and each decision once.
         """
-        lines: list[str] = []
+        lines: list[str] = decision_book.shown_lines(self.decisions, shown)
         if self.requests or self.request_total:
-            lines.extend(self._request_lines(replaced or {}, shown))
+            # a request that stated a decision revised since says so (as one that stated a rule)
+            revised = {old: d.entry_id for d in self.decisions for old, _ in d.earlier}
+            lines.extend(self._request_lines({**revised, **(replaced or {})}, shown))
         if self.names:
             lines.append(
                 "kernel names defined by cells that succeeded (still in the kernel; reuse them): "

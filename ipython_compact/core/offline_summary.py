@@ -49,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
 from ipython_compact.core.anchors import constraint_spans, is_goal_statement, is_request
+from ipython_compact.core.anchors import user_decisions as _user_decisions
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 from ipython_compact.core.facts import (
     SENTENCE_RE,
@@ -128,12 +129,6 @@ _DECISION: Final = re.compile(
     r"(?i)\b(decided?|decision|chose|choose|opted|settled on|going with|go with|(?:will|'ll|let's|we'll) use|"
     r"switch(?:ed|ing)? (?:to|from)|instead of|rather than|root cause|the cause|because|in favou?r of)\b"
 )
-# a user sentence that decides (stricter than the assistant's: "because" alone is a report)
-_USER_DECISION: Final = re.compile(
-    r"(?i)\b(?:(?:we|i)(?:'ve| have)? decided|let'?s (?:use|go with|switch|keep|stick with|make)|go "
-    r"with|switch(?:ed|ing)? (?:to|from)|"
-    r"instead of|rather than|from now on|we(?:'ll| will) use|(?:change|set) (?:the )?[\w -]{2,30} to)\b"
-)
 _NEXT: Final = re.compile(
     r"(?i)\b(next|then i(?:'ll| will)|i(?:'ll| will| am going to|'m going to)|let me|todo|to do:|need "
     r"to|plan to|will now|remaining|after that)\b"
@@ -155,19 +150,6 @@ _DECISION_HINTS: Final = (
     "rather",
     "cause",
     "favo",
-)
-_USER_DECISION_HINTS: Final = (
-    "decided",
-    "let",
-    "go with",
-    "switch",
-    "instead",
-    "rather",
-    "from now on",
-    "we'll",
-    "we will",
-    "change",
-    "set ",
 )
 _NEXT_HINTS: Final = (
     "next",
@@ -198,15 +180,10 @@ def _clip(text: str, limit: int = ITEM_CHARS) -> str:
 
 
 def user_decisions(text: str) -> list[str]:
-    """The sentences of a user message that decide something (switch, go with, instead of, ...)."""
-    low = text.lower()
-    if not any(h in low for h in _USER_DECISION_HINTS) or not _USER_DECISION.search(text):
-        return []
-    return [
-        s
-        for s in _sentences(text)
-        if _USER_DECISION.search(s) and not s.endswith("?") and len(s.split()) >= 4
-    ]
+    """The sentences of a user message that decide something (switch, go with, instead of, ...);
+    the rule ``core.anchors.decision_spans``, without its "use X" form (the assistant's reply states
+    those choices in this summary's Key Decisions)."""
+    return _user_decisions(text, leading_use=False)
 
 
 def _sentences(text: str) -> Iterable[str]:
