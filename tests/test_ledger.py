@@ -13,6 +13,7 @@ from builders import user_entry as user
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.core.ledger import Ledger, code_file_ops, parse_error
+from ipython_compact.core.requests import RequestRecord
 
 
 def res(eid: str, cid: str, text: str, error: bool = False) -> Entry:
@@ -312,3 +313,43 @@ def test_a_long_request_is_clipped_at_a_sentence_end() -> None:
         "pandas==2.2.3 exactly, the cluster image pins it. …  (entry u1)"
     ) in text
     assert "/work/d" not in text
+
+
+@pytest.mark.parametrize(
+    ("record", "replaced", "line"),
+    [
+        (
+            RequestRecord("e1", "Export the scores to scores.parquet.", "open"),
+            {},
+            "- [ ] open, written out above  (entry e1)",
+        ),
+        (
+            RequestRecord("e2", "Tune the learning rate next.", "deferred", "I will do it after the CV run."),
+            {},
+            "- [ ] deferred, written out above  (entry e2; deferred: I will do it after the CV run.)",
+        ),
+        (
+            RequestRecord(
+                "e3", "Make a PDF export of the dashboard.", "dropped", "Never mind the PDF export."
+            ),
+            {},
+            "- [-] withdrawn, written out above  (entry e3; Never mind the PDF export.)",
+        ),
+        (
+            RequestRecord("e4", "Load data/churn.csv and show me the first rows.", "done", "Loaded."),
+            {"Load data/churn.csv": "e9"},
+            "- [x] done, written out above  (entries e4; what it says was replaced later (entry e9))",
+        ),
+    ],
+)
+def test_a_request_the_text_above_writes_out_is_named_by_state_and_id(
+    record: RequestRecord, replaced: dict[str, str], line: str
+) -> None:
+    """Every state, as done ones already were: the handoff states each request once (the summary's
+    line, or the goal anchor), and the ledger keeps its state, id, why, and any "replaced" mark."""
+    led = Ledger(requests=(record,), request_total=1)
+    narrative = f"## In Progress\n- {record.text}\n"
+    text = led.render(replaced, shown=narrative)
+    assert line in text.splitlines()
+    assert (narrative + text).count(record.text) == 1
+    assert record.text in led.render(replaced)  # nothing above: the ledger writes it out itself

@@ -615,7 +615,8 @@ class Ledger:
         """Requests: counts per state, the newest done ones, every open or deferred one (the newest
         in full, older ones by recall id), the newest withdrawn ones. A request whose text states a
         rule the user replaced since says so on its line (``replaced``: old text -> entry id). A
-        done one whose line ``shown`` (the text before the ledger) already holds is named by id."""
+        request whose text ``shown`` (the text before the ledger) already holds is named by id and
+        state, so the handoff states each request once."""
 
         def history(text: str) -> str:
             by = next((entry for old, entry in replaced.items() if old in text), None)
@@ -644,18 +645,26 @@ class Ledger:
                 same[-1].append(r)
             else:
                 same.append([r])
-        above = [
-            g
-            for g in same
-            if shown
-            and shown_request(g[0].text, SHOW_REQUEST_CHARS).rstrip(" …") in shown
-            and not history(g[0].text)
-        ]
+
+        def written_above(text: str) -> bool:
+            return bool(shown) and (
+                text in shown or shown_request(text, SHOW_REQUEST_CHARS).rstrip(" …") in shown
+            )
+
+        above = [g for g in same if written_above(g[0].text)]
         if above:
             same = [g for g in same if g not in above]
-            lines.append(
-                f"- [x] {len(above)} done, written out in the summary above: entries "
-                f"{', '.join(r.entry_id for g in above for r in g)}"
+            plain = [g for g in above if not history(g[0].text)]
+            if plain:
+                lines.append(
+                    f"- [x] {len(plain)} done, written out in the summary above: entries "
+                    f"{', '.join(r.entry_id for g in plain for r in g)}"
+                )
+            lines.extend(  # what it says was replaced since: the mark stays, the text is not repeated
+                f"- [x] done, written out above  (entries {', '.join(r.entry_id for r in g)}"
+                f"{history(g[0].text)})"
+                for g in above
+                if history(g[0].text)
             )
         lines.extend(
             f"- [x] {shown_request(g[0].text, SHOW_REQUEST_CHARS)}  (entry "
@@ -666,10 +675,12 @@ class Ledger:
             for g in same
         )
         for r in [r for r in self.requests if r.status == "dropped"][-SHOW_DROPPED:]:
-            lines.append(
-                f"- [-] withdrawn: {shown_request(r.text, SHOW_REQUEST_CHARS)}  (entry "
-                f"{r.entry_id}; {clip_sentences(r.note, 80)})"
+            what = (
+                "withdrawn, written out above"
+                if written_above(r.text)
+                else (f"withdrawn: {shown_request(r.text, SHOW_REQUEST_CHARS)}")
             )
+            lines.append(f"- [-] {what}  (entry {r.entry_id}; {clip_sentences(r.note, 80)})")
         # the newest deferred and open ones in full (a promise made is shown as long as it stands), older by
         # id
         pending = [r for r in self.requests if r.status in ("open", "deferred")]
@@ -686,7 +697,11 @@ class Ledger:
             )
         for r in [r for r in pending if id(r) in full]:
             why = f"; deferred: {clip_sentences(r.note, 120)}" if r.status == "deferred" else ""
-            lines.append(f"- [ ] {r.text}  (entry {r.entry_id}{why})")
+            if written_above(r.text):
+                # the summary (or an anchor) already writes it out: its state and id, not its text again
+                lines.append(f"- [ ] {r.status}, written out above  (entry {r.entry_id}{why})")
+            else:
+                lines.append(f"- [ ] {r.text}  (entry {r.entry_id}{why})")
         gone = sum(v for k, v in self.unlisted if k in ("open", "deferred"))
         if gone:
             lines.append(f"- [ ] {gone} more open request(s) older than these (not listed; recall by query)")
