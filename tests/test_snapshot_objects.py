@@ -65,7 +65,7 @@ class Where:
     raw: Objects
 
     def store(self, **kw: Any) -> SnapshotStore:
-        locks = writer_locks(self.log) if self.kind == "s3" else None
+        locks = writer_locks(self.log) if self.kind != "folder" else None
         return SnapshotStore(self.location, KEY, session="s1", durable=False, locks=locks, **kw)
 
     def names(self) -> list[str]:
@@ -78,11 +78,13 @@ class Where:
         return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
 
 
-@pytest.fixture(params=["folder", "s3"])
+@pytest.fixture(params=["folder", "file", "s3"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Where]:
+    folder = tmp_path / "snap" / "s1"
     if request.param == "folder":
-        folder = tmp_path / "snap" / "s1"
         yield Where("folder", folder, tmp_path / "log.db", LocalObjects(folder, durable=False))
+    elif request.param == "file":  # a file:// URL: the object layer (no rename) on a local folder
+        yield Where("file", f"file://{folder}", tmp_path / "log.db", LocalObjects(folder, durable=False))
     else:
         url = request.getfixturevalue("s3_url") + "/s1"
         yield Where("s3", url, tmp_path / "log.db", FsspecObjects(url))
@@ -161,8 +163,8 @@ def _program(where: Where, body: str) -> str:
         from ipython_compact.store.writer_locks import writer_locks
         LOCATION = {str(where.location)!r}
         def store(**kw):
-            location = LOCATION if {where.kind == "s3"!r} else Path(LOCATION)
-            locks = writer_locks(Path({str(where.log)!r})) if {where.kind == "s3"!r} else None
+            location = LOCATION if {where.kind != "folder"!r} else Path(LOCATION)
+            locks = writer_locks(Path({str(where.log)!r})) if {where.kind != "folder"!r} else None
             return SnapshotStore(location, b"k" * 32, session="s1", durable=False, locks=locks, **kw)
         """
     ) + textwrap.dedent(body)
