@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -53,3 +55,30 @@ def start_cell(km: KernelManager, code: str) -> Any:
         if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
             return kc
     raise AssertionError("the kernel did not start the cell within 30 s")
+
+
+def evaluate(km: KernelManager, code: str, expr: str, timeout: float = 120.0) -> Any:
+    """Run ``code`` on the main shell, then the JSON value of ``expr`` (a ``json.dumps(...)`` string)."""
+    kc = km.client()
+    kc.start_channels()
+    try:
+        reply = kc.execute_interactive(
+            code, user_expressions={"r": expr}, timeout=timeout, output_hook=lambda m: None
+        )
+        content = reply["content"]
+        assert content["status"] == "ok", content
+        result = content["user_expressions"]["r"]
+        assert result["status"] == "ok", result
+        return json.loads(ast.literal_eval(result["data"]["text/plain"]))
+    finally:
+        kc.stop_channels()
+
+
+def magic(km: KernelManager, line: str) -> Any:
+    """The data of ``%compact LINE``'s result (a mapping, rows or text), with its title line."""
+    return evaluate(
+        km,
+        f"__r = get_ipython().run_line_magic('compact', {line!r})",
+        "__import__('json').dumps({'title': __r.bundle['text/plain'].splitlines()[0], 'data': __r.data}, "
+        "default=str)",
+    )

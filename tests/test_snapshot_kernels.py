@@ -4,53 +4,22 @@ sentence, two-phase restore and data frames."""
 
 from __future__ import annotations
 
-import ast
-import json
 import os
 import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jupyter_client.manager import KernelManager
-from kernel_fixtures import execute, running_kernel
+from kernel_fixtures import evaluate, execute, magic, running_kernel
 
 from ipython_compact.host.kernel_client import KernelClient
 from ipython_compact.kernel.binding import snapshot_slug
 from ipython_compact.namespace.snapshot import SnapshotStore, load_or_create_key
 
 pytestmark = pytest.mark.slow
-
-
-def evaluate(km: KernelManager, code: str, expr: str, timeout: float = 120.0) -> Any:
-    """Run ``code`` on the main shell, then the JSON value of ``expr`` (a ``json.dumps(...)`` string)."""
-    kc = km.client()
-    kc.start_channels()
-    try:
-        reply = kc.execute_interactive(
-            code, user_expressions={"r": expr}, timeout=timeout, output_hook=lambda m: None
-        )
-        content = reply["content"]
-        assert content["status"] == "ok", content
-        result = content["user_expressions"]["r"]
-        assert result["status"] == "ok", result
-        return json.loads(ast.literal_eval(result["data"]["text/plain"]))
-    finally:
-        kc.stop_channels()
-
-
-def magic(km: KernelManager, line: str) -> Any:
-    """The data of ``%compact LINE``'s result (a mapping, rows or text)."""
-    return evaluate(
-        km,
-        f"__r = get_ipython().run_line_magic('compact', {line!r})",
-        "__import__('json').dumps({'title': __r.bundle['text/plain'].splitlines()[0], 'data': "
-        "__r.data}, "
-        "default=str)",
-    )
 
 
 def restart(km: KernelManager) -> None:

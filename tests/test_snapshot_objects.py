@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from postgres_server import server as postgres
 from s3_server import server
+from snapshot_ledger import MemoryLedger
 
 from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore
 from ipython_compact.namespace.snapshot.keys import load_shared_key
@@ -40,19 +41,6 @@ def trip(label: str) -> str:
 class Tripwire:
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (trip, ("unpickled",))
-
-
-class MemoryLedger:
-    """The session log's digests, in memory (the kernel's ``LogLedger`` writes them to the log)."""
-
-    def __init__(self) -> None:
-        self.records: dict[int, str] = {}
-
-    def record(self, generation: int, digest: str) -> None:
-        self.records[generation] = digest
-
-    def recorded(self) -> dict[int, str]:
-        return dict(self.records)
 
 
 @dataclass

@@ -5,47 +5,18 @@ takes the writer lock in the session store on a connection of its own); the seco
 
 from __future__ import annotations
 
-import ast
-import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from jupyter_client.manager import KernelManager
-from kernel_fixtures import running_kernel
+from kernel_fixtures import evaluate, magic, running_kernel
 from postgres_server import server as postgres
 
 from ipython_compact.kernel.binding import snapshot_slug
 from ipython_compact.namespace.snapshot.objects import FsspecObjects, LocalObjects, Objects
 
 pytestmark = pytest.mark.slow
-
-
-def evaluate(km: KernelManager, code: str, expr: str, timeout: float = 120.0) -> Any:
-    kc = km.client()
-    kc.start_channels()
-    try:
-        reply = kc.execute_interactive(
-            code, user_expressions={"r": expr}, timeout=timeout, output_hook=lambda m: None
-        )
-        content = reply["content"]
-        assert content["status"] == "ok", content
-        result = content["user_expressions"]["r"]
-        assert result["status"] == "ok", result
-        return json.loads(ast.literal_eval(result["data"]["text/plain"]))
-    finally:
-        kc.stop_channels()
-
-
-def magic(km: KernelManager, line: str) -> Any:
-    return evaluate(
-        km,
-        f"__r = get_ipython().run_line_magic('compact', {line!r})",
-        "__import__('json').dumps({'title': __r.bundle['text/plain'].splitlines()[0], 'data': __r.data}, "
-        "default=str)",
-    )
 
 
 @pytest.mark.parametrize("backend", ["folder+sqlite", "s3+postgresql"])

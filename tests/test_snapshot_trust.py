@@ -22,24 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from snapshot_ledger import MemoryLedger
 
 from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore, load_or_create_key
 from ipython_compact.store.writer_locks import writer_locks
 
 KEY = b"k" * 32
-
-
-class MemoryLedger:
-    """The ledger protocol over a dict (the kernel's real one writes the session log)."""
-
-    def __init__(self) -> None:
-        self.records: dict[int, str] = {}
-
-    def record(self, generation: int, digest: str) -> None:
-        self.records[generation] = digest
-
-    def recorded(self) -> dict[int, str]:
-        return dict(self.records)
 
 
 def _store(tmp_path: Path, process: str = "p1", **kw: Any) -> SnapshotStore:
