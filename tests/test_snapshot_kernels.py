@@ -43,7 +43,9 @@ def _newest(directory: Path) -> int:
     return max(gens, default=0)
 
 
-def _wait_for_generation_after(directory: Path, after: int, timeout: float = 30.0) -> int:
+def _wait_for_generation_after(directory: Path, after: int, timeout: float = 180.0) -> int:
+    """Until the automatic snapshot lands. Its forked child runs at the lowest CPU priority, so on
+    a loaded machine it can wait long for a core: the bound only ends a test that would hang."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         newest = _newest(directory)
