@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from IPython.core.error import UsageError
 from postgres_server import server as postgres
 from s3_server import server
 from snapshot_ledger import MemoryLedger
@@ -25,7 +27,7 @@ from snapshot_ledger import MemoryLedger
 from ipython_compact.namespace.snapshot import SnapshotError, SnapshotStore
 from ipython_compact.namespace.snapshot.keys import load_shared_key
 from ipython_compact.namespace.snapshot.locking import SnapshotLockBusy
-from ipython_compact.namespace.snapshot.objects import FsspecObjects, LocalObjects, Objects
+from ipython_compact.namespace.snapshot.objects import FsspecObjects, LocalObjects, Objects, object_scheme
 from ipython_compact.store.writer_locks import writer_locks
 
 KEY = b"k" * 32
@@ -362,3 +364,50 @@ def test_an_agents_kernel_snapshots_to_object_storage_by_url(
     restored = json.loads(kernel_state.restore_json(f"{s3_url}/agent"))
     assert restored["ok"] and "answer" in restored["restored"] and ip.user_ns["answer"] == 42
     assert not Path("s3:").exists()  # no local folder named like the URL
+
+
+@pytest.mark.parametrize(
+    ("location", "said"),
+    [
+        ("s3://", "no bucket or folder after s3://"),
+        ("s3:///bucket/x", "the bucket comes right after s3://"),
+        ("s3://bucket/../../etc", "'..' parts"),
+        ("s3://bucket//x", "empty"),
+        ("gs://b/./p", "'.' "),
+        ("file://relative/x", "needs an absolute path"),
+        ("ftp://host/x", "unknown snapshot location scheme 'ftp'"),
+    ],
+)
+def test_a_malformed_location_is_refused_before_anything_is_written(location: str, said: str) -> None:
+    """Before, "s3://" lost its slashes when the session's folder was joined to it and became a
+    local folder named "s3:" in the working directory."""
+    with pytest.raises(SnapshotError, match=re.escape(said)):
+        object_scheme(location)
+
+
+@pytest.mark.parametrize(
+    ("location", "scheme"),
+    [("s3://bucket", "s3"), ("s3://bucket/a/b/", "s3"), ("file:///tmp/x", "file"), ("AZ://c/p", "az")],
+)
+def test_a_well_formed_location_names_its_scheme(location: str, scheme: str) -> None:
+    assert object_scheme(location) == scheme
+
+
+def test_the_kernel_says_a_malformed_location_and_writes_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SNAPSHOTS", "s3://")
+    ip = start_ipython()
+    assert ip is not None
+    ip.run_line_magic("load_ext", "ipython_compact")
+    try:
+        ip.run_cell("x = 1")
+        with pytest.raises(UsageError, match="no bucket or folder after s3://"):
+            ip.run_line_magic("compact", "snapshot")
+        assert not (tmp_path / "s3:").exists()
+    finally:
+        ip.run_line_magic("unload_ext", "ipython_compact")

@@ -189,6 +189,11 @@ class KernelService:
 
             c = self.config
             data = paths.data_dir()
+            base = self.snapshot_base
+            if isinstance(base, str):  # a malformed URL is said here, before a slug is joined to it
+                from ipython_compact.namespace.snapshot.objects import object_scheme
+
+                object_scheme(base)
             where = self.snapshot_dir
             if isinstance(where, str):  # object storage: the writer lock lives in the session store
                 key = load_shared_key(paths.key_path(), where)

@@ -66,12 +66,22 @@ def object_scheme(location: str | Path) -> str | None:
     """The scheme of an object-storage URL (``s3``, ``gs``, ...), None for a plain path."""
     if isinstance(location, Path) or "://" not in location:
         return None
-    found = location.split("://", 1)[0].lower()
+    found, rest = location.split("://", 1)
+    found = found.lower()
     if found not in OBJECT_SCHEMES:
         raise SnapshotError(
             f"{location}: unknown snapshot location scheme {found!r}; use a folder or one of "
             f"{', '.join(s + '://' for s in OBJECT_SCHEMES)}"
         )
+    if found == "file" and not rest.startswith("/"):
+        raise SnapshotError(f"{location}: a file:// location needs an absolute path (file:///folder)")
+    if found != "file" and rest.startswith("/"):
+        raise SnapshotError(f"{location}: the bucket comes right after {found}:// ({found}://bucket/prefix)")
+    parts = rest.strip("/").split("/")
+    if parts == [""]:
+        raise SnapshotError(f"{location}: no bucket or folder after {found}:// ({found}://bucket/prefix)")
+    if any(p in ("", ".", "..") for p in parts):
+        raise SnapshotError(f"{location}: a snapshot location may not hold empty, '.' or '..' parts")
     return found
 
 
