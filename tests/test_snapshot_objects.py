@@ -396,18 +396,26 @@ def test_a_well_formed_location_names_its_scheme(location: str, scheme: str) -> 
 def test_the_kernel_says_a_malformed_location_and_writes_no_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from IPython.testing.globalipapp import start_ipython
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("IPYTHON_COMPACT_SNAPSHOTS", "s3://")
-    ip = start_ipython()
-    assert ip is not None
-    ip.run_line_magic("load_ext", "ipython_compact")
+    monkeypatch.setenv("IPYTHON_COMPACT_SNAPSHOTS", "s3://")  # read when the extension loads
+    shell = request_shell(tmp_path, monkeypatch)
     try:
-        ip.run_cell("x = 1")
+        shell.run_cell("x = 1")
         with pytest.raises(UsageError, match="no bucket or folder after s3://"):
-            ip.run_line_magic("compact", "snapshot")
+            shell.run_line_magic("compact", "snapshot")
         assert not (tmp_path / "s3:").exists()
     finally:
-        ip.run_line_magic("unload_ext", "ipython_compact")
+        shell.run_line_magic("unload_ext", "ipython_compact")
+
+
+def request_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The test IPython shell with the extension loaded on a session of this test's own (as the
+    ``ip`` fixture, which loads it before a test can set the environment)."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", f"shell-{tmp_path.name}")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    return shell
