@@ -267,21 +267,28 @@ def wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
     wait_notebook_kernel(page, None, timeout)
 
 
-def run_cell(page: Any, code: str, *, wait: bool = True) -> None:
+def run_cell(page: Any, code: str, *, wait: bool = True, path: str | None = None) -> None:
     """Put ``code`` in the active cell and run it as Shift+Enter would (run, insert below).
 
     With ``wait`` the call returns when the cell has finished; without it, as soon as it started.
+    ``path``: the notebook to run it in (else the current one). Name it when another notebook is
+    open: activating the side panel can hand "current" back to the notebook that last had DOM
+    focus, which is not always the one ``show_notebook`` brought to the front.
     """
     page.evaluate(
-        """async ([code, wait]) => {
+        """async ([code, wait, path]) => {
             const app = window.jupyterapp;
-            const panel = app.shell.currentWidget;
+            let panel = app.shell.currentWidget;
+            if (path !== null) {
+                panel = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === path);
+                if (!panel) { throw new Error('no open notebook ' + path); }
+            }
             app.shell.activateById(panel.id);
             panel.content.activeCell.model.sharedModel.setSource(code);
             const done = app.commands.execute('notebook:run-cell-and-insert-below');
             if (wait) { await done; }
         }""",
-        [code, wait],
+        [code, wait, path],
     )
     if wait:
         wait_kernel_idle(page)
@@ -290,16 +297,19 @@ def run_cell(page: Any, code: str, *, wait: bool = True) -> None:
 def show_notebook(page: Any, path: str, timeout: float = 30_000) -> None:
     """Bring the open notebook at ``path`` to the front; return when the panel follows it and its kernel is
     idle."""
-    page.evaluate(
+    widget_id = page.evaluate(
         """(path) => {
             const app = window.jupyterapp;
             for (const w of app.shell.widgets('main')) {
-                if (w.context && w.context.path === path) { app.shell.activateById(w.id); return; }
+                if (w.context && w.context.path === path) { app.shell.activateById(w.id); return w.id; }
             }
             throw new Error('no open notebook ' + path);
         }""",
         path,
     )
+    # A click in it, as a user's: JupyterLab's notebook tracker follows DOM focus, and activating a
+    # tab from script does not always move focus (another notebook, or the side panel, keeps it).
+    page.locator(f'[id="{widget_id}"] .jp-Cell').first.click()
     page.wait_for_selector(f"{PANEL}[data-notebook={json.dumps(path)}]", state="attached", timeout=timeout)
     wait_notebook_kernel(page, path, timeout)
 

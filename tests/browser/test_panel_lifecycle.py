@@ -83,16 +83,23 @@ def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server
     # After the reloads above, JupyterLab opens the tab without bringing it to the front.
     show_notebook(page, OTHER, timeout=60_000)
     ensure_panel_ready(page)
-    run_cell(page, "psi = 2")
+    # Opening the side panel can hand "current" back to the notebook that last had DOM focus (the
+    # first one): bring this one to the front again, so the panel follows it.
+    show_notebook(page, OTHER)
+    run_cell(page, "psi = 2", path=OTHER)
     name_row(page, "psi").wait_for()
     kernel_id = _kernel_id(page, OTHER)
     _census_settles(lab_server, kernel_id, (1, 1))
     # Close the tab (saved first, so nothing asks); the kernel keeps running, as it does in Lab.
-    page.evaluate("""async () => {
-        const app = window.jupyterapp;
-        await app.commands.execute('docmanager:save');
-        await app.commands.execute('application:close');
-    }""")
+    page.evaluate(
+        """async (path) => {
+            const app = window.jupyterapp;
+            const w = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === path);
+            await w.context.save();
+            w.close();
+        }""",
+        OTHER,
+    )
     page.wait_for_function(
         f"() => document.querySelector('{PANEL}').dataset.notebook !== {json.dumps(OTHER)}", timeout=10_000
     )
