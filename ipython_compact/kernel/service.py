@@ -191,7 +191,7 @@ class KernelService:
             data = paths.data_dir()
             base = self.snapshot_base
             if isinstance(base, str):  # a malformed URL is said here, before a slug is joined to it
-                from ipython_compact.namespace.snapshot.objects import object_scheme
+                from ipython_compact.namespace.snapshot.objects import object_scheme  # start-up
 
                 object_scheme(base)
             where = self.snapshot_dir
