@@ -313,6 +313,10 @@ export class KernelConnector {
       this._busyRequest = parent.msg_id ?? null;
       this._hooks.cell(true);
     } else if (state === 'idle') {
+      if (parent.msg_id !== undefined && parent.msg_id === this._endedByStatus) {
+        this._endedByStatus = null; // already ended from the kernel's status: refresh once, not twice
+        return;
+      }
       this._cellEnded();
     }
   }
@@ -328,6 +332,7 @@ export class KernelConnector {
    */
   cellStateSeen(cell: ICellState | null): void {
     if (this.mainBusy && cellHasEnded(this._busyRequest, cell)) {
+      this._endedByStatus = this._busyRequest;
       this._cellEnded();
     }
   }
@@ -342,6 +347,7 @@ export class KernelConnector {
   }
 
   private _busyRequest: string | null = null;
+  private _endedByStatus: string | null = null;
   private _context: ISessionContext | null;
   private _hooks: IConnectorHooks;
   private _channel: CompactChannel | null = null;

@@ -149,7 +149,8 @@ def test_compact_adds_a_timeline_entry_with_a_rendered_summary(
         r"messages?\b",
         card.first.locator(".jp-IpythonCompact-kept").inner_text(),
     )
-    card.first.scroll_into_view_if_needed()
+    # for the screenshot only; a refresh may replace the card meanwhile (the locator finds the new one)
+    card.first.evaluate("e => e.scrollIntoView({block: 'nearest'})")
     shot("06-compaction-timeline")
 
 
