@@ -176,9 +176,7 @@ class UnchangedLane:
         (an odd name or value that raises is no reason to fail the save: no lane then)."""
         try:
             return cls._build(items, skip, entries, cache, seen, deadline)
-        except SerializeTimeout:
-            return None
-        except Exception:
+        except (SerializeTimeout, Exception):  # SerializeTimeout is a BaseException: named on purpose
             return None
 
     @classmethod
