@@ -26,6 +26,10 @@ context the model would see:
   all compactions.
 - **open/deferred requests shown**: every request still open or deferred is in the context in
   full or by its entry id; goal 100%.
+- **plans already carried out, still in Next Steps**: a plan the assistant stated ("Next I will
+  rebuild the lift chart", day 11) that a later request carried out (day 12) and that the
+  checkpoint's Next Steps still lists, once the answer that carried it out is summarized (before
+  that, the kept tail shows it done); goal 0.
 - **duplicate lines**: checkpoint lines (not headings, not "(none)") that occur more than once.
 - **statements the appended blocks repeat**: lines of ``<ledger>`` and ``<drift-guard>`` (what the
   pipeline appends after the summary) whose statement a line before them already holds (a
@@ -98,6 +102,8 @@ class ChangingSession:
     facts: list[Fact] = field(default_factory=list)
     # text -> (asked, settled day or None)
     requests: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # a plan the assistant states ("Next I will …") -> index of the message that carried it out
+    plans: dict[str, int] = field(default_factory=dict)
 
     def current(self, day: int) -> list[Fact]:
         return [f for f in self.facts if f.day <= day and (f.until is None or f.until > day)]
@@ -319,6 +325,13 @@ def make_session(days: int = 30) -> ChangingSession:
             w.user("Refresh the churn dashboard. Also email the summary to finance.")
             w.say("The churn dashboard is refreshed. I'll email the summary to finance next week.")
             s.requests["Refresh the churn dashboard. Also email the summary to finance."] = (22, None)
+        if day == 11:
+            w.user("What is left for the regional review?")
+            w.say("Next I will rebuild the lift chart for the regional managers.")
+        if day == 12:
+            w.user("Rebuild the lift chart for the regional managers.")
+            w.say("Rebuilt the lift chart for the regional managers.")
+            s.plans["rebuild the lift chart"] = sum(len(c) for c in s.chunks) + len(w.out) - 1
         if day == 29:
             w.user("Compare the model against last quarter's baseline.")
             w.say("I'll compare the model against last quarter's baseline once finance sends the numbers.")
@@ -351,6 +364,12 @@ def context_of(store: SessionStore, naive: bool) -> tuple[str, str]:
 
 def stated_as_current(checkpoint: str, marker: str) -> bool:
     return any(marker in line and not HISTORY_MARK.search(line) for line in checkpoint.splitlines())
+
+
+def next_steps_of(checkpoint: str) -> str:
+    """The checkpoint's Next Steps section (lower-cased)."""
+    m = re.search(r"(?ms)^## Next Steps\n(.*?)(?=^## |^<|\Z)", checkpoint)
+    return m.group(1).lower() if m else ""
 
 
 def duplicate_lines(checkpoint: str) -> int:
@@ -434,7 +453,8 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
         context, checkpoint = context_of(store, naive)
         ids = request_ids(store)
         current = session.current(day)
-        old = session.superseded(day, summarized_messages(store, result.plan.first_kept_entry_id))
+        summarized = summarized_messages(store, result.plan.first_kept_entry_id)
+        old = session.superseded(day, summarized)
         pending = session.pending(day)
         rows.append(
             {
@@ -450,6 +470,11 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
                 "pending_total": len(pending),
                 "missing_pending": [
                     t for t in pending if t not in context and ids.get(t, "\0") not in context
+                ],
+                "settled_plans_as_next": [
+                    plan
+                    for plan, done_at in session.plans.items()
+                    if done_at < summarized and plan in next_steps_of(checkpoint)
                 ],
                 "duplicate_lines": duplicate_lines(checkpoint),
                 "repeated_by_pipeline": repeated_by_pipeline(checkpoint),
@@ -470,6 +495,8 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
         "open_deferred_shown_all_steps": round(
             sum(r["pending_shown"] for r in rows) / max(1, sum(r["pending_total"] for r in rows)), 4
         ),
+        "settled_plans_as_next_last": len(last["settled_plans_as_next"]),
+        "settled_plans_as_next_all_steps": sum(len(r["settled_plans_as_next"]) for r in rows),
         "duplicate_lines_last": last["duplicate_lines"],
         "duplicate_lines_max": max(r["duplicate_lines"] for r in rows),
         "repeated_by_pipeline_last": len(last["repeated_by_pipeline"]),
@@ -490,6 +517,11 @@ TABLE = (
     ("superseded stated as current (sum over compactions)", "superseded_stated_as_current_all_steps"),
     ("open/deferred requests shown (last)", "open_deferred_shown"),
     ("open/deferred requests shown (every compaction)", "open_deferred_shown_all_steps"),
+    ("plans already carried out, still in Next Steps (last)", "settled_plans_as_next_last"),
+    (
+        "plans already carried out, still in Next Steps (sum over compactions)",
+        "settled_plans_as_next_all_steps",
+    ),
     ("duplicate lines (last / max)", None),
     ("statements the appended blocks repeat (last / max)", None),
     ("checkpoint tokens first / max / last", None),

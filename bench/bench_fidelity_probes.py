@@ -126,6 +126,8 @@ def good_model_text(prompt: str, *, honours_superseded: bool = True) -> str:
     decisions = [s for s in says if re.search(r"(?i)\b(decided|root cause|switch to|instead of)\b", s)]
     done = [s for s in says if s.startswith("Done")]
     nexts = [s[s.find("Next") :] for s in says if "Next I will" in s]
+    if honours_superseded:  # a plan the block says was carried out is not a next step
+        nexts = [n for n in nexts if not any(e in n or n in e for e in earlier)]
     idents = [value for _cls, value in extract_identifiers(conversation)]
     if (
         ("## Original Request") in prompt

@@ -1,6 +1,6 @@
 """The precision benchmark's goals as a test (issue 18): after rolling compactions of a session whose
 facts change, every summarizer arm but the naive one states every current fact and no superseded one
-as current, and shows every open or deferred request.
+as current, shows every open or deferred request, and lists no plan already carried out as a next step.
 
 It runs ``bench/bench_fidelity_precision.py``'s generator and scoring at a smaller size, with the
 OpenAI-compatible summarizer through the real ``openai`` client against the scripted
@@ -43,6 +43,8 @@ def test_every_current_fact_and_no_superseded_one_after_rolling_compactions(arm:
     shown, pending = map(int, found["open_deferred_shown"].split("/"))
     assert (found["missing_pending_last"], shown) == ([], pending)
     assert pending >= 3
+    # a plan the assistant carried out (day 12) is not a next step once that is summarized
+    assert found["settled_plans_as_next_all_steps"] == 0
     # nothing the pipeline appends repeats the summary's (or the model's) text
     assert found["repeated_by_pipeline_lines_last"] == []
     assert found["repeated_by_pipeline_max"] == 0

@@ -143,8 +143,11 @@ def test_one_done_line_per_finished_request() -> None:
     assert all(not d.startswith("Done with step") for d in listed)  # the answer is the outcome, not a line
     assert all(" → " in d for d in listed)  # request → the outcome the assistant reported
     assert sum(" → Done with step " in d for d in listed) >= len(listed) - 1
+    # the count is of requests: one asked twice is listed once and counted once more
+    asked = [e for e in span if (e.message or {}).get("role") == "user"]
+    assert len(asked) > len(requests)
     assert done[0] == (
-        f"({len(requests) - CAPS['Done']} earlier finished request(s) not listed; the log has them)"
+        f"({len(asked) - CAPS['Done']} earlier finished request(s) not listed; the log has them)"
     )
 
 
@@ -479,3 +482,97 @@ def test_a_long_item_is_cut_at_a_word_boundary() -> None:
     )
     item = next(line for line in text.splitlines() if line.startswith("- The mean of the sales columns"))
     assert item.endswith("…") and item[:-1].rstrip().split()[-1] in sentence.split()
+
+
+def _steps(first: int, last: int, prefix: str = "") -> list[Entry]:
+    out: list[Entry] = []
+    for i in range(first, last + 1):
+        out.append(m(f"{prefix}u{i}", "user", f"Step {i}: load sales_{i}.csv and total it."))
+        out.append(
+            m(
+                f"{prefix}a{i}",
+                "assistant",
+                f"Loaded sales_{i}.csv; the total is {1000 + i}.",
+                stopReason="stop",
+            )
+        )
+    return out
+
+
+def _listed(text: str) -> list[str]:
+    return [d.split(":")[0] for d in parse_checkpoint(text)["Done"]]
+
+
+def test_a_request_repeated_in_a_later_span_takes_its_newest_place() -> None:
+    """The demo notebook's second compaction: the same sixteen steps asked again. Done must read
+    in log order (the count of older ones, then the newest eight), never old places kept for
+    repeated lines with the span's other lines after them; the count adds up to every request."""
+    first = offline_summary(_steps(0, 9))
+    assert _listed(first) == ["(2 earlier finished request(s) not listed; the log has them)"] + [
+        f"Step {i}" for i in range(2, 10)
+    ]
+    second = offline_summary(_steps(0, 10, "r"), previous_summary=first)
+    # 21 requests finished: 8 listed (the second round's newest), 13 counted
+    assert _listed(second) == ["(13 earlier finished request(s) not listed; the log has them)"] + [
+        f"Step {i}" for i in range(3, 11)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("span", "previous_steps", "expected"),
+    [
+        (  # the plan stated, then asked for and done in the same span: settled
+            [
+                ("user", "Load the data."),
+                ("assistant", "Loaded 10 rows. Next I will plot the revenue."),
+                ("user", "Go ahead and plot it."),
+                ("assistant", "Plotted the revenue to plot.png."),
+            ],
+            [],
+            [],
+        ),
+        (  # the plan stays while the work after it is about something else
+            [
+                ("user", "Load the data."),
+                ("assistant", "Loaded 10 rows. Next I will plot the revenue."),
+                ("user", "Also count the columns."),
+                ("assistant", "There are 4 columns."),
+            ],
+            [],
+            ["Next I will plot the revenue."],
+        ),
+        (  # the newest plan is stated in the last answer: it stands
+            [("user", "Load the data."), ("assistant", "Loaded 10 rows. Next I will plot the revenue.")],
+            [],
+            ["Next I will plot the revenue."],
+        ),
+        (  # a plan carried from the previous checkpoint, done in this span
+            [("user", "Plot the revenue now."), ("assistant", "Plotted it to plot.png.")],
+            ["Next I will plot the revenue."],
+            [],
+        ),
+        (  # a carried plan that nothing in the span does
+            [("user", "Count the rows."), ("assistant", "There are 10 rows.")],
+            ["Next I will plot the revenue.", "Then I'll email the report."],
+            ["Next I will plot the revenue.", "Then I'll email the report."],
+        ),
+        (  # only the settled one of two carried plans leaves
+            [("user", "Email the report to Ana."), ("assistant", "Emailed the report.")],
+            ["Next I will plot the revenue.", "Then I'll email the report."],
+            ["Next I will plot the revenue."],
+        ),
+    ],
+)
+def test_a_next_step_that_a_later_finished_request_does_leaves(
+    span: list[tuple[str, str]], previous_steps: list[str], expected: list[str]
+) -> None:
+    entries = [
+        m(f"e{i}", role, text, **({"stopReason": "stop"} if role == "assistant" else {}))
+        for i, (role, text) in enumerate(span)
+    ]
+    previous = None
+    if previous_steps:
+        steps = "\n".join(f"{i}. {s}" for i, s in enumerate(previous_steps, 1))
+        previous = f"## Goal\nShip the report.\n\n## Next Steps\n{steps}\n"
+    text = offline_summary(entries, previous_summary=previous)
+    assert parse_checkpoint(text)["Next Steps"] == expected

@@ -171,3 +171,38 @@ def test_a_decision_the_model_summary_states_is_not_repeated(tmp_path: Path) -> 
     assert "LightGBM" not in ledger and "threshold of 0.42" not in ledger
     # the book still carries them for the next compaction (a later summary may drop them)
     assert [d["entry_id"] for d in done.details["ledger"]["decisions"]] != []
+
+
+def test_the_update_prompt_names_a_planned_step_that_was_carried_out(tmp_path: Path) -> None:
+    """A model that rewrites the checkpoint is told that its previous Next Step was done since
+    (its own summary stated the plan; the span carries it out): a plan gone stale is superseded."""
+    planned = STUBBORN.replace("1. Train.", "1. Next I will plot the revenue by region.")
+    store = SessionStore(tmp_path / "s.db")
+    store.create_session("s")
+    with ModelServer(script=lambda _req: planned) as srv:
+        summarizer = OpenAISummarizer(
+            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
+        )
+        compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0))
+        first = [
+            user("Build the churn model."),
+            answer("Loaded the data. Next I will plot the revenue by region."),
+        ]
+        store.append_many("s", [("message", {"message": m}) for m in first])
+        compactor.compact("s", reason="threshold")
+        second = [
+            user("Plot the revenue by region."),
+            answer("Plotted the revenue by region to region.png."),
+            user("Thanks."),
+            answer("You're welcome."),
+        ]
+        store.append_many("s", [("message", {"message": m}) for m in second])
+        compactor.compact("s", reason="threshold")
+        prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
+    prompt = next(p for p in reversed(prompts) if "<previous-summary>" in p)
+    block = re.search(r"<superseded>\n(.*?)\n</superseded>", prompt, re.DOTALL)
+    assert block is not None
+    assert (
+        "- earlier: Next I will plot the revenue by region.\n  now: done: Plot the revenue by region."
+        in block.group(1)
+    )

@@ -21,7 +21,8 @@ Rules (per span, in log order):
   "from now on"); the newest statement of a subject only (``core.facts``), marked with what it
   replaced.
 - Next Steps: the newest assistant intent ("next I will", "then", "I'll", "plan to", ...), replacing
-  older ones (plans go stale); each sentence once.
+  older ones (plans go stale); each sentence once; a step that a request finished after it carried
+  out leaves (``_settled``).
 - Critical Context: assistant sentences matching the focus text (by stem) that no Done line says,
   pointers to externalized outputs.
 - Anchors: when the caller says which texts the checkpoint already carries verbatim (``anchors``),
@@ -371,13 +372,15 @@ def parse_checkpoint(text: str) -> dict[str, list[str]]:
     return sections
 
 
+def _in_log_order(items: Sequence[str]) -> list[str]:
+    """``items`` with a repeated one at its newest place only: a line said again later (the same
+    request asked and answered again) belongs where it was said last, so a capped list keeps it."""
+    last = {item: i for i, item in enumerate(items)}
+    return [item for i, item in enumerate(items) if last[item] == i]
+
+
 def _merge(old: Sequence[str], new: Sequence[str], cap: int) -> list[str]:
-    out: list[str] = []
-    seen: set[str] = set()
-    for item in [*old, *new]:
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
+    out = _in_log_order([*old, *new])
     return out[-cap:] if cap > 0 else []
 
 
@@ -499,11 +502,14 @@ def _extract(
     focus: str | None,
     open_before: Sequence[RequestRecord] = (),
     anchored: _Anchored | None = None,
+    steps_before: Sequence[str] = (),
 ) -> dict[str, list[str]]:
     """Items found in the span, per section. ``open_before`` are the requests still open or
     deferred from the previous checkpoint: they go on through the same state machine
     (``core.requests``) as the span's own. "Goal" holds the newest goal statement of the span
-    (the first request when none says it is the goal)."""
+    (the first request when none says it is the goal). "Next Steps" holds the newest intents
+    stated (``steps_before``, the previous checkpoint's, when the span states none) less those a
+    request finished after them settles (``_settled``)."""
     anchored = anchored or _Anchored(())
     out: dict[str, list[str]] = {
         name: []
@@ -518,6 +524,7 @@ def _extract(
             "Blocked",
             "Key Decisions",
             "Next Steps",
+            "Settled steps",
             "Critical Context",
         )
     }
@@ -529,7 +536,8 @@ def _extract(
     done_events: list[tuple[RequestRecord, str]] = []  # (request done, its outcome line or "")
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
     pending_errors: dict[str, str] = {}  # tool name -> error line
-    next_steps: list[str] = []
+    next_steps: list[str] = list(steps_before)
+    steps_from = 0  # the done events after the newest intents were stated
     call_tools: dict[str, str] = {}
     for entry in entries:
         msg = entry.message
@@ -601,6 +609,8 @@ def _extract(
                 done_events.extend((r, r.note if i == len(turn) - 1 else "") for i, r in enumerate(turn))
                 done_events.extend((r, r.note) for r in later)
                 outcome = None
+            if fresh_next:  # what this answer finished is not what it plans next
+                steps_from = len(done_events)
         elif role in ("toolResult", "bashExecution"):
             tool = call_tools.get(str(msg.get("toolCallId") or ""), str(msg.get("toolName") or "bash"))
             failed = bool(msg.get("isError")) or (
@@ -640,27 +650,105 @@ def _extract(
     out["Open older"] = [r.entry_id for r in pending[: len(pending) - len(newest)]]
     out["In Progress"] = list(dict.fromkeys(_open_line(formatted(r)) for r in newest))
     out["Blocked"] = list(pending_errors.values())
-    out["Next Steps"] = next_steps
+    settled = _settled(next_steps, done_events[steps_from:])
+    out["Next Steps"] = [step for step in next_steps if step not in settled]
+    out["Settled steps"] = [  # the step, then the request that carried it out
+        part
+        for step, request in settled.items()
+        for part in (step, clip_sentences(dedupe_sentences(request), REQUEST_CHARS))
+    ]
+    return out
+
+
+# words of an intent that say nothing about what it is about
+_PLAN_WORDS: Final = frozenset(
+    (
+        "next",
+        "then",
+        "will",
+        "going",
+        "plan",
+        "need",
+        "after",
+        "that",
+        "this",
+        "these",
+        "those",
+        "with",
+        "from",
+        "into",
+        "also",
+        "first",
+        "have",
+        "want",
+        "would",
+        "should",
+        "could",
+        "them",
+        "they",
+        "their",
+        "there",
+        "here",
+        "once",
+        "done",
+        "step",
+        "steps",
+    )
+)
+
+
+def _settled(steps: Sequence[str], done: Sequence[tuple[RequestRecord, str]]) -> dict[str, str]:
+    """The steps a finished request (in ``done``, with its outcome, in log order) did → that
+    request's text: at least two thirds of a step's content words, each by its stem ("plot" finds
+    "plotted"), appear in the request and its outcome. Why: a plan the next turns carried out is
+    stale ("Next I will plot it." after the plot was made), and Next Steps must say what is still
+    to do. One pass over ``done``, each text lower-cased once: linear in the span."""
+    wanted: dict[str, tuple[list[str], int]] = {}
+    for step in steps:
+        stems = list(
+            dict.fromkeys(
+                w[: max(4, len(w) - 2)]
+                for w in re.findall(r"[a-z][a-z0-9_]{3,}", step.lower())
+                if w not in _PLAN_WORDS
+            )
+        )
+        if stems:
+            wanted[step] = (stems, -(-2 * len(stems) // 3))
+    out: dict[str, str] = {}
+    for record, note in done if wanted else ():
+        low = f"{record.text} {note}".lower()
+        for step, (stems, need) in list(wanted.items()):
+            if sum(stem in low for stem in stems) >= need:
+                out[step] = record.text
+                del wanted[step]
+        if not wanted:
+            break
     return out
 
 
 def superseded_by(entries: Sequence[Entry], previous_summary: str) -> list[tuple[str, str]]:
     """(earlier, later): the previous checkpoint's decisions and constraints that a statement of
-    ``entries`` replaces (``core.facts.supersedes``), for a summarizer that rewrites the checkpoint
-    itself (a model is told so in its update prompt)."""
+    ``entries`` replaces (``core.facts.supersedes``), and the planned next steps (the previous
+    checkpoint's or the span's) that a request finished after them carried out ("done: the
+    request"), for a summarizer that rewrites the checkpoint itself (a model is told so in its
+    update prompt)."""
     prev = parse_checkpoint(previous_summary)
     old = [
         without_note(i).removeprefix("(user) ")
         for i in (*prev.get("Key Decisions", []), *prev.get("Constraints & Preferences", []))
     ]
-    if not old:
+    steps = prev.get("Next Steps", [])
+    if not old and not steps:
         return []
-    found = _extract(entries, None)
+    found = _extract(entries, None, steps_before=steps)
+    settled = found["Settled steps"]
+    pairs: list[tuple[str, str]] = [
+        (settled[i], f"done: {settled[i + 1]}") for i in range(0, len(settled), 2)
+    ]
     new = [
         without_note(i).removeprefix("(user) ")
         for i in (*found["Key Decisions"], *found["Constraints & Preferences"])
     ][-200:]  # bounded: linear in the span
-    pairs: list[tuple[str, str]] = []
     for earlier in old:
         later = next((n for n in reversed(new) if supersedes(n, earlier)), None)
         if later is not None:
@@ -698,8 +786,9 @@ def _fit(
 
 
 def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int, found_earlier: int = 0) -> list[str]:
-    """Done lines, newest ``cap`` kept; the ones that leave (and ``found_earlier``, the span's
-    older ones that were only counted) are counted in a first line. An
+    """Done lines in log order, newest ``cap`` kept; the ones that leave (and ``found_earlier``,
+    the span's older ones that were only counted, and the older requests of a line said again
+    later) are counted in a first line, so listed plus counted is every finished request. An
     outcome sentence that a newer kept line's outcome replaces ("the best run is run-17" / "the
     best run is now run-23") leaves the older line; the newer line says what it replaced."""
     earlier = found_earlier
@@ -710,9 +799,10 @@ def _roll_done(previous: Sequence[str], found: Sequence[str], cap: int, found_ea
             earlier += int(m.group(1))
         else:
             items.append(item)
-    merged = _merge(items, found, len(items) + len(found))
+    merged = _in_log_order([*items, *found])
     keep = merged[-cap:] if cap > 0 else []
-    earlier += len(merged) - len(keep)
+    # every finished request is listed or counted: a repeated line's older requests are counted
+    earlier += len(items) + len(found) - len(keep)
     head = [f"({earlier} earlier finished request(s) not listed; the log has them)"] if earlier else []
     return head + _current_outcomes(keep)
 
@@ -769,7 +859,7 @@ def offline_summary(
     open_before = _open_records(prev.get("In Progress", [])) + [
         RequestRecord("", _request_line(r, anchored), "open") for r in prev.get("Original Request", [])[:1]
     ]
-    found = _extract(entries, focus, open_before, anchored)
+    found = _extract(entries, focus, open_before, anchored, prev.get("Next Steps", []))
     if kind == "turn_prefix":
         original = found["Goal"][:1]
         within = _Anchored(original)  # the request is shown whole: do not repeat its parts
@@ -842,7 +932,7 @@ def offline_summary(
         "Key Decisions": current(
             [*prev.get("Key Decisions", []), *found["Key Decisions"]], CAPS["Key Decisions"]
         ),
-        "Next Steps": (found["Next Steps"] or prev.get("Next Steps", []))[-CAPS["Next Steps"] :],
+        "Next Steps": found["Next Steps"][-CAPS["Next Steps"] :],
         "Critical Context": _merge(
             [],
             [c for c in (*prev.get("Critical Context", []), *found["Critical Context"]) if c not in said],
