@@ -353,3 +353,18 @@ def test_a_request_the_text_above_writes_out_is_named_by_state_and_id(
     assert line in text.splitlines()
     assert (narrative + text).count(record.text) == 1
     assert record.text in led.render(replaced)  # nothing above: the ledger writes it out itself
+
+
+def test_done_requests_written_above_beyond_the_ledger_window_are_named_there_too() -> None:
+    """The summary above may write out more done requests than the ledger's own window (its Done
+    list keeps eight): those are named by id in the "written out above" line, not counted among
+    the earlier ones, so listed plus counted is every request and none is hidden in a count."""
+    led = Ledger().update(_rounds(20))
+    narrative = "### Done\n" + "\n".join(
+        f"- [x] request {i:04d}: look at part {i:04d} → Done." for i in range(12, 20)
+    )
+    lines = led.render(shown=narrative).splitlines()
+    ids = ", ".join(f"u{i:04d}" for i in range(12, 20))
+    assert f"- [x] 8 done, written out in the summary above: entries {ids}" in lines
+    older = ", ".join(f"u{i:04d}" for i in range(4, 12))
+    assert f"- [x] 12 earlier request(s) done (newest: entries {older}; recall by id)" in lines

@@ -630,9 +630,21 @@ class Ledger:
         lines = [f"user requests ({total} total: {states}; done = already answered, do not redo):"]
         done = [r for r in self.requests if r.status == "done"]
         shown_done = done[-SHOW_DONE:] if SHOW_DONE > 0 else []
+
+        def written_above(text: str) -> bool:
+            return bool(shown) and (
+                text in shown or shown_request(text, SHOW_REQUEST_CHARS).rstrip(" …") in shown
+            )
+
+        before_window = done[: len(done) - len(shown_done)]
+        # the summary above may write out more done requests than this window: named with them
+        also_above = {id(r) for r in before_window[-SHOW_DONE_IDS:] if written_above(r.text)}
+        if also_above:
+            shown_done = [r for r in before_window if id(r) in also_above] + shown_done
+            before_window = [r for r in before_window if id(r) not in also_above]
         earlier = n["done"] - len(shown_done)
         if earlier > 0:
-            older = done[: len(done) - len(shown_done)][-SHOW_DONE_IDS:]
+            older = before_window[-SHOW_DONE_IDS:]
             ids = (
                 (f" (newest: entries {', '.join(r.entry_id for r in older)}; recall by id)")
                 if older
@@ -645,11 +657,6 @@ class Ledger:
                 same[-1].append(r)
             else:
                 same.append([r])
-
-        def written_above(text: str) -> bool:
-            return bool(shown) and (
-                text in shown or shown_request(text, SHOW_REQUEST_CHARS).rstrip(" …") in shown
-            )
 
         above = [g for g in same if written_above(g[0].text)]
         if above:
