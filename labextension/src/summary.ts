@@ -16,6 +16,8 @@ export { formatTimestamp, formatTokens, plural };
 const HEADING = /^(#{1,6})\s+(.*)$/;
 const BULLET = /^\s*[-*+]\s+(.*)$/;
 const NUMBERED = /^\s*\d+[.)]\s+(.*)$/;
+// A checklist item ("- [x] done", "- [ ] open"): a box, not the brackets as text.
+const TASK = /^\[( |x|X)\]\s+(.*)$/;
 const FENCE = /^\s*(```|~~~)/;
 const INLINE = /(\*\*[^*]+\*\*|`[^`]+`)/;
 /** An externalized pointer's tail, `recall 1a2b3c4d`; the id must hold a digit (not "recall by id"). */
@@ -167,7 +169,20 @@ export function renderSummaryText(text: string, onRecall?: RecallHandler): HTMLE
         root.appendChild(list);
       }
       const li = document.createElement('li');
-      appendInline(li, item[1], onRecall);
+      const task = bullet ? TASK.exec(item[1]) : null;
+      if (task) {
+        const done = task[1] !== ' ';
+        li.className = 'jp-IpythonCompact-task';
+        li.dataset.task = done ? 'done' : 'open';
+        const box = document.createElement('span');
+        box.className = 'jp-IpythonCompact-taskBox';
+        box.textContent = done ? '\u2611' : '\u2610';
+        box.setAttribute('aria-label', done ? 'done' : 'not done');
+        li.appendChild(box);
+        appendInline(li, task[2], onRecall);
+      } else {
+        appendInline(li, item[1], onRecall);
+      }
       list.appendChild(li);
       continue;
     }

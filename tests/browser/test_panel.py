@@ -238,6 +238,13 @@ def test_compact_magic_outputs_use_the_renderers(page: Any, shot: Callable[[str]
     assert card.locator(".jp-IpythonCompact-reason").inner_text() == "manual"
     assert "→" in card.locator(".jp-IpythonCompact-tokens").inner_text()
     assert card.locator(".jp-IpythonCompact-summary").inner_text().strip() != ""
+    # Done lines are checked boxes, not "[x]" as text; the list is in log order (issue 18)
+    done = card.locator('.jp-IpythonCompact-summary li[data-task="done"]')
+    assert done.count() >= 2
+    texts = done.all_inner_texts()
+    assert not any("[x]" in t for t in texts)
+    steps = [int(m) for m in re.findall(r"Step (\d+):", " ".join(texts))]
+    assert steps == sorted(steps) and len(steps) >= 2
     card.scroll_into_view_if_needed()
     shot("11-magic-outputs")
 
