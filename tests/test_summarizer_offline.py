@@ -576,3 +576,17 @@ def test_a_next_step_that_a_later_finished_request_does_leaves(
         previous = f"## Goal\nShip the report.\n\n## Next Steps\n{steps}\n"
     text = offline_summary(entries, previous_summary=previous)
     assert parse_checkpoint(text)["Next Steps"] == expected
+
+
+def test_a_hostile_previous_next_steps_list_is_bounded() -> None:
+    """A model's previous checkpoint may hold hundreds of huge Next Steps: the update keeps the
+    newest ones within the cap, and settling compares a bounded number of words of each."""
+    huge = " ".join(f"word{i}" for i in range(5000))
+    steps = "\n".join(f"{i}. Next I will {huge} {i}." for i in range(300))
+    previous = f"## Goal\nShip it.\n\n## Next Steps\n{steps}\n"
+    span = [m("u1", "user", f"Please {huge}."), m("a1", "assistant", "Finished that.", stopReason="stop")]
+    text = offline_summary(span, previous_summary=previous, max_chars=200_000)
+    left = parse_checkpoint(text)["Next Steps"]
+    assert len(left) <= CAPS["Next Steps"]
+    # the request did every step's first words: each carried step is settled
+    assert left == []

@@ -536,7 +536,7 @@ def _extract(
     done_events: list[tuple[RequestRecord, str]] = []  # (request done, its outcome line or "")
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
     pending_errors: dict[str, str] = {}  # tool name -> error line
-    next_steps: list[str] = list(steps_before)
+    next_steps: list[str] = list(steps_before)[-CAPS["Next Steps"] :]  # a model's list can be long
     steps_from = 0  # the done events after the newest intents were stated
     call_tools: dict[str, str] = {}
     for entry in entries:
@@ -660,6 +660,7 @@ def _extract(
     return out
 
 
+PLAN_STEMS: Final = 12  # the content words of a step that are compared (a model may write a long one)
 # words of an intent that say nothing about what it is about
 _PLAN_WORDS: Final = frozenset(
     (
@@ -713,6 +714,7 @@ def _settled(steps: Sequence[str], done: Sequence[tuple[RequestRecord, str]]) ->
             )
         )
         if stems:
+            stems = stems[:PLAN_STEMS]
             wanted[step] = (stems, -(-2 * len(stems) // 3))
     out: dict[str, str] = {}
     for record, note in done if wanted else ():
