@@ -590,3 +590,30 @@ def test_a_hostile_previous_next_steps_list_is_bounded() -> None:
     assert len(left) <= CAPS["Next Steps"]
     # the request did every step's first words: each carried step is settled
     assert left == []
+
+
+def test_a_split_turns_request_keeps_its_recall_id_when_it_stays_open() -> None:
+    """The request of a split turn is summarized as the turn prefix's Original Request; when the
+    turn does not finish it, the next checkpoint's In Progress line still carries its entry id
+    (the ledger's and the recall command's handle), like every other open request."""
+    history = offline_summary([m("u1", "user", "Build the churn model."), m("a1", "assistant", "Done.")])
+    prefix = offline_summary(
+        [
+            m("u7", "user", "Write a data dictionary for the feature table."),
+            entry("c7", assistant_message(blocks=[tool_call("k7", "python", code="cols()")], stop="toolUse")),
+        ],
+        kind="turn_prefix",
+    )
+    assert parse_checkpoint(prefix)["Original Request"] == [
+        "Write a data dictionary for the feature table. (entry u7)"
+    ]
+    rolled = offline_summary(
+        [
+            m("u8", "user", "Also count the rows."),
+            m("a8", "assistant", "There are 10 rows.", stopReason="stop"),
+        ],
+        previous_summary=combine_split_turn(history, prefix),
+    )
+    assert (
+        "Write a data dictionary for the feature table. (entry u7)" in parse_checkpoint(rolled)["In Progress"]
+    )

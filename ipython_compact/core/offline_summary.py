@@ -516,6 +516,7 @@ def _extract(
         for name in (
             "Goal",
             "Goal statement",
+            "First request entry",
             "Constraints & Preferences",
             "Done",
             "Done earlier",
@@ -553,6 +554,8 @@ def _extract(
                 continue
             stated = is_goal_statement(text)
             if (not out["Goal"] or stated) and is_request(text):
+                if not out["Goal"]:
+                    out["First request entry"] = [entry.id]
                 out["Goal statement" if stated else "Goal"] = [
                     clip_sentences(dedupe_sentences(_describe(text)), GOAL_CHARS)
                 ]
@@ -859,7 +862,8 @@ def offline_summary(
     # requests still open or deferred; a split turn's request (summarized last time as the turn prefix) is
     # open
     open_before = _open_records(prev.get("In Progress", [])) + [
-        RequestRecord("", _request_line(r, anchored), "open") for r in prev.get("Original Request", [])[:1]
+        RequestRecord(r.entry_id, _request_line(r.text, anchored), "open")
+        for r in _open_records(prev.get("Original Request", [])[:1])
     ]
     found = _extract(entries, focus, open_before, anchored, prev.get("Next Steps", []))
     if kind == "turn_prefix":
@@ -867,6 +871,8 @@ def offline_summary(
         within = _Anchored(original)  # the request is shown whole: do not repeat its parts
         if original and anchored.has(original[0]):
             original = [ANCHORED_REQUEST]
+        elif original and found["First request entry"]:  # its recall id, carried when it stays open
+            original = [f"{original[0]} (entry {found['First request entry'][0]})"]
         in_progress = [r for r in found["In Progress"] if not within.has(_OPEN_LINE.match(r).group("text"))]  # type: ignore[union-attr]
         sections = {
             "Original Request": original,
