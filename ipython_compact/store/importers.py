@@ -631,7 +631,7 @@ def import_transcript(
         entries, fresh = with_fresh_ids(todo, avoid)
         renamed.update(fresh)
         leaf = None if transcript.leaf_id is None else fresh.get(transcript.leaf_id, transcript.leaf_id)
-        return ImportPlan(entries, leaf)
+        return ImportPlan(entries, leaf, json_values=True)  # read from a file by parse_json_lines
 
     written = store.import_batched(name, plan, batch_size=batch_size)
     return ImportResult(

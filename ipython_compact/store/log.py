@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
@@ -36,6 +37,7 @@ from ipython_compact.store.errors import (
     StoreError,
     UnknownEntryError,
 )
+from ipython_compact.store.json_text import data_text
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import ANY_LEAF, LEAF, SearchHit, _Default
@@ -113,12 +115,26 @@ def content_key(kind: str, timestamp: str, data_text: str) -> bytes:
     return hashlib.blake2b(f"{kind}\n{timestamp}\n{data_text}".encode(), digest_size=16).digest()
 
 
+_INSERT_ENTRY = (
+    "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
+    " depth, context_head, hash, chain, mark, compactions, writer)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 IMPORT_BATCH = 2000
 """Entries per transaction of a large import: short enough that other writers (a kernel
 appending after a cell, busy timeout 5 s) get the lock in between."""
 IMPORT_PAUSE = 0.05
-"""Seconds between an import's batches. SQLite's busy handler polls a waiting writer every
-few to 100 ms; without a gap the importer would take the lock straight back and starve it."""
+"""Seconds between an import's batches while another connection has the database open. SQLite's
+busy handler polls a waiting writer every few to 100 ms; without a gap the importer would take
+the lock straight back and starve it. With nobody else there (``Database.others_may_write``) no
+writer can be waiting, and the batches follow each other at once."""
+FTS_PENDING = "fts_pending"
+"""``session_status`` key of a session whose imported entries are not in the full-text index yet:
+{"ranges": [[first_seq, last_seq], ...]}. Written in the transaction that inserts the rows;
+``index_pending`` (run by every search first) indexes them and removes the key."""
+FTS_CHUNK = 5000
+"""Entries ``index_pending`` indexes per transaction."""
 IMPORT_MARKER = "import_in_progress"
 """``session_status`` key held while a batched import runs: {owner, total}. A second import
 into the session waits for it to go (or for its owner to end)."""
@@ -143,6 +159,10 @@ class ImportPlan:
     entries: list[Entry]
     leaf_id: str | None
     """The new leaf (one of ``entries``), or None to leave the leaf where it is."""
+    json_values: bool = False
+    """Every entry's data holds only what JSON reading makes (dicts, lists, strings, ints, finite
+    floats, booleans, None), as a file read by ``store.importers`` does: its stored text is then
+    written by ``json_text.data_text`` and not read back (the same values would come back)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +170,8 @@ class ImportWritten:
     entries: list[Entry]
     created: bool
     batches: int
+    pauses: int = 0
+    """Gaps left between batches for other writers (none when nobody else had the database open)."""
 
 
 class _ImportRunning(Exception):
@@ -362,8 +384,9 @@ class EntryLog(Tree):
                         )
                     cache = Batch()
                     more = len(entries) > batch_size
+                    json_values = planned.json_values
                     self._write_batch(
-                        conn, row, entries[:batch_size], None if more else planned.leaf_id, cache
+                        conn, row, entries[:batch_size], None if more else planned.leaf_id, cache, json_values
                     )
                     if more:
                         self.db.set_status(
@@ -379,15 +402,17 @@ class EntryLog(Tree):
                         path=self.db.path,
                     ) from None
                 time.sleep(0.1)
-        written, batches = min(len(entries), batch_size), 1
+        written, batches, pauses = min(len(entries), batch_size), 1, 0
         try:
             for start in range(batch_size, len(entries), batch_size):
-                time.sleep(IMPORT_PAUSE)  # let a waiting writer in
+                if self.db.others_may_write():
+                    time.sleep(IMPORT_PAUSE)  # let a waiting writer in
+                    pauses += 1
                 chunk = entries[start : start + batch_size]
                 last = start + batch_size >= len(entries)
                 leaf = planned.leaf_id if last else None
                 self._retry_locked(
-                    partial(self._later_batch, session, chunk, leaf, cache, last),
+                    partial(self._later_batch, session, chunk, leaf, cache, last, json_values),
                     deadline=time.monotonic() + wait,
                 )
                 written += len(chunk)
@@ -411,7 +436,7 @@ class EntryLog(Tree):
                 last_id=last_id,
                 leaf=leaf,
             ) from exc
-        return ImportWritten(entries, created, batches)
+        return ImportWritten(entries, created, batches, pauses)
 
     def _check_no_import_running(self, conn: Conn, sid: int) -> None:
         row = conn.execute(
@@ -437,19 +462,29 @@ class EntryLog(Tree):
         return Existing(created, row.leaf, frozenset(keys), content, keys)
 
     def _write_batch(
-        self, conn: Conn, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
+        self,
+        conn: Conn,
+        row: SessionRow,
+        entries: Sequence[Entry],
+        leaf: str | None,
+        cache: Batch,
+        json_values: bool,
     ) -> None:
-        tip = row.tip
-        for entry in entries:
-            _, tip = self._insert(conn, row.sid, entry, tip, cache)
+        tip = self._insert_imported(conn, row.sid, entries, row.tip, cache, json_values=json_values)
         self._finish(conn, row.sid, row.count + len(entries), tip, leaf, cache)
 
     def _later_batch(
-        self, session: str, entries: Sequence[Entry], leaf: str | None, cache: Batch, last: bool
+        self,
+        session: str,
+        entries: Sequence[Entry],
+        leaf: str | None,
+        cache: Batch,
+        last: bool,
+        json_values: bool,
     ) -> None:
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)  # other writers may have moved count and tip
-            self._write_batch(conn, row, entries, leaf, cache)
+            self._write_batch(conn, row, entries, leaf, cache, json_values)
             if last:
                 conn.execute(
                     "DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER)
@@ -482,6 +517,63 @@ class EntryLog(Tree):
             (count, tip, batch.last_seq, leaf, sid),
         )
 
+    def _checked(self, entry: Entry, *, json_values: bool = False) -> tuple[Entry, str]:
+        """The entry as it will be stored (its data read back from its stored text) and that text;
+        ``InvalidEntryError`` naming the entry for a bad id, kind, timestamp or data.
+
+        ``json_values``: the data holds only what JSON reading makes (an import's), so its stored
+        text is written by ``json_text.data_text`` and reading it back would give the same values."""
+        if not isinstance(entry.id, str) or not entry.id:
+            raise InvalidEntryError(f"entry {entry.id!r}: id must be a non-empty string", path=self.db.path)
+        if entry.kind not in KINDS:
+            raise InvalidEntryError(
+                f"entry {entry.id!r}: unknown kind {entry.kind!r} "
+                f"(expected one of {', '.join(sorted(KINDS))})",
+                path=self.db.path,
+            )
+        if not isinstance(entry.timestamp, str) or not entry.timestamp:
+            raise InvalidEntryError(
+                f"entry {entry.id!r}: timestamp must be a non-empty string", path=self.db.path
+            )
+        if json_values:
+            return entry, data_text(entry.data)
+        try:
+            text = stored_data_text(entry.data)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEntryError(
+                f"entry {entry.id!r}: data is not JSON-serialisable ({exc})", path=self.db.path
+            ) from exc
+        return Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, read_back(text)), text
+
+    def _derived(self, conn: Conn, sid: int, stored: Entry, cache: Batch) -> ParentInfo:
+        """The derived columns of ``stored`` (depth, context head, parent hash, mark before this
+        entry, compactions), after checking its parent and, for a compaction, its first kept entry."""
+        where = f"entry {stored.id!r}"
+        if stored.parent_id is None:
+            depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
+        else:
+            parent = self.parent_info(conn, sid, stored.parent_id, cache)
+            if parent is None:
+                raise InvalidEntryError(
+                    f"{where}: parent {stored.parent_id!r} does not exist in the session", path=self.db.path
+                )
+            depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
+            compactions = parent.compactions
+        if stored.kind == COMPACTION:
+            compactions += 1
+            first_kept = stored.data.get("first_kept_entry_id")
+            if not isinstance(first_kept, str) or not first_kept:
+                raise InvalidEntryError(
+                    f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path
+                )
+            if not self.is_ancestor_or_self(conn, sid, first_kept, stored.parent_id, cache):
+                raise InvalidEntryError(
+                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction",
+                    path=self.db.path,
+                )
+            head = first_kept
+        return ParentInfo(depth, head, parent_hash, mark, compactions)
+
     def _insert(
         self, conn: Conn, sid: int, entry: Entry, tip: str, cache: Batch, *, fresh_id: bool = False
     ) -> tuple[Entry, str]:
@@ -491,53 +583,17 @@ class EntryLog(Tree):
         ``(session_id, id)``, no lookup first: one round trip per entry less on a server). A
         taken id the caller chose is refused; a ``fresh_id`` (made by ``new_id``) is replaced by
         another, up to 100 times, and the entry's hash follows its id."""
-        where = f"entry {entry.id!r}"
-        if not isinstance(entry.id, str) or not entry.id:
-            raise InvalidEntryError(f"{where}: id must be a non-empty string", path=self.db.path)
-        if entry.kind not in KINDS:
-            raise InvalidEntryError(
-                f"{where}: unknown kind {entry.kind!r} (expected one of {', '.join(sorted(KINDS))})",
-                path=self.db.path,
-            )
-        if not isinstance(entry.timestamp, str) or not entry.timestamp:
-            raise InvalidEntryError(f"{where}: timestamp must be a non-empty string", path=self.db.path)
-        try:
-            data_text = stored_data_text(entry.data)
-        except (TypeError, ValueError) as exc:
-            raise InvalidEntryError(
-                f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path
-            ) from exc
-        stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, read_back(data_text))
-        taken = f"{where}: an entry with this id already exists in the session"
+        stored, data_text_ = self._checked(entry)
+        taken = f"entry {entry.id!r}: an entry with this id already exists in the session"
         if not fresh_id and entry.id in cache:
             raise InvalidEntryError(taken, path=self.db.path)
-        if entry.parent_id is None:
-            depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
-        else:
-            parent = self.parent_info(conn, sid, entry.parent_id, cache)
-            if parent is None:
-                raise InvalidEntryError(
-                    f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path
-                )
-            depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
-            compactions = parent.compactions
-        if entry.kind == COMPACTION:
-            compactions += 1
-            first_kept = stored.data.get("first_kept_entry_id")
-            if not isinstance(first_kept, str) or not first_kept:
-                raise InvalidEntryError(
-                    f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path
-                )
-            if not self.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
-                raise InvalidEntryError(
-                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction",
-                    path=self.db.path,
-                )
-            head = first_kept
+        derived = self._derived(conn, sid, stored, cache)
+        depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
+        mark, compactions = derived.mark, derived.compactions
         for _ in range(100):
             if entry.kind in MARK_KINDS:
                 mark = stored.id
-            hash_ = stored_entry_hash(parent_hash, stored, data_text)
+            hash_ = stored_entry_hash(parent_hash, stored, data_text_)
             new_tip = chain_hash(tip, hash_)
             seq = self._insert_row(
                 conn,
@@ -547,7 +603,7 @@ class EntryLog(Tree):
                     stored.parent_id,
                     stored.kind,
                     stored.timestamp,
-                    data_text,
+                    data_text_,
                     estimate_entry_tokens(stored, "density"),
                     estimate_entry_tokens(stored, "chars4"),
                     depth,
@@ -576,18 +632,158 @@ class EntryLog(Tree):
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
 
+    def _insert_imported(
+        self, conn: Conn, sid: int, entries: Sequence[Entry], tip: str, cache: Batch, *, json_values: bool
+    ) -> str:
+        """Insert an import's batch inside the caller's transaction; the new chain tip.
+
+        The same checks, derived columns, hashes and estimates as ``_insert`` entry by entry (ids
+        are the caller's: a taken one is refused), but the rows go in with one ``executemany``
+        and their full-text indexing is left to ``index_pending`` (``FTS_PENDING`` records the
+        rows, in this transaction: an import killed later leaves nothing unrecorded)."""
+        taken_ids = self._ids_in_session(conn, sid, [e.id for e in entries])
+        rows: list[tuple[Any, ...]] = []
+        writer = self.db.writer
+        for entry in entries:
+            stored, text = self._checked(entry, json_values=json_values)
+            if entry.id in cache:
+                raise InvalidEntryError(
+                    f"entry {entry.id!r}: an entry with this id already exists in the session",
+                    path=self.db.path,
+                )
+            derived = self._derived(conn, sid, stored, cache)
+            depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
+            mark, compactions = derived.mark, derived.compactions
+            if entry.kind in MARK_KINDS:
+                mark = stored.id
+            hash_ = stored_entry_hash(parent_hash, stored, text)
+            tip = chain_hash(tip, hash_)
+            if entry.id in taken_ids:
+                raise InvalidEntryError(
+                    f"entry {entry.id!r}: an entry with this id already exists in the session",
+                    path=self.db.path,
+                )
+            density, chars4 = (
+                estimate_entry_tokens(stored, "density"),
+                estimate_entry_tokens(stored, "chars4"),
+            )
+            rows.append(
+                (
+                    sid,
+                    stored.id,
+                    stored.parent_id,
+                    stored.kind,
+                    stored.timestamp,
+                    text,
+                    density,
+                    chars4,
+                    depth,
+                    head,
+                    hash_,
+                    tip,
+                    mark,
+                    compactions,
+                    writer,
+                )
+            )
+            cache.info[stored.id] = ParentInfo(depth, head, hash_, mark, compactions)
+            cache.parents[stored.id] = stored.parent_id
+        if not rows:
+            return tip
+        first, last = self._insert_rows(conn, rows)
+        cache.last_seq = last
+        self._defer_indexing(conn, sid, first, last)
+        return tip
+
+    def _ids_in_session(self, conn: Conn, sid: int, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the session already holds (500 per query)."""
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT id FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+                )
+            )
+        return found
+
+    def _insert_rows(self, conn: Conn, rows: Sequence[tuple[Any, ...]]) -> tuple[int, int]:
+        """Insert entry rows whose ids are known to be free; the first and last ``seq`` given.
+        SQLite: one ``executemany`` (inside one write transaction the ``seq`` values it gives are
+        consecutive); a server: row by row, as ``_insert_row`` does."""
+        if self.db.dialect.insert_finds_clash:
+            seqs = [self._insert_row(conn, row) for row in rows]
+            if any(s is None for s in seqs):
+                raise InvalidEntryError("an entry id was taken while importing", path=self.db.path)
+            return min(int(s) for s in seqs if s is not None), max(int(s) for s in seqs if s is not None)
+        cast(sqlite3.Connection, conn).executemany(_INSERT_ENTRY, rows)
+        last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+        return last - len(rows) + 1, last
+
+    def _defer_indexing(self, conn: Conn, sid: int, first: int, last: int) -> None:
+        """Record rows ``first..last`` of the session as not yet in the full-text index."""
+        found = conn.execute(
+            "SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, FTS_PENDING)
+        ).fetchone()
+        ranges: list[list[int]] = [] if found is None else json.loads(found[0])["ranges"]
+        if ranges and ranges[-1][1] + 1 == first:
+            ranges[-1][1] = last
+        else:
+            ranges.append([first, last])
+        self.db.set_status(conn, sid, FTS_PENDING, {"ranges": ranges})
+
+    def index_pending(self) -> int:
+        """Add the entries imports left out to the full-text index (``FTS_PENDING``); how many.
+
+        Each transaction indexes up to ``FTS_CHUNK`` entries and shrinks the recorded ranges with
+        them, so a process killed part-way leaves the rest recorded, never an entry indexed twice
+        or forgotten. Two processes doing it at once take turns; the second finds less to do."""
+        with self.db.read() as conn:
+            sids = [
+                int(r[0])
+                for r in conn.execute("SELECT session_id FROM session_status WHERE key = ?", (FTS_PENDING,))
+            ]
+        done = 0
+        for sid in sids:
+            while True:
+                with self.db.write() as conn:
+                    found = conn.execute(
+                        "SELECT value FROM session_status WHERE session_id = ? AND key = ?",
+                        (sid, FTS_PENDING),
+                    ).fetchone()
+                    if found is None:
+                        break
+                    ranges: list[list[int]] = json.loads(found[0])["ranges"]
+                    first, last = ranges[0]
+                    upto = min(last, first + FTS_CHUNK - 1)
+                    rows = conn.execute(
+                        f"SELECT seq, {ENTRY_COLUMNS} FROM entries "
+                        "WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                        (sid, first, upto),
+                    ).fetchall()
+                    for seq, entry_id, parent_id, kind, timestamp, data, *_ in rows:
+                        text = entry_text(Entry(entry_id, parent_id, kind, timestamp, read_back(data)))
+                        if text:
+                            conn.execute(self.db.dialect.fts_insert, (seq, self.db.dialect.fts_text(text)))
+                    done += len(rows)
+                    rest = ([[upto + 1, last]] if upto < last else []) + ranges[1:]
+                    if rest:
+                        self.db.set_status(conn, sid, FTS_PENDING, {"ranges": rest})
+                    else:
+                        conn.execute(
+                            "DELETE FROM session_status WHERE session_id = ? AND key = ?", (sid, FTS_PENDING)
+                        )
+        return done
+
     def _insert_row(self, conn: Conn, row: tuple[Any, ...]) -> int | None:
         """Insert an entry row (``row`` in the column order below); its ``seq``, or None when the
         session already holds an entry with that id (``row[1]``). A server finds the clash in the
         insert itself (``ON CONFLICT DO NOTHING``: one round trip); SQLite, in-process, looks
         first, since its RETURNING and ON CONFLICT paths measured twice as slow for a 2,000-entry
         import as a lookup and a plain insert."""
-        sql = (
-            "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, "
-            "tokens_chars4,"
-            " depth, context_head, hash, chain, mark, compactions, writer)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
+        sql = _INSERT_ENTRY
         if self.db.dialect.insert_finds_clash:
             found = conn.execute(
                 sql + " ON CONFLICT (session_id, id) DO NOTHING RETURNING seq", row
@@ -775,6 +971,7 @@ class EntryLog(Tree):
         query = self.db.dialect.search_query(text, raw)
         if query is None:
             return []
+        self.index_pending()  # what imports left out of the index goes in before anyone searches
         sql = (
             f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank "
             f"{self.db.dialect.search_from(raw)}"
