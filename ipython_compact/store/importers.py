@@ -263,7 +263,11 @@ def parse_json_lines(
             )
         if not line.strip():
             continue
-        if fast is not None and b"\\ud" not in line and b"\\uD" not in line and not has_long_digit_run(line):
+        if (
+            fast is not None
+            and (b"\\u" not in line or (b"\\ud" not in line and b"\\uD" not in line))
+            and not has_long_digit_run(line)
+        ):
             # orjson is 3-4x faster; anything it refuses (NaN, 1e400, bad UTF-8, deep nesting)
             # takes the stdlib path below, which says what is wrong in our words. Lines with a
             # surrogate escape (repaired below) or a run of 19+ digits (orjson reads an integer

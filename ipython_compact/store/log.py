@@ -3,7 +3,7 @@
 What must hold:
 - Entry rows are never updated or deleted (triggers enforce it); every append, batch and import
   lands whole or not at all.
-- Each entry stores both token estimates (``core.tokens.estimate_entry_tokens``) taken at append,
+- Each entry stores both token estimates (``core.tokens.estimate_entry_tokens_both``) taken at append,
   so thresholds and cut points never re-scan history, and the derived tree columns
   (depth, ``context_head``, ``mark``, ``compactions``) that ``integrity.verify`` recomputes.
 - ``hash`` = sha256(parent hash + canonical JSON of the entry); ``chain`` = sha256(previous chain
@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
-from ipython_compact.core.tokens import estimate_entry_tokens
+from ipython_compact.core.tokens import estimate_entry_tokens_both
 from ipython_compact.store import process
 from ipython_compact.store.database import ENTRY_COLUMNS, SessionRow, check_session_name, row_entry
 from ipython_compact.store.dialect import Conn
@@ -67,8 +67,19 @@ _NINETEEN_NINES = b"9" * 19
 
 
 def has_long_digit_run(raw: bytes) -> bool:
-    """A run of 19+ ASCII digits (translate + ``in``: 4x faster than a regex)."""
-    return _NINETEEN_NINES in raw.translate(_DIGITS_AS_NINE)
+    """A run of 19+ ASCII digits that is not the fraction of a decimal (translate + ``find``: 4x
+    faster than a regex). Fraction digits (after a ``.``) only make a float, which orjson reads
+    to the same double as the stdlib; an integer part or an exponent that long it does not."""
+    digits = raw.translate(_DIGITS_AS_NINE)
+    at = digits.find(_NINETEEN_NINES)
+    while at >= 0:  # ``find`` gives the leftmost match, so ``at`` starts a run
+        if at == 0 or raw[at - 1] != 0x2E:  # not after "."
+            return True
+        end = at + len(_NINETEEN_NINES)
+        while end < len(digits) and digits[end] == 0x39:
+            end += 1
+        at = digits.find(_NINETEEN_NINES, end)
+    return False
 
 
 def read_back(data_text: str) -> Any:
@@ -85,17 +96,25 @@ def read_back(data_text: str) -> Any:
     return json.loads(data_text)
 
 
+def _json_string(text: str) -> str:
+    """``json.dumps(text, ensure_ascii=False)``; ids, kinds and timestamps are plain ASCII, which
+    needs no escaping and no encoder call."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return json.dumps(text, ensure_ascii=False)
+
+
 def stored_entry_hash(parent_hash: str, entry: Entry, data_text: str) -> str:
     """``entry_hash(parent_hash, entry)`` from the entry's ``stored_data_text``, which must be the
     canonical JSON of ``entry.data`` (as it is for a stored entry: its data is that text read back).
 
     Why: an import serialized every entry's data twice, once to store it and once to hash it.
     The five keys of ``Entry.to_json`` in sorted order, so the text is ``canonical_json``'s."""
-    parent = "null" if entry.parent_id is None else json.dumps(entry.parent_id, ensure_ascii=False)
+    parent = "null" if entry.parent_id is None else _json_string(entry.parent_id)
     text = (
-        f'{{"data":{data_text},"id":{json.dumps(entry.id, ensure_ascii=False)},'
-        f'"kind":{json.dumps(entry.kind, ensure_ascii=False)},"parent_id":{parent},'
-        f'"timestamp":{json.dumps(entry.timestamp, ensure_ascii=False)}}}'
+        f'{{"data":{data_text},"id":{_json_string(entry.id)},'
+        f'"kind":{_json_string(entry.kind)},"parent_id":{parent},'
+        f'"timestamp":{_json_string(entry.timestamp)}}}'
     )
     return hashlib.sha256((parent_hash + "\n" + text).encode("utf-8")).hexdigest()
 
@@ -590,6 +609,7 @@ class EntryLog(Tree):
         derived = self._derived(conn, sid, stored, cache)
         depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
         mark, compactions = derived.mark, derived.compactions
+        density, chars4 = estimate_entry_tokens_both(stored)
         for _ in range(100):
             if entry.kind in MARK_KINDS:
                 mark = stored.id
@@ -604,8 +624,8 @@ class EntryLog(Tree):
                     stored.kind,
                     stored.timestamp,
                     data_text_,
-                    estimate_entry_tokens(stored, "density"),
-                    estimate_entry_tokens(stored, "chars4"),
+                    density,
+                    chars4,
                     depth,
                     head,
                     hash_,
@@ -663,10 +683,7 @@ class EntryLog(Tree):
                     f"entry {entry.id!r}: an entry with this id already exists in the session",
                     path=self.db.path,
                 )
-            density, chars4 = (
-                estimate_entry_tokens(stored, "density"),
-                estimate_entry_tokens(stored, "chars4"),
-            )
+            density, chars4 = estimate_entry_tokens_both(stored)
             rows.append(
                 (
                     sid,
