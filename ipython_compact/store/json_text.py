@@ -10,9 +10,9 @@ may be passed: orjson also writes types the stdlib refuses (datetimes, UUIDs, en
 ``null``, so data from anywhere else goes through ``stdlib_data_text``. orjson agrees with the
 stdlib on strings, key order, ints and most floats; it differs only where Python prints a float
 with a negative exponent (``5e-06``; orjson: ``5e-6`` or ``0.00005``). Those floats are
-rewritten by Python's ``repr`` where they stand outside strings; when that cannot be told for
-certain (an escaped backslash before one) the whole value goes to the stdlib, as do values
-orjson refuses (integers past 64 bits, lone surrogates).
+rewritten by Python's ``repr`` where they stand outside strings (told by counting the quotes
+before them that are not escaped). Values orjson refuses (integers past 64 bits, lone
+surrogates) go to the stdlib.
 """
 
 from __future__ import annotations
@@ -58,10 +58,9 @@ def _float_candidates(text: bytes) -> list[int]:
     return found
 
 
-def _python_floats(text: bytes) -> bytes | None:
-    """``text`` (orjson's output) with each float Python would print otherwise in Python's form;
-    None when a candidate cannot be told apart from string content for certain (an escaped
-    backslash before it, where telling a quote's meaning needs a full scan)."""
+def _python_floats(text: bytes) -> bytes:
+    """``text`` (orjson's output) with each float outside strings that Python prints otherwise
+    in Python's form."""
     spans: list[tuple[int, int]] = []
     for at in sorted(_float_candidates(text)):
         start = at
@@ -78,18 +77,30 @@ def _python_floats(text: bytes) -> bytes | None:
     if not spans:
         return text
     # Which tokens lie outside strings: count string delimiters up to each, once through the text.
-    # With no ``\\`` before it, a quote after a backslash is escaped and every other one delimits.
     out: list[bytes] = []
     pos = quotes = 0
     for start, end in spans:
-        if text.find(b"\\\\", pos, start) >= 0:
-            return None
-        quotes += text.count(b'"', pos, start) - text.count(b'\\"', pos, start)
+        quotes += _delimiters(text, pos, start)
         out.append(text[pos:start])
         out.append(text[start:end] if quotes % 2 else repr(float(text[start:end])).encode())
         pos = end
     out.append(text[pos:])
     return b"".join(out)
+
+
+def _delimiters(text: bytes, start: int, end: int) -> int:
+    """How many quotes in ``text[start:end]`` open or close a string: those after an even run of
+    backslashes (an odd run escapes the quote). ``count(b"\\" * k + b'"')`` counts the quotes after
+    at least ``k`` backslashes (each quote ends at most one match), so the escaped ones are
+    ``c1 - c2 + c3 - ...``. ``start`` must not fall inside a run of backslashes."""
+    total = text.count(b'"', start, end)
+    sign, run = -1, b"\\"
+    while True:
+        found = text.count(run + b'"', start, end)
+        if not found:
+            return total
+        total += sign * found
+        sign, run = -sign, run + b"\\"
 
 
 def data_text(data: Mapping[str, Any]) -> str:
@@ -101,8 +112,7 @@ def data_text(data: Mapping[str, Any]) -> str:
         raw = dumps(data, option=sort_keys)
     except TypeError:  # past 64 bits, a lone surrogate, a type JSON has no word for
         return stdlib_data_text(data)
-    fixed = _python_floats(raw)
-    return stdlib_data_text(data) if fixed is None else fixed.decode("utf-8")
+    return _python_floats(raw).decode("utf-8")
 
 
 def string_text(text: str) -> str:
