@@ -13,6 +13,7 @@ What must hold:
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import sqlite3
@@ -139,6 +140,10 @@ _INSERT_ENTRY = (
     " depth, context_head, hash, chain, mark, compactions, writer)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+
+_PreparedRow = list[Any]
+"""An entry row in ``_INSERT_ENTRY``'s column order; session id and chain are set at write time."""
+
 
 IMPORT_BATCH = 2000
 """Entries per transaction of a large import: short enough that other writers (a kernel
@@ -371,6 +376,22 @@ class EntryLog(Tree):
         - A batch that fails after others landed raises ``PartialImportError`` saying exactly what
           was written (entries, last id, the leaf); the first failing raises as it is.
         """
+        # An import builds rows, texts and hashes: values without cycles, so the cyclic collector
+        # finds nothing, and its passes over a heap holding the whole transcript were a third of
+        # the time of a 100,000-entry import. Paused only for the import (``load_transcript`` does
+        # the same while it reads).
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            return self._import_batched(session, plan, batch_size=batch_size, wait=wait)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _import_batched(
+        self, session: str, plan: Callable[[Existing], ImportPlan], *, batch_size: int, wait: float
+    ) -> ImportWritten:
         me = process.current()
         deadline = time.monotonic() + wait
         while True:
@@ -489,8 +510,8 @@ class EntryLog(Tree):
         cache: Batch,
         json_values: bool,
     ) -> None:
-        tip = self._insert_imported(conn, row.sid, entries, row.tip, cache, json_values=json_values)
-        self._finish(conn, row.sid, row.count + len(entries), tip, leaf, cache)
+        rows = self._prepare_rows(conn, row.sid, entries, cache, json_values=json_values)
+        self._write_rows(conn, row, rows, leaf, cache)
 
     def _later_batch(
         self,
@@ -652,17 +673,13 @@ class EntryLog(Tree):
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
 
-    def _insert_imported(
-        self, conn: Conn, sid: int, entries: Sequence[Entry], tip: str, cache: Batch, *, json_values: bool
-    ) -> str:
-        """Insert an import's batch inside the caller's transaction; the new chain tip.
-
-        The same checks, derived columns, hashes and estimates as ``_insert`` entry by entry (ids
-        are the caller's: a taken one is refused), but the rows go in with one ``executemany``
-        and their full-text indexing is left to ``index_pending`` (``FTS_PENDING`` records the
-        rows, in this transaction: an import killed later leaves nothing unrecorded)."""
-        taken_ids = self._ids_in_session(conn, sid, [e.id for e in entries])
-        rows: list[tuple[Any, ...]] = []
+    def _prepare_rows(
+        self, conn: Conn, sid: int, entries: Sequence[Entry], cache: Batch, *, json_values: bool
+    ) -> list[_PreparedRow]:
+        """An import's batch as rows, with the same checks, derived columns, hashes and estimates
+        as ``_insert`` entry by entry, but no chain yet (``_write_rows`` sets it). Parents outside
+        ``cache`` are read through ``conn``. Ids are the caller's: a taken one is refused."""
+        rows: list[_PreparedRow] = []
         writer = self.db.writer
         for entry in entries:
             stored, text = self._checked(entry, json_values=json_values)
@@ -672,20 +689,11 @@ class EntryLog(Tree):
                     path=self.db.path,
                 )
             derived = self._derived(conn, sid, stored, cache)
-            depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
-            mark, compactions = derived.mark, derived.compactions
-            if entry.kind in MARK_KINDS:
-                mark = stored.id
-            hash_ = stored_entry_hash(parent_hash, stored, text)
-            tip = chain_hash(tip, hash_)
-            if entry.id in taken_ids:
-                raise InvalidEntryError(
-                    f"entry {entry.id!r}: an entry with this id already exists in the session",
-                    path=self.db.path,
-                )
+            mark = stored.id if entry.kind in MARK_KINDS else derived.mark
+            hash_ = stored_entry_hash(derived.hash, stored, text)
             density, chars4 = estimate_entry_tokens_both(stored)
             rows.append(
-                (
+                [
                     sid,
                     stored.id,
                     stored.parent_id,
@@ -694,23 +702,43 @@ class EntryLog(Tree):
                     text,
                     density,
                     chars4,
-                    depth,
-                    head,
+                    derived.depth,
+                    derived.context_head,
                     hash_,
-                    tip,
+                    "",  # the chain, set by _write_rows
                     mark,
-                    compactions,
+                    derived.compactions,
                     writer,
-                )
+                ]
             )
-            cache.info[stored.id] = ParentInfo(depth, head, hash_, mark, compactions)
+            cache.info[stored.id] = ParentInfo(
+                derived.depth, derived.context_head, hash_, mark, derived.compactions
+            )
             cache.parents[stored.id] = stored.parent_id
-        if not rows:
-            return tip
-        first, last = self._insert_rows(conn, rows)
-        cache.last_seq = last
-        self._defer_indexing(conn, sid, first, last)
-        return tip
+        return rows
+
+    def _write_rows(
+        self, conn: Conn, row: SessionRow, rows: Sequence[_PreparedRow], leaf: str | None, cache: Batch
+    ) -> None:
+        """Insert prepared rows inside the caller's write transaction (``row`` read in it): the
+        chain from the session's tip as it is now, one ``executemany``, the full-text indexing
+        left to ``index_pending`` (``FTS_PENDING`` records the rows in this same transaction: an
+        import killed later leaves nothing unrecorded), then the session row."""
+        taken_ids = self._ids_in_session(conn, row.sid, [r[1] for r in rows])
+        for r in rows:
+            if r[1] in taken_ids:
+                raise InvalidEntryError(
+                    f"entry {r[1]!r}: an entry with this id already exists in the session", path=self.db.path
+                )
+        tip = row.tip
+        for r in rows:
+            r[0] = row.sid
+            tip = r[11] = chain_hash(tip, r[10])
+        if rows:
+            first, last = self._insert_rows(conn, rows)
+            cache.last_seq = last
+            self._defer_indexing(conn, row.sid, first, last)
+        self._finish(conn, row.sid, row.count + len(rows), tip, leaf, cache)
 
     def _ids_in_session(self, conn: Conn, sid: int, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the session already holds (500 per query)."""
@@ -726,12 +754,12 @@ class EntryLog(Tree):
             )
         return found
 
-    def _insert_rows(self, conn: Conn, rows: Sequence[tuple[Any, ...]]) -> tuple[int, int]:
+    def _insert_rows(self, conn: Conn, rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
         """Insert entry rows whose ids are known to be free; the first and last ``seq`` given.
         SQLite: one ``executemany`` (inside one write transaction the ``seq`` values it gives are
         consecutive); a server: row by row, as ``_insert_row`` does."""
         if self.db.dialect.insert_finds_clash:
-            seqs = [self._insert_row(conn, row) for row in rows]
+            seqs = [self._insert_row(conn, tuple(row)) for row in rows]
             if any(s is None for s in seqs):
                 raise InvalidEntryError("an entry id was taken while importing", path=self.db.path)
             return min(int(s) for s in seqs if s is not None), max(int(s) for s in seqs if s is not None)
