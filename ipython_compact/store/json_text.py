@@ -105,24 +105,21 @@ def _delimiters(text: bytes, start: int, end: int) -> int:
 
 def data_text(data: Mapping[str, Any]) -> str:
     """``stdlib_data_text(data)``, several times faster (see the module rules)."""
+    return data_text_utf8(data)[0]
+
+
+def data_text_utf8(data: Mapping[str, Any]) -> tuple[str, bytes | None]:
+    """``data_text(data)`` and, when orjson wrote it, its UTF-8 bytes (hashing them saves encoding
+    the text again); None when the stdlib wrote it."""
     if _ORJSON is None or type(data) is not dict:
-        return stdlib_data_text(data)
+        return stdlib_data_text(data), None
     dumps, sort_keys = _ORJSON
     try:
         raw = dumps(data, option=sort_keys)
     except TypeError:  # past 64 bits, a lone surrogate, a type JSON has no word for
-        return stdlib_data_text(data)
-    return _python_floats(raw).decode("utf-8")
+        return stdlib_data_text(data), None
+    fixed = _python_floats(raw)
+    return fixed.decode("utf-8"), fixed
 
 
-def string_text(text: str) -> str:
-    """``json.dumps(text, ensure_ascii=False)`` (orjson writes every code point the same way)."""
-    if _ORJSON is None:
-        return json.dumps(text, ensure_ascii=False)
-    try:
-        return _ORJSON[0](text).decode("utf-8")
-    except TypeError:  # a lone surrogate
-        return json.dumps(text, ensure_ascii=False)
-
-
-__all__ = ["data_text", "stdlib_data_text", "string_text"]
+__all__ = ["data_text", "data_text_utf8", "stdlib_data_text"]

@@ -38,7 +38,7 @@ from ipython_compact.store.errors import (
     StoreError,
     UnknownEntryError,
 )
-from ipython_compact.store.json_text import data_text
+from ipython_compact.store.json_text import data_text_utf8
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import ANY_LEAF, LEAF, SearchHit, _Default
@@ -105,19 +105,25 @@ def _json_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def stored_entry_hash(parent_hash: str, entry: Entry, data_text: str) -> str:
+def stored_entry_hash(parent_hash: str, entry: Entry, data_text: str, data_utf8: bytes | None = None) -> str:
     """``entry_hash(parent_hash, entry)`` from the entry's ``stored_data_text``, which must be the
     canonical JSON of ``entry.data`` (as it is for a stored entry: its data is that text read back).
 
     Why: an import serialized every entry's data twice, once to store it and once to hash it.
-    The five keys of ``Entry.to_json`` in sorted order, so the text is ``canonical_json``'s."""
+    The five keys of ``Entry.to_json`` in sorted order, so the text is ``canonical_json``'s.
+    ``data_utf8``, the text's UTF-8 bytes when the caller has them, is hashed as it is."""
     parent = "null" if entry.parent_id is None else _json_string(entry.parent_id)
-    text = (
-        f'{{"data":{data_text},"id":{_json_string(entry.id)},'
-        f'"kind":{_json_string(entry.kind)},"parent_id":{parent},'
+    head = f'{parent_hash}\n{{"data":'
+    tail = (
+        f',"id":{_json_string(entry.id)},"kind":{_json_string(entry.kind)},"parent_id":{parent},'
         f'"timestamp":{_json_string(entry.timestamp)}}}'
     )
-    return hashlib.sha256((parent_hash + "\n" + text).encode("utf-8")).hexdigest()
+    if data_utf8 is None:
+        return hashlib.sha256((head + data_text + tail).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(head.encode("utf-8"))
+    digest.update(data_utf8)
+    digest.update(tail.encode("utf-8"))
+    return digest.hexdigest()
 
 
 def chain_hash(previous_chain: str, hash_: str) -> str:
@@ -557,9 +563,10 @@ class EntryLog(Tree):
             (count, tip, batch.last_seq, leaf, sid),
         )
 
-    def _checked(self, entry: Entry, *, json_values: bool = False) -> tuple[Entry, str]:
-        """The entry as it will be stored (its data read back from its stored text) and that text;
-        ``InvalidEntryError`` naming the entry for a bad id, kind, timestamp or data.
+    def _checked(self, entry: Entry, *, json_values: bool = False) -> tuple[Entry, str, bytes | None]:
+        """The entry as it will be stored (its data read back from its stored text), that text and
+        (when at hand) its UTF-8 bytes; ``InvalidEntryError`` naming the entry for a bad id, kind,
+        timestamp or data.
 
         ``json_values``: the data holds only what JSON reading makes (an import's), so its stored
         text is written by ``json_text.data_text`` and reading it back would give the same values."""
@@ -576,14 +583,14 @@ class EntryLog(Tree):
                 f"entry {entry.id!r}: timestamp must be a non-empty string", path=self.db.path
             )
         if json_values:
-            return entry, data_text(entry.data)
+            return (entry, *data_text_utf8(entry.data))
         try:
             text = stored_data_text(entry.data)
         except (TypeError, ValueError) as exc:
             raise InvalidEntryError(
                 f"entry {entry.id!r}: data is not JSON-serialisable ({exc})", path=self.db.path
             ) from exc
-        return Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, read_back(text)), text
+        return Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, read_back(text)), text, None
 
     def _derived(self, conn: Conn, sid: int, stored: Entry, cache: Batch) -> ParentInfo:
         """The derived columns of ``stored`` (depth, context head, parent hash, mark before this
@@ -623,7 +630,7 @@ class EntryLog(Tree):
         ``(session_id, id)``, no lookup first: one round trip per entry less on a server). A
         taken id the caller chose is refused; a ``fresh_id`` (made by ``new_id``) is replaced by
         another, up to 100 times, and the entry's hash follows its id."""
-        stored, data_text_ = self._checked(entry)
+        stored, data_text_, _ = self._checked(entry)
         taken = f"entry {entry.id!r}: an entry with this id already exists in the session"
         if not fresh_id and entry.id in cache:
             raise InvalidEntryError(taken, path=self.db.path)
@@ -682,7 +689,7 @@ class EntryLog(Tree):
         rows: list[_PreparedRow] = []
         writer = self.db.writer
         for entry in entries:
-            stored, text = self._checked(entry, json_values=json_values)
+            stored, text, utf8 = self._checked(entry, json_values=json_values)
             if entry.id in cache:
                 raise InvalidEntryError(
                     f"entry {entry.id!r}: an entry with this id already exists in the session",
@@ -690,7 +697,7 @@ class EntryLog(Tree):
                 )
             derived = self._derived(conn, sid, stored, cache)
             mark = stored.id if entry.kind in MARK_KINDS else derived.mark
-            hash_ = stored_entry_hash(derived.hash, stored, text)
+            hash_ = stored_entry_hash(derived.hash, stored, text, utf8)
             density, chars4 = estimate_entry_tokens_both(stored)
             rows.append(
                 [
