@@ -91,7 +91,7 @@ def _text_units(text: str, *, code: bool = False) -> float:
 def _plain_units(text: str, ascii_rate: float) -> float:
     if text.isascii():
         return len(text) / ascii_rate
-    cjk = len(_CJK.findall(text))
+    cjk = len(_CJK.findall(text)) if max(text) >= "\u3040" else 0  # _CJK has nothing below U+3040
     # Characters above U+007F: what an ASCII encoding drops (one C pass; a Python loop over every
     # character was most of an import's time on long non-ASCII sessions).
     other = len(text) - len(text.encode("ascii", "ignore")) - cjk
