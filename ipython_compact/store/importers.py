@@ -261,7 +261,7 @@ def parse_json_lines(
                 path=where,
                 line=number,
             )
-        if not line.strip():
+        if not line or line.isspace():  # blank (``strip`` would copy every line to tell)
             continue
         if (
             fast is not None
