@@ -595,6 +595,9 @@ def import_transcript(
     - Ids that clash with the session's but carry other content get fresh ids (as before).
     - A session created by another import meanwhile is treated as existing (no "already exists").
     - Written ``batch_size`` entries per transaction (``EntryLog.import_batched``).
+    - The transcript's data must hold JSON values as ``load_transcript`` reads them (dicts, lists,
+      strings, ints, finite floats, booleans, None): they are stored as they are, by orjson
+      (``ImportPlan.json_values``), not serialized by the stdlib and read back.
     """
     name = session_name_for(transcript, session)
     where = source_name(transcript.source)
