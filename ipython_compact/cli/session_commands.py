@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(the same file imported twice, an export read back into its own session: same id, or the same kind, "
         "time and content) are refused with exit 2 and nothing is stored, unless --new-ids asks for copies. "
         f"Large files are committed {IMPORT_BATCH:,} entries per transaction, so other writers are not "
-        f"locked out.",
+        f"locked out; their text is indexed for recall by the first search after the import.",
     )
     p.add_argument(
         "files",

@@ -91,7 +91,7 @@ def _text_units(text: str, *, code: bool = False) -> float:
 def _plain_units(text: str, ascii_rate: float) -> float:
     if text.isascii():
         return len(text) / ascii_rate
-    cjk = len(_CJK.findall(text))
+    cjk = len(_CJK.findall(text)) if max(text) >= "\u3040" else 0  # _CJK has nothing below U+3040
     # Characters above U+007F: what an ASCII encoding drops (one C pass; a Python loop over every
     # character was most of an import's time on long non-ASCII sessions).
     other = len(text) - len(text.encode("ascii", "ignore")) - cjk
@@ -111,7 +111,71 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _chars4(message: Mapping[str, Any]) -> int:
+_SAFE_INT: Final = 2**53
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _printed_alike(value: Any) -> bool:
+    """Whether ``JSON.stringify(value)`` and Python's compact JSON of it have the same length:
+    string keys, strings, booleans, None and integers JavaScript holds exactly (key order differs,
+    length does not). Floats, larger integers and other types print differently (iterative)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not -_SAFE_INT <= item <= _SAFE_INT:
+                return False
+        elif kind is not str and kind is not bool and item is not None:
+            return False
+    return True
+
+
+def _orjson_dumps() -> Callable[[Any], bytes] | None:
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - a dependency, absent only in odd installs
+        return None
+    dumps: Callable[[Any], bytes] = orjson.dumps
+    return dumps
+
+
+_ORJSON_DUMPS = _orjson_dumps()
+
+
+def _arguments_text(arguments: Any, alike: bool) -> str:
+    """``_compact_json(arguments)``; for values ``_printed_alike`` by orjson, which writes them
+    byte for byte as the stdlib does (insertion order, the same escapes) at a fraction of the cost."""
+    if alike and _ORJSON_DUMPS is not None:
+        try:
+            return _ORJSON_DUMPS(arguments).decode("utf-8")
+        except TypeError:  # a lone surrogate, nesting past orjson's limit
+            pass
+    return _compact_json(arguments)
+
+
+def _arguments_length(arguments: Any, known: tuple[str, bool] | None = None) -> int:
+    """``js_length(js_json(arguments))``: pi's length of tool-call arguments. Where the two print
+    alike (``_printed_alike``, no lone surrogate) the length of Python's compact JSON (``known``:
+    that text and whether they print alike, when the caller has them), several times faster than
+    printing the JavaScript way."""
+    text, alike = known if known is not None else ("", _printed_alike(arguments))
+    if alike:
+        text = text if known is not None else _arguments_text(arguments, alike)
+        if text.isascii():
+            return len(text)
+        if not _LONE_SURROGATE.search(text):
+            return js_length(text)
+    return js_length(js_json(arguments))
+
+
+def _chars4(message: Mapping[str, Any], compact: Mapping[int, tuple[str, bool]] | None = None) -> int:
     role = message.get("role")
     chars = 0
     if role == "user":
@@ -130,7 +194,9 @@ def _chars4(message: Mapping[str, Any]) -> int:
             elif kind == "thinking":
                 chars += js_length(_str(block.get("thinking")))
             elif kind == "toolCall":
-                chars += js_length(_str(block.get("name"))) + js_length(js_json(block.get("arguments")))
+                arguments = block.get("arguments")
+                known = None if compact is None else compact.get(id(arguments))
+                chars += js_length(_str(block.get("name"))) + _arguments_length(arguments, known)
     elif role in ("custom", "toolResult", "system"):
         for block in _blocks(message.get("content")):
             if block.get("type") == "text":
@@ -146,7 +212,7 @@ def _chars4(message: Mapping[str, Any]) -> int:
     return math.ceil(chars / 4)
 
 
-def _density(message: Mapping[str, Any]) -> int:
+def _density(message: Mapping[str, Any], compact: dict[int, tuple[str, bool]] | None = None) -> int:
     role = message.get("role")
     units = 0.0
     if role in ("user", "custom", "toolResult", "system", "assistant"):
@@ -158,7 +224,12 @@ def _density(message: Mapping[str, Any]) -> int:
                 units += _text_units(_str(block.get("thinking")))
             elif kind == "toolCall":
                 units += _text_units(_str(block.get("name")), code=True)
-                units += _text_units(_compact_json(block.get("arguments")), code=True)
+                arguments = block.get("arguments")
+                alike = _printed_alike(arguments)
+                text = _arguments_text(arguments, alike)
+                if compact is not None:
+                    compact[id(arguments)] = (text, alike)
+                units += _text_units(text, code=True)
             elif kind == "image":
                 units += IMAGE_TOKENS_DENSITY
     elif role == "bashExecution":
@@ -182,6 +253,17 @@ def estimate_entry_tokens(entry: Entry, estimator: Estimator | str = "density") 
     """Estimated tokens of the message ``entry`` contributes to the context; 0 if none."""
     message = entry_message(entry)
     return 0 if message is None else estimate_message_tokens(message, estimator)
+
+
+def estimate_entry_tokens_both(entry: Entry) -> tuple[int, int]:
+    """``(estimate_entry_tokens(entry, "density"), estimate_entry_tokens(entry, "chars4"))``, the
+    two estimates every stored entry keeps, in one pass: the message is found once and each
+    tool call's arguments are printed once (the store computes both at every append and import)."""
+    message = entry_message(entry)
+    if message is None:
+        return 0, 0
+    compact: dict[int, tuple[str, bool]] = {}
+    return _density(message, compact), _chars4(message, compact)
 
 
 def calculate_context_tokens(usage: Mapping[str, Any]) -> int:

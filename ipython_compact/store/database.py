@@ -14,12 +14,16 @@ What must hold:
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import json
 import os
 import secrets
 import sqlite3
+import struct
+import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -43,6 +47,9 @@ from ipython_compact.store.errors import (
 from ipython_compact.store.process import Owner, writer_label
 
 ENTRY_COLUMNS = "id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4"
+_SHM_DMS = 128
+"""SQLite's unix VFS: the byte of ``<db>-shm`` every connection holds a read lock on while open
+(``UNIX_SHM_DMS`` = (22 + 8) * 4 + 8 in os_unix.c)."""
 
 
 def utc_now() -> str:
@@ -172,6 +179,11 @@ class Database:
         """Whether ``exc`` says a raw full-text query was malformed (the user's mistake)."""
         return False
 
+    def others_may_write(self) -> bool:
+        """Whether another connection may be waiting to write now (a long import leaves it gaps).
+        True unless the engine can tell for certain that nobody else has the log open."""
+        return True
+
     def owner_ended(self, conn: Conn, owner: Owner) -> bool:
         """Whether the process ``owner`` has certainly ended (``store.process.ended``: known only
         on its own host). The PostgreSQL store also asks the server about owners on other hosts."""
@@ -205,6 +217,11 @@ class Database:
         raise NotImplementedError
 
 
+_OPEN: weakref.WeakSet[SqliteDatabase] = weakref.WeakSet()
+"""Every SQLite database this process has open (``others_may_write`` counts them)."""
+_OPEN_LOCK = threading.Lock()
+
+
 class SqliteDatabase(Database):
     """One SQLite file, opened once per store; thread-safe through one re-entrant lock."""
 
@@ -222,6 +239,8 @@ class SqliteDatabase(Database):
         self.path: Path = db_path
         self.conn = self._open(busy_timeout)
         self.identity = self._identity()
+        with _OPEN_LOCK:
+            _OPEN.add(self)
 
     def _open(self, busy_timeout: float) -> sqlite3.Connection:
         if self.path.is_dir():
@@ -353,6 +372,29 @@ class SqliteDatabase(Database):
             finally:
                 self._local.writing = False
 
+    def others_may_write(self) -> bool:
+        """False only when no other connection has this file open: none of this process (the
+        ``_OPEN`` registry) and none of another (no lock on the WAL index's "deadman switch"
+        byte, which SQLite's unix VFS read-locks for every connection that has the file open, as
+        long as it is open). Anything unexpected answers True."""
+        if not sys.platform.startswith("linux"):  # the ``struct flock`` layout below is Linux's
+            return True
+        with _OPEN_LOCK:
+            if sum(1 for db in _OPEN if db.identity == self.identity) > 1:
+                return True
+        try:
+            fd = os.open(f"{self.path}-shm", os.O_RDONLY)
+        except OSError:
+            return True
+        try:
+            probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, _SHM_DMS, 1, 0)
+            kind = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, probe))[0]
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+        return bool(kind != fcntl.F_UNLCK)
+
     def is_query_syntax_error(self, exc: Exception) -> bool:
         return isinstance(exc, sqlite3.OperationalError) and (
             "fts5" in str(exc).lower() or "syntax" in str(exc).lower()
@@ -370,3 +412,5 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+        with _OPEN_LOCK:
+            _OPEN.discard(self)

@@ -3,7 +3,7 @@
 What must hold:
 - Entry rows are never updated or deleted (triggers enforce it); every append, batch and import
   lands whole or not at all.
-- Each entry stores both token estimates (``core.tokens.estimate_entry_tokens``) taken at append,
+- Each entry stores both token estimates (``core.tokens.estimate_entry_tokens_both``) taken at append,
   so thresholds and cut points never re-scan history, and the derived tree columns
   (depth, ``context_head``, ``mark``, ``compactions``) that ``integrity.verify`` recomputes.
 - ``hash`` = sha256(parent hash + canonical JSON of the entry); ``chain`` = sha256(previous chain
@@ -13,17 +13,19 @@ What must hold:
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, canonical_json, entry_text
 from ipython_compact.core.settings import ESTIMATORS, Estimator
-from ipython_compact.core.tokens import estimate_entry_tokens
+from ipython_compact.core.tokens import estimate_entry_tokens_both
 from ipython_compact.store import process
 from ipython_compact.store.database import ENTRY_COLUMNS, SessionRow, check_session_name, row_entry
 from ipython_compact.store.dialect import Conn
@@ -36,6 +38,7 @@ from ipython_compact.store.errors import (
     StoreError,
     UnknownEntryError,
 )
+from ipython_compact.store.json_text import data_text_utf8
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import ANY_LEAF, LEAF, SearchHit, _Default
@@ -65,8 +68,19 @@ _NINETEEN_NINES = b"9" * 19
 
 
 def has_long_digit_run(raw: bytes) -> bool:
-    """A run of 19+ ASCII digits (translate + ``in``: 4x faster than a regex)."""
-    return _NINETEEN_NINES in raw.translate(_DIGITS_AS_NINE)
+    """A run of 19+ ASCII digits that is not the fraction of a decimal (translate + ``find``: 4x
+    faster than a regex). Fraction digits (after a ``.``) only make a float, which orjson reads
+    to the same double as the stdlib; an integer part or an exponent that long it does not."""
+    digits = raw.translate(_DIGITS_AS_NINE)
+    at = digits.find(_NINETEEN_NINES)
+    while at >= 0:  # ``find`` gives the leftmost match, so ``at`` starts a run
+        if at == 0 or raw[at - 1] != 0x2E:  # not after "."
+            return True
+        end = at + len(_NINETEEN_NINES)
+        while end < len(digits) and digits[end] == 0x39:
+            end += 1
+        at = digits.find(_NINETEEN_NINES, end)
+    return False
 
 
 def read_back(data_text: str) -> Any:
@@ -83,19 +97,33 @@ def read_back(data_text: str) -> Any:
     return json.loads(data_text)
 
 
-def stored_entry_hash(parent_hash: str, entry: Entry, data_text: str) -> str:
+def _json_string(text: str) -> str:
+    """``json.dumps(text, ensure_ascii=False)``; ids, kinds and timestamps are plain ASCII, which
+    needs no escaping and no encoder call."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return json.dumps(text, ensure_ascii=False)
+
+
+def stored_entry_hash(parent_hash: str, entry: Entry, data_text: str, data_utf8: bytes | None = None) -> str:
     """``entry_hash(parent_hash, entry)`` from the entry's ``stored_data_text``, which must be the
     canonical JSON of ``entry.data`` (as it is for a stored entry: its data is that text read back).
 
     Why: an import serialized every entry's data twice, once to store it and once to hash it.
-    The five keys of ``Entry.to_json`` in sorted order, so the text is ``canonical_json``'s."""
-    parent = "null" if entry.parent_id is None else json.dumps(entry.parent_id, ensure_ascii=False)
-    text = (
-        f'{{"data":{data_text},"id":{json.dumps(entry.id, ensure_ascii=False)},'
-        f'"kind":{json.dumps(entry.kind, ensure_ascii=False)},"parent_id":{parent},'
-        f'"timestamp":{json.dumps(entry.timestamp, ensure_ascii=False)}}}'
+    The five keys of ``Entry.to_json`` in sorted order, so the text is ``canonical_json``'s.
+    ``data_utf8``, the text's UTF-8 bytes when the caller has them, is hashed as it is."""
+    parent = "null" if entry.parent_id is None else _json_string(entry.parent_id)
+    head = f'{parent_hash}\n{{"data":'
+    tail = (
+        f',"id":{_json_string(entry.id)},"kind":{_json_string(entry.kind)},"parent_id":{parent},'
+        f'"timestamp":{_json_string(entry.timestamp)}}}'
     )
-    return hashlib.sha256((parent_hash + "\n" + text).encode("utf-8")).hexdigest()
+    if data_utf8 is None:
+        return hashlib.sha256((head + data_text + tail).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(head.encode("utf-8"))
+    digest.update(data_utf8)
+    digest.update(tail.encode("utf-8"))
+    return digest.hexdigest()
 
 
 def chain_hash(previous_chain: str, hash_: str) -> str:
@@ -113,12 +141,30 @@ def content_key(kind: str, timestamp: str, data_text: str) -> bytes:
     return hashlib.blake2b(f"{kind}\n{timestamp}\n{data_text}".encode(), digest_size=16).digest()
 
 
+_INSERT_ENTRY = (
+    "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
+    " depth, context_head, hash, chain, mark, compactions, writer)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+_PreparedRow = list[Any]
+"""An entry row in ``_INSERT_ENTRY``'s column order; session id and chain are set at write time."""
+
+
 IMPORT_BATCH = 2000
 """Entries per transaction of a large import: short enough that other writers (a kernel
 appending after a cell, busy timeout 5 s) get the lock in between."""
 IMPORT_PAUSE = 0.05
-"""Seconds between an import's batches. SQLite's busy handler polls a waiting writer every
-few to 100 ms; without a gap the importer would take the lock straight back and starve it."""
+"""Seconds between an import's batches while another connection has the database open. SQLite's
+busy handler polls a waiting writer every few to 100 ms; without a gap the importer would take
+the lock straight back and starve it. With nobody else there (``Database.others_may_write``) no
+writer can be waiting, and the batches follow each other at once."""
+FTS_PENDING = "fts_pending"
+"""``session_status`` key of a session whose imported entries are not in the full-text index yet:
+{"ranges": [[first_seq, last_seq], ...]}. Written in the transaction that inserts the rows;
+``index_pending`` (run by every search first) indexes them and removes the key."""
+FTS_CHUNK = 5000
+"""Entries ``index_pending`` indexes per transaction."""
 IMPORT_MARKER = "import_in_progress"
 """``session_status`` key held while a batched import runs: {owner, total}. A second import
 into the session waits for it to go (or for its owner to end)."""
@@ -143,6 +189,10 @@ class ImportPlan:
     entries: list[Entry]
     leaf_id: str | None
     """The new leaf (one of ``entries``), or None to leave the leaf where it is."""
+    json_values: bool = False
+    """Every entry's data holds only what JSON reading makes (dicts, lists, strings, ints, finite
+    floats, booleans, None), as a file read by ``store.importers`` does: its stored text is then
+    written by ``json_text.data_text`` and not read back (the same values would come back)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +200,8 @@ class ImportWritten:
     entries: list[Entry]
     created: bool
     batches: int
+    pauses: int = 0
+    """Gaps left between batches for other writers (none when nobody else had the database open)."""
 
 
 class _ImportRunning(Exception):
@@ -330,6 +382,22 @@ class EntryLog(Tree):
         - A batch that fails after others landed raises ``PartialImportError`` saying exactly what
           was written (entries, last id, the leaf); the first failing raises as it is.
         """
+        # An import builds rows, texts and hashes: values without cycles, so the cyclic collector
+        # finds nothing, and its passes over a heap holding the whole transcript were a third of
+        # the time of a 100,000-entry import. Paused only for the import (``load_transcript`` does
+        # the same while it reads).
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            return self._import_batched(session, plan, batch_size=batch_size, wait=wait)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _import_batched(
+        self, session: str, plan: Callable[[Existing], ImportPlan], *, batch_size: int, wait: float
+    ) -> ImportWritten:
         me = process.current()
         deadline = time.monotonic() + wait
         while True:
@@ -362,8 +430,9 @@ class EntryLog(Tree):
                         )
                     cache = Batch()
                     more = len(entries) > batch_size
+                    json_values = planned.json_values
                     self._write_batch(
-                        conn, row, entries[:batch_size], None if more else planned.leaf_id, cache
+                        conn, row, entries[:batch_size], None if more else planned.leaf_id, cache, json_values
                     )
                     if more:
                         self.db.set_status(
@@ -379,15 +448,17 @@ class EntryLog(Tree):
                         path=self.db.path,
                     ) from None
                 time.sleep(0.1)
-        written, batches = min(len(entries), batch_size), 1
+        written, batches, pauses = min(len(entries), batch_size), 1, 0
         try:
             for start in range(batch_size, len(entries), batch_size):
-                time.sleep(IMPORT_PAUSE)  # let a waiting writer in
+                if self.db.others_may_write():
+                    time.sleep(IMPORT_PAUSE)  # let a waiting writer in
+                    pauses += 1
                 chunk = entries[start : start + batch_size]
                 last = start + batch_size >= len(entries)
                 leaf = planned.leaf_id if last else None
                 self._retry_locked(
-                    partial(self._later_batch, session, chunk, leaf, cache, last),
+                    partial(self._later_batch, session, chunk, leaf, cache, last, json_values),
                     deadline=time.monotonic() + wait,
                 )
                 written += len(chunk)
@@ -411,7 +482,7 @@ class EntryLog(Tree):
                 last_id=last_id,
                 leaf=leaf,
             ) from exc
-        return ImportWritten(entries, created, batches)
+        return ImportWritten(entries, created, batches, pauses)
 
     def _check_no_import_running(self, conn: Conn, sid: int) -> None:
         row = conn.execute(
@@ -437,19 +508,29 @@ class EntryLog(Tree):
         return Existing(created, row.leaf, frozenset(keys), content, keys)
 
     def _write_batch(
-        self, conn: Conn, row: SessionRow, entries: Sequence[Entry], leaf: str | None, cache: Batch
+        self,
+        conn: Conn,
+        row: SessionRow,
+        entries: Sequence[Entry],
+        leaf: str | None,
+        cache: Batch,
+        json_values: bool,
     ) -> None:
-        tip = row.tip
-        for entry in entries:
-            _, tip = self._insert(conn, row.sid, entry, tip, cache)
-        self._finish(conn, row.sid, row.count + len(entries), tip, leaf, cache)
+        rows = self._prepare_rows(conn, row.sid, entries, cache, json_values=json_values)
+        self._write_rows(conn, row, rows, leaf, cache)
 
     def _later_batch(
-        self, session: str, entries: Sequence[Entry], leaf: str | None, cache: Batch, last: bool
+        self,
+        session: str,
+        entries: Sequence[Entry],
+        leaf: str | None,
+        cache: Batch,
+        last: bool,
+        json_values: bool,
     ) -> None:
         with self.db.write() as conn:
             row = self.db.session_row(conn, session)  # other writers may have moved count and tip
-            self._write_batch(conn, row, entries, leaf, cache)
+            self._write_batch(conn, row, entries, leaf, cache, json_values)
             if last:
                 conn.execute(
                     "DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER)
@@ -482,6 +563,64 @@ class EntryLog(Tree):
             (count, tip, batch.last_seq, leaf, sid),
         )
 
+    def _checked(self, entry: Entry, *, json_values: bool = False) -> tuple[Entry, str, bytes | None]:
+        """The entry as it will be stored (its data read back from its stored text), that text and
+        (when at hand) its UTF-8 bytes; ``InvalidEntryError`` naming the entry for a bad id, kind,
+        timestamp or data.
+
+        ``json_values``: the data holds only what JSON reading makes (an import's), so its stored
+        text is written by ``json_text.data_text`` and reading it back would give the same values."""
+        if not isinstance(entry.id, str) or not entry.id:
+            raise InvalidEntryError(f"entry {entry.id!r}: id must be a non-empty string", path=self.db.path)
+        if entry.kind not in KINDS:
+            raise InvalidEntryError(
+                f"entry {entry.id!r}: unknown kind {entry.kind!r} "
+                f"(expected one of {', '.join(sorted(KINDS))})",
+                path=self.db.path,
+            )
+        if not isinstance(entry.timestamp, str) or not entry.timestamp:
+            raise InvalidEntryError(
+                f"entry {entry.id!r}: timestamp must be a non-empty string", path=self.db.path
+            )
+        if json_values:
+            return (entry, *data_text_utf8(entry.data))
+        try:
+            text = stored_data_text(entry.data)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEntryError(
+                f"entry {entry.id!r}: data is not JSON-serialisable ({exc})", path=self.db.path
+            ) from exc
+        return Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, read_back(text)), text, None
+
+    def _derived(self, conn: Conn, sid: int, stored: Entry, cache: Batch) -> ParentInfo:
+        """The derived columns of ``stored`` (depth, context head, parent hash, mark before this
+        entry, compactions), after checking its parent and, for a compaction, its first kept entry."""
+        where = f"entry {stored.id!r}"
+        if stored.parent_id is None:
+            depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
+        else:
+            parent = self.parent_info(conn, sid, stored.parent_id, cache)
+            if parent is None:
+                raise InvalidEntryError(
+                    f"{where}: parent {stored.parent_id!r} does not exist in the session", path=self.db.path
+                )
+            depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
+            compactions = parent.compactions
+        if stored.kind == COMPACTION:
+            compactions += 1
+            first_kept = stored.data.get("first_kept_entry_id")
+            if not isinstance(first_kept, str) or not first_kept:
+                raise InvalidEntryError(
+                    f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path
+                )
+            if not self.is_ancestor_or_self(conn, sid, first_kept, stored.parent_id, cache):
+                raise InvalidEntryError(
+                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction",
+                    path=self.db.path,
+                )
+            head = first_kept
+        return ParentInfo(depth, head, parent_hash, mark, compactions)
+
     def _insert(
         self, conn: Conn, sid: int, entry: Entry, tip: str, cache: Batch, *, fresh_id: bool = False
     ) -> tuple[Entry, str]:
@@ -491,53 +630,18 @@ class EntryLog(Tree):
         ``(session_id, id)``, no lookup first: one round trip per entry less on a server). A
         taken id the caller chose is refused; a ``fresh_id`` (made by ``new_id``) is replaced by
         another, up to 100 times, and the entry's hash follows its id."""
-        where = f"entry {entry.id!r}"
-        if not isinstance(entry.id, str) or not entry.id:
-            raise InvalidEntryError(f"{where}: id must be a non-empty string", path=self.db.path)
-        if entry.kind not in KINDS:
-            raise InvalidEntryError(
-                f"{where}: unknown kind {entry.kind!r} (expected one of {', '.join(sorted(KINDS))})",
-                path=self.db.path,
-            )
-        if not isinstance(entry.timestamp, str) or not entry.timestamp:
-            raise InvalidEntryError(f"{where}: timestamp must be a non-empty string", path=self.db.path)
-        try:
-            data_text = stored_data_text(entry.data)
-        except (TypeError, ValueError) as exc:
-            raise InvalidEntryError(
-                f"{where}: data is not JSON-serialisable ({exc})", path=self.db.path
-            ) from exc
-        stored = Entry(entry.id, entry.parent_id, entry.kind, entry.timestamp, read_back(data_text))
-        taken = f"{where}: an entry with this id already exists in the session"
+        stored, data_text_, _ = self._checked(entry)
+        taken = f"entry {entry.id!r}: an entry with this id already exists in the session"
         if not fresh_id and entry.id in cache:
             raise InvalidEntryError(taken, path=self.db.path)
-        if entry.parent_id is None:
-            depth, head, parent_hash, mark, compactions = 0, None, "", None, 0
-        else:
-            parent = self.parent_info(conn, sid, entry.parent_id, cache)
-            if parent is None:
-                raise InvalidEntryError(
-                    f"{where}: parent {entry.parent_id!r} does not exist in the session", path=self.db.path
-                )
-            depth, head, parent_hash, mark = parent.depth + 1, parent.context_head, parent.hash, parent.mark
-            compactions = parent.compactions
-        if entry.kind == COMPACTION:
-            compactions += 1
-            first_kept = stored.data.get("first_kept_entry_id")
-            if not isinstance(first_kept, str) or not first_kept:
-                raise InvalidEntryError(
-                    f"{where}: a compaction needs data.first_kept_entry_id", path=self.db.path
-                )
-            if not self.is_ancestor_or_self(conn, sid, first_kept, entry.parent_id, cache):
-                raise InvalidEntryError(
-                    f"{where}: first_kept_entry_id {first_kept!r} is not on the path to this compaction",
-                    path=self.db.path,
-                )
-            head = first_kept
+        derived = self._derived(conn, sid, stored, cache)
+        depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
+        mark, compactions = derived.mark, derived.compactions
+        density, chars4 = estimate_entry_tokens_both(stored)
         for _ in range(100):
             if entry.kind in MARK_KINDS:
                 mark = stored.id
-            hash_ = stored_entry_hash(parent_hash, stored, data_text)
+            hash_ = stored_entry_hash(parent_hash, stored, data_text_)
             new_tip = chain_hash(tip, hash_)
             seq = self._insert_row(
                 conn,
@@ -547,9 +651,9 @@ class EntryLog(Tree):
                     stored.parent_id,
                     stored.kind,
                     stored.timestamp,
-                    data_text,
-                    estimate_entry_tokens(stored, "density"),
-                    estimate_entry_tokens(stored, "chars4"),
+                    data_text_,
+                    density,
+                    chars4,
                     depth,
                     head,
                     hash_,
@@ -576,18 +680,162 @@ class EntryLog(Tree):
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
 
+    def _prepare_rows(
+        self, conn: Conn, sid: int, entries: Sequence[Entry], cache: Batch, *, json_values: bool
+    ) -> list[_PreparedRow]:
+        """An import's batch as rows, with the same checks, derived columns, hashes and estimates
+        as ``_insert`` entry by entry, but no chain yet (``_write_rows`` sets it). Parents outside
+        ``cache`` are read through ``conn``. Ids are the caller's: a taken one is refused."""
+        rows: list[_PreparedRow] = []
+        writer = self.db.writer
+        for entry in entries:
+            stored, text, utf8 = self._checked(entry, json_values=json_values)
+            if entry.id in cache:
+                raise InvalidEntryError(
+                    f"entry {entry.id!r}: an entry with this id already exists in the session",
+                    path=self.db.path,
+                )
+            derived = self._derived(conn, sid, stored, cache)
+            mark = stored.id if entry.kind in MARK_KINDS else derived.mark
+            hash_ = stored_entry_hash(derived.hash, stored, text, utf8)
+            density, chars4 = estimate_entry_tokens_both(stored)
+            rows.append(
+                [
+                    sid,
+                    stored.id,
+                    stored.parent_id,
+                    stored.kind,
+                    stored.timestamp,
+                    text,
+                    density,
+                    chars4,
+                    derived.depth,
+                    derived.context_head,
+                    hash_,
+                    "",  # the chain, set by _write_rows
+                    mark,
+                    derived.compactions,
+                    writer,
+                ]
+            )
+            cache.info[stored.id] = ParentInfo(
+                derived.depth, derived.context_head, hash_, mark, derived.compactions
+            )
+            cache.parents[stored.id] = stored.parent_id
+        return rows
+
+    def _write_rows(
+        self, conn: Conn, row: SessionRow, rows: Sequence[_PreparedRow], leaf: str | None, cache: Batch
+    ) -> None:
+        """Insert prepared rows inside the caller's write transaction (``row`` read in it): the
+        chain from the session's tip as it is now, one ``executemany``, the full-text indexing
+        left to ``index_pending`` (``FTS_PENDING`` records the rows in this same transaction: an
+        import killed later leaves nothing unrecorded), then the session row."""
+        taken_ids = self._ids_in_session(conn, row.sid, [r[1] for r in rows])
+        for r in rows:
+            if r[1] in taken_ids:
+                raise InvalidEntryError(
+                    f"entry {r[1]!r}: an entry with this id already exists in the session", path=self.db.path
+                )
+        tip = row.tip
+        for r in rows:
+            r[0] = row.sid
+            tip = r[11] = chain_hash(tip, r[10])
+        if rows:
+            first, last = self._insert_rows(conn, rows)
+            cache.last_seq = last
+            self._defer_indexing(conn, row.sid, first, last)
+        self._finish(conn, row.sid, row.count + len(rows), tip, leaf, cache)
+
+    def _ids_in_session(self, conn: Conn, sid: int, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the session already holds (500 per query)."""
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT id FROM entries WHERE session_id = ? AND id IN ({marks})", (sid, *chunk)
+                )
+            )
+        return found
+
+    def _insert_rows(self, conn: Conn, rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
+        """Insert entry rows whose ids are known to be free; the first and last ``seq`` given.
+        SQLite: one ``executemany`` (inside one write transaction the ``seq`` values it gives are
+        consecutive); a server: row by row, as ``_insert_row`` does."""
+        if self.db.dialect.insert_finds_clash:
+            seqs = [self._insert_row(conn, tuple(row)) for row in rows]
+            if any(s is None for s in seqs):
+                raise InvalidEntryError("an entry id was taken while importing", path=self.db.path)
+            return min(int(s) for s in seqs if s is not None), max(int(s) for s in seqs if s is not None)
+        cast(sqlite3.Connection, conn).executemany(_INSERT_ENTRY, rows)
+        last = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+        return last - len(rows) + 1, last
+
+    def _defer_indexing(self, conn: Conn, sid: int, first: int, last: int) -> None:
+        """Record rows ``first..last`` of the session as not yet in the full-text index."""
+        found = conn.execute(
+            "SELECT value FROM session_status WHERE session_id = ? AND key = ?", (sid, FTS_PENDING)
+        ).fetchone()
+        ranges: list[list[int]] = [] if found is None else json.loads(found[0])["ranges"]
+        if ranges and ranges[-1][1] + 1 == first:
+            ranges[-1][1] = last
+        else:
+            ranges.append([first, last])
+        self.db.set_status(conn, sid, FTS_PENDING, {"ranges": ranges})
+
+    def index_pending(self) -> int:
+        """Add the entries imports left out to the full-text index (``FTS_PENDING``); how many.
+
+        Each transaction indexes up to ``FTS_CHUNK`` entries and shrinks the recorded ranges with
+        them, so a process killed part-way leaves the rest recorded, never an entry indexed twice
+        or forgotten. Two processes doing it at once take turns; the second finds less to do."""
+        with self.db.read() as conn:
+            sids = [
+                int(r[0])
+                for r in conn.execute("SELECT session_id FROM session_status WHERE key = ?", (FTS_PENDING,))
+            ]
+        done = 0
+        for sid in sids:
+            while True:
+                with self.db.write() as conn:
+                    found = conn.execute(
+                        "SELECT value FROM session_status WHERE session_id = ? AND key = ?",
+                        (sid, FTS_PENDING),
+                    ).fetchone()
+                    if found is None:
+                        break
+                    ranges: list[list[int]] = json.loads(found[0])["ranges"]
+                    first, last = ranges[0]
+                    upto = min(last, first + FTS_CHUNK - 1)
+                    rows = conn.execute(
+                        f"SELECT seq, {ENTRY_COLUMNS} FROM entries "
+                        "WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                        (sid, first, upto),
+                    ).fetchall()
+                    for seq, entry_id, parent_id, kind, timestamp, data, *_ in rows:
+                        text = entry_text(Entry(entry_id, parent_id, kind, timestamp, read_back(data)))
+                        if text:
+                            conn.execute(self.db.dialect.fts_insert, (seq, self.db.dialect.fts_text(text)))
+                    done += len(rows)
+                    rest = ([[upto + 1, last]] if upto < last else []) + ranges[1:]
+                    if rest:
+                        self.db.set_status(conn, sid, FTS_PENDING, {"ranges": rest})
+                    else:
+                        conn.execute(
+                            "DELETE FROM session_status WHERE session_id = ? AND key = ?", (sid, FTS_PENDING)
+                        )
+        return done
+
     def _insert_row(self, conn: Conn, row: tuple[Any, ...]) -> int | None:
         """Insert an entry row (``row`` in the column order below); its ``seq``, or None when the
         session already holds an entry with that id (``row[1]``). A server finds the clash in the
         insert itself (``ON CONFLICT DO NOTHING``: one round trip); SQLite, in-process, looks
         first, since its RETURNING and ON CONFLICT paths measured twice as slow for a 2,000-entry
         import as a lookup and a plain insert."""
-        sql = (
-            "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, "
-            "tokens_chars4,"
-            " depth, context_head, hash, chain, mark, compactions, writer)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
+        sql = _INSERT_ENTRY
         if self.db.dialect.insert_finds_clash:
             found = conn.execute(
                 sql + " ON CONFLICT (session_id, id) DO NOTHING RETURNING seq", row
@@ -775,6 +1023,7 @@ class EntryLog(Tree):
         query = self.db.dialect.search_query(text, raw)
         if query is None:
             return []
+        self.index_pending()  # what imports left out of the index goes in before anyone searches
         sql = (
             f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank "
             f"{self.db.dialect.search_from(raw)}"
