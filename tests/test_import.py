@@ -404,6 +404,33 @@ def test_an_import_killed_part_way_is_finished_with_resume(store: SessionStore, 
         import_transcript(store, whole, "s", resume=True)
 
 
+def test_resume_finishes_a_file_whose_later_entries_repeat_earlier_content(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """Found by hand: a 100,000-entry file killed at 82,000 could not be resumed, because its later
+    entries repeat earlier ones' content under other ids (a loop, a replicated session), so the
+    content check counted them as already stored. A resume only needs the session to hold exactly
+    the file's first N entries; the repeats after them are the file's own."""
+    import dataclasses
+
+    from ipython_compact.store.importers import import_transcript
+
+    first = load_transcript(FIXTURES / "before-compaction.jsonl")
+    twice = [*first.entries, *(dataclasses.replace(e, id=f"x{e.id}") for e in first.entries)]
+    twice = [dataclasses.replace(e, parent_id=twice[i - 1].id if i else None) for i, e in enumerate(twice)]
+    whole = dataclasses.replace(first, entries=twice, leaf_id=twice[-1].id)
+    landed = len(first.entries) + 3
+    partial = dataclasses.replace(whole, entries=twice[:landed], leaf_id=twice[landed - 1].id)
+    import_transcript(store, partial, "s")
+    with pytest.raises(DuplicateImportError) as err:
+        import_transcript(store, whole, "s")
+    assert f"stopped after {landed:,} entries" in str(err.value.hint)
+    result = import_transcript(store, whole, "s", resume=True)
+    assert result.imported == len(twice) - landed
+    assert [e.id for e in store.path("s")] == [e.id for e in twice]
+    assert store.verify("s").ok
+
+
 @pytest.mark.parametrize(
     ("value", "expect"),
     [

@@ -584,8 +584,9 @@ def import_transcript(
     """Store a loaded transcript in ``session`` (default: its own name or the file's stem).
 
     ``resume`` finishes an import that was killed part-way: when the entries the session already
-    holds are exactly the transcript's first N, under the same ids and content, only the rest is
-    written (their parents are the entries that landed). Anything else is refused as before.
+    holds are exactly the transcript's first N, under the same ids and content, and nothing else,
+    only the rest is written (their parents are the entries that landed), even where later entries
+    repeat earlier content. Anything else is refused as before.
 
     What must hold:
     - Into an existing session the entries are appended after its leaf. Entries it already holds
@@ -609,7 +610,10 @@ def import_transcript(
         if not existing.created and not new_ids:
             duplicates, same_id = count_duplicates(transcript.entries, existing)
             landed = landed_prefix(transcript.entries, existing)
-            if resume and duplicates and duplicates == same_id == landed < len(transcript.entries):
+            # what a killed import left: the session holds the file's first N entries and nothing
+            # else (later entries of the file may repeat earlier content: those are the file's own)
+            unfinished = same_id == landed == len(existing.ids) and 0 < landed < len(transcript.entries)
+            if resume and unfinished:
                 todo, duplicates = transcript.entries[landed:], 0
             if duplicates:
                 total = len(transcript.entries)
@@ -627,7 +631,7 @@ def import_transcript(
                     hint=(
                         f"an earlier import of this file stopped after {landed:,} entries; finish it: "
                         f"ipython-compact import {source} -s {name} --resume"
-                        if duplicates == same_id == landed < total
+                        if unfinished
                         else f"to store them again as copies under fresh ids: ipython-compact import "
                         f"{source} "
                         f"-s {name} "
