@@ -5,7 +5,10 @@ A pi v3 session of ``--entries`` entries is written by replicating a pi fixture 
 both alike): pi reads it (``bench/pi_load_bench.mjs``: read, parse, migrate, in one Node
 process per round, so both sides pay their start-up) and ``ipython-compact import FILE`` stores
 it into a fresh database (the console command, in a fresh interpreter). Goal: ours at least as
-fast as pi (``pi_over_ours`` >= 1).
+fast as pi (``pi_over_ours`` >= 1). Also timed: our read alone (``load_transcript`` in a fresh
+interpreter: parse, check, migrate, store nothing), the same work as pi's read
+(``pi_over_ours_read``); the import's remainder is what storing costs (rows, hash chain, token
+estimates).
 
 Before timing, the package the console command imports is byte-compiled (``compileall``), as
 an installed copy is: with ``PYTHONDONTWRITEBYTECODE`` set (this machine sets it) an editable
@@ -64,6 +67,18 @@ def our_import(path: Path, db: Path) -> float:
     return time.perf_counter() - start
 
 
+def our_read(path: Path) -> float:
+    """The part of the import that is pi's read: parse, check and migrate the file into entries
+    (``load_transcript``), in a fresh interpreter like the console command; nothing is stored."""
+    code = (  # and ends the way the console command does (``cli.console``: no teardown)
+        "import os, sys; from ipython_compact.store.importers import load_transcript; "
+        "load_transcript(sys.argv[1]); os._exit(0)"
+    )
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-P", "-c", code, str(path)], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
 def compile_package() -> None:
     """Byte-compile the ``ipython_compact`` the console command will import (same interpreter,
     same environment, so a ``PYTHONPATH`` pointing at another checkout is honoured)."""
@@ -93,9 +108,11 @@ def main() -> int:
         db = Path(tmp) / "sessions.db"
         theirs: list[float] = []
         ours: list[float] = []
+        reads: list[float] = []
         for _ in range(args.rounds):
             theirs.append(pi_read(node, path))
             ours.append(our_import(path, db))
+            reads.append(our_read(path))
         out = {
             "entries": len(entries),
             "file_mb": round(path.stat().st_size / 1e6, 1),
@@ -103,6 +120,10 @@ def main() -> int:
             "pi_read_s": round(statistics.median(theirs), 3),
             "ours_import_s": round(statistics.median(ours), 3),
             "pi_over_ours": round(statistics.median(t / o for t, o in zip(theirs, ours, strict=True)), 3),
+            "ours_read_s": round(statistics.median(reads), 3),
+            "pi_over_ours_read": round(
+                statistics.median(t / r for t, r in zip(theirs, reads, strict=True)), 3
+            ),
         }
     out["goal_at_least_as_fast_as_pi"] = out["pi_over_ours"] >= 1.0
     print(json.dumps(out, indent=2))

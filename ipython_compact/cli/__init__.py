@@ -254,6 +254,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failure(exc)
 
 
+def console() -> NoReturn:
+    """The console command (``[project.scripts]``): ``main``, then the process ends without
+    tearing the interpreter down object by object.
+
+    Why: a command that read a long session holds hundreds of MB of small objects; freeing them
+    one by one at exit took 1–1.5 s after a 3 s read of a 100,000-entry file, and the system takes
+    the memory back at once anyway. What a normal exit does that matters still happens first:
+    non-daemon threads are joined, exit handlers run (temporary folders, logging), stdout and
+    stderr are flushed. Every file and database a command writes, it closes itself (``with``).
+    An exception out of ``main`` (a bug, ``--help``'s ``SystemExit``) exits the normal way."""
+    import atexit  # start-up: only the exit path needs it
+    import contextlib  # start-up: only the exit path needs it
+    import threading  # start-up: only the exit path needs it
+
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        # a pipe closed early (`| head`), a stream already closed: nothing left to flush into
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 def _failure(exc: Exception) -> int:
     """Exit 2 with one sentence and what to type for a command that raised ``exc``; re-raise a bug."""
     # deferred for start-up: the store's errors matter only once a command failed (and by then

@@ -37,6 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
+import orjson
+
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
 from ipython_compact.core.javascript import js_json, js_length
 from ipython_compact.core.messages import entry_message, in_context
@@ -137,16 +139,7 @@ def _printed_alike(value: Any) -> bool:
     return True
 
 
-def _orjson_dumps() -> Callable[[Any], bytes] | None:
-    try:
-        import orjson
-    except ImportError:  # pragma: no cover - a dependency, absent only in odd installs
-        return None
-    dumps: Callable[[Any], bytes] = orjson.dumps
-    return dumps
-
-
-_ORJSON_DUMPS = _orjson_dumps()
+_ORJSON_DUMPS: Callable[[Any], bytes] | None = orjson.dumps
 
 
 def _arguments_text(arguments: Any, alike: bool) -> str:

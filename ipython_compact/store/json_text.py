@@ -33,8 +33,8 @@ def stdlib_data_text(data: Mapping[str, Any]) -> str:
 
 def _orjson_dumps() -> tuple[Callable[..., bytes], int] | None:
     try:
-        import orjson
-    except ImportError:  # pragma: no cover - a dependency, absent only in odd installs
+        import orjson  # optional: a dependency, absent only in odd installs (the stdlib then)
+    except ImportError:  # pragma: no cover
         return None
     return orjson.dumps, orjson.OPT_SORT_KEYS
 
