@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from ipython_compact.core.entries import Entry
@@ -135,6 +136,7 @@ def test_both_estimates_in_one_pass_equal_each_alone() -> None:
     for entry in entries:
         expected = (estimate_entry_tokens(entry, "density"), estimate_entry_tokens(entry, "chars4"))
         assert estimate_entry_tokens_both(entry) == expected
+        assert estimate_entry_tokens_both(entry, orjson.dumps) == expected  # the store's fast printer
 
 
 def _entries(path: Path) -> list[Entry]:

@@ -37,8 +37,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-import orjson
-
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
 from ipython_compact.core.javascript import js_json, js_length
 from ipython_compact.core.messages import entry_message, in_context
@@ -139,15 +137,13 @@ def _printed_alike(value: Any) -> bool:
     return True
 
 
-_ORJSON_DUMPS: Callable[[Any], bytes] | None = orjson.dumps
-
-
-def _arguments_text(arguments: Any, alike: bool) -> str:
-    """``_compact_json(arguments)``; for values ``_printed_alike`` by orjson, which writes them
-    byte for byte as the stdlib does (insertion order, the same escapes) at a fraction of the cost."""
-    if alike and _ORJSON_DUMPS is not None:
+def _arguments_text(arguments: Any, alike: bool, dumps: Callable[[Any], bytes] | None = None) -> str:
+    """``_compact_json(arguments)``; for values ``_printed_alike``, by ``dumps`` when the caller
+    has a faster printer that writes them byte for byte as the stdlib does (orjson: insertion
+    order, the same escapes; the store passes it, the core stays stdlib-only)."""
+    if alike and dumps is not None:
         try:
-            return _ORJSON_DUMPS(arguments).decode("utf-8")
+            return dumps(arguments).decode("utf-8")
         except TypeError:  # a lone surrogate, nesting past orjson's limit
             pass
     return _compact_json(arguments)
@@ -205,7 +201,11 @@ def _chars4(message: Mapping[str, Any], compact: Mapping[int, tuple[str, bool]] 
     return math.ceil(chars / 4)
 
 
-def _density(message: Mapping[str, Any], compact: dict[int, tuple[str, bool]] | None = None) -> int:
+def _density(
+    message: Mapping[str, Any],
+    compact: dict[int, tuple[str, bool]] | None = None,
+    dumps: Callable[[Any], bytes] | None = None,
+) -> int:
     role = message.get("role")
     units = 0.0
     if role in ("user", "custom", "toolResult", "system", "assistant"):
@@ -219,7 +219,7 @@ def _density(message: Mapping[str, Any], compact: dict[int, tuple[str, bool]] | 
                 units += _text_units(_str(block.get("name")), code=True)
                 arguments = block.get("arguments")
                 alike = _printed_alike(arguments)
-                text = _arguments_text(arguments, alike)
+                text = _arguments_text(arguments, alike, dumps)
                 if compact is not None:
                     compact[id(arguments)] = (text, alike)
                 units += _text_units(text, code=True)
@@ -248,15 +248,17 @@ def estimate_entry_tokens(entry: Entry, estimator: Estimator | str = "density") 
     return 0 if message is None else estimate_message_tokens(message, estimator)
 
 
-def estimate_entry_tokens_both(entry: Entry) -> tuple[int, int]:
+def estimate_entry_tokens_both(entry: Entry, dumps: Callable[[Any], bytes] | None = None) -> tuple[int, int]:
     """``(estimate_entry_tokens(entry, "density"), estimate_entry_tokens(entry, "chars4"))``, the
     two estimates every stored entry keeps, in one pass: the message is found once and each
-    tool call's arguments are printed once (the store computes both at every append and import)."""
+    tool call's arguments are printed once (the store computes both at every append and import).
+    ``dumps``: a compact JSON printer that writes what ``json.dumps(..., separators=(",", ":"),
+    ensure_ascii=False)`` writes, faster (the store passes orjson's); the result is the same."""
     message = entry_message(entry)
     if message is None:
         return 0, 0
     compact: dict[int, tuple[str, bool]] = {}
-    return _density(message, compact), _chars4(message, compact)
+    return _density(message, compact, dumps), _chars4(message, compact)
 
 
 def calculate_context_tokens(usage: Mapping[str, Any]) -> int:

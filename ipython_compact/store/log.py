@@ -51,16 +51,15 @@ def entry_hash(parent_hash: str, entry: Entry) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def _orjson_loads() -> Callable[[bytes], Any] | None:
+def _orjson() -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]] | tuple[None, None]:
     try:
         import orjson  # optional at run time: a missing wheel falls back to the stdlib
     except ImportError:  # pragma: no cover - a dependency, absent only in odd installs
-        return None
-    loads: Callable[[bytes], Any] = orjson.loads
-    return loads
+        return None, None
+    return orjson.loads, orjson.dumps
 
 
-fast_json_loads = _orjson_loads()
+fast_json_loads, _fast_json_dumps = _orjson()
 """orjson's ``loads`` (3-4x the stdlib's speed), or None. It reads an integer past 64 bits as a
 float where the stdlib keeps it exact: callers send text with ``has_long_digit_run`` to the stdlib."""
 _DIGITS_AS_NINE = bytes(0x39 if 0x30 <= i <= 0x39 else i for i in range(256))
@@ -637,7 +636,7 @@ class EntryLog(Tree):
         derived = self._derived(conn, sid, stored, cache)
         depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
         mark, compactions = derived.mark, derived.compactions
-        density, chars4 = estimate_entry_tokens_both(stored)
+        density, chars4 = estimate_entry_tokens_both(stored, _fast_json_dumps)
         for _ in range(100):
             if entry.kind in MARK_KINDS:
                 mark = stored.id
@@ -698,7 +697,7 @@ class EntryLog(Tree):
             derived = self._derived(conn, sid, stored, cache)
             mark = stored.id if entry.kind in MARK_KINDS else derived.mark
             hash_ = stored_entry_hash(derived.hash, stored, text, utf8)
-            density, chars4 = estimate_entry_tokens_both(stored)
+            density, chars4 = estimate_entry_tokens_both(stored, _fast_json_dumps)
             rows.append(
                 [
                     sid,
