@@ -5,12 +5,16 @@ cost more than pickling them once, all of it per-name Python work (a dict lookup
 test, a pickle and a hash per small container). This lane replaces that work, for the names of
 these kinds, by a few batched comparisons with what the previous save saw:
 
-1. every value is the very object saved last time: the values are listed once (one list
-   comprehension) and their addresses compared with the last save's in one ``memcmp``
-   (``identity.py``; ``operator.is_`` mapped over the two lists where addresses cannot be read).
-   The lane holds the last save's values, so an address cannot be reused by another object;
-2. the names, in order: listed once and compared the same way (a name is usually the very string
-   the namespace held last time), else by string equality;
+1. every name and every value is the very object seen last time, in the same order: the pairs
+   are flattened once (``itertools.chain``, one C-level pass over the pairs, the only pass that
+   opens them: on the kernel's freshly listed pairs each pass costs as much as pickling the
+   values) and the addresses compared with the last save's in one ``memcmp`` (``identity.py``;
+   ``operator.is_`` mapped over the two lists where addresses cannot be read). The lane holds the
+   last save's names and values, so an address cannot be reused by another object. A name is
+   the very string the namespace held last time (the kernel's dict keys); one that is only equal
+   takes the slower path below, as does a rebound value;
+2. on that slower path, only the lane's own values must be the very objects seen (``operator.is_``
+   over them) and the names equal, in order (exact strings, see ``_build``);
 3. the small mutable builtin containers of scalars (list, dict, set of ``decide._flat``) give
    the very bytes they gave last time. Tuples and frozensets of scalars cannot change: identity
    suffices. Lists and dicts holding only ints, floats, bools and None (``_ATOMIC``: no object in
@@ -19,9 +23,10 @@ these kinds, by a few batched comparisons with what the previous save saw:
    are pickled together by the C pickler in one call (under the save's per-name timer), memo and
    all, so a change in which strings they share is seen too.
 
-When a value of another kind (an array, a frame, an object: ``other_at``) was rebound, step 1 fails
-and the lane falls back to comparing only its own values with ``operator.is_`` and the names one by
-one; those names then go the per-name way as always.
+So a value of another kind (an array, a frame, an object: ``other_at``) that was rebound leaves the
+lane's names in the lane; those other names go the per-name way as always. The pairs are taken as
+what the save's contract says they are, ``(name, value)`` tuples: a sequence that flattens to last
+time's names and values is last time's namespace.
 
 What must hold: the lane takes a name only when the per-name path would reuse the same entry.
 Identity of an immutable value means the same value and type (``1`` and ``True``, ``0.0`` and
@@ -43,6 +48,7 @@ import operator
 import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from ipython_compact.namespace.snapshot.blobs import ref_file
@@ -143,14 +149,21 @@ class UnchangedLane:
 
     def __post_init__(self) -> None:
         self.refs = frozenset(ref_file(e["ref"]) for e in self.entries.values())
-        self._value_addresses = item_addresses(self.values)  # valid while ``values`` is held
+        # names and values interleaved, as ``chain.from_iterable`` flattens the pairs; held, so
+        # the addresses stay valid
+        self._flat: list[Any] = [None] * (2 * len(self.names))
+        self._flat[0::2], self._flat[1::2] = self.names, self.values
+        self._flat_addresses = item_addresses(self._flat)
         self._name_addresses = item_addresses(self.names)
-        lane_at = tuple(sorted(self.immutable_at + self.container_at))
-        self._lane_items = _getter(lane_at)  # C-level picks, built once
-        self._lane_values = self._lane_items(self.values)
-        self._pickled_items = _getter(self.pickled_at)
-        self._marshalled_items = _getter(self.marshalled_at)
-        self._other_items = _getter(self.other_at)
+
+        def value_at(indices: tuple[int, ...]) -> Any:  # C-level picks of values from the flat list
+            return _getter(tuple(2 * i + 1 for i in indices))
+
+        self._lane_items = value_at(tuple(sorted(self.immutable_at + self.container_at)))
+        self._lane_values = self._lane_items(self._flat)
+        self._pickled_items = value_at(self.pickled_at)
+        self._marshalled_items = value_at(self.marshalled_at)
+        self._other_items = _getter(self.other_at)  # of the pairs
 
     def portable(self) -> PortableLane:
         return PortableLane(
@@ -353,20 +366,23 @@ class UnchangedLane:
     ) -> LaneHit | None:
         if len(items) != len(self.names) or skip != self.skip or not self.refs <= present:
             return None
-        values = [pair[1] for pair in items]
-        if not same_objects(values, self.values, self._value_addresses) and not all(
-            map(operator.is_, self._lane_items(values), self._lane_values)
-        ):  # a value was rebound: only the lane's own values must be the very objects seen
+        flat = list(chain.from_iterable(items))  # name, value, name, value, ...
+        if len(flat) != len(self._flat):
             return None
-        names = [pair[0] for pair in items]
-        if not same_objects(names, self.names, self._name_addresses) and names != self.names:
-            return None
-        if self.marshalled is not None and _marshal_bytes(self._marshalled_items(values)) != self.marshalled:
+        if not same_objects(flat, self._flat, self._flat_addresses):
+            # a value rebound, or a name only equal: the lane's own values must be the very
+            # objects seen, and the names equal
+            if not all(map(operator.is_, self._lane_items(flat), self._lane_values)):
+                return None
+            names = flat[0::2]
+            if not same_objects(names, self.names, self._name_addresses) and names != self.names:
+                return None
+        if self.marshalled is not None and _marshal_bytes(self._marshalled_items(flat)) != self.marshalled:
             return None
         if self.pickled is not None:
             try:
                 with deadline.limit():
-                    now = _containers_bytes(self._pickled_items(values))
+                    now = _containers_bytes(self._pickled_items(flat))
             except SerializeTimeout:
                 return None
             if now is None or now != self.pickled:
