@@ -6,9 +6,10 @@ test, a pickle and a hash per small container). This lane replaces that work, fo
 these kinds, by a few batched comparisons with what the previous save saw:
 
 1. every name and every value is the very object seen last time, in the same order: the pairs
-   are flattened once (``itertools.chain``, one C-level pass over the pairs, the only pass that
-   opens them: on the kernel's freshly listed pairs each pass costs as much as pickling the
-   values) and the addresses compared with the last save's in one ``memcmp`` (``identity.py``;
+   are flattened once (``list.extend`` mapped over them, one C-level pass that copies each
+   tuple's two items without making an iterator; the only pass that opens the pairs: on the
+   kernel's freshly listed pairs a pass costs as much as pickling the values) and the addresses
+   compared with the last save's in one ``memcmp`` (``identity.py``;
    ``operator.is_`` mapped over the two lists where addresses cannot be read). The lane holds the
    last save's names and values, so an address cannot be reused by another object. A name is
    the very string the namespace held last time (the kernel's dict keys); one that is only equal
@@ -46,9 +47,9 @@ from __future__ import annotations
 import marshal
 import operator
 import pickle
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
 from ipython_compact.namespace.snapshot.blobs import ref_file
@@ -71,6 +72,13 @@ def _getter(indices: tuple[int, ...]) -> Any:
         (only,) = indices
         return lambda seq: (seq[only],)
     return operator.itemgetter(*indices)
+
+
+def _flattened(items: Iterable[Any]) -> list[Any]:
+    """``[name, value, name, value, ...]`` of ``items`` in one C-level pass."""
+    flat: list[Any] = []
+    deque(map(flat.extend, items), 0)  # extend copies a tuple's items directly
+    return flat
 
 
 def _atomic(value: Any) -> bool:
@@ -149,8 +157,8 @@ class UnchangedLane:
 
     def __post_init__(self) -> None:
         self.refs = frozenset(ref_file(e["ref"]) for e in self.entries.values())
-        # names and values interleaved, as ``chain.from_iterable`` flattens the pairs; held, so
-        # the addresses stay valid
+        # names and values interleaved, as ``_flattened`` lists the pairs; held, so the addresses
+        # stay valid
         self._flat: list[Any] = [None] * (2 * len(self.names))
         self._flat[0::2], self._flat[1::2] = self.names, self.values
         self._flat_addresses = item_addresses(self._flat)
@@ -366,7 +374,7 @@ class UnchangedLane:
     ) -> LaneHit | None:
         if len(items) != len(self.names) or skip != self.skip or not self.refs <= present:
             return None
-        flat = list(chain.from_iterable(items))  # name, value, name, value, ...
+        flat = _flattened(items)  # name, value, name, value, ...
         if len(flat) != len(self._flat):
             return None
         if not same_objects(flat, self._flat, self._flat_addresses):
