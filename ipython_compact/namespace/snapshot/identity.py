@@ -23,6 +23,7 @@ from typing import Any
 
 _reader: Any = None  # (read pointer, read ssize, string_at, offset of ob_item), once probed
 _probed = False
+_MAX_READ = (1 << 31) - 1
 
 
 def _probe() -> Any:
@@ -68,6 +69,9 @@ def item_addresses(items: list[Any]) -> bytes | None:
     pointer, string_at, offset, word = readers
     if not items:
         return b""
+    if len(items) * word > _MAX_READ:
+        return None  # ``ctypes.string_at`` takes its length as a C int
+
     addresses: bytes = string_at(pointer(id(items) + offset).value, len(items) * word)
     return addresses
 
