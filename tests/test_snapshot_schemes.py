@@ -163,3 +163,15 @@ def test_the_streaming_check_and_the_one_shot_signature_agree(scheme: str, lengt
         flipped = bytearray(body)
         flipped[length // 2] ^= 1
         assert sign_chunks(KEY, [bytes(flipped)], scheme=s) != whole
+
+
+def test_without_the_blake3_package_a_blake3_payload_is_refused_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _store(tmp_path).save(_namespace().items())
+    from ipython_compact.namespace.snapshot import signing
+
+    monkeypatch.setattr(signing, "SCHEMES", {MAGIC: HMAC_LANES})  # as where blake3 cannot be imported
+    values, report = _store(tmp_path).load()
+    assert values == {} and len(report.refused) == 1
+    assert "blake3 package is not installed" in report.refused[0] and "not unpickled" in report.refused[0]

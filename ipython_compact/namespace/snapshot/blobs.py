@@ -41,6 +41,7 @@ from ipython_compact.namespace.snapshot.signing import (
     scheme_of,
     sign_chunks,
     small_mac,
+    unverifiable,
 )
 
 TEMP_SUFFIX = ".tmp"
@@ -259,7 +260,8 @@ class BlobFiles:
                         continue
                     scheme = scheme_of(view[: len(MAGIC)])
                     if scheme is None:
-                        raise SnapshotError(f"payload {path.name} is not a snapshot blob; not unpickled")
+                        why = unverifiable(view[: len(MAGIC)])
+                        raise SnapshotError(f"payload {path.name} {why}; not unpickled")
                     mac = LaneMac(self._key, threaded=size > THREADED_ABOVE, scheme=scheme)
                     continue
                 lo, hi = max(pos - n, len(MAGIC)), min(pos, end)
@@ -282,10 +284,10 @@ class BlobFiles:
         with os.fdopen(fd, "rb") as f:
             raw = f.read()
         scheme = scheme_of(raw)
-        if len(raw) < len(MAGIC) + MAC_LEN or scheme is None:
-            raise SnapshotError(
-                f"payload pack {path.name} is truncated or not a snapshot pack; not unpickled"
-            )
+        if len(raw) < len(MAGIC) + MAC_LEN:
+            raise SnapshotError(f"payload pack {path.name} is truncated; not unpickled")
+        if scheme is None:
+            raise SnapshotError(f"payload pack {path.name} {unverifiable(raw)}; not unpickled")
         whole = LaneMac(self._key, threaded=False, scheme=scheme)
         whole.update(memoryview(raw)[len(MAGIC) : -MAC_LEN])
         digest = whole.digest()

@@ -99,6 +99,13 @@ def scheme_of(head: bytes | memoryview) -> Scheme | None:
     return SCHEMES.get(bytes(head[: len(MAGIC)]))
 
 
+def unverifiable(head: bytes | memoryview) -> str:
+    """Why a payload whose first bytes name no scheme of ``SCHEMES`` cannot be verified."""
+    if bytes(head[: len(MAGIC)]) == BLAKE3_MAGIC:
+        return "is signed with keyed BLAKE3 and the blake3 package is not installed here"
+    return "is not a snapshot payload"
+
+
 def pwrite_all(fd: int, data: memoryview | bytes, offset: int) -> None:
     view = memoryview(data)
     while len(view):
