@@ -61,37 +61,11 @@ def open_regular(path: Path) -> int:
     return fd
 
 
-_THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-
-
-def _huge_pages_allowed() -> bool:
-    """Transparent huge pages can back a region that asks for them (``[always]`` or ``[madvise]``)."""
-    if not hasattr(mmap, "MADV_HUGEPAGE"):
-        return False
-    try:
-        setting = _THP_SETTING.read_text()
-    except OSError:
-        return False
-    return "[always]" in setting or "[madvise]" in setting
-
-
 def _private_pages(size: int) -> mmap.mmap:
-    """``size`` bytes of private, zeroed, writable memory, cheap to fill.
+    """``size`` bytes of private, zeroed, writable memory with its pages already made.
 
-    Why: making 400 MB of fresh pages cost as much as reading the file into them. Where the
-    kernel allows, the region asks for 2 MiB transparent huge pages (200 faults, each zeroing one
-    huge page, instead of 100,000 for 4 KiB pages: ~4x cheaper here); elsewhere its 4 KiB pages
-    are made in one go (``MAP_POPULATE``), not one fault at a time as ``readinto`` reaches them.
-    """
-    if size >= PIECE and _huge_pages_allowed():
-        with contextlib.suppress(OSError):
-            region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            try:
-                region.madvise(mmap.MADV_HUGEPAGE)
-            except OSError:
-                region.close()
-            else:
-                return region
+    Not transparent huge pages: they made filling 400 MB ~2x cheaper in the median, but a fault
+    that has to compact memory for a huge page stalled single restores for up to 2.6 s here."""
     populate = getattr(mmap, "MAP_POPULATE", 0)
     if populate and size >= PIECE:
         with contextlib.suppress(OSError):
