@@ -225,7 +225,7 @@ class UnchangedLane:
             total += hit.size
         # the kernel's own name strings where it has them: the next save then finds them the
         # very objects (a child's names came through a pipe)
-        own = {name: name for name in objects if type(name) is str}
+        own = dict(zip(objects, objects, strict=True))  # one C-level pass
         kernel_names = [own.get(name, name) for name in names]
         values = [objects.get(name, _ABSENT) for name in kernel_names]
         for i in lane.immutable_at:  # the very objects the child's quick lane named
