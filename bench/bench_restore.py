@@ -6,7 +6,11 @@ folder. Then, round by round and back to back (so load on a shared machine hits 
 ``pickle.load`` of that file, and ``SnapshotStore.load`` (every signature verified, every name
 unpickled). Both read from the page cache after the first round. Goal: ours within 1.2x.
 
-Usage: python bench/bench_restore.py [--mb 400] [--rounds 5]   (prints one JSON document; seconds)
+``--scheme hmac-sha256`` writes the snapshot as before keyed BLAKE3 (``signing.py``): the restore
+of an older snapshot.
+
+Usage: python bench/bench_restore.py [--mb 400] [--rounds 5] [--scheme blake3|hmac-sha256]
+(prints one JSON document; seconds)
 """
 
 from __future__ import annotations
@@ -40,11 +44,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--scheme", choices=["blake3", "hmac-sha256"], default=None)
     args = parser.parse_args()
     ns = namespace(args.mb)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         store = SnapshotStore(root / "snap", b"k" * 32, durable=False, session="bench")
+        if args.scheme is not None:
+            from ipython_compact.namespace.snapshot import signing
+
+            store._files.scheme = {s.name: s for s in signing.SCHEMES.values()}[args.scheme]
         store.save(ns.items())
         with open(root / "ns.pkl", "wb") as f:
             pickle.dump(ns, f, protocol=5)
@@ -69,6 +78,7 @@ def main() -> None:
     out = {
         "mb": args.mb,
         "rounds": args.rounds,
+        "scheme": store._files.scheme.name if hasattr(store._files, "scheme") else "hmac-sha256",
         "pickle_load_s": round(statistics.median(plain[1:]), 4),
         "ours_load_s": round(statistics.median(ours[1:]), 4),
         "ratio_paired_median": round(statistics.median(ratios[1:]), 3),

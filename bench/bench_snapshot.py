@@ -51,6 +51,7 @@ import numpy as np
 
 from ipython_compact.namespace.snapshot import MAGIC, SnapshotStore, fingerprint
 from ipython_compact.namespace.snapshot.signing import PIECE as _PIECE
+from ipython_compact.namespace.snapshot.signing import WRITE_SCHEME as _WRITE_SCHEME
 from ipython_compact.namespace.snapshot.signing import LaneMac as _LaneMac
 from ipython_compact.namespace.snapshot.signing import sign_chunks as _sign_chunks
 
@@ -145,7 +146,7 @@ def measure(root: Path, ns: dict[str, Any], unpicklable: list[str], durable: boo
 
     def sign_only() -> None:
         for arr in arrays:
-            _sign_chunks(key, [_bytes_of(arr)])
+            _sign_chunks(key, [_bytes_of(arr)], scheme=_WRITE_SCHEME)  # what a save writes and checks
 
     # the scheme before: queue each piece to two hashing threads, then write it
     def previous_signing() -> None:

@@ -9,6 +9,7 @@ back is the namespace as it was saved. Real files, real SnapshotStore.
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,171 @@ def test_an_odd_name_is_skipped_as_before_and_turns_no_save_into_an_error(tmp_pa
         assert report.saved == ["a", "b"]
         assert sorted(s.reason for s in report.skipped) == ["not a string name", "not a string name"]
     assert _restored(tmp_path) == {"a": 1, "b": [1, 2]}
+
+
+# ---------------------------------------------------------------- the batched checks, table-driven
+# Each case: a value bound to "c" beside the usual small names, an edit after the lane is built,
+# and whether the per-name path would keep its entry (the lane must agree, never say unchanged
+# where that path would write). Run with the lists' item arrays read as addresses and without.
+
+SHARED = "".join(["sha", "red"])
+
+
+def _set(seq: Any, index: Any, value: Any) -> None:
+    seq[index] = value
+
+
+IN_PLACE: list[tuple[str, Any, Any, bool]] = [
+    # lists and dicts of ints, floats, bools and None: checked by marshal
+    ("int -> equal True", [1, 2], lambda c: _set(c, 0, True), False),
+    ("int -> equal float", [1, 2], lambda c: _set(c, 0, 1.0), False),
+    ("0.0 -> -0.0", [0.0, 1.5], lambda c: _set(c, 0, -0.0), False),
+    ("None -> 0", [None, 1], lambda c: _set(c, 0, 0), False),
+    ("appended", [1, 2], lambda c: c.append(3), False),
+    ("now holds a string", [1, 2], lambda c: _set(c, 1, "2"), False),
+    ("now holds a tuple", [1, 2], lambda c: _set(c, 1, (2,)), False),
+    ("an equal new int, same type", [100_001, 2], lambda c: _set(c, 0, int("100001")), True),
+    ("dict value -> equal float", {1: 2, 3: None}, lambda c: _set(c, 1, 2.0), False),
+    ("dict key re-inserted last", {1: 2, 3: 4}, lambda c: c.update({1: c.pop(1)}), False),
+    ("dict grew", {1: 2}, lambda c: _set(c, True + 1, 3), False),
+    # lists, dicts and sets holding strings or bytes: checked by one pickle, memo and all
+    ("string -> another", ["a", "b"], lambda c: _set(c, 0, "c"), False),
+    ("str-keyed dict value -> equal float", {"k": 4}, lambda c: _set(c, "k", 4.0), False),
+    ("str-keyed dict value -> equal True", {"k": 1}, lambda c: _set(c, "k", True), False),
+    ("bytes -> equal str", [b"x", 1], lambda c: _set(c, 0, "x"), False),
+    ("set grew", {1, "a"}, lambda c: c.add(2), False),
+    ("set lost one", {1, "a"}, lambda c: c.discard(1), False),
+    ("a shared string unshared", [SHARED, SHARED], lambda c: _set(c, 1, "".join(["sha", "red"])), False),
+    (
+        "an equal new string, same sharing",
+        ["x" + SHARED, 1],
+        lambda c: _set(c, 0, "".join(["x", SHARED])),
+        True,
+    ),
+]
+
+
+@pytest.fixture(params=["addresses", "operator.is_"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "operator.is_":
+        from ipython_compact.namespace.snapshot import identity
+
+        monkeypatch.setattr(identity, "_readers", lambda: None)
+    return str(request.param)
+
+
+def _deciding(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    decided: list[str] = []
+    real = SaveRun.decide
+
+    def counting(self: SaveRun, name: Any, value: Any) -> Any:
+        decided.append(name)
+        return real(self, name, value)
+
+    monkeypatch.setattr(SaveRun, "decide", counting)
+    return decided
+
+
+@pytest.mark.parametrize(("label", "value", "edit", "kept"), IN_PLACE, ids=[c[0] for c in IN_PLACE])
+def test_an_in_place_edit_is_seen_exactly_as_the_per_name_path_sees_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reader: str,
+    label: str,
+    value: Any,
+    edit: Any,
+    kept: bool,
+) -> None:
+    ns = {**_namespace(), "c": copy.deepcopy(value)}  # params are shared between runs
+    store = _store(tmp_path)
+    store.save(ns.items(), automatic=True)
+    store.save(ns.items(), automatic=True)  # the lane is built
+    decided = _deciding(monkeypatch)
+    assert sorted(store.save(ns.items(), automatic=True).unchanged) == sorted(ns)
+    assert decided == []  # all of it proved by the lane
+    edit(ns["c"])
+    report = store.save(ns.items(), automatic=True)
+    assert ("c" in report.unchanged) is kept
+    assert sorted(report.unchanged) == sorted(n for n in ns if n != "c" or kept)
+    if kept:
+        assert decided == []  # the lane proved it, and agrees with the per-name path
+    values = _restored(tmp_path)
+    assert values == ns and repr(values["c"]) == repr(ns["c"]) and _types(values) == _types(ns)
+    if label == "a shared string unshared":
+        assert values["c"][0] is not values["c"][1]
+
+
+REBOUND: list[tuple[str, Any, Any, bool]] = [
+    ("a list -> an equal new list", [1, 2], lambda: [1, 2], True),
+    ("a tuple -> an equal new tuple", (1, "a"), lambda: (1, "a"), True),
+    ("a tuple -> an equal tuple of a bool", (1, 2), lambda: (True, 2), False),
+    ("a frozenset -> an equal one of a float", frozenset({1, 2}), lambda: frozenset({1.0, 2}), False),
+    ("an int -> an equal new int", 100_001, lambda: int("100001"), True),
+    ("True -> 1", True, lambda: 1, False),
+    ("a string -> an equal new string", "abc", lambda: "".join(["ab", "c"]), True),
+    ("a list -> an equal tuple", [1, 2], lambda: (1, 2), False),
+]
+
+
+@pytest.mark.parametrize(("label", "value", "new", "kept"), REBOUND, ids=[c[0] for c in REBOUND])
+def test_a_name_rebound_to_an_equal_object_is_decided_by_the_per_name_path(
+    tmp_path: Path, reader: str, label: str, value: Any, new: Any, kept: bool
+) -> None:
+    ns = {**_namespace(), "c": copy.deepcopy(value)}  # params are shared between runs
+    store = _store(tmp_path)
+    store.save(ns.items(), automatic=True)
+    store.save(ns.items(), automatic=True)
+    ns["c"] = new()
+    report = store.save(ns.items(), automatic=True)
+    assert ("c" in report.unchanged) is kept
+    values = _restored(tmp_path)
+    assert values == ns and repr(values["c"]) == repr(ns["c"]) and _types(values) == _types(ns)
+
+
+NESTED: list[tuple[str, Any, Any]] = [
+    ("a dict inside a tuple", ({"a": 1},), lambda c: _set(c[0], "a", 2)),
+    ("a list inside a list", [[1], 2], lambda c: c[0].append(3)),
+    ("a list inside a dict", {"k": [1]}, lambda c: _set(c["k"], 0, True)),
+    ("a set inside a tuple", (1, {2}), lambda c: c[1].add(3)),
+]
+
+
+@pytest.mark.parametrize(("label", "value", "edit"), NESTED, ids=[c[0] for c in NESTED])
+def test_a_nested_container_edited_in_place_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, label: str, value: Any, edit: Any
+) -> None:
+    """Not flat: the name always goes the per-name way, the others stay in the lane."""
+    ns = {**_namespace(), "c": copy.deepcopy(value)}  # params are shared between runs
+    store = _store(tmp_path)
+    store.save(ns.items(), automatic=True)
+    store.save(ns.items(), automatic=True)
+    decided = _deciding(monkeypatch)
+    edit(ns["c"])
+    report = store.save(ns.items(), automatic=True)
+    assert decided == ["c"]
+    assert "c" not in report.unchanged and sorted(report.unchanged) == sorted(n for n in ns if n != "c")
+    values = _restored(tmp_path)
+    assert values == ns and repr(values["c"]) == repr(ns["c"])
+
+
+def test_a_rebound_array_leaves_the_small_names_in_the_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """A value of another kind rebound fails the all-values check; the lane's own values are then
+    compared one by one, and only the array is decided again."""
+    ns = {**_namespace(), "arr": np.arange(300_000, dtype=np.float64)}
+    store = _store(tmp_path)
+    store.save(ns.items(), automatic=True)
+    store.save(ns.items(), automatic=True)
+    decided = _deciding(monkeypatch)
+    ns["arr"] = ns["arr"] + 1.0
+    report = store.save(ns.items(), automatic=True)
+    assert decided == ["arr"]
+    assert report.saved == list(ns) and report.unchanged == [n for n in ns if n != "arr"]
+    ns["v003"] = [3, 5]  # and a small name rebound too, beside it: no lane
+    ns["arr"] = ns["arr"] + 1.0
+    report = store.save(ns.items(), automatic=True)
+    assert {"arr", "v003", "v004"} <= set(decided[1:])  # v004, a small dict, no longer in a lane
+    assert report.unchanged == [n for n in ns if n not in ("arr", "v003")]
+    values = _restored(tmp_path)
+    assert values.keys() == ns.keys() and values["arr"][0] == 2.0 and values["v003"] == [3, 5]

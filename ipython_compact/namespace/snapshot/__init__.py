@@ -5,8 +5,10 @@ kernel get its data back, and lets the ``<ipython_state>`` notice say truthfully
 not survive a restart.
 
 Layout under one directory (``<data dir>/snapshots/<session slug>``, mode 0700):
-- ``blobs/<id>.blob`` — one serialized value: ``MAGIC + body + HMAC``; ``id`` is the hex HMAC of
-  the body, so identical values share a blob across generations (``blobs.py``).
+- ``blobs/<id>.blob`` — one serialized value: ``magic + body + MAC``; ``id`` is the hex MAC of
+  the body, so identical values share a blob across generations (``blobs.py``). The magic names
+  the MAC: ``IPCBLOB3`` keyed BLAKE3 (what the folder writes), ``IPCBLOB1`` HMAC-SHA256 (older
+  snapshots, still verified and restored; object storage writes these), see ``signing.py``.
 - ``manifest-<generation>.json`` — the signed list of names → blob ids, skip reasons, the Python
   version that wrote them, and the session, generation and kernel process it belongs to
   (``manifests.py``). Which generations are kept and which one a restore picks: ``store.py`` and
@@ -14,7 +16,7 @@ Layout under one directory (``<data dir>/snapshots/<session slug>``, mode 0700):
 
 What must hold:
 - One value per blob: an unpicklable value is skipped with its reason and never sinks the rest.
-- Nothing is unpickled before both the manifest signature and the blob's HMAC verify: a tampered
+- Nothing is unpickled before both the manifest signature and the blob's MAC verify: a tampered
   or truncated file is refused, not loaded. The key is per-user (``paths.key_path()``, 0600).
 - Writes are atomic (temp file, rename; every new payload fsynced once after all are written,
   then the manifest written, fsynced and renamed last), files are 0600. On object storage

@@ -223,7 +223,8 @@ class SaveRun:
         if cached is not None and "blob" in cached.ref:
             # A large value seen before: check every byte against the blob written last time
             # (hashing only, no write); an in-place edit anywhere changes the signature.
-            if sign_chunks(self._key, chunks).hex() == cached.ref["blob"]:
+            # (A blob of the older scheme never matches: it is written again, once, in the new one.)
+            if sign_chunks(self._key, chunks, scheme=self.blobs.scheme).hex() == cached.ref["blob"]:
                 return Decision(
                     name, {**entry, "ref": cached.ref}, cache=cached, unchanged=True, verified=size
                 )

@@ -279,7 +279,9 @@ class SnapshotStore:
         ):
             self._place.remove_stale()
             return self._save(
-                list(items),
+                # a list is taken as given (nothing keeps it): copying 100,000 freshly listed
+                # pairs costs as much as the whole unchanged check
+                items if type(items) is list else list(items),
                 full=full,
                 skip=dict(skip or {}),
                 timestamp=timestamp,
@@ -429,7 +431,11 @@ class SnapshotStore:
                     small.append(d)
         written += self._write_pack(small, known_small, new_cache)
         if hit is not None:  # the report lists names in the namespace's order
-            saved, unchanged = self._lane_order(hit, saved), self._lane_order(hit, unchanged)
+            assert self._lane is not None
+            if hit.others:
+                saved, unchanged = self._lane_order(hit, saved), self._lane_order(hit, unchanged)
+            else:  # every name took the lane: one list for both (a copy of 100,000 names: ~0.4 ms)
+                saved = unchanged = list(self._lane.names)
         # Files the quick lane's entries need: a superset is only stricter (a pruned one turns the
         # lane off for one save, which then rebuilds the set exactly).
         seen_refs = set(self._seen_refs) if new_seen else set()
@@ -523,8 +529,6 @@ class SnapshotStore:
     def _lane_order(self, hit: LaneHit, decided: list[str]) -> list[str]:
         """The lane's names and the per-name ``decided`` ones, in the namespace's order."""
         assert self._lane is not None
-        if not hit.others:  # every name took the lane
-            return list(self._lane.names)
         also = set(decided)
         return [n for n in self._lane.names if n in hit.entries or n in also]
 

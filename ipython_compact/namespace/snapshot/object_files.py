@@ -31,7 +31,7 @@ from ipython_compact.namespace.snapshot.manifests import (
 )
 from ipython_compact.namespace.snapshot.objects import MissingObject, Objects
 from ipython_compact.namespace.snapshot.reports import SnapshotError
-from ipython_compact.namespace.snapshot.signing import MAC_LEN, MAGIC, sign_chunks
+from ipython_compact.namespace.snapshot.signing import HMAC_LANES, MAC_LEN, MAGIC, sign_chunks
 
 BLOBS = "blobs/"
 
@@ -42,6 +42,7 @@ class ObjectBlobFiles(BlobFiles):
     def __init__(self, objects: Objects, key: bytes) -> None:
         super().__init__(Path(BLOBS), key, durable=True)
         self.objects = objects
+        self.scheme = HMAC_LANES  # objects are written and checked with HMAC-SHA256 lanes only
 
     def refresh(self) -> None:
         self.present = {n[len(BLOBS) :] for n in self.objects.list(BLOBS)}
