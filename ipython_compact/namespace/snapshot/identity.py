@@ -30,8 +30,8 @@ def _probe() -> Any:
     """The layout readers if this interpreter's lists look as expected, else None."""
     if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
         return None
-    import ctypes
-    import struct
+    import ctypes  # start-up: only this probe, once, on first use
+    import struct  # start-up: only this probe, once, on first use
 
     word = ctypes.sizeof(ctypes.c_void_p)
     if word != ctypes.sizeof(ctypes.c_ssize_t) or list.__basicsize__ != 5 * word:
