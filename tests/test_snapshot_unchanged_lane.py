@@ -136,14 +136,7 @@ def test_only_the_other_names_are_decided_one_by_one_and_the_report_keeps_their_
     ns = {**dict(list(ns.items())[:200]), "arr": arr, **dict(list(ns.items())[200:])}
     store = _store(tmp_path)
     store.save(ns.items(), automatic=True)
-    decided: list[str] = []
-    real = SaveRun.decide
-
-    def counting(self: SaveRun, name: Any, value: Any) -> Any:
-        decided.append(name)
-        return real(self, name, value)
-
-    monkeypatch.setattr(SaveRun, "decide", counting)
+    decided = _deciding(monkeypatch)
     same = store.save(ns.items(), automatic=True, verify="full")
     assert decided == ["arr"]
     assert same.saved == list(ns) and same.unchanged == list(ns)

@@ -64,8 +64,7 @@ def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restat
             user("Now train it."),
             answer("Training next."),
         ]
-        store.append_many("s", [("message", {"message": m}) for m in first])
-        compactor.compact("s", reason="threshold")  # tiny spans: a manual one would be refused as not smaller
+        # threshold compactions: tiny spans, a manual one would be refused as not smaller
         second = [
             user("Please use DuckDB for storage instead of Postgres from now on."),
             *result("c2", "rows after dedup: rows=40877"),
@@ -73,8 +72,7 @@ def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restat
             user("Thanks."),
             answer("You're welcome."),
         ]
-        store.append_many("s", [("message", {"message": m}) for m in second])
-        done = compactor.compact("s", reason="threshold")
+        done = _compact_twice(compactor, store, first, second)
         prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
     prompt = next(p for p in reversed(prompts) if "<previous-summary>" in p)  # the update of the history part
     block = re.search(r"<superseded>\n(.*?)\n</superseded>", prompt, re.DOTALL)
@@ -105,16 +103,24 @@ def _decide_and_revise(compactor: Compactor, store: SessionStore) -> Any:
         user("Use a decision threshold of 0.35 for the retention list."),
         answer("Noted."),
     ]
-    store.append_many("s", [("message", {"message": m}) for m in first])
-    compactor.compact("s", reason="threshold")
     second = [
         user("Train it on the new features."),
         answer("Switching the model to LightGBM instead of XGBoost because it trains faster on them."),
         user("Use a decision threshold of 0.42 for the retention list."),
         answer("Noted."),
     ]
-    store.append_many("s", [("message", {"message": m}) for m in second])
-    return compactor.compact("s", reason="threshold")
+    return _compact_twice(compactor, store, first, second)
+
+
+def _compact_twice(
+    compactor: Compactor, store: SessionStore, first: list[dict[str, Any]], second: list[dict[str, Any]]
+) -> Any:
+    """``first`` appended and compacted, then ``second``: the second compaction's result (its
+    prompt is the update of the first one's summary)."""
+    for messages in (first, second):
+        store.append_many("s", [("message", {"message": m}) for m in messages])
+        done = compactor.compact("s", reason="threshold")
+    return done
 
 
 def test_a_model_summary_without_the_decisions_gets_their_current_revision_after_it(tmp_path: Path) -> None:
@@ -188,16 +194,13 @@ def test_the_update_prompt_names_a_planned_step_that_was_carried_out(tmp_path: P
             user("Build the churn model."),
             answer("Loaded the data. Next I will plot the revenue by region."),
         ]
-        store.append_many("s", [("message", {"message": m}) for m in first])
-        compactor.compact("s", reason="threshold")
         second = [
             user("Plot the revenue by region."),
             answer("Plotted the revenue by region to region.png."),
             user("Thanks."),
             answer("You're welcome."),
         ]
-        store.append_many("s", [("message", {"message": m}) for m in second])
-        compactor.compact("s", reason="threshold")
+        _compact_twice(compactor, store, first, second)
         prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
     prompt = next(p for p in reversed(prompts) if "<previous-summary>" in p)
     block = re.search(r"<superseded>\n(.*?)\n</superseded>", prompt, re.DOTALL)
