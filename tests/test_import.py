@@ -453,6 +453,39 @@ def test_values_read_exactly_whichever_parser_reads_the_line(tmp_path: Path, val
     assert got == expect and type(got) is type(expect)
 
 
+def test_each_line_of_a_mixed_file_is_read_exactly(tmp_path: Path) -> None:
+    """The file is searched once for what sends a line to the stdlib parser (a surrogate escape, a
+    run of 19+ digits); in a file that has them, every such line still takes that path and every
+    other line the fast one, each value exact."""
+    values = [
+        "123456789012345678901234567890",
+        '"\\ud83d\\ude00"',
+        "1.5",
+        '"plain"',
+        "-9223372036854775809",
+        '"\\ud83d alone"',
+    ]
+    lines = [json.dumps(pi_header())]
+    parent = None
+    for i, value in enumerate(values):
+        lines.append(json.dumps(pi_msg(f"e{i}", parent, "user", "hi"))[:-1] + f', "extra": {value}}}')
+        parent = f"e{i}"
+    path = tmp_path / "x.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    transcript = load_transcript(path)
+    got = [e.data["pi_extra"]["extra"] for e in transcript.entries]
+    assert got == [
+        123456789012345678901234567890,
+        "\U0001f600",
+        1.5,
+        "plain",
+        -9223372036854775809,
+        "\ufffd alone",
+    ]
+    assert [type(g) for g in got] == [int, str, float, str, int, str]
+    assert transcript.repaired_surrogates == 1
+
+
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
 def test_values_the_log_cannot_keep_are_refused_with_the_line(tmp_path: Path, value: str) -> None:
     path = tmp_path / "x.jsonl"
