@@ -153,14 +153,7 @@ def test_a_full_save_decides_every_name_again(tmp_path: Path, monkeypatch: pytes
     store = _store(tmp_path)
     store.save(ns.items(), automatic=True)
     store.save(ns.items(), automatic=True)
-    decided: list[str] = []
-    real = SaveRun.decide
-
-    def counting(self: SaveRun, name: Any, value: Any) -> Any:
-        decided.append(name)
-        return real(self, name, value)
-
-    monkeypatch.setattr(SaveRun, "decide", counting)
+    decided = _deciding(monkeypatch)
     store.save(ns.items(), full=True)
     assert decided == list(ns)
     assert _restored(tmp_path) == ns

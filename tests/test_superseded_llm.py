@@ -45,6 +45,12 @@ Build the churn model.
 (none)"""
 
 
+def _compactor(store: SessionStore, srv: ModelServer) -> Compactor:
+    """The OpenAI-compatible summarizer against ``srv``, no recent tail kept (the spans are tiny)."""
+    summarizer = OpenAISummarizer(model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0)
+    return Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0))
+
+
 def result(cid: str, text: str) -> list[dict[str, Any]]:
     return [tool_calls_message((cid, "python", {"code": "stats()"})), tool_result_message(cid, text)]
 
@@ -53,10 +59,7 @@ def test_the_update_prompt_names_what_was_superseded_and_the_blocks_never_restat
     store = SessionStore(tmp_path / "s.db")
     store.create_session("s")
     with ModelServer(script=lambda _req: STUBBORN) as srv:
-        summarizer = OpenAISummarizer(
-            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
-        )
-        compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0))
+        compactor = _compactor(store, srv)
         first = [
             user("Build the churn model. Always use Postgres for storage."),
             *result("c1", "rows after dedup: rows=41203"),
@@ -127,12 +130,7 @@ def test_a_model_summary_without_the_decisions_gets_their_current_revision_after
     store = SessionStore(tmp_path / "s.db")
     store.create_session("s")
     with ModelServer(script=lambda _req: STUBBORN) as srv:
-        summarizer = OpenAISummarizer(
-            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
-        )
-        done = _decide_and_revise(
-            Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0)), store
-        )
+        done = _decide_and_revise(_compactor(store, srv), store)
         prompts = [str((r.body or {})["messages"][1]["content"]) for r in srv.chat_requests]
     update = next(p for p in reversed(prompts) if "<previous-summary>" in p)
     block = re.search(r"<superseded>\n(.*?)\n</superseded>", update, re.DOTALL)
@@ -166,12 +164,7 @@ def test_a_decision_the_model_summary_states_is_not_repeated(tmp_path: Path) -> 
     store = SessionStore(tmp_path / "s.db")
     store.create_session("s")
     with ModelServer(script=lambda _req: states) as srv:
-        summarizer = OpenAISummarizer(
-            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
-        )
-        done = _decide_and_revise(
-            Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0)), store
-        )
+        done = _decide_and_revise(_compactor(store, srv), store)
     assert "decisions in force" not in done.summary
     ledger = done.summary.split("<ledger>", 1)[1]  # what the pipeline appends after the model's text
     assert "LightGBM" not in ledger and "threshold of 0.42" not in ledger
@@ -186,10 +179,7 @@ def test_the_update_prompt_names_a_planned_step_that_was_carried_out(tmp_path: P
     store = SessionStore(tmp_path / "s.db")
     store.create_session("s")
     with ModelServer(script=lambda _req: planned) as srv:
-        summarizer = OpenAISummarizer(
-            model="m", base_url=srv.base_url, api_key="k", backoff=0.01, timeout=5.0
-        )
-        compactor = Compactor(store, summarizer, CompactionSettings(keep_recent_tokens=0))
+        compactor = _compactor(store, srv)
         first = [
             user("Build the churn model."),
             answer("Loaded the data. Next I will plot the revenue by region."),
