@@ -526,13 +526,11 @@ def _extract(
             "Key Decisions",
             "Next Steps",
             "Settled steps",
+            "Settled by",
             "Critical Context",
         )
     }
-    # a focus word matches its stem ("means" finds "the mean is 30.0")
-    focus_words = list(
-        dict.fromkeys(w.lower()[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", focus or ""))
-    )
+    focus_words = _stems(focus or "")  # a focus word matches by its stem ("means" finds "the mean is 30.0")
     book = RequestBook(open_before)
     done_events: list[tuple[RequestRecord, str]] = []  # (request done, its outcome line or "")
     outcome: str | None = None  # what the assistant last reported as finished for the open requests
@@ -655,12 +653,17 @@ def _extract(
     out["Blocked"] = list(pending_errors.values())
     settled = _settled(next_steps, done_events[steps_from:])
     out["Next Steps"] = [step for step in next_steps if step not in settled]
-    out["Settled steps"] = [  # the step, then the request that carried it out
-        part
-        for step, request in settled.items()
-        for part in (step, clip_sentences(dedupe_sentences(request), REQUEST_CHARS))
-    ]
+    out["Settled steps"] = list(settled)
+    out["Settled by"] = [clip_sentences(dedupe_sentences(r), REQUEST_CHARS) for r in settled.values()]
     return out
+
+
+def _stems(text: str, skip: frozenset[str] = frozenset()) -> list[str]:
+    """The distinct words of 4+ letters of ``text`` (lower-cased, less ``skip``), each cut to its
+    stem so that a form of it matches by substring ("plot" finds "plotted", "means" finds "mean")."""
+    return list(
+        dict.fromkeys(w[: max(4, len(w) - 2)] for w in re.findall(r"\w{4,}", text.lower()) if w not in skip)
+    )
 
 
 PLAN_STEMS: Final = 12  # the content words of a step that are compared (a model may write a long one)
@@ -709,15 +712,8 @@ def _settled(steps: Sequence[str], done: Sequence[tuple[RequestRecord, str]]) ->
     to do. One pass over ``done``, each text lower-cased once: linear in the span."""
     wanted: dict[str, tuple[list[str], int]] = {}
     for step in steps:
-        stems = list(
-            dict.fromkeys(
-                w[: max(4, len(w) - 2)]
-                for w in re.findall(r"[a-z][a-z0-9_]{3,}", step.lower())
-                if w not in _PLAN_WORDS
-            )
-        )
+        stems = _stems(step, _PLAN_WORDS)[:PLAN_STEMS]
         if stems:
-            stems = stems[:PLAN_STEMS]
             wanted[step] = (stems, -(-2 * len(stems) // 3))
     out: dict[str, str] = {}
     for record, note in done if wanted else ():
@@ -746,9 +742,8 @@ def superseded_by(entries: Sequence[Entry], previous_summary: str) -> list[tuple
     if not old and not steps:
         return []
     found = _extract(entries, None, steps_before=steps)
-    settled = found["Settled steps"]
-    pairs: list[tuple[str, str]] = [
-        (settled[i], f"done: {settled[i + 1]}") for i in range(0, len(settled), 2)
+    pairs = [
+        (step, f"done: {by}") for step, by in zip(found["Settled steps"], found["Settled by"], strict=True)
     ]
     new = [
         without_note(i).removeprefix("(user) ")
