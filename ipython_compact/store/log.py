@@ -634,34 +634,11 @@ class EntryLog(Tree):
         if not fresh_id and entry.id in cache:
             raise InvalidEntryError(taken, path=self.db.path)
         derived = self._derived(conn, sid, stored, cache)
-        depth, head, parent_hash = derived.depth, derived.context_head, derived.hash
-        mark, compactions = derived.mark, derived.compactions
-        density, chars4 = estimate_entry_tokens_both(stored, _fast_json_dumps)
+        estimates = estimate_entry_tokens_both(stored, _fast_json_dumps)
         for _ in range(100):
-            if entry.kind in MARK_KINDS:
-                mark = stored.id
-            hash_ = stored_entry_hash(parent_hash, stored, data_text_)
-            new_tip = chain_hash(tip, hash_)
-            seq = self._insert_row(
-                conn,
-                (
-                    sid,
-                    stored.id,
-                    stored.parent_id,
-                    stored.kind,
-                    stored.timestamp,
-                    data_text_,
-                    density,
-                    chars4,
-                    depth,
-                    head,
-                    hash_,
-                    new_tip,
-                    mark,
-                    compactions,
-                    self.db.writer,
-                ),
-            )
+            row, info = self._entry_row(sid, stored, data_text_, None, derived, estimates)
+            new_tip = row[11] = chain_hash(tip, info.hash)
+            seq = self._insert_row(conn, tuple(row))
             if seq is not None:
                 break
             if not fresh_id:
@@ -675,9 +652,41 @@ class EntryLog(Tree):
         if text:
             conn.execute(self.db.dialect.fts_insert, (seq, self.db.dialect.fts_text(text)))
         cache.last_seq = int(seq)
-        cache.info[stored.id] = ParentInfo(depth, head, hash_, mark, compactions)
+        cache.info[stored.id] = info
         cache.parents[stored.id] = stored.parent_id
         return stored, new_tip
+
+    def _entry_row(
+        self,
+        sid: int,
+        stored: Entry,
+        text: str,
+        utf8: bytes | None,
+        derived: ParentInfo,
+        estimates: tuple[int, int],
+    ) -> tuple[_PreparedRow, ParentInfo]:
+        """``stored``'s row in ``_INSERT_ENTRY``'s column order, its chain not set yet, and what
+        its children need of it (``ParentInfo``: its own hash and mark). ``derived`` is what
+        ``_derived`` found from its parent; ``estimates`` its two token estimates."""
+        mark = stored.id if stored.kind in MARK_KINDS else derived.mark
+        hash_ = stored_entry_hash(derived.hash, stored, text, utf8)
+        row: _PreparedRow = [
+            sid,
+            stored.id,
+            stored.parent_id,
+            stored.kind,
+            stored.timestamp,
+            text,
+            *estimates,
+            derived.depth,
+            derived.context_head,
+            hash_,
+            "",  # the chain: set by whoever inserts, from the tip as it is then
+            mark,
+            derived.compactions,
+            self.db.writer,
+        ]
+        return row, ParentInfo(derived.depth, derived.context_head, hash_, mark, derived.compactions)
 
     def _prepare_rows(
         self, conn: Conn, sid: int, entries: Sequence[Entry], cache: Batch, *, json_values: bool
@@ -686,7 +695,6 @@ class EntryLog(Tree):
         as ``_insert`` entry by entry, but no chain yet (``_write_rows`` sets it). Parents outside
         ``cache`` are read through ``conn``. Ids are the caller's: a taken one is refused."""
         rows: list[_PreparedRow] = []
-        writer = self.db.writer
         for entry in entries:
             stored, text, utf8 = self._checked(entry, json_values=json_values)
             if entry.id in cache:
@@ -695,32 +703,10 @@ class EntryLog(Tree):
                     path=self.db.path,
                 )
             derived = self._derived(conn, sid, stored, cache)
-            mark = stored.id if entry.kind in MARK_KINDS else derived.mark
-            hash_ = stored_entry_hash(derived.hash, stored, text, utf8)
-            density, chars4 = estimate_entry_tokens_both(stored, _fast_json_dumps)
-            rows.append(
-                [
-                    sid,
-                    stored.id,
-                    stored.parent_id,
-                    stored.kind,
-                    stored.timestamp,
-                    text,
-                    density,
-                    chars4,
-                    derived.depth,
-                    derived.context_head,
-                    hash_,
-                    "",  # the chain, set by _write_rows
-                    mark,
-                    derived.compactions,
-                    writer,
-                ]
-            )
-            cache.info[stored.id] = ParentInfo(
-                derived.depth, derived.context_head, hash_, mark, derived.compactions
-            )
+            estimates = estimate_entry_tokens_both(stored, _fast_json_dumps)
+            row, cache.info[stored.id] = self._entry_row(sid, stored, text, utf8, derived, estimates)
             cache.parents[stored.id] = stored.parent_id
+            rows.append(row)
         return rows
 
     def _write_rows(
