@@ -191,6 +191,26 @@ def test_no_pauses_when_alone_pauses_when_another_connection_is_open(tmp_path: P
         assert store.verify().ok
 
 
+def _shm_locks_of_this_process(db: Path) -> list[str]:
+    st = os.stat(f"{db}-shm")
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with open("/proc/locks", encoding="ascii") as locks:
+        return [ln for ln in locks if inode in ln.split() and str(os.getpid()) in ln.split()]
+
+
+def test_asking_whether_others_write_keeps_sqlites_own_locks(tmp_path: Path) -> None:
+    """The question must not be asked by opening ``<db>-shm``: closing that descriptor dropped
+    every lock this process's SQLite held on it, and a second process's open then ran recovery
+    under a live writer and failed ("database is locked", one import race in twelve)."""
+    db = tmp_path / "log.db"
+    with SessionStore(db) as store:
+        store.ensure_session("s")
+        held = _shm_locks_of_this_process(db)
+        assert held  # SQLite's read lock on the deadman-switch byte, at least
+        assert store.db.others_may_write() is False
+        assert _shm_locks_of_this_process(db) == held
+
+
 def test_export_reimport_keeps_every_column(tmp_path: Path) -> None:
     """The fast import path stores what the entry-by-entry append path stores: same data text,
     hashes, chain, estimates and derived columns."""
