@@ -297,19 +297,30 @@ def run_cell(page: Any, code: str, *, wait: bool = True, path: str | None = None
 def show_notebook(page: Any, path: str, timeout: float = 30_000) -> None:
     """Bring the open notebook at ``path`` to the front; return when the panel follows it and its kernel is
     idle."""
-    widget_id = page.evaluate(
-        """(path) => {
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError  # optional: browser tests only
+
+    activate = """(path) => {
             const app = window.jupyterapp;
             for (const w of app.shell.widgets('main')) {
                 if (w.context && w.context.path === path) { app.shell.activateById(w.id); return w.id; }
             }
             throw new Error('no open notebook ' + path);
-        }""",
-        path,
-    )
+        }"""
     # A click in it, as a user's: JupyterLab's notebook tracker follows DOM focus, and activating a
     # tab from script does not always move focus (another notebook, or the side panel, keeps it).
-    page.locator(f'[id="{widget_id}"] .jp-Cell').first.click()
+    # The tab can also lose the front again right after (a panel refresh re-activating the notebook
+    # that had focus: its cells are then hidden): activate again until its first cell is visible.
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        widget_id = page.evaluate(activate, path)
+        cell = page.locator(f'[id="{widget_id}"] .jp-Cell').first
+        try:
+            cell.wait_for(state="visible", timeout=5_000)
+            cell.click(timeout=5_000)
+            break
+        except PlaywrightTimeoutError:
+            if time.monotonic() > deadline:
+                raise
     page.wait_for_selector(f"{PANEL}[data-notebook={json.dumps(path)}]", state="attached", timeout=timeout)
     wait_notebook_kernel(page, path, timeout)
 
