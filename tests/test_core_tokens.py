@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import pytest
@@ -109,6 +111,34 @@ def test_chars4_follows_pi(message: dict[str, Any], expected: int) -> None:
 )
 def test_density_prices_content_by_kind(message: dict[str, Any], expected: int) -> None:
     assert estimate_message_tokens(message, "density") == expected
+
+
+def _density_by_character(text: str) -> int:
+    """The density rule for prose written out character by character (the reference)."""
+    cjk = re.compile(
+        "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+        "\U00020000-\U0002fa1f]"
+    )
+    units = 0.0
+    for ch in text:
+        units += 1 / 4 if ord(ch) < 128 else 1 / 1.5 if cjk.fullmatch(ch) else 1 / 2
+    return math.ceil(units - 1e-9)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "café " * 20,  # two-byte characters only: no CJK search at all
+        "a — b … c " * 20,  # three-byte but not CJK
+        "naïve 中文 text " * 10,
+        "ひらがな カタカナ 한국어 " * 5,  # the pattern's other ranges
+        "\U00020000\U0002a6d6 astral CJK 😀",  # four-byte: CJK and not
+        "\u07ff\u0800\u303f\u3040",  # around the edges
+        "lone \ud800 surrogate \udfff",
+    ],
+)
+def test_density_of_non_ascii_prose_matches_counting_each_character(text: str) -> None:
+    assert estimate_message_tokens(user(text), "density") == _density_by_character(text)
 
 
 def test_unknown_estimator_is_an_error() -> None:

@@ -91,10 +91,15 @@ def _text_units(text: str, *, code: bool = False) -> float:
 def _plain_units(text: str, ascii_rate: float) -> float:
     if text.isascii():
         return len(text) / ascii_rate
-    cjk = len(_CJK.findall(text)) if max(text) >= "\u3040" else 0  # _CJK has nothing below U+3040
     # Characters above U+007F: what an ASCII encoding drops (one C pass; a Python loop over every
     # character was most of an import's time on long non-ASCII sessions).
-    other = len(text) - len(text.encode("ascii", "ignore")) - cjk
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    # UTF-8 spends one byte more than one on each of those, two more from U+0800 up: with none that
+    # high there is no CJK (the pattern starts at U+3040) and no need to look (``max(text)``, which
+    # told the same, compared character objects one by one, several times slower).
+    wide = len(text.encode("utf-8", "surrogatepass")) - len(text) - non_ascii
+    cjk = len(_CJK.findall(text)) if wide else 0
+    other = non_ascii - cjk
     ascii_chars = len(text) - cjk - other
     return ascii_chars / ascii_rate + cjk / CJK_CHARS_PER_TOKEN + other / OTHER_CHARS_PER_TOKEN
 
