@@ -7,6 +7,7 @@ with the same stored bytes whatever that number is."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,27 @@ def test_an_id_the_session_already_holds_is_named_when_its_batch_comes(tmp_path:
         assert info.value.written == 10
         assert "entry 'e015': an entry with this id already exists in the session" in str(info.value)
         assert store.entry_count("s") == 12 and store.leaf("s") == leaf and store.verify().ok
+
+
+def test_an_interrupt_while_preparing_leaves_no_write_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands while the third batch is prepared and the second is being stored: the call
+    waits for that write, then lets the interrupt through; no writer thread outlives it."""
+    from ipython_compact.store.log import EntryLog
+
+    prepare = EntryLog._prepare_rows
+    calls = []
+
+    def interrupted(self: EntryLog, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return prepare(self, *args, **kwargs)
+
+    monkeypatch.setattr(EntryLog, "_prepare_rows", interrupted)
+    with SessionStore(tmp_path / "s.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            store.import_batched("s", lambda existing: ImportPlan(_chain(50), "e049"), batch_size=10)
+        assert not [t for t in threading.enumerate() if t.name == "ipython-compact-import-writer"]
+        assert store.entry_count("s") == 20 and store.verify().ok

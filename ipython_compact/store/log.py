@@ -547,9 +547,12 @@ class EntryLog(Tree):
                 thread.start()
                 in_flight = (thread, failed, len(chunk))
             settle()
-        except StoreError as exc:
-            with contextlib.suppress(StoreError):
-                settle()  # a batch still being written when preparing the next one failed
+        except BaseException as exc:
+            if in_flight is not None:  # no write goes on after this call: wait for it, then report
+                with contextlib.suppress(StoreError):
+                    settle()
+            if not isinstance(exc, StoreError):
+                raise
             with contextlib.suppress(Exception), self.db.write() as conn:
                 conn.execute(
                     "DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER)
