@@ -19,7 +19,6 @@ what it is, before anything is opened in a way that could block or create.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -116,7 +115,7 @@ def create_temp(folder: Path, prefix: str) -> tuple[int, Path]:
     planted name can redirect it; the random name lets concurrent writers never collide.
     """
     for _ in range(16):
-        tmp = folder / f".{prefix}.{secrets.token_hex(8)}.tmp"
+        tmp = folder / f".{prefix}.{os.urandom(8).hex()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except FileExistsError:
