@@ -438,6 +438,13 @@ def test_resume_finishes_a_file_whose_later_entries_repeat_earlier_content(
         ("-9223372036854775809", -9223372036854775809),
         ("1.5", 1.5),
         ('"\\ud83d\\ude00"', "\U0001f600"),
+        # lone surrogate escapes: the fast parser refuses them, the line is read again and repaired
+        ('"\\ud800"', "\ufffd"),
+        ('"x\\uDFFF"', "x\ufffd"),
+        ('"\\ude00\\ud83d"', "\ufffd\ufffd"),
+        ('"\\ud83d\\ude00\\ud83d"', "\U0001f600\ufffd"),
+        ('{"\\udbff": 1}', {"\ufffd": 1}),
+        ('["\\ud7ff", "\\ue000"]', ["\ud7ff", "\ue000"]),  # just outside the surrogates
     ],
 )
 def test_values_read_exactly_whichever_parser_reads_the_line(tmp_path: Path, value: str, expect: Any) -> None:
