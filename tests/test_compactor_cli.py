@@ -90,6 +90,9 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
         run(tmp_path, "recall", "-s", "pi", "--query", "tui-renderer", "--json", "-n", "2").stdout
     )
     assert len(hits) == 2 and all("tui-renderer" in h["text"].lower() for h in hits)
+    # "by search", as the help says: --search is the same option
+    searched = run(tmp_path, "recall", "-s", "pi", "--search", "tui-renderer", "--json", "-n", "2").stdout
+    assert json.loads(searched) == hits
     one = run(tmp_path, "recall", "-s", "pi", hits[0]["id"]).stdout
     assert one.startswith(f"── entry {hits[0]['id']}")
 

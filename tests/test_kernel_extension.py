@@ -70,6 +70,7 @@ def test_every_subcommand_has_help(ip: Any, sub: str, capsys: pytest.CaptureFixt
         ('pin "   "', "%compact pin"),
         ("log -n -3", "-n must be 0 or more, got -3"),
         ("recall --limit 0 -q x", "--limit must be 1 or more, got 0"),
+        ("recall --limit 0 --search x", "--limit must be 1 or more, got 0"),  # --search is --query
         ("unpin nope", "active: none"),
         ('export "unterminated', "quotes"),
         ("export /no/such/dir/file.jsonl", "does not exist"),

@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     session_option(p)
     p.add_argument("entry_id", nargs="?", metavar="ENTRY_ID", help="an entry id (see `log`)")
-    p.add_argument("-q", "--query", metavar="WORDS", help="full-text search instead of an id")
+    p.add_argument("-q", "--query", "--search", metavar="WORDS", help="full-text search instead of an id")
     p.add_argument(
         "-n",
         "--limit",

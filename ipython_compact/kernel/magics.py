@@ -387,7 +387,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         "recall",
         "The original text of compacted entries, by id or by search.",
         arg("entry_id", nargs="?", help="an entry id"),
-        arg("--query", "-q", help="full-text search instead of an id"),
+        arg("--query", "-q", "--search", help="full-text search instead of an id"),
         arg("--limit", type=int, default=5, help="at most this many search hits (default 5)"),
     )
     def _recall(self, a: argparse.Namespace) -> Any:
