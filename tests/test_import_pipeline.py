@@ -15,7 +15,7 @@ import pytest
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.store import PartialImportError, SessionStore
-from ipython_compact.store.log import ImportPlan
+from ipython_compact.store.log import IMPORT_MARKER, ImportPlan
 
 
 def _message(text: str) -> dict[str, Any]:
@@ -142,7 +142,8 @@ def test_an_interrupt_while_preparing_leaves_no_write_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C lands while the third batch is prepared and the second is being stored: the call
-    waits for that write, then lets the interrupt through; no writer thread outlives it."""
+    waits for that write, then lets the interrupt through; no writer thread outlives it, and
+    the import's marker goes with it (the process lives on, so another import would wait)."""
     from ipython_compact.store.log import EntryLog
 
     prepare = EntryLog._prepare_rows
@@ -160,3 +161,7 @@ def test_an_interrupt_while_preparing_leaves_no_write_running(
             store.import_batched("s", lambda existing: ImportPlan(_chain(50), "e049"), batch_size=10)
         assert not [t for t in threading.enumerate() if t.name == "ipython-compact-import-writer"]
         assert store.entry_count("s") == 20 and store.verify().ok
+        with sqlite3.connect(store.db_path) as conn:  # and nobody is kept waiting for this import
+            assert conn.execute(
+                "SELECT count(*) FROM session_status WHERE key = ?", (IMPORT_MARKER,)
+            ).fetchone() == (0,)

@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.message_text import message_text
+from ipython_compact.cli.progress import StatusLine
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.preparation import Preparation, prepare_compaction
@@ -196,22 +198,50 @@ def cmd_import(args: argparse.Namespace) -> int:
     # deferred for start-up, like every store import of the CLI
     from ipython_compact.store import ImportFormatError  # start-up: only this command needs it
 
+    status = StatusLine()
     transcripts = []
-    for file in args.files:  # read and check every input before the database is even opened
-        try:
-            transcripts.append(load_transcript(file, args.format, limits=_limits(args)))
-        except ImportFormatError as exc:
-            raise CliError(
-                str(exc) + ("; nothing was imported" if len(args.files) > 1 else ""),
-                _format_hint(exc, file, "import"),
-            ) from exc
-    for file, transcript in zip(args.files, transcripts, strict=True):
-        args.file = file
-        _import_one(args, transcript)
+    try:
+        for file in args.files:  # read and check every input before the database is even opened
+            status.show(f"reading {_shown_name(file)}{_size_of(file)} …", final=True)
+            try:
+                transcripts.append(load_transcript(file, args.format, limits=_limits(args)))
+            except ImportFormatError as exc:
+                raise CliError(
+                    str(exc) + ("; nothing was imported" if len(args.files) > 1 else ""),
+                    _format_hint(exc, file, "import"),
+                ) from exc
+        for file, transcript in zip(args.files, transcripts, strict=True):
+            args.file = file
+            _import_one(args, transcript, status)
+    finally:
+        status.clear()
     return 0
 
 
-def _import_one(args: argparse.Namespace, transcript: Any) -> None:
+def _shown_name(file: str) -> str:
+    """The file as a progress line names it: its name (a long path would not fit), or stdin."""
+    return "stdin" if file == "-" else Path(file).name
+
+
+def _size_of(file: str) -> str:
+    """`` (244.3 MB)`` for a regular file, else nothing (stdin, or gone meanwhile)."""
+    try:
+        size = os.stat(file).st_size
+    except OSError:
+        return ""
+    return f" ({size / 1e6:,.1f} MB)" if size >= 1e6 else ""
+
+
+def _stored(status: StatusLine, file: str) -> Callable[[int, int], None]:
+    def tell(written: int, total: int) -> None:
+        status.show(
+            f"importing {_shown_name(file)}: {written:,} of {total:,} entries stored", final=written == total
+        )
+
+    return tell
+
+
+def _import_one(args: argparse.Namespace, transcript: Any, status: StatusLine | None = None) -> None:
     # deferred for start-up, like every store import of the CLI
     from ipython_compact.store import (
         DuplicateImportError,
@@ -223,7 +253,12 @@ def _import_one(args: argparse.Namespace, transcript: Any) -> None:
     with open_store(args) as store:
         try:
             result = import_transcript(
-                store, transcript, args.session, new_ids=args.new_ids, resume=args.resume
+                store,
+                transcript,
+                args.session,
+                new_ids=args.new_ids,
+                resume=args.resume,
+                progress=None if status is None or not status.active else _stored(status, args.file),
             )
         except DuplicateImportError as exc:
             raise CliError(str(exc), exc.hint) from exc
@@ -236,6 +271,8 @@ def _import_one(args: argparse.Namespace, transcript: Any) -> None:
             ) from exc
         except (ImportFormatError, InvalidEntryError) as exc:
             raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
+    if status is not None:
+        status.clear()
     if args.json:
         print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
         return

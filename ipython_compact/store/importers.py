@@ -578,6 +578,7 @@ def import_transcript(
     new_ids: bool = False,
     resume: bool = False,
     batch_size: int = IMPORT_BATCH,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
     """Store a loaded transcript in ``session`` (default: its own name or the file's stem).
 
@@ -593,7 +594,8 @@ def import_transcript(
       stored again as a copy under a fresh id (parents and references re-linked).
     - Ids that clash with the session's but carry other content get fresh ids (as before).
     - A session created by another import meanwhile is treated as existing (no "already exists").
-    - Written ``batch_size`` entries per transaction (``EntryLog.import_batched``).
+    - Written ``batch_size`` entries per transaction (``EntryLog.import_batched``), telling
+      ``progress(written, total)`` after each.
     - The transcript's data must hold JSON values as ``load_transcript`` reads them (dicts, lists,
       strings, ints, finite floats, booleans, None): they are stored as they are, by orjson
       (``ImportPlan.json_values``), not serialized by the stdlib and read back.
@@ -642,7 +644,7 @@ def import_transcript(
         leaf = None if transcript.leaf_id is None else fresh.get(transcript.leaf_id, transcript.leaf_id)
         return ImportPlan(entries, leaf, json_values=True)  # read from a file by parse_json_lines
 
-    written = store.import_batched(name, plan, batch_size=batch_size)
+    written = store.import_batched(name, plan, batch_size=batch_size, progress=progress)
     return ImportResult(
         session=name,
         format=transcript.format,

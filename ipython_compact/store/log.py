@@ -421,9 +421,13 @@ class EntryLog(Tree):
         *,
         batch_size: int = IMPORT_BATCH,
         wait: float = 60.0,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportWritten:
         """Create the session if missing, let ``plan`` decide what to write from what the session
         holds, and write it ``batch_size`` entries per transaction.
+
+        ``progress(written, total)`` is told after each committed transaction (on the calling
+        thread; what it raises ends the import as an interrupt would).
 
         What must hold:
         - Creating, reading the existing entries, ``plan`` and the first batch share one
@@ -444,13 +448,19 @@ class EntryLog(Tree):
         if paused:
             gc.disable()
         try:
-            return self._import_batched(session, plan, batch_size=batch_size, wait=wait)
+            return self._import_batched(session, plan, batch_size=batch_size, wait=wait, progress=progress)
         finally:
             if paused:
                 gc.enable()
 
     def _import_batched(
-        self, session: str, plan: Callable[[Existing], ImportPlan], *, batch_size: int, wait: float
+        self,
+        session: str,
+        plan: Callable[[Existing], ImportPlan],
+        *,
+        batch_size: int,
+        wait: float,
+        progress: Callable[[int, int], None] | None,
     ) -> ImportWritten:
         me = process.current()
         deadline = time.monotonic() + wait
@@ -521,8 +531,12 @@ class EntryLog(Tree):
                 raise failed[0]
             written += count
             batches += 1
+            if progress is not None:
+                progress(written, len(entries))
 
         try:
+            if progress is not None:
+                progress(written, len(entries))
             for start in range(batch_size, len(entries), batch_size):
                 chunk = entries[start : start + batch_size]
                 last = start + batch_size >= len(entries)
@@ -551,12 +565,13 @@ class EntryLog(Tree):
             if in_flight is not None:  # no write goes on after this call: wait for it, then report
                 with contextlib.suppress(StoreError):
                     settle()
-            if not isinstance(exc, StoreError):
-                raise
+            # the marker goes whatever ended the import (an interrupt too): nobody waits for it
             with contextlib.suppress(Exception), self.db.write() as conn:
                 conn.execute(
                     "DELETE FROM session_status WHERE session_id = ? AND key = ?", (row.sid, IMPORT_MARKER)
                 )
+            if not isinstance(exc, StoreError):
+                raise
             leaf = self.leaf(session)
             last_id = entries[written - 1].id
             raise PartialImportError(

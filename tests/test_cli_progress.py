@@ -1,0 +1,112 @@
+"""A long import shows one progress line on a terminal's stderr, and nothing anywhere else.
+
+Found by hand: importing a 244 MB pi session took 8–15 s with nothing on the screen. The line
+is written only to a terminal (a real pseudo-terminal here), rewritten in place, and cleared
+before the result, so piped and scripted output is byte for byte what it was.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ipython_compact.cli.progress import StatusLine
+
+SCRIPT = Path(sys.executable).parent / "ipython-compact"
+
+
+def _pi_file(path: Path, n: int) -> Path:
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z"}
+    lines = [json.dumps(header)]
+    parent = None
+    for i in range(n):
+        entry_id = f"{i:08x}"
+        lines.append(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": entry_id,
+                    "parentId": parent,
+                    "timestamp": "2026-01-01T00:00:01.000Z",
+                    "message": {"role": "user", "content": f"message {i}", "timestamp": 1},
+                }
+            )
+        )
+        parent = entry_id
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _read_all(fd: int) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the other side closed (Linux: EIO)
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_an_import_on_a_terminal_shows_its_progress_then_only_the_result(tmp_path: Path) -> None:
+    source = _pi_file(tmp_path / "long.jsonl", 4500)
+    master, slave = os.openpty()
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [str(SCRIPT), "import", str(source), "-s", "long"],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    os.close(slave)
+    shown = _read_all(master).decode()
+    os.close(master)
+    assert done.stdout.decode() == "imported 4,500 entries (pi) into new session 'long'; leaf 00001193\n"
+    assert "reading long.jsonl …" in shown  # its name, not the whole path; under 1 MB: no size
+    assert "importing long.jsonl: 4,500 of 4,500 entries stored" in shown
+    assert shown.endswith("\r\x1b[K")  # cleared: the terminal is left as it was
+
+
+def test_an_import_through_pipes_writes_no_progress(tmp_path: Path) -> None:
+    source = _pi_file(tmp_path / "long.jsonl", 2500)
+    env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [str(SCRIPT), "import", str(source), "-s", "long", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert done.stderr == ""
+    assert json.loads(done.stdout)["imported"] == 2500
+
+
+def test_the_line_is_rewritten_at_most_ten_times_a_second_and_always_at_the_end() -> None:
+    master, slave = os.openpty()
+    with open(slave, "w", encoding="utf-8", closefd=True) as terminal:
+        line = StatusLine(terminal)
+        assert line.active
+        line.show("one")
+        line.show("two")  # within 0.1 s of "one": skipped
+        line.show("three", final=True)
+        line.clear()
+        line.clear()  # nothing shown: nothing written
+    shown = _read_all(master).decode()
+    os.close(master)
+    assert shown == "\r\x1b[Kone\r\x1b[Kthree\r\x1b[K"
+
+
+def test_nothing_is_written_to_a_stream_that_is_not_a_terminal() -> None:
+    stream = io.StringIO()
+    line = StatusLine(stream)
+    line.show("x", final=True)
+    line.clear()
+    assert not line.active and stream.getvalue() == ""
