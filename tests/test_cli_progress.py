@@ -110,3 +110,12 @@ def test_nothing_is_written_to_a_stream_that_is_not_a_terminal() -> None:
     line.show("x", final=True)
     line.clear()
     assert not line.active and stream.getvalue() == ""
+
+
+def test_a_name_with_a_newline_escape_or_bad_byte_stays_on_one_line() -> None:
+    master, slave = os.openpty()
+    with open(slave, "w", encoding="utf-8", closefd=True) as terminal:
+        StatusLine(terminal).show("reading we\udcffird\nname\x1b[2J.jsonl", final=True)
+    shown = _read_all(master).decode()
+    os.close(master)
+    assert shown == "\r\x1b[Kreading we?ird?name?[2J.jsonl"

@@ -3,7 +3,8 @@ session: 244 MB took 8–15 s here, with nothing on the screen).
 
 What must hold: nothing at all is written unless the stream is a terminal, so pipes, scripts,
 CI logs and ``--json`` output stay exactly as they were. On a terminal the line is rewritten in
-place at most ten times a second (the last figure always), never wider than the terminal, and
+place at most ten times a second (the last figure always), one line never wider than the
+terminal (characters that are not printable, such as a newline in a file name, shown as ``?``), and
 cleared before the command prints its own result, so the result reads as it did without it.
 """
 
@@ -54,7 +55,10 @@ class StatusLine:
             width = 0
         if width < 20:  # unknown (a terminal nobody sized says 0) or too narrow to mean anything
             width = 80
-        self._write("\r\x1b[K" + text[: max(1, width - 1)])
+        # One line, whatever the text holds: a newline or a terminal escape in a file's name
+        # would break the line apart or drive the terminal; a lone surrogate could not be written.
+        plain = "".join(ch if ch.isprintable() else "?" for ch in text)
+        self._write("\r\x1b[K" + plain[: max(1, width - 1)])
         self._shown = True
 
     def clear(self) -> None:
