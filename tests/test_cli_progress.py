@@ -91,17 +91,21 @@ def test_an_import_through_pipes_writes_no_progress(tmp_path: Path) -> None:
 
 def test_the_line_is_rewritten_at_most_ten_times_a_second_and_always_at_the_end() -> None:
     master, slave = os.openpty()
+    now = [100.0]
     with open(slave, "w", encoding="utf-8", closefd=True) as terminal:
-        line = StatusLine(terminal)
+        line = StatusLine(terminal, clock=lambda: now[0])
         assert line.active
         line.show("one")
+        now[0] += 0.09
         line.show("two")  # within 0.1 s of "one": skipped
-        line.show("three", final=True)
+        now[0] += 0.02
+        line.show("three")  # 0.11 s after "one"
+        line.show("four", final=True)  # at once, but the last figure
         line.clear()
         line.clear()  # nothing shown: nothing written
     shown = _read_all(master).decode()
     os.close(master)
-    assert shown == "\r\x1b[Kone\r\x1b[Kthree\r\x1b[K"
+    assert shown == "\r\x1b[Kone\r\x1b[Kthree\r\x1b[Kfour\r\x1b[K"
 
 
 def test_nothing_is_written_to_a_stream_that_is_not_a_terminal() -> None:

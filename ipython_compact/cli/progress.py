@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 _EVERY = 0.1
@@ -29,7 +30,8 @@ def _is_terminal(stream: TextIO) -> bool:
 class StatusLine:
     """The progress line on ``stream`` (default: standard error)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         chosen = sys.stderr if stream is None else stream
         self._stream: TextIO | None = chosen if _is_terminal(chosen) else None
         self._last = -_EVERY
@@ -45,7 +47,7 @@ class StatusLine:
         unless ``final``)."""
         if self._stream is None:
             return
-        now = time.monotonic()
+        now = self._clock()
         if not final and now - self._last < _EVERY:
             return
         self._last = now

@@ -485,8 +485,13 @@ class CompactMagics(Magics):  # type: ignore[misc]
             raise ValueError(f"{source} is a directory; give a .jsonl file in it (a pi session or an export)")
         if not source.is_file():
             raise ValueError(f"file {source} does not exist")
+        # start-up: the progress line (and the CLI package it shares) only when importing
+        from ipython_compact.kernel.import_progress import ImportProgress
+
+        progress = ImportProgress(source, in_kernel=getattr(self.shell, "kernel", None) is not None)
+        progress.reading()
         try:
-            imported = self.service.import_transcript(source, new_ids=a.new_ids)
+            imported = self.service.import_transcript(source, new_ids=a.new_ids, progress=progress.stored)
         except DuplicateImportError as exc:
             raise UsageError(
                 f"%compact import: {exc}. To store them again as a copy under fresh ids: "
@@ -499,6 +504,8 @@ class CompactMagics(Magics):  # type: ignore[misc]
                 "(a pi session or an ipython-compact export, one JSON object per "
                 "line)."
             ) from None
+        finally:
+            progress.done()
         return display.mapping_bundle("Imported", imported)
 
     @COMMANDS.subcommand(

@@ -420,13 +420,16 @@ class KernelService:
         self.store.set_leaf(self.session, entry_id)
         return {"leaf": str(self.store.leaf(self.session)), "branch_summary": None}
 
-    def import_transcript(self, source: Path, *, new_ids: bool = False) -> dict[str, Any]:
+    def import_transcript(
+        self, source: Path, *, new_ids: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, Any]:
         """Append a pi or ipython-compact JSONL transcript to the bound session (fresh ids on clashes;
-        entries the session already holds raise ``DuplicateImportError`` unless ``new_ids``)."""
+        entries the session already holds raise ``DuplicateImportError`` unless ``new_ids``);
+        ``progress(written, total)`` after each stored batch."""
         # start-up: only %compact import reads transcripts
         from ipython_compact.store.importers import import_file
 
-        result = import_file(self.store, source, session=self.session, new_ids=new_ids)
+        result = import_file(self.store, source, session=self.session, new_ids=new_ids, progress=progress)
         return {
             "session": result.session,
             "format": result.format,

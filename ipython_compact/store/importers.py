@@ -665,7 +665,9 @@ def import_file(
     session: str | None = None,
     format: Format = "auto",
     new_ids: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
     """Read ``path`` whole, then store it (see ``import_transcript``; nothing written when the
     file is malformed or holds entries the session already has)."""
-    return import_transcript(store, load_transcript(path, format), session, new_ids=new_ids)
+    transcript = load_transcript(path, format)
+    return import_transcript(store, transcript, session, new_ids=new_ids, progress=progress)
