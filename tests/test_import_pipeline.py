@@ -63,11 +63,12 @@ def test_a_later_batch_failing_to_write_says_exactly_what_was_written(tmp_path: 
         assert [r[0] for r in _rows(store.db_path)][1:] == [e.id for e in entries[:20]]
 
 
-def test_a_later_compaction_keeping_an_entry_stored_before_the_import(tmp_path: Path) -> None:
+def test_a_later_compaction_keeping_an_entry_stored_before_the_import(location: str | Path) -> None:
     """A compaction in a later batch keeps an entry the session held before the import: checking
     that it lies on the compaction's path reads stored entries while the writer thread holds the
-    connection for the previous batch."""
-    with SessionStore(tmp_path / "s.db") as store:
+    connection for the previous batch (SQLite: one connection under a lock; PostgreSQL: the
+    writer thread's own connection)."""
+    with SessionStore(location) as store:
         store.create_session("s")
         kept = store.append("s", "message", _message("kept from before")).id
         store.append("s", "message", _message("after it"))
@@ -83,8 +84,10 @@ def test_a_later_compaction_keeping_an_entry_stored_before_the_import(tmp_path: 
             "s", lambda existing: ImportPlan([*entries, compaction], "c000"), batch_size=10
         )
         assert written.batches == 4 and store.leaf("s") == "c000" and store.verify().ok
-        head = next(r for r in _rows(store.db_path) if r[0] == "c000")
-        assert head[8] == kept and head[12] == 1
+        head = next(e for e in store.path("s") if e.id == "c000")
+        assert head.data["first_kept_entry_id"] == kept
+        view = store.context_view("s")
+        assert view.head_id == kept and kept in [e.id for e in view.entries]
 
         wrong = Entry(
             "c001",
@@ -123,10 +126,11 @@ def test_rows_per_statement_follow_the_connections_limit_and_store_the_same_byte
     assert seqs == list(range(seqs[0], seqs[0] + 150))
 
 
-def test_an_id_the_session_already_holds_is_named_when_its_batch_comes(tmp_path: Path) -> None:
+def test_an_id_the_session_already_holds_is_named_when_its_batch_comes(location: str | Path) -> None:
     """The second batch holds an id the session has (the plan did not look): SQLite's unique key
-    refuses the statement and the error names the id; the first batch stays, nothing else."""
-    with SessionStore(tmp_path / "s.db") as store:
+    refuses the statement (PostgreSQL is asked first) and the error names the id; the first batch
+    stays, nothing else."""
+    with SessionStore(location) as store:
         store.import_batched("s", lambda existing: ImportPlan([_chain(1, prefix="x")[0]], "x000"))
         clash = Entry("e015", None, "message", "2026-01-05T00:00:00.000Z", _message("already here"))
         store.import_batched("s", lambda existing: ImportPlan([clash], "e015"))
@@ -139,7 +143,7 @@ def test_an_id_the_session_already_holds_is_named_when_its_batch_comes(tmp_path:
 
 
 def test_an_interrupt_while_preparing_leaves_no_write_running(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    location: str | Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C lands while the third batch is prepared and the second is being stored: the call
     waits for that write, then lets the interrupt through; no writer thread outlives it, and
@@ -156,12 +160,11 @@ def test_an_interrupt_while_preparing_leaves_no_write_running(
         return prepare(self, *args, **kwargs)
 
     monkeypatch.setattr(EntryLog, "_prepare_rows", interrupted)
-    with SessionStore(tmp_path / "s.db") as store:
+    with SessionStore(location) as store:
         with pytest.raises(KeyboardInterrupt):
             store.import_batched("s", lambda existing: ImportPlan(_chain(50), "e049"), batch_size=10)
         assert not [t for t in threading.enumerate() if t.name == "ipython-compact-import-writer"]
         assert store.entry_count("s") == 20 and store.verify().ok
-        with sqlite3.connect(store.db_path) as conn:  # and nobody is kept waiting for this import
-            assert conn.execute(
-                "SELECT count(*) FROM session_status WHERE key = ?", (IMPORT_MARKER,)
-            ).fetchone() == (0,)
+        with store.db.read() as conn:  # and nobody is kept waiting for this import
+            found = conn.execute("SELECT count(*) FROM session_status WHERE key = ?", (IMPORT_MARKER,))
+            assert tuple(found.fetchone()) == (0,)
