@@ -1,12 +1,14 @@
 """``%compact import`` in a real kernel: a long import shows one display that counts the stored
-entries and is emptied at the end, and a short one shows nothing but its result; in terminal
-IPython (standard error a terminal) the same line the CLI writes."""
+entries and ends saying how long it took (emptied when the import fails, the error follows),
+and a short one shows nothing but its result; in terminal IPython (standard error a terminal)
+the same line the CLI writes, cleared at the end."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +22,14 @@ pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
 
 
-def _pi_file(path: Path, n: int) -> Path:
+def _pi_file(path: Path, n: int, pad: int = 0) -> Path:
+    """A pi v3 session of ``n`` user messages in a chain, each ``pad`` characters longer."""
     header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z"}
     lines = [json.dumps(header)]
     parent = None
     for i in range(n):
         entry_id = f"{i:08x}"
-        message = {"role": "user", "content": f"message {i}", "timestamp": 1}
+        message = {"role": "user", "content": f"message {i} " + "x" * pad, "timestamp": 1}
         entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-01-01T00:00:01Z"}
         lines.append(json.dumps({**entry, "message": message}))
         parent = entry_id
@@ -67,9 +70,35 @@ def test_a_long_import_counts_in_one_display_then_leaves_only_the_result(tmp_pat
         shown[0][1],
         "importing long.jsonl: 4,500 of 4,500 entries stored",
     ) in shown
-    assert shown[-1] == ("update_display_data", shown[0][1], "")  # emptied: the cell keeps the result
+    kind, display_id, text = shown[-1]
+    assert (kind, display_id) == ("update_display_data", shown[0][1])
+    assert re.fullmatch(r"long\.jsonl: 4,500 entries imported in \d+\.\d s", text), text
     result = [m for m in seen if m[0] == "execute_result"]
     assert len(result) == 1 and "imported  4,500" in result[0][2]
+
+
+def test_a_long_import_that_fails_empties_its_display_and_says_why(tmp_path: Path) -> None:
+    """The same file twice: the second import refuses the duplicates after reading it, so the
+    display it opened while reading (the file is made big enough) is emptied before the error."""
+    source = _pi_file(tmp_path / "long.jsonl", 4500, pad=SHOWN_FROM // 4500 + 1)
+    with running_kernel(tmp_path / "data") as km:
+        _messages(km, f"%load_ext ipython_compact\n%compact import {source}")
+        kc = km.client()
+        kc.start_channels()
+        seen: list[tuple[str, str]] = []
+        try:
+            reply = kc.execute_interactive(
+                f"%compact import {source}",
+                timeout=120,
+                output_hook=lambda msg: seen.append(
+                    (msg["msg_type"], str(msg["content"].get("data", {}).get("text/plain", "")))
+                ),
+            )
+        finally:
+            kc.stop_channels()
+    assert reply["content"]["status"] == "error" and "already in session" in reply["content"]["evalue"]
+    shown = [m for m in seen if m[0] in ("display_data", "update_display_data")]
+    assert shown[0][1].startswith("reading long.jsonl (") and shown[-1] == ("update_display_data", "")
 
 
 def test_a_short_import_shows_only_its_result(tmp_path: Path) -> None:
@@ -91,7 +120,7 @@ def test_in_a_terminal_the_line_is_the_clis(tmp_path: Path, monkeypatch: pytest.
         progress = ImportProgress(big, in_kernel=False)
         progress.reading()
         progress.stored(4500, 4500)
-        progress.done()
+        progress.done(ok=True)
     shown = os.read(master, 65536).decode()
     os.close(master)
     reading = "\r\x1b[Kreading big.jsonl (8.0 MB) …"
@@ -107,5 +136,5 @@ def test_without_a_terminal_or_a_kernel_nothing_is_shown(
     progress.reading()
     progress.stored(5, 10)
     progress.stored(10, 10)
-    progress.done()
+    progress.done(ok=True)
     assert stream.getvalue() == ""

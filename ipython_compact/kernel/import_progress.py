@@ -5,8 +5,9 @@ What must hold:
 - A short import shows nothing: the line appears only for a file of ``SHOWN_FROM`` bytes or
   more, or once the store reports that batches remain.
 - In terminal IPython (standard error is a terminal) it is the CLI's one rewritten line
-  (``cli.progress.StatusLine``); in a Jupyter kernel, one display in the cell updated in place
-  (at most four times a second) and emptied at the end, so the cell keeps only the result.
+  (``cli.progress.StatusLine``), cleared at the end; in a Jupyter kernel, one display in the
+  cell updated in place (at most four times a second) that ends saying how long the import took
+  (the result table does not), or empty when the import failed (the error follows).
 - Nothing here can fail the import: a display that cannot be sent is given up on.
 """
 
@@ -32,6 +33,8 @@ class ImportProgress:
         self._in_kernel = in_kernel and not self._line.active
         self._handle: Any = None
         self._last = -_EVERY
+        self._started = time.monotonic()
+        self._total = 0
         try:
             self._size = source.stat().st_size
         except OSError:
@@ -44,15 +47,18 @@ class ImportProgress:
 
     def stored(self, written: int, total: int) -> None:
         """``EntryLog.import_batched``'s progress: ``written`` of ``total`` entries committed."""
+        self._total = total
         if written >= total and self._handle is None and not self._line_shown():
             return  # one batch, done at once: nothing to show
         self._show(f"importing {self._name}: {written:,} of {total:,} entries stored", final=written >= total)
 
-    def done(self) -> None:
-        """Take the line or the display away (the magic's result follows)."""
+    def done(self, *, ok: bool) -> None:
+        """Take the line away; the display says how long it took (``ok``) or empties (an error
+        follows)."""
         self._line.clear()
         if self._handle is not None:
-            self._update("")
+            took = time.monotonic() - self._started
+            self._update(f"{self._name}: {self._total:,} entries imported in {took:.1f} s" if ok else "")
 
     def _line_shown(self) -> bool:
         return self._line.active and self._size >= SHOWN_FROM

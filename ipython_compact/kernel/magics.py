@@ -490,8 +490,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
         progress = ImportProgress(source, in_kernel=getattr(self.shell, "kernel", None) is not None)
         progress.reading()
+        ok = False
         try:
             imported = self.service.import_transcript(source, new_ids=a.new_ids, progress=progress.stored)
+            ok = True
         except DuplicateImportError as exc:
             raise UsageError(
                 f"%compact import: {exc}. To store them again as a copy under fresh ids: "
@@ -505,7 +507,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
                 "line)."
             ) from None
         finally:
-            progress.done()
+            progress.done(ok=ok)
         return display.mapping_bundle("Imported", imported)
 
     @COMMANDS.subcommand(
