@@ -18,7 +18,6 @@ from typing import Any
 from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.message_text import message_text
-from ipython_compact.cli.progress import StatusLine
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.preparation import Preparation, prepare_compaction
@@ -27,6 +26,7 @@ from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
 from ipython_compact.files.safety import UnsafePathError, write_private_file
+from ipython_compact.files.status_line import StatusLine
 from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
 from ipython_compact.store.log import IMPORT_BATCH
 

@@ -5,7 +5,7 @@ What must hold:
 - A short import shows nothing: the line appears only for a file of ``SHOWN_FROM`` bytes or
   more, or once the store reports that batches remain.
 - In terminal IPython (standard error is a terminal) it is the CLI's one rewritten line
-  (``cli.progress.StatusLine``), cleared at the end; in a Jupyter kernel, one display in the
+  (``files.status_line.StatusLine``), cleared at the end; in a Jupyter kernel, one display in the
   cell updated in place (at most four times a second) that ends saying how long the import took
   (the result table does not), or empty when the import failed (the error follows).
 - Nothing here can fail the import: a display that cannot be sent is given up on.
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.cli.progress import StatusLine
+from ipython_compact.files.status_line import StatusLine
 
 SHOWN_FROM = 8_000_000
 """Bytes of a file from which "reading FILE" is shown (smaller ones are read in well under a second)."""

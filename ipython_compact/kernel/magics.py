@@ -485,7 +485,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
             raise ValueError(f"{source} is a directory; give a .jsonl file in it (a pi session or an export)")
         if not source.is_file():
             raise ValueError(f"file {source} does not exist")
-        # start-up: the progress line (and the CLI package it shares) only when importing
+        # start-up: the progress display only when importing
         from ipython_compact.kernel.import_progress import ImportProgress
 
         progress = ImportProgress(source, in_kernel=getattr(self.shell, "kernel", None) is not None)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ipython_compact.cli.progress import StatusLine
+from ipython_compact.files.status_line import StatusLine
 
 SCRIPT = Path(sys.executable).parent / "ipython-compact"
 

@@ -1,5 +1,6 @@
 """One line of progress on a terminal, for a command that runs for seconds (an import of a long
-session: 244 MB took 8–15 s here, with nothing on the screen).
+session: 244 MB took 8–15 s here, with nothing on the screen). Shared by the CLI and terminal
+IPython's ``%compact import``, which never import each other: a terminal is one more file.
 
 What must hold: nothing at all is written unless the stream is a terminal, so pipes, scripts,
 CI logs and ``--json`` output stay exactly as they were. On a terminal the line is rewritten in
