@@ -15,7 +15,7 @@ import pytest
 
 from ipython_compact.core.entries import Entry
 from ipython_compact.store import PartialImportError, SessionStore
-from ipython_compact.store.log import IMPORT_MARKER, ImportPlan
+from ipython_compact.store.log import IMPORT_MARKER, IMPORT_WRITER, ImportPlan
 
 
 def _message(text: str) -> dict[str, Any]:
@@ -152,10 +152,12 @@ def test_an_interrupt_while_preparing_leaves_no_write_running(
 
     prepare = EntryLog._prepare_rows
     calls = []
+    writers: list[threading.Thread] = []  # the writer threads there when the interrupt came
 
     def interrupted(self: EntryLog, *args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 3:
+            writers.extend(t for t in threading.enumerate() if t.name.startswith(IMPORT_WRITER))
             raise KeyboardInterrupt
         return prepare(self, *args, **kwargs)
 
@@ -163,7 +165,7 @@ def test_an_interrupt_while_preparing_leaves_no_write_running(
     with SessionStore(location) as store:
         with pytest.raises(KeyboardInterrupt):
             store.import_batched("s", lambda existing: ImportPlan(_chain(50), "e049"), batch_size=10)
-        assert not [t for t in threading.enumerate() if t.name == "ipython-compact-import-writer"]
+        assert writers and not any(t.is_alive() for t in writers)
         assert store.entry_count("s") == 20 and store.verify().ok
         with store.db.read() as conn:  # and nobody is kept waiting for this import
             found = conn.execute("SELECT count(*) FROM session_status WHERE key = ?", (IMPORT_MARKER,))

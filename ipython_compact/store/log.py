@@ -17,7 +17,6 @@ import gc
 import hashlib
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -172,21 +171,13 @@ class _LockedReads:
             return _Rows(list(conn.execute(sql, parameters)))
 
 
-def _capture(work: Callable[[], None], failed: list[BaseException]) -> None:
-    """Run ``work`` on a thread; what it raises goes into ``failed`` for the joining thread."""
-    try:
-        work()
-    except BaseException as exc:  # handed to the thread that joins, which raises it
-        failed.append(exc)
-
-
 _INSERT_ENTRY = (
     "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
     " depth, context_head, hash, chain, mark, compactions, writer)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_ENTRY_FIELDS = 15
+_ENTRY_FIELDS = _INSERT_ENTRY.count("?")
 
 
 @lru_cache(maxsize=8)
@@ -209,6 +200,8 @@ IMPORT_PAUSE = 0.05
 busy handler polls a waiting writer every few to 100 ms; without a gap the importer would take
 the lock straight back and starve it. With nobody else there (``Database.others_may_write``) no
 writer can be waiting, and the batches follow each other at once."""
+IMPORT_WRITER = "ipython-compact-import-writer"
+"""Name prefix of the thread that stores an import's batches (``EntryLog.import_batched``)."""
 IMPORT_OTHERS_EVERY = 0.25
 """Seconds between an import's looks for other connections (``Database.others_may_write`` reads
 ``/proc/locks``, several milliseconds on a busy host): a writer that opens the file meanwhile waits
@@ -515,56 +508,51 @@ class EntryLog(Tree):
         written, batches, pauses = min(len(entries), batch_size), 1, 0
         # Later batches overlap: batch k+1 is prepared here (Python: texts, estimates, hashes)
         # while a writer thread stores batch k (SQLite, which lets go of the GIL). One write at a
-        # time, in order; ``written`` counts only committed batches.
+        # time, in order; ``written`` counts only committed batches. Leaving the executor, on any
+        # exception too, waits for the write in flight: no write goes on after this call.
+        # start-up: only an import of more than one batch needs the writer thread
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         reads = _LockedReads(self.db)
-        in_flight: tuple[threading.Thread, list[BaseException], int] | None = None
-        checked_others = -IMPORT_OTHERS_EVERY
+        in_flight: tuple[Future[None], int] | None = None
+        next_look = time.monotonic()
 
         def settle() -> None:
             nonlocal in_flight, written, batches
             if in_flight is None:
                 return
-            thread, failed, count = in_flight
+            future, count = in_flight
             in_flight = None
-            thread.join()
-            if failed:
-                raise failed[0]
+            future.result()
             written += count
             batches += 1
             if progress is not None:
                 progress(written, len(entries))
 
         try:
-            if progress is not None:
-                progress(written, len(entries))
-            for start in range(batch_size, len(entries), batch_size):
-                chunk = entries[start : start + batch_size]
-                last = start + batch_size >= len(entries)
-                leaf = planned.leaf_id if last else None
-                rows = self._prepare_rows(reads, row.sid, chunk, cache, json_values=json_values)
-                settle()
-                now = time.monotonic()
-                if now - checked_others >= IMPORT_OTHERS_EVERY:
-                    checked_others = now
-                    if self.db.others_may_write():
-                        time.sleep(IMPORT_PAUSE)  # let a waiting writer in
-                        pauses += 1
-                        checked_others = -IMPORT_OTHERS_EVERY  # and look again before the next batch
-                write = partial(self._later_rows, session, rows, leaf, cache, last)
-                failed: list[BaseException] = []
-                thread = threading.Thread(
-                    target=_capture,
-                    args=(partial(self._retry_locked, write, deadline=time.monotonic() + wait), failed),
-                    name="ipython-compact-import-writer",
-                    daemon=True,
-                )
-                thread.start()
-                in_flight = (thread, failed, len(chunk))
-            settle()
-        except BaseException as exc:
-            if in_flight is not None:  # no write goes on after this call: wait for it, then report
-                with contextlib.suppress(StoreError):
+            with ThreadPoolExecutor(1, thread_name_prefix=IMPORT_WRITER) as writer:
+                if progress is not None:
+                    progress(written, len(entries))
+                for start in range(batch_size, len(entries), batch_size):
+                    chunk = entries[start : start + batch_size]
+                    last = start + batch_size >= len(entries)
+                    leaf = planned.leaf_id if last else None
+                    rows = self._prepare_rows(reads, row.sid, chunk, cache, json_values=json_values)
                     settle()
+                    now = time.monotonic()
+                    if now >= next_look:
+                        next_look = now + IMPORT_OTHERS_EVERY
+                        if self.db.others_may_write():
+                            time.sleep(IMPORT_PAUSE)  # let a waiting writer in
+                            pauses += 1
+                            next_look = now  # someone is there: look again before the next batch
+                    write = partial(self._later_rows, session, rows, leaf, cache, last)
+                    future = writer.submit(self._retry_locked, write, deadline=time.monotonic() + wait)
+                    in_flight = (future, len(chunk))
+                settle()
+        except BaseException as exc:
+            with contextlib.suppress(StoreError):
+                settle()  # the write that was in flight when something else failed: count it if it landed
             # the marker goes whatever ended the import (an interrupt too): nobody waits for it
             with contextlib.suppress(Exception), self.db.write() as conn:
                 conn.execute(
