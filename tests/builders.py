@@ -15,7 +15,9 @@ The store takes its clock and id source as arguments so tests can be exact; ``co
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ipython_compact.core.entries import Entry
@@ -164,3 +166,19 @@ def tool_result(text: str, *, call_id: str = "call-1", name: str = "python") -> 
             "content": [text_block(text)],
         }
     }
+
+
+def write_pi_chain(path: Path, n: int, pad: int = 0) -> Path:
+    """A pi v3 session file of ``n`` user messages in one chain (ids ``00000000``, ``00000001``,
+    ... in hex), each ``pad`` characters longer than its few words: long imports made to order."""
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TIMESTAMP}
+    lines = [json.dumps(header)]
+    parent = None
+    for i in range(n):
+        entry_id = f"{i:08x}"
+        message = {"role": "user", "content": f"message {i} " + "x" * pad, "timestamp": 1}
+        entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TIMESTAMP}
+        lines.append(json.dumps({**entry, "message": message}))
+        parent = entry_id
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -6,13 +6,13 @@ the same line the CLI writes, cleared at the end."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import write_pi_chain
 from kernel_fixtures import running_kernel
 
 from ipython_compact.kernel.import_progress import SHOWN_FROM, ImportProgress
@@ -20,21 +20,6 @@ from ipython_compact.kernel.import_progress import SHOWN_FROM, ImportProgress
 pytestmark = pytest.mark.slow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
-
-
-def _pi_file(path: Path, n: int, pad: int = 0) -> Path:
-    """A pi v3 session of ``n`` user messages in a chain, each ``pad`` characters longer."""
-    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z"}
-    lines = [json.dumps(header)]
-    parent = None
-    for i in range(n):
-        entry_id = f"{i:08x}"
-        message = {"role": "user", "content": f"message {i} " + "x" * pad, "timestamp": 1}
-        entry = {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-01-01T00:00:01Z"}
-        lines.append(json.dumps({**entry, "message": message}))
-        parent = entry_id
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _messages(km: Any, code: str) -> list[tuple[str, str, str]]:
@@ -58,7 +43,7 @@ def _messages(km: Any, code: str) -> list[tuple[str, str, str]]:
 
 
 def test_a_long_import_counts_in_one_display_then_leaves_only_the_result(tmp_path: Path) -> None:
-    source = _pi_file(tmp_path / "long.jsonl", 4500)
+    source = write_pi_chain(tmp_path / "long.jsonl", 4500)
     with running_kernel(tmp_path / "data") as km:
         seen = _messages(km, f"%load_ext ipython_compact\n%compact import {source}")
     shown = [m for m in seen if m[1]]
@@ -80,7 +65,7 @@ def test_a_long_import_counts_in_one_display_then_leaves_only_the_result(tmp_pat
 def test_a_long_import_that_fails_empties_its_display_and_says_why(tmp_path: Path) -> None:
     """The same file twice: the second import refuses the duplicates after reading it, so the
     display it opened while reading (the file is made big enough) is emptied before the error."""
-    source = _pi_file(tmp_path / "long.jsonl", 4500, pad=SHOWN_FROM // 4500 + 1)
+    source = write_pi_chain(tmp_path / "long.jsonl", 4500, pad=SHOWN_FROM // 4500 + 1)
     with running_kernel(tmp_path / "data") as km:
         _messages(km, f"%load_ext ipython_compact\n%compact import {source}")
         kc = km.client()
@@ -132,7 +117,7 @@ def test_without_a_terminal_or_a_kernel_nothing_is_shown(
 ) -> None:
     stream = io.StringIO()
     monkeypatch.setattr("sys.stderr", stream)
-    progress = ImportProgress(_pi_file(tmp_path / "x.jsonl", 10), in_kernel=False)
+    progress = ImportProgress(write_pi_chain(tmp_path / "x.jsonl", 10), in_kernel=False)
     progress.reading()
     progress.stored(5, 10)
     progress.stored(10, 10)

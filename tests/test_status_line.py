@@ -14,31 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from builders import write_pi_chain
+
 from ipython_compact.files.status_line import StatusLine
 
 SCRIPT = Path(sys.executable).parent / "ipython-compact"
-
-
-def _pi_file(path: Path, n: int) -> Path:
-    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z"}
-    lines = [json.dumps(header)]
-    parent = None
-    for i in range(n):
-        entry_id = f"{i:08x}"
-        lines.append(
-            json.dumps(
-                {
-                    "type": "message",
-                    "id": entry_id,
-                    "parentId": parent,
-                    "timestamp": "2026-01-01T00:00:01.000Z",
-                    "message": {"role": "user", "content": f"message {i}", "timestamp": 1},
-                }
-            )
-        )
-        parent = entry_id
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def _read_all(fd: int) -> bytes:
@@ -54,7 +34,7 @@ def _read_all(fd: int) -> bytes:
 
 
 def test_an_import_on_a_terminal_shows_its_progress_then_only_the_result(tmp_path: Path) -> None:
-    source = _pi_file(tmp_path / "long.jsonl", 4500)
+    source = write_pi_chain(tmp_path / "long.jsonl", 4500)
     master, slave = os.openpty()
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
     done = subprocess.run(
@@ -75,7 +55,7 @@ def test_an_import_on_a_terminal_shows_its_progress_then_only_the_result(tmp_pat
 
 
 def test_an_import_through_pipes_writes_no_progress(tmp_path: Path) -> None:
-    source = _pi_file(tmp_path / "long.jsonl", 2500)
+    source = write_pi_chain(tmp_path / "long.jsonl", 2500)
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
     done = subprocess.run(
         [str(SCRIPT), "import", str(source), "-s", "long", "--json"],

@@ -26,7 +26,7 @@ from ipython_compact.core.settings import CompactionSettings, SettingsError
 from ipython_compact.core.thresholds import decide, threshold_lines
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
 from ipython_compact.files.safety import UnsafePathError, write_private_file
-from ipython_compact.files.status_line import StatusLine
+from ipython_compact.files.status_line import StatusLine, reading_text, stored_text
 from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
 from ipython_compact.store.log import IMPORT_BATCH
 
@@ -202,7 +202,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     transcripts = []
     try:
         for file in args.files:  # read and check every input before the database is even opened
-            status.show(f"reading {_shown_name(file)}{_size_of(file)} …", final=True)
+            status.show(reading_text(_shown_name(file), _size_of(file)), final=True)
             try:
                 transcripts.append(load_transcript(file, args.format, limits=_limits(args)))
             except ImportFormatError as exc:
@@ -223,20 +223,17 @@ def _shown_name(file: str) -> str:
     return "stdin" if file == "-" else Path(file).name
 
 
-def _size_of(file: str) -> str:
-    """`` (244.3 MB)`` for a regular file, else nothing (stdin, or gone meanwhile)."""
+def _size_of(file: str) -> int:
+    """Bytes in ``file``; 0 for stdin, or a file gone meanwhile."""
     try:
-        size = os.stat(file).st_size
+        return os.stat(file).st_size if file != "-" else 0
     except OSError:
-        return ""
-    return f" ({size / 1e6:,.1f} MB)" if size >= 1e6 else ""
+        return 0
 
 
 def _stored(status: StatusLine, file: str) -> Callable[[int, int], None]:
     def tell(written: int, total: int) -> None:
-        status.show(
-            f"importing {_shown_name(file)}: {written:,} of {total:,} entries stored", final=written == total
-        )
+        status.show(stored_text(_shown_name(file), written, total), final=written == total)
 
     return tell
 

@@ -21,6 +21,22 @@ _EVERY = 0.1
 """Seconds between two rewrites of the line (the final one is always written)."""
 
 
+def printable(text: str) -> str:
+    """``text`` on one line: characters that are not printable (a newline or a terminal escape
+    in a file's name, a lone surrogate) as ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
+def reading_text(name: str, size: int) -> str:
+    """What an import says while it reads ``name`` (``size`` bytes; 0: unknown, stdin)."""
+    return f"reading {printable(name)}{f' ({size / 1e6:,.1f} MB)' if size >= 1e6 else ''} …"
+
+
+def stored_text(name: str, written: int, total: int) -> str:
+    """What an import says after each batch it stored."""
+    return f"importing {printable(name)}: {written:,} of {total:,} entries stored"
+
+
 def _is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()
@@ -60,8 +76,7 @@ class StatusLine:
             width = 80
         # One line, whatever the text holds: a newline or a terminal escape in a file's name
         # would break the line apart or drive the terminal; a lone surrogate could not be written.
-        plain = "".join(ch if ch.isprintable() else "?" for ch in text)
-        self._write("\r\x1b[K" + plain[: max(1, width - 1)])
+        self._write("\r\x1b[K" + printable(text)[: max(1, width - 1)])
         self._shown = True
 
     def clear(self) -> None:
@@ -81,4 +96,4 @@ class StatusLine:
             self._stream = None
 
 
-__all__ = ["StatusLine"]
+__all__ = ["StatusLine", "printable", "reading_text", "stored_text"]

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.files.status_line import StatusLine
+from ipython_compact.files.status_line import StatusLine, printable, reading_text, stored_text
 
 SHOWN_FROM = 8_000_000
 """Bytes of a file from which "reading FILE" is shown (smaller ones are read in well under a second)."""
@@ -28,7 +28,7 @@ class ImportProgress:
     """The progress of one import of ``source`` into the cell or the terminal."""
 
     def __init__(self, source: Path, *, in_kernel: bool) -> None:
-        self._name = "".join(ch if ch.isprintable() else "?" for ch in source.name)
+        self._name = source.name
         self._line = StatusLine()
         self._in_kernel = in_kernel and not self._line.active
         self._handle: Any = None
@@ -43,14 +43,14 @@ class ImportProgress:
     def reading(self) -> None:
         """Say the file is being read, when it is big enough for that to take a while."""
         if self._size >= SHOWN_FROM:
-            self._show(f"reading {self._name} ({self._size / 1e6:,.1f} MB) …", final=True)
+            self._show(reading_text(self._name, self._size), final=True)
 
     def stored(self, written: int, total: int) -> None:
         """``EntryLog.import_batched``'s progress: ``written`` of ``total`` entries committed."""
         self._total = total
         if written >= total and self._handle is None and not self._line_shown():
             return  # one batch, done at once: nothing to show
-        self._show(f"importing {self._name}: {written:,} of {total:,} entries stored", final=written >= total)
+        self._show(stored_text(self._name, written, total), final=written >= total)
 
     def done(self, *, ok: bool) -> None:
         """Take the line away; the display says how long it took (``ok``) or empties (an error
@@ -58,7 +58,8 @@ class ImportProgress:
         self._line.clear()
         if self._handle is not None:
             took = time.monotonic() - self._started
-            self._update(f"{self._name}: {self._total:,} entries imported in {took:.1f} s" if ok else "")
+            name = printable(self._name)
+            self._update(f"{name}: {self._total:,} entries imported in {took:.1f} s" if ok else "")
 
     def _line_shown(self) -> bool:
         return self._line.active and self._size >= SHOWN_FROM
