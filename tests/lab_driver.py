@@ -285,7 +285,10 @@ def run_cell(page: Any, code: str, *, wait: bool = True, path: str | None = None
             }
             app.shell.activateById(panel.id);
             panel.content.activeCell.model.sharedModel.setSource(code);
-            const done = app.commands.execute('notebook:run-cell-and-insert-below');
+            // Named by its widget id: without it the command runs the notebook tracker's current
+            // one, which follows DOM focus and can still be another notebook (the code then ran
+            // there, and the panel following this one never saw it).
+            const done = app.commands.execute('notebook:run-cell-and-insert-below', {widgetId: panel.id});
             if (wait) { await done; }
         }""",
         [code, wait, path],
