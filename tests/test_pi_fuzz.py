@@ -14,7 +14,10 @@ to the entry before it in the file (the label's own parent). So a fork is compar
 running on the re-linked file, and pi on the re-linked file must see the same context as pi on
 the original session at the fork's leaf.
 
-``PI_FUZZ_SEEDS`` (default 300) sets how many sessions run.
+``PI_FUZZ_SEEDS`` (default 300) sets how many sessions run. ``PI_FUZZ_SHAPED`` (default 200) adds
+sessions from ``generate_kept_first_session``: compactions on the path, then keep walks that stop on
+a ``bashExecution``, a ``custom_message`` or a ``branch_summary`` (issue 36), at the dense budgets
+``SHAPED_KEEPS``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_sessions import PiSessionFile, fork_session, generate_pi_session
+from pi_sessions import (
+    NON_MESSAGE_FIRST_KEPT,
+    PiSessionFile,
+    fork_session,
+    generate_kept_first_session,
+    generate_pi_session,
+)
 
 from ipython_compact.core.context import build_agent_messages
 from ipython_compact.core.cutpoints import find_cut_point
@@ -48,6 +57,8 @@ pytestmark = pytest.mark.slow
 REFERENCE = Path(__file__).parent / "pi_reference"
 SEEDS = range(int(os.environ.get("PI_FUZZ_SEEDS", "300")))
 KEEPS = (1, 150, 800, 3000, 12000, 50000)
+SHAPED_SEEDS = range(int(os.environ.get("PI_FUZZ_SHAPED", "200")))
+SHAPED_KEEPS = (1, 50, 150, 300, 500, 800, 1000, 1500, 2000, 3000)
 FORK_EVERY = 4  # every 4th seed also yields a fork file
 
 #: case name -> (generated file, our branch of it, pi's results)
@@ -91,6 +102,8 @@ def cases() -> Iterator[tuple[str, PiSessionFile, str | None]]:
             rng = random.Random(seed)
             leaf = rng.choice(session.entries)["id"]
             yield f"f{seed}", fork_session(session, leaf, rng), None
+    for seed in SHAPED_SEEDS:
+        yield f"k{seed}", generate_kept_first_session(seed), None
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +132,8 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
                     "fork_leaf": session.notes["fork_leaf"],
                 }
             )
-        requests.append({"name": name, "objects": objects, "leaf": leaf, "keeps": list(KEEPS)})
+        keeps = SHAPED_KEEPS if name.startswith("k") else KEEPS
+        requests.append({"name": name, "objects": objects, "leaf": leaf, "keeps": list(keeps)})
     cases_file = tmp_path_factory.mktemp("pi_fuzz") / "cases.json"
     cases_file.write_text(json.dumps({"cases": requests}), encoding="utf-8")
     done = subprocess.run(
@@ -169,7 +183,7 @@ def test_generator_covers_what_the_issue_lists(batch: Batch) -> None:
             continue
         if name.startswith("s"):
             compactions[session.notes["compactions_on_path"]] += 1
-        else:
+        elif name.startswith("f"):
             forks_with_dangling += session.notes["dangling_parents"] > 0
         for e in session.entries:
             kinds.add(e["type"])
@@ -200,6 +214,32 @@ def test_generator_covers_what_the_issue_lists(batch: Batch) -> None:
     } <= kinds
     assert {"aborted", "error", "toolUse", "stop"} <= stops
     assert splits >= 20 and huge >= 20 and forks_with_dangling >= 5 and setting_before_user >= 10
+
+
+def _first_kept_kind(path: list[Entry], index: int) -> str:
+    entry = path[index]
+    return entry.role if entry.kind == "message" and entry.role == "bashExecution" else entry.kind
+
+
+def test_shaped_sessions_keep_each_non_message_kind_first(batch: Batch) -> None:
+    """Issue 36's shapes occur after a compaction, at the boundary and after it, at several budgets."""
+    seen: dict[str, set[int]] = {kind: set() for kind in NON_MESSAGE_FIRST_KEPT}
+    rows = dict.fromkeys(NON_MESSAGE_FIRST_KEPT, 0)
+    at_boundary = dict.fromkeys(NON_MESSAGE_FIRST_KEPT, 0)
+    for name, (_, path, ref) in batch.items():
+        if not name.startswith("k") or ":" in name:
+            continue
+        assert ref["boundary_start"] > 0, name  # a compaction is on the path
+        for row in ref["results"]:
+            first = row["cut"]["first_kept_index"]
+            kind = _first_kept_kind(path, first)
+            if kind in seen:
+                seen[kind].add(row["keep"])
+                rows[kind] += 1
+                at_boundary[kind] += first == ref["boundary_start"]
+    assert all(n >= 100 for n in rows.values()), rows
+    assert all(n >= 20 for n in at_boundary.values()), at_boundary
+    assert all({150, 1000, 3000} <= budgets for budgets in seen.values()), seen
 
 
 def test_branch_and_message_estimates_agree(batch: Batch) -> None:
