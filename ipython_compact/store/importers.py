@@ -106,6 +106,7 @@ class ImportLimits:
 
 STDIN: Final = Path("-")
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def source_name(path: Path) -> str:
@@ -229,6 +230,8 @@ def parse_json_lines(
 
     fast = fast_json_loads
     for number, line in enumerate(raw.split(b"\n"), start=1):
+        if number == 1 and line.startswith(_BOM):  # a UTF-8 byte order mark (Windows editors): no content
+            line = line[len(_BOM) :]
         if len(line) > limits.max_line_bytes:
             raise ImportFormatError(
                 f"{where}:{number}: line is longer than {limits.max_line_bytes:,} bytes",
