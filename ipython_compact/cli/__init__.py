@@ -291,12 +291,15 @@ def _failure(exc: Exception) -> int:
     # the command has imported the store)
     from ipython_compact.store import (  # start-up: only this command needs it
         DatabaseLockedError,
+        DriverMissingError,
         StoreError,
         UnknownSessionError,
     )
 
     if isinstance(exc, UnknownSessionError):
         return _fail(str(exc), f"list them with: {PROG} sessions")
+    if isinstance(exc, DriverMissingError):  # the message is the one line to act on: the install command
+        return _fail(str(exc), None)
     if isinstance(exc, DatabaseLockedError):
         return _fail(str(exc), "wait for the other process to finish, then run the same command again")
     if isinstance(exc, StoreError):
