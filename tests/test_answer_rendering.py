@@ -152,6 +152,11 @@ def test_the_answer_keeps_its_formatting_in_html() -> None:
     assert "<h1>Result</h1>" in out and "<strong>12</strong>" in out
     assert '<a href="https://example.org/a?b=1&amp;c=2">docs</a>' in out
     assert "<code>x &lt; 3</code>" in out and "a &amp; b" in out
+    table = answer_html("| a | b |\n|---|---|\n| 1 | ~~2~~ |\n")
+    assert "<table>" in table and "<td>1</td>" in table and "<s>2</s>" in table  # as models write them
+    code = answer_html("```python\nif x < 3: print('<b>')\n```\n")
+    assert code.startswith('<pre><code class="language-python">') and "<span style=" in code  # coloured
+    assert "&lt;b&gt;" in code and "<b>" not in code
 
 
 def test_links_the_answer_may_not_make_stay_text() -> None:

@@ -87,13 +87,13 @@ def test_code_fences_inside_text_cannot_close_the_block() -> None:
         ),
         (EVIL, "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"),
         ("use `<div>` here", "use <code>&lt;div&gt;</code> here"),  # inline code stays code
-        ("```html\n<b>x</b>\n```", '<pre><code class="language-html">&lt;b&gt;x&lt;/b&gt;\n</code></pre>'),
+        ("```html\n<b>x</b>\n```", '<pre><code class="language-html">&lt;'),  # a block, coloured
         ("a & b", "a &amp; b"),
     ],
 )
 def test_the_answer_keeps_its_markdown_but_never_renders_html(answer: str, shown: str) -> None:
     bundle = answer_bundle(answer)
-    assert shown in bundle["text/html"]
+    assert shown in bundle["text/html"] and "<b>" not in bundle["text/html"]
     assert bundle["text/markdown"] == answer_markdown(answer) == fenced(answer, "text")  # verbatim
     assert bundle["text/plain"] == answer
 

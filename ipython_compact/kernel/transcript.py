@@ -248,14 +248,31 @@ def _safe_link(url: str) -> bool:
     return head is None or head.group().lower() in {"http:", "https:", "mailto:"}
 
 
+def _highlighted_fence(code: str, lang: str, attrs: str) -> str:
+    """A fenced block's code with inline colours when Pygments knows its language, else "" (the
+    parser then escapes it itself). Pygments escapes every token; ``lang`` only picks a lexer."""
+    import pygments  # type: ignore[import-untyped]  # deferred (start-up): IPython's dependency, %%agent only
+    import pygments.formatters  # type: ignore[import-untyped]
+    import pygments.lexers  # type: ignore[import-untyped]
+    import pygments.util  # type: ignore[import-untyped]
+
+    try:
+        lexer = pygments.lexers.get_lexer_by_name(lang.strip() or "text")
+    except pygments.util.ClassNotFound:
+        return ""
+    formatter = pygments.formatters.HtmlFormatter(noclasses=True, nobackground=True, nowrap=True)
+    return str(pygments.highlight(code, lexer, formatter))
+
+
 @functools.lru_cache(maxsize=1)
 def _renderer() -> Any:
-    """CommonMark with raw HTML off (every ``<`` the answer holds is shown as text), images off
-    (an image is fetched on display, from a URL the model chose: a way out for what it read) and
-    only ``_safe_link`` links."""
+    """CommonMark (plus tables and strikethrough, as models write them) with raw HTML off (every
+    ``<`` the answer holds is shown as text), images off (an image is fetched on display, from a
+    URL the model chose: a way out for what it read) and only ``_safe_link`` links."""
     from markdown_it import MarkdownIt  # deferred (start-up): %%agent answers only
 
-    md = MarkdownIt("commonmark", {"html": False}).disable("image")
+    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlighted_fence})
+    md.enable(["table", "strikethrough"]).disable("image")
     md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py documents this override
     return md
 
