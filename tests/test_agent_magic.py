@@ -143,12 +143,16 @@ def test_agent_cell_in_a_real_kernel_with_the_extension(tmp_path: Path) -> None:
             head = f"%%agent --model local --base-url {srv.base_url} --window 32000\n"
             (transcript, answer), _ = cell_output(kc, head + "Sum my prices.")
             # one live transcript (updated in place) with the code highlighted and its output folded away,
-            # then the answer in full as Markdown; plain text for terminals and nbconvert
+            # then the answer in full, its Markdown rendered; plain text for terminals and nbconvert
             assert "total = sum(prices)" in transcript["text/plain"] and "│ 12" in transcript["text/plain"]
             assert "<details><summary>output (1 line)</summary>" in transcript["text/html"]
             assert "<span style=" in transcript["text/html"]  # highlighted
             assert "```python\ntotal = sum(prices)\nprint(total)\n```" in transcript["text/markdown"]
-            assert answer == {"text/markdown": "Done: 12", "text/plain": "Done: 12"}
+            assert answer == {
+                "text/html": "<p>Done: 12</p>\n",
+                "text/markdown": "```text\nDone: 12\n```",
+                "text/plain": "Done: 12",
+            }
             # the agent's code ran in the notebook's namespace
             assert cell_output(kc, "print(total)")[1] == "12\n"
             (transcript, _answer), _ = cell_output(kc, "%%agent\nNow compact the context please.")

@@ -81,16 +81,21 @@ def test_code_fences_inside_text_cannot_close_the_block() -> None:
 @pytest.mark.parametrize(
     ("answer", "shown"),
     [
-        ("**bold** and a [link](https://example.org)", "**bold** and a [link](https://example.org)"),
-        (EVIL, EVIL.replace("<", "&lt;")),
-        ("use `<div>` here", "use `<div>` here"),  # inline code stays code
-        ("```html\n<b>x</b>\n```", "```html\n<b>x</b>\n```"),  # so do fenced blocks
+        (
+            "**bold** and a [link](https://example.org)",
+            '<strong>bold</strong> and a <a href="https://example.org">link</a>',
+        ),
+        (EVIL, "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"),
+        ("use `<div>` here", "use <code>&lt;div&gt;</code> here"),  # inline code stays code
+        ("```html\n<b>x</b>\n```", '<pre><code class="language-html">&lt;'),  # a block, coloured
         ("a & b", "a &amp; b"),
     ],
 )
 def test_the_answer_keeps_its_markdown_but_never_renders_html(answer: str, shown: str) -> None:
-    assert answer_markdown(answer) == shown
-    assert answer_bundle(answer)["text/plain"] == answer
+    bundle = answer_bundle(answer)
+    assert shown in bundle["text/html"] and "<b>" not in bundle["text/html"]
+    assert bundle["text/markdown"] == answer_markdown(answer) == fenced(answer, "text")  # verbatim
+    assert bundle["text/plain"] == answer
 
 
 def test_a_stopped_turn_has_no_answer_and_keeps_its_narration() -> None:

@@ -17,6 +17,7 @@ What must hold:
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from typing import Any
 from ipython_compact.agent.openai_chat import PYTHON_TOOL, StreamAccumulator, from_openai_completion
 from ipython_compact.agent.session_log import now_iso
 from ipython_compact.core.entries import JSON
+from ipython_compact.core.surrogates import notice, repair_text, repair_value
+
+LOG = logging.getLogger("ipython_compact")
 
 
 def _endpoint(exc: Exception) -> str | None:
@@ -174,6 +178,9 @@ class ModelCaller:
             message = from_openai_completion(completion, provider=provider, model=model, timestamp=now_iso())
         except (ValueError, TypeError, AttributeError) as exc:
             return ModelAnswer(error_text=f"the server's answer could not be read: {exc}")
+        message, replaced = repair_value(message)  # half an emoji: as the importer keeps it (U+FFFD)
+        if replaced:
+            LOG.warning("ipython_compact: %s", notice(replaced, f"the reply of model {model!r}"))
         if aborted:
             message["stopReason"] = "aborted"  # logged, never sent again, never a usage anchor
         usage = message.get("usage")
@@ -204,7 +211,7 @@ class ModelCaller:
             for chunk in stream:
                 delta = acc.add(chunk)
                 if delta and on_delta is not None:
-                    on_delta(delta)
+                    on_delta(repair_text(delta)[0])  # printable: the logged reply is repaired whole
                 if abort is not None and abort.is_set():
                     aborted = True
                     break

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ipython_compact.cli.terminal_text import shown_not_obeyed, visible_controls
 from ipython_compact.core.spelling import closest
 from ipython_compact.files.paths import read_only_reason
 from ipython_compact.version import __version__
@@ -174,7 +175,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog=PROG,
         description="Context compaction for LLM agents in a Python kernel: import, inspect, plan and compact "
         "session logs.",
-        epilog=f"Run '{PROG} COMMAND --help' for the options of one command.",
+        epilog=f"Run '{PROG} COMMAND --help' for the options of one command. Logged text is printed "
+        "exactly into a pipe or a file; on a terminal, control characters other than newline and tab "
+        "(escape sequences, carriage returns, bidirectional overrides) are shown as \\u001b-style "
+        "escapes, never obeyed. --json output on a terminal stays valid JSON.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     db_option(parser)
@@ -245,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args))
+        with shown_not_obeyed():  # logged text never drives the terminal (cli/terminal_text.py)
+            return int(args.func(args))
     except CliError as exc:
         return _fail(str(exc), exc.hint)
     except KeyboardInterrupt:
@@ -286,12 +291,15 @@ def _failure(exc: Exception) -> int:
     # the command has imported the store)
     from ipython_compact.store import (  # start-up: only this command needs it
         DatabaseLockedError,
+        DriverMissingError,
         StoreError,
         UnknownSessionError,
     )
 
     if isinstance(exc, UnknownSessionError):
         return _fail(str(exc), f"list them with: {PROG} sessions")
+    if isinstance(exc, DriverMissingError):  # the message is the one line to act on: the install command
+        return _fail(str(exc), None)
     if isinstance(exc, DatabaseLockedError):
         return _fail(str(exc), "wait for the other process to finish, then run the same command again")
     if isinstance(exc, StoreError):
@@ -348,6 +356,8 @@ def _looks_like_jsonl(path: Path) -> bool:
 
 
 def _fail(message: str, hint: str | None) -> int:
+    if sys.stderr.isatty():  # a session name or a path from the log may hold a terminal escape
+        message, hint = visible_controls(message), None if hint is None else visible_controls(hint)
     print(f"{PROG}: error: {message}", file=sys.stderr)
     if hint:
         print(f"  try: {hint}", file=sys.stderr)

@@ -75,8 +75,19 @@ AGENT_ARGS = (
 def agent_parser() -> MagicParser:
     """The ``%%agent`` parser: the same machinery as ``%compact`` (``kernel/magic_args.py``)."""
     return build_parser(
-        "%%agent", "Send the cell's text to an agent that runs Python in this kernel.", AGENT_ARGS
+        "%%agent",
+        "Send the cell's text to an agent that runs Python in this kernel.",
+        AGENT_ARGS,
+        AGENT_EPILOG,
     )
+
+
+#: What the answer's display does with markup (a model repeats what it read: its answer is untrusted).
+AGENT_EPILOG = (
+    "The answer is shown in full, its Markdown rendered by a CommonMark parser. Raw HTML in it is "
+    "shown as text, an image stays a link (shown, it would be fetched from a URL the model chose), "
+    "and only http:, https:, mailto: and relative links are links."
+)
 
 
 def parse_options(line: str) -> dict[str, Any]:

@@ -16,6 +16,10 @@ What must hold:
 - While anything waits in the journal, new writes queue behind it (no overtaking).
 - A write is either landed, waiting in the journal (``pending``, shown by ``%compact status``), or
   counted in ``failure`` (refused for a reason other than the lock, logged once), never neither.
+- A failure never spins (the fourth red team saw 100,000+ replays a second past the budget): every
+  round that leaves something waiting sleeps, backing off, and none starts past the budget. A
+  journal that cannot be replayed (``JournalError``: its replay lock a folder, say) stops the
+  thread, is said once in the log and in ``status``, and is kept; new writes still queue in it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact.store.errors import DatabaseLockedError
+from ipython_compact.store.errors import DatabaseLockedError, JournalError
 from ipython_compact.store.pending import PendingJournal
 
 LOG = logging.getLogger("ipython_compact")
@@ -64,6 +68,8 @@ class BookkeepingLog:
         self._worker: threading.Thread | None = None
         self.failures = 0
         self.failure: str | None = None
+        self.stuck: str | None = None
+        """Why the journal cannot be replayed (``JournalError``'s words), while that lasts."""
 
     @property
     def pending(self) -> int:
@@ -79,6 +85,8 @@ class BookkeepingLog:
         if not count:
             return None
         noun = "entry waits" if count == 1 else "entries wait"
+        if self.stuck:
+            return f"{count:,} log {noun} in {self._journal().path}: {self.stuck}"
         return (
             f"{count:,} log {noun} in {self._journal().path} because the database was locked; they are "
             "written, in order, as soon as it is free (nothing is lost)"
@@ -99,7 +107,7 @@ class BookkeepingLog:
 
     def add(self, record: dict[str, Any]) -> Any:
         """Apply ``record`` now (its result), or journal it behind what waits (None)."""
-        if self.pending:
+        if self._journal().waiting():  # one stat; behind what waits, never ahead of it
             return self._journal_and_retry(record)
         try:
             return self._apply(record)
@@ -136,23 +144,41 @@ class BookkeepingLog:
         return self.pending == 0
 
     def _retry(self) -> None:
+        """Replay until nothing waits, the budget runs out while the database stays locked, or
+        the journal cannot be used. Every round that leaves something waiting sleeps (backing
+        off) before the next, and none starts past the deadline: a failure never spins."""
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.05
         while True:
+            journal = self._journal()  # follows the store when the data directory changes
+            stuck = False
             try:
-                _, left = self._journal().replay(self._apply)
-            except Exception as exc:  # a record refused for another reason: dropped, reported, go on
+                journal.replay(self._apply, on_refused=self._gave_up)
+            except JournalError as exc:  # cannot proceed: say so once, keep the journal for later
+                stuck = True
+                self._stuck(str(exc))
+            except Exception as exc:  # anything else unforeseen: reported, and backed off below
                 self._gave_up({"op": "replay"}, exc)
-                continue
-            if not left or time.monotonic() + delay >= deadline:
-                break
+            else:
+                self._stuck(None)
+            with (
+                self._lock
+            ):  # `start` looks under this lock: a record journaled now is seen here or starts a thread
+                if stuck or not journal.waiting() or time.monotonic() + delay >= deadline:
+                    self._worker = None
+                    break
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-        with self._lock:
-            self._worker = None
-        text = self.waiting_text()
-        if text:
-            LOG.warning("ipython_compact: %s", text)
+        if not stuck:
+            text = self.waiting_text()
+            if text:
+                LOG.warning("ipython_compact: %s", text)
+
+    def _stuck(self, reason: str | None) -> None:
+        """Remember why the replay cannot proceed (None: it can); logged once per reason."""
+        if reason is not None and reason != self.stuck:
+            LOG.warning("ipython_compact: %s", reason)
+        self.stuck = reason
 
     def _gave_up(self, record: Mapping[str, Any], failure: Exception) -> None:
         self.failures += 1

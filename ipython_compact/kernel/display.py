@@ -40,7 +40,7 @@ NAMESPACE_MIME = "application/vnd.ipython-compact.namespace+json"
 REPORT_MIME = "application/vnd.ipython-compact.report+json"
 ENTRY_MIME = "application/vnd.ipython-compact.entry+json"  # one log entry's raw record (`%compact show`)
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&-])")
 
 
 def md_escape(text: str) -> str:

@@ -3,7 +3,7 @@
 Why: the cell printed one line per event, each cut at 300 characters, so the model's answer and
 the tool output were lost unless streamed. Here a turn becomes: each tool call as its code
 (highlighted) with its output folded away (``<details>``), compaction and recovery events as one
-line each, and the final answer in full as Markdown — in one MIME bundle (``text/html``,
+line each, and the final answer in full, its Markdown rendered — in one MIME bundle (``text/html``,
 ``text/markdown``, ``text/plain``) so JupyterLab and VS Code show the rich form and a terminal or
 nbconvert the plain one.
 
@@ -11,11 +11,15 @@ What must hold:
 - Nothing is cut: code, output and answer appear in full in every form.
 - Every text from the model or the kernel is escaped in HTML; code fences in Markdown cannot be
   closed early by the text inside them; HTML in the model's answer is shown as text, never
-  rendered (an answer is untrusted input), while its Markdown formatting still renders.
+  rendered (an answer is untrusted input: a model repeats what it read), while its Markdown
+  formatting still renders. That holds by construction, never by guessing where code is: the
+  answer's HTML is built by a CommonMark parser with raw HTML, images and non-web links off
+  (``answer_html``), and its Markdown form is the text verbatim in a fence (``answer_markdown``).
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass, field
@@ -187,7 +191,7 @@ def step_html(step: Step) -> str:
     if step.kind == "event":
         return f'<div class="ipython-compact-event">{_h(step.mark)} {_h(step.text)}</div>'
     if step.kind == "note":
-        return f'<p style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.text)}</p>'
+        return answer_html(step.text)
     code = (
         f'<div class="ipython-compact-code" style="border-left:3px solid '
         f'rgba(128,128,128,.5);padding-left:8px">'
@@ -207,7 +211,7 @@ def step_markdown(step: Step) -> str:
     if step.kind == "event":
         return f"{step.mark} {_md_text(step.text)}"
     if step.kind == "note":
-        return answer_markdown(step.text)
+        return answer_markdown(step.text)  # the text verbatim (see answer_markdown)
     block = fenced(step.text, "python")
     if step.output is None:
         return block
@@ -218,23 +222,69 @@ def step_markdown(step: Step) -> str:
     )
 
 
-_MD_LINE_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+_MD_LINE_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&])")
 
 
 def _md_text(text: str) -> str:
     return _MD_LINE_SPECIAL.sub(r"\\\1", " ".join(text.split()))
 
 
-_CODE_SPANS = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)
-
-
 def answer_markdown(text: str) -> str:
-    """The model's Markdown with raw HTML shown as text (``<`` and ``&`` escaped outside code),
-    so an answer can format itself but never inject markup or script."""
-    parts = _CODE_SPANS.split(text)
-    return "".join(p if i % 2 else p.replace("&", "&amp;").replace("<", "&lt;") for i, p in enumerate(parts))
+    """The model's answer for a Markdown-only reader (nbconvert to Markdown, a front end without
+    HTML): the text verbatim in a fenced block, which CommonMark shows as text whatever it holds.
+
+    Why not the answer's own Markdown with its HTML escaped: escaping ``<`` only outside code means
+    knowing where code is, and only a full CommonMark parse knows (an escaped backtick, a span that
+    a paragraph break ends, a fence of the other kind); the fourth red team got ``<img onerror>``
+    through such a guess. The formatted form is ``answer_html``, which a parser builds."""
+    return fenced(text, "text")
+
+
+def _safe_link(url: str) -> bool:
+    """Whether a link the answer makes may stay a link: http, https, mailto or relative (no
+    scheme). Anything else (``javascript:``, ``data:``, ``vbscript:``, ``file:``) stays text.
+    ``url`` is already normalized (entities decoded, unsafe characters percent-encoded)."""
+    head = re.match(r"[^:/?#]*:", url.strip())
+    return head is None or head.group().lower() in {"http:", "https:", "mailto:"}
+
+
+def _highlighted_fence(code: str, lang: str, attrs: str) -> str:
+    """A fenced block's code with inline colours when Pygments knows its language, else "" (the
+    parser then escapes it itself). Pygments escapes every token; ``lang`` only picks a lexer."""
+    import pygments  # type: ignore[import-untyped]  # deferred (start-up): IPython's dependency, %%agent only
+    import pygments.formatters  # type: ignore[import-untyped]
+    import pygments.lexers  # type: ignore[import-untyped]
+    import pygments.util  # type: ignore[import-untyped]
+
+    try:
+        lexer = pygments.lexers.get_lexer_by_name(lang.strip() or "text")
+    except pygments.util.ClassNotFound:
+        return ""
+    formatter = pygments.formatters.HtmlFormatter(noclasses=True, nobackground=True, nowrap=True)
+    return str(pygments.highlight(code, lexer, formatter))
+
+
+@functools.lru_cache(maxsize=1)
+def _renderer() -> Any:
+    """CommonMark (plus tables and strikethrough, as models write them) with raw HTML off (every
+    ``<`` the answer holds is shown as text), images off (an image is fetched on display, from a
+    URL the model chose: a way out for what it read) and only ``_safe_link`` links."""
+    from markdown_it import MarkdownIt  # deferred (start-up): %%agent answers only
+
+    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlighted_fence})
+    md.enable(["table", "strikethrough"]).disable("image")
+    md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py documents this override
+    return md
+
+
+def answer_html(text: str) -> str:
+    """The model's Markdown as HTML, built by a CommonMark parser that treats the answer as
+    untrusted: formatting renders, and by construction no tag, attribute or script link comes
+    from the answer (the parser escapes all text; raw HTML is off)."""
+    return str(_renderer().render(text))
 
 
 def answer_bundle(text: str) -> dict[str, Any]:
-    """The final answer on its own: Markdown in full, with its plain text as the fallback."""
-    return {"text/markdown": answer_markdown(text), "text/plain": text}
+    """The final answer on its own: rendered HTML (every front end we know picks it before
+    Markdown), the text verbatim for Markdown-only readers, and plain text."""
+    return {"text/html": answer_html(text), "text/markdown": answer_markdown(text), "text/plain": text}

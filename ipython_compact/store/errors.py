@@ -118,3 +118,14 @@ class PartialImportError(StoreError):
     ) -> None:
         super().__init__(message, path=path)
         self.written, self.total, self.last_id, self.leaf = written, total, last_id, leaf
+
+
+class JournalError(StoreError):
+    """The pending-writes journal (``store/pending.py``) cannot be read, rewritten or replayed
+    here (``path``: what is in the way, e.g. its replay lock is a folder). Nothing in it is lost:
+    it stays on disk for the next replay, and the message says what to remove or fix."""
+
+
+class DriverMissingError(StoreError):
+    """A ``postgresql://`` log was asked for where its driver (the ``postgres`` extra: psycopg and
+    psycopg_pool) cannot be imported; the message names the install command."""

@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, path_to
 from ipython_compact.core.pi_format import PiFormatError, json_type_name, parse_pi_session
+from ipython_compact.core.surrogates import repair_value
 from ipython_compact.files.safety import kind_of
 from ipython_compact.store.database import check_session_name
 from ipython_compact.store.errors import DuplicateImportError, ImportFormatError
@@ -105,7 +106,7 @@ class ImportLimits:
 
 STDIN: Final = Path("-")
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def source_name(path: Path) -> str:
@@ -193,32 +194,6 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _replace_lone_surrogates(value: Any) -> tuple[Any, int]:
-    """``value`` with every lone UTF-16 surrogate replaced by U+FFFD, and how many there were.
-
-    Only called on values already known to nest at most ``max_depth`` levels."""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.subn("\ufffd", value)
-    if isinstance(value, list):
-        total = 0
-        items = []
-        for item in value:
-            fixed, n = _replace_lone_surrogates(item)
-            items.append(fixed)
-            total += n
-        return items, total
-    if isinstance(value, dict):
-        total = 0
-        out = {}
-        for key, item in value.items():
-            fixed_key, n = _LONE_SURROGATE.subn("\ufffd", key)
-            fixed, m = _replace_lone_surrogates(item)
-            out[fixed_key] = fixed
-            total += n + m
-        return out, total
-    return value, 0
-
-
 def parse_json_lines(
     where: str, raw: bytes, limits: ImportLimits = ImportLimits()
 ) -> tuple[list[tuple[int, Any]], int]:
@@ -255,6 +230,8 @@ def parse_json_lines(
 
     fast = fast_json_loads
     for number, line in enumerate(raw.split(b"\n"), start=1):
+        if number == 1 and line.startswith(_BOM):  # a UTF-8 byte order mark (Windows editors): no content
+            line = line[len(_BOM) :]
         if len(line) > limits.max_line_bytes:
             raise ImportFormatError(
                 f"{where}:{number}: line is longer than {limits.max_line_bytes:,} bytes",
@@ -318,7 +295,7 @@ def parse_json_lines(
         ):
             raise too_deep(number)
         if _SURROGATE_ESCAPE.search(line):  # JSON text can carry a surrogate only as a \\u escape
-            value, n = _replace_lone_surrogates(value)
+            value, n = repair_value(value)  # core/surrogates.py: the one rule for half an emoji
             repaired += n
         out.append((number, value))
     if not out:

@@ -18,12 +18,27 @@ surrogates) go to the stdlib.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from ipython_compact.core.surrogates import notice, repair_text
+
+LOG = logging.getLogger("ipython_compact")
 
 _NUMBER_BYTES = frozenset(b"0123456789.-+e")
 _BEFORE_NUMBER = frozenset(b":,[")
 _AFTER_NUMBER = frozenset(b",]}")
+
+
+def storable_text(text: str, what: str) -> str:
+    """``text`` (an entry's data as JSON, non-ASCII kept) with lone UTF-16 surrogates as U+FFFD and
+    split pairs joined (``core/surrogates.py``, the importer's rule), with a warning naming ``what``
+    when any was replaced: UTF-8, the hash, SQLite and PostgreSQL all refuse half a character."""
+    fixed, replaced = repair_text(text)
+    if replaced:
+        LOG.warning("ipython_compact: %s", notice(replaced, what))
+    return fixed
 
 
 def stdlib_data_text(data: Mapping[str, Any]) -> str:

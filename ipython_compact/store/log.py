@@ -38,7 +38,7 @@ from ipython_compact.store.errors import (
     StoreError,
     UnknownEntryError,
 )
-from ipython_compact.store.json_text import data_text_utf8
+from ipython_compact.store.json_text import data_text_utf8, storable_text
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.process import Owner
 from ipython_compact.store.records import ANY_LEAF, LEAF, SearchHit, _Default
@@ -674,7 +674,7 @@ class EntryLog(Tree):
         if json_values:
             return (entry, *data_text_utf8(entry.data))
         try:
-            text = stored_data_text(entry.data)
+            text = storable_text(stored_data_text(entry.data), f"entry {entry.id!r}")
         except (TypeError, ValueError) as exc:
             raise InvalidEntryError(
                 f"entry {entry.id!r}: data is not JSON-serialisable ({exc})", path=self.db.path

@@ -9,12 +9,19 @@ owner-only, fsynced) and replayed, in order, by whoever writes next: the kernel'
 the next cell, or the next kernel on the same database.
 
 What must hold:
-- A record is on disk before ``add`` returns, and leaves the file only after it landed.
-- Replay applies records in the order they were added; one replayer at a time (across processes
-  and threads); a record applied twice (a replayer killed between landing it and removing it)
-  does no harm, because each append carries its entry id and an id already present is skipped.
+- A record is on disk before ``add`` returns, and leaves the file only after it landed (or was
+  refused by ``apply`` and reported). Any size is replayed: the file is read a piece at a time
+  (the fourth red team's 64 MiB journal was refused whole, and its records never landed).
+- Replay applies records in the order they were added, including records added while it runs;
+  one replayer at a time (across processes and threads); a record applied twice (a replayer
+  killed between landing it and removing it) does no harm, because each append carries its entry
+  id and an id already present is skipped.
+- A line cut short by a crash never swallows the record written after it: ``add`` ends such a
+  line first, and replay reports it (``on_refused``) and drops it.
+- A journal that cannot be read or rewritten, or a replay lock that cannot be taken (a folder
+  or a FIFO where the file should be), raises ``JournalError`` saying so, and the journal is kept.
 - Appending never waits for a replay that waits on the database: the file's lock is held only
-  to append a line or to drop the landed lines at its head.
+  to append a line, to read a piece, or to drop the landed lines at its head.
 """
 
 from __future__ import annotations
@@ -28,11 +35,56 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.files.safety import UnsafePathError, kind_of, replace_atomically
-from ipython_compact.store.errors import DatabaseLockedError
+from ipython_compact.files.safety import UnsafePathError, create_temp, kind_of
+from ipython_compact.store.errors import DatabaseLockedError, JournalError
 
 SUFFIX = ".pending"
-_MAX_BYTES = 64 << 20
+_PIECE = 1 << 20
+"""Bytes read per step (and records read per replay round, at least one line)."""
+_DROP_EVERY = 8 << 20
+"""Landed bytes after which a long replay drops them from the journal before it goes on."""
+_MAX_LINE = 64 << 20
+"""A line longer than this is not a record ``add`` wrote: it is reported and skipped unread."""
+
+Refused = Callable[[dict[str, Any], Exception], None]
+
+
+class _Line:
+    """One non-blank line of the journal: its bytes (None when longer than ``_MAX_LINE``) and
+    the offset just past it."""
+
+    __slots__ = ("data", "end")
+
+    def __init__(self, data: bytes | None, end: int) -> None:
+        self.data, self.end = data, end
+
+
+def _lines(fd: int, *, start: int = 0, limit: int | None = None) -> Iterator[_Line]:
+    """The non-blank lines of the open file ``fd`` from offset ``start``, read a piece at a time;
+    stops after the line that reaches ``limit`` bytes past ``start``. A last line without its
+    newline is yielded too; a line longer than ``_MAX_LINE`` is yielded without its bytes."""
+    offset = start  # the file offset of ``buf``'s first byte
+    buf = b""
+    skipping = False  # inside a line longer than _MAX_LINE
+    while True:
+        piece = os.pread(fd, _PIECE, offset + len(buf))
+        if not piece:
+            if skipping or buf.strip():
+                yield _Line(None if skipping else buf, offset + len(buf))
+            return
+        buf += piece
+        if b"\n" in piece:
+            *complete, rest = buf.split(b"\n")
+            for part in complete:
+                offset += len(part) + 1
+                if skipping or part.strip():
+                    yield _Line(None if skipping else part, offset)
+                    skipping = False
+                if limit is not None and offset - start >= limit:
+                    return
+            buf = rest
+        if len(buf) > _MAX_LINE:
+            skipping, offset, buf = True, offset + len(buf), b""
 
 
 class PendingJournal:
@@ -59,21 +111,25 @@ class PendingJournal:
         finally:
             os.close(fd)
 
+    def _open(self, flags: int) -> int:
+        """The journal opened with ``flags``; ``UnsafePathError`` when it is not a regular file."""
+        fd = os.open(self.path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise UnsafePathError(f"{self.path}: the pending-writes journal is {kind_of(info.st_mode)}")
+        return fd
+
     def add(self, record: dict[str, Any]) -> None:
-        """Append one record durably (fsynced before this returns)."""
+        """Append one record durably (fsynced before this returns). A last line a crash cut short
+        is ended first, so it stays a line of its own and this record stays whole."""
         line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         with self._flock(self._lock_path):
-            fd = os.open(
-                self.path,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                0o600,
-            )
+            fd = self._open(os.O_RDWR | os.O_APPEND | os.O_CREAT)  # read: to see a last line cut short
             try:
-                info = os.fstat(fd)
-                if not stat.S_ISREG(info.st_mode):
-                    raise UnsafePathError(
-                        f"{self.path}: the pending-writes journal is {kind_of(info.st_mode)}"
-                    )
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line
                 view = memoryview(line)
                 while view:
                     view = view[os.write(fd, view) :]
@@ -81,90 +137,167 @@ class PendingJournal:
             finally:
                 os.close(fd)
 
-    def _read(self) -> list[bytes]:
+    def _read(self, start: int = 0, limit: int | None = None) -> list[_Line]:
+        """The lines waiting from offset ``start`` (up to the one that reaches ``limit`` bytes past
+        it), read under the file's lock."""
+        with self._flock(self._lock_path):
+            try:
+                fd = self._open(os.O_RDONLY)
+            except FileNotFoundError:
+                return []
+            try:
+                return list(_lines(fd, start=start, limit=limit))
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def _parsed(line: _Line) -> dict[str, Any] | None:
+        if line.data is None:
+            return None
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except FileNotFoundError:
-            return []
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UnsafePathError(f"{self.path}: the pending-writes journal is {kind_of(info.st_mode)}")
-            if info.st_size > _MAX_BYTES:
-                raise UnsafePathError(
-                    f"{self.path}: the pending-writes journal is {info.st_size:,} bytes; not read"
-                )
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read()
-        finally:
-            os.close(fd)
-        return [line for line in data.split(b"\n") if line.strip()]
+            doc = json.loads(line.data)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record waiting, oldest first (a line that is not a JSON object is skipped)."""
-        with self._flock(self._lock_path):
-            lines = self._read()
+        """Every record waiting, oldest first (a line that is not a JSON object is shown as
+        ``{"op": "unreadable", "line": …}``)."""
         out: list[dict[str, Any]] = []
-        for line in lines:  # one record per line, so landed records are dropped by position
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                doc = None
-            out.append(
-                doc
-                if isinstance(doc, dict)
-                else {"op": "unreadable", "line": line[:200].decode("utf-8", "replace")}
-            )
+        for line in self._read():
+            doc = self._parsed(line)
+            out.append(doc if doc is not None else {"op": "unreadable", "line": _shown(line)})
         return out
 
+    def waiting(self) -> bool:
+        """Whether records may wait: the journal is a non-empty regular file (one ``stat``; a
+        folder or FIFO in its place holds none, and ``add`` refuses to write there)."""
+        try:
+            info = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return stat.S_ISREG(info.st_mode) and info.st_size > 0
+
     def count(self) -> int:
-        """How many records wait (0 when the journal is absent: one ``stat``, no lock)."""
+        """How many records wait (0 when the journal is absent or cannot be read)."""
         try:
             if os.stat(self.path).st_size == 0:
                 return 0
         except OSError:
             return 0
-        with contextlib.suppress(OSError):
-            return len(self.records())
+        with contextlib.suppress(OSError), self._flock(self._lock_path):
+            fd = self._open(os.O_RDONLY)
+            try:
+                return sum(1 for _ in _lines(fd))
+            finally:
+                os.close(fd)
         return 0
 
-    def _drop_head(self, landed: int) -> None:
+    def _drop_head(self, offset: int) -> None:
+        """Remove the journal's first ``offset`` bytes (landed lines): the rest is copied into a
+        new file that replaces it, so a crash leaves either the old journal or the new one."""
         with self._flock(self._lock_path):
-            lines = self._read()[landed:]
-            if lines:
-                replace_atomically(self.path, b"".join(line + b"\n" for line in lines), what="the journal")
-            else:
-                with contextlib.suppress(FileNotFoundError):
+            fd = self._open(os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                if offset >= size:
                     os.unlink(self.path)
-
-    def replay(self, apply: Callable[[dict[str, Any]], None]) -> tuple[int, int]:
-        """Apply waiting records in order until one finds the database locked: ``(landed, left)``.
-
-        Returns ``(0, count)`` at once when another replayer is at work. A record ``apply`` refuses
-        with anything but ``DatabaseLockedError`` is dropped from the journal and re-raised after
-        the landed ones are removed, so one bad record never blocks the rest forever.
-        """
-        with self._flock(self._replay_path, blocking=False) as mine:
-            if not mine:
-                return 0, self.count()
-            records = self.records()
-            landed = 0
-            failure: Exception | None = None
-            for record in records:
+                    return
+                out, tmp = create_temp(self.path.parent, self.path.name)
                 try:
-                    apply(record)
-                except DatabaseLockedError:
-                    break
-                except Exception as exc:
-                    landed += 1
-                    failure = exc
-                    break
-                landed += 1
-            if landed:
-                self._drop_head(landed)
-            if failure is not None:
-                raise failure
-            return landed, len(records) - landed
+                    at = offset
+                    while at < size:
+                        piece = os.pread(fd, _PIECE, at)
+                        if not piece:
+                            break
+                        view = memoryview(piece)
+                        while view:
+                            view = view[os.write(out, view) :]
+                        at += len(piece)
+                    os.fsync(out)
+                    os.close(out)
+                    out = -1
+                    os.replace(tmp, self.path)
+                except BaseException:
+                    if out >= 0:
+                        os.close(out)
+                    tmp.unlink(missing_ok=True)
+                    raise
+            finally:
+                os.close(fd)
+
+    def replay(
+        self, apply: Callable[[dict[str, Any]], None], on_refused: Refused | None = None
+    ) -> tuple[int, int]:
+        """Apply waiting records in order until none is left or one finds the database locked:
+        ``(landed, left)``. Records added while this runs are replayed by it too.
+
+        Returns ``(0, count)`` at once when another replayer is at work. A record ``apply``
+        refuses with anything but ``DatabaseLockedError``, and a line that is no record (cut short
+        by a crash), is dropped and given to ``on_refused`` (without one, the first is raised at
+        the end), so one bad record never blocks the rest. ``JournalError`` when the journal or
+        its replay lock cannot be used: nothing is dropped then."""
+        refused: list[Exception] = []
+
+        def refuse(record: dict[str, Any], exc: Exception) -> None:
+            if on_refused is not None:
+                on_refused(record, exc)
+            else:
+                refused.append(exc)
+
+        try:
+            with self._flock(self._replay_path, blocking=False) as mine:
+                if not mine:
+                    return 0, self.count()
+                landed = self._replay_rounds(apply, refuse)
+        except OSError as exc:
+            raise JournalError(
+                f"{self.path}: the pending writes cannot be replayed ({exc}); they stay in the journal "
+                "and are replayed once that is fixed",
+                path=self.path,
+            ) from exc
+        if refused:
+            raise refused[0]
+        return landed, self.count()
+
+    def _replay_rounds(self, apply: Callable[[dict[str, Any]], None], refuse: Refused) -> int:
+        """Replay a piece at a time from the head; the lines dealt with are dropped every
+        ``_DROP_EVERY`` bytes and at the end (only this replayer drops lines, so the offsets of
+        the lines not yet dropped stay put while adders append)."""
+        landed = 0
+        done = 0  # offset past the last line dealt with (landed, or refused and reported)
+        try:
+            while True:
+                lines = self._read(start=done, limit=_PIECE)
+                if not lines:
+                    return landed
+                for line in lines:
+                    record = self._parsed(line)
+                    if record is None:
+                        problem = f"a line is no record (cut short by a crash?): {_shown(line)}"
+                        refuse({"op": "unreadable"}, ValueError(f"{self.path}: {problem}"))
+                    else:
+                        try:
+                            apply(record)
+                        except DatabaseLockedError:
+                            return landed
+                        except Exception as exc:
+                            refuse(record, exc)
+                        else:
+                            landed += 1
+                    done = line.end
+                if done >= _DROP_EVERY:
+                    self._drop_head(done)
+                    done = 0
+        finally:
+            if done:
+                self._drop_head(done)
 
 
-__all__ = ["SUFFIX", "PendingJournal"]
+def _shown(line: _Line) -> str:
+    if line.data is None:
+        return f"(a line longer than {_MAX_LINE:,} bytes)"
+    return repr(line.data[:200].decode("utf-8", "replace"))
+
+
+__all__ = ["SUFFIX", "JournalError", "PendingJournal"]

@@ -33,7 +33,7 @@ from ipython_compact.store.database import (
     random_entry_id,
     utc_now,
 )
-from ipython_compact.store.errors import SessionExistsError, StoreError
+from ipython_compact.store.errors import DriverMissingError, SessionExistsError, StoreError
 from ipython_compact.store.integrity import Integrity
 from ipython_compact.store.location import LocationError, is_postgres, redact, sidecar_name, sqlite_path
 from ipython_compact.store.log import (
@@ -101,7 +101,15 @@ class SessionStore(Status, Integrity):
         if is_postgres(db_path):
             # optional: psycopg is the `postgres` extra, imported only for a postgresql:// URL
             from ipython_compact.files.paths import data_dir  # optional: postgres only
-            from ipython_compact.store.postgres import PostgresDatabase  # optional: the postgres extra
+
+            try:
+                from ipython_compact.store.postgres import PostgresDatabase  # optional: the postgres extra
+            except ImportError as exc:
+                raise DriverMissingError(
+                    f"{redact(self.url)} needs the PostgreSQL driver, which cannot be imported ({exc}): "
+                    "pip install 'ipython-compact[postgres]'",
+                    path=redact(self.url),
+                ) from None
 
             self.db = PostgresDatabase(
                 self.url, busy_timeout=busy_timeout, clock=clock, new_id=new_id, cache_entries=cache_entries
