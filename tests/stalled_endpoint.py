@@ -71,10 +71,28 @@ class StallingProxy:
         self.stalled_traffic = threading.Event()
         self._closed = False
         self._socks: list[socket.socket] = []
+        self._budget: int | None = None
+        self._count_lock = threading.Lock()
         threading.Thread(target=self._serve, name="stalling-proxy", daemon=True).start()
+
+    def _spend(self, n: int) -> bool:
+        """False once the budget of ``stall_after`` is spent (then everything stalls)."""
+        with self._count_lock:
+            if self._budget is None:
+                return True
+            self._budget -= n
+            if self._budget < 0:
+                self.stalled.set()
+                return False
+            return True
 
     def stall(self) -> None:
         self.stalled.set()
+
+    def stall_after(self, sent: int) -> None:
+        """Stall once clients have sent ``sent`` more bytes (mid-upload: small calls still pass)."""
+        with self._count_lock:
+            self._budget = sent
 
     def _serve(self) -> None:
         while not self._closed:
@@ -112,6 +130,9 @@ class StallingProxy:
                     data = s.recv(1 << 16)
                 except OSError:
                     data = b""
+                if data and s is a and not self._spend(len(data)):
+                    self.stalled_traffic.set()
+                    break  # held back: the stall starts here
                 if not data:
                     for x in (a, b):
                         with contextlib.suppress(OSError):
