@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import resource
+import select
 import socket
 import struct
 import subprocess
@@ -60,15 +61,26 @@ def broker_process() -> Iterator[tuple[subprocess.Popen[str], str, str]]:
         proc.wait(10)
 
 
-def _idle_connections(port: int, count: int) -> list[socket.socket]:
-    """``count`` connections that send nothing (connect without waiting: a full backlog must not
-    hold this test)."""
+def _idle_connections(port: int, count: int, established: int) -> list[socket.socket]:
+    """``count`` connections that send nothing, returned once ``established`` of them are connected
+    (connects do not wait: a full backlog must not hold this test; the host is then either at its
+    descriptor limit with a full backlog, or has dropped the crowd)."""
     opened: list[socket.socket] = []
     for _ in range(count):
         s = socket.socket()
         s.setblocking(False)
         s.connect_ex(("127.0.0.1", port))
         opened.append(s)
+    poller = select.poll()
+    for s in opened:
+        poller.register(s, select.POLLOUT)
+    done = 0
+    give_up = time.monotonic() + 60
+    while done < established and time.monotonic() < give_up:
+        for fd, _ in poller.poll(1000):
+            poller.unregister(fd)
+            done += 1
+    assert done >= established, f"only {done} of {count} connections were made"
     return opened
 
 
@@ -78,7 +90,7 @@ def test_the_real_caller_works_while_1100_idle_connections_are_open() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
     with broker_process() as (proc, url, token):
         port = int(url.split(":")[2].split("/")[0])
-        idle = _idle_connections(port, 1100)
+        idle = _idle_connections(port, 1100, established=450)
         try:
             started = time.monotonic()
             assert loopback_client.call(url, token, "echo", ["still here"], timeout=20) == "still here"
