@@ -266,7 +266,7 @@ class FsspecObjects:
         """``method(*args, **kwargs)`` of the filesystem under this call's deadline (module doc)."""
         deadline = self.timeout + SECONDS_PER_MIB * size / (1 << 20)
         late = SnapshotError(
-            f"{self.url}: {what} got no answer within {deadline:g} s (the object store is stalled or "
+            f"{self.url}: {what} got no answer within {round(deadline, 1):g} s (the object store is stalled or "
             f"unreachable; the deadline is ${ENV_TIMEOUT}, {self.timeout:g} s plus "
             f"{SECONDS_PER_MIB:g} s per MiB)"
         )
