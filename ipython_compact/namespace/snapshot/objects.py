@@ -266,8 +266,8 @@ class FsspecObjects:
         """``method(*args, **kwargs)`` of the filesystem under this call's deadline (module doc)."""
         deadline = self.timeout + SECONDS_PER_MIB * size / (1 << 20)
         late = SnapshotError(
-            f"{self.url}: {what} got no answer within {round(deadline, 1):g} s (the object store is stalled or "
-            f"unreachable; the deadline is ${ENV_TIMEOUT}, {self.timeout:g} s plus "
+            f"{self.url}: {what} got no answer within {round(deadline, 1):g} s (the object store is "
+            f"stalled or unreachable; the deadline is ${ENV_TIMEOUT}, {self.timeout:g} s plus "
             f"{SECONDS_PER_MIB:g} s per MiB)"
         )
         if getattr(self._filesystem()[0], "async_impl", False):
