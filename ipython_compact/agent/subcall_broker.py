@@ -28,18 +28,33 @@ What must hold:
 - Each call runs in a copy of the ``contextvars`` context set with ``use_context`` (the caller's,
   e.g. dspy's ``dspy.context(lm=...)``), or a fresh one.
 - ``stop`` closes the socket and joins the thread.
+- Nobody without the token can exhaust the host (``_LoopbackServer``): a connection has
+  ``HEADER_TIMEOUT`` seconds in all to send its request line and headers, at most
+  ``MAX_UNAUTHENTICATED`` connections at once may be waiting to show the token (a new one beyond
+  that drops the oldest waiting one, so an idle crowd cannot lock the real caller out), and the
+  token is checked before the body is read. Why: one thread per connection with no header
+  timeout and no cap, before the token was checked, let 1,100 idle token-less connections make
+  the real caller fail with EMFILE (once the host aborted at its descriptor limit). A connection
+  that hangs up is closed quietly (one debug line), never a traceback on the host's stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hmac
 import json
+import logging
 import secrets
+import socket
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[..., Any]
 Resolver = Callable[[str], "Handler | None"]
@@ -49,15 +64,76 @@ MAX_BODY = 256 * 1024 * 1024
 slice of a context variable, and an engine's input (a 20M-character corpus) is fetched through it."""
 
 
+HEADER_TIMEOUT = 10.0
+"""Seconds a connection has, in all, to send its request line and headers (the real caller, on
+loopback, sends them at once)."""
+MAX_UNAUTHENTICATED = 64
+"""Connections at once that may be waiting to show the token (module doc)."""
+
+
 class _LoopbackServer(ThreadingHTTPServer):
     """One thread per call, and a listen backlog for a batch's fan-out.
 
     socketserver's default backlog is 5: sixteen threads of ``llm_query_batched`` connecting at once
     on a loaded machine overflowed it, and the kernel saw "connection reset by peer".
+
+    Connections that have not shown the token yet are tracked (``_waiting``: socket -> accepted at)
+    and bounded in number and time (module doc). A dropped connection is only ``shutdown`` here:
+    its own thread sees the end of its stream, leaves, and closes it (closing a descriptor another
+    thread reads could close an unrelated one that reused the number).
     """
 
     daemon_threads = True
     request_queue_size = 256
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._waiting: dict[Any, float] = {}
+        self._waiting_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._waiting_lock:
+            evict = None
+            if len(self._waiting) >= MAX_UNAUTHENTICATED:
+                evict = next(iter(self._waiting))  # the oldest: insertion order
+                del self._waiting[evict]
+            self._waiting[request] = time.monotonic()
+        if evict is not None:
+            log.debug("subcall broker: too many connections without a token; dropped the oldest")
+            _hang_up(evict)
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.admitted(request)
+
+    def admitted(self, request: Any) -> None:
+        """``request`` showed the token (or ended): it no longer counts as waiting."""
+        with self._waiting_lock:
+            self._waiting.pop(request, None)
+
+    def service_actions(self) -> None:
+        """Between accepts (every poll interval): drop connections past the header deadline."""
+        cutoff = time.monotonic() - HEADER_TIMEOUT
+        with self._waiting_lock:
+            late = [r for r, at in self._waiting.items() if at < cutoff]
+            for r in late:
+                del self._waiting[r]
+        for r in late:
+            log.debug("subcall broker: a connection sent no request within %g s; dropped", HEADER_TIMEOUT)
+            _hang_up(r)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A caller that hung up (or sent garbage) costs one debug line, not a traceback on stderr."""
+        exc = sys.exc_info()[1]
+        log.debug("subcall broker: connection from %s ended: %s: %s", client_address, type(exc).__name__, exc)
+
+
+def _hang_up(request: Any) -> None:
+    with contextlib.suppress(OSError):
+        request.shutdown(socket.SHUT_RDWR)
 
 
 class SubcallBroker:
@@ -162,6 +238,8 @@ class SubcallBroker:
 
 def _handler_class(broker: SubcallBroker) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
+        timeout = HEADER_TIMEOUT  # per read until the token is shown (the server bounds the total)
+
         def log_message(self, format: str, *args: Any) -> None:  # quiet: the agent reports sub-calls itself
             pass
 
@@ -181,6 +259,10 @@ def _handler_class(broker: SubcallBroker) -> type[BaseHTTPRequestHandler]:
             if not hmac.compare_digest(auth.encode(), f"Bearer {broker.token}".encode()):
                 self._reply(401, {"ok": False, "error": "bad or missing token"})
                 return
+            server = self.server
+            if isinstance(server, _LoopbackServer):
+                server.admitted(self.request)
+            self.connection.settimeout(None)  # the real caller: its body and its wait are its own
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:

@@ -30,11 +30,24 @@ upstream and is written up there. Opting out: ``jupyter server extension disable
 ipython_compact.jupyter.server_extension``.
 
 What must hold: nothing the list held before is dropped; loading twice adds nothing twice.
+
+The persisted-session request never runs on the server's event loop: reading the log and listing
+snapshots (object storage included) happens on a worker thread of this extension's own, under a
+deadline (``$IPYTHON_COMPACT_SERVER_TIMEOUT`` seconds, default 10). Why: it ran on the loop, and
+with snapshots on a stalled bucket ``/api/status`` got no answer for over 10 s: every user and
+every kernel of the server froze with one panel's request (a healthy 100,000-entry session held
+the loop for 1.0 s). A request past its deadline gets a 504 naming what was slow; its thread is
+left to finish (the object-storage calls have deadlines of their own) and a request still queued
+is dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +66,34 @@ STATUS_UNTRACKED = (
     "list_subshell_request",
     "list_subshell_reply",
 )
+
+
+ENV_TIMEOUT = "IPYTHON_COMPACT_SERVER_TIMEOUT"
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a persisted-session request may take before it is answered with a 504."""
+WORKERS = 4
+"""Threads that read sessions for the panel: a stalled request holds one, the loop none."""
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def request_timeout(env: Any) -> float:
+    """The deadline of one persisted-session request (``$IPYTHON_COMPACT_SERVER_TIMEOUT``); a value
+    that is not a positive number falls back to the default."""
+    try:
+        value = float(str(env.get(ENV_TIMEOUT, "")).strip() or DEFAULT_TIMEOUT)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if 0 < value < float("inf") else DEFAULT_TIMEOUT
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ipython-compact-session")
+        return _executor
 
 
 def with_untracked(current: list[str] | tuple[str, ...]) -> list[str]:
@@ -78,9 +119,13 @@ def notebook_session(root_dir: str, cwd_for_path: Any, path: str, env: Any, data
     return found.session, found.source
 
 
-def persisted_session(path: str, session: str, source: str) -> PersistedSession:
+def persisted_session(
+    path: str, session: str, source: str, progress: Callable[[str], None] | None = None
+) -> PersistedSession:
     """What the session log holds for ``session``: a ``status``-shaped object, its compactions, the
-    snapshots on disk and the call tree under it (``comm_protocol.PersistedSession``)."""
+    snapshots on disk and the call tree under it (``comm_protocol.PersistedSession``).
+
+    ``progress`` is told each step as it starts (what a timed-out request names as slow)."""
     from ipython_compact.core.entries import COMPACTION, MESSAGE  # deferred for start-up
     from ipython_compact.core.tokens import estimate_context  # deferred for start-up
     from ipython_compact.files import paths  # deferred for start-up: only a panel request needs them
@@ -89,7 +134,9 @@ def persisted_session(path: str, session: str, source: str) -> PersistedSession:
     from ipython_compact.kernel.service import FIGURES_KEY, summaries_of  # deferred for start-up
     from ipython_compact.store import SessionStore  # deferred for start-up
 
+    say = progress if progress is not None else (lambda step: None)
     database = paths.database_path()
+    say(f"reading the session log {database}")
     if not database.exists():
         return {"notebook": path, "session": session, "exists": False}
     store = SessionStore(database)
@@ -121,7 +168,9 @@ def persisted_session(path: str, session: str, source: str) -> PersistedSession:
             if isinstance(base, str)
             else base / snapshot_slug(session)
         )
+        say(f"listing the snapshots at {where}")
         snapshots = persisted_snapshots(where, paths.key_path(), session)
+        say(f"reading the session log {database}")
         return {
             "notebook": path,
             "session": session,
@@ -198,17 +247,34 @@ def _handler() -> Any:
         """``GET ?path=NOTEBOOK``: the persisted session (see the module docstring); read only."""
 
         @web.authenticated  # type: ignore[misc]
-        def get(self) -> None:
+        async def get(self) -> None:
             from ipython_compact.files import paths  # deferred for start-up: only a panel request needs it
 
             path = self.get_query_argument("path", "")
             if not path or path.startswith("/") or ".." in path.split("/"):
                 raise web.HTTPError(400, "path must be a notebook path relative to the server root")
             manager = self.settings["kernel_manager"]
-            session, source = notebook_session(
-                manager.root_dir, manager.cwd_for_path, path, os.environ, paths.data_dir()
-            )
-            self.finish(persisted_session(path, session, source))
+            timeout = request_timeout(os.environ)
+            doing = ["waiting for a worker (earlier session requests are still running)"]
+
+            def read() -> PersistedSession:  # on a worker thread: never on the server's loop
+                doing.append("finding the notebook's session")
+                session, source = notebook_session(
+                    manager.root_dir, manager.cwd_for_path, path, os.environ, paths.data_dir()
+                )
+                return persisted_session(path, session, source, doing.append)
+
+            job = _workers().submit(read)
+            try:
+                found = await asyncio.wait_for(asyncio.wrap_future(job), timeout)
+            except asyncio.TimeoutError:
+                job.cancel()  # a request still queued never starts
+                raise web.HTTPError(
+                    504,
+                    f"the persisted session of {path} took over {timeout:g} s ({doing[-1]}); "
+                    f"the panel shows the live kernel only (deadline: ${ENV_TIMEOUT})",
+                ) from None
+            self.finish(found)
 
     return SessionHandler
 

@@ -25,7 +25,9 @@ What must hold:
   happens without this extension too (a 20,000-line flood on a loaded 2-core machine lost lines in
   6 of 9 runs and the ``idle`` in 1), but any CPU the child takes meanwhile made it likelier: with
   the child running through the flood, a browser test lost the ``idle`` in 3 of 4 full runs. The
-  ``timeout`` counts only the time the child was let run.
+  ``timeout`` counts only the time the child was let run, and so does the child's per-value timer:
+  the parent keeps the time it held the child stopped in a page both share (``_stops``), which the
+  child's ``codec.Deadline`` reads.
 - The child closes every socket it inherited (the kernel's ZMQ sockets, the server's connections):
   it must never write them, and an orphaned child must not keep the kernel's ports bound.
 - The pipe carries our own child's pickle, written to a descriptor no other process holds; nothing
@@ -36,18 +38,21 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import mmap
 import os
 import pickle
 import queue
 import select
 import signal
 import stat
+import struct
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ipython_compact.namespace.snapshot import codec
 from ipython_compact.namespace.snapshot.reports import SnapshotError, SnapshotReport
 
 #: Attributes of ``SnapshotStore`` a save changes that the parent must adopt from the child.
@@ -190,6 +195,9 @@ class BackgroundSave:
         self._closing = False
         self._paused_at: float | None = None
         self._paused_for = 0.0
+        # Shared with the child (an anonymous shared mapping survives the fork): the seconds it was
+        # stopped before, and since when it is stopped now (0: running); see ``_stopped_so_far``.
+        self._stops = mmap.mmap(-1, 16)
         # The bindings at the fork (a C-level dict copy: milliseconds for 100,000 names): the child
         # saved these very objects, so the store's quick lane can name them once it adopts.
         self._objects: dict[str, Any] = {} if objects is None else dict(objects())
@@ -209,6 +217,7 @@ class BackgroundSave:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGSTOP)
                 self._paused_at = time.monotonic()
+                self._share_stops()
                 return True
             return False
 
@@ -220,10 +229,19 @@ class BackgroundSave:
     def _resume_locked(self) -> None:
         if self._paused_at is None or self.pid is None:
             return
-        with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGCONT)
         self._paused_for += time.monotonic() - self._paused_at
         self._paused_at = None
+        self._share_stops()  # before the child runs again: it must see the stop counted
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGCONT)
+
+    def _share_stops(self) -> None:
+        with contextlib.suppress(ValueError):  # closed: the child is gone
+            struct.pack_into("<dd", self._stops, 0, self._paused_for, self._paused_at or 0.0)
+
+    def _stopped_so_far(self) -> float:  # pragma: no cover - called in the child
+        before, since = struct.unpack_from("<dd", self._stops, 0)
+        return float(before + (time.monotonic() - since if since else 0.0))
 
     @property
     def paused(self) -> bool:
@@ -248,6 +266,7 @@ class BackgroundSave:
             pid = os.fork()
         except OSError:
             gc.unfreeze()
+            self._stops.close()
             os.close(read_fd)
             os.close(write_fd)
             raise
@@ -279,6 +298,7 @@ class BackgroundSave:
                 self._resume_locked()  # a child paused after its last write must run to exit
                 self._closing = True
             gc.unfreeze()  # the child has its image: the parent's objects are collected again
+            self._stops.close()
         status = 0
         with contextlib.suppress(ChildProcessError):
             _, status = os.waitpid(self.pid or -1, 0)
@@ -368,6 +388,7 @@ class BackgroundSave:
             self.store._lock = threading.Lock()
             ledger = _CopiedLedger(recorded)
             self.store.ledger = ledger
+            codec.count_stops(self._stopped_so_far)  # the per-value timer skips the stops
             try:
                 listed = items()  # listed here, on the copy: 100,000 names took the parent ~0.5 s
                 if not listed:

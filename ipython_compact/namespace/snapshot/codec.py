@@ -8,6 +8,10 @@ travel by value).
 What must hold: a value larger than its cap stops serializing as soon as it passes the cap
 (``CapExceeded``); Python-level serialization code that hangs is interrupted (``Deadline``, main
 thread only); ``deserialize`` is called only on bodies whose signature verified.
+
+A forked snapshot child is stopped (SIGSTOP) by its kernel while the user's cells run; its per-value
+timer counts only the time it was let run (``count_stops``). Why: the timer counted the stop too,
+so a value that takes 2 s was left out of a generation whenever a cell ran past the 5 s mark.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import pickle
 import signal
 import struct
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import dill
@@ -45,6 +51,16 @@ class SerializeTimeout(BaseException):  # BaseException: user __reduce__ code mu
     pass
 
 
+_stopped: Callable[[], float] | None = None
+
+
+def count_stops(stopped: Callable[[], float] | None) -> None:
+    """From now on ``Deadline`` leaves out the time this process spent stopped: ``stopped()`` is the
+    total seconds it was stopped so far (on the ``time.monotonic`` clock); None counts all time."""
+    global _stopped
+    _stopped = stopped
+
+
 class Deadline:
     """Interrupt Python-level serialization code (a hostile ``__reduce__``) after ``seconds``.
 
@@ -64,8 +80,13 @@ class Deadline:
         self._previous: Any = None
         self._armed = _Armed(seconds if self.active else None)
 
-    @staticmethod
-    def _fire(signum: int, frame: Any) -> None:
+    def _fire(self, signum: int, frame: Any) -> None:
+        armed, stopped = self._armed, _stopped
+        if stopped is not None and armed.started is not None and armed.seconds:
+            ran = time.monotonic() - armed.started - (stopped() - armed.stopped)
+            if armed.seconds - ran > 0.01:  # part of the time went by while stopped: the rest
+                signal.setitimer(signal.ITIMER_REAL, armed.seconds - ran)
+                return
         raise SerializeTimeout
 
     def __enter__(self) -> Deadline:
@@ -85,13 +106,17 @@ class Deadline:
 
 
 class _Armed:
-    __slots__ = ("seconds",)
+    __slots__ = ("seconds", "started", "stopped")
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
+        self.started: float | None = None
+        self.stopped = 0.0
 
     def __enter__(self) -> None:
         if self.seconds:
+            if _stopped is not None:  # a forked child: remember where the clocks stood
+                self.started, self.stopped = time.monotonic(), _stopped()
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
 
     def __exit__(self, *exc: object) -> None:

@@ -39,11 +39,13 @@ import dill
 from ipython_compact.namespace.snapshot.blobs import ref_file
 from ipython_compact.namespace.snapshot.codec import Deadline
 from ipython_compact.namespace.snapshot.decide import QUICK_TYPES, Cached, Decision, SaveRun
+from ipython_compact.namespace.snapshot.listing import committed_generations
 from ipython_compact.namespace.snapshot.locking import WriterLocks
 from ipython_compact.namespace.snapshot.manifests import (
     MANIFEST_VERSION,
     GenerationInfo,
     Manifest,
+    ManifestReader,
     Scan,
 )
 from ipython_compact.namespace.snapshot.objects import object_scheme
@@ -135,6 +137,8 @@ class SnapshotStore:
         self._recorded_cache: dict[int, str] | None = None
         self._in_operation = False
         self._lock = threading.Lock()
+        self._listing_lock = threading.Lock()  # listing has a reader of its own (``generations_info``)
+        self._listing: ManifestReader | None = None
         self.pid = os.getpid()
         self._place: Place = (
             ObjectPlace(url, key, self.session, locks=locks)
@@ -163,13 +167,18 @@ class SnapshotStore:
             return {}
         if self._recorded_cache is not None:
             return self._recorded_cache
-        try:
-            recorded = {int(g): str(d) for g, d in self.ledger.recorded().items() if d != DISCARDED}
-        except Exception:  # an unreadable log: no record to compare with
-            recorded = {}
+        recorded = self._ledger_digests()
         if self._in_operation:
             self._recorded_cache = recorded
         return recorded
+
+    def _ledger_digests(self) -> dict[int, str]:
+        if self.ledger is None:
+            return {}
+        try:
+            return {int(g): str(d) for g, d in self.ledger.recorded().items() if d != DISCARDED}
+        except Exception:  # an unreadable log: no record to compare with
+            return {}
 
     def recorded_digests(self) -> dict[int, str]:
         """The ledger's digests now (a background save's child works from this copy)."""
@@ -223,32 +232,12 @@ class SnapshotStore:
         return bool(self._pending)
 
     def generations_info(self) -> list[GenerationInfo]:
-        """Every generation on disk, oldest first, verified or not (``%compact snapshots``)."""
-        with self._lock, self._place.lock(shared=True, timeout=self.lock_timeout), self._fresh():
-            scan = self._scan()
-            self._files.refresh()
-        rows: dict[int, GenerationInfo] = {}
-        for m in scan.valid:  # payload presence was listed under the lock; the rest is in memory
-            missing = sorted({ref_file(e["ref"]) for e in m.names.values()} - self._files.present)
-            pid = m.data.get("pid")
-            rows[m.generation] = GenerationInfo(
-                m.generation,
-                m.data.get("timestamp"),
-                m.process,
-                pid if isinstance(pid, int) else None,
-                m.data.get("origin"),
-                m.provisional,
-                sorted(m.names),
-                int(m.data.get("bytes") or 0),
-                not missing,
-                f"payloads missing: {', '.join(missing[:3])}" if missing else None,
-                m.process == self.process,
-            )
-        for bad in scan.invalid:
-            rows[bad.generation] = GenerationInfo(
-                bad.generation, None, None, None, None, False, [], 0, False, bad.reason, False
-            )
-        return [rows[g] for g in sorted(rows)]
+        """Every committed generation, oldest first, verified or not (``%compact snapshots``); read
+        without the writer lock, by a reader of its own (``listing.py`` says why)."""
+        with self._listing_lock:
+            if self._listing is None:
+                self._listing = self._place.reader()
+            return committed_generations(self._listing, self._place, self._ledger_digests(), self.process)
 
     # ------------------------------------------------------------------ save
     def save(

@@ -17,6 +17,14 @@ Two implementations of ``Objects``:
 
 What must hold: an object appears complete or not at all to readers (S3, GCS and Azure PUTs are
 atomic); a missing object is ``MissingObject``; names are relative to the root, ``/``-separated.
+
+Every remote call has a deadline: ``IPYTHON_COMPACT_OBJECT_TIMEOUT`` seconds (default 30) plus one
+second per MiB it sends or reads, after which it fails with ``SnapshotError`` saying so (the save
+then ends, its writer lock is released, and nothing it put is visible: the manifest comes last).
+Why: with the endpoint stalled mid-save an 8 MB save still hung after 90 s (500 s in another run),
+holding the writer lock throughout. On an async filesystem (s3fs, gcsfs, adlfs) the call itself is
+cancelled at its deadline (fsspec's ``timeout``); on S3 botocore's own connect and read timeouts
+are set to the same value, so a stalled socket is given up at the transport too.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +40,21 @@ from typing import Any, Protocol
 from ipython_compact.namespace.snapshot.blobs import TEMP_SUFFIX, open_regular
 from ipython_compact.namespace.snapshot.locking import make_private_dirs
 from ipython_compact.namespace.snapshot.reports import SnapshotError
+
+ENV_TIMEOUT = "IPYTHON_COMPACT_OBJECT_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+"""Seconds one call to object storage may take, plus ``SECONDS_PER_MIB`` for each MiB it moves."""
+SECONDS_PER_MIB = 1.0
+
+
+def object_timeout() -> float:
+    """``$IPYTHON_COMPACT_OBJECT_TIMEOUT`` when it is a positive number, else the default."""
+    try:
+        value = float(os.environ.get(ENV_TIMEOUT, "").strip() or DEFAULT_TIMEOUT)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if 0 < value < float("inf") else DEFAULT_TIMEOUT
+
 
 OBJECT_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "file", "memory")
 """URL schemes taken as object storage (``file://`` goes through the object layer too)."""
@@ -200,7 +224,8 @@ class FsspecObjects:
     The filesystem is made per process: a forked background child must not use the parent's
     event loop or HTTP connections (``_fs``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeout: float | None = None) -> None:
+        self.timeout = object_timeout() if timeout is None else timeout
         try:
             import fsspec  # type: ignore[import-untyped]  # optional: the `objects` extra
         except ImportError:
@@ -220,11 +245,56 @@ class FsspecObjects:
     def _filesystem(self) -> tuple[Any, str]:
         if self._fs is None or self._pid != os.getpid():
             try:
-                fs, root = self._fsspec.core.url_to_fs(self.url)
+                fs, root = self._fsspec.core.url_to_fs(self.url, **self._transport_options())
             except (ImportError, ValueError) as exc:
                 raise SnapshotError(f"{self.url}: cannot open this snapshot location ({exc})") from None
             self._fs, self._root, self._pid = fs, root.rstrip("/"), os.getpid()
         return self._fs, self._root
+
+    def _transport_options(self) -> dict[str, Any]:
+        """botocore's connect and read timeouts for S3 (the user's own fsspec config kept where it
+        sets them); other filesystems get their deadline from ``_call`` only."""
+        if not self.url.lower().startswith(("s3://", "s3a://")):
+            return {}
+        conf = getattr(getattr(self._fsspec, "config", None), "conf", {}) or {}
+        mine = dict((conf.get("s3") or {}).get("config_kwargs") or {})
+        mine.setdefault("connect_timeout", self.timeout)
+        mine.setdefault("read_timeout", self.timeout)
+        return {"config_kwargs": mine}
+
+    def _call(self, what: str, size: int, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of the filesystem under this call's deadline (module doc)."""
+        deadline = self.timeout + SECONDS_PER_MIB * size / (1 << 20)
+        late = SnapshotError(
+            f"{self.url}: {what} got no answer within {round(deadline, 1):g} s (the object store is "
+            f"stalled or unreachable; the deadline is ${ENV_TIMEOUT}, {self.timeout:g} s plus "
+            f"{SECONDS_PER_MIB:g} s per MiB)"
+        )
+        if getattr(self._filesystem()[0], "async_impl", False):
+            from fsspec.exceptions import FSTimeoutError  # type: ignore[import-untyped]  # optional
+
+            try:
+                return method(*args, timeout=deadline, **kwargs)
+            except FSTimeoutError:
+                raise late from None
+        # A filesystem that blocks: the call runs on a thread of its own, left behind at the deadline.
+        done = threading.Event()
+        result: list[Any] = [None, None]
+
+        def run() -> None:
+            try:
+                result[0] = method(*args, **kwargs)
+            except BaseException as exc:
+                result[1] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="ipython-compact-object-call", daemon=True).start()
+        if not done.wait(deadline):
+            raise late
+        if result[1] is not None:
+            raise result[1]
+        return result[0]
 
     def _path(self, name: str) -> str:
         if any(p in ("", ".", "..") for p in name.split("/")):
@@ -245,9 +315,11 @@ class FsspecObjects:
         folder = f"{root}/{prefix.strip('/')}" if prefix.strip("/") else root
         fs.invalidate_cache(folder)  # listings are cached by some filesystems: always ask the store
         try:
-            found = fs.ls(folder, detail=True)
+            found = self._call(f"list {prefix or '/'}", 0, fs.ls, folder, detail=True)
         except FileNotFoundError:
             return {}
+        except SnapshotError:
+            raise
         except Exception as exc:
             raise self._fail(f"list {prefix or '/'}", exc) from None
         base = prefix if prefix.endswith("/") or not prefix else prefix + "/"
@@ -270,9 +342,10 @@ class FsspecObjects:
         fs, _ = self._filesystem()
         path = self._path(name)
         try:
-            if limit is not None and int(fs.size(path)) > limit:
+            size = int(self._call(f"read {name}", 0, fs.size, path))
+            if limit is not None and size > limit:
                 raise SnapshotError(f"{name} is larger than {limit:,} bytes; not read")
-            return bytes(fs.cat_file(path))
+            return bytes(self._call(f"read {name}", size, fs.cat_file, path))
         except FileNotFoundError:
             raise MissingObject(f"{name} is missing") from None
         except SnapshotError:
@@ -282,8 +355,11 @@ class FsspecObjects:
 
     def put(self, name: str, data: bytes | memoryview) -> None:
         fs, _ = self._filesystem()
+        body = bytes(data) if isinstance(data, memoryview) else data
         try:
-            fs.pipe_file(self._path(name), bytes(data) if isinstance(data, memoryview) else data)
+            self._call(f"write {name}", len(body), fs.pipe_file, self._path(name), body)
+        except SnapshotError:
+            raise
         except Exception as exc:
             raise self._fail(f"write {name}", exc) from None
 
@@ -293,10 +369,12 @@ class FsspecObjects:
         body = bytes(data) if isinstance(data, memoryview) else data
         if self.conditional:
             try:
-                fs.pipe_file(path, body, mode="create")
+                self._call(f"write {name}", len(body), fs.pipe_file, path, body, mode="create")
                 return True
             except FileExistsError:
                 return False
+            except SnapshotError:
+                raise
             except (TypeError, NotImplementedError):  # this filesystem has no conditional write
                 self.conditional = False
             except Exception as exc:
@@ -306,9 +384,11 @@ class FsspecObjects:
         # Without a conditional write: the writer lock (in the session store) is what keeps a second
         # writer from this name; the check narrows the window, it does not close it.
         try:
-            if fs.exists(path):
+            if self._call(f"look for {name}", 0, fs.exists, path):
                 return False
-            fs.pipe_file(path, body)
+            self._call(f"write {name}", len(body), fs.pipe_file, path, body)
+        except SnapshotError:
+            raise
         except Exception as exc:
             raise self._fail(f"write {name}", exc) from None
         return True
@@ -316,9 +396,11 @@ class FsspecObjects:
     def delete(self, name: str) -> None:
         fs, _ = self._filesystem()
         try:
-            fs.rm_file(self._path(name))
+            self._call(f"delete {name}", 0, fs.rm_file, self._path(name))
         except FileNotFoundError:
             return
+        except SnapshotError:
+            raise
         except Exception as exc:
             raise self._fail(f"delete {name}", exc) from None
 

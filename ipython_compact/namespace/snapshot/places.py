@@ -38,7 +38,7 @@ from ipython_compact.namespace.snapshot.locking import (
     make_private_dirs,
 )
 from ipython_compact.namespace.snapshot.manifests import ManifestReader, generations_on_disk, manifest_name
-from ipython_compact.namespace.snapshot.object_files import ObjectBlobFiles, ObjectManifestReader
+from ipython_compact.namespace.snapshot.object_files import BLOBS, ObjectBlobFiles, ObjectManifestReader
 from ipython_compact.namespace.snapshot.objects import Objects, open_objects
 from ipython_compact.namespace.snapshot.reports import SnapshotError
 
@@ -62,6 +62,10 @@ class Place(Protocol):
 
     def delete_manifest(self, generation: int) -> None: ...
 
+    def reader(self) -> ManifestReader: ...
+
+    def payload_names(self) -> set[str]: ...
+
 
 class FolderPlace:
     """The local folder (module doc)."""
@@ -76,6 +80,7 @@ class FolderPlace:
         make_private_dirs(self.blobs, self.directory)
         self.files = BlobFiles(self.blobs, key, durable=durable)
         self.manifests = ManifestReader(self.directory, key, session)
+        self._key, self._session = key, session
 
     def lock(self, *, shared: bool, timeout: float) -> AbstractContextManager[None]:
         return folder_lock(self.directory, shared=shared, timeout=timeout)
@@ -107,6 +112,17 @@ class FolderPlace:
         with contextlib.suppress(OSError):
             (self.directory / manifest_name(generation)).unlink()
 
+    def reader(self) -> ManifestReader:
+        """A manifest reader of its own, for listing without the writer lock (``generations_info``)."""
+        return ManifestReader(self.directory, self._key, self._session)
+
+    def payload_names(self) -> set[str]:
+        """The payload files present now (read only; the writer's ``files.present`` is not touched)."""
+        try:
+            return set(os.listdir(self.blobs))
+        except FileNotFoundError:
+            return set()
+
 
 def lock_name(location: str) -> str:
     """The name a session's snapshots on object storage are locked under (no credentials in it)."""
@@ -130,6 +146,7 @@ class ObjectPlace:
         self._still_held: Callable[[], bool] | None = None  # while a writer holds the lock
         self.files: BlobFiles = ObjectBlobFiles(self.objects, key)
         self.manifests: ManifestReader = ObjectManifestReader(self.objects, key, session)
+        self._key, self._session = key, session
 
     @contextlib.contextmanager
     def lock(self, *, shared: bool, timeout: float) -> Iterator[None]:
@@ -192,6 +209,12 @@ class ObjectPlace:
 
     def delete_manifest(self, generation: int) -> None:
         self.objects.delete(manifest_name(generation))
+
+    def reader(self) -> ManifestReader:
+        return ObjectManifestReader(self.objects, self._key, self._session)
+
+    def payload_names(self) -> set[str]:
+        return {n[len(BLOBS) :] for n in self.objects.list(BLOBS)}
 
 
 __all__ = ["FolderPlace", "ObjectPlace", "Place", "lock_name"]
