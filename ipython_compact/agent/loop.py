@@ -60,13 +60,13 @@ from ipython_compact.agent.model_resolution import (
 from ipython_compact.agent.openai_chat import to_openai_messages
 from ipython_compact.agent.options import DEFAULT_SYSTEM_PROMPT, FINAL_CHARS, AgentOptions
 from ipython_compact.agent.overflow_episode import OverflowEpisode
+from ipython_compact.agent.request_order import request_context
 from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge, too_large_for_window
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.sub_agents import SubAgentRegistry, forward_child_events
 from ipython_compact.agent.supervisor import KernelSupervisor
 from ipython_compact.agent.tool_runner import ToolRunner
-from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import (
     COMPACTION,
     CUSTOM,
@@ -727,7 +727,8 @@ class Agent:
     # ------------------------------------------------------------------ context and reporting
     def context_messages(self) -> list[dict[str, Any]]:
         """The provider-ready messages the next request would carry (system baseline first)."""
-        return build_context(self._mark_kernel_written(self.store.context_path(self.session)))
+        path = self._mark_kernel_written(self.store.context_path(self.session))
+        return request_context(path)  # the question last, after any kernel notice
 
     def _mark_kernel_written(self, entries: list[Entry]) -> list[Entry]:
         """User messages that code in this agent's own kernel appended to the log (kernel code runs
