@@ -1,0 +1,75 @@
+"""Every failure a new user met in issue 34 is explained: what did not fit and by how much, which
+setting to change, and the flag's name where the user types flags. Real kernels, the local model
+server over HTTP, real subprocesses for the command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from ipython_compact.agent.kernel_tool import JupyterKernel
+from ipython_compact.agent.loop import Agent
+from ipython_compact.store import SessionStore
+from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
+
+FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+SCRIPT = Path(sys.executable).parent / "ipython-compact"
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[JupyterKernel]:
+    with JupyterKernel(extension=None) as k:
+        yield k
+
+
+def _agent(tmp_path: Path, server: ModelServer, kernel: Any, **kw: Any) -> Agent:
+    return Agent(
+        store=SessionStore(tmp_path / "s.db"),
+        session="t",
+        client=openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0),
+        model="local-model",
+        kernel=kernel,
+        cooldown_seconds=0.0,
+        **kw,
+    )
+
+
+@pytest.mark.slow
+def test_the_depth_cap_refusal_names_max_depth(tmp_path: Path, kernel: JupyterKernel) -> None:
+    code = "try:\n    agent_query('find the best month')\nexcept RuntimeError as e:\n    print(e)"
+
+    def reply(req: RecordedRequest) -> Reply | str:
+        if req.messages[-1]["role"] == "tool":
+            return "done"
+        return Reply(tool_calls=(ToolCall("python", {"code": code}),))
+
+    with ModelServer(reply) as srv:
+        agent = _agent(tmp_path, srv, kernel, context_window=32000, max_depth=0)
+        assert agent.ask("use a sub-agent").stopped == "final"
+        said = str(srv.chat_requests[-1].messages[-1]["content"])
+    assert "agent_query is not available at depth 0" in said, said
+    assert "max_depth=0" in said and "Agent(max_depth=...)" in said
+
+
+def test_the_command_line_names_its_model_flag(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IPYTHON_COMPACT_MODEL", "OPENAI_"))}
+    env["IPYTHON_COMPACT_DIR"] = str(tmp_path)
+    subprocess.run(
+        [str(SCRIPT), "import", str(FIXTURE), "--session", "w"], env=env, check=True, capture_output=True
+    )
+    done = subprocess.run(
+        [str(SCRIPT), "compact", "-s", "w", "--summarizer", "openai"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pass --model NAME" in done.stderr and "model=..." not in done.stderr, done.stderr
