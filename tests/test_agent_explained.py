@@ -73,3 +73,34 @@ def test_the_command_line_names_its_model_flag(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "pass --model NAME" in done.stderr and "model=..." not in done.stderr, done.stderr
+
+
+@pytest.mark.slow
+def test_a_partial_compaction_override_keeps_the_other_sizes_scaled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trait help's shape, ``{'keep_recent_tokens': 200}``, broke every ``%%agent`` on an
+    8,192-token server ("context window 8192 is not larger than reserve_tokens 16384")."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "partial-override")
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        with ModelServer(default="fine", model="local", context_window=8192) as srv:
+            shell.run_line_magic("config", "CompactConfig.compaction = {'keep_recent_tokens': 200}")
+            shell.run_cell_magic("agent", f"--model local --base-url {srv.base_url}", "hello")
+            assert "fine" in capsys.readouterr().out
+            status = shell.run_line_magic("compact", "status").data
+            assert (status["window"], status["blocking_line"]) == (8192, 8192 - 8192 // 5)
+            shell.run_line_magic("config", "CompactConfig.compaction = {'reserve_tokens': 9000}")
+            shell.run_cell_magic("agent", f"--reset --model local --base-url {srv.base_url}", "again")
+            said = capsys.readouterr().out
+            assert len(srv.chat_requests) == 1
+    finally:
+        shell.run_line_magic("config", "CompactConfig.compaction = {}")
+        shell.run_line_magic("unload_ext", "ipython_compact")
+    assert "%%agent: CompactConfig.compaction sets reserve_tokens=9,000" in said, said
+    assert "8,192-token window" in said and "{'reserve_tokens': 1638}" in said

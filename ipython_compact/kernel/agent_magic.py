@@ -315,12 +315,22 @@ SIZE_KEYS = frozenset({"reserve_tokens", "keep_recent_tokens", "background_token
 
 
 def _sized_for(settings: Any, configured: dict[str, Any], window: int) -> Any:
-    """``settings`` with the reserve, recent tail and background line scaled to ``window`` when
-    the user set none of them (``CompactConfig.compaction``), as ``Agent`` does for a window given
-    to it: pi's defaults (reserve 16,384) make a ``--window 2500`` agent refuse every request."""
-    if SIZE_KEYS & configured.keys():
-        return settings
+    """``settings`` with each of the reserve, recent tail and background line the user did not set
+    (``CompactConfig.compaction``) scaled to ``window``, as ``Agent`` does for a window given to it:
+    pi's defaults (reserve 16,384) make a ``--window 2500`` agent refuse every request. A partial
+    override (``{'keep_recent_tokens': 200}``) keeps the other sizes scaled.
+
+    Raises ValueError naming the setting when the user's own reserve leaves no room in the window.
+    """
     from ipython_compact.agent.model_resolution import settings_for_window  # start-up: a %%agent cell only
 
     scaled = settings_for_window(window)
-    return dataclasses.replace(settings, **{k: getattr(scaled, k) for k in SIZE_KEYS})
+    sized = dataclasses.replace(settings, **{k: getattr(scaled, k) for k in SIZE_KEYS - configured.keys()})
+    if sized.reserve_tokens >= window:
+        raise ValueError(
+            f"CompactConfig.compaction sets reserve_tokens={sized.reserve_tokens:,}, which is not smaller "
+            f"than the model's {window:,}-token window. Set it below the window (for this window: "
+            f"%config CompactConfig.compaction = {{'reserve_tokens': {scaled.reserve_tokens}}}) or leave "
+            f"it out to have it scaled."
+        )
+    return sized
