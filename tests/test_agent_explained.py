@@ -104,3 +104,43 @@ def test_a_partial_compaction_override_keeps_the_other_sizes_scaled(
         shell.run_line_magic("unload_ext", "ipython_compact")
     assert "%%agent: CompactConfig.compaction sets reserve_tokens=9,000" in said, said
     assert "8,192-token window" in said and "{'reserve_tokens': 1638}" in said
+
+
+@pytest.mark.slow
+def test_agent_cells_tell_the_true_story_about_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dead port said "(the server reported no window)"; ``--reset`` (or ``--window`` alone) after
+    ``--base-url`` went to the public endpoint."""
+    import socket
+
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.setenv("IPYTHON_COMPACT_DIR", str(tmp_path))
+    monkeypatch.setenv("IPYTHON_COMPACT_SESSION", "server-story")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"  # nothing listens once closed
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "ipython_compact")
+    try:
+        shell.run_cell_magic("agent", f"--model local --base-url {dead}", "hello")
+        said_dead = capsys.readouterr().out
+        with ModelServer(default="same server", model="local", context_window=8192) as srv:
+            url = srv.base_url
+            shell.run_cell_magic("agent", f"--model local --base-url {url}", "hello")
+            capsys.readouterr()
+            shell.run_cell_magic("agent", "--reset", "again")
+            said_reset = capsys.readouterr().out
+            shell.run_cell_magic("agent", "--window 4096", "and again")
+            said_window = capsys.readouterr().out
+            assert len(srv.chat_requests) == 3
+    finally:
+        shell.run_line_magic("unload_ext", "ipython_compact")
+    assert f"the server at {dead} did not answer /models: APIConnectionError" in said_dead, said_dead
+    assert "reported no window" not in said_dead
+    assert f"local at {url} · window 8,192 tokens, from the server's model card" in said_reset
+    assert "same server" in said_reset and "same server" in said_window
+    assert f"local at {url} · window 4,096 tokens, from the cell's --window" in said_window

@@ -36,7 +36,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.events import AgentEvent
 from ipython_compact.core.state_notice import SnapshotOutcome
-from ipython_compact.kernel.agent_settings import AgentSettings, server_window
+from ipython_compact.kernel.agent_settings import PUBLIC_API, AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
 from ipython_compact.kernel.config import AgentConfig
 from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
@@ -68,8 +68,16 @@ AGENT_ARGS = (
     ),
     arg("--session", help="session name (default: the extension's bound session)"),
     arg("--stream", action="store_true", help="show the model's text as it arrives"),
-    arg("--reset", action="store_true", help="start a fresh agent (the log keeps everything)"),
+    arg(
+        "--reset",
+        action="store_true",
+        help="start a fresh agent on the same model and server (the log keeps everything)",
+    ),
 )
+
+
+#: Options a later cell keeps from an earlier one until it names another value.
+CARRIED = ("model", "base_url", "window", "session")
 
 
 def agent_parser() -> MagicParser:
@@ -101,6 +109,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
         self.settings: AgentSettings | None = None
         self.agent_config = AgentConfig(parent=shell)
         self._output: CellOutput | None = None
+        self._line: dict[str, Any] = {}  # the options in CARRIED an earlier cell's line gave
 
     def _card_window(self, model: str, base_url: str | None) -> tuple[int, str] | None:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
@@ -212,7 +221,11 @@ class AgentMagics(Magics):  # type: ignore[misc]
             rebuild = ("model", "base_url", "window", "session", "stream")
             built = self.current is None or bool(opts.get("reset")) or any(k in opts for k in rebuild)
             if built:
+                # what an earlier line named (model, server, window, session) holds until a line
+                # names another: `--reset` or `--window N` alone never falls back to the public API
+                opts = {**self._line, **opts}
                 self.current = self._build(opts)
+                self._line = {k: opts[k] for k in CARRIED if k in opts}
             elif "max_steps" in opts:
                 assert self.current is not None
                 self.current.max_steps = int(opts["max_steps"])
@@ -223,9 +236,9 @@ class AgentMagics(Magics):  # type: ignore[misc]
         assert agent is not None and chosen is not None
         output = self._output = CellOutput(live=live, stream=chosen.stream)
         if built:
+            server = chosen.base_url or os.environ.get("OPENAI_BASE_URL") or PUBLIC_API
             output.note(
-                f"{chosen.model}{f' at {chosen.base_url}' if chosen.base_url else ''} · window "
-                f"{chosen.window:,} tokens, from {chosen.window_source}"
+                f"{chosen.model} at {server} · window {chosen.window:,} tokens, from {chosen.window_source}"
             )
         turn = self.service.fileops.agent_turn() if self.service is not None else contextlib.nullcontext()
         try:
