@@ -144,3 +144,29 @@ def test_agent_cells_tell_the_true_story_about_the_server(
     assert f"local at {url} · window 8,192 tokens, from the server's model card" in said_reset
     assert "same server" in said_reset and "same server" in said_window
     assert f"local at {url} · window 4,096 tokens, from the cell's --window" in said_window
+
+
+@pytest.mark.slow
+def test_a_failed_request_raises_so_the_readme_example_cannot_print_it_as_an_answer(tmp_path: Path) -> None:
+    """The README's ``print(agent.ask(q).text)`` printed "The model request failed: …" and exited 0."""
+    script = (
+        "import sys\n"
+        "from ipython_compact import Agent\n"
+        "with Agent(model='local-model', base_url=sys.argv[1], context_window=32000, store=sys.argv[2],\n"
+        "           session='work') as agent:\n"
+        "    print(agent.ask('Load data.csv and tell me the best month.').text)\n"
+    )
+    with ModelServer(default=Reply.server_error("upstream exploded")) as srv:
+        done = subprocess.run(
+            [sys.executable, "-c", script, srv.base_url, str(tmp_path / "s.db")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path)},
+        )
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert "ipython_compact.agent.events.TurnFailed: The model request failed: HTTP 500" in done.stderr
+    assert "upstream exploded" in done.stderr
+    # the turn is logged all the same
+    log = SessionStore(tmp_path / "s.db").entries("work")
+    assert [e.role for e in log if e.role] == ["user", "assistant"]

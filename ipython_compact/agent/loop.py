@@ -46,6 +46,7 @@ from ipython_compact.agent.events import (
     AgentEvent,
     CompactionRecord,
     StopReason,
+    TurnFailed,
     TurnResult,
     summarize_event,
 )
@@ -500,7 +501,12 @@ class Agent:
     # ------------------------------------------------------------------ the turn
     def ask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
         """Run one user turn to a final answer (a final message, or ``FINAL``/``FINAL_VAR`` from
-        code), the step limit, a cap, an interrupt or an error.
+        code), the step limit, a cap or an interrupt; ``TurnResult.stopped`` says which.
+
+        One rule for failures: they raise. ``TurnFailed`` (an ``AgentError``) when the turn failed
+        (the model request failed, the context cannot fit the window, the kernel is gone; the turn
+        is logged and ``exc.result`` holds it); ValueError/TypeError/RuntimeError for what is
+        refused before anything is logged. A returned result is never an error message.
 
         ``context`` (str, bytes or a JSON value) is bound to ``context_name`` in the kernel first;
         the model is told its type, size and a preview, never the value. In autonomous mode with a
@@ -517,9 +523,12 @@ class Agent:
                 "agent; use one Agent per parallel rollout, or wait for the first answer"
             )
         try:
-            return self._ask(text, context, context_name)
+            result = self._ask(text, context, context_name)
         finally:
             self._asking.release()
+        if result.stopped == "error":
+            raise TurnFailed(result)  # one rule: a failure raises, whether found before or after a request
+        return result
 
     async def aask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
         """``ask`` for asyncio: the same turn, the same result and errors, on a thread of its own so
@@ -875,6 +884,7 @@ __all__: Sequence[str] = (
     "AgentEvent",
     "CompactionEngine",
     "CompactionRecord",
+    "TurnFailed",
     "TurnResult",
     "summarize_event",
 )

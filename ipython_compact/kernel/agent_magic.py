@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ipython_compact.agent.events import AgentEvent
+from ipython_compact.agent.events import AgentEvent, TurnFailed
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.kernel.agent_settings import PUBLIC_API, AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
@@ -244,6 +244,8 @@ class AgentMagics(Magics):  # type: ignore[misc]
         try:
             with turn:  # only the tool calls' file opens are recorded, as the agent's
                 result = agent.ask(cell.strip())
+        except TurnFailed as failed:  # the turn is in the log; the cell says why it failed
+            result = failed.result
         except KeyboardInterrupt:  # interrupted while waiting for the model: the turn ends cleanly
             output.finish(None)
             print("[stopped: interrupted] The turn was interrupted.")
