@@ -170,3 +170,30 @@ def test_a_failed_request_raises_so_the_readme_example_cannot_print_it_as_an_ans
     # the turn is logged all the same
     log = SessionStore(tmp_path / "s.db").entries("work")
     assert [e.role for e in log if e.role] == ["user", "assistant"]
+
+
+@pytest.mark.parametrize("window", [100, 300])
+def test_a_window_too_small_for_any_request_is_refused_up_front(tmp_path: Path, window: int) -> None:
+    with ModelServer(default="ok") as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+        with pytest.raises(ValueError, match=rf"context_window={window} is too small for this agent") as err:
+            Agent(client=client, model="m", context_window=window, store=tmp_path / "s.db", kernel=object())
+        assert srv.chat_requests == []
+    said = str(err.value)
+    assert "the system prompt and the python tool alone take ~" in said and "more)" in said
+    assert "context_window=, --window" in said
+
+
+@pytest.mark.slow
+def test_a_question_larger_than_the_window_is_named_with_the_shortfall_and_the_fix(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
+    with ModelServer(default="ok", context_window=2000) as srv:
+        agent = _agent(tmp_path, srv, kernel, context_window=2000)
+        before = len(agent.log_entries())
+        with pytest.raises(ValueError, match=r"the question does not fit the 2,000-token window") as err:
+            agent.ask("word " * 3000)
+        assert srv.chat_requests == [] and len(agent.log_entries()) == before
+    said = str(err.value)
+    assert "15,000 characters (~3,750 tokens)" in said and "tokens short" in said
+    assert "ask(question, context=TEXT)" in said

@@ -68,6 +68,7 @@ from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.sub_agents import SubAgentRegistry, forward_child_events
 from ipython_compact.agent.supervisor import KernelSupervisor
 from ipython_compact.agent.tool_runner import ToolRunner
+from ipython_compact.agent.window_fit import question_does_not_fit, window_too_small
 from ipython_compact.core.entries import (
     COMPACTION,
     CUSTOM,
@@ -232,8 +233,12 @@ class Agent:
         self.store = open_store(store, self._closers)
         self.session = session or default_session_name()
         self._base_settings = settings or settings_for_window(self.context_window)
-        # a window the settings cannot use is an error now
+        # a window the settings cannot use, or too small for any request, is an error now
         threshold_lines(self.context_window, self.settings)
+        baseline = system_prompt + ("\n\n" + RLM_PROMPT if subcalls else "")
+        small = window_too_small(self.context_window, self.settings, baseline)
+        if small is not None:
+            raise ValueError(small)
         # What callers may change between turns (``%%agent --max-steps``, ``system_prompt``).
         self.system_prompt = system_prompt
         self.max_steps = max_steps
@@ -562,6 +567,9 @@ class Agent:
         await _on_thread(self.close, f"aclose-{self.session}")
 
     def _ask(self, text: str, context: Any, context_name: str) -> TurnResult:
+        too_big = question_does_not_fit(text, self.context_window, self.settings, self._baseline_text())
+        if too_big is not None:
+            raise ValueError(too_big)  # refused before anything is logged: compaction cannot shrink it
         if context is not None:
             if self._bridge is None:
                 raise ValueError("context= needs subcalls=True (the kernel functions that carry it)")
