@@ -691,6 +691,8 @@ class Agent:
             abort=self._abort,
             on_delta=lambda d: self._log.emit("assistant_delta", d),
         )
+        if answer.message is None and answer.aborted:  # interrupted while the server was answering
+            return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
         if answer.message is None:
             return self._overflow.on_error(answer)
         assistant = answer.message
