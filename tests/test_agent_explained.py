@@ -217,3 +217,29 @@ def test_cancelling_aask_interrupts_the_request_and_the_process_ends_cleanly(tmp
     assert "Exception ignored" not in done.stderr, done.stderr
     log = SessionStore(tmp_path / "s.db").entries("c")
     assert [e.role for e in log if e.role] == ["user"]  # the late reply never entered the log
+
+
+@pytest.mark.slow
+def test_a_tool_output_larger_than_the_window_is_named_in_the_overflow_failure(
+    tmp_path: Path, kernel: JupyterKernel
+) -> None:
+    code = "print('x' * 16000)"
+
+    def reply(req: RecordedRequest) -> Reply | str:
+        return (
+            "done"
+            if req.messages[-1]["role"] == "tool"
+            else Reply(tool_calls=(ToolCall("python", {"code": code}),))
+        )
+
+    with ModelServer(reply, context_window=3000) as srv:
+        agent = _agent(tmp_path, srv, kernel, context_window=3000, max_output_chars=20000, subcalls=False)
+        from ipython_compact.agent.events import TurnFailed
+
+        with pytest.raises(TurnFailed) as failed:
+            agent.ask("print the big thing")
+    said = str(failed.value)
+    assert said.startswith("Context overflow recovery failed"), said
+    assert "What does not fit: the context is ~" in said and "for the 3,000-token window" in said
+    assert "the largest message, a tool output, is ~4,0" in said, said
+    assert "ask(question, context=DATA)" in said and "context_window=, --window" in said

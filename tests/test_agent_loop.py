@@ -254,7 +254,7 @@ def test_second_overflow_ends_with_an_honest_error(tmp_path: Path, kernel: Jupyt
         assert (
             len([r for r in srv.chat_requests if any(m.get("content") == "trigger" for m in r.messages)]) == 2
         )
-    assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
+    assert result.stopped == "error" and result.text.startswith(OVERFLOW_FAILURE_MESSAGE)
     assert "larger context window" in result.text
     outcomes = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME]
     assert outcomes[-1].data["outcome"] == "failed" and outcomes[-1].data["reason"] == "overflow"
@@ -537,7 +537,7 @@ def test_at_most_one_compaction_per_request(tmp_path: Path, kernel: JupyterKerne
             agent.ask("trigger " + "filler " * 400)
         result = failed.value.result
     # One compaction for the request (threshold); the overflow may not add a second: honest error.
-    assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
+    assert result.stopped == "error" and result.text.startswith(OVERFLOW_FAILURE_MESSAGE)
     new = [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION][n_before:]
     assert new == ["threshold"]
 

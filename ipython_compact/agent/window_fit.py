@@ -19,7 +19,13 @@ from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.thresholds import threshold_lines
 from ipython_compact.core.tokens import estimate_message_tokens
 
-__all__ = ["MIN_QUESTION_TOKENS", "fixed_tokens", "question_does_not_fit", "window_too_small"]
+__all__ = [
+    "MIN_QUESTION_TOKENS",
+    "fixed_tokens",
+    "overflow_explained",
+    "question_does_not_fit",
+    "window_too_small",
+]
 
 #: The least room a window must leave for a question and its first answer beside the fixed part.
 MIN_QUESTION_TOKENS = 256
@@ -67,4 +73,36 @@ def question_does_not_fit(
         f"answer ({answer:,}) there is room for ~{max(room, 0):,}, {tokens - max(room, 0):,} "
         f"tokens short. Pass the text as ask(question, context=TEXT) (it stays in the kernel and the "
         f"model reads it with code), use a model with a larger window, or shorten the question."
+    )
+
+
+_WHAT = {"toolResult": "tool output", "user": "user message", "assistant": "assistant message"}
+
+
+def overflow_explained(current: object) -> str:
+    """What did not fit after an overflow that compaction could not cure: the context's size
+    against the window, the largest message's size and kind, and the fixes. ``current`` is the
+    agent (read through ``context_tokens``/``context_messages``/``settings``); "" when it cannot say."""
+    try:
+        tokens = int(current.context_tokens()[0])  # type: ignore[attr-defined]
+        window = int(current.context_window)  # type: ignore[attr-defined]
+        messages = current.context_messages()  # type: ignore[attr-defined]
+        estimator = current.settings.estimator  # type: ignore[attr-defined]
+    except Exception:  # an engine without these: the plain message stands
+        return ""
+    sized = [(estimate_message_tokens(m, estimator), m) for m in messages if isinstance(m, dict)]
+    part = ""
+    if sized:
+        size, largest = max(sized, key=lambda pair: pair[0])
+        part = (
+            f"; the largest message, a {_WHAT.get(str(largest.get('role')), 'message')}, is ~{size:,} of them"
+        )
+    over = (
+        f", {tokens - window:,} over" if tokens > window else " (the server counts more than this estimate)"
+    )
+    return (
+        f" What does not fit: the context is ~{tokens:,} tokens for the {window:,}-token window{over}{part}. "
+        f"Pass large data as ask(question, context=DATA) (the kernel keeps it; the model reads it with "
+        f"code), print less of a big output (recall() reads compacted spans back), or give the model's "
+        f"real window (context_window=, --window) or use a model with a larger one."
     )
