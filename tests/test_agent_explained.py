@@ -136,6 +136,8 @@ def test_agent_cells_tell_the_true_story_about_the_server(
             said_reset = capsys.readouterr().out
             shell.run_cell_magic("agent", "--window 4096", "and again")
             said_window = capsys.readouterr().out
+            shell.run_cell_magic("agent", "", "word " * 9000)  # refused in the cell's output, no traceback
+            said_big = capsys.readouterr().out
             assert len(srv.chat_requests) == 3
     finally:
         shell.run_line_magic("unload_ext", "ipython_compact")
@@ -144,6 +146,7 @@ def test_agent_cells_tell_the_true_story_about_the_server(
     assert f"local at {url} · window 8,192 tokens, from the server's model card" in said_reset
     assert "same server" in said_reset and "same server" in said_window
     assert f"local at {url} · window 4,096 tokens, from the cell's --window" in said_window
+    assert said_big.startswith("%%agent: the question does not fit the 4,096-token window"), said_big
 
 
 @pytest.mark.slow

@@ -246,6 +246,10 @@ class AgentMagics(Magics):  # type: ignore[misc]
                 result = agent.ask(cell.strip())
         except TurnFailed as failed:  # the turn is in the log; the cell says why it failed
             result = failed.result
+        except ValueError as exc:  # refused before anything was logged (a question larger than the window)
+            output.finish(None)
+            print(f"%%agent: {exc}")
+            return
         except KeyboardInterrupt:  # interrupted while waiting for the model: the turn ends cleanly
             output.finish(None)
             print("[stopped: interrupted] The turn was interrupted.")
