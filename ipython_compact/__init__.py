@@ -7,7 +7,8 @@ The library API is short::
     with Agent(model="my-model", base_url="http://127.0.0.1:8000/v1") as agent:
         print(agent.ask("How many rows mention Lisbon?", context=big_text).text)
 
-``Agent``, ``AgentEvent``, ``TurnResult``, ``CompactionSettings``, ``Compactor``, ``SessionStore``,
+``Agent``, ``AgentEvent``, ``TurnResult``, ``TurnFailed`` (what ``ask`` raises when a turn
+fails), ``CompactionSettings``, ``Compactor``, ``SessionStore``,
 ``JupyterKernel``, ``KernelClient`` and ``make_summarizer`` are importable from here.
 
 ``%load_ext ipython_compact`` registers the ``%compact`` magics, the ``ipython_compact`` comm
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
-    from ipython_compact.agent.events import AgentEvent, TurnResult
+    from ipython_compact.agent.events import AgentEvent, TurnFailed, TurnResult
     from ipython_compact.agent.kernel_tool import JupyterKernel
     from ipython_compact.agent.loop import Agent
     from ipython_compact.compaction.compactor import Compactor
@@ -37,6 +38,7 @@ _PUBLIC = {
     "Agent": "ipython_compact.agent.loop",
     "AgentEvent": "ipython_compact.agent.events",
     "TurnResult": "ipython_compact.agent.events",
+    "TurnFailed": "ipython_compact.agent.events",
     "JupyterKernel": "ipython_compact.agent.kernel_tool",
     "KernelClient": "ipython_compact.host.kernel_client",
     "Compactor": "ipython_compact.compaction.compactor",
@@ -53,6 +55,7 @@ __all__ = [
     "JupyterKernel",
     "KernelClient",
     "SessionStore",
+    "TurnFailed",
     "TurnResult",
     "__version__",
     "load_ipython_extension",

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from ipython_compact import Agent, SessionStore
+from ipython_compact.agent.events import TurnFailed
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
 
 pytestmark = pytest.mark.slow
@@ -267,7 +268,9 @@ def test_a_server_that_dies_while_llm_query_waits_is_one_line_in_the_cell() -> N
     url = srv.base_url
     try:
         with Agent(model="local-model", base_url=url) as agent:
-            result = agent.ask("sub-call while the server dies")
+            with pytest.raises(TurnFailed) as failed:
+                agent.ask("sub-call while the server dies")
+            result = failed.value.result
             texts = tool_texts(agent.store, agent.session)
     finally:
         srv.stop()

@@ -15,6 +15,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from ipython_compact.agent.events import TurnFailed
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent
 from ipython_compact.agent.model_resolution import ModelServerError
@@ -87,7 +88,9 @@ def test_with_a_window_given_a_dead_server_fails_the_turn_naming_the_url(
         model="m", client=client, context_window=8000, store=tmp_path / "s.db", subcalls=False, kernel=kernel
     )
     try:
-        result = agent.ask("hello")
+        with pytest.raises(TurnFailed) as failed:
+            agent.ask("hello")
+        result = failed.value.result
     finally:
         agent.close()
     assert result.stopped == "error"
@@ -113,7 +116,9 @@ def test_a_model_not_found_on_request_lists_the_served_models(tmp_path: Path, ke
             kernel=kernel,
         )
         try:
-            result = agent.ask("hello")
+            with pytest.raises(TurnFailed) as failed:
+                agent.ask("hello")
+            result = failed.value.result
         finally:
             agent.close()
     assert result.stopped == "error"

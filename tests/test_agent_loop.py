@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 
+from ipython_compact.agent.events import TurnFailed
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
 from ipython_compact.compaction.compactor import Compactor
@@ -247,11 +248,13 @@ def test_second_overflow_ends_with_an_honest_error(tmp_path: Path, kernel: Jupyt
     with ModelServer(_script(reply)) as srv:
         agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
         _fill(agent, 3)
-        result = agent.ask("trigger")
+        with pytest.raises(TurnFailed) as failed:
+            agent.ask("trigger")
+        result = failed.value.result
         assert (
             len([r for r in srv.chat_requests if any(m.get("content") == "trigger" for m in r.messages)]) == 2
         )
-    assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
+    assert result.stopped == "error" and result.text.startswith(OVERFLOW_FAILURE_MESSAGE)
     assert "larger context window" in result.text
     outcomes = [e for e in store.path("t") if e.kind == COMPACTION_OUTCOME]
     assert outcomes[-1].data["outcome"] == "failed" and outcomes[-1].data["reason"] == "overflow"
@@ -422,7 +425,9 @@ def test_restart_budget_stops_with_a_clear_message(tmp_path: Path) -> None:
         JupyterKernel(extension=None) as k,
     ):
         agent, _store, _ = _agent(tmp_path, srv, k, QUIET, max_restarts=1)
-        result = agent.ask("crash")
+        with pytest.raises(TurnFailed) as failed:
+            agent.ask("crash")
+        result = failed.value.result
     assert result.stopped == "error"
     assert "restart budget (1 restarts per 3600 s) is used up" in result.text
 
@@ -437,7 +442,8 @@ def test_an_overflow_from_a_smaller_model_does_not_count_after_a_switch(
     with ModelServer(_script(reply)) as srv:
         agent, _store, events = _agent(tmp_path, srv, kernel, QUIET)
         _fill(agent, 3)
-        assert agent.ask("trigger").stopped == "error"  # compact, retry, overflow again: reported
+        with pytest.raises(TurnFailed, match="Context overflow"):  # compact, retry, overflow again: reported
+            agent.ask("trigger")
         events.clear()
         with pytest.raises(ValueError, match="not larger than reserve_tokens"):
             agent.switch_model("tiny-model", 500)  # refused, nothing changed
@@ -527,9 +533,11 @@ def test_at_most_one_compaction_per_request(tmp_path: Path, kernel: JupyterKerne
         agent, store, _events = _agent(tmp_path, srv, kernel, settings)
         _fill(agent, 3)
         n_before = len([e for e in store.path("t") if e.kind == COMPACTION])
-        result = agent.ask("trigger " + "filler " * 400)  # crosses the blocking line, then overflows
+        with pytest.raises(TurnFailed) as failed:  # crosses the blocking line, then overflows
+            agent.ask("trigger " + "filler " * 400)
+        result = failed.value.result
     # One compaction for the request (threshold); the overflow may not add a second: honest error.
-    assert result.stopped == "error" and result.text == OVERFLOW_FAILURE_MESSAGE
+    assert result.stopped == "error" and result.text.startswith(OVERFLOW_FAILURE_MESSAGE)
     new = [e.data["reason"] for e in store.path("t") if e.kind == COMPACTION][n_before:]
     assert new == ["threshold"]
 
@@ -654,7 +662,9 @@ def test_a_failed_request_ends_the_turn_with_a_clear_error_and_is_logged(
 ) -> None:
     with ModelServer([fault]) as srv:
         agent, store, _ = _agent(tmp_path, srv, kernel, QUIET)
-        result = agent.ask("hello")
+        with pytest.raises(TurnFailed) as failed:
+            agent.ask("hello")
+        result = failed.value.result
     assert result.stopped == "error" and re.fullmatch(expected, result.text), result.text
     last = store.path("t")[-1].message
     assert last is not None and last["stopReason"] == "error" and last["errorStatus"] == fault.status

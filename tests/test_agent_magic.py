@@ -299,7 +299,9 @@ def test_a_small_window_scales_the_default_settings_and_a_configured_reserve_is_
             shell.run_cell_magic(
                 "agent", f"--reset --model local --base-url {srv.base_url} --window 2500", "again"
             )
-            assert "context window 2500 is not larger than reserve_tokens 16384" in capsys.readouterr().out
+            said = capsys.readouterr().out
+            assert "CompactConfig.compaction sets reserve_tokens=16,384" in said, said
+            assert "2,500-token window" in said and "{'reserve_tokens': 500}" in said
             assert len(srv.chat_requests) == 1
     finally:
         shell.run_line_magic("config", "CompactConfig.compaction = {}")

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from ipython_compact.kernel.agent_settings import resolve, server_window, window_from_card
+from ipython_compact.kernel.agent_settings import ServerNotAnswering, resolve, server_window, window_from_card
 from ipython_compact.testing.model_server import ModelServer
 
 
@@ -121,9 +121,17 @@ def test_the_window_is_read_from_the_servers_models_card(server_args: dict[str, 
         assert [r.path for r in srv.requests] == ["/v1/models"]
 
 
-def test_a_server_that_is_not_there_gives_no_window_instead_of_failing() -> None:
+def test_a_server_that_is_not_there_is_said_to_be_not_answering() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again before the request: nothing listens there
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
-    assert server_window(client, "local", timeout=2) is None
+    with pytest.raises(ServerNotAnswering, match="APIConnectionError: Connection error"):
+        server_window(client, "local", timeout=2)
+    # the settings go on with the next source and say why the server's card was not used
+    url = f"http://127.0.0.1:{port}/v1"
+    got = resolve({"model": "m", "base_url": url}, AGENT, COMPACT, lambda m, u: server_window(client, m, 2))
+    assert got.window == 128_000
+    assert got.window_source.startswith(
+        f"CompactConfig.context_window (the server at {url} did not answer /models: APIConnectionError"
+    )

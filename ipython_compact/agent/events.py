@@ -54,6 +54,17 @@ class AgentError(RuntimeError):
     """The agent cannot go on (restart budget exhausted, bad configuration)."""
 
 
+class TurnFailed(AgentError):
+    """A turn that failed: the model request failed, the context cannot fit the window, the kernel
+    could not be restarted. ``ask`` raises it instead of returning the failure as an answer, so a
+    caller cannot print an error message as if the model had said it. The turn is in the log as
+    always; ``result`` is the ``TurnResult`` (``stopped == "error"``), ``str(exc)`` its message."""
+
+    def __init__(self, result: TurnResult) -> None:
+        super().__init__(result.text)
+        self.result = result
+
+
 def summarize_event(event: AgentEvent) -> str:
     """One line per event, for terminals and cell output (long texts are cut at 300 characters)."""
     text = event.text if len(event.text) <= 300 else event.text[:297] + "..."

@@ -46,6 +46,7 @@ from ipython_compact.agent.events import (
     AgentEvent,
     CompactionRecord,
     StopReason,
+    TurnFailed,
     TurnResult,
     summarize_event,
 )
@@ -60,13 +61,14 @@ from ipython_compact.agent.model_resolution import (
 from ipython_compact.agent.openai_chat import to_openai_messages
 from ipython_compact.agent.options import DEFAULT_SYSTEM_PROMPT, FINAL_CHARS, AgentOptions
 from ipython_compact.agent.overflow_episode import OverflowEpisode
+from ipython_compact.agent.request_order import request_context
 from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge, too_large_for_window
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.sub_agents import SubAgentRegistry, forward_child_events
 from ipython_compact.agent.supervisor import KernelSupervisor
 from ipython_compact.agent.tool_runner import ToolRunner
-from ipython_compact.core.context import build_context
+from ipython_compact.agent.window_fit import question_does_not_fit, window_too_small
 from ipython_compact.core.entries import (
     COMPACTION,
     CUSTOM,
@@ -231,8 +233,12 @@ class Agent:
         self.store = open_store(store, self._closers)
         self.session = session or default_session_name()
         self._base_settings = settings or settings_for_window(self.context_window)
-        # a window the settings cannot use is an error now
+        # a window the settings cannot use, or too small for any request, is an error now
         threshold_lines(self.context_window, self.settings)
+        baseline = system_prompt + ("\n\n" + RLM_PROMPT if subcalls else "")
+        small = window_too_small(self.context_window, self.settings, baseline)
+        if small is not None:
+            raise ValueError(small)
         # What callers may change between turns (``%%agent --max-steps``, ``system_prompt``).
         self.system_prompt = system_prompt
         self.max_steps = max_steps
@@ -500,7 +506,12 @@ class Agent:
     # ------------------------------------------------------------------ the turn
     def ask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
         """Run one user turn to a final answer (a final message, or ``FINAL``/``FINAL_VAR`` from
-        code), the step limit, a cap, an interrupt or an error.
+        code), the step limit, a cap or an interrupt; ``TurnResult.stopped`` says which.
+
+        One rule for failures: they raise. ``TurnFailed`` (an ``AgentError``) when the turn failed
+        (the model request failed, the context cannot fit the window, the kernel is gone; the turn
+        is logged and ``exc.result`` holds it); ValueError/TypeError/RuntimeError for what is
+        refused before anything is logged. A returned result is never an error message.
 
         ``context`` (str, bytes or a JSON value) is bound to ``context_name`` in the kernel first;
         the model is told its type, size and a preview, never the value. In autonomous mode with a
@@ -517,9 +528,12 @@ class Agent:
                 "agent; use one Agent per parallel rollout, or wait for the first answer"
             )
         try:
-            return self._ask(text, context, context_name)
+            result = self._ask(text, context, context_name)
         finally:
             self._asking.release()
+        if result.stopped == "error":
+            raise TurnFailed(result)  # one rule: a failure raises, whether found before or after a request
+        return result
 
     async def aask(self, text: str, *, context: Any = None, context_name: str = "context") -> TurnResult:
         """``ask`` for asyncio: the same turn, the same result and errors, on a thread of its own so
@@ -553,6 +567,9 @@ class Agent:
         await _on_thread(self.close, f"aclose-{self.session}")
 
     def _ask(self, text: str, context: Any, context_name: str) -> TurnResult:
+        too_big = question_does_not_fit(text, self.context_window, self.settings, self._baseline_text())
+        if too_big is not None:
+            raise ValueError(too_big)  # refused before anything is logged: compaction cannot shrink it
         if context is not None:
             if self._bridge is None:
                 raise ValueError("context= needs subcalls=True (the kernel functions that carry it)")
@@ -674,6 +691,8 @@ class Agent:
             abort=self._abort,
             on_delta=lambda d: self._log.emit("assistant_delta", d),
         )
+        if answer.message is None and answer.aborted:  # interrupted while the server was answering
+            return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
         if answer.message is None:
             return self._overflow.on_error(answer)
         assistant = answer.message
@@ -727,7 +746,8 @@ class Agent:
     # ------------------------------------------------------------------ context and reporting
     def context_messages(self) -> list[dict[str, Any]]:
         """The provider-ready messages the next request would carry (system baseline first)."""
-        return build_context(self._mark_kernel_written(self.store.context_path(self.session)))
+        path = self._mark_kernel_written(self.store.context_path(self.session))
+        return request_context(path)  # the question last, after any kernel notice
 
     def _mark_kernel_written(self, entries: list[Entry]) -> list[Entry]:
         """User messages that code in this agent's own kernel appended to the log (kernel code runs
@@ -874,6 +894,7 @@ __all__: Sequence[str] = (
     "AgentEvent",
     "CompactionEngine",
     "CompactionRecord",
+    "TurnFailed",
     "TurnResult",
     "summarize_event",
 )

@@ -168,9 +168,14 @@ class ModelCaller:
             if self.stream:
                 completion, aborted = self._streamed(messages, model, abort, on_delta)
             else:
-                completion = self.client.chat.completions.create(
-                    model=model, messages=messages, tools=self.tools, timeout=self.request_timeout
+                completion = _until_aborted(
+                    lambda: self.client.chat.completions.create(
+                        model=model, messages=messages, tools=self.tools, timeout=self.request_timeout
+                    ),
+                    abort,
                 )
+                if completion is _ABANDONED:
+                    return ModelAnswer(aborted=True, error_text="the turn was interrupted")
         except openai.APIError as exc:
             text, code, status = api_error_details(exc, self.client, model)
             return ModelAnswer(error_text=text, error_code=code, error_status=status)
@@ -219,3 +224,36 @@ class ModelCaller:
             with contextlib.suppress(Exception):
                 stream.close()
         return acc.completion(), aborted
+
+
+_ABANDONED = object()
+
+
+def _until_aborted(request: Callable[[], Any], abort: threading.Event | None) -> Any:
+    """``request()``, or ``_ABANDONED`` as soon as ``abort`` is set while it waits for the server.
+
+    Why: a non-streamed request gives no chance to stop between chunks, so an interrupt (a
+    cancelled ``aask``, ``Agent.interrupt``) would wait for the whole answer. The request runs on
+    a daemon thread; an abandoned one finishes there on its own and its answer is dropped (never
+    logged, never sent again). Its exception, when it is not abandoned, is raised here.
+    """
+    if abort is None:
+        return request()
+    box: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = request()
+        except BaseException as exc:  # handed to the waiting caller
+            box["error"] = exc
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name="model-request", daemon=True).start()
+    while not finished.wait(0.05):  # checks the abort flag between short waits for the answer
+        if abort.is_set():
+            return _ABANDONED
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

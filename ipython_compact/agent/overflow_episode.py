@@ -27,6 +27,7 @@ from ipython_compact.agent.model_caller import ModelAnswer
 from ipython_compact.agent.openai_chat import error_message
 from ipython_compact.agent.scheduler import CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
+from ipython_compact.agent.window_fit import overflow_explained
 from ipython_compact.core.entries import COMPACTION, COMPACTION_OUTCOME
 from ipython_compact.core.overflow import (
     OVERFLOW_FAILURE_MESSAGE,
@@ -98,7 +99,8 @@ class OverflowEpisode:
             # At most one compaction per request: this one already waited on a compaction.
             step = overflow_step("attempted", "overflow")
         self.state = step.state
-        self.log.emit("overflow", f"{text} -> {step.action}", action=step.action)
+        said = {"compact_and_retry": "compacting, then retrying once", "report_failure": "giving up"}
+        self.log.emit("overflow", f"{text} ({said.get(step.action, step.action)})", action=step.action)
         if step.action == "compact_and_retry" and not self.caps.may_compact():
             return self._capped(self.caps.compaction_stop())
         if step.action == "compact_and_retry":
@@ -107,13 +109,16 @@ class OverflowEpisode:
             )
             if rec.state == "placed":
                 return None
-            return failed(f"{OVERFLOW_FAILURE_MESSAGE} (compaction did not help: {rec.error or rec.state})")
+            return failed(
+                f"{OVERFLOW_FAILURE_MESSAGE} (compaction did not help: {rec.error or rec.state})"
+                + overflow_explained(self._current)
+            )
         if step.action == "report_failure":
             self.log.append(
                 COMPACTION_OUTCOME,
                 {"reason": "overflow", "outcome": "failed", "error": OVERFLOW_FAILURE_MESSAGE},
             )
-            return failed(OVERFLOW_FAILURE_MESSAGE)
+            return failed(OVERFLOW_FAILURE_MESSAGE + overflow_explained(self._current))
         return failed(f"The model request failed: {text}", text)
 
     def before_turn(self) -> None:

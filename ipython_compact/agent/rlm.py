@@ -291,8 +291,12 @@ class RlmBridge:
 
     def agent_query(self, task: str, name: str | None = None, context: Any = None) -> str:
         if self.registry is None:
+            depth = getattr(self._current, "_depth", 0)
+            limit = getattr(getattr(self._current, "options", None), "max_depth", depth)
             raise RuntimeError(
-                "agent_query is not available at this depth (sub-agents do not start sub-agents)"
+                f"agent_query is not available at depth {depth}: the call tree allows max_depth={limit} "
+                f"level(s) of sub-agents (raise it with Agent(max_depth=...) on the root agent, or use "
+                f"llm_query for a one-shot sub-call)"
             )
         if not isinstance(task, str) or not task.strip():
             raise ValueError("a sub-agent task must be non-empty text")

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from ipython_compact.agent.caps import TreeBudget
+from ipython_compact.agent.events import TurnFailed
 from ipython_compact.agent.kernel_tool import cap_text
 from ipython_compact.agent.session_log import SessionLog
 from ipython_compact.core.entries import CUSTOM, Entry
@@ -163,6 +164,8 @@ class SubAgentRegistry:
         before = self._spent(info)
         try:
             result = child.ask(task) if context is None else child.ask(task, context=context)
+        except TurnFailed as failed:  # the child's failure is reported to the parent's code as a stop
+            result = failed.result
         except Exception as exc:
             tokens = self._spent(info) - before
             with self._lock:

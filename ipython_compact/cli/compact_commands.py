@@ -132,8 +132,9 @@ def _summarizer(args: argparse.Namespace) -> Any:
     try:
         return make_summarizer(args.summarizer, model=args.model, base_url=args.base_url)
     except SummarizerError as exc:
+        # the summarizer speaks to Python callers (``model=...``); here the flag is --model
         raise CliError(
-            str(exc),
+            str(exc).replace("pass model=...", "pass --model NAME"),
             f"{PROG} compact --summarizer openai --model NAME --base-url URL   or   --summarizer offline",
         ) from exc
 

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ipython_compact.agent.events import AgentEvent
+from ipython_compact.agent.events import AgentEvent, TurnFailed
 from ipython_compact.core.state_notice import SnapshotOutcome
-from ipython_compact.kernel.agent_settings import AgentSettings, server_window
+from ipython_compact.kernel.agent_settings import PUBLIC_API, AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
 from ipython_compact.kernel.config import AgentConfig
 from ipython_compact.kernel.magic_args import HelpShown, MagicParser, arg, build_parser, positive_int
@@ -68,8 +68,16 @@ AGENT_ARGS = (
     ),
     arg("--session", help="session name (default: the extension's bound session)"),
     arg("--stream", action="store_true", help="show the model's text as it arrives"),
-    arg("--reset", action="store_true", help="start a fresh agent (the log keeps everything)"),
+    arg(
+        "--reset",
+        action="store_true",
+        help="start a fresh agent on the same model and server (the log keeps everything)",
+    ),
 )
+
+
+#: Options a later cell keeps from an earlier one until it names another value.
+CARRIED = ("model", "base_url", "window", "session")
 
 
 def agent_parser() -> MagicParser:
@@ -112,6 +120,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
         self.settings: AgentSettings | None = None
         self.agent_config = AgentConfig(parent=shell)
         self._output: CellOutput | None = None
+        self._line: dict[str, Any] = {}  # the options in CARRIED an earlier cell's line gave
 
     def _card_window(self, model: str, base_url: str | None) -> tuple[int, str] | None:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
@@ -223,7 +232,11 @@ class AgentMagics(Magics):  # type: ignore[misc]
             rebuild = ("model", "base_url", "window", "session", "stream")
             built = self.current is None or bool(opts.get("reset")) or any(k in opts for k in rebuild)
             if built:
+                # what an earlier line named (model, server, window, session) holds until a line
+                # names another: `--reset` or `--window N` alone never falls back to the public API
+                opts = {**self._line, **opts}
                 self.current = self._build(opts)
+                self._line = {k: opts[k] for k in CARRIED if k in opts}
             elif "max_steps" in opts:
                 assert self.current is not None
                 self.current.max_steps = int(opts["max_steps"])
@@ -234,14 +247,20 @@ class AgentMagics(Magics):  # type: ignore[misc]
         assert agent is not None and chosen is not None
         output = self._output = CellOutput(live=live, stream=chosen.stream)
         if built:
+            server = chosen.base_url or os.environ.get("OPENAI_BASE_URL") or PUBLIC_API
             output.note(
-                f"{chosen.model}{f' at {chosen.base_url}' if chosen.base_url else ''} · window "
-                f"{chosen.window:,} tokens, from {chosen.window_source}"
+                f"{chosen.model} at {server} · window {chosen.window:,} tokens, from {chosen.window_source}"
             )
         turn = self.service.fileops.agent_turn() if self.service is not None else contextlib.nullcontext()
         try:
             with turn:  # only the tool calls' file opens are recorded, as the agent's
                 result = agent.ask(cell.strip())
+        except TurnFailed as failed:  # the turn is in the log; the cell says why it failed
+            result = failed.result
+        except ValueError as exc:  # refused before anything was logged (a question larger than the window)
+            output.finish(None)
+            print(f"%%agent: {exc}")
+            return
         except KeyboardInterrupt:  # interrupted while waiting for the model: the turn ends cleanly
             output.finish(None)
             print("[stopped: interrupted] The turn was interrupted.")
@@ -326,12 +345,22 @@ SIZE_KEYS = frozenset({"reserve_tokens", "keep_recent_tokens", "background_token
 
 
 def _sized_for(settings: Any, configured: dict[str, Any], window: int) -> Any:
-    """``settings`` with the reserve, recent tail and background line scaled to ``window`` when
-    the user set none of them (``CompactConfig.compaction``), as ``Agent`` does for a window given
-    to it: pi's defaults (reserve 16,384) make a ``--window 2500`` agent refuse every request."""
-    if SIZE_KEYS & configured.keys():
-        return settings
+    """``settings`` with each of the reserve, recent tail and background line the user did not set
+    (``CompactConfig.compaction``) scaled to ``window``, as ``Agent`` does for a window given to it:
+    pi's defaults (reserve 16,384) make a ``--window 2500`` agent refuse every request. A partial
+    override (``{'keep_recent_tokens': 200}``) keeps the other sizes scaled.
+
+    Raises ValueError naming the setting when the user's own reserve leaves no room in the window.
+    """
     from ipython_compact.agent.model_resolution import settings_for_window  # start-up: a %%agent cell only
 
     scaled = settings_for_window(window)
-    return dataclasses.replace(settings, **{k: getattr(scaled, k) for k in SIZE_KEYS})
+    sized = dataclasses.replace(settings, **{k: getattr(scaled, k) for k in SIZE_KEYS - configured.keys()})
+    if sized.reserve_tokens >= window:
+        raise ValueError(
+            f"CompactConfig.compaction sets reserve_tokens={sized.reserve_tokens:,}, which is not smaller "
+            f"than the model's {window:,}-token window. Set it below the window (for this window: "
+            f"%config CompactConfig.compaction = {{'reserve_tokens': {scaled.reserve_tokens}}}) or leave "
+            f"it out to have it scaled."
+        )
+    return sized

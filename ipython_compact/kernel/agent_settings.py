@@ -7,7 +7,8 @@ model settings); the window additionally from the server's ``/v1/models`` card w
 one (vLLM's ``max_model_len``, ``context_length``, ``context_window``).
 
 What must hold: a server that does not answer, answers slowly or reports no window never fails
-the cell — the next source is used and ``window_source`` says which one was.
+the cell — the next source is used and ``window_source`` says which one was, and why the server's
+card was not used (it reported no window, or it did not answer, with the error).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 #: Keys a ``/v1/models`` card may carry the context window under, most specific first.
 CARD_WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
 DEFAULT_WINDOW = 128_000
+#: Where an ``openai.OpenAI`` client goes when neither a base URL nor ``$OPENAI_BASE_URL`` is set.
+PUBLIC_API = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)
@@ -44,14 +47,22 @@ def window_from_card(card: Mapping[str, Any]) -> tuple[int, str] | None:
     return None
 
 
+class ServerNotAnswering(RuntimeError):
+    """The server's ``/v1/models`` could not be asked (refused, timed out, not a model server);
+    the text says what happened, for the cell's note."""
+
+
 def server_window(client: Any, model: str, timeout: float) -> tuple[int, str] | None:
-    """The window the server's ``/v1/models`` card reports for ``model`` (None when it does not, or
-    when the server cannot be asked). ``client`` is an ``openai.OpenAI``."""
+    """The window the server's ``/v1/models`` card reports for ``model`` (None when it reports
+    none). ``client`` is an ``openai.OpenAI``. Raises ``ServerNotAnswering`` when the server
+    cannot be asked, so the cell can say so instead of "the server reported no window"."""
     try:
         page = client.with_options(timeout=timeout, max_retries=0).models.list()
         cards = [card.to_dict() if hasattr(card, "to_dict") else dict(card) for card in page.data]
-    except Exception:  # no /v1/models, a refused connection, a timeout: fall back to the configured window
-        return None
+    except Exception as exc:  # no /v1/models, a refused connection, a timeout
+        cause = exc.__cause__ or exc.__context__
+        detail = f"{type(exc).__name__}: {exc}" + (f" ({cause})" if cause is not None else "")
+        raise ServerNotAnswering(detail) from exc
     chosen = [c for c in cards if c.get("id") == model] or (cards if len(cards) == 1 else [])
     return window_from_card(chosen[0]) if chosen else None
 
@@ -77,12 +88,16 @@ def resolve(
     elif getattr(agent, "context_window", 0):
         window, source = int(agent.context_window), "AgentConfig.context_window"
     else:
-        found = card_window(model, base_url)
+        try:
+            found = card_window(model, base_url)
+            why = "the server reported no window"
+        except ServerNotAnswering as exc:
+            found, why = None, f"the server at {base_url or PUBLIC_API} did not answer /models: {exc}"
         if found is not None:
             window, source = found[0], f"the server's model card ({found[1]})"
         else:
             window = int(getattr(compact, "context_window", 0) or DEFAULT_WINDOW)
-            source = "CompactConfig.context_window (the server reported no window)"
+            source = f"CompactConfig.context_window ({why})"
     max_steps = int(opts.get("max_steps") or getattr(agent, "max_steps", 0) or 12)
     stream = bool(opts.get("stream") or getattr(agent, "stream", False))
     return AgentSettings(model, base_url, window, source, max_steps, stream)
