@@ -57,6 +57,7 @@ class AgentOptions:
     max_sub_agents: int | None = 32
     max_concurrent_subcalls: int = 8
     sub_model: str | None = None
+    fenced_code: bool = True
 
     def __post_init__(self) -> None:
         least = {
