@@ -29,7 +29,8 @@ def llama_server(n_ctx: int = TEST_N_CTX) -> LlamaServer:
     global _failure
     if n_ctx not in _servers and _failure is None:
         try:
-            server = LlamaServer.from_environment(n_ctx=n_ctx).start()
+            # a fixed seed: the same requests get the same replies, run after run
+            server = LlamaServer.from_environment(n_ctx=n_ctx, extra_args=("--seed", "1234")).start()
         except LlamaServerError as exc:
             _failure = str(exc)
         else:

@@ -25,7 +25,8 @@ FINAL_CHARS = 100_000
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a persistent IPython kernel. Use the `python` tool to run code; "
-    "variables and imports persist between calls. Answer plainly when you are done."
+    "variables and imports persist between calls. Without the tool, write the code in a ```python "
+    "block: it is run in the kernel and you get its output. Answer plainly when you are done."
 )
 
 
