@@ -8,15 +8,25 @@ recognised, and code it writes in its replies runs in the kernel.
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import openai
 import pytest
 
 from ipython_compact import Agent
 from ipython_compact.agent.events import AgentEvent
 from ipython_compact.agent.model_resolution import ModelServerError
+from ipython_compact.cli.demo_transcript import TranscriptGenerator
+from ipython_compact.compaction.compactor import Compactor
+from ipython_compact.core.drift import extract_identifiers
 from ipython_compact.core.entries import MESSAGE, text_of_content, tool_calls_of
 from ipython_compact.core.fenced_code import fenced_code_blocks
 from ipython_compact.core.overflow import is_overflow_text
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.summary_judge import judge_summary
+from ipython_compact.store import SessionStore
+from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing.llama_server import LlamaServer
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -74,3 +84,25 @@ def test_code_the_model_writes_in_its_replies_runs_in_the_kernel(llama: LlamaSer
         assert len(outputs) == len(blocks), entries[at].message
     assert ran, "the model wrote no runnable code for any of the four questions"
     assert sum(e.kind == "tool_call" for e in events) >= len(ran)
+
+
+def test_a_compaction_through_the_model_never_stores_a_summary_poorer_than_the_offline_one(
+    llama: LlamaServer, tmp_path: Path
+) -> None:
+    settings = CompactionSettings(keep_recent_tokens=300, reserve_tokens=1000)
+    stores = [SessionStore(tmp_path / f"{name}.db") for name in ("model", "offline")]
+    messages = [m for round_ in TranscriptGenerator(7).rounds(8) for m in round_]
+    for store in stores:
+        store.create_session("s")
+        store.append_many("s", [("message", {"message": m}) for m in messages])
+    summarizer = OpenAISummarizer(model=llama.alias, base_url=llama.base_url, api_key="none", timeout=600)
+    started = time.monotonic()
+    real = Compactor(stores[0], summarizer, settings).compact("s", reason="threshold")
+    seconds = time.monotonic() - started
+    offline = Compactor(stores[1], settings=settings).compact("s", reason="threshold")
+    facts = [v for m in messages for _cls, v in extract_identifiers(text_of_content(m.get("content")))]
+    judged = real.details["calls"][0]["judged"]
+    assert judged["action"] in ("kept", "retried", "merged", "replaced"), judged
+    verdict = judge_summary(real.summary, offline.summary, facts)
+    assert verdict.code in ("ok",), (verdict, judged)  # never empty, looping or poorer than offline
+    print(f"compaction through the model: {seconds:.1f} s, {judged['action']}: {judged['why']}")
