@@ -132,7 +132,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
 # bench_engine compares with pi (skipped without pi-reference); bench_panel_latency drives Chromium.
-bench: setup pi-reference system-deps
+bench: setup pi-reference system-deps realmodel
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
