@@ -16,12 +16,12 @@ import pytest
 
 from ipython_compact import Agent
 from ipython_compact.agent.events import AgentEvent
+from ipython_compact.agent.fenced_code import reply_blocks
 from ipython_compact.agent.model_resolution import ModelServerError
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
 from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.drift import extract_identifiers
 from ipython_compact.core.entries import MESSAGE, text_of_content, tool_calls_of
-from ipython_compact.core.fenced_code import fenced_code_blocks
 from ipython_compact.core.overflow import is_overflow_text
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.summary_judge import judge_summary
@@ -76,7 +76,7 @@ def test_code_the_model_writes_in_its_replies_runs_in_the_kernel(llama: LlamaSer
     ]
     # every reply that held a runnable block (and no tool call) had it run before the next reply
     for n, at in enumerate(replies):
-        blocks = fenced_code_blocks(text_of_content(entries[at].message.get("content")))
+        blocks = reply_blocks(entries[at].message)
         if not blocks or tool_calls_of(entries[at].message):
             continue
         until = replies[n + 1] if n + 1 < len(replies) else len(entries)

@@ -20,17 +20,25 @@ What must hold:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ipython_compact.agent.session_log import SessionLog
 from ipython_compact.agent.tool_runner import ToolRunner
-from ipython_compact.core.entries import CUSTOM_MESSAGE
+from ipython_compact.core.entries import CUSTOM_MESSAGE, text_of_content
 from ipython_compact.core.fenced_code import FencedBlock, fenced_code_blocks
 
-__all__ = ["FENCED_CUSTOM_TYPE", "FencedCodeRunner", "fenced_code_blocks"]
+__all__ = ["FENCED_CUSTOM_TYPE", "FencedCodeRunner", "fenced_code_blocks", "reply_blocks"]
 
 FENCED_CUSTOM_TYPE = "fenced_code"
 ANSWER_HINT = "When you have the answer, reply with it and no code block."
+
+
+def reply_blocks(message: Mapping[str, Any]) -> list[FencedBlock]:
+    """The runnable blocks of an assistant message; a last fence left open counts when the reply
+    ended on its own (``stopReason`` ``stop``), not when the length limit cut it."""
+    ended = message.get("stopReason") == "stop"
+    return fenced_code_blocks(text_of_content(message.get("content")), open_end=ended)
 
 
 class FencedCodeRunner:

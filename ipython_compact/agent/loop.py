@@ -49,7 +49,7 @@ from ipython_compact.agent.events import (
     TurnResult,
     summarize_event,
 )
-from ipython_compact.agent.fenced_code import FencedCodeRunner, fenced_code_blocks
+from ipython_compact.agent.fenced_code import FencedCodeRunner, reply_blocks
 from ipython_compact.agent.kernel_tool import KernelTool
 from ipython_compact.agent.model_caller import ModelCaller
 from ipython_compact.agent.model_resolution import (
@@ -633,9 +633,7 @@ class Agent:
             calls = tool_calls_of(outcome)
             if not calls:
                 # a model that writes code instead of calling the tool (rlms' convention): run it
-                blocks = (
-                    fenced_code_blocks(text_of_content(outcome.get("content"))) if self.fenced_code else []
-                )
+                blocks = reply_blocks(outcome) if self.fenced_code else []
                 if not blocks:
                     return TurnResult("final", text_of_content(outcome.get("content")), steps)
                 stop = self._fenced.run(blocks, steps)

@@ -10,7 +10,9 @@ What must hold:
   or more backticks or tildes and an info string whose first word is one of ``LANGUAGES``; it ends
   at a line holding only the same character, at least as many times. Blocks are returned in the
   order they appear, their code without the fences, with the fence's indentation removed.
-- An unclosed block (a reply cut by the length limit) is not returned: half a program is not run.
+- An unclosed block is returned only with ``open_end`` (the reply ended on its own, ``stop``:
+  small models often leave the last fence open); a reply cut by the length limit keeps it out —
+  half a program is not run.
 - Blocks in other languages (``text``, ``bash``, none) are not code to run.
 - Pure: standard library only, no I/O.
 """
@@ -37,8 +39,9 @@ class FencedBlock:
     language: str
 
 
-def fenced_code_blocks(text: str) -> list[FencedBlock]:
-    """The runnable fenced blocks of ``text``, in order (see the module docstring)."""
+def fenced_code_blocks(text: str, *, open_end: bool = False) -> list[FencedBlock]:
+    """The runnable fenced blocks of ``text``, in order; ``open_end``: a last block left open counts
+    (see the module docstring)."""
     blocks: list[FencedBlock] = []
     lines = text.splitlines()
     i = 0
@@ -54,7 +57,7 @@ def fenced_code_blocks(text: str) -> list[FencedBlock]:
         while j < len(lines) and closing.match(lines[j]) is None:
             body.append(lines[j])
             j += 1
-        if j >= len(lines):  # never closed: cut off, not run
+        if j >= len(lines) and not open_end:  # never closed: cut off, not run
             break
         if info in LANGUAGES:
             code = "\n".join(_dedent(line, indent) for line in body).strip("\n")
