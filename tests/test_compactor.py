@@ -162,7 +162,8 @@ def test_openai_compaction_guard_and_stripped_previous_summary(store: SessionSto
     gen = TranscriptGenerator(6)
     feed(store, gen, 12)
     with ModelServer(script=scripted) as srv:
-        compactor = Compactor(store, openai_summarizer(srv), SETTINGS)
+        # the drift guard alone (judging would add the offline checkpoint to this poor summary)
+        compactor = Compactor(store, openai_summarizer(srv), SETTINGS, judge_summaries=False)
         first = compactor.compact("s")
         assert "<drift-guard" in first.summary  # the scripted summary drops every planted identifier
         assert "frame_1" in first.summary
@@ -185,15 +186,33 @@ FAULTS = [
     (Reply.rate_limited(retry_after=0.1), "rate_limited", 2),
     (Reply.server_error(), "server_error", 2),
     (Reply.hang(20), "timeout", 2),
-    (Reply.length_cut(), "length", 1),
-    (Reply.tool_call("run_python", {"code": "x"}), "tool_call", 1),
-    (Reply.empty(), "empty", 1),
 ]
+# A reply the model did send but that cannot be a checkpoint: the offline checkpoint replaces it.
+REPLY_FAULTS = [
+    (Reply.length_cut(), "length"),
+    (Reply.tool_call("run_python", {"code": "x"}), "tool_call"),
+    (Reply.empty(), "empty"),
+]
+
+
+@pytest.mark.parametrize(("fault", "code"), REPLY_FAULTS, ids=[f[1] for f in REPLY_FAULTS])
+def test_an_unusable_reply_is_replaced_by_the_offline_checkpoint_and_the_details_say_why(
+    store: SessionStore, fault: Reply, code: str
+) -> None:
+    feed(store, TranscriptGenerator(7), 10)
+    with ModelServer(script=[fault] * 4) as srv:
+        result = Compactor(store, openai_summarizer(srv, timeout=0.4), SETTINGS).compact(
+            "s", reason="threshold"
+        )
+    judged = result.details["calls"][0]["judged"]
+    assert judged["action"] == "replaced" and judged["why"].startswith(code)
+    assert "## Goal" in result.summary and "frame_1" in result.summary
+    assert store.verify("s").ok
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("fault", "code", "attempts"), FAULTS, ids=[f[1] for f in FAULTS])
-def test_failures_are_recorded_and_history_untouched(
+def test_transport_failures_are_recorded_and_history_untouched(
     store: SessionStore, fault: Reply, code: str, attempts: int
 ) -> None:
     feed(store, TranscriptGenerator(7), 10)

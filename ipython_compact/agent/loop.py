@@ -50,6 +50,7 @@ from ipython_compact.agent.events import (
     TurnResult,
     summarize_event,
 )
+from ipython_compact.agent.fenced_code import FencedCodeRunner, reply_blocks
 from ipython_compact.agent.kernel_tool import KernelTool
 from ipython_compact.agent.model_caller import ModelCaller
 from ipython_compact.agent.model_resolution import (
@@ -152,6 +153,7 @@ class Agent:
         max_sub_agents: how many sub-agents one run may start (None: no cap).
         max_concurrent_subcalls: sub-calls one batched call runs at once.
         sub_model: ``llm_query``'s model when a call names none; default: this agent's model.
+        fenced_code: run the ```python/```repl blocks of a reply that has no tool call (rlms' convention).
     """
 
     def __init__(
@@ -194,6 +196,7 @@ class Agent:
         max_sub_agents: int | None = 32,
         max_concurrent_subcalls: int = 8,
         sub_model: str | None = None,
+        fenced_code: bool = True,
         _depth: int = 0,
         _tree: TreeBudget | None = None,
     ) -> None:
@@ -223,6 +226,7 @@ class Agent:
             max_sub_agents=max_sub_agents,
             max_concurrent_subcalls=max_concurrent_subcalls,
             sub_model=sub_model,
+            fenced_code=fenced_code,
         )
         self.options = options
         self._closers: list[Callable[[], None]] = []
@@ -244,6 +248,7 @@ class Agent:
         self.max_steps = max_steps
         self.autonomous = autonomous
         self.max_continuations = max_continuations
+        self.fenced_code = fenced_code
         self._depth = _depth
         if kernel is None:
             kernel, snapshot_dir = start_own_kernel(
@@ -309,6 +314,7 @@ class Agent:
             abort=self._abort,
             take_final=self._bridge.take_final if self._bridge is not None else None,
         )
+        self._fenced = FencedCodeRunner(self._log, self._runner, self._abort)
         # a resumed session carries its goal on
         self._goal, has_baseline = resumed_goal(self.store, self.session)
         if not has_baseline:
@@ -643,7 +649,13 @@ class Agent:
             steps += 1
             calls = tool_calls_of(outcome)
             if not calls:
-                return TurnResult("final", text_of_content(outcome.get("content")), steps)
+                # a model that writes code instead of calling the tool (rlms' convention): run it
+                blocks = reply_blocks(outcome) if self.fenced_code else []
+                if not blocks:
+                    return TurnResult("final", text_of_content(outcome.get("content")), steps)
+                stop = self._fenced.run(blocks, steps)
+                if stop is not None:
+                    return TurnResult("error", stop, steps, error=stop)
             for call in calls:
                 if self._abort.is_set() or self._runner.final is not None:
                     why = (

@@ -25,7 +25,8 @@ FINAL_CHARS = 100_000
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a persistent IPython kernel. Use the `python` tool to run code; "
-    "variables and imports persist between calls. Answer plainly when you are done."
+    "variables and imports persist between calls. Without the tool, write the code in a ```python "
+    "block: it is run in the kernel and you get its output. Answer plainly when you are done."
 )
 
 
@@ -57,6 +58,7 @@ class AgentOptions:
     max_sub_agents: int | None = 32
     max_concurrent_subcalls: int = 8
     sub_model: str | None = None
+    fenced_code: bool = True
 
     def __post_init__(self) -> None:
         least = {

@@ -104,22 +104,30 @@ class ToolRunner:
                 call, f"Tool arguments must be a JSON object with a string 'code'; got {raw!r}.", True
             )
             return None
-        self.log.emit("tool_call", code)
+        return self.run_code(
+            code, str(call.get("id")), lambda text, is_error: self.append_result(call, text, is_error)
+        )
+
+    def run_code(self, code: str, ref: str, record: Callable[[str, bool], None], **event: Any) -> str | None:
+        """Run ``code`` as one tool call would; ``record(text, is_error)`` logs what the context is
+        to see, exactly once, before any restart notice. ``ref`` names the call in a cut output's
+        pointer; ``event`` goes with the ``tool_call`` event. A message when the turn must stop."""
+        self.log.emit("tool_call", code, **event)
         if not self.supervisor.alive():
             reset = self._reset(self.supervisor.recover("the kernel was not running"))
             if reset.stopped:
-                self.append_result(call, reset.text, True)
+                record(reset.text, True)
                 return reset.text
         result: ExecResult = self.supervisor.execute(code)
         if result.status == "died":
-            self.append_result(call, result.text or "The kernel died while running this code.", True)
+            record(result.text or "The kernel died while running this code.", True)
             reset = self._reset(self.supervisor.recover("the kernel died while running the last call"))
             return reset.text if reset.stopped else None
         failed = self._collect_final()
-        text = self.for_context(call, result.text) or "(no output)"
+        text = self.for_context({"id": ref}, result.text) or "(no output)"
         if failed is not None:
             text += f"\n[{failed}]"
-        self.append_result(call, text, result.is_error or failed is not None)
+        record(text, result.is_error or failed is not None)
         if result.status == "interrupted":
             self._abort.set()  # the user interrupted the cell: the whole turn stops, cleanly
         self.collect_request()

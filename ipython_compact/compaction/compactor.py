@@ -36,6 +36,7 @@ from ipython_compact.compaction.results import (
     RecallHit,
     SessionMoved,
 )
+from ipython_compact.compaction.summary_check import checked_summary
 from ipython_compact.core.anchors import (
     Anchor,
     AnchorSet,
@@ -170,6 +171,8 @@ class Compactor:
     ``anchors=False`` and ``drift_guard=False`` give the naive rolling summary (for comparisons).
     ``max_identifiers``/``identifier_chars`` bound the drift guard's working set of exact strings
     (most recently seen kept); older ones leave the checkpoint but stay recallable from the log.
+    ``judge_summaries`` judges a model's summary against the offline one before it becomes the
+    checkpoint (``compaction/summary_check.py``); off, the model's text goes to the drift guard as is.
     """
 
     def __init__(
@@ -185,8 +188,10 @@ class Compactor:
         externalize_chars: int = 8000,
         max_identifiers: int = MAX_TRACKED,
         identifier_chars: int = MAX_TRACKED_CHARS,
+        judge_summaries: bool = True,
     ) -> None:
         self.store = store
+        self.judge_summaries = judge_summaries
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
         self.settings = settings or CompactionSettings()
         self.use_anchors = anchors
@@ -361,7 +366,8 @@ class Compactor:
         results: list[SummaryResult] = []
         history_text: str | None = None
         if work.history or not prep.is_split_turn:
-            res = self.summarizer.summarize(
+            res = checked_summary(
+                self.summarizer,
                 SummaryInput(
                     work.history,
                     "history",
@@ -370,14 +376,16 @@ class Compactor:
                     self.settings.summary_max_tokens,
                     tuple(work.anchors.texts()),
                     self._superseded(work, previous, values, decided),
-                )
+                ),
+                judge=self.judge_summaries,
             )
             results.append(res)
             history_text = res.text
         elif previous:
             history_text = previous
         if prep.is_split_turn and work.prefix:
-            res = self.summarizer.summarize(
+            res = checked_summary(
+                self.summarizer,
                 SummaryInput(
                     work.prefix,
                     "turn_prefix",
@@ -385,7 +393,8 @@ class Compactor:
                     None,
                     self.settings.turn_prefix_max_tokens,
                     tuple(work.anchors.texts()),
-                )
+                ),
+                judge=self.judge_summaries,
             )
             results.append(res)
             return combine_split_turn(history_text, res.text), results

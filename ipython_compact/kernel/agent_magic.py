@@ -176,6 +176,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
             max_steps=chosen.max_steps,
             on_event=self._on_event,
             stream=chosen.stream,
+            fenced_code=bool(self.agent_config.fenced_code),
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
         self.settings = chosen  # `%compact status` and the panel read the live agent's own figures

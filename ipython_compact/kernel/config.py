@@ -124,4 +124,9 @@ class AgentConfig(Configurable):  # type: ignore[misc]
     ).tag(config=True)
     max_steps = Int(12, min=1, help="Tool-call steps per turn.").tag(config=True)
     stream = Bool(False, help="Show the model's text as it arrives.").tag(config=True)
+    fenced_code = Bool(
+        True,
+        help="Run the ```python/```repl blocks of a reply that has no tool call, as a tool call "
+        "(for models that write code instead of calling tools).",
+    ).tag(config=True)
     lookup_timeout = Float(5.0, help="Seconds to wait for the server's /v1/models card.").tag(config=True)

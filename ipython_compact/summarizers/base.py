@@ -72,6 +72,8 @@ class SummaryResult:
     finish_reason: str | None = None
     resampled: str | None = None
     repaired: tuple[str, ...] = ()
+    # how the summary was judged before it became the checkpoint (compaction/summary_check.py)
+    judged: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -85,6 +87,8 @@ class SummaryResult:
             out["resampled"] = self.resampled
         if self.repaired:
             out["repaired"] = list(self.repaired)
+        if self.judged is not None:
+            out["judged"] = dict(self.judged)
         return out
 
 
