@@ -296,7 +296,10 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
         and again["error"]["code"] == "nothing_to_compact"
         and ("nothing to compact") in again["error"]["message"]
     )
-    with pytest.raises(UsageError, match=r"nothing to compact.*%compact status"):
+    with pytest.raises(
+        UsageError,
+        match=r"nothing to compact.*just fill the recent tail.*%config CompactConfig.compaction = ",
+    ):
         _run(ip, "now")
 
 
@@ -523,7 +526,7 @@ def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> 
         "Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact"
     )
     assert (
-        "the context holds 0 tokens" in plain
+        "it holds no conversation yet (0 tokens in context)" in plain
         and ("decided with CompactConfig (128,000-token window") in plain
     )
     assert "%compact status" in plain

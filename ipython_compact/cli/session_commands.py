@@ -18,6 +18,7 @@ from typing import Any
 from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.message_text import message_text
+from ipython_compact.cli.terminal_text import hanging
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.preparation import Preparation, prepare_compaction
@@ -602,14 +603,12 @@ def _plan_report(
         "trailing_tokens": estimate.trailing_tokens,
     }
     if prep is None:
+        from ipython_compact.compaction.refusals import why_nothing  # start-up: only on a refusal
+
         reason = (
             "the branch is empty"
             if not path
-            else (
-                "the branch already ends in a compaction"
-                if path[-1].kind == COMPACTION
-                else "everything fits in keep_recent_tokens"
-            )
+            else why_nothing("", path, tokens, settings, estimate.tokens).detail("--keep-recent-tokens")
         )
         report.update(
             compactable=False,
@@ -659,8 +658,11 @@ def _print_plan(r: dict[str, Any]) -> None:
     )
     print(f"compaction plan for {what}")
     print(
-        f"  settings          estimator {r['estimator']}, keep_recent_tokens {r['keep_recent_tokens']:,}, "
-        f"reserve_tokens {r['reserve_tokens']:,}"
+        hanging(
+            "  settings          ",
+            f"estimator {r['estimator']}, --keep-recent-tokens {r['keep_recent_tokens']:,}, "
+            f"--reserve-tokens {r['reserve_tokens']:,}",
+        )
     )
     anchor = (
         (f" (usage anchor {r['usage_tokens']:,} + {r['trailing_tokens']:,} estimated after it)")
@@ -677,7 +679,7 @@ def _print_plan(r: dict[str, Any]) -> None:
             f"{background} -> {r['decision']}"
         )
     if not r["compactable"]:
-        print(f"  nothing to compact: {r['reason']}")
+        print(hanging("  nothing to compact: ", r["reason"]))
         return
     print(
         f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ipython_compact.core.entries import Entry
 
 if TYPE_CHECKING:
+    from ipython_compact.compaction.refusals import NothingReason
     from ipython_compact.core.anchors import AnchorSet
     from ipython_compact.core.triage import Pointer  # start-up: triage and drift load with a compaction
 
@@ -28,7 +29,14 @@ class CompactionError(RuntimeError):
 
 
 class NothingToCompact(CompactionError):
-    """The context has nothing that can be summarized (too short, or it already ends in a compaction)."""
+    """The context has nothing that can be summarized (too short, or it already ends in a compaction).
+
+    ``why`` (when the cut point decided it) holds the facts, so a caller can word the tail budget
+    the way its user sets it: ``why.render(setting)``."""
+
+    def __init__(self, message: str, *, why: NothingReason | None = None) -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class SessionMoved(CompactionError):

@@ -76,23 +76,27 @@ def _os_error(name: str, exc: BaseException) -> str:
     )
 
 
+def _nothing_hint(exc: BaseException) -> str:
+    """What to look at after a refusal: its own reason already says what would help, except for a
+    session with no conversation yet."""
+    why = getattr(exc, "why", None)
+    if "would not make" in str(exc):
+        return "`%compact preview` shows what would be summarized and kept."
+    if why is None or why.case == "no_conversation":
+        return (
+            "History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`; "
+            "`%compact status` shows the tokens in context."
+        )
+    return "`%compact log` lists the entries with their ids."
+
+
 #: What a handler's exception means to the user, first match wins (subclasses before their bases).
 ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str]], ...] = (
     (Busy, lambda name, exc: f"%compact {name}: {exc}"),
     (SnapshotError, lambda name, exc: f"%compact {name}: {exc}."),  # the message says what to do
     (
         NothingToCompact,
-        lambda name, exc: (
-            f"%compact {name}: {exc}. Nothing was changed. "
-            + (
-                "`%compact preview` shows what would be summarized and kept."
-                if "would not make" in str(exc)
-                else "History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`; "
-                "`%compact "
-                "status` "
-                "shows the tokens in context."
-            )
-        ),
+        lambda name, exc: f"%compact {name}: {exc}. Nothing was changed. {_nothing_hint(exc)}",
     ),
     (
         CompactionError,
