@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ipython_compact.compaction.results import CompactionError, NothingToCompact
 from ipython_compact.files.paths import read_only_reason
-from ipython_compact.kernel import display, report_rows
+from ipython_compact.kernel import display, plain_text, report_rows
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean
 from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
@@ -127,6 +128,21 @@ def usage_error(name: str, exc: BaseException) -> UsageError | None:
     return None
 
 
+def fitted_error(error: UsageError, *, in_kernel: bool) -> UsageError:
+    """``error`` wrapped at spaces to the terminal, so a long refusal never breaks mid-word where
+    terminal IPython prints it (after ``UsageError: ``). Unchanged in a kernel (the front end wraps
+    its own output) and when output is not a terminal (a pipe, a test's captured stream)."""
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if in_kernel or not terminal:
+        return error
+    prefix = " " * len("UsageError: ")
+    text = plain_text.wrap_block(prefix + str(error), terminal_width())
+    return UsageError(text[len(prefix) :])
+
+
 def overview(width: int | None = None) -> str:
     rows = [(f"  {n}", COMMANDS[n].help) for n in COMMANDS.names()]
     lines = [
@@ -182,6 +198,12 @@ class CompactMagics(Magics):  # type: ignore[misc]
     @line_magic  # type: ignore[misc]
     def compact(self, line: str) -> Any:
         """Context compaction for this kernel's session. `%compact --help` lists the subcommands."""
+        try:
+            return self._compact(line)
+        except UsageError as exc:
+            raise fitted_error(exc, in_kernel=getattr(self.shell, "kernel", None) is not None) from None
+
+    def _compact(self, line: str) -> Any:
         try:
             argv = shlex.split(line)
         except ValueError as exc:
@@ -340,8 +362,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
             return who + (" (provisional)" if r["provisional"] else "")
 
         def names(r: dict[str, Any]) -> str:
+            if not r["names"]:
+                return "0"
             shown = ", ".join(r["names"][:6])
-            return f"{len(r['names'])}: {shown}" + (" …" if len(r["names"]) > 6 else "")
+            more = len(r["names"]) - 6
+            return f"{len(r['names'])}: {shown}" + (f" +{more} more" if more > 0 else "")
 
         def when(r: dict[str, Any]) -> str:  # 2026-12-01T20:19:17.624Z -> 2026-12-01 20:19:17
             return str(r["timestamp"] or "")[:19].replace("T", " ")
