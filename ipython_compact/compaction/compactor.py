@@ -641,8 +641,13 @@ class Compactor:
         if entry_id is not None:
             try:
                 entry = self.store.get(entry_id, session)
-            except Exception as exc:
-                raise ValueError(f"cannot recall entry {entry_id!r} in session {session!r}: {exc}") from exc
+            except Exception as exc:  # the store's own message names the entry and session once
+                said = str(exc)
+                raise ValueError(
+                    said
+                    if entry_id in said
+                    else f"cannot recall entry {entry_id!r} in session {session!r}: {said}"
+                ) from exc
             return [_hit(entry)]
         assert query is not None
         if not query.strip():

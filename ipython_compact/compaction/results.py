@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from ipython_compact.core.triage import Pointer  # start-up: triage and drift load with a compaction
 
 
+#: How many externalized pointers and discarded entries ``Plan.render`` lists; the rest is counted.
+SHOWN = 10
+
+
 class CompactionError(RuntimeError):
     """Base class for compaction failures that the caller should show to the user."""
 
@@ -130,10 +134,14 @@ class Plan:
             f"  anchors (verbatim): goal {'yes' if anchors.goal else 'no'}, {len(anchors.constraints)} "
             f"constraint(s), {len(anchors.pins)} pin(s)"
         )
-        for p in self.externalize[:10]:
+        for p in self.externalize[:SHOWN]:
             lines.append(f"  externalize {p.text} ({p.tool})")
-        for d in self.discard[:10]:
+        if len(self.externalize) > SHOWN:
+            lines.append(f"  +{len(self.externalize) - SHOWN:,} more externalized")
+        for d in self.discard[:SHOWN]:
             lines.append(f"  discard entry {d['entry_id']}: {d['reason']}")
+        if len(self.discard) > SHOWN:
+            lines.append(f"  +{len(self.discard) - SHOWN:,} more discarded (every one in the plan's data)")
         return "\n".join(lines)
 
 

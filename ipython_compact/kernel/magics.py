@@ -317,6 +317,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         wanted = [*a.names, *[n.strip() for n in a.name_list.split(",") if n.strip()]]
         report = self.service.restore(names=wanted or None, generation=a.generation, overwrite=a.overwrite)
         shown = report.to_json()
+        shown["not_saved"] = [s.to_json() for s in report.not_saved]
         if report.generation is None:  # a warning with what is available, never a success
             text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
             return display.text_bundle(text, title="Warning: nothing was restored")

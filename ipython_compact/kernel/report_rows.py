@@ -261,6 +261,8 @@ def restore_bundle(
         )
     if report.get("not_in_snapshot"):
         rows.append(("Not in snapshot", ", ".join(report["not_in_snapshot"])))
+    if report.get("not_saved"):
+        rows.append(("Never saved", _skipped_lines(report["not_saved"])))
     if report.get("failed"):
         rows.append(("Could not load", _skipped_lines(report["failed"])))
     if report.get("quarantined"):
