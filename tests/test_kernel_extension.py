@@ -509,7 +509,7 @@ def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
     assert shown._repr_mimebundle_()[0][display.ENTRY_MIME]["id"] == entry_id
     head = _run(ip, "now")._repr_mimebundle_()[0]["text/plain"].splitlines()[0]
     assert head.startswith("Compaction ") and "(manual)" in head
-    before, after = head.split(": ", 1)[1].removesuffix(" tokens").split(" → ")
+    before, after = re.match(r"Compaction \S+ \(manual\): ([\d,]+) → ([\d,]+) tokens", head).groups()  # type: ignore[union-attr]
     assert "," in before and int(before.replace(",", "")) > int(after.replace(",", ""))
 
 

@@ -50,3 +50,13 @@ def test_restore_names_what_the_snapshot_could_not_hold(ip: Any, tmp_path: Path)
     assert "kept" in text.splitlines()[0] or "Restored" in text
     never = [line for line in text.splitlines() if line.startswith("Never saved")]
     assert never and never[0].split(None, 2)[2].startswith("gen: "), text
+
+
+def test_now_and_status_agree_on_the_context_after_a_compaction(ip: Any) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+    ip.run_line_magic("compact", f"import {fixture}")
+    head = _plain(ip.run_line_magic("compact", "now")).splitlines()[0]
+    ext = extension_for(ip)
+    assert ext is not None
+    tokens = ext.service.status()["tokens"]
+    assert f"→ {tokens:,} tokens in context" in head, (head, tokens)

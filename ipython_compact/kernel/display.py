@@ -184,8 +184,17 @@ def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> 
         f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
         f"{_count(compaction.get('tokens_before'))} → {_count(compaction.get('tokens_after'))} tokens"
     )
+    after, now = compaction.get("tokens_after"), compaction.get("context_after")
+    if isinstance(after, int) and isinstance(now, int) and now != after:
+        # one number for one thing: the context now is what `%compact status` says right after;
+        # the compaction's own figure (checkpoint + kept tail) is named as such
+        head = (
+            f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
+            f"{_count(compaction.get('tokens_before'))} → {now:,} tokens in context (checkpoint and "
+            f"kept tail {after:,}, placed after it {now - after:+,})"
+        )
     width = plain_text.terminal_width()
-    plain = f"{head}\n\n{plain_text.wrap_block(summary, width)}" + (
+    plain = f"{plain_text.wrap_block(head, width)}\n\n{plain_text.wrap_block(summary, width)}" + (
         f"\n\n{plain_text.wrap_block(notice, width)}" if notice else ""
     )
     html_t = (
