@@ -112,3 +112,11 @@ def test_verify_says_what_it_proves_and_what_it_does_not(stored: Path) -> None:
     assert "does not prove that nobody with write access rewrote it" in done.stdout
     help_text = run(stored, "verify", "--help").stdout
     assert "accidental" in help_text and "not deliberate tampering" in help_text
+
+
+def test_imported_pi_compactions_are_listed_as_imported_with_their_tokens_before(stored: Path) -> None:
+    listed = run(stored, "show", "-s", "work", "--list").stdout.splitlines()
+    assert len(listed) == 2, listed
+    for line in listed:
+        assert re.search(r"  imported +1\d\d,\d{3} -> not recorded \(pi\)$", line), line
+        assert len(line) <= 80

@@ -320,8 +320,14 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"no compactions in session {session!r}")
         for e in compactions:
             d = _compaction_json(e)
-            # pi's compactions do not record it
-            after = "-" if d["tokens_after"] is None else f"{d['tokens_after']:,}"
+            if d["tokens_after"] is None and not d["summarizer"]:
+                # an imported pi compaction: pi records the tokens before, not a reason or the after
+                print(
+                    f"{e.id}  {e.timestamp}  {d['reason'] or 'imported':<10} {d['tokens_before']:>9,} "
+                    "-> not recorded (pi)"
+                )
+                continue
+            after = "?" if d["tokens_after"] is None else f"{d['tokens_after']:,}"
             print(
                 f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {after:>7} "
                 f"tokens  {d['summarizer'] or ''}"
