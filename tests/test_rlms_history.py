@@ -25,7 +25,8 @@ def test_history_is_a_list_that_follows_the_log(ip: Any, tmp_path: Path) -> None
         _say(store, "assistant", "```repl\nlen(words)\n```")
         kernel_history.install(ip, str(db), "rlm")
         ip.run_cell(
-            "import json\nas_text = json.dumps(history)\nmore = history + [['x']]\nis_list = isinstance(history, list)"
+            "import json\nas_text = json.dumps(history)\nmore = history + [['x']]\n"
+            "is_list = isinstance(history, list)"
         )
         ns = ip.user_ns
         assert ns["is_list"] is True and json.loads(ns["as_text"]) == ns["history"]
