@@ -60,3 +60,10 @@ def test_now_and_status_agree_on_the_context_after_a_compaction(ip: Any) -> None
     assert ext is not None
     tokens = ext.service.status()["tokens"]
     assert f"→ {tokens:,} tokens in context" in head, (head, tokens)
+
+
+def test_names_shows_the_probes_value_preview(ip: Any) -> None:
+    ip.run_cell("answer = 42\ngreeting = 'hello there'")
+    plain = _plain(ip.run_line_magic("compact", "names"))
+    assert any(line.startswith("answer") and "value: 42" in line for line in plain.splitlines()), plain
+    assert "value: 'hello there'" in plain
