@@ -476,16 +476,16 @@ def cmd_log(args: argparse.Namespace) -> int:
                 )
             )
         return 0
-    print(
-        f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the "
-        f"model's view "
-        "(│ in view, · compacted)"
-    )
     # a terminal (or $COLUMNS) decides the width; a pipe keeps every column and 70 characters of text
     fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
     columns = width() if fitted else 0
     wide = not fitted or columns >= 120  # the time column only where there is room for it and the text
     kind_width = max((len(_describe(e)) for _, e in indexed), default=4)
+    header = (
+        f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the "
+        "model's view (│ in view, · compacted)"
+    )
+    print(hanging("", header, columns) if fitted else header)
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
         by = f"  [{writers.get(entry.id) or 'writer not recorded'}]" if args.writers else ""
