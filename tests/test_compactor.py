@@ -439,8 +439,7 @@ def test_nothing_to_compact_states_the_numbers(store: SessionStore) -> None:
     feed(store, TranscriptGenerator(4), 2)
     with pytest.raises(
         NothingToCompact,
-        match=r"the context holds [\d,]+ tokens and the recent tail kept "
-        r"verbatim "
-        r"is 1,500 tokens \(keep_recent_tokens\); no turn before",
+        match=r"the context holds ([\d,]+) tokens; the \1 tokens of conversation fit in the recent tail "
+        r"kept verbatim \(keep_recent_tokens 1,500\)",
     ):
         Compactor(store, settings=SETTINGS).compact("s")

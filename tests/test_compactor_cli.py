@@ -82,7 +82,7 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     assert [row.split()[0] for row in listed.splitlines()][-1] == result["id"]
     oldest = listed.split()[0]
     # pi records no tokens_after
-    assert " -> 0 tokens" not in listed and " ->       - tokens" in listed.splitlines()[0]
+    assert " -> 0 tokens" not in listed and "-> not recorded (pi)" in listed.splitlines()[0]
     by_id = run(tmp_path, "show", "-s", "pi", oldest).stdout
     assert by_id.startswith(f"compaction {oldest} · ") and "Never push to main without review" not in by_id
 

@@ -296,7 +296,10 @@ def test_import_preview_compact_appends_summary_and_state_notice(ip: Any) -> Non
         and again["error"]["code"] == "nothing_to_compact"
         and ("nothing to compact") in again["error"]["message"]
     )
-    with pytest.raises(UsageError, match=r"nothing to compact.*%compact status"):
+    with pytest.raises(
+        UsageError,
+        match=r"nothing to compact.*just fill the recent tail.*%config CompactConfig.compaction = ",
+    ):
         _run(ip, "now")
 
 
@@ -449,15 +452,18 @@ def test_cells_read_as_text_not_json(value: Any, shown: str) -> None:
     assert display.cell_text(value) == shown
 
 
-def test_table_rows_stay_one_line_each() -> None:
+def test_table_rows_wrap_inside_their_column_to_the_terminal() -> None:
+    """Each cell is one line of text (cut at PLAIN_CELL_WIDTH), wrapped inside its own column so
+    the table fits 80 columns; a word too long for its column is broken there, the last resort."""
     long = "line one\nline two\n" + "x" * 500
     plain = display.rows_bundle("t", ["id", "text"], [["a", long], ["b", "short"]])._repr_mimebundle_()[0][
         "text/plain"
     ]
     lines = plain.splitlines()
-    assert len(lines) == 4 and lines[2].startswith("a   line one line two xxx") and lines[2].endswith("…")
-    assert lines[3].split() == ["b", "short"]
-    assert len(lines[2]) == len("a   ") + display.PLAIN_CELL_WIDTH
+    assert lines[2].startswith("a   line one line two xxx") and all(len(line) <= 80 for line in lines), plain
+    assert lines[-1].split() == ["b", "short"]
+    cell = " ".join(line[4:] for line in lines[2:-1])
+    assert cell.endswith("…") and len(cell) == display.PLAIN_CELL_WIDTH + 1  # the break adds one space
 
 
 def test_status_and_snapshot_read_well_in_a_terminal(ip: Any) -> None:
@@ -493,7 +499,9 @@ def test_a_terminal_cell_run_while_some_library_loop_runs_is_still_snapshotted(i
 def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
     _run(ip, f"import {FIXTURE}")
     log = _run(ip, "log -n 5")._repr_mimebundle_()[0]["text/plain"].splitlines()
-    assert len(log) == 1 + 1 + 5  # title, header, one line per entry even for multi-line outputs
+    # title, header, one row per entry even for multi-line outputs: its text wraps under its column
+    assert len([line for line in log if not line.startswith(" ")]) == 1 + 1 + 5, log
+    assert all(len(line) <= 80 for line in log), log
     entry_id = _run(ip, "log -n 0").data[0]["id"]
     shown = _run(ip, f"show {entry_id}")
     plain = shown._repr_mimebundle_()[0]["text/plain"]
@@ -501,7 +509,7 @@ def test_log_show_and_summary_read_well_in_a_terminal(ip: Any) -> None:
     assert shown._repr_mimebundle_()[0][display.ENTRY_MIME]["id"] == entry_id
     head = _run(ip, "now")._repr_mimebundle_()[0]["text/plain"].splitlines()[0]
     assert head.startswith("Compaction ") and "(manual)" in head
-    before, after = head.split(": ", 1)[1].removesuffix(" tokens").split(" → ")
+    before, after = re.match(r"Compaction \S+ \(manual\): ([\d,]+) → ([\d,]+) tokens", head).groups()  # type: ignore[union-attr]
     assert "," in before and int(before.replace(",", "")) > int(after.replace(",", ""))
 
 
@@ -519,11 +527,13 @@ def test_pin_alone_lists_the_pins_like_the_command_line(ip: Any) -> None:
 def test_preview_with_nothing_to_compact_answers_instead_of_failing(ip: Any) -> None:
     """A newcomer's third README line on a fresh session: a dry run's answer, not a UsageError."""
     plain = _run(ip, "preview")._repr_mimebundle_()[0]["text/plain"]
+    assert all(len(line) <= 80 for line in plain.splitlines()), plain  # wrapped to the terminal
+    plain = plain.replace("\n\n", "\0").replace("\n", " ").replace("\0", "\n\n")
     assert plain.startswith(
         "Compaction preview (nothing changed)\n\nNothing would be compacted now: nothing to compact"
     )
     assert (
-        "the context holds 0 tokens" in plain
+        "it holds no conversation yet (0 tokens in context)" in plain
         and ("decided with CompactConfig (128,000-token window") in plain
     )
     assert "%compact status" in plain

@@ -55,7 +55,7 @@ def test_recall_by_query_finds_compacted_source_not_summaries(compacted: Any) ->
     [
         ({}, "exactly one of entry_id or query"),
         ({"entry_id": "x", "query": "y"}, "exactly one of entry_id or query"),
-        ({"entry_id": "missing"}, "cannot recall entry 'missing'"),
+        ({"entry_id": "missing"}, "no entry 'missing' in session 's'"),
         ({"query": "   "}, "recall query is empty"),
     ],
 )

@@ -10,8 +10,9 @@ pickled, the log is the source), and it costs the kernel no memory until it is r
 What must hold:
 - ``history`` looks like rlms' list: its items are trajectory segments (lists of ``{"role",
   "content"}`` dicts, one per iteration: the model's reply and what followed it) and summaries
-  (``{"type": "summary", "content": str}``), oldest first; ``len``, indexing, slicing and
-  iteration work, and each read sees what the log holds at that moment.
+  (``{"type": "summary", "content": str}``), oldest first. It is a real ``list`` (rlms promises
+  one): ``json.dumps``, concatenation and ``isinstance`` work, indexing is O(1); it is refreshed
+  from the log before every cell (one row read when nothing changed).
 - Only the session's own messages and summaries appear (kernel notices and restarts do not).
 - Reading never writes: the log is opened per read and closed again.
 
@@ -21,11 +22,13 @@ reaches it through ``kernel_calls``' one table, which may not depend on the adap
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, overload
+import contextlib
+from collections.abc import Sequence
+from typing import Any
 
 from ipython_compact.core.entries import CUSTOM, MESSAGE, Entry, text_of_content
 from ipython_compact.store import SessionStore
+from ipython_compact.store.errors import UnknownSessionError
 
 SUMMARY = "rlms_compaction"
 """The ``custom_type`` under which ``CompactIPythonEnv`` logs rlms' summaries."""
@@ -53,42 +56,47 @@ def as_rlms_history(entries: Sequence[Entry]) -> list[Any]:
     return items
 
 
-class LoggedHistory(Sequence[Any]):
-    """rlms' ``history`` list, read from session ``session`` of the log at ``db_path``."""
+class LoggedHistory(list[Any]):
+    """rlms' ``history``: a real list (``json.dumps``, ``history + [...]``, ``isinstance(history,
+    list)`` and O(1) indexing work, as rlms promises "a list"), holding session ``session`` of the
+    log at ``db_path`` as of its last ``refresh``: at bind time and before every cell. A refresh
+    reads one row (the session's entry count) and re-reads the entries only when it changed, so an
+    unchanged session costs nothing and an index never reads the log. Changes a cell makes to the
+    list itself are replaced by the log's contents at the next refresh after the session grows."""
 
     def __init__(self, db_path: str, session: str) -> None:
+        super().__init__()
         self._db_path = db_path
         self._session = session
+        self._seen = -1
+        self.refresh()
 
-    def _items(self) -> list[Any]:
+    def refresh(self, *_: Any) -> None:
+        """Re-read the session when its entry count changed (IPython's ``pre_run_cell`` hook)."""
         store = SessionStore(self._db_path)
         try:
-            return as_rlms_history(store.entries(self._session, kinds=(MESSAGE, CUSTOM)))
+            try:
+                count = store.entry_count(self._session)
+            except UnknownSessionError:
+                count = 0
+            if count == self._seen:
+                return
+            items = as_rlms_history(store.entries(self._session, kinds=(MESSAGE, CUSTOM))) if count else []
         finally:
             store.close()
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        return self._items()[index]
-
-    def __len__(self) -> int:
-        return len(self._items())
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._items())
-
-    def __repr__(self) -> str:
-        return repr(self._items())
+        self[:] = items
+        self._seen = count
 
 
 def install(shell: Any, db_path: str, session: str) -> str:
-    """Bind ``history`` in the user namespace (hidden from the probe and snapshots: it is a view)."""
+    """Bind ``history`` in the user namespace (hidden from the probe and snapshots: it is a view),
+    refreshed before every cell; a second install replaces the first and its hook."""
+    previous = shell.user_ns_hidden.get("history")
+    if isinstance(previous, LoggedHistory):
+        with contextlib.suppress(ValueError):
+            shell.events.unregister("pre_run_cell", previous.refresh)
     history = LoggedHistory(db_path, session)
     shell.user_ns["history"] = history
     shell.user_ns_hidden["history"] = history
+    shell.events.register("pre_run_cell", history.refresh)
     return "ok"

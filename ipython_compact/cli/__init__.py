@@ -21,7 +21,7 @@ import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ipython_compact.cli.terminal_text import shown_not_obeyed, visible_controls
 from ipython_compact.core.spelling import closest
@@ -97,6 +97,13 @@ class Parser(argparse.ArgumentParser):
     """argparse with this command's error shape: one ``error:`` line (with "did you mean" for a
     misspelt command, choice or option) and a ``try:`` line, exit code 2."""
 
+    typed: Sequence[str] = ()
+    """The arguments this parser was given, so an error names an option as the user spelt it."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.typed = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         text, hint = explain_usage_error(self, message)
         _fail(text, hint)
@@ -118,7 +125,12 @@ def explain_usage_error(parser: argparse.ArgumentParser, message: str) -> tuple[
         return f"{option}: unknown value {word!r}{mean}", f"{parser.prog} {option} {guess or options[0]}"
     typed = re.match(r"argument (\S+): (.*)$", message)
     if typed:
-        option = typed.group(1).split("/")[-1]
+        spellings = typed.group(1).split("/")
+        given = getattr(parser, "typed", ())
+        # the spelling the user typed (`-n`, not `--limit`), else the long one
+        option = next(
+            (o for o in spellings if any(a == o or a.startswith(o + "=") for a in given)), spellings[-1]
+        )
         action = next((a for a in parser._actions if option in a.option_strings), None)
         example = getattr(getattr(action, "type", None), "example", None)
         hint = f"{parser.prog} {option} {example}" if example is not None else help_hint

@@ -169,19 +169,23 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 return 0
             result = compactor.compact(session, reason="manual", focus=args.focus)
         except NothingToCompact as exc:
+            why = exc.why
+            reason = why.render("--keep-recent-tokens") if why is not None else str(exc)
             if args.dry_run:  # a dry run's honest answer, as `plan` gives it: not an error
                 print(
-                    json.dumps({"compactable": False, "reason": str(exc)})
+                    json.dumps({"compactable": False, "reason": reason})
                     if args.json
-                    else f"nothing would be compacted: {exc}"
+                    else f"nothing would be compacted: {reason}"
                 )
                 return 0
-            hint = (
-                f"see what would be summarized: {PROG} plan -s {session}"
-                if "would not make" in str(exc)
-                else f"lower the tail budget: {PROG} compact --keep-recent-tokens 2000"
-            )
-            raise CliError(str(exc), hint) from exc
+            if why is not None and why.case == "within_tail":
+                smaller = max(1, why.tail_tokens // 2)
+                hint = f"lower the tail budget: {PROG} compact -s {session} --keep-recent-tokens {smaller}"
+            elif why is not None and why.case in ("entry_too_big", "no_cut_point"):
+                hint = f"see the entries and their tokens: {PROG} log -s {session} -n 10"
+            else:
+                hint = f"see what would be summarized: {PROG} plan -s {session}"
+            raise CliError(reason, hint) from exc
         except CompactionFailed as exc:
             where = f" (recorded as entry {exc.outcome_entry.id})" if exc.outcome_entry is not None else ""
             hint = (
@@ -317,8 +321,14 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"no compactions in session {session!r}")
         for e in compactions:
             d = _compaction_json(e)
-            # pi's compactions do not record it
-            after = "-" if d["tokens_after"] is None else f"{d['tokens_after']:,}"
+            if d["tokens_after"] is None and not d["summarizer"]:
+                # an imported pi compaction: pi records the tokens before, not a reason or the after
+                print(
+                    f"{e.id}  {e.timestamp}  {d['reason'] or 'imported':<10} {d['tokens_before']:>9,} "
+                    "-> not recorded (pi)"
+                )
+                continue
+            after = "?" if d["tokens_after"] is None else f"{d['tokens_after']:,}"
             print(
                 f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {after:>7} "
                 f"tokens  {d['summarizer'] or ''}"

@@ -18,6 +18,7 @@ from typing import Any
 from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.message_text import message_text
+from ipython_compact.cli.terminal_width import hanging, width
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
 from ipython_compact.core.preparation import Preparation, prepare_compaction
@@ -151,7 +152,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     p = subparsers.add_parser("export", help=COMMANDS["export"][1])
     session_option(p)
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write to FILE instead of stdout (an existing FILE is kept unless --force)",
+    )
+    p.add_argument("--force", action="store_true", help="replace FILE if it exists")
     p.add_argument(
         "--to",
         metavar="PATH|URL",
@@ -468,18 +476,26 @@ def cmd_log(args: argparse.Namespace) -> int:
                 )
             )
         return 0
-    print(
+    # a terminal (or $COLUMNS) decides the width; a pipe keeps every column and 70 characters of text
+    fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    columns = width() if fitted else 0
+    wide = not fitted or columns >= 120  # the time column only where there is room for it and the text
+    kind_width = max((len(_describe(e)) for _, e in indexed), default=4)
+    header = (
         f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the "
-        f"model's view "
-        "(│ in view, · compacted)"
+        "model's view (│ in view, · compacted)"
     )
+    print(hanging("", header, columns) if fitted else header)
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
         by = f"  [{writers.get(entry.id) or 'writer not recorded'}]" if args.writers else ""
-        print(
-            f"{mark} {index:>6} {entry.id:<10} {entry.timestamp[:19]:<19} {_describe(entry):<22} "
-            f"{tokens[index - first]:>7,}  {_preview(entry)}{by}"
+        when = f"{entry.timestamp[:19]:<19} " if wide else ""
+        lead = (
+            f"{mark} {index:>6} {entry.id:<10} {when}{_describe(entry):<{kind_width}} "
+            f"{tokens[index - first]:>7,}  "
         )
+        room = max(12, columns - len(lead) - len(by)) if fitted else 70
+        print(f"{lead}{_preview(entry, room)}{by}")
     return 0
 
 
@@ -602,14 +618,12 @@ def _plan_report(
         "trailing_tokens": estimate.trailing_tokens,
     }
     if prep is None:
+        from ipython_compact.compaction.refusals import why_nothing  # start-up: only on a refusal
+
         reason = (
             "the branch is empty"
             if not path
-            else (
-                "the branch already ends in a compaction"
-                if path[-1].kind == COMPACTION
-                else "everything fits in keep_recent_tokens"
-            )
+            else why_nothing("", path, tokens, settings, estimate.tokens).detail("--keep-recent-tokens")
         )
         report.update(
             compactable=False,
@@ -659,8 +673,11 @@ def _print_plan(r: dict[str, Any]) -> None:
     )
     print(f"compaction plan for {what}")
     print(
-        f"  settings          estimator {r['estimator']}, keep_recent_tokens {r['keep_recent_tokens']:,}, "
-        f"reserve_tokens {r['reserve_tokens']:,}"
+        hanging(
+            "  settings          ",
+            f"estimator {r['estimator']}, --keep-recent-tokens {r['keep_recent_tokens']:,}, "
+            f"--reserve-tokens {r['reserve_tokens']:,}",
+        )
     )
     anchor = (
         (f" (usage anchor {r['usage_tokens']:,} + {r['trailing_tokens']:,} estimated after it)")
@@ -677,7 +694,7 @@ def _print_plan(r: dict[str, Any]) -> None:
             f"{background} -> {r['decision']}"
         )
     if not r["compactable"]:
-        print(f"  nothing to compact: {r['reason']}")
+        print(hanging("  nothing to compact: ", r["reason"]))
         return
     print(
         f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"
@@ -719,6 +736,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise CliError(
                 f"{args.output} is a directory",
                 f"{PROG} export --session {session} -o {args.output / (session + '.jsonl')}",
+            )
+        if args.output.is_file() and not args.force:  # a FIFO or device is refused below, as it was
+            raise CliError(
+                f"{args.output} already exists ({args.output.stat().st_size:,} bytes); nothing was written",
+                f"replace it: {PROG} export -s {session} -o {args.output} --force, or pick another FILE",
             )
         if not args.output.parent.is_dir():
             raise CliError(

@@ -267,7 +267,7 @@ class Compactor:
     def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
         work = self._work(session, keep_recent_tokens)
         if work is None:
-            raise NothingToCompact(self._why_nothing(session, keep_recent_tokens))
+            raise self._why_nothing(session, keep_recent_tokens)
         if not any(work.view_tokens.get(e.id, 0) for e in work.span):
             raise NothingToCompact(
                 f"nothing to summarize in session {session!r}: the {len(work.span)} entries before the "
@@ -276,29 +276,19 @@ class Compactor:
             )
         return work
 
-    def _why_nothing(self, session: str, keep_recent_tokens: int | None) -> str:
-        """Why there is nothing to compact, with the numbers that decided it."""
-        keep = (
-            self.settings.keep_recent_tokens
-            if keep_recent_tokens is None
-            else max(0, int(keep_recent_tokens))
-        )
+    def _why_nothing(self, session: str, keep_recent_tokens: int | None) -> NothingToCompact:
+        """Why there is nothing to compact, naming the entry and the numbers that decided it."""
+        from ipython_compact.compaction.refusals import why_nothing  # start-up: only on a refusal
+
+        settings = self.settings
+        if keep_recent_tokens is not None:
+            settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
         view = self.store.context_view(session)
         path = tuple(view.entries)
-        if path and path[-1].kind == COMPACTION:
-            return (
-                f"nothing to compact in session {session!r}: the context ends in a compaction (nothing "
-                f"new since)"
-            )
-        tokens = estimate_context(
-            path, self.settings.estimator, tokens=view.tokens(self.settings.estimator)
-        ).tokens
-        return (
-            f"nothing to compact in session {session!r}: the context holds {tokens:,} tokens and the "
-            f"recent tail "
-            f"kept verbatim is {keep:,} tokens (keep_recent_tokens); no turn before that tail is left to "
-            f"summarize"
-        )
+        counts = view.tokens(settings.estimator)
+        tokens = estimate_context(path, settings.estimator, tokens=counts).tokens
+        why = why_nothing(session, path, counts, settings, tokens)
+        return NothingToCompact(why.render(), why=why)
 
     @_collector_paused
     @one_scan_per_text
@@ -660,8 +650,13 @@ class Compactor:
         if entry_id is not None:
             try:
                 entry = self.store.get(entry_id, session)
-            except Exception as exc:
-                raise ValueError(f"cannot recall entry {entry_id!r} in session {session!r}: {exc}") from exc
+            except Exception as exc:  # the store's own message names the entry and session once
+                said = str(exc)
+                raise ValueError(
+                    said
+                    if entry_id in said
+                    else f"cannot recall entry {entry_id!r} in session {session!r}: {said}"
+                ) from exc
             return [_hit(entry)]
         assert query is not None
         if not query.strip():

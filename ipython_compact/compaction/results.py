@@ -19,8 +19,13 @@ from typing import TYPE_CHECKING, Any
 from ipython_compact.core.entries import Entry
 
 if TYPE_CHECKING:
+    from ipython_compact.compaction.refusals import NothingReason
     from ipython_compact.core.anchors import AnchorSet
     from ipython_compact.core.triage import Pointer  # start-up: triage and drift load with a compaction
+
+
+#: How many externalized pointers and discarded entries ``Plan.render`` lists; the rest is counted.
+SHOWN = 10
 
 
 class CompactionError(RuntimeError):
@@ -28,7 +33,14 @@ class CompactionError(RuntimeError):
 
 
 class NothingToCompact(CompactionError):
-    """The context has nothing that can be summarized (too short, or it already ends in a compaction)."""
+    """The context has nothing that can be summarized (too short, or it already ends in a compaction).
+
+    ``why`` (when the cut point decided it) holds the facts, so a caller can word the tail budget
+    the way its user sets it: ``why.render(setting)``."""
+
+    def __init__(self, message: str, *, why: NothingReason | None = None) -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class SessionMoved(CompactionError):
@@ -122,10 +134,14 @@ class Plan:
             f"  anchors (verbatim): goal {'yes' if anchors.goal else 'no'}, {len(anchors.constraints)} "
             f"constraint(s), {len(anchors.pins)} pin(s)"
         )
-        for p in self.externalize[:10]:
+        for p in self.externalize[:SHOWN]:
             lines.append(f"  externalize {p.text} ({p.tool})")
-        for d in self.discard[:10]:
+        if len(self.externalize) > SHOWN:
+            lines.append(f"  +{len(self.externalize) - SHOWN:,} more externalized")
+        for d in self.discard[:SHOWN]:
             lines.append(f"  discard entry {d['entry_id']}: {d['reason']}")
+        if len(self.discard) > SHOWN:
+            lines.append(f"  +{len(self.discard) - SHOWN:,} more discarded (every one in the plan's data)")
         return "\n".join(lines)
 
 

@@ -70,21 +70,37 @@ class Rendered:
 
 PLAIN_CELL_WIDTH = 100
 HTML_CELL_WIDTH = 300
+#: Preformatted text wraps at spaces; a word breaks only when it alone is wider than the output
+#: (a long path). JupyterLab's own ``pre`` rule says ``word-break: break-all``, which cut words
+#: mid-way ("a / nd", "23, / 625"); the inline style wins over it.
+PRE_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere"
+#: Table cells read left to right: JupyterLab right-aligns ``td``/``th`` in rendered HTML.
+CELL_STYLE = "text-align:left;vertical-align:top"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, str, str]:
-    """HTML, Markdown and plain-text renderings of one table; every cell is one line."""
+def _pre(text: str) -> str:
+    return f'<pre style="{PRE_STYLE}">{_h(text)}</pre>'
+
+
+def _cells(tag: str, cells: Sequence[Any]) -> str:
+    return "".join(f'<{tag} style="{CELL_STYLE}">{_h(c)}</{tag}>' for c in cells)
+
+
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None
+) -> tuple[str, str, str]:
+    """HTML, Markdown and plain-text renderings of one table; every cell is one line (in plain
+    text wrapped inside its column to fit ``width``, default the terminal's)."""
     html_rows = [[one_line(cell_text(c), HTML_CELL_WIDTH) for c in r] for r in rows]
     plain_rows = [[one_line(cell_text(c), PLAIN_CELL_WIDTH) for c in r] for r in rows]
-    head = "".join(f"<th>{_h(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in html_rows)
+    head = _cells("th", headers)
+    body = "".join("<tr>" + _cells("td", r) + "</tr>" for r in html_rows)
     html_t = f'<table class="ipython-compact"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     md = "| " + " | ".join(md_escape(h) for h in headers) + " |\n|" + "---|" * len(headers) + "\n"
     md += "".join("| " + " | ".join(md_escape(c) for c in r) + " |\n" for r in html_rows)
-    widths = [max([len(str(h))] + [len(r[i]) for r in plain_rows]) for i, h in enumerate(headers)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in plain_rows]
-    return html_t, md, "\n".join(lines)
+    # each cell wraps inside its own column, so the table fits the terminal (``plain_text.table``)
+    plain = plain_text.table([str(h) for h in headers], plain_rows, width or plain_text.terminal_width())
+    return html_t, md, plain
 
 
 def fields_bundle(
@@ -135,8 +151,8 @@ def grid_bundle(
         f"{title}\n{plain_text.table(headers, rows, width or plain_text.terminal_width())}" if rows else title
     )
     rows = [[c.replace(plain_text.KEEP, " ") for c in r] for r in rows]
-    head = "".join(f"<th>{_h(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r) + "</tr>" for r in rows)
+    head = _cells("th", headers)
+    body = "".join("<tr>" + _cells("td", r) + "</tr>" for r in rows)
     html_t = (
         f"<p><strong>{_h(title)}</strong></p><table "
         f'class="ipython-compact"><thead><tr>{head}</tr></thead>'
@@ -168,15 +184,23 @@ def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> 
         f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
         f"{_count(compaction.get('tokens_before'))} → {_count(compaction.get('tokens_after'))} tokens"
     )
-    plain = f"{head}\n\n{summary}" + (f"\n\n{notice}" if notice else "")
+    after, now = compaction.get("tokens_after"), compaction.get("context_after")
+    if isinstance(after, int) and isinstance(now, int) and now != after:
+        # one number for one thing: the context now is what `%compact status` says right after;
+        # the compaction's own figure (checkpoint + kept tail) is named as such
+        head = (
+            f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
+            f"{_count(compaction.get('tokens_before'))} → {now:,} tokens in context (checkpoint and "
+            f"kept tail {after:,}, placed after it {now - after:+,})"
+        )
+    width = plain_text.terminal_width()
+    plain = f"{plain_text.wrap_block(head, width)}\n\n{plain_text.wrap_block(summary, width)}" + (
+        f"\n\n{plain_text.wrap_block(notice, width)}" if notice else ""
+    )
     html_t = (
         f'<div class="ipython-compact-summary"><p><strong>{_h(head)}</strong></p>'
-        f'<pre style="white-space:pre-wrap">{_h(summary)}</pre>'
-        + (
-            f"<details><summary>kernel state notice</summary><pre>{_h(notice)}</pre></details>"
-            if notice
-            else ""
-        )
+        + _pre(summary)
+        + (f"<details><summary>kernel state notice</summary>{_pre(notice)}</details>" if notice else "")
         + "</div>"
     )
     md = f"**{md_escape(head)}**\n\n```text\n{summary.replace('```', '` ` `')}\n```\n"
@@ -197,10 +221,9 @@ def mapping_bundle(title: str, data: Mapping[str, Any], *, mime: str | None = No
 
 def text_bundle(text: str, *, title: str | None = None) -> Rendered:
     """Preformatted text (notices, exports, help)."""
-    t = f"{title}\n\n{text}" if title else text
-    html_t = (
-        f"<p><strong>{_h(title)}</strong></p>" if title else ""
-    ) + f'<pre style="white-space:pre-wrap">{_h(text)}</pre>'
+    shown = plain_text.wrap_block(text, plain_text.terminal_width())
+    t = f"{title}\n\n{shown}" if title else shown
+    html_t = (f"<p><strong>{_h(title)}</strong></p>" if title else "") + _pre(text)
     md = (f"**{md_escape(title)}**\n\n" if title else "") + f"```text\n{text.replace('```', '` ` `')}\n```\n"
     return Rendered({"text/plain": t, "text/html": html_t, "text/markdown": md}, text)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ipython_compact.compaction.results import CompactionError, NothingToCompact
 from ipython_compact.files.paths import read_only_reason
-from ipython_compact.kernel import display, report_rows
+from ipython_compact.kernel import display, plain_text, report_rows
 from ipython_compact.kernel.magic_args import HelpShown, Registry, arg, did_you_mean
 from ipython_compact.kernel.plain_text import fields, terminal_width
 from ipython_compact.kernel.service import Busy, KernelService, Unavailable
@@ -76,23 +77,27 @@ def _os_error(name: str, exc: BaseException) -> str:
     )
 
 
+def _nothing_hint(exc: BaseException) -> str:
+    """What to look at after a refusal: its own reason already says what would help, except for a
+    session with no conversation yet."""
+    why = getattr(exc, "why", None)
+    if "would not make" in str(exc):
+        return "`%compact preview` shows what would be summarized and kept."
+    if why is None or why.case == "no_conversation":
+        return (
+            "History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`; "
+            "`%compact status` shows the tokens in context."
+        )
+    return "`%compact log` lists the entries with their ids."
+
+
 #: What a handler's exception means to the user, first match wins (subclasses before their bases).
 ERROR_HINTS: tuple[tuple[type[BaseException], Callable[[str, BaseException], str]], ...] = (
     (Busy, lambda name, exc: f"%compact {name}: {exc}"),
     (SnapshotError, lambda name, exc: f"%compact {name}: {exc}."),  # the message says what to do
     (
         NothingToCompact,
-        lambda name, exc: (
-            f"%compact {name}: {exc}. Nothing was changed. "
-            + (
-                "`%compact preview` shows what would be summarized and kept."
-                if "would not make" in str(exc)
-                else "History to compact comes from `%%agent` turns or `%compact import FILE.jsonl`; "
-                "`%compact "
-                "status` "
-                "shows the tokens in context."
-            )
-        ),
+        lambda name, exc: f"%compact {name}: {exc}. Nothing was changed. {_nothing_hint(exc)}",
     ),
     (
         CompactionError,
@@ -121,6 +126,21 @@ def usage_error(name: str, exc: BaseException) -> UsageError | None:
         if isinstance(exc, kind):
             return UsageError(text(name, exc))
     return None
+
+
+def fitted_error(error: UsageError, *, in_kernel: bool) -> UsageError:
+    """``error`` wrapped at spaces to the terminal, so a long refusal never breaks mid-word where
+    terminal IPython prints it (after ``UsageError: ``). Unchanged in a kernel (the front end wraps
+    its own output) and when output is not a terminal (a pipe, a test's captured stream)."""
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if in_kernel or not terminal:
+        return error
+    prefix = " " * len("UsageError: ")
+    text = plain_text.wrap_block(prefix + str(error), terminal_width())
+    return UsageError(text[len(prefix) :])
 
 
 def overview(width: int | None = None) -> str:
@@ -179,6 +199,12 @@ class CompactMagics(Magics):  # type: ignore[misc]
     def compact(self, line: str) -> Any:
         """Context compaction for this kernel's session. `%compact --help` lists the subcommands."""
         try:
+            return self._compact(line)
+        except UsageError as exc:
+            raise fitted_error(exc, in_kernel=getattr(self.shell, "kernel", None) is not None) from None
+
+    def _compact(self, line: str) -> Any:
+        try:
             argv = shlex.split(line)
         except ValueError as exc:
             raise UsageError(f"%compact: cannot parse the line ({exc}); check the quotes") from None
@@ -215,6 +241,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
         result = self.service.compact(focus=_focus(a))
         comp = result["compaction"]
         shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
+        # the context as `%compact status` reports it now: the kernel-state notice placed after
+        # the compaction takes room too
+        shown["context_after"] = self.service.status()["tokens"]
         return display.summary_bundle(shown, result.get("notice"))
 
     @COMMANDS.subcommand(
@@ -291,6 +320,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         wanted = [*a.names, *[n.strip() for n in a.name_list.split(",") if n.strip()]]
         report = self.service.restore(names=wanted or None, generation=a.generation, overwrite=a.overwrite)
         shown = report.to_json()
+        shown["not_saved"] = [s.to_json() for s in report.not_saved]
         if report.generation is None:  # a warning with what is available, never a success
             text = "\n".join([*report.warnings, *(f"refused: {r}" for r in report.refused)])
             return display.text_bundle(text, title="Warning: nothing was restored")
@@ -336,8 +366,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
             return who + (" (provisional)" if r["provisional"] else "")
 
         def names(r: dict[str, Any]) -> str:
+            if not r["names"]:
+                return "0"
             shown = ", ".join(r["names"][:6])
-            return f"{len(r['names'])}: {shown}" + (" …" if len(r["names"]) > 6 else "")
+            more = len(r["names"]) - 6
+            return f"{len(r['names'])}: {shown}" + (f" +{more} more" if more > 0 else "")
 
         def when(r: dict[str, Any]) -> str:  # 2026-12-01T20:19:17.624Z -> 2026-12-01 20:19:17
             return str(r["timestamp"] or "")[:19].replace("T", " ")

@@ -211,6 +211,8 @@ def names_bundle(
         if why:
             gone.append(n["name"])
             notes.append(f"lost on restart: {why}")
+        if n.get("preview"):  # the probe's preview (never user code), first in the notes column
+            notes.insert(0, f"value: {n['preview']}")
         rows.append([n["name"], n["type"], size_text(n), "; ".join(notes)])
     total = payload.get("total")
     title = counted(len(names), "name")
@@ -223,7 +225,12 @@ def names_bundle(
     if gone:
         title += f" · {len(gone)} will not survive a restart: {', '.join(gone)}"
     return grid_bundle(
-        title, ["name", "type", "size", "notes"], rows, dict(payload), mime=NAMESPACE_MIME, width=width
+        title,
+        ["name", "type", "size", "notes"],
+        rows,
+        dict(payload),
+        mime=NAMESPACE_MIME,
+        width=width,
     )
 
 
@@ -261,6 +268,8 @@ def restore_bundle(
         )
     if report.get("not_in_snapshot"):
         rows.append(("Not in snapshot", ", ".join(report["not_in_snapshot"])))
+    if report.get("not_saved"):
+        rows.append(("Never saved", _skipped_lines(report["not_saved"])))
     if report.get("failed"):
         rows.append(("Could not load", _skipped_lines(report["failed"])))
     if report.get("quarantined"):

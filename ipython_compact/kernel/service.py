@@ -75,6 +75,9 @@ FIGURES_KEY = "panel_figures"  # the session status row holding the last window 
 
 log = logging.getLogger(__name__)
 
+#: The tail budget as a kernel user sets it (``%config CompactConfig.compaction = {...}``).
+KEEP_SETTING = "CompactConfig.compaction['keep_recent_tokens']"
+
 
 def _now() -> str:
     """The store's timestamp (``store.database.utc_now``), imported on first use: start-up."""
@@ -484,17 +487,30 @@ class KernelService:
             settings = agent.settings
             return settings, (
                 f"the live %%agent's settings ({int(agent.context_window):,}-token window, "
-                f"keep_recent_tokens {settings.keep_recent_tokens:,})"
+                f"{KEEP_SETTING} {settings.keep_recent_tokens:,})"
             )
         settings = self.settings()
         return settings, (
             f"CompactConfig ({int(self.config.context_window):,}-token window, "
-            f"keep_recent_tokens {settings.keep_recent_tokens:,})"
+            f"{KEEP_SETTING} {settings.keep_recent_tokens:,})"
         )
 
+    def keep_setting_form(self) -> str:
+        """How to set the tail budget, exactly as it works: ``CompactConfig.compaction`` is one
+        dict, so the form repeats the user's other overrides (assigning replaces the whole dict)."""
+        others = {k: v for k, v in dict(self.config.compaction).items() if k != "keep_recent_tokens"}
+        shown = "".join(f"{k!r}: {v!r}, " for k, v in others.items())
+        return f"set it with `%config CompactConfig.compaction = {{{shown}'keep_recent_tokens': N}}`"
+
     def _refusal(self, exc: NothingToCompact) -> NothingToCompact:
-        """The same refusal, saying whose settings decided it."""
-        return NothingToCompact(f"{exc} — decided with {self.compaction_settings()[1]}")
+        """The same refusal, with the tail budget named as it is set here, and whose settings
+        decided it."""
+        why = exc.why
+        text = why.render(KEEP_SETTING) if why is not None else str(exc)
+        told = f"{text} — decided with {self.compaction_settings()[1]}"
+        if why is not None and why.case not in ("no_conversation", "ends_in_compaction"):
+            told += f"; {self.keep_setting_form()}"
+        return NothingToCompact(told, why=why)
 
     def _summarizer(self) -> Any:
         """The configured summarizer (``CompactConfig.summarizer``: ``offline``, the default, or

@@ -27,6 +27,9 @@ from typing import Any
 
 from ipython_compact.agent.events import AgentEvent
 
+#: Wrap at spaces; break a word only when it alone is too wide (JupyterLab's pre rule breaks any word).
+_PRE = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere"
+
 #: Events shown as one line each (what the loop did besides calling the model and running code).
 ONE_LINE = {
     "compaction_start": "⟳",
@@ -136,7 +139,7 @@ class Transcript:
         parts = [step_html(s) for s in self.steps]
         if running:
             parts.append(
-                f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(self.streaming)}</pre>'
+                f'<pre style="{_PRE}">{_h(self.streaming)}</pre>'
                 if self.streaming
                 else "<p><em>… working</em></p>"
             )
@@ -203,7 +206,7 @@ def step_html(step: Step) -> str:
     color = ' style="color:#c62828"' if step.is_error else ""
     return (
         code + f"<details><summary{color}>{label} ({_line_count(step.output)})</summary>"
-        f'<pre style="white-space:pre-wrap;overflow-wrap:anywhere">{_h(step.output)}</pre></details>'
+        f'<pre style="{_PRE}">{_h(step.output)}</pre></details>'
     )
 
 

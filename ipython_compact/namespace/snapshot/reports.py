@@ -80,6 +80,9 @@ class RestoreReport:
     process: str | None = None  # the kernel process that wrote the restored generation
     available: list[str] = field(default_factory=list)  # every name the restored generation holds
     kept: list[str] = field(default_factory=list)  # defined since with another value: not overwritten
+    # the snapshot could not hold these, with why; not in ``to_json`` (the comm protocol's RestoreReply
+    # and the panel's mirror of it would have to gain the field together): %compact restore shows it
+    not_saved: list[Skipped] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {

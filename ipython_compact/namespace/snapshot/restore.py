@@ -207,6 +207,11 @@ def choose_and_load(
             )
             continue
         report.generation, report.process, report.available = m.generation, m.process, sorted(m.names)
+        report.not_saved = [  # names the snapshot could not hold (a generator, an open file), with why
+            Skipped(str(s.get("name")), str(s.get("reason")))
+            for s in m.data.get("skipped") or []
+            if isinstance(s, dict) and s.get("name")
+        ]
         report.quarantined += [
             Skipped(
                 n, f"code written by Python {m.data.get('python')} is not loaded in Python {python_tag()}"

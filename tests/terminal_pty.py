@@ -1,0 +1,78 @@
+"""Terminal IPython on a real pseudo-terminal of a given size (issue 35): output that goes to a
+terminal is laid out for its width, so a pipe cannot show it; a pty can, without tmux."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def ipython_on_a_terminal(script: str, columns: int, data_dir: Path, *, timeout: float = 180) -> str:
+    """Run ``script`` (one line per input) in terminal IPython whose stdin/stdout is a pty of
+    ``columns`` x 50; returns everything it printed, escapes and carriage returns removed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    attrs = termios.tcgetattr(slave)
+    attrs[3] &= ~termios.ECHO  # the script is not echoed: only what IPython prints is read back
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # the pty's size decides
+    env.update(
+        {
+            "IPYTHON_COMPACT_DIR": str(data_dir),
+            "IPYTHON_COMPACT_SESSION": "terminal",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "TERM": "dumb",
+        }
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-m", "IPython", "--simple-prompt", "--colors=NoColor", "--no-banner"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=data_dir,
+        close_fds=True,
+    )
+    os.close(slave)
+    os.write(master, (script + "exit\n").encode())
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout  # a guard against a hung child, not a synchronization
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if child.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its side
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+        if child.poll() is None:
+            child.kill()
+        child.wait(timeout=30)
+    return _ESCAPES.sub("", b"".join(chunks).decode("utf-8", "replace"))
+
+
+def too_wide(text: str, columns: int) -> list[str]:
+    """Printed lines wider than ``columns`` (prompts removed), except a line that is one long word
+    (a path is never cut; it sticks out alone on its line)."""
+    lines = [re.sub(r"^(In \[\d+\]: )+", "", line) for line in text.split("\n")]
+    return [line for line in lines if len(line) > columns and len(line.split()) > 1]
