@@ -50,6 +50,7 @@ from ipython_compact.kernel import binding
 from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig
 from ipython_compact.kernel.fileops import FileOpsRecorder
+from ipython_compact.namespace.preview import table_preview
 from ipython_compact.namespace.probe import ProbeResult, probe_namespace, user_names
 from ipython_compact.namespace.snapshot import (
     RestoreReport,
@@ -81,6 +82,13 @@ def _now() -> str:
     from ipython_compact.store.database import utc_now
 
     return utc_now()
+
+
+_NOT_A_NAME = object()
+
+
+class NotAName(LookupError):
+    """``inspect`` was asked for a name the namespace does not list (the message says which)."""
 
 
 class Busy(Exception):
@@ -242,6 +250,19 @@ class KernelService:
             deadline_s=self.config.probe_deadline,
             after=after,
         )
+
+    def inspect(self, name: str, rows: int, cols: int) -> dict[str, Any]:
+        """The head of user name ``name`` as a table (``namespace/preview.table_preview``).
+
+        ``name`` is looked up as a key among the names the probe lists (never evaluated, no
+        attribute path); ``NotAName`` when it is not one, ``NoTable`` (a ``ValueError``) when the
+        value has no table view."""
+        value = dict(
+            user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
+        ).get(name, _NOT_A_NAME)
+        if value is _NOT_A_NAME:
+            raise NotAName(f"{name!r} is not a name in this kernel's namespace")
+        return {"name": name, **table_preview(value, rows=rows, cols=cols).to_json()}
 
     # ------------------------------------------------------------------ status
     def settings(self) -> Any:

@@ -23,6 +23,7 @@ export const NAMESPACE_MIME = 'application/vnd.ipython-compact.namespace+json';
 export type Op =
   | 'hello'
   | 'names'
+  | 'inspect'
   | 'status'
   | 'summaries'
   | 'preview'
@@ -99,6 +100,17 @@ export interface INamesReply {
   next: string | null;
   elapsed_ms: number;
   total: number;
+}
+
+/** `inspect`: the head of one name's value as a grid of cell texts. */
+export interface IInspectReply {
+  name: string;
+  kind: string;
+  columns: string[];
+  index: string[];
+  rows: string[][];
+  shape: number[];
+  truncated: boolean;
 }
 
 export interface IInFlight {
