@@ -26,9 +26,10 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { NotebookActions } from './actions';
 import { ConnectionState, KernelConnector } from './connector';
 import { Poller } from './poller';
-import { Json } from './protocol';
+import { ACTION_TIMEOUT_MS } from './actions';
+import { IInspectReply, Json, parseInspect } from './protocol';
 import { KernelReads } from './reads';
-import { RequestPath } from './requests';
+import { Outcome, RequestPath } from './requests';
 import { NotebookViewState } from './view_state';
 
 /** What the panel says instead of an error while replies are lost to an output flood. */
@@ -202,6 +203,12 @@ export class NotebookModel {
       return Promise.resolve();
     }
     return this.reads.readNames();
+  }
+
+  /** The first rows of `name`'s value as a table (the kernel's `inspect`; nothing is evaluated). */
+  async inspect(name: string): Promise<Outcome<IInspectReply>> {
+    await this._ensureConnected(false);
+    return this.path.ask('inspect', { name, rows: 50, cols: 20 }, parseInspect, { timeoutMs: ACTION_TIMEOUT_MS });
   }
 
   /** Close the comm (the kernel then releases its subshell) and stop asking, e.g. when the page unloads. */

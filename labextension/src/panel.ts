@@ -110,9 +110,14 @@ const STATE_LABELS: Record<string, string> = {
 };
 
 export class CompactPanel extends Widget {
-  constructor(model: PanelModel, openWide?: (model: NotebookModel) => void) {
+  constructor(
+    model: PanelModel,
+    openWide?: (model: NotebookModel) => void,
+    openTable?: (model: NotebookModel, name: string) => void
+  ) {
     super();
     this._openWide = openWide ?? null;
+    this._ns = new NamespaceSection(false, openTable && (name => openTable(this._model.current, name)));
     this._model = model;
     this.id = PANEL_ID;
     this.addClass('jp-IpythonCompact-panel');
@@ -462,7 +467,7 @@ export class CompactPanel extends Widget {
   private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
   private _buttons: HTMLButtonElement[] = [];
   private _result = el('div', 'jp-IpythonCompact-result');
-  private _ns = new NamespaceSection(false);
+  private _ns: NamespaceSection;
   private _calls = el('div', 'jp-IpythonCompact-calls');
   private _openWide: ((model: NotebookModel) => void) | null = null;
   private _timeline = el('div', 'jp-IpythonCompact-timelineBody');

@@ -334,6 +334,23 @@ export interface IPersistedSession {
   calls?: ICallNode[];
 }
 
+/** Parse an `inspect` reply: every cell a string, every row as long as `columns` (ragged rows padded). */
+export function parseInspect(reply: Json): IInspectReply {
+  const strings = (value: unknown): string[] => (Array.isArray(value) ? value.map(v => (typeof v === 'string' ? v : String(v))) : []);
+  const columns = strings(reply['columns']);
+  const rows = Array.isArray(reply['rows']) ? reply['rows'].map(r => strings(r)) : [];
+  const shape = Array.isArray(reply['shape']) ? reply['shape'].filter((n): n is number => typeof n === 'number') : [];
+  return {
+    name: stringField(reply, 'name') ?? '?',
+    kind: stringField(reply, 'kind') ?? '?',
+    columns,
+    index: strings(reply['index']),
+    rows: rows.map(r => (r.length < columns.length ? [...r, ...new Array<string>(columns.length - r.length).fill('')] : r)),
+    shape: shape.length === 2 ? shape : [rows.length, columns.length],
+    truncated: reply['truncated'] === true
+  };
+}
+
 /** Parse one `names` row; `null` when the row has no usable name. */
 export function parseName(row: unknown): INameInfo | null {
   if (!isObject(row)) {
