@@ -157,7 +157,8 @@ class StatusReply(TypedDict):
     session: str
     """The session whose context is compacting: a live ``%%agent``'s, else the kernel's binding."""
     binding: str
-    """How the session was chosen: config, env, switched, notebook, connection or terminal."""
+    """How the session was chosen: config, env, switched, moved (the notebook was renamed or moved and
+    its session followed it), notebook, connection or terminal."""
     binding_key: str
     """What the session is tied to (notebook, kernel, terminal: cwd + profile)."""
     snapshot_dir: str

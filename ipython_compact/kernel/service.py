@@ -745,14 +745,33 @@ class KernelService:
                     f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
                     f"`%compact restore --generation N`; {elsewhere}"
                 )
+            found = self._sessions_with_snapshots()
+            others = (
+                f"sessions with snapshots there: {', '.join(found)}"
+                if found
+                else "no other session has snapshots there"
+            )
             return (
                 f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
-                f"{elsewhere}"
+                f"{others}; {elsewhere}"
             )
         return (
             f"restored nothing from generation {report.generation}: it holds "
             f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others"
         )
+
+    def _sessions_with_snapshots(self, limit: int = 5) -> list[str]:
+        """Other sessions of the log whose snapshot folder exists beside this one's, most recently
+        written first (at most ``limit``, then ``+N more``): what an empty restore can point to."""
+        base = self.snapshot_base
+        if isinstance(base, str):  # object storage: not listed here
+            return []
+        found = [
+            s.name
+            for s in reversed(self.store.sessions())
+            if s.name != self.session and (base / binding.snapshot_slug(s.name)).is_dir()
+        ]
+        return found[:limit] + ([f"+{len(found) - limit} more"] if len(found) > limit else [])
 
     def snapshot_list(self) -> list[dict[str, Any]]:
         """Every generation on disk (number, time, kernel process, names, size, verified or not)."""

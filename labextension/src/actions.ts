@@ -73,8 +73,13 @@ export function describeRestore(reply: Json): { text: string; kept: string[] } {
   const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
   const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'] : [];
   const kept = Array.isArray(reply['kept']) ? reply['kept'].map(String) : [];
+  const warnings = Array.isArray(reply['warnings']) ? reply['warnings'].map(String) : [];
   let text = `Restored ${plural(restored.length, 'name', 'names')}`;
   text += restored.length ? `: ${restored.join(', ')}.` : '.';
+  if (restored.length === 0 && kept.length === 0 && failed.length === 0 && warnings.length > 0) {
+    // Where it looked and what it found there: an empty restore is never a bare "0 names".
+    return { text: warnings.map(w => w.replace(/^restored nothing:\s*/, 'Nothing restored: ')).join(' '), kept };
+  }
   if (kept.length) {
     text += ` Not overwritten (you defined them since): ${kept.join(', ')}.`;
   }
@@ -83,6 +88,9 @@ export function describeRestore(reply: Json): { text: string; kept: string[] } {
   }
   if (quarantined.length) {
     text += ` Not loaded: ${namesWithReasons(quarantined)}.`;
+  }
+  if (warnings.length) {
+    text += ` ${warnings.join(' ')}`;
   }
   return { text, kept };
 }

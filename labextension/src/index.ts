@@ -13,7 +13,7 @@ import {
 import { ICommandPalette, MainAreaWidget } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-import { NotebookModel, PanelModel } from './model';
+import { NotebookModel, PanelModel, reportMoved } from './model';
 import { CompactPanel, compactIcon, PANEL_ID } from './panel';
 import { ValueTableView } from './table_view';
 import { NamespaceWideView } from './wide_view';
@@ -104,6 +104,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // `beforeunload` comes first, while the socket surely still sends; `pagehide` catches the rest.
     window.addEventListener('beforeunload', () => model.releaseAll());
     window.addEventListener('pagehide', () => model.releaseAll());
+    // A renamed, moved or saved-as notebook: the header shows the new path and the session follows it.
+    const watchPath = (nb: NotebookPanel): void => {
+      let known = nb.context.path;
+      nb.context.pathChanged.connect((_, path) => {
+        const before = known;
+        known = path;
+        model.pathChanged(nb.sessionContext, path);
+        if (before !== path) {
+          void reportMoved(before, path);
+        }
+      });
+    };
+    tracker.forEach(watchPath);
+    tracker.widgetAdded.connect((_, nb) => watchPath(nb));
     tracker.currentChanged.connect((_, nb) => follow(nb));
     follow(tracker.currentWidget);
     // The tracker keeps its current notebook when focus moves to the panel itself,

@@ -40,6 +40,26 @@ export const NO_CONVERSATION_NOTE =
   'No model conversation in this session yet. The gauge fills when an %%agent cell runs ' +
   'or a transcript is imported with %compact import FILE.';
 
+/**
+ * Tell the server extension that an open notebook's path changed (a rename, a
+ * move, a Save As), so its session follows it and a restarted kernel finds its
+ * snapshots and timeline (the server also sees renames itself; a second report
+ * of the same move changes nothing). Optional: without the server extension
+ * nothing happens.
+ */
+export async function reportMoved(from: string, to: string): Promise<void> {
+  const settings = ServerConnection.makeSettings();
+  const url = `${settings.baseUrl.replace(/\/$/, '')}/ipython-compact/moved`;
+  try {
+    const response = await ServerConnection.makeRequest(url, { method: 'POST', body: JSON.stringify({ from, to }) }, settings);
+    if (!response.ok) {
+      console.warn(`ipython-compact: the server did not record the move ${from} → ${to} (${response.status})`);
+    }
+  } catch (err) {
+    console.warn('ipython-compact: could not report a notebook move to the server', err);
+  }
+}
+
 /** Who keeps a notebook model active (it asks its kernel only while someone looks). */
 export type Viewer = 'panel' | 'wide';
 
@@ -381,6 +401,22 @@ export class PanelModel {
     this._models.clear();
     this._empty.dispose();
     Signal.clearData(this);
+  }
+
+  /**
+   * A notebook's path changed (rename, move, Save As): its model's label
+   * follows at once (the header said "Untitled.ipynb" after a rename), and
+   * what the log holds is read again under the new path.
+   */
+  pathChanged(context: ISessionContext, path: string): void {
+    const model = this._models.get(context);
+    if (model === undefined) {
+      return;
+    }
+    model.notebookLabel = path;
+    if (model === this._current) {
+      this._changed.emit();
+    }
   }
 
   /** The model of `context`'s notebook, created on first sight. */

@@ -32,6 +32,20 @@ test('each reply is said in one sentence, with thousands separators and singular
   });
 });
 
+test('an empty restore says where it looked and what it found, not "Restored 0 names."', () => {
+  const empty = describeRestore({
+    restored: [],
+    kept: [],
+    failed: [],
+    quarantined: [],
+    warnings: ["restored nothing: looked in /d/snapshots/x for session 'notebook:/w/trip.ipynb'; sessions with snapshots there: notebook:/w/Untitled.ipynb"]
+  });
+  assert.equal(
+    empty.text,
+    "Nothing restored: looked in /d/snapshots/x for session 'notebook:/w/trip.ipynb'; sessions with snapshots there: notebook:/w/Untitled.ipynb"
+  );
+});
+
 class Host implements IRequestHost, IActionsHost {
   current = new FakeChannel();
   emits = 0;
