@@ -29,6 +29,8 @@ export interface IActionResult {
   ok: boolean;
   text: string;
   reply: Json | null;
+  /** The kernel declined with its reason (nothing to compact): a note, not an error. */
+  declined?: boolean;
 }
 
 /** A list's length or a number as-is (the kernel may send either). */
@@ -167,6 +169,11 @@ export class NotebookActions {
     this._host.emit();
   }
 
+  /** The kernel says no snapshot waits to be restored: stop offering to restore one. */
+  restoreSettled(): void {
+    this.restartNoticed = false;
+  }
+
   dismissRestart(): void {
     this.restartNoticed = false;
     this._host.emit();
@@ -269,7 +276,8 @@ export class NotebookActions {
     if (out.kind === 'ok') {
       this.lastAction = { action, ok: true, text: out.value, reply: null };
     } else if (out.kind === 'failed' || out.kind === 'not-sent') {
-      this.lastAction = { action, ok: false, text: out.text, reply: null };
+      const declined = out.kind === 'failed' && out.error instanceof RequestError && out.error.code === 'nothing_to_compact';
+      this.lastAction = { action, ok: false, text: out.text, reply: null, declined };
     }
     this._host.emit();
     if (out.kind === 'ok' || out.kind === 'failed') {

@@ -86,7 +86,14 @@ export class NotebookModel {
     this.reads = new KernelReads(
       this.path,
       () => this._changed.emit(),
-      status => this.connector.cellStateSeen(status.cell)
+      status => {
+        this.connector.cellStateSeen(status.cell);
+        // The kernel has no earlier snapshot waiting any more (a `%compact restore` in a cell took
+        // it, or it was discarded): the "Restore variables?" banner no longer asks anything.
+        if (status.restore_pending === false) {
+          this.actions.restoreSettled();
+        }
+      }
     );
     this.actions = new NotebookActions({
       path: this.path,

@@ -394,7 +394,8 @@ export class CompactPanel extends Widget {
       delete this._result.dataset.kind;
       return;
     }
-    this._result.dataset.kind = m.actions.lastAction.ok ? 'ok' : 'error';
+    // "Not compacted: nothing to compact" is the kernel's answer, not a failure: neutral, not red.
+    this._result.dataset.kind = m.actions.lastAction.ok ? 'ok' : m.actions.lastAction.declined ? 'note' : 'error';
     this._result.dataset.action = m.actions.lastAction.action;
     const close = button('×', 'dismiss-result', () => m.actions.dismiss());
     close.title = 'Dismiss this message (it also clears when a cell runs)';

@@ -184,6 +184,8 @@ export type IStatus = Pick<
   | 'last_failure'
   | 'snapshot'
   | 'cell'
+  | 'restore_pending'
+  | 'source'
 >;
 
 /** One compaction as `summaries` returns it. */
@@ -441,7 +443,9 @@ export function parseStatus(value: Json): IStatus {
     in_flight: value['in_flight'],
     last_failure: value['last_failure'],
     snapshot: isObject(snapshot) ? snapshot : null,
-    cell: parseCell(value['cell'])
+    cell: parseCell(value['cell']),
+    restore_pending: typeof value['restore_pending'] === 'boolean' ? value['restore_pending'] : null,
+    source: stringField(value, 'source')
   };
 }
 

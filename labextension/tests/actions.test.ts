@@ -112,7 +112,7 @@ test('a restore loads the extension first and offers to take the kept names', as
   assert.deepEqual(actions.restoreKept, []);
 });
 
-test('a refused compaction is an error message, not a success', async () => {
+test('a declined compaction is not a success, and is a note rather than an error (issue 35.6)', async () => {
   const host = new Host();
   const actions = new NotebookActions(host);
   const done = actions.compact('totals');
@@ -124,8 +124,14 @@ test('a refused compaction is an error message, not a success', async () => {
     action: 'compact',
     ok: false,
     text: 'Not compacted: nothing to summarize (0 tokens).',
-    reply: null
+    reply: null,
+    declined: true
   });
+  const failing = actions.compact('');
+  await settle();
+  host.current.fail(new RequestError('failed', 'CompactionError: the model did not answer'));
+  await failing;
+  assert.equal(actions.lastAction?.declined, false);
 });
 
 test('recall tries a word as an entry id, then as a search', async () => {
