@@ -147,7 +147,7 @@ export function renderNamesTable(
     const name = row.insertCell();
     name.className = 'jp-IpythonCompact-name';
     name.textContent = info.name;
-    name.title = info.preview === undefined ? info.name : `${info.name} = ${info.preview}`;
+    name.title = info.name; // the value has its own cell (and tooltip) now
     const type = row.insertCell();
     type.className = 'jp-IpythonCompact-type';
     const qualified = info.module ? `${info.module}.${info.type}` : info.type;
