@@ -139,6 +139,8 @@ def test_real_replies_carry_the_declared_keys(ip: Any) -> None:
     for row in names["names"]:
         assert_shape(row, protocol.NameRow)
     assert any("restart" in row for row in names["names"]) and any("shape" in row for row in names["names"])
+    table = ask("inspect", name="arr", rows=1)
+    assert (table["kind"], table["shape"], table["rows"]) == ("array", [2, 3], [["0.0", "0.0", "0.0"]])
     preview = ask("preview")
     for layer in ("summarize", "turn_prefix", "keep", "encode"):
         assert_shape(preview[layer], protocol.LayerCount)
@@ -165,6 +167,20 @@ def test_real_replies_carry_the_declared_keys(ip: Any) -> None:
     ]
     for node in calls["calls"]:
         assert_shape(node, protocol.CallNode)
+
+
+def test_inspect_looks_a_name_up_and_never_evaluates_it(ip: Any) -> None:
+    handler: CommHandler = extension_for(ip).comm  # type: ignore[union-attr]
+    ip.run_cell(
+        "class Point:\n    def __repr__(self):\n        raise AssertionError('ran')\np = Point()\nxs = [1, 2]"
+    )
+    for name in ("xs[0]", "__import__('os')", "_ih", "nowhere"):
+        reply = handler.handle({"v": 1, "id": "i", "op": "inspect", "name": name})
+        assert reply["ok"] is False and "not a name in this kernel" in reply["error"]["message"], reply
+    reply = handler.handle({"v": 1, "id": "i", "op": "inspect", "name": "p"})
+    assert reply["ok"] is False and "a Point has no table view" in reply["error"]["message"]
+    assert handler.handle({"v": 1, "id": "i", "op": "inspect"})["error"]["code"] == "bad_request"
+    assert handler.handle({"v": 1, "id": "i", "op": "inspect", "name": "xs"})["rows"] == [["1"], ["2"]]
 
 
 def test_an_error_reply_has_the_declared_envelope(ip: Any) -> None:

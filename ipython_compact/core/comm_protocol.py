@@ -73,7 +73,8 @@ class NameRow(TypedDict):
     restart: NotRequired[str]
     """Why the value cannot survive a kernel restart (open file, generator, lock, ...)."""
     preview: NotRequired[str]
-    """repr of a builtin scalar or a short text."""
+    """A one-line preview (namespace/preview.py): a scalar's repr, a container's, array's or series'
+    first items, a frame's size and first columns; absent for other objects (never user code)."""
 
 
 class NamesReply(TypedDict):
@@ -87,6 +88,21 @@ class NamesReply(TypedDict):
     elapsed_ms: float
     total: int
     """All user names, not only this page's."""
+
+
+class InspectReply(TypedDict):
+    """``inspect``: the head of one name's value as a grid of cell texts (namespace/preview.py)."""
+
+    name: str
+    kind: str
+    """``frame``, ``series``, ``array``, ``records``, ``rows``, ``list``, ``dict`` or ``set``."""
+    columns: list[str]
+    index: list[str]
+    rows: list[list[str]]
+    shape: list[int]
+    """The whole value's (rows, columns); ``rows`` holds at most the requested head."""
+    truncated: bool
+    """The time budget stopped the table before its last row."""
 
 
 # ---------------------------------------------------------------------- status
@@ -141,7 +157,8 @@ class StatusReply(TypedDict):
     session: str
     """The session whose context is compacting: a live ``%%agent``'s, else the kernel's binding."""
     binding: str
-    """How the session was chosen: config, env, switched, notebook, connection or terminal."""
+    """How the session was chosen: config, env, switched, moved (the notebook was renamed or moved and
+    its session followed it), notebook, connection or terminal."""
     binding_key: str
     """What the session is tied to (notebook, kernel, terminal: cwd + profile)."""
     snapshot_dir: str
@@ -360,6 +377,7 @@ class PersistedSession(TypedDict):
 OPS: dict[str, type] = {
     "hello": HelloReply,
     "names": NamesReply,
+    "inspect": InspectReply,
     "status": StatusReply,
     "summaries": SummariesReply,
     "preview": PreviewReply,
@@ -376,6 +394,7 @@ PAYLOADS: tuple[type, ...] = (
     HelloReply,
     NameRow,
     NamesReply,
+    InspectReply,
     InFlight,
     FullVerification,
     StatusSnapshot,

@@ -239,7 +239,7 @@ def persisted_snapshots(directory: Path | str, key_path: Path, session: str) -> 
     return out
 
 
-def _handler() -> Any:
+def _handlers() -> tuple[Any, Any]:
     from jupyter_server.base.handlers import APIHandler  # deferred for start-up: the server's own classes
     from tornado import web  # deferred for start-up
 
@@ -276,7 +276,32 @@ def _handler() -> Any:
                 ) from None
             self.finish(found)
 
-    return SessionHandler
+    class MovedHandler(APIHandler):  # type: ignore[misc]
+        """``POST {"from": OLD, "to": NEW}``: an open notebook's path changed (a rename, a move, a Save
+        As); its session follows it (``renames.follow_move``). Replies ``{moved: [{from, to, session}]}``."""
+
+        @web.authenticated  # type: ignore[misc]
+        def post(self) -> None:
+            from ipython_compact.files import paths  # deferred for start-up: only a panel request needs it
+            from ipython_compact.jupyter.renames import follow_move  # deferred for start-up
+
+            body = self.get_json_body()
+            old = body.get("from") if isinstance(body, dict) else None
+            new = body.get("to") if isinstance(body, dict) else None
+            if not (_relative_path(old) and _relative_path(new)):
+                raise web.HTTPError(400, "'from' and 'to' must be notebook paths relative to the server root")
+            assert isinstance(old, str) and isinstance(new, str)  # for the type checker: checked above
+            manager = self.settings["kernel_manager"]
+            moved = follow_move(old, new, manager.cwd_for_path, paths.data_dir(), paths.database_path())
+            self.finish({"moved": [{"from": a, "to": b, "session": s} for a, b, s in moved]})
+
+    return SessionHandler, MovedHandler
+
+
+def _relative_path(value: Any) -> bool:
+    return (
+        isinstance(value, str) and bool(value) and not value.startswith("/") and ".." not in value.split("/")
+    )
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
@@ -297,4 +322,17 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from jupyter_server.utils import url_path_join  # deferred for start-up: only the server needs it
 
     base = serverapp.web_app.settings.get("base_url", "/")
-    serverapp.web_app.add_handlers(".*$", [(url_path_join(base, "ipython-compact", "session"), _handler())])
+    session_handler, moved_handler = _handlers()
+    serverapp.web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base, "ipython-compact", "session"), session_handler),
+            (url_path_join(base, "ipython-compact", "moved"), moved_handler),
+        ],
+    )
+    # A notebook renamed or moved (in the file browser too, open or not) keeps its session.
+    from ipython_compact.jupyter.renames import CONTENTS_EVENTS, contents_listener  # deferred for start-up
+
+    events = getattr(serverapp, "event_logger", None)
+    if events is not None:
+        events.add_listener(schema_id=CONTENTS_EVENTS, listener=contents_listener(serverapp))

@@ -7,6 +7,11 @@ IPython, which has no connection file — the working directory and IPython prof
 ``ipython`` started in the same directory finds the previous one's snapshots. A switch made with
 ``%compact session NAME`` is remembered in ``bindings.json`` under the kernel's natural key, so a
 restarted kernel binds to the same session and finds its snapshots.
+
+A notebook renamed or moved (or saved under another name) keeps its session: the server extension
+sees the new path and records ``new key → session`` (``move_binding``), so the kernel restarted
+under the new path binds to the session it had (source ``moved``) and finds its snapshots; the old
+path gets a fresh session, so the next ``Untitled.ipynb`` does not inherit this one's history.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,14 +36,17 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 @dataclass(frozen=True)
 class Binding:
     session: str
-    source: str  # config, env, switched, notebook, connection, terminal
+    source: str  # config, env, switched, moved, notebook, connection, terminal
     key: str  # the natural key a switch is remembered under
     problem: str | None = None  # why remembered switches could not be read (shown once at load)
+    moved_from: str | None = None  # source "moved": the key the notebook had before its rename
 
     def to_json(self) -> dict[str, str]:
         out = {"session": self.session, "source": self.source, "key": self.key}
         if self.problem:
             out["problem"] = self.problem
+        if self.moved_from:
+            out["moved_from"] = self.moved_from
         return out
 
 
@@ -89,17 +97,31 @@ def _bindings_path(data_dir: Path) -> Path:
 _MAX_BINDINGS_BYTES = 4 << 20
 
 
-def _read(data_dir: Path) -> dict[str, str]:
-    """Remembered switches; ``{}`` when none. ``UnsafePathError`` when ``bindings.json`` is a FIFO,
-    device, directory or too large: never a read that blocks (a FIFO once hung ``%load_ext``)."""
+def _read_entries(data_dir: Path) -> dict[str, Any]:
+    """``bindings.json`` as stored: ``key → session`` (a switch) or ``key → {session, moved_from}``
+    (a rename followed). ``UnsafePathError`` when it is a FIFO, device, directory or too large:
+    never a read that blocks (a FIFO once hung ``%load_ext``)."""
     raw = read_regular(_bindings_path(data_dir), "the session bindings file", max_bytes=_MAX_BINDINGS_BYTES)
     if raw is None:
         return {}
     with contextlib.suppress(ValueError, RecursionError):
         doc = json.loads(raw.decode("utf-8"))
         if isinstance(doc, dict):
-            return {str(k): str(v) for k, v in doc.items()}
+            return {str(k): v for k, v in doc.items() if isinstance(v, str | dict)}
     return {}
+
+
+def _session_of(entry: Any) -> str | None:
+    if isinstance(entry, str):
+        return entry or None
+    if isinstance(entry, dict) and isinstance(entry.get("session"), str):
+        return str(entry["session"]) or None
+    return None
+
+
+def _read(data_dir: Path) -> dict[str, str]:
+    """Remembered sessions by key (switches and followed renames); ``{}`` when none."""
+    return {k: s for k, v in _read_entries(data_dir).items() if (s := _session_of(v)) is not None}
 
 
 def resolve(
@@ -118,9 +140,14 @@ def resolve(
     if named.strip():
         return Binding(named, "env", key)
     try:
-        switched = _read(data_dir).get(key)
+        entry = _read_entries(data_dir).get(key)
     except UnsafePathError as exc:
         return Binding(key, source, key, problem=f"{exc}; remembered session switches are ignored")
+    switched = _session_of(entry)
+    if switched and isinstance(entry, dict) and isinstance(entry.get("moved_from"), str):
+        return Binding(switched, "moved", key, moved_from=entry["moved_from"])
+    if switched and isinstance(entry, dict):  # the notebook that was here moved away: a fresh session
+        return Binding(switched, source, key)
     if switched:
         return Binding(switched, "switched", key)
     return Binding(key, source, key)
@@ -148,7 +175,48 @@ def remember_switch(data_dir: Path, key: str, session: str) -> None:
     if not session.strip():
         raise ValueError("session name must not be empty")
     with _bindings_lock(data_dir):
-        doc = _read(data_dir)
+        doc = _read_entries(data_dir)
         doc[key] = session
         data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
         replace_atomically(_bindings_path(data_dir), data, what="the session bindings file")
+
+
+def move_binding(
+    data_dir: Path, old_key: str, new_key: str, *, has_session: Callable[[str], bool], fresh: str
+) -> str | None:
+    """A notebook moved from ``old_key``'s path to ``new_key``'s: bind ``new_key`` to the session
+    ``old_key`` had, and ``old_key`` to ``fresh`` (a new, empty session for whatever notebook is
+    made at the old path next). Returns the session that moved, or None when nothing moved: the
+    old key's session holds nothing (``has_session`` is false), or this very move was recorded
+    already (the panel and the server both report a rename; the second report changes nothing).
+
+    Kept in ``bindings.json`` as ``new_key → {session, moved_from}`` so a kernel started under the
+    new path says how it was bound (source ``moved``).
+    """
+    if old_key == new_key:
+        return None
+    with _bindings_lock(data_dir):
+        doc = _read_entries(data_dir)
+        now = doc.get(new_key)
+        if isinstance(now, dict) and now.get("moved_from") == old_key:
+            return None
+        session = _session_of(doc.get(old_key)) or old_key
+        if not has_session(session):
+            return None
+        if session == new_key:  # moved back to the path whose natural session it is
+            doc.pop(new_key, None)
+        else:
+            doc[new_key] = {"session": session, "moved_from": old_key}
+        doc[old_key] = {"session": fresh, "moved_to": new_key}
+        data = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
+        replace_atomically(_bindings_path(data_dir), data, what="the session bindings file")
+    return session
+
+
+def keys_under(data_dir: Path, prefix: str, sessions: Iterable[str]) -> list[str]:
+    """Every key at or below a moved folder: remembered ones and sessions named by their path."""
+    try:
+        known = set(_read_entries(data_dir))
+    except UnsafePathError:
+        known = set()
+    return sorted(k for k in known | set(sessions) if k.startswith(prefix))

@@ -22,7 +22,8 @@ from typing import Any, cast
 from ipython_compact.compaction.results import CompactionError, NothingToCompact
 from ipython_compact.core import comm_protocol
 from ipython_compact.kernel.call_tree import call_tree
-from ipython_compact.kernel.service import Busy, KernelService, Unavailable
+from ipython_compact.kernel.service import Busy, KernelService, NotAName, Unavailable
+from ipython_compact.namespace.preview import NoTable
 from ipython_compact.version import __version__
 
 TARGET = comm_protocol.TARGET
@@ -67,6 +68,7 @@ class CommHandler:
         self.ops: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
             "hello": self._hello,
             "names": self._names,
+            "inspect": self._inspect,
             "status": self._status,
             "summaries": self._summaries,
             "preview": self._preview,
@@ -156,6 +158,8 @@ class CommHandler:
             return _error(rid, "busy", str(exc))
         except NothingToCompact as exc:  # a refusal with its reason, not a failure
             return _error(rid, "nothing_to_compact", str(exc))
+        except (NotAName, NoTable) as exc:  # the message is the whole answer: no exception name before it
+            return _error(rid, "failed", str(exc.args[0]))
         except (Unavailable, CompactionError, ValueError, KeyError, LookupError) as exc:
             return _error(rid, "failed", f"{type(exc).__name__}: {exc}")
         except Exception as exc:
@@ -179,6 +183,15 @@ class CommHandler:
             comm_protocol.NamesReply,
             self.service.names(limit=_opt_int(args, "limit", None), after=_opt_str(args, "after")).to_json(),
         )
+
+    def _inspect(self, args: Mapping[str, Any]) -> comm_protocol.InspectReply:
+        name = _opt_str(args, "name", 300)
+        if name is None:
+            raise BadRequest("inspect needs 'name': the user name whose value to show as a table")
+        rows = _opt_int(args, "rows", 50, 1, 200) or 50
+        cols = _opt_int(args, "cols", 20, 1, 40) or 20
+        # cast: the service's dict has InspectReply's keys (tests/test_protocol.py checks a real reply)
+        return cast(comm_protocol.InspectReply, self.service.inspect(name, rows, cols))
 
     def _status(self, args: Mapping[str, Any]) -> comm_protocol.StatusReply:
         return self.service.status()

@@ -20,6 +20,7 @@ BINDING_SOURCES = {
     "config": "CompactConfig.session",
     "env": "$IPYTHON_COMPACT_SESSION",
     "switched": "`%compact session NAME` (remembered across restarts)",
+    "moved": "the notebook's earlier path (it was renamed or moved; its session followed it)",
     "notebook": "the notebook's path",
     "connection": "the kernel's connection file",
     "process": "this process",

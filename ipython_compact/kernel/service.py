@@ -50,6 +50,7 @@ from ipython_compact.kernel import binding
 from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig
 from ipython_compact.kernel.fileops import FileOpsRecorder
+from ipython_compact.namespace.preview import table_preview
 from ipython_compact.namespace.probe import ProbeResult, probe_namespace, user_names
 from ipython_compact.namespace.snapshot import (
     RestoreReport,
@@ -84,6 +85,13 @@ def _now() -> str:
     from ipython_compact.store.database import utc_now
 
     return utc_now()
+
+
+_NOT_A_NAME = object()
+
+
+class NotAName(LookupError):
+    """``inspect`` was asked for a name the namespace does not list (the message says which)."""
 
 
 class Busy(Exception):
@@ -245,6 +253,19 @@ class KernelService:
             deadline_s=self.config.probe_deadline,
             after=after,
         )
+
+    def inspect(self, name: str, rows: int, cols: int) -> dict[str, Any]:
+        """The head of user name ``name`` as a table (``namespace/preview.table_preview``).
+
+        ``name`` is looked up as a key among the names the probe lists (never evaluated, no
+        attribute path); ``NotAName`` when it is not one, ``NoTable`` (a ``ValueError``) when the
+        value has no table view."""
+        value = dict(
+            user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
+        ).get(name, _NOT_A_NAME)
+        if value is _NOT_A_NAME:
+            raise NotAName(f"{name!r} is not a name in this kernel's namespace")
+        return {"name": name, **table_preview(value, rows=rows, cols=cols).to_json()}
 
     # ------------------------------------------------------------------ status
     def settings(self) -> Any:
@@ -740,14 +761,33 @@ class KernelService:
                     f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
                     f"`%compact restore --generation N`; {elsewhere}"
                 )
+            found = self._sessions_with_snapshots()
+            others = (
+                f"sessions with snapshots there: {', '.join(found)}"
+                if found
+                else "no other session has snapshots there"
+            )
             return (
                 f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
-                f"{elsewhere}"
+                f"{others}; {elsewhere}"
             )
         return (
             f"restored nothing from generation {report.generation}: it holds "
             f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others"
         )
+
+    def _sessions_with_snapshots(self, limit: int = 5) -> list[str]:
+        """Other sessions of the log whose snapshot folder exists beside this one's, most recently
+        written first (at most ``limit``, then ``+N more``): what an empty restore can point to."""
+        base = self.snapshot_base
+        if isinstance(base, str):  # object storage: not listed here
+            return []
+        found = [
+            s.name
+            for s in reversed(self.store.sessions())
+            if s.name != self.session and (base / binding.snapshot_slug(s.name)).is_dir()
+        ]
+        return found[:limit] + ([f"+{len(found) - limit} more"] if len(found) > limit else [])
 
     def snapshot_list(self) -> list[dict[str, Any]]:
         """Every generation on disk (number, time, kernel process, names, size, verified or not)."""

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from ipython_compact.namespace.preview import value_preview
+
 _QUALNAME = type.__dict__["__qualname__"].__get__
 _MODULE = type.__dict__["__module__"].__get__
 
@@ -70,7 +72,7 @@ class NameInfo:
     bytes_approx: bool = False
     dtypes: str | None = None
     restart: str | None = None
-    preview: str | None = None  # repr of an exact builtin scalar or short text (never user code)
+    preview: str | None = None  # a short preview (namespace/preview.py: never user code)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.type, "kind": self.kind}
@@ -468,26 +470,6 @@ def _describe_slow(
     return NameInfo(
         name, qual, module, kind, shape, dtype, length, nbytes, approx, dtypes, restart, value_preview(value)
     )
-
-
-PREVIEW_CHARS = 80
-_PREVIEW_TYPES = (int, float, complex, bool, type(None), str, bytes)
-
-
-def value_preview(value: Any) -> str | None:
-    """A one-line ``repr`` of an *exact* builtin scalar or text (at most ``PREVIEW_CHARS``), else None.
-
-    Exact types only: a subclass could define ``__repr__``, and the probe never runs user code.
-    Text is cut before ``repr`` so a long string costs no more than its preview."""
-    cls = type(value)
-    if cls not in _PREVIEW_TYPES:
-        return None
-    if cls is int and int.bit_length(value) > 256:  # huge ints: repr is quadratic and unreadable
-        return None
-    if cls in (str, bytes) and len(value) > PREVIEW_CHARS:
-        return repr(value[:PREVIEW_CHARS]) + "…"
-    text = repr(value)
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 def probe_namespace(

@@ -29,6 +29,8 @@ export interface IActionResult {
   ok: boolean;
   text: string;
   reply: Json | null;
+  /** The kernel declined with its reason (nothing to compact): a note, not an error. */
+  declined?: boolean;
 }
 
 /** A list's length or a number as-is (the kernel may send either). */
@@ -73,8 +75,13 @@ export function describeRestore(reply: Json): { text: string; kept: string[] } {
   const failed = Array.isArray(reply['failed']) ? reply['failed'] : [];
   const quarantined = Array.isArray(reply['quarantined']) ? reply['quarantined'] : [];
   const kept = Array.isArray(reply['kept']) ? reply['kept'].map(String) : [];
+  const warnings = Array.isArray(reply['warnings']) ? reply['warnings'].map(String) : [];
   let text = `Restored ${plural(restored.length, 'name', 'names')}`;
   text += restored.length ? `: ${restored.join(', ')}.` : '.';
+  if (restored.length === 0 && kept.length === 0 && failed.length === 0 && warnings.length > 0) {
+    // Where it looked and what it found there: an empty restore is never a bare "0 names".
+    return { text: warnings.map(w => w.replace(/^restored nothing:\s*/, 'Nothing restored: ')).join(' '), kept };
+  }
   if (kept.length) {
     text += ` Not overwritten (you defined them since): ${kept.join(', ')}.`;
   }
@@ -83,6 +90,9 @@ export function describeRestore(reply: Json): { text: string; kept: string[] } {
   }
   if (quarantined.length) {
     text += ` Not loaded: ${namesWithReasons(quarantined)}.`;
+  }
+  if (warnings.length) {
+    text += ` ${warnings.join(' ')}`;
   }
   return { text, kept };
 }
@@ -157,6 +167,11 @@ export class NotebookActions {
     this.lastAction = null;
     this.preview = null;
     this._host.emit();
+  }
+
+  /** The kernel says no snapshot waits to be restored: stop offering to restore one. */
+  restoreSettled(): void {
+    this.restartNoticed = false;
   }
 
   dismissRestart(): void {
@@ -261,7 +276,8 @@ export class NotebookActions {
     if (out.kind === 'ok') {
       this.lastAction = { action, ok: true, text: out.value, reply: null };
     } else if (out.kind === 'failed' || out.kind === 'not-sent') {
-      this.lastAction = { action, ok: false, text: out.text, reply: null };
+      const declined = out.kind === 'failed' && out.error instanceof RequestError && out.error.code === 'nothing_to_compact';
+      this.lastAction = { action, ok: false, text: out.text, reply: null, declined };
     }
     this._host.emit();
     if (out.kind === 'ok' || out.kind === 'failed') {

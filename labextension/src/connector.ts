@@ -27,6 +27,9 @@ export type ConnectionState =
   | 'dead'
   | 'error';
 
+/** How long a second connection attempt waits (ms), after a first one timed out on an idle kernel. */
+export const PATIENT_CONNECT_MS = 30000;
+
 /** The magic the "load" button runs; a normal, user-initiated execute request. */
 export const LOAD_CODE = '%load_ext ipython_compact';
 
@@ -224,7 +227,7 @@ export class KernelConnector {
     this._drop();
     this.setState('connecting', 'opening the ipython_compact comm');
     try {
-      const { channel, hello } = await CompactChannel.connect(kernel, REQUEST_TIMEOUT_MS);
+      const { channel, hello } = await this._open(kernel);
       if (this.kernel() !== kernel || this._disposed) {
         channel.dispose();
         return;
@@ -256,6 +259,25 @@ export class KernelConnector {
       } else {
         this.setState('error', describeError(err, 'connect'));
       }
+    }
+  }
+
+  /**
+   * Open the channel; when the first attempt times out on an idle kernel, try once more with a
+   * longer wait before saying "error". Why: on a loaded machine a kernel's hello (or its subshell)
+   * can take longer than the usual 5 s; the panel then stayed in an error state until the user
+   * clicked Retry, and a browser test waiting for a name ran out (issue 35.8). A kernel busy with
+   * a cell is not retried here: it connects when the cell ends.
+   */
+  private async _open(kernel: Kernel.IKernelConnection): Promise<{ channel: CompactChannel; hello: Json }> {
+    try {
+      return await CompactChannel.connect(kernel, REQUEST_TIMEOUT_MS);
+    } catch (err) {
+      if (!(err instanceof RequestError && err.code === 'timeout') || this.mainBusy || this.kernel() !== kernel) {
+        throw err;
+      }
+      this.setState('connecting', 'the kernel is slow to answer; waiting longer');
+      return await CompactChannel.connect(kernel, PATIENT_CONNECT_MS);
     }
   }
 

@@ -2,6 +2,7 @@
  * Numbers and times as the panel writes them (thousands separators, singular
  * for one). No DOM: the request path and its unit tests use them too.
  */
+import { IInspectReply } from './protocol';
 
 /** A count and its noun, singular for exactly one: "1 entry", "10,000 names". */
 export function plural(n: number, one: string, many: string): string {
@@ -26,3 +27,28 @@ export function formatTimestamp(ts: string | number | null): string {
   return date.toLocaleString();
 }
 
+/** "300 rows × 4 columns; the first 50 rows shown": what the grid holds of the whole value. */
+export function describeTable(t: IInspectReply): string {
+  const [rows, cols] = t.shape;
+  const shown = t.rows.length;
+  const width = t.columns.length;
+  const noun = plural;
+  let text = `${t.kind} of ${noun(rows, 'row', 'rows')}`;
+  if (t.kind === 'frame' || t.kind === 'array' || t.kind === 'records' || t.kind === 'rows') {
+    text += ` × ${noun(cols, 'column', 'columns')}`;
+  }
+  const cut: string[] = [];
+  if (shown < rows) {
+    cut.push(`the first ${noun(shown, 'row', 'rows')}`);
+  }
+  if (width < cols) {
+    cut.push(`the first ${noun(width, 'column', 'columns')}`);
+  }
+  if (cut.length > 0) {
+    text += `; showing ${cut.join(' and ')}`;
+  }
+  if (t.truncated) {
+    text += ' (the kernel stopped at its time budget)';
+  }
+  return `${text}.`;
+}

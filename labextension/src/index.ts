@@ -13,8 +13,9 @@ import {
 import { ICommandPalette, MainAreaWidget } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-import { NotebookModel, PanelModel } from './model';
+import { NotebookModel, PanelModel, reportMoved } from './model';
 import { CompactPanel, compactIcon, PANEL_ID } from './panel';
+import { ValueTableView } from './table_view';
 import { NamespaceWideView } from './wide_view';
 
 /** Command ids, namespaced by the plugin name. */
@@ -48,7 +49,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       let widget = wideViews.get(notebook);
       if (widget === undefined || widget.isDisposed) {
-        const content = new NamespaceWideView(notebook);
+        const content = new NamespaceWideView(notebook, openTable);
         const created = new MainAreaWidget({ content });
         created.id = `ipython-compact-namespace-${wideViews.size + 1}-${Date.now()}`;
         created.title.label = content.title.label;
@@ -61,7 +62,37 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       app.shell.activateById(widget.id);
     };
-    const panel = new CompactPanel(model, openWide);
+    // One table view per notebook and name; opening it again brings it to the front and refreshes it.
+    const tables = new Map<string, MainAreaWidget<ValueTableView>>();
+    const tableIds = new Map<NotebookModel, string>();
+    const openTable = (notebook: NotebookModel, name: string): void => {
+      if (notebook.context === null) {
+        return;
+      }
+      let owner = tableIds.get(notebook);
+      if (owner === undefined) {
+        owner = String(tableIds.size + 1);
+        tableIds.set(notebook, owner);
+      }
+      const key = `${owner}\u0000${name}`;
+      let widget = tables.get(key);
+      if (widget === undefined || widget.isDisposed) {
+        const content = new ValueTableView(notebook, name);
+        const created = new MainAreaWidget({ content });
+        created.id = `ipython-compact-table-${tables.size + 1}-${Date.now()}`;
+        created.title.label = content.title.label;
+        created.title.caption = content.title.caption;
+        created.title.icon = compactIcon;
+        created.disposed.connect(() => tables.delete(key));
+        tables.set(key, created);
+        app.shell.add(created, 'main', { mode: 'split-bottom' });
+        widget = created;
+      } else {
+        void widget.content.load();
+      }
+      app.shell.activateById(widget.id);
+    };
+    const panel = new CompactPanel(model, openWide, openTable);
     app.shell.add(panel, 'right', { rank: 900 });
     restorer?.add(panel, PANEL_ID);
 
@@ -73,6 +104,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // `beforeunload` comes first, while the socket surely still sends; `pagehide` catches the rest.
     window.addEventListener('beforeunload', () => model.releaseAll());
     window.addEventListener('pagehide', () => model.releaseAll());
+    // A renamed, moved or saved-as notebook: the header shows the new path and the session follows it.
+    const watchPath = (nb: NotebookPanel): void => {
+      let known = nb.context.path;
+      nb.context.pathChanged.connect((_, path) => {
+        const before = known;
+        known = path;
+        model.pathChanged(nb.sessionContext, path);
+        if (before !== path) {
+          void reportMoved(before, path);
+        }
+      });
+    };
+    tracker.forEach(watchPath);
+    tracker.widgetAdded.connect((_, nb) => watchPath(nb));
     tracker.currentChanged.connect((_, nb) => follow(nb));
     follow(tracker.currentWidget);
     // The tracker keeps its current notebook when focus moves to the panel itself,

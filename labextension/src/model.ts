@@ -26,9 +26,10 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { NotebookActions } from './actions';
 import { ConnectionState, KernelConnector } from './connector';
 import { Poller } from './poller';
-import { Json } from './protocol';
+import { ACTION_TIMEOUT_MS } from './actions';
+import { IInspectReply, Json, parseInspect } from './protocol';
 import { KernelReads } from './reads';
-import { RequestPath } from './requests';
+import { Outcome, RequestPath } from './requests';
 import { NotebookViewState } from './view_state';
 
 /** What the panel says instead of an error while replies are lost to an output flood. */
@@ -38,6 +39,26 @@ export const FLOOD_NOTE = 'kernel output is flooding; the panel will refresh whe
 export const NO_CONVERSATION_NOTE =
   'No model conversation in this session yet. The gauge fills when an %%agent cell runs ' +
   'or a transcript is imported with %compact import FILE.';
+
+/**
+ * Tell the server extension that an open notebook's path changed (a rename, a
+ * move, a Save As), so its session follows it and a restarted kernel finds its
+ * snapshots and timeline (the server also sees renames itself; a second report
+ * of the same move changes nothing). Optional: without the server extension
+ * nothing happens.
+ */
+export async function reportMoved(from: string, to: string): Promise<void> {
+  const settings = ServerConnection.makeSettings();
+  const url = `${settings.baseUrl.replace(/\/$/, '')}/ipython-compact/moved`;
+  try {
+    const response = await ServerConnection.makeRequest(url, { method: 'POST', body: JSON.stringify({ from, to }) }, settings);
+    if (!response.ok) {
+      console.warn(`ipython-compact: the server did not record the move ${from} → ${to} (${response.status})`);
+    }
+  } catch (err) {
+    console.warn('ipython-compact: could not report a notebook move to the server', err);
+  }
+}
 
 /** Who keeps a notebook model active (it asks its kernel only while someone looks). */
 export type Viewer = 'panel' | 'wide';
@@ -65,7 +86,14 @@ export class NotebookModel {
     this.reads = new KernelReads(
       this.path,
       () => this._changed.emit(),
-      status => this.connector.cellStateSeen(status.cell)
+      status => {
+        this.connector.cellStateSeen(status.cell);
+        // The kernel has no earlier snapshot waiting any more (a `%compact restore` in a cell took
+        // it, or it was discarded): the "Restore variables?" banner no longer asks anything.
+        if (status.restore_pending === false) {
+          this.actions.restoreSettled();
+        }
+      }
     );
     this.actions = new NotebookActions({
       path: this.path,
@@ -202,6 +230,12 @@ export class NotebookModel {
       return Promise.resolve();
     }
     return this.reads.readNames();
+  }
+
+  /** The first rows of `name`'s value as a table (the kernel's `inspect`; nothing is evaluated). */
+  async inspect(name: string): Promise<Outcome<IInspectReply>> {
+    await this._ensureConnected(false);
+    return this.path.ask('inspect', { name, rows: 50, cols: 20 }, parseInspect, { timeoutMs: ACTION_TIMEOUT_MS });
   }
 
   /** Close the comm (the kernel then releases its subshell) and stop asking, e.g. when the page unloads. */
@@ -374,6 +408,22 @@ export class PanelModel {
     this._models.clear();
     this._empty.dispose();
     Signal.clearData(this);
+  }
+
+  /**
+   * A notebook's path changed (rename, move, Save As): its model's label
+   * follows at once (the header said "Untitled.ipynb" after a rename), and
+   * what the log holds is read again under the new path.
+   */
+  pathChanged(context: ISessionContext, path: string): void {
+    const model = this._models.get(context);
+    if (model === undefined) {
+      return;
+    }
+    model.notebookLabel = path;
+    if (model === this._current) {
+      this._changed.emit();
+    }
   }
 
   /** The model of `context`'s notebook, created on first sight. */

@@ -35,6 +35,26 @@ export function describeSize(info: INameInfo): string {
   return parts.join(' · ');
 }
 
+/** Types whose value the kernel's `inspect` shows as a table, with the module the probe names for each. */
+const TABLE_TYPES = new Map<string, string | undefined>([
+  ['dict', undefined],
+  ['list', undefined],
+  ['tuple', undefined],
+  ['set', undefined],
+  ['frozenset', undefined],
+  ['ndarray', 'numpy'],
+  ['DataFrame', 'pandas'],
+  ['Series', 'pandas']
+]);
+
+/** Whether the kernel can show this name's value as a table (its exact class is one `inspect` knows). */
+export function hasTable(info: INameInfo): boolean {
+  if (!TABLE_TYPES.has(info.type) || TABLE_TYPES.get(info.type) !== info.module) {
+    return false;
+  }
+  return !(info.type === 'ndarray' && info.shape !== undefined && info.shape.length === 0);
+}
+
 /** A column the namespace table can be sorted by. */
 export type NamesSortKey = 'name' | 'type' | 'size';
 
@@ -66,15 +86,19 @@ export function sortNames(names: INameInfo[], sort: INamesSort): INameInfo[] {
  * The table element for a list of names (an empty-state line when there are none).
  * With `onSort` the headers are buttons that sort by their column (again: the
  * other direction); `sort` marks the current one (`aria-sort`). A value's
- * preview (builtin scalars and short text only) is in its own column. The
- * `wide` table (the main-area view) writes types with their module, sizes
- * with column dtypes, and says why a value would not survive a restart.
+ * preview (computed by the kernel without running user code) is in its own
+ * column; with `onInspect`, the value of a frame, series, array, list, tuple,
+ * dict or set is a button that opens its first rows as a table. The `wide`
+ * table (the main-area view) writes types with their module, sizes with column
+ * dtypes, and says why a value would not survive a restart. In the narrow side
+ * panel each row is two lines (CSS): name and size, then type and value.
  */
 export function renderNamesTable(
   names: INameInfo[],
   sort?: INamesSort,
   onSort?: (key: NamesSortKey) => void,
-  wide = false
+  wide = false,
+  onInspect?: (name: string) => void
 ): HTMLElement {
   if (names.length === 0) {
     const empty = document.createElement('div');
@@ -123,7 +147,7 @@ export function renderNamesTable(
     const name = row.insertCell();
     name.className = 'jp-IpythonCompact-name';
     name.textContent = info.name;
-    name.title = info.preview === undefined ? info.name : `${info.name} = ${info.preview}`;
+    name.title = info.name; // the value has its own cell (and tooltip) now
     const type = row.insertCell();
     type.className = 'jp-IpythonCompact-type';
     const qualified = info.module ? `${info.module}.${info.type}` : info.type;
@@ -131,19 +155,26 @@ export function renderNamesTable(
       type.textContent = qualified; // the wide view has room: never wrapped, never cut
     } else {
       appendBreakable(type, info.type);
+      if (info.dtype !== undefined) {
+        // Shown after the type in the two-line layout, where the size line has no room for it.
+        type.appendChild(Object.assign(document.createElement('span'), { className: 'jp-IpythonCompact-typeDtype', textContent: ` ${info.dtype}` }));
+      }
     }
-    type.title = qualified;
+    type.title = info.dtype === undefined ? qualified : `${qualified} · ${info.dtype}`;
     const size = row.insertCell();
     size.className = 'jp-IpythonCompact-size';
     // Short parts stay whole; a narrow panel wraps between "(3, 4)", "float64" and "96 B".
     const parts = describeSize(info).split(' · ').filter(p => p !== '');
     parts.forEach((part, i) => {
       if (i > 0) {
-        size.appendChild(document.createTextNode(' · '));
+        size.appendChild(Object.assign(document.createElement('span'), { className: 'jp-IpythonCompact-sizeSep', textContent: ' · ' }));
       }
       const span = document.createElement('span');
       if (part.length <= 24) {
         span.className = 'jp-IpythonCompact-sizePart';
+      }
+      if (part === info.dtype) {
+        span.classList.add('jp-IpythonCompact-sizeDtype');
       }
       span.textContent = part;
       size.appendChild(span);
@@ -156,6 +187,23 @@ export function renderNamesTable(
     value.className = 'jp-IpythonCompact-value';
     value.textContent = info.preview ?? '';
     value.title = info.preview ?? '';
+    if (onInspect !== undefined && hasTable(info)) {
+      value.classList.add('jp-mod-inspectable');
+      value.dataset.action = 'inspect';
+      value.tabIndex = 0;
+      value.setAttribute('role', 'button');
+      value.title = `${info.preview ?? info.name}\nClick to see the first rows of ${info.name} as a table`;
+      if (!info.preview) {
+        value.textContent = 'show table';
+      }
+      value.addEventListener('click', () => onInspect(info.name));
+      value.addEventListener('keydown', event => {
+        if (event.key === 'Enter' || event.key === ' ') {
+          event.preventDefault();
+          onInspect(info.name);
+        }
+      });
+    }
     if (wide) {
       const restart = row.insertCell();
       restart.className = 'jp-IpythonCompact-restart';

@@ -28,8 +28,10 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, te
 }
 
 export class NamespaceSection {
-  constructor(wide: boolean) {
+  /** `onInspect`: open the table view of a name whose value has one (its Value cell is then a button). */
+  constructor(wide: boolean, onInspect?: (name: string) => void) {
     this._wide = wide;
+    this._onInspect = onInspect;
     this.filter.type = 'search';
     this.filter.placeholder = 'Filter names';
     this.filter.setAttribute('aria-label', 'Filter the namespace by name');
@@ -146,7 +148,7 @@ export class NamespaceSection {
       state.sortBy(column);
       this._redraw();
     };
-    this.table.appendChild(renderNamesTable(page, state.sort, onSort, this._wide));
+    this.table.appendChild(renderNamesTable(page, state.sort, onSort, this._wide, this._onInspect));
     const rest = matching.length - page.length;
     if (rest > 0) {
       this.more.hidden = false;
@@ -184,6 +186,7 @@ export class NamespaceSection {
   }
 
   private _wide: boolean;
+  private _onInspect: ((name: string) => void) | undefined;
   private _model: NotebookModel | null = null;
   private _state: NamesViewState | null = null;
   private _drawnFor: NotebookModel | null = null;

@@ -110,9 +110,14 @@ const STATE_LABELS: Record<string, string> = {
 };
 
 export class CompactPanel extends Widget {
-  constructor(model: PanelModel, openWide?: (model: NotebookModel) => void) {
+  constructor(
+    model: PanelModel,
+    openWide?: (model: NotebookModel) => void,
+    openTable?: (model: NotebookModel, name: string) => void
+  ) {
     super();
     this._openWide = openWide ?? null;
+    this._ns = new NamespaceSection(false, openTable && (name => openTable(this._model.current, name)));
     this._model = model;
     this.id = PANEL_ID;
     this.addClass('jp-IpythonCompact-panel');
@@ -389,7 +394,8 @@ export class CompactPanel extends Widget {
       delete this._result.dataset.kind;
       return;
     }
-    this._result.dataset.kind = m.actions.lastAction.ok ? 'ok' : 'error';
+    // "Not compacted: nothing to compact" is the kernel's answer, not a failure: neutral, not red.
+    this._result.dataset.kind = m.actions.lastAction.ok ? 'ok' : m.actions.lastAction.declined ? 'note' : 'error';
     this._result.dataset.action = m.actions.lastAction.action;
     const close = button('×', 'dismiss-result', () => m.actions.dismiss());
     close.title = 'Dismiss this message (it also clears when a cell runs)';
@@ -462,7 +468,7 @@ export class CompactPanel extends Widget {
   private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
   private _buttons: HTMLButtonElement[] = [];
   private _result = el('div', 'jp-IpythonCompact-result');
-  private _ns = new NamespaceSection(false);
+  private _ns: NamespaceSection;
   private _calls = el('div', 'jp-IpythonCompact-calls');
   private _openWide: ((model: NotebookModel) => void) | null = null;
   private _timeline = el('div', 'jp-IpythonCompact-timelineBody');

@@ -23,6 +23,7 @@ export const NAMESPACE_MIME = 'application/vnd.ipython-compact.namespace+json';
 export type Op =
   | 'hello'
   | 'names'
+  | 'inspect'
   | 'status'
   | 'summaries'
   | 'preview'
@@ -101,6 +102,17 @@ export interface INamesReply {
   total: number;
 }
 
+/** `inspect`: the head of one name's value as a grid of cell texts. */
+export interface IInspectReply {
+  name: string;
+  kind: string;
+  columns: string[];
+  index: string[];
+  rows: string[][];
+  shape: number[];
+  truncated: boolean;
+}
+
 export interface IInFlight {
   task_id: string;
   reason: string;
@@ -172,6 +184,8 @@ export type IStatus = Pick<
   | 'last_failure'
   | 'snapshot'
   | 'cell'
+  | 'restore_pending'
+  | 'source'
 >;
 
 /** One compaction as `summaries` returns it. */
@@ -322,6 +336,23 @@ export interface IPersistedSession {
   calls?: ICallNode[];
 }
 
+/** Parse an `inspect` reply: every cell a string, every row as long as `columns` (ragged rows padded). */
+export function parseInspect(reply: Json): IInspectReply {
+  const strings = (value: unknown): string[] => (Array.isArray(value) ? value.map(v => (typeof v === 'string' ? v : String(v))) : []);
+  const columns = strings(reply['columns']);
+  const rows = Array.isArray(reply['rows']) ? reply['rows'].map(r => strings(r)) : [];
+  const shape = Array.isArray(reply['shape']) ? reply['shape'].filter((n): n is number => typeof n === 'number') : [];
+  return {
+    name: stringField(reply, 'name') ?? '?',
+    kind: stringField(reply, 'kind') ?? '?',
+    columns,
+    index: strings(reply['index']),
+    rows: rows.map(r => (r.length < columns.length ? [...r, ...new Array<string>(columns.length - r.length).fill('')] : r)),
+    shape: shape.length === 2 ? shape : [rows.length, columns.length],
+    truncated: reply['truncated'] === true
+  };
+}
+
 /** Parse one `names` row; `null` when the row has no usable name. */
 export function parseName(row: unknown): INameInfo | null {
   if (!isObject(row)) {
@@ -412,7 +443,9 @@ export function parseStatus(value: Json): IStatus {
     in_flight: value['in_flight'],
     last_failure: value['last_failure'],
     snapshot: isObject(snapshot) ? snapshot : null,
-    cell: parseCell(value['cell'])
+    cell: parseCell(value['cell']),
+    restore_pending: typeof value['restore_pending'] === 'boolean' ? value['restore_pending'] : null,
+    source: stringField(value, 'source')
   };
 }
 

@@ -21,9 +21,10 @@ import { NamesViewState } from './view_state';
 export const WIDE_VIEW_CLASS = 'jp-IpythonCompact-wide';
 
 export class NamespaceWideView extends Widget {
-  constructor(model: NotebookModel) {
+  constructor(model: NotebookModel, openTable?: (model: NotebookModel, name: string) => void) {
     super();
     this._model = model;
+    this._section = new NamespaceSection(true, openTable && (name => openTable(model, name)));
     this.addClass(WIDE_VIEW_CLASS);
     this.node.dataset.notebook = model.notebookLabel;
     this.title.label = `Namespace · ${model.notebookLabel.split('/').pop() || 'notebook'}`;
@@ -72,5 +73,5 @@ export class NamespaceWideView extends Widget {
 
   private _model: NotebookModel;
   private _state = new NamesViewState();
-  private _section = new NamespaceSection(true);
+  private _section: NamespaceSection;
 }

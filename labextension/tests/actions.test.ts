@@ -32,6 +32,20 @@ test('each reply is said in one sentence, with thousands separators and singular
   });
 });
 
+test('an empty restore says where it looked and what it found, not "Restored 0 names."', () => {
+  const empty = describeRestore({
+    restored: [],
+    kept: [],
+    failed: [],
+    quarantined: [],
+    warnings: ["restored nothing: looked in /d/snapshots/x for session 'notebook:/w/trip.ipynb'; sessions with snapshots there: notebook:/w/Untitled.ipynb"]
+  });
+  assert.equal(
+    empty.text,
+    "Nothing restored: looked in /d/snapshots/x for session 'notebook:/w/trip.ipynb'; sessions with snapshots there: notebook:/w/Untitled.ipynb"
+  );
+});
+
 class Host implements IRequestHost, IActionsHost {
   current = new FakeChannel();
   emits = 0;
@@ -98,7 +112,7 @@ test('a restore loads the extension first and offers to take the kept names', as
   assert.deepEqual(actions.restoreKept, []);
 });
 
-test('a refused compaction is an error message, not a success', async () => {
+test('a declined compaction is not a success, and is a note rather than an error (issue 35.6)', async () => {
   const host = new Host();
   const actions = new NotebookActions(host);
   const done = actions.compact('totals');
@@ -110,8 +124,14 @@ test('a refused compaction is an error message, not a success', async () => {
     action: 'compact',
     ok: false,
     text: 'Not compacted: nothing to summarize (0 tokens).',
-    reply: null
+    reply: null,
+    declined: true
   });
+  const failing = actions.compact('');
+  await settle();
+  host.current.fail(new RequestError('failed', 'CompactionError: the model did not answer'));
+  await failing;
+  assert.equal(actions.lastAction?.declined, false);
 });
 
 test('recall tries a word as an entry id, then as a search', async () => {

@@ -14,6 +14,7 @@ through the ``shot`` fixture.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,11 @@ from typing import Any
 import pytest
 from lab_driver import OPEN_DOCUMENT, LabServer, chromium, running_lab, wait_notebook_kernel
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+#: Where screenshots go: ``$IPYTHON_COMPACT_SHOTS`` when set, else ``artifacts/screenshots``.
+SCREENSHOTS = Path(
+    os.environ.get("IPYTHON_COMPACT_SHOTS")
+    or Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+)
 
 
 @pytest.fixture(scope="session")

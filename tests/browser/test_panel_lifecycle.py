@@ -19,6 +19,7 @@ from lab_driver import (
     PANEL,
     LabServer,
     ensure_panel_ready,
+    ensure_panel_ready_for,
     name_row,
     run_cell,
     show_notebook,
@@ -86,6 +87,8 @@ def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server
     # Opening the side panel can hand "current" back to the notebook that last had DOM focus (the
     # first one): bring this one to the front again, so the panel follows it.
     show_notebook(page, OTHER)
+    # The first look may have been at the other notebook: wait until the panel answers for this one.
+    ensure_panel_ready_for(page, OTHER)
     run_cell(page, "psi = 2", path=OTHER)
     name_row(page, "psi").wait_for()
     kernel_id = _kernel_id(page, OTHER)
