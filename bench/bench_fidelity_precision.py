@@ -34,12 +34,17 @@ context the model would see:
 - **statements the appended blocks repeat**: lines of ``<ledger>`` and ``<drift-guard>`` (what the
   pipeline appends after the summary) whose statement a line before them already holds (a
   decision or a request stated twice); goal 0.
+- **false supersessions applied**: a current fact the checkpoint shows only as history (and the
+  kept tail does not state); goal 0.
 - **checkpoint tokens** over the compactions (first / max / last).
 
 Arms: ``offline`` (full pipeline), ``openai_good`` and ``openai_drifting`` (the OpenAI-compatible
 summarizer against ``testing.ModelServer`` scripted as in ``bench_fidelity_probes``: the good
 model folds the previous checkpoint in and honours the ``<superseded>`` block; the drifting one
-also paraphrases), ``naive`` (the offline summarizer rolling its own summary: no anchors, no drift
+also paraphrases), ``openai_ideal`` (``ideal_model``: a scripted model whose summary states only
+what holds now, from the session's ground truth, so whatever is still wrong is the deterministic
+layers' or the update prompt's doing; it also counts the ``<superseded>`` pairs whose "earlier" is
+still current), ``naive`` (the offline summarizer rolling its own summary: no anchors, no drift
 guard, no ledger). The recall probes are ``bench_fidelity_probes.py``'s (run it too).
 
 Prints one JSON object (``table``: one row per measure, one column per arm).
@@ -63,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the
 
 from bench_fidelity_probes import scripted
 from generated_sessions import Writer
+from ideal_model import Truth, ideal_script
 
 from ipython_compact.compaction.compactor import Compactor, NothingToCompact
 from ipython_compact.core.context import build_context
@@ -74,7 +80,7 @@ from ipython_compact.summarizers import OfflineSummarizer
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer
 
-ARMS = ("offline", "openai_good", "openai_drifting", "naive")
+ARMS = ("offline", "openai_good", "openai_drifting", "openai_ideal", "naive")
 JSON = dict[str, Any]
 # a line that states history, not a current fact
 HISTORY_MARK = re.compile(r"(?i)replaced|superseded|revised|earlier:|withdrawn|was |no longer|instead of")
@@ -349,6 +355,25 @@ def make_session(days: int = 30) -> ChangingSession:
     return s
 
 
+def statements(session: ChangingSession) -> dict[str, str]:
+    """marker -> the full statement that set it (what an ideal summary writes for a current fact)."""
+    out = {marker: text for steps in DECISIONS.values() for _d, _who, text, marker in steps}
+    out.update({marker: text for _d, text, marker in GOALS})
+    for _q, (prefix, key, series) in QUANTITIES.items():
+        out.update({f"{key}={v}": f"{prefix} {key}={v}" for _d, v in series})
+    out.update({path: f"current model file: {path}" for _d, path in MODEL_FILES})
+    return out
+
+
+def set_truth(truth: Truth, session: ChangingSession, day: int) -> None:
+    """What holds on ``day`` (the ideal model states exactly this)."""
+    said = statements(session)
+    current = session.current(day)
+    truth.goal = next((said[f.marker] for f in current if f.subject == "goal"), "")
+    truth.facts = [said[f.marker] for f in current if f.subject != "goal"]
+    truth.open_requests = session.pending(day)
+
+
 # ------------------------------------------------------------------------------ scoring
 def context_of(store: SessionStore, naive: bool) -> tuple[str, str]:
     """(whole context text, checkpoint text) of the session's current context."""
@@ -364,6 +389,18 @@ def context_of(store: SessionStore, naive: bool) -> tuple[str, str]:
 
 def stated_as_current(checkpoint: str, marker: str) -> bool:
     return any(marker in line and not HISTORY_MARK.search(line) for line in checkpoint.splitlines())
+
+
+def stated_before_mark(checkpoint: str, marker: str) -> bool:
+    """Whether a line states ``marker`` ahead of any history mark ("B — replaced: A" states B)."""
+    for line in checkpoint.splitlines():
+        at = line.find(marker)
+        if at < 0:
+            continue
+        mark = HISTORY_MARK.search(line)
+        if mark is None or at < mark.start():
+            return True
+    return False
 
 
 def next_steps_of(checkpoint: str) -> str:
@@ -422,7 +459,15 @@ def request_ids(store: SessionStore) -> dict[str, str]:
     return out
 
 
-def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer | None) -> dict[str, Any]:
+def run(
+    arm: str,
+    args: argparse.Namespace,
+    workdir: Path,
+    server: ModelServer | None,
+    truth: Truth | None = None,
+) -> dict[str, Any]:
+    """One arm over the session; ``truth`` (the ideal arm's) is set to what holds before each
+    compaction."""
     session = make_session(args.days)
     store = SessionStore(workdir / f"{arm}.db")
     store.create_session("s")
@@ -446,6 +491,9 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
     started = time.perf_counter()
     for day, chunk in enumerate(session.chunks, 1):
         store.append_many("s", [("message", {"message": m}) for m in chunk])
+        if truth is not None:
+            set_truth(truth, session, day)
+        told = len(truth.superseded_pairs) if truth is not None else 0
         try:
             result = compactor.compact("s", reason="threshold")
         except NothingToCompact:
@@ -466,6 +514,20 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
                     f"{f.subject}: {f.marker}" for f in old if stated_as_current(checkpoint, f.marker)
                 ],
                 "superseded_total": len(old),
+                # a current fact shown only as history: a change applied that did not happen
+                "false_supersessions": [
+                    f"{f.subject}: {f.marker}"
+                    for f in current
+                    if f.marker in checkpoint
+                    and not stated_before_mark(checkpoint, f.marker)
+                    and f.marker not in context[len(checkpoint) :]
+                ],
+                # the update prompt's <superseded> pairs whose "earlier" is a fact still current
+                "false_pairs_told": [
+                    old_
+                    for old_, _new in (truth.superseded_pairs[told:] if truth is not None else [])
+                    if any(f.marker in old_ for f in current)
+                ],
                 "pending_shown": sum(t in context or ids.get(t, "\0") in context for t in pending),
                 "pending_total": len(pending),
                 "missing_pending": [
@@ -491,6 +553,9 @@ def run(arm: str, args: argparse.Namespace, workdir: Path, server: ModelServer |
         ),
         "superseded_stated_as_current": f"{len(last['superseded_as_current'])}/{last['superseded_total']}",
         "superseded_stated_as_current_all_steps": sum(len(r["superseded_as_current"]) for r in rows),
+        "false_supersessions_last": len(last["false_supersessions"]),
+        "false_supersessions_all_steps": sum(len(r["false_supersessions"]) for r in rows),
+        "false_pairs_told_all_steps": sum(len(r["false_pairs_told"]) for r in rows),
         "open_deferred_shown": f"{last['pending_shown']}/{last['pending_total']}",
         "open_deferred_shown_all_steps": round(
             sum(r["pending_shown"] for r in rows) / max(1, sum(r["pending_total"] for r in rows)), 4
@@ -515,6 +580,9 @@ TABLE = (
     ("current facts in context (every compaction)", "current_facts_in_context_all_steps"),
     ("superseded facts stated as current (last)", "superseded_stated_as_current"),
     ("superseded stated as current (sum over compactions)", "superseded_stated_as_current_all_steps"),
+    ("false supersessions applied (last)", "false_supersessions_last"),
+    ("false supersessions applied (sum over compactions)", "false_supersessions_all_steps"),
+    ("false earlier/now pairs told to the model (sum)", "false_pairs_told_all_steps"),
     ("open/deferred requests shown (last)", "open_deferred_shown"),
     ("open/deferred requests shown (every compaction)", "open_deferred_shown_all_steps"),
     ("plans already carried out, still in Next Steps (last)", "settled_plans_as_next_last"),
@@ -556,12 +624,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-precision-") as tmp:
         for arm in args.arms.split(","):
             server = None
-            if arm.startswith("openai_"):
+            truth = Truth() if arm == "openai_ideal" else None
+            if truth is not None:
+                server = ModelServer(script=ideal_script(truth), model="bench-model").start()
+            elif arm.startswith("openai_"):
                 server = ModelServer(
                     script=scripted(arm.removeprefix("openai_")), model="bench-model"
                 ).start()
             try:
-                out["arms"][arm] = run(arm, args, Path(tmp), server)
+                out["arms"][arm] = run(arm, args, Path(tmp), server, truth)
             finally:
                 if server is not None:
                     server.stop()

@@ -460,8 +460,10 @@ class Compactor:
         if self.use_drift_guard:
             # an exact string only a superseded anchor said, or an artifact's replaced version, is
             # history, not something to restore
-            current = "\n".join(work.anchors.texts())
-            stale = [a.text for a in work.anchors.superseded]
+            current = "\n".join([*work.anchors.texts(), *(d.text for d in ledger.decisions)])
+            stale = [a.text for a in work.anchors.superseded] + [
+                old for d in ledger.decisions for old, _entry in d.earlier
+            ]  # and a decision's replaced revisions (issue 32)
             versions = set(ledger.replaced_versions)
             tracked = [
                 i.text

@@ -35,9 +35,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, ParamSpec, TypeVar
 
+from ipython_compact.core import stance
 from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import PIN, Entry, entry_text, text_of_content
 from ipython_compact.core.facts import OLD_CHARS, SENTENCE_RE, clip_sentences, dedupe_sentences, supersedes
+from ipython_compact.core.stance import replaced_mark, revises_newest
 
 AnchorKind = Literal["goal", "constraint", "pin"]
 
@@ -213,7 +215,10 @@ class AnchorSet:
             lines.append(
                 "[constraints and preferences, verbatim from the user; each holds until the user revises it]"
             )
-            lines.extend(f"- {a.text}  (entry {a.entry_id}){self._replaced(a)}" for a in self.constraints)
+            lines.extend(
+                f"- {a.text}  (entry {a.entry_id}){self._replaced(a) or replaced_mark(a.text)}"
+                for a in self.constraints
+            )
         if self.dropped:
             lines.append(
                 f"({self.dropped} older constraint sentence(s) left this block to keep it small; "
@@ -349,6 +354,7 @@ def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
     if not any(hint in low for hint in _CONSTRAINT_HINTS):
         return ()
     spans: list[tuple[int, int]] = []
+    quoted = stance.quoted_spans(text)  # someone else's text sets no rule of the user's
     lines = text.split("\n")
     diff = [i for i, line in enumerate(lines) if _DIFF_LINE_RE.match(line)]
     pasted = range(diff[0], diff[-1] + 1) if len(diff) >= 3 else range(0)
@@ -367,11 +373,17 @@ def _constraint_spans(text: str) -> tuple[tuple[int, int], ...]:
                 and len(sentence) <= CONSTRAINT_MAX_CHARS
                 and not sentence.endswith(("?", "？"))
                 and not _REPORT_RE.search(sentence)
+                and not stance.inside(quoted, offset + m.start(), offset + m.start() + len(sentence))
+                and stance.stance(sentence) not in _NOT_A_RULE
             ):
                 start = offset + m.start()
                 spans.append((start, start + len(sentence)))
         offset += len(line) + 1
     return tuple(spans)
+
+
+# stances of a sentence that state no rule of the user's (a rejection can: "don't switch X")
+_NOT_A_RULE: Final = frozenset(["asked", "hypothetical", "quoted", "historical"])
 
 
 # a user sentence that decides (stricter than the assistant's: "because" alone is a report)
@@ -432,19 +444,26 @@ def _decision_spans(text: str, leading_use: bool) -> tuple[tuple[int, int], ...]
     # one scan of the whole text decides whether to read it sentence by sentence (the common case: no)
     decides = bool(_USER_DECISION_HINT.search(low)) and bool(_USER_DECISION.search(text))
     uses = leading_use and _says_use(low)
-    if not decides and not uses:
+    if not decides and not uses and not stance.sets_value(text):
         return ()
+    quoted = stance.quoted_spans(text)
     spans: list[tuple[int, int]] = []
     offset = 0
     for line in text.split("\n"):
         for m in SENTENCE_RE.finditer(line):
             sentence = m.group(0).rstrip()
+            start = offset + m.start()
             if (
-                (_USER_DECISION.search(sentence) or (leading_use and _USE.match(sentence)))
-                and not sentence.endswith("?")
-                and len(sentence.split()) >= 4
+                (
+                    _USER_DECISION.search(sentence)
+                    or (leading_use and _USE.match(sentence))
+                    or stance.sets_value(sentence)
+                )
+                and (len(sentence.split()) >= 4 or stance.has_cjk(sentence))
+                and stance.own_decision(sentence)
+                and not stance.inside(quoted, start, start + len(sentence))
             ):
-                spans.append((offset + m.start(), offset + m.start() + len(sentence)))
+                spans.append((start, start + len(sentence)))
         offset += len(line) + 1
     return tuple(spans)
 
@@ -572,6 +591,17 @@ def resolve_anchors(previous: AnchorSet, lookup: Callable[[str], Entry | None]) 
     )
 
 
+def _replaced_constraints(
+    sentence: str, constraints: Sequence[Anchor], last_user: str | None
+) -> list[Anchor]:
+    """The constraints ``sentence`` replaces (``facts.supersedes``); "scratch that, use NATS"
+    replaces the newest one when the user said it in their message just before."""
+    replaced = [old for old in constraints if supersedes(sentence, old.text)]
+    if not replaced and constraints and constraints[-1].entry_id == last_user and revises_newest(sentence):
+        replaced = [constraints[-1]]
+    return replaced
+
+
 def _revised_by_decisions(
     full: str,
     entry_id: str,
@@ -579,6 +609,7 @@ def _revised_by_decisions(
     constraints: list[Anchor],
     superseded: list[Anchor],
     seen: set[str],
+    last_user: str | None = None,
 ) -> list[Anchor]:
     """A user decision sentence without a constraint marker that revises a constraint ("Let's
     switch storage to DuckDB instead of Postgres." after "Always use Postgres for storage.") is the
@@ -588,7 +619,7 @@ def _revised_by_decisions(
         sentence = full[start:end]
         if (start, end) in spans or sentence in seen:
             continue
-        replaced = [old for old in constraints if supersedes(sentence, old.text)]
+        replaced = _replaced_constraints(sentence, constraints, last_user)
         if not replaced:
             continue
         anchor = Anchor("constraint", sentence, entry_id, start, end)
@@ -625,6 +656,7 @@ def extract_anchors(
     superseded = list(base.superseded)
     seen = {a.text for a in constraints}
     pin_entries: list[Entry] = []
+    last_user: str | None = None  # the user message before this one ("scratch that" revises it)
     for entry in entries:
         if entry.kind == PIN:
             pin_entries.append(entry)
@@ -652,16 +684,16 @@ def extract_anchors(
             seen.add(sentence)
             anchor = Anchor("constraint", sentence, entry.id, start, end)
             # a revision: the earlier constraints this one replaces leave the block, marked superseded
-            keep = []
-            for old in constraints:
-                if supersedes(sentence, old.text):
-                    superseded.append(replace(old, replaced_by=anchor.key))
-                    seen.discard(old.text)
-                else:
-                    keep.append(old)
-            constraints = [*keep, anchor]
+            gone = _replaced_constraints(sentence, constraints, last_user)
+            for old in gone:
+                superseded.append(replace(old, replaced_by=anchor.key))
+                seen.discard(old.text)
+            constraints = [*(c for c in constraints if c not in gone), anchor]
         if constraints:
-            constraints = _revised_by_decisions(full, entry.id, spans, constraints, superseded, seen)
+            constraints = _revised_by_decisions(
+                full, entry.id, spans, constraints, superseded, seen, last_user
+            )
+        last_user = entry.id
     pins = apply_pins(base.pins, pin_entries, find)
     dropped = base.dropped
     total = sum(len(a.text) for a in constraints)

@@ -43,8 +43,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from ipython_compact.core import stance
 from ipython_compact.core.anchors import constraint_spans, user_decisions
-from ipython_compact.core.entries import Entry, entry_text, text_of_content
+from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 from ipython_compact.core.facts import (
     SENTENCE_RE,
     clip_sentences,
@@ -150,6 +151,7 @@ class DecisionRecord:
         """How the ledger shows it: the statement, who said it where, and what it replaced."""
         old = self.replaced
         mark = replaced_note(old[0], old[1]) if old else ""
+        mark = mark or stance.replaced_mark(self.text)  # it names the old value it replaced
         return f"- {self.text}  ({self.speaker}, entry {self.entry_id}){mark}"
 
 
@@ -159,45 +161,95 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
     # (sentence, speaker, only as a revision) tried against the kept list as it is now, that changed
     # nothing: a sentence repeated across a span (a rule restated in every request) is compared once
     tried: set[tuple[str, Speaker, bool]] = set()
+    previous_user: str | None = None  # the user message before ("scratch that" revises its decision)
+    proposals: list[str] = []  # the assistant's last suggestions: a decision once the user takes one
     for entry in entries:
         msg = entry.message
         role = msg.get("role") if msg is not None else None
-        if role not in ("user", "assistant"):
+        if msg is None or role not in ("user", "assistant", "toolResult"):
+            continue
+        if role == "toolResult":  # a diff an output shows (``git diff``) changed values in code
+            output = text_of_content(msg.get("content"))
+            if "\n@@" in output or output.startswith(("diff --git", "@@")):
+                _code_changed(kept, entry.id, "", stance.code_changes(output))
             continue
         # a user message as the anchors read it (the same text: one constraint scan per compaction);
         # an assistant's words to the user, not its tool calls or thinking
-        text = entry_text(entry) if role == "user" else text_of_content(msg.get("content") if msg else None)
+        text = entry_text(entry) if role == "user" else text_of_content(msg.get("content"))
+        if role == "assistant":
+            for call in tool_calls_of(msg):
+                args = call.get("arguments")
+                if isinstance(args, Mapping):
+                    path = next((str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)), "")
+                    _code_changed(kept, entry.id, path, stance.code_changes(args))
         if not text.strip():
             continue
         if role == "user":
             found = user_decisions(text)
+            taken = proposals if stance.accepts(text) else []
+            proposals = []
             # a constraint can only revise a decision already kept
             revisions = [text[a:b] for a, b in constraint_spans(text)] if kept else []
             said: list[tuple[str, Speaker, bool]] = [
                 (s, "user", s not in found) for s in dict.fromkeys([*found, *revisions])
             ]
+            said[:0] = [(p, "user", False) for p in taken]
         else:
-            said = [(s, "assistant", False) for s in dict.fromkeys(assistant_decisions(text))]
+            chosen = assistant_decisions(text)
+            proposals = [s for s in _sentences(text) if stance.stance(s, "assistant") == "proposed"]
+            said = [
+                (s, "assistant", False) for s in dict.fromkeys(chosen) if stance.own_decision(s, "assistant")
+            ]
         for key in said:
             if key in tried:
                 continue
-            if _add(kept, entry.id, key[1], key[0], only_if_revision=key[2]):
+            if _add(kept, entry.id, key[1], key[0], only_if_revision=key[2], previous_user=previous_user):
                 tried.clear()  # the kept list changed: every sentence may decide again
             else:
                 tried.add(key)
+        if role == "user":
+            previous_user = entry.id
         if len(kept) > 2 * MAX_DECISIONS:
             del kept[: len(kept) - MAX_DECISIONS]
     return tuple(kept[-MAX_DECISIONS:])
 
 
+_PATH_KEYS: Final = ("path", "file_path", "filePath", "filename", "file")
+
+
+def _code_changed(
+    kept: list[DecisionRecord], entry_id: str, path: str, changes: Sequence[tuple[str, str, str]]
+) -> None:
+    """A value changed in code (an edit, ``sed``, a diff) replaces each kept decision that stated
+    its old value about its key; the change is the decision now (assistant, with its history)."""
+    for key, old, new in changes:
+        replaced = [k for k in kept if stance.replaced_by_code(k.text, key, old, new)]
+        if not replaced:
+            continue
+        earlier: list[tuple[str, str]] = []
+        for k in replaced:
+            kept.remove(k)
+            earlier.extend((*k.earlier, (k.text, k.entry_id)))
+        text = clip_sentences(stance.change_statement(path, key, old, new), DECISION_CHARS)
+        kept.append(DecisionRecord(entry_id, "assistant", text, tuple(earlier[-MAX_EARLIER:])))
+
+
 def _add(
-    kept: list[DecisionRecord], entry_id: str, speaker: Speaker, sentence: str, *, only_if_revision: bool
+    kept: list[DecisionRecord],
+    entry_id: str,
+    speaker: Speaker,
+    sentence: str,
+    *,
+    only_if_revision: bool,
+    previous_user: str | None = None,
 ) -> bool:
     """Fold one statement into ``kept``; whether ``kept`` changed."""
     text = clip_sentences(sentence, DECISION_CHARS)
     if any(k.text == text or restates(text, k.text) for k in kept):
         return False  # said before: one decision
-    replaced = [k for k in kept if supersedes(text, k.text)]
+    replaced = [k for k in kept if supersedes(text, k.text) or stance.value_changed(text, k.text)]
+    if not replaced and kept and stance.revises_newest(text) and kept[-1].entry_id == previous_user:
+        replaced = [kept[-1]]  # "scratch that, use NATS": what the user decided just before
     if not replaced and any(_same(text, k.text) for k in kept):
         return False  # the same choice in other words ("Let's use X." / "I'll use X as you asked.")
     if only_if_revision and not replaced:
@@ -268,7 +320,7 @@ class _Shown:
             extra = have - mine
             if any(_PLACEHOLDER.search(w) for w in extra):
                 continue  # a value paraphrased away ("0.x"), not a new one
-            if extra and not any(extra <= e for e in earlier) and supersedes(line, record.text):
+            if extra and not any(extra <= e for e in earlier) and supersedes(line, record.text, loose=False):
                 return True
         return False
 

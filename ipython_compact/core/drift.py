@@ -654,7 +654,21 @@ def metric_subject(text: str, value: str) -> str:
     at = text.rfind(value)
     start = text.rfind("\n", 0, at) + 1 if at >= 0 else 0
     before = " ".join(_NUMBER.sub("", text[start:at] if at >= 0 else "").lower().split())[-40:]
-    return f"{value.split('=', 1)[0]}|{before}"
+    section = section_of(text, start)
+    return f"{section}{value.split('=', 1)[0]}|{before}"
+
+
+_SECTION_HEADER: Final = re.compile(r"(?m)^\[([\w.\- ]{1,60})\][ \t]*$")
+
+
+def section_of(text: str, at: int) -> str:
+    """The ``[section]`` header a settings dump puts above position ``at`` ("staging." for a key
+    under ``[staging]``), empty when none: a staging value is not production's."""
+    head = text.rfind("\n[", 0, at)
+    if head < 0 and not text.startswith("["):
+        return ""
+    m = _SECTION_HEADER.match(text, head + 1 if head >= 0 else 0)
+    return f"{m.group(1).strip().lower()}." if m else ""
 
 
 # one extra mention is worth this many entries of recency (capped), so a path named in many turns

@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from ipython_compact.core import stance
+
 #: One sentence of a line: up to a sentence mark followed by a space or the end (anchors, the
 #: offline summarizer and the clipping below split with the same rule).
 SENTENCE_RE: Final = re.compile(r"\S.*?(?:[.!?。！？](?=\s|$)|$)")
@@ -125,15 +127,6 @@ _REVISION_WORDS: Final = frozenset(
         "correction",
     ]
 )
-_REPLACED: Final = re.compile(
-    r"(?i)\b(?:instead of|rather than|in place of|no longer(?: "
-    r"(?:use|using|need|want|do|keep|report))?|switch(?:ed|ing)? (?:away )?from|"
-    r"replac(?:e|es|ed|ing)|(?:drop|dropped|dropping)(?: the)?|moved? away "
-    r"from)\s+(?P<old>[^.,;:!?()]{1,60}?)"
-    r"(?=\s+(?:with|to|for|by|in|on|because|and|but|as|since)\b|[.,;:!?()]|$)"
-)
-_REPLACED_HINT: Final = re.compile(r"(?i)instead|rather|place of|longer|switch|replac|drop|away|, *not\b")
-_NOT_AFTER_COMMA: Final = re.compile(r",\s*not\s+(?P<old>[^.,;:!?()]{1,40}?)(?=[.,;:!?()]|$)", re.IGNORECASE)
 
 
 def words(text: str) -> list[str]:
@@ -147,16 +140,9 @@ def content_words(text: str) -> set[str]:
 
 
 def replaced_phrases(text: str) -> list[set[str]]:
-    """The content words of each phrase ``text`` says it replaces ("instead of X", "from X to Y",
-    "replace X with Y", "no longer X", "X, not Y"); empty when it names none."""
-    if not _REPLACED_HINT.search(text):
-        return []
-    out: list[set[str]] = []
-    for m in (*_REPLACED.finditer(text), *_NOT_AFTER_COMMA.finditer(text)):
-        found = content_words(m.group("old"))
-        if found and found not in out:
-            out.append(found)
-    return out
+    """The terms of each phrase ``text`` says it replaces (``core.stance.named_old``: "instead of
+    X", "X is out", "statt X", "不再用 X", ...); empty when it names none."""
+    return [set(p) for p in stance.named_old(text)]
 
 
 # a version in a file name: v3, ver3, version3, rev3 after a separator (churn_v3.pkl, model-rev12.pt);
@@ -217,19 +203,20 @@ def one_change(new: str, old: str, *, values_only: bool = False) -> bool:
     return sum(map(_is_content, shared)) >= 2
 
 
-def supersedes(new: str, old: str, *, values_only: bool = False) -> bool:
-    """Whether the later statement ``new`` replaces the earlier ``old`` (see the module doc;
-    ``values_only``: see ``one_change``)."""
+def supersedes(new: str, old: str, *, values_only: bool = False, loose: bool = True) -> bool:
+    """Whether the later statement ``new`` replaces the earlier ``old`` (``core.stance.replaces``:
+    only a statement that affirms replaces anything; it names what it replaces, sets the same key
+    to another value, or says the same with one value changed; ``values_only``: see
+    ``one_change``; ``loose`` (not with ``values_only``): or it sets the same subject to another
+    value, ``stance.value_changed``)."""
     if new == old:
         return False
-    old_words = None
-    for phrase in replaced_phrases(new):
-        old_words = content_words(old) if old_words is None else old_words
-        if phrase <= old_words and not phrase <= content_words(
-            _NOT_AFTER_COMMA.sub(" ", _REPLACED.sub(" ", new))
-        ):
-            return True
-    return one_change(new, old, values_only=values_only)
+    return stance.replaces(
+        new,
+        old,
+        one_change=lambda a, b: one_change(a, b, values_only=values_only),
+        loose=loose and not values_only,
+    )
 
 
 def replaced_note(old: str, entry_id: str | None = None) -> str:
@@ -244,6 +231,44 @@ _NOTE: Final = re.compile(r" — replaced: .*$")
 def without_note(line: str) -> str:
     """``line`` without its history mark (what the statement itself says)."""
     return _NOTE.sub("", line)
+
+
+REVISED_MARK: Final = " — since revised"
+_KEY_CHARS: Final = 48
+
+
+def mark_revised(lines: Iterable[str], replaced: Iterable[str]) -> list[str]:
+    """``lines`` with each one that says a statement from ``replaced`` (its first words) marked
+    ``— since revised``: a Done line, an open request or the goal that states a value a later
+    decision replaced is history, not what holds. Linear: one key per replaced statement, each
+    line lower-cased once."""
+    keys = {
+        key
+        for r in replaced
+        if len(
+            key := " ".join(without_note(r).removeprefix("(user) ").rstrip("…").lower().split())[:_KEY_CHARS]
+        )
+        >= 20
+    }
+    if not keys:
+        return list(lines)
+    out = []
+    for line in lines:
+        low = " ".join(line.lower().split())
+        stale = " — replaced" not in line and REVISED_MARK not in line and any(k in low for k in keys)
+        out.append(line + REVISED_MARK if stale else line)
+    return out
+
+
+def replaced_texts(lines: Iterable[str]) -> list[str]:
+    """The statements the history marks of ``lines`` name (``— replaced: A (entry X)`` → A)."""
+    out = []
+    for line in lines:
+        at = line.find(" — replaced: ")
+        if at >= 0:
+            old = line[at + len(" — replaced: ") :]
+            out.append(re.sub(r" \(entry [^)]*\)(?:, superseded\))?$", "", old).strip('"'))
+    return out
 
 
 def dedupe_sentences(text: str) -> str:
@@ -312,7 +337,11 @@ def newest_current(items: Iterable[str], cap: int) -> list[str]:
         current = [_SPEAKER.sub("", without_note(k)) for k in kept]
         if plain in current or any(restates(k, plain) for k in current):
             continue
-        by = next((i for i, k in enumerate(current) if supersedes(k, plain)), None)
+        by = next(
+            (i for i, k in enumerate(current) if supersedes(k, plain) or stance.value_changed(k, plain)), None
+        )
+        if by is None and current and stance.revises_newest(current[-1]) and " — replaced: " not in kept[-1]:
+            by = len(current) - 1  # "scratch that, use NATS" replaces the statement just before it
         if by is None:
             kept.append(item)
         elif " — replaced: " not in kept[by]:

@@ -39,6 +39,7 @@ from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
 from ipython_compact.core.readable import one_line
 from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
+from ipython_compact.core.stance import replaced_mark
 
 Status = Literal["ok", "error", "pending"]
 
@@ -798,7 +799,7 @@ class Ledger:
             )
             lines.extend(
                 f"- {c.status}{f' after {n} failed attempt(s)' if n else ''}: {c.tool}: {c.text}  (entry "
-                f"{c.entry_id})"
+                f"{c.entry_id}){replaced_mark(c.text)}"  # a sed s/old/new/: the old value is history
                 for c, n in last
             )
         if self.errors:

@@ -49,6 +49,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
+from ipython_compact.core import stance
 from ipython_compact.core.anchors import constraint_spans, is_goal_statement, is_request
 from ipython_compact.core.anchors import user_decisions as _user_decisions
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
@@ -56,8 +57,10 @@ from ipython_compact.core.facts import (
     SENTENCE_RE,
     clip_sentences,
     dedupe_sentences,
+    mark_revised,
     newest_current,
     replaced_note,
+    replaced_texts,
     supersedes,
     without_note,
 )
@@ -560,7 +563,9 @@ def _extract(
                 out["Goal"] = out["Goal"] or out["Goal statement"]
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
-            out["Key Decisions"].extend(f"(user) {_clip(s)}" for s in user_decisions(text))
+            out["Key Decisions"].extend(
+                f"(user) {_clip(s)}" for s in user_decisions(text) if not anchored.has(s)
+            )  # an anchored rule is stated verbatim in <anchors>
             book.user(entry.id, text, text[:RAW_REQUEST_CHARS])  # put in its line form at the end, if shown
         elif role == "assistant":
             calls = tool_calls_of(msg)
@@ -586,7 +591,12 @@ def _extract(
                         if may_plan and _NEXT.search(sentence):
                             fresh_next.append(_clip(sentence[:-1].rstrip() + "."))
                         continue
-                    if may_decide and _DECISION.search(sentence) and len(sentence.split()) >= 4:
+                    if (
+                        may_decide
+                        and _DECISION.search(sentence)
+                        and len(sentence.split()) >= 4
+                        and stance.own_decision(sentence, "assistant")  # a proposal decides nothing yet
+                    ):
                         out["Key Decisions"].append(_clip(sentence))
                     elif may_plan and _NEXT.search(sentence):
                         fresh_next.append(_clip(sentence))
@@ -942,4 +952,8 @@ def offline_summary(
             CAPS["Critical Context"],
         ),
     }
+    # a line that states what a later decision replaced is history: marked, never current
+    revised = [*superseded, *replaced_texts([*merged["Key Decisions"], *merged["Constraints & Preferences"]])]
+    for name in ("Goal", "Done", "In Progress", "Next Steps"):
+        merged[name] = mark_revised(merged[name], revised)
     return _fit(kind, merged, max_chars, refs)

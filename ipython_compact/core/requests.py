@@ -1,66 +1,127 @@
-"""Requests have a state: open, deferred, done, dropped (issue 18, item 3).
+"""Requests have a life cycle: asked (open), deferred, cancelled (dropped), reopened, done.
 
 Why: "any final answer settles every open request" lost the requests the assistant explicitly
 put off ("I'll add the ROC plot once the backfill is done"), so a compacted agent believed them
 done. The ledger (the record carried across compactions) and the offline summary (its Progress
 section) both fold a span's messages through this one state machine, so their counts agree.
 
-Rules, in log order:
-- A user message states a request (``open``) unless all it says is a withdrawal, or it states
-  the goal (``anchors.is_goal_statement``: the goal is not a request an answer settles).
-- A user sentence that withdraws ("never mind the ROC plot", "forget about X", "drop X",
-  "cancel X", "no need for X", "scratch that") drops the open or deferred request it names (the
-  newest that ``names`` matches); a bare "never mind" drops the newest one (``dropped``); one
-  that names something no open request is about drops nothing.
-- A final answer (assistant text, no tool calls, not cut short) answers the requests of its turn
-  (the ones still ``open``) that it is about: the turn's newest, and an older one only when the
-  answer names it (else it stays open for the next answer). Each becomes ``done`` with the answer
-  as its outcome, unless a
-  sentence of the answer puts it off ("later", "once X is done", "after X", "waiting on X",
-  "blocked on", "postpone", "not yet", "next week", ...) and names it (content words in common),
-  or refers back to it ("I'll do that later": the turn's newest request): it becomes ``deferred``
-  with that sentence as its reason. "I'll wait for your review" defers nothing.
-- A deferred request is ``done`` when a later final answer reports it finished (a sentence with a
-  completion word naming it: at least two content words in common, or all of a short request's).
-- Requests from before the span come in with their state (a split turn's request is ``open``).
+Rules, in log order (issue 32: in any phrasing, not one English list):
+- A user message states a request (``open``) unless all it says is a cancellation, a deferral or
+  a revision of the last decision ("Scratch that, use NATS": ``core.stance.revises_newest``; a
+  decision, not a cancellation), or it states the goal.
+- A user sentence that cancels ("never mind the ROC plot", "forget the plot", "drop X", "no need
+  for X", "brauchen wir doch nicht", "不用了") drops the open or deferred request it names (the
+  one sharing the most salient terms, the newest on a tie); a bare "never mind" the newest one.
+- A user sentence that defers ("later, not now", "park the export", "erst später", "以后再说")
+  defers the request it names (or the newest open one): ``deferred`` by the user.
+- A user message that asks again for a dropped or deferred request ("do the plot after all",
+  "reopen ...") reopens it (``open``) instead of adding a new one.
+- A final answer settles its turn's open requests that it is about (the turn's newest, or one it
+  names): ``done`` with the answer as its outcome, only when an outcome is recorded. A sentence
+  that puts it off ("later", "once X is done", "waiting on X", "next week") or only promises it
+  ("I'll ... next", "I will now ...", with no completion said) makes it ``deferred``.
+- A deferred request is ``done`` when a later final answer reports it finished (a completion
+  sentence naming it).
 
-What must hold: pure, deterministic, linear in the span (an answer looks only at its turn's
-requests and at most ``MATCH_WINDOW`` newest deferred ones).
+What must hold: pure, deterministic, linear in the span: every text is tokenized once, and the
+requests a sentence names are found through an index from salient term to request (no pass over
+every carried-forward request per answer).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final, Literal
 
+from ipython_compact.core import stance
 from ipython_compact.core.anchors import is_goal_statement
-from ipython_compact.core.facts import SENTENCE_RE, content_words
+from ipython_compact.core.facts import SENTENCE_RE
 
 RequestStatus = Literal["open", "deferred", "done", "dropped"]
 STATUSES: Final = ("open", "deferred", "done", "dropped")
-MATCH_WINDOW: Final = 50  # deferred / open requests an answer or a withdrawal is matched against
+MATCH_WINDOW: Final = 50  # deferred / open requests a bare withdrawal or back reference looks at
 
 _DEFER: Final = re.compile(
     r"(?i)\b(?:later(?: on| today| this week)?|once (?:the |it |we |you )?\w+|after (?:the |we |you |it )\w+|"
     r"wait(?:ing)? (?:on|for|until)|blocked (?:on|by)|until (?:the |we |you |it "
     r")?\w+|postpon\w*|defer\w*|put (?:it |that |this )?off|"
-    r"hold(?:ing)? off|not yet|next (?:week|sprint|session|time)|tomorrow|come back to|park(?:ed|ing)? "
-    r"(?:it|that|this)|"
-    r"when (?:the |that |it |we |you )\w+ (?:is|are) (?:done|ready|finished|back|in)|depends on)\b"
+    r"hold(?:ing)? off|not yet|not now|next (?:week|sprint|session|time)|tomorrow|come back to|"
+    r"park(?:ed|ing)? "
+    r"(?:it|that|this|the)|"
+    r"when (?:the |that |it |we |you )\w+ (?:is|are) (?:done|ready|finished|back|in)|depends on|"
+    r"(?:erst |auf )?später|nicht jetzt|demnächst|plus tard|más tarde|luego)\b|以后再|稍后|晚点|回头再|先不"
 )
-_BACKREF: Final = re.compile(r"(?i)\b(?:that|this|it|them|those|the rest)\b")
+# an answer that only promises ("I'll plot it next"): no outcome recorded
+_PROMISE: Final = re.compile(
+    r"(?i)\b(?:i'll|i will|i am going to|i'm going to|we'll|we will|let me|next,? i|i plan to|"
+    r"i can (?:do|add|make)|ich werde|je vais|voy a)\b|我会|我将|接下来"
+)
+# "I'll use X": a choice made (an outcome), not work promised
+_CHOICE: Final = re.compile(
+    r"(?i)\b(?:i'll|i will|we'll|we will) (?:use|go with|stick with|keep|stay with)\b"
+)
+_WAITS_ON_USER: Final = re.compile(r"(?i)\bwait (?:for|on) (?:your|you)\b")
+_BACKREF: Final = re.compile(r"(?i)\b(?:that|this|it|them|those|the rest|das|es)\b|这个|那个")
 _COMPLETED: Final = re.compile(
     r"(?i)\b(?:done|fixed|implemented|created|wrote|written|added|passed|passes|works "
-    r"now|completed|resolved|verified|"
-    r"confirmed|succeeded|finished|here is|here's|saved|plotted|updated|ready)\b"
+    r"now|completed?|resolved|verified|"
+    r"confirmed|succeeded|finished|here is|here's|saved|plotted|updated|ready|is (?:now )?(?:in|on|live)|"
+    r"fertig|erledigt|terminé|listo)\b|完成|已经"
 )
 _WITHDRAW: Final = re.compile(
     r"(?i)\b(?:never ?mind|forget (?:about )?|scratch that|drop (?:the |my |that )|cancel (?:the |my |that "
-    r")?|no need (?:for|to)|"
+    r")?|no need (?:for|to)|don'?t need (?:the |that |it)|"
     r"don'?t bother|do not bother|no longer need|skip the|ignore my (?:earlier |previous |last "
-    r")?(?:request|question|ask))"
+    r")?(?:request|question|ask)|brauchen wir (?:doch )?nicht|(?:vergiss|lass) (?:das|den|die|es)|"
+    r"nicht (?:mehr )?nötig|laisse tomber|olvídalo|no hace falta)|不用了|不需要了|算了|取消"
+)
+_REOPEN: Final = re.compile(
+    r"(?i)\b(?:after all|back on|reopen\w*|un-?cancel|still want|do (?:want|need) (?:the|that)|"
+    r"bring back|doch (?:noch|machen)|revive)\b|还是要"
+)
+# words of a cancellation that say nothing about what it cancels
+_WITHDRAW_WORDS: Final = frozenset(
+    [
+        "never",
+        "mind",
+        "nevermind",
+        "forget",
+        "about",
+        "scratch",
+        "drop",
+        "cancel",
+        "need",
+        "bother",
+        "longer",
+        "skip",
+        "ignore",
+        "earlier",
+        "previous",
+        "last",
+        "request",
+        "question",
+        "ask",
+        "that",
+        "brauchen",
+        "wir",
+        "doch",
+        "nicht",
+        "vergiss",
+        "lass",
+        "das",
+        "nötig",
+        "mehr",
+        "laisse",
+        "tomber",
+        "olvídalo",
+        "hace",
+        "falta",
+        "don't",
+        "dont",
+    ]
 )
 
 
@@ -88,82 +149,37 @@ class RequestRecord:
         return RequestRecord(str(obj["entry_id"]), str(obj["text"]), status, str(obj.get("note") or ""))
 
 
-# every text the patterns above match holds one of these (lower-cased): cheap tests first
-_DEFER_HINTS: Final = (
-    "later",
-    "once",
-    "after",
-    "wait",
-    "blocked",
-    "until",
-    "postpon",
-    "defer",
-    " off",
-    "not yet",
-    "next week",
-    "next sprint",
-    "next session",
-    "next time",
-    "tomorrow",
-    "come back",
-    "park",
-    "when",
-    "depends",
-)
-_WITHDRAW_WORDS: Final = frozenset(
-    [
-        "never",
-        "mind",
-        "nevermind",
-        "forget",
-        "about",
-        "scratch",
-        "drop",
-        "cancel",
-        "need",
-        "bother",
-        "longer",
-        "skip",
-        "ignore",
-        "earlier",
-        "previous",
-        "last",
-        "request",
-        "question",
-        "ask",
-    ]
-)
-_WITHDRAW_HINTS: Final = (
-    "never",
-    "forget",
-    "scratch",
-    "drop",
-    "cancel",
-    "no need",
-    "bother",
-    "no longer",
-    "skip",
-    "ignore",
-)
-
-
-def _hinted(text: str, hints: tuple[str, ...]) -> bool:
-    low = text.lower()
-    return any(h in low for h in hints)
+def _sentences(text: str) -> Iterator[str]:
+    for line in text.split("\n"):
+        for m in SENTENCE_RE.finditer(line):
+            yield m.group(0).strip()
 
 
 def deferring_sentences(text: str) -> list[str]:
-    """The sentences of an answer that put something off."""
-    if not _hinted(text, _DEFER_HINTS) or not _DEFER.search(text):
+    """The sentences of a text that put something off."""
+    if not _DEFER.search(text):
         return []
-    return [s for s in _sentences(text) if _DEFER.search(s) and not s.endswith("?")]
+    return [s for s in _sentences(text) if _DEFER.search(s) and not s.endswith(("?", "？"))]
 
 
 def withdrawing_sentences(text: str) -> list[str]:
-    """The sentences of a user message that withdraw an earlier request."""
-    if not _hinted(text, _WITHDRAW_HINTS) or not _WITHDRAW.search(text):
+    """The sentences of a user message that cancel an earlier request (not "scratch that, use X":
+    that revises the last decision)."""
+    if not _WITHDRAW.search(text):
         return []
-    return [s for s in _sentences(text) if _WITHDRAW.search(s) and not s.endswith("?")]
+    return [
+        s
+        for s in _sentences(text)
+        if _WITHDRAW.search(s) and not s.endswith(("?", "？")) and not _revision(s)
+    ]
+
+
+def _revision(sentence: str) -> bool:
+    """ "Scratch that, use NATS": a revision of the last decision, not a cancellation."""
+    if not stance.revises_newest(sentence):
+        return False
+    rest = re.sub(r"(?i)^.*?\b(?:that|this|it)\b[,;:.!]?", "", sentence, count=1)
+    return bool(stance.terms(rest) - _WITHDRAW_WORDS)
 
 
 def completing_sentences(text: str) -> list[str]:
@@ -173,118 +189,198 @@ def completing_sentences(text: str) -> list[str]:
     return [s for s in _sentences(text) if _COMPLETED.search(s) and not _DEFER.search(s)]
 
 
-def _sentences(text: str) -> Iterator[str]:
-    for line in text.split("\n"):
-        for m in SENTENCE_RE.finditer(line):
-            yield m.group(0).strip()
+def _only_promised(text: str) -> str | None:
+    """The first promise of an answer that records no outcome: every sentence of three words or
+    more promises ("I'll ... next") or asks; None when any reports something."""
+    promise = None
+    for s in _sentences(text):
+        if _PROMISE.search(s) and not _WAITS_ON_USER.search(s) and not _CHOICE.search(s):
+            promise = promise or s
+        elif len(s.split()) >= 3 and not s.endswith(("?", "？")):
+            return None
+    return promise
+
+
+def _names(req: frozenset[str], said: frozenset[str]) -> bool:
+    shared = len(req & said)
+    return shared >= 2 or (0 < len(req) < 3 and shared == len(req))
 
 
 def names(request: str, sentence: str) -> bool:
-    """Whether ``sentence`` is about ``request``: two content words in common, or every content
-    word of a request that has fewer than three."""
-    req = content_words(request)
-    shared = len(req & content_words(sentence))
-    return shared >= 2 or (0 < len(req) < 3 and shared == len(req))
+    """Whether ``sentence`` is about ``request``: two salient terms in common, or every term of a
+    request that has fewer than three."""
+    return _names(stance.terms(request), stance.terms(sentence))
+
+
+def _newest(keys: dict[int, None], count: int) -> list[int]:
+    """The newest ``count`` keys of an insertion-ordered dict, oldest first (no pass over all)."""
+    return list(islice(reversed(keys), count))[::-1]
 
 
 class RequestBook:
     """The requests of a session, folded message by message (see the module doc)."""
 
     def __init__(self, records: Iterable[RequestRecord] = ()) -> None:
-        self._records: dict[str, RequestRecord] = {}
+        self._records: dict[int, RequestRecord] = {}
+        self._terms: dict[int, frozenset[str]] = {}  # each request's text tokenized once
+        self._index: dict[str, set[int]] = {}  # term -> requests not done that have it
         self._order = 0
-        self._turn: list[str] = []  # keys of the open requests of the current turn, oldest first
-        self._deferred: dict[str, None] = {}  # keys of deferred requests, oldest first
+        # requests by state, oldest first (dicts: ordered, O(1) removal)
+        self._turn: dict[int, None] = {}  # open: the current turn's, and earlier ones not answered
+        self._deferred: dict[int, None] = {}
+        self._dropped: dict[int, None] = {}
         for record in records:
             key = self._add(record)
-            if record.status == "open":
-                self._turn.append(key)
-            elif record.status == "deferred":
-                self._deferred[key] = None
+            {"open": self._turn, "deferred": self._deferred, "dropped": self._dropped}.get(record.status, {})[
+                key
+            ] = None
 
-    def _add(self, record: RequestRecord) -> str:
+    def _add(self, record: RequestRecord) -> int:
         self._order += 1
-        key = f"{self._order}"
+        key = self._order
         self._records[key] = record
+        if record.status != "done":
+            found = self._terms[key] = stance.terms(record.text)
+            for term in found:
+                self._index.setdefault(term, set()).add(key)
         return key
 
-    def _set(self, key: str, status: RequestStatus, note: str) -> None:
+    def _set(self, key: int, status: RequestStatus, note: str) -> None:
         r = self._records[key]
         self._records[key] = RequestRecord(r.entry_id, r.text, status, note)
+        for group in (self._turn, self._deferred, self._dropped):
+            group.pop(key, None)
+        if status == "open":
+            self._turn[key] = None
+        elif status == "deferred":
+            self._deferred[key] = None
+        elif status == "dropped":
+            self._dropped[key] = None
+        else:  # done: never matched again, out of the index
+            for term in self._terms.pop(key, frozenset()):
+                keys = self._index.get(term)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._index[term]
 
     def records(self) -> list[RequestRecord]:
         """Every request, in the order asked."""
         return list(self._records.values())
 
+    def _named(self, said: frozenset[str], among: Container[int], *, loose: bool = False) -> list[int]:
+        """The requests in ``among`` that a sentence with terms ``said`` names, most shared terms
+        first, then newest; ``loose``: one shared term is enough (a cancellation names its
+        object: "forget the plot"). Found through the term index: no pass over every request."""
+        shared: dict[int, int] = {}
+        for term in said:
+            for key in self._index.get(term, ()):
+                if key in among:
+                    shared[key] = shared.get(key, 0) + 1
+        hits = [k for k, n in shared.items() if (n >= 1 if loose else _names(self._terms[k], said))]
+        return sorted(hits, key=lambda k: (shared[k], k), reverse=True)
+
     # ---- messages ---------------------------------------------------------------------------
     def user(self, entry_id: str, text: str, line: str, *, withdrawals: bool = True) -> RequestRecord | None:
         """A user message; ``line`` is its one-line form. Returns the new request, if any
-        (``withdrawals=False``: its withdrawing sentences are not applied)."""
-        withdrawals_ = withdrawing_sentences(text) if withdrawals else []
-        for sentence in withdrawals_:
-            self._withdraw(sentence)
-        if withdrawals_ and sum(len(s) for s in withdrawals_) >= 0.8 * len(" ".join(text.split())):
-            return None  # all it says is a withdrawal
+        (``withdrawals=False``: its cancelling and deferring sentences are not applied)."""
+        size = len(" ".join(text.split()))
+        handled: list[str] = []
+        if withdrawals:
+            handled += [s for s in withdrawing_sentences(text) if self._withdraw(s) or True]
+            handled += [s for s in deferring_sentences(text) if s not in handled and self._defer(s)]
+        if handled and sum(len(s) for s in handled) >= 0.8 * size:
+            return None  # all it says is a cancellation or a deferral
+        first = next(_sentences(text), "")
+        if size < 120 and stance.revises_newest(first):
+            return None  # "scratch that, use NATS": a decision revised, not a request
         if is_goal_statement(text):
             return None  # the goal is what the work is for, not a request an answer settles
+        if withdrawals and _REOPEN.search(text):
+            gone = {
+                k: None
+                for k in [*_newest(self._dropped, MATCH_WINDOW), *_newest(self._deferred, MATCH_WINDOW)]
+            }
+            again = self._named(stance.terms(text), gone, loose=True)
+            if again:
+                self._set(again[0], "open", f"reopened: {line}")
+                return self._records[again[0]]
         record = RequestRecord(entry_id, line, "open")
-        self._turn.append(self._add(record))
+        self._turn[self._add(record)] = None
         return record
 
-    def _withdraw(self, sentence: str) -> None:
-        candidates = [*self._turn[-MATCH_WINDOW:], *list(self._deferred)[-MATCH_WINDOW:]]
+    def _withdraw(self, sentence: str) -> bool:
+        candidates = {
+            k: None for k in [*_newest(self._turn, MATCH_WINDOW), *_newest(self._deferred, MATCH_WINDOW)]
+        }
         if not candidates:
-            return
-        named = [k for k in candidates if names(self._records[k].text, sentence)]
+            return False
+        said = stance.terms(sentence) - _WITHDRAW_WORDS
+        named = self._named(said, candidates, loose=True)
         if named:
-            best = max(named, key=int)
-        elif not content_words(sentence) - _WITHDRAW_WORDS:
-            best = max(candidates, key=int)  # a bare "never mind": the newest request
+            best = named[0]
+        elif not said:
+            best = max(candidates)  # a bare "never mind": the newest request
         else:
-            return  # it names something no open request is about (done already, or never asked)
+            return False  # it names something no open request is about (done already, or never asked)
         self._set(best, "dropped", sentence)
-        if best in self._deferred:
-            del self._deferred[best]
-        else:
-            self._turn.remove(best)
+        return True
+
+    def _defer(self, sentence: str) -> bool:
+        """A user sentence that puts a request off ("later, not now"): the one it names, or the
+        newest open one."""
+        if not self._turn or stance.stance(sentence) not in stance.AFFIRMING:
+            return False  # "if we moved to X ... not now": a hypothetical defers nothing
+        named = self._named(stance.terms(sentence), self._turn, loose=True)
+        if not named and len(sentence.split()) > 6 and not stance.has_cjk(sentence):
+            return False  # a long sentence that names no open request is about something else
+        key = named[0] if named else next(reversed(self._turn))
+        self._set(key, "deferred", f"(user) {sentence}")
+        return True
 
     def answer(self, text: str, outcome: str) -> list[tuple[RequestRecord, RequestRecord]]:
-        """A final answer: settles its turn's open requests and the deferred ones it reports
-        finished. Returns (before, after) for every request it changed."""
+        """A final answer: settles its turn's newest open request, the open ones it names, and
+        the deferred ones it reports finished. Returns (before, after) for every request it
+        changed. Linear: only the requests it settles (found through the term index) are touched;
+        open ones carried forward stay where they are."""
         changed: list[tuple[RequestRecord, RequestRecord]] = []
-        turn, self._turn = self._turn, []
-        deferring = deferring_sentences(text) if turn else []
-        put_off: dict[str, str] = {}
-        for sentence in deferring:
-            named = [k for k in turn if names(self._records[k].text, sentence)]
-            if not named and _BACKREF.search(sentence):
-                named = turn[-1:]  # "I'll do that once the backfill is done": the newest request
-            for key in named:
-                put_off.setdefault(key, sentence)
-        unanswered: list[str] = []
-        for i, key in enumerate(turn):
+        if not self._turn and not self._deferred:
+            return changed
+        newest = next(reversed(self._turn)) if self._turn else None
+        put_off: dict[int, str] = {}
+        settle: dict[int, None] = {}
+        question = newest is not None and self._records[newest].text.rstrip().endswith(("?", "？"))
+        if newest is not None and not question:  # a question is answered by what the answer says
+            for sentence in deferring_sentences(text):
+                if stance.stance(sentence, "assistant") == "historical":
+                    continue  # "we used Mongo until 2024" tells history, it puts nothing off
+                named = self._named(stance.terms(sentence), self._turn)
+                if not named and _BACKREF.search(sentence):
+                    named = [newest]  # "I'll do that once the backfill is done": the newest request
+                for key in named:
+                    put_off.setdefault(key, sentence)
+            if not put_off:
+                promise = _only_promised(text)
+                if promise is not None:  # "I'll plot it next": promised, no outcome recorded
+                    put_off[newest] = promise
+        if newest is not None:
+            settle[newest] = None
+            if len(self._turn) > 1:  # an older open request this answer is about
+                settle.update(dict.fromkeys(self._named(stance.terms(text), self._turn)))
+        for key in sorted({*settle, *put_off}):
             before = self._records[key]
             if key in put_off:
                 self._set(key, "deferred", put_off[key])
-                self._deferred[key] = None
-            elif i == len(turn) - 1 or names(before.text, text):
-                self._set(key, "done", outcome)
             else:
-                unanswered.append(key)  # asked earlier in the turn and not what this answer is about
-                continue
+                self._set(key, "done", outcome)
             changed.append((before, self._records[key]))
-        self._turn = unanswered
         if self._deferred:
-            completed = completing_sentences(text)
-            for key in list(self._deferred)[-MATCH_WINDOW:]:
-                if key in put_off:
-                    continue
-                finished = next((s for s in completed if names(self._records[key].text, s)), None)
-                if finished is not None:
-                    before = self._records[key]
-                    self._set(key, "done", finished)
-                    del self._deferred[key]
-                    changed.append((before, self._records[key]))
+            for sentence in completing_sentences(text):
+                for key in self._named(stance.terms(sentence), self._deferred):
+                    if key not in put_off and key in self._deferred:
+                        before = self._records[key]
+                        self._set(key, "done", sentence)
+                        changed.append((before, self._records[key]))
         return changed
 
 

@@ -12,7 +12,8 @@ checkpoint, and only last what is thrown away.
   the error line of a traceback, and the identifiers found in the output (ids, paths, versions,
   hashes, metric=value pairs; ``drift.output_identifiers``, tail first). The end of an output is
   where results are: the run id and final metric of a training log, the last line of a traceback.
-- DISCARD: an exact duplicate of an earlier message in the span (same role, same text), a repeated
+- DISCARD: an exact duplicate of an earlier message in the span (same role, same text; not an
+  assistant's answer to a new user message, which settles that request), a repeated
   identical run (the same single tool call with the same arguments and the same output), and a
   superseded attempt: a failed tool call followed later in the span by a call of the same tool on
   the same target that did not fail. Their errors still reach the ledger, which reads raw entries.
@@ -366,6 +367,7 @@ def triage(
     succeeded_after: dict[tuple[str, str], list[int]] = {}
     # (call id, call) of assistant entries with one call and no text
     single_calls: list[tuple[str, Mapping[str, Any]]] = []
+    asked = False  # a user message came after the last assistant text
     for position, entry in enumerate(to_summarize):
         msg = entry.message
         if msg is None:
@@ -395,10 +397,14 @@ def triage(
         if not text.strip():
             continue
         key = (role, text)
-        if key in first_seen:
+        # an answer to a new request is kept though it says what an earlier one said ("Done."):
+        # the request ledger settles the request by it
+        answers = role == "assistant" and asked
+        asked = role == "user" or (asked and role != "assistant")
+        if key in first_seen and not answers:
             discard[entry.id] = f"duplicate of {first_seen[key]}"
         else:
-            first_seen[key] = entry.id
+            first_seen.setdefault(key, entry.id)
 
     for cid, tool, target, at in failed:
         later = next((i for i in succeeded_after.get((tool, target), []) if i > at), None)

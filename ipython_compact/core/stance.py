@@ -1,0 +1,535 @@
+"""One model of what a statement is about, where it stands, and when: subject, stance, time.
+
+Why (issue 32): every layer (anchors, the decision book, the offline summary's sections, the
+drift guard, the request ledger, the update prompt's ``<superseded>`` block) asks whether a later
+statement replaces an earlier one. An English phrase list plus a one-value diff answered it, with
+no idea of mood, negation, who spoke, rejection, quotation, other languages or changes made in
+code, and every layer inherited its mistakes. This module answers it once, from three readings
+of a statement:
+
+- **subject**: the salient terms it shares with others (content words; identifiers; in text
+  without spaces, CJK character pairs), and for a ``key = value`` / ``key: value`` line its key,
+  qualified by the section it sits in (``[staging] pool_size`` is not ``[production] pool_size``).
+  Code says what it changes too: an edit's old and new text, a ``sed s/a/b/``, a diff's ``-``/``+``
+  lines (``code_changes``).
+- **stance**: ``decided`` (the user's choice, or the assistant's own "I'll use X"), ``proposed``
+  (an assistant's suggestion: not a decision until the user takes it), ``accepted`` (the user
+  taking it: "yes, do that"), ``rejected`` ("no, keep cron"), ``asked`` (a question),
+  ``hypothetical`` ("if we switched to X ..."), ``quoted`` (someone else's text: a quoted old
+  runbook), ``historical`` ("we used to ..."), ``stated`` (a report). Only a decided or accepted
+  statement changes what holds.
+- **time**: log order. The latest affirmed value per subject holds; an earlier one is history,
+  shown only with a mark and its entry id (``facts.replaced_note``).
+
+``replaces(new, old)`` is the one question every layer asks (``facts.supersedes`` delegates here).
+
+What must hold: pure, deterministic, stdlib only; every function linear in its input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal
+
+Stance = Literal[
+    "decided", "proposed", "accepted", "rejected", "asked", "hypothetical", "quoted", "historical", "stated"
+]
+AFFIRMING: Final = frozenset(["decided", "accepted"])
+
+_CJK: Final = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+# ---- stance -------------------------------------------------------------------------------------
+# a question, in any of the languages we read: a question mark, or a leading question word
+_ASKED: Final = re.compile(
+    r"(?i)[?？]\s*[\"')\]]*$|^(?:should we|shall we|can we|could we|do we|did we|would it|is it|are we|"
+    r"what about|how about|sollen wir|können wir|sollten wir)\b|吗[。.]?$|呢[。.]?$"
+)
+# a hypothetical or a thought experiment: it decides nothing ("if we switched to X ... no change for now")
+_HYPOTHETICAL: Final = re.compile(
+    r"(?i)^(?:just )?(?:if|suppose|supposing|assuming|hypothetically|imagine|in case|what if|were we to|"
+    r"wenn wir|falls wir|angenommen|如果|假如|假设)\b|"
+    r"\b(?:hypothetically|for the sake of argument|thought experiment|no change for now|"
+    r"nothing changes? for now|not (?:deciding|changing) (?:anything )?(?:yet|now|for now)|"
+    r"(?:would|could|might) (?:we |it )?(?:in theory|theoretically)|"
+    r"if we (?:ever |were to |did |switched|moved|went)|just thinking (?:out loud|aloud))\b"
+)
+# rejection of a proposal or of a change: "No, keep cron", "let's not", "don't switch", "nein, ..."
+_REJECTED: Final = re.compile(
+    r"(?i)^(?:no|nope|nah|nein)\b[,.!]?\s|^(?:no|nope|nein)[.!]?$|^(?:不要|不用|别|不)[，,。！!]|"
+    r"\b(?:let'?s not|rather not|we(?:'ll| will) not|won'?t (?:switch|move|change|use)|"
+    r"don'?t (?:switch|move|change|replace|migrate)|do not (?:switch|move|change|replace|migrate)|"
+    r"(?:keep|stay with|stick with) (?:the )?(?:current|existing|old)|reject(?:ed)?|turn(?:ed)? down|"
+    r"not (?:going|moving) (?:to|with)|bleiben (?:wir )?bei|lieber nicht)\b"
+)
+# someone else's text: quoted, a pasted runbook or doc, a line starting with ">"
+_QUOTED: Final = re.compile(
+    r"(?i)^\s*>|^\s*[\"“„«].{8,}[\"”“»][.!]?\s*$|"
+    r"\b(?:the (?:old|previous|former|legacy|original) (?:runbook|doc|docs|wiki|readme|guide|page|"
+    r"policy|handbook|instructions?) (?:says?|said|reads?|read|stated?)|(?:runbook|wiki|docs?|readme|"
+    r"handbook) (?:says|said|reads|read)|quot(?:e|ing|ed)|as (?:it|they|he|she) (?:says|said|put it)|"
+    r"according to the (?:old|previous))\b"
+)
+# history: what held before, told as such
+_HISTORICAL: Final = re.compile(
+    r"(?i)\b(?:we used to|used to be|previously|back then|originally|in the past|last (?:year|quarter|month)|"
+    r"früher|damals|letztes jahr|以前|之前|去年)\b"
+)
+# an assistant's suggestion (not a decision until the user takes it)
+_PROPOSED: Final = re.compile(
+    r"(?i)\b(?:i(?: would|'d|’d)? (?:suggest|propose|recommend)|"
+    r"my (?:suggestion|recommendation)|(?:we|you) (?:could|might|may want to)|"
+    r"how about|what about|one option|an option|option [a-z1-9]\b|shall i|should i|want me to|"
+    r"would you like|do you want|maybe (?:we|use|switch)|consider(?:ing)? (?:using|switching|moving)|"
+    r"alternatively|ich schlage vor|wir könnten|建议|可以考虑)"
+)
+# the user taking the assistant's last proposal
+_ACCEPTED: Final = re.compile(
+    r"(?i)^(?:yes|yep|yeah|sure|ok(?:ay)?|agreed|sounds good|good idea|go ahead|do it|let'?s do (?:it|that)|"
+    r"please do|approved|ja|genau|einverstanden|好的?|可以|行)\b(?!\s*,?\s*but\b)"
+)
+
+
+def stance(sentence: str, speaker: str = "user") -> Stance:
+    """Where ``sentence`` stands (see the module doc); ``speaker`` is ``user`` or ``assistant``."""
+    s = sentence.strip()
+    if not s:
+        return "stated"
+    if _QUOTED.search(s):
+        return "quoted"
+    if _ASKED.search(s) or (has_cjk(s) and ("？" in s or "要不要" in s or "吗？" in s)):
+        return "asked"
+    if _HYPOTHETICAL.search(s):
+        return "hypothetical"
+    if _HISTORICAL.search(s):
+        return "historical"
+    if speaker == "assistant":
+        return "proposed" if _PROPOSED.search(s) else "decided"
+    if _REJECTED.search(s):
+        return "rejected"
+    if _ACCEPTED.match(s):
+        return "accepted"
+    return "decided"
+
+
+def affirms(sentence: str, speaker: str = "user") -> bool:
+    """Whether ``sentence`` can change what holds (a decision, or a proposal taken)."""
+    return stance(sentence, speaker) in AFFIRMING
+
+
+def accepts(sentence: str) -> bool:
+    """Whether a user sentence takes the assistant's last proposal ("yes, do that")."""
+    return bool(_ACCEPTED.match(sentence.strip())) and not _REJECTED.search(sentence)
+
+
+def rejects(sentence: str) -> bool:
+    """Whether a user sentence turns a proposal or a change down ("No, keep cron")."""
+    return bool(_REJECTED.search(sentence.strip()))
+
+
+_QUOTE_PAIRS: Final = re.compile(r'"[^"\n]{6,}"|“[^”\n]{6,}”|„[^“”\n]{6,}[“”]|«[^»\n]{6,}»|「[^」\n]{2,}」')
+# a line that introduces someone else's text ("Here is the old runbook, for reference:")
+_INTRO: Final = re.compile(
+    r"(?i)\b(?:runbook|wiki|docs?|documentation|readme|handbook|policy|guide|manual|excerpt|quot\w*|"
+    r"pasted?|for reference|old|previous|legacy|original|says|said|wrote|email|ticket|message)\b"
+)
+
+
+def quoted_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of ``text`` that quote someone else: text in quotation marks, lines that
+    start with ``>``, a fenced block, and the lines a "the old runbook says:" line introduces (up
+    to the next blank line). A sentence inside one states nothing of the speaker's own."""
+    out = [(m.start(), m.end()) for m in _QUOTE_PAIRS.finditer(text)]
+    offset = 0
+    introduced = fenced = False
+    for line in text.split("\n"):
+        end = offset + len(line)
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+            out.append((offset, end))
+        elif fenced or stripped.startswith(">") or (introduced and stripped):
+            out.append((offset, end))
+        if not stripped:
+            introduced = False
+        elif stripped.endswith((":", "：")) and _INTRO.search(stripped):
+            introduced = True
+        offset = end + 1
+    return out
+
+
+def inside(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether ``start:end`` lies within one of ``spans``."""
+    return any(a <= start and end <= b + 1 for a, b in spans)
+
+
+def own_decision(sentence: str, speaker: str = "user") -> bool:
+    """Whether a sentence can be a decision of the speaker's own: not a question, a hypothetical,
+    a quotation, history, a rejection or (the assistant's) a proposal."""
+    return stance(sentence, speaker) in AFFIRMING
+
+
+# ---- subject ------------------------------------------------------------------------------------
+_WORD: Final = re.compile(r"[\w][\w.%+/#@=-]*[\w%]|[\w]")
+_STOP: Final = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "our",
+        "my",
+        "your",
+        "its",
+        "their",
+        "to",
+        "of",
+        "for",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "now",
+        "new",
+        "current",
+        "currently",
+        "and",
+        "or",
+        "but",
+        "so",
+        "we",
+        "i",
+        "you",
+        "it",
+        "let's",
+        "lets",
+        "please",
+        "just",
+        "also",
+        "then",
+        "actually",
+        "instead",
+        "anymore",
+        "any",
+        "will",
+        "would",
+        "should",
+        "shall",
+        "can",
+        "could",
+        "do",
+        "does",
+        "did",
+        "done",
+        "not",
+        "no",
+        "yes",
+        "ok",
+        "okay",
+        "use",
+        "using",
+        "used",
+        "keep",
+        "set",
+        "make",
+        "go",
+        "going",
+        "switch",
+        "switched",
+        "change",
+        "changed",
+        "move",
+        "moved",
+        "always",
+        "never",
+        "must",
+        "prefer",
+        "avoid",
+        "ensure",
+        "sure",
+        "from",
+        "here",
+        "there",
+    ]
+)
+
+
+def terms(text: str) -> frozenset[str]:
+    """The salient terms of ``text``: its content words (lower-cased; identifiers such as
+    ``run-7f3a`` or ``0.35`` are one word; an identifier's parts too: ``max_retries`` gives
+    ``max`` and ``retries``), and in CJK text every pair of adjacent characters."""
+    out: set[str] = set()
+    for w in _WORD.findall(text.lower()):
+        if _CJK.search(w):
+            for run in _CJK.findall(w):
+                out.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+            w = _CJK.sub(" ", w).strip()
+            if not w:
+                continue
+        if w in _STOP or (len(w) < 3 and not any(c.isdigit() for c in w)):
+            continue
+        out.add(w)
+        if any(c in w for c in "_-") and not any(c.isdigit() for c in w):
+            out.update(p for p in re.split(r"[_-]", w) if len(p) >= 3 and p not in _STOP)
+    return frozenset(out)
+
+
+def values(text: str) -> frozenset[str]:
+    """The value-like terms of ``text``: a digit in them, or a capitalised/identifier word."""
+    found = {w for w in _WORD.findall(text) if any(c.isdigit() for c in w)}
+    found |= {w.lower() for w in re.findall(r"\b[A-Z][\w.+-]*[A-Za-z0-9]\b", text) if not _at_start(text, w)}
+    found |= {w.lower() for w in re.findall(r"`([^`]{1,60})`", text)}
+    found |= {m.lower() for m in re.findall(r"[A-Za-z][\w.+-]*", " ".join(_CJK.split(text))) if has_cjk(text)}
+    return frozenset(found - _STOP)
+
+
+def _at_start(text: str, word: str) -> bool:
+    return text.lstrip().startswith(word) and not any(c.isupper() for c in word[1:])
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` has CJK characters (no spaces between its words)."""
+    return bool(_CJK.search(text))
+
+
+# a key = value line (config, YAML, TOML, an assignment, a flag): key and value
+_KEY_VALUE: Final = re.compile(
+    r"^\s*(?:export\s+|[-+]\s*)?(?P<key>[A-Za-z_][\w.-]{1,60})\s*(?::|=|:=)\s*(?P<value>[^\s#][^#\n]{0,120}?)\s*,?$"
+)
+_SECTION: Final = re.compile(r"^\s*\[(?P<name>[\w.\- ]{1,60})\]\s*$|^(?P<yaml>[A-Za-z_][\w.-]{0,60}):\s*$")
+
+
+def key_values(text: str) -> list[tuple[str, str]]:
+    """(key, value) of every ``key = value`` / ``key: value`` line of ``text``; a key under a
+    ``[section]`` header or an unindented YAML ``section:`` is qualified: ``staging.pool_size``."""
+    out: list[tuple[str, str]] = []
+    section, indented_only = "", False
+    for line in text.split("\n"):
+        m = _SECTION.match(line)
+        if m:
+            section = (m.group("name") or m.group("yaml") or "").strip().lower()
+            indented_only = m.group("yaml") is not None
+            continue
+        kv = _KEY_VALUE.match(line)
+        if kv is None or kv.group("value").startswith(("//", "=")):
+            continue
+        key = kv.group("key").lower()
+        if section and (line[:1].isspace() or not indented_only):
+            key = f"{section}.{key}"
+        elif indented_only and not line[:1].isspace():
+            section = ""
+        out.append((key, kv.group("value").strip().strip("\"'")))
+    return out
+
+
+# ---- changes in code ------------------------------------------------------------------------------
+_SED: Final = re.compile(
+    r"\bsed\b[^|;&\n]*?\bs(?P<d>[/|#,])(?P<old>(?:(?!(?P=d)).){1,120})(?P=d)(?P<new>(?:(?!(?P=d)).){0,120})(?P=d)"
+)
+_EDIT_OLD: Final = ("old_string", "old_str", "oldText", "old_text", "search", "find")
+_EDIT_NEW: Final = ("new_string", "new_str", "newText", "new_text", "replace", "replacement")
+
+
+def code_changes(args: Mapping[str, Any] | str) -> list[tuple[str, str, str]]:
+    """(key, old value, new value) for each value a tool call's arguments change: an edit's old
+    and new text, a ``sed s/old/new/`` in a command, a diff's ``-``/``+`` lines. ``key`` is the
+    assignment's target where there is one, else the changed text's shared context."""
+    if isinstance(args, str):
+        texts = [args]
+        old_text = new_text = None
+    else:
+        old_text = next((str(args[k]) for k in _EDIT_OLD if isinstance(args.get(k), str)), None)
+        new_text = next((str(args[k]) for k in _EDIT_NEW if isinstance(args.get(k), str)), None)
+        texts = [str(v) for v in args.values() if isinstance(v, str)]
+    out: list[tuple[str, str, str]] = []
+    if old_text is not None and new_text is not None:
+        out.extend(_paired(key_values(old_text), key_values(new_text)))
+    for text in texts:
+        for m in _SED.finditer(text):
+            old, new = m.group("old"), m.group("new")
+            before, after = dict(key_values(old.replace("\\", ""))), dict(key_values(new.replace("\\", "")))
+            pairs = _paired(list(before.items()), list(after.items()))
+            out.extend(pairs or [(old.strip("^$\\ "), old.strip("^$\\ "), new.strip("^$\\ "))])
+        if "\n-" in text and "\n+" in text:
+            minus = [ln[1:] for ln in text.split("\n") if ln.startswith("-") and not ln.startswith("---")]
+            plus = [ln[1:] for ln in text.split("\n") if ln.startswith("+") and not ln.startswith("+++")]
+            out.extend(_paired(key_values("\n".join(minus)), key_values("\n".join(plus))))
+    return list(dict.fromkeys(out))
+
+
+def _paired(old: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    before = dict(old)
+    return [(k, before[k], v) for k, v in new if k in before and before[k] != v]
+
+
+def change_statement(path: str, key: str, old: str, new: str) -> str:
+    """How a value changed in code reads as a statement (the decision book folds it)."""
+    where = f" in {path}" if path else ""
+    return f"{key} = {new}{where} (changed from {old})"
+
+
+# ---- time: does a later statement replace an earlier one -----------------------------------------
+# what a statement says it replaces, in the languages we read; group "old" is the replaced thing
+_OLD_NAMED: Final = re.compile(
+    r"(?i)(?:\b(?:instead of|rather than|in place of|no longer(?: (?:use|using|need|want|do|keep|report))?|"
+    r"switch(?:ed|ing)? (?:away )?from|replac(?:e|es|ed|ing)|drop(?:ped|ping)?(?: the)?|"
+    r"moved? away from|migrat(?:e|ed|ing) (?:away )?from|move(?:d)? off|(?:get|got|getting) rid of|"
+    r"statt|anstatt|anstelle von|nicht mehr|au lieu de|en lugar de|en vez de|ya no)\s+"
+    r"(?P<old>[^.,;:!?()，。；]{1,60}?)"
+    r"(?=\s+(?:with|to|for|by|in|on|because|and|but|as|since|nehmen|verwenden|wir)\b|[.,;:!?()，。；]|$)"
+    r"|(?:不再用|不再使用|不用|代替|取代)\s*(?P<cjk>[^.,;:!?()，。；\s]{1,30}))"
+)
+_OLD_BEFORE: Final = re.compile(
+    r"(?i)(?P<old>\b[\w.+-]+(?: [\w.+-]+){0,2}) (?:is|are) (?:out|gone|dead|dropped|retired|deprecated)\b"
+)
+_NOT_AFTER_COMMA: Final = re.compile(r"[,;]\s*(?:not|nicht|no)\s+(?P<old>[^.,;:!?()]{1,40}?)(?=[.,;:!?()]|$)")
+# the statement revises the newest decision, whatever it was about ("scratch that", "revert it")
+_ANAPHORIC: Final = re.compile(
+    r"(?i)^(?:actually,? |ok(?:ay)?,? |wait,? |sorry,? )?(?:scratch that|forget that|strike that|"
+    r"on second thought|(?:revert|change|set|put|bump|move|make|turn) (?:it|that|this)\b|"
+    r"correction\b|vergiss das|doch lieber)"
+)
+
+
+# a statement that sets or changes something, beyond the phrases above: "bump X to 8", "X from
+# now on", "ab jetzt X", "改用 X", "换成 X", "nehmen wir X"
+_SETS: Final = re.compile(
+    r"(?i)\b(?:(?:bump|raise|lower|increase|decrease|reduce|revert|reset|roll back|change|set|make|"
+    r"move|switch|put|turn|pin|update)\b[^.!?\n]{0,40}?\bto\b\s*\S|from now on|going forward|"
+    r"from (?:today|here) on|ab (?:jetzt|sofort|heute)|von nun an|ab sofort|nehmen wir|verwenden wir|"
+    r"nutzen wir|à partir de maintenant|desde ahora|a partir de ahora)|改用|换成|改成|改为|以后用|今后用"
+)
+
+
+def sets_value(text: str) -> bool:
+    """Whether a sentence sets or changes something (a change verb with its new value, a time
+    marker such as "from now on", what it replaces, or "scratch that"): a decision candidate
+    (its stance still decides)."""
+    return bool(_SETS.search(text)) or revises_newest(text) or bool(named_old(text))
+
+
+def named_old(text: str) -> list[frozenset[str]]:
+    """The terms of each thing ``text`` says it replaces; empty when it names none."""
+    out: list[frozenset[str]] = []
+    for m in _OLD_NAMED.finditer(text):
+        found = terms(m.group("old") or m.group("cjk") or "")
+        if found and found not in out:
+            out.append(found)
+    for rx in (_OLD_BEFORE, _NOT_AFTER_COMMA):
+        for m in rx.finditer(text):
+            found = terms(m.group("old"))
+            if found and found not in out:
+                out.append(found)
+    return out
+
+
+def revises_newest(text: str) -> bool:
+    """Whether ``text`` revises whatever was decided last ("Scratch that, use NATS", "Revert it
+    to 3"): the caller applies it to its newest affirmed statement."""
+    return bool(_ANAPHORIC.search(text.strip()))
+
+
+def _rest(text: str) -> frozenset[str]:
+    """The terms of ``text`` outside what it says it replaces."""
+    cut = _OLD_BEFORE.sub(" ", _NOT_AFTER_COMMA.sub(" ", _OLD_NAMED.sub(" ", text)))
+    return terms(cut)
+
+
+def same_key_changed(new: str, old: str) -> bool:
+    """Whether both statements set one key (same section) to different values."""
+    a, b = dict(key_values(new)), dict(key_values(old))
+    return any(k in b and b[k] != v for k, v in a.items())
+
+
+def shares_subject(new: str, old: str, need: int = 2) -> bool:
+    """Whether two statements are about one subject: ``need`` salient terms in common (one when
+    either statement has no more than two)."""
+    a, b = terms(new) - values(new), terms(old) - values(old)
+    both = a & b
+    cjk = sum(1 for t in both if has_cjk(t))
+    shared = len(both) - cjk + cjk // 3  # character pairs overlap by chance: three count as one term
+    return shared >= need or (shared >= 1 and min(len(a), len(b)) <= 2)
+
+
+def value_changed(new: str, old: str) -> bool:
+    """Whether two statements about one subject set it to different values: each has a value the
+    other lacks, and they share at least two subject terms (``shares_subject``)."""
+    va, vb = values(new), values(old)
+    da, db = va - vb, vb - va
+    if not da or not db:
+        return False
+    # a number inside another changed word names the subject ("log 8 under app_8"): two rules
+    if any(x != y and x in y for d in (da, db) for x in d for y in d):
+        return False
+    return shares_subject(new, old)
+
+
+def replaces(
+    new: str, old: str, *, one_change: Any = None, speaker: str = "user", loose: bool = True
+) -> bool:
+    """Whether the later statement ``new`` replaces the earlier ``old``: ``new`` affirms (a
+    decision, not a question, hypothetical, rejection or quotation) and either names what it
+    replaces and ``old`` says it, or sets the same key to another value, or (``one_change``, the
+    caller's word-level diff) says the same with one value changed, or (``loose``: statements of
+    choices, not reports of results) sets the same subject to another value (``value_changed``)."""
+    if new == old or not affirms(new, speaker):
+        return False
+    old_terms = None
+    for phrase in named_old(new):
+        old_terms = terms(old) if old_terms is None else old_terms
+        if phrase <= old_terms and not phrase <= _rest(new):
+            return True
+    if same_key_changed(new, old):
+        return True
+    if one_change is not None and one_change(new, old):
+        return True
+    return loose and value_changed(new, old)
+
+
+def replaced_by_code(statement: str, key: str, old: str, new: str) -> bool:
+    """Whether an earlier ``statement`` stated the value a code change replaced: it says the old
+    value, not the new one, and names the key (its parts: ``max_retries`` → max, retries)."""
+    if not old or old == new:
+        return False
+    low = statement.lower()
+    val = old.lower()
+    if val not in low or (new and new.lower() in low):
+        return False
+    if not re.search(rf"(?<![\w.]){re.escape(val)}(?![\w])", low):
+        return False
+    key_terms = terms(key.replace(".", " ").replace("_", " ").replace("-", " "))
+    return bool(key_terms) and len(key_terms & terms(statement)) >= max(1, min(2, len(key_terms)))
+
+
+NAMES_REPLACED: Final = " — (what it names as dropped is replaced)"
+
+
+def replaced_mark(text: str) -> str:
+    """The mark a current line gets when it names the old value it replaced ("PgBouncer is out;
+    RDS Proxy from now on", a ``sed s/a/b/``): the old value on it is history, not current."""
+    return (
+        NAMES_REPLACED if named_old(text) or (("s/" in text or "\n-" in text) and code_changes(text)) else ""
+    )
+
+
+def unclear_line(a: tuple[str, str], b: tuple[str, str]) -> str:
+    """The line a checkpoint shows when it cannot tell which of two statements holds."""
+    return f"unclear which holds: {a[0]} (entry {a[1]}) or {b[0]} (entry {b[1]})"
+
+
+def sentences_with_stance(sentences: Iterable[str], speaker: str) -> list[tuple[str, Stance]]:
+    """Each sentence with its stance (one pass)."""
+    return [(s, stance(s, speaker)) for s in sentences]
