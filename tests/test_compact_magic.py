@@ -164,7 +164,8 @@ def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -
     refusal = ip.run_line_magic("compact", "preview")._repr_mimebundle_()[0]["text/plain"]
     assert (
         "Nothing would be compacted now" in refusal
-        and "decided with CompactConfig (128,000-token window, CompactConfig.compaction['keep_recent_tokens'] 20,000)"
+        and "decided with CompactConfig (128,000-token window, "
+        "CompactConfig.compaction['keep_recent_tokens'] 20,000)"
         in " ".join(refusal.split())
     )
     with ModelServer() as srv:
