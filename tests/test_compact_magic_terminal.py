@@ -72,7 +72,9 @@ def test_status_snapshot_and_names_read_well_in_a_terminal(columns: int, tmp_pat
             ln for ln in block.splitlines() if len(ln) > columns and max(map(len, ln.split())) < columns // 2
         ]
         assert not too_wide, block  # only a single long word (a path, a long name) may stick out
-        assert "…" not in block and "null" not in block and "{" not in block
+        assert "null" not in block
+        if block is not names:  # names show bounded value previews, which may hold "{" and end in "…"
+            assert "…" not in block and "{" not in block
     # status: the session once (in the title), and a stated problem when the context exceeds the window
     assert status.count("terminal") == 1
     assert re.search(r"^Problem +[\d,]+ tokens are more than the 128,000-token window", status, re.M), status
