@@ -170,8 +170,10 @@ def own_decision(sentence: str, speaker: str = "user") -> bool:
 
 
 # ---- subject ------------------------------------------------------------------------------------
-_WORD: Final = re.compile(r"[\w][\w.%+/#@=-]*[\w%]|[\w]")
-_STOP: Final = frozenset(
+#: A word: identifiers such as ``run-7f3a`` or ``0.35`` are one (facts and stance split alike).
+WORD_RE: Final = re.compile(r"[\w][\w.%+/#@=-]*[\w%]|[\w]")
+#: Words that name no subject in any statement (facts compares statements with these left out).
+COMMON_WORDS: Final = frozenset(
     [
         "a",
         "an",
@@ -239,6 +241,12 @@ _STOP: Final = frozenset(
         "yes",
         "ok",
         "okay",
+    ]
+)
+_WORD: Final = WORD_RE
+#: Stances also leave out the verbs that only say a change is made.
+_STOP: Final = COMMON_WORDS | frozenset(
+    [
         "use",
         "using",
         "used",
