@@ -255,9 +255,9 @@ def _highlighted_fence(code: str, lang: str, attrs: str) -> str:
     """A fenced block's code with inline colours when Pygments knows its language, else "" (the
     parser then escapes it itself). Pygments escapes every token; ``lang`` only picks a lexer."""
     import pygments  # type: ignore[import-untyped]  # deferred (start-up): IPython's dependency, %%agent only
-    import pygments.formatters  # type: ignore[import-untyped]
-    import pygments.lexers  # type: ignore[import-untyped]
-    import pygments.util  # type: ignore[import-untyped]
+    import pygments.formatters  # type: ignore[import-untyped]  # deferred (start-up), as above
+    import pygments.lexers  # type: ignore[import-untyped]  # deferred (start-up), as above
+    import pygments.util  # type: ignore[import-untyped]  # deferred (start-up), as above
 
     try:
         lexer = pygments.lexers.get_lexer_by_name(lang.strip() or "text")
