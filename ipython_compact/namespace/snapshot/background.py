@@ -52,7 +52,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipython_compact.namespace.snapshot import codec
 from ipython_compact.namespace.snapshot.reports import SnapshotError, SnapshotReport
 
 #: Attributes of ``SnapshotStore`` a save changes that the parent must adopt from the child.
@@ -388,6 +387,9 @@ class BackgroundSave:
             self.store._lock = threading.Lock()
             ledger = _CopiedLedger(recorded)
             self.store.ledger = ledger
+            # deferred (start-up): the codec imports dill; loading the extension must not
+            from ipython_compact.namespace.snapshot import codec
+
             codec.count_stops(self._stopped_so_far)  # the per-value timer skips the stops
             try:
                 listed = items()  # listed here, on the copy: 100,000 names took the parent ~0.5 s
