@@ -274,3 +274,59 @@ def test_duplicates_are_refused_for_the_kernel_import_too(tmp_path: Path) -> Non
 
 if os.environ.get("IPYTHON_COMPACT_NO_SUBPROCESS"):  # pragma: no cover
     pytest.skip("subprocesses disabled", allow_module_level=True)
+
+
+def test_an_import_waits_for_a_write_lock_held_longer_than_its_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI failure (loaded machine): the other import's first transaction held the write lock past
+    the busy timeout, and the second import failed with "database is locked" instead of waiting."""
+    import sqlite3
+    import threading
+
+    from ipython_compact.store import log as log_module
+
+    db = tmp_path / "s.db"
+    with SessionStore(db) as store:
+        store.create_session("other")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    retried = threading.Event()
+    real_sleep = time.sleep
+    outcome: list[object] = []
+    entries = [
+        Entry(
+            f"e{i}",
+            f"e{i - 1}" if i else None,
+            "message",
+            "2026-01-01T00:00:00.000Z",
+            {"message": {"role": "user", "content": f"m{i}"}},
+        )
+        for i in range(3)
+    ]
+
+    def sleep(seconds: float) -> None:
+        retried.set()
+        real_sleep(seconds)
+
+    def run() -> None:
+        try:
+            with SessionStore(db, busy_timeout=0.05) as store:
+                outcome.append(
+                    store.import_batched("new", lambda existing: ImportPlan(entries, "e2"), wait=60)
+                )
+        except Exception as exc:  # the thread reports what happened; the test asserts on it
+            outcome.append(exc)
+
+    monkeypatch.setattr(log_module.time, "sleep", sleep)
+    worker = threading.Thread(target=run)
+    worker.start()
+    while not retried.wait(0.05) and worker.is_alive():  # the import retries, or it already gave up
+        pass
+    holder.execute("ROLLBACK")
+    holder.close()
+    worker.join()
+    assert retried.is_set(), outcome
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    with SessionStore(db) as store:
+        assert store.entry_count("new") == 3

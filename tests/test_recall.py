@@ -106,3 +106,24 @@ def test_a_query_with_nul_characters_searches_the_words_around_them(tmp_path: Pa
         store.append("s", "message", {"message": {"role": "user", "content": "hello world"}})
         hits = store.search(query, session="s")
     assert len(hits) == (0 if not query.replace("\x00", "").strip() else 1)
+
+
+def test_query_hits_written_in_one_millisecond_come_back_in_log_order(tmp_path: Path) -> None:
+    """CI failure: two entries sharing a timestamp came back in rank order, not as logged."""
+    store = SessionStore(tmp_path / "log.db")
+    store.create_session("s")
+    when = "2026-12-05T12:00:00.000Z"
+    first = store.append(
+        "s", "message", {"message": {"role": "user", "content": "zetamarker once"}}, timestamp=when
+    )
+    second = store.append(
+        "s",
+        "message",
+        {"message": {"role": "user", "content": "zetamarker zetamarker zetamarker twice over"}},
+        timestamp=when,
+    )
+    ranked = [h.entry.id for h in store.search("zetamarker", session="s")]
+    recalled = [h.id for h in Compactor(store).recall("s", query="zetamarker", limit=2)]
+    store.close()
+    assert recalled == [first.id, second.id]
+    assert ranked == [second.id, first.id]  # the search ranks the later one first: the tie is real

@@ -668,9 +668,10 @@ class Compactor:
         # checkpoints quote their sources (pins, identifiers) and can outrank them: widen until filled
         while True:
             hits = self.store.search(query, session=session, limit=fetch)
-            out = [_hit(h.entry) for h in hits if h.entry.kind not in (COMPACTION, COMPACTION_OUTCOME)]
-            if len(out) >= want or len(hits) < fetch:
-                return sorted(out[:want], key=lambda h: h.timestamp)  # stable: equal times keep their rank
+            kept = [h for h in hits if h.entry.kind not in (COMPACTION, COMPACTION_OUTCOME)]
+            if len(kept) >= want or len(hits) < fetch:
+                # the log's own order: two entries written in one millisecond share a timestamp
+                return [_hit(h.entry) for h in sorted(kept[:want], key=lambda h: h.seq)]
             fetch *= 4
 
     def active_pins(self, session: str) -> tuple[Anchor, ...]:

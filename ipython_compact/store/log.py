@@ -505,6 +505,13 @@ class EntryLog(Tree):
                         path=self.db.path,
                     ) from None
                 time.sleep(0.1)
+            except DatabaseLockedError:
+                # another import's first transaction (creation and up to a whole batch) holds the
+                # write lock for longer than the busy timeout on a loaded machine: the import waits
+                # for it as for a running import's marker, up to ``wait``
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         written, batches, pauses = min(len(entries), batch_size), 1, 0
         # Later batches overlap: batch k+1 is prepared here (Python: texts, estimates, hashes)
         # while a writer thread stores batch k (SQLite, which lets go of the GIL). One write at a
@@ -1121,7 +1128,7 @@ class EntryLog(Tree):
             return []
         self.index_pending()  # what imports left out of the index goes in before anyone searches
         sql = (
-            f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank "
+            f"SELECT s.name, e.{ENTRY_COLUMNS.replace(', ', ', e.')}, f.rank, e.seq "
             f"{self.db.dialect.search_from(raw)}"
         )
         params: list[Any] = [query]
@@ -1137,4 +1144,6 @@ class EntryLog(Tree):
                 if self.db.is_query_syntax_error(exc):
                     raise ValueError(f"bad search query {text!r}: {exc}") from exc
                 raise
-        return [SearchHit(session=r[0], entry=row_entry(r[1:8]), rank=float(r[8])) for r in rows]
+        return [
+            SearchHit(session=r[0], entry=row_entry(r[1:8]), rank=float(r[8]), seq=int(r[9])) for r in rows
+        ]

@@ -57,6 +57,8 @@ class SearchHit:
     session: str
     entry: Entry
     rank: float
+    seq: int = 0
+    """Position in the log (the order entries were written); equal timestamps are common."""
 
 
 @dataclass(frozen=True)
