@@ -230,10 +230,18 @@ def database_from(args: argparse.Namespace) -> Path | str:
         ) from exc
 
 
+CLI_BUSY_TIMEOUT = 60.0
+"""Seconds a CLI command waits for another process's write to finish before it says the database
+is locked (the kernel's own store keeps 5 s: it must never hold a cell that long)."""
+
+
 def open_store(args: argparse.Namespace) -> SessionStore:
     from ipython_compact.store import SessionStore  # start-up: only this command needs it
 
-    return SessionStore(database_from(args))
+    # A command a person typed waits out another writer (an import's first transaction, a
+    # compaction) for longer than a kernel's 5 s: on a loaded machine those run past it (CI failed
+    # "database is locked" when two imports raced to create one session).
+    return SessionStore(database_from(args), busy_timeout=CLI_BUSY_TIMEOUT)
 
 
 def pick_session(store: SessionStore, name: str | None) -> str:
