@@ -1,0 +1,49 @@
+"""A session's compactions as the panel's timeline and ``%compact log`` list them, read from the log
+alone (the kernel's ``summaries`` op and ``server_extension`` without a kernel share it, so the
+two never disagree).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ipython_compact.core.comm_protocol import CompactionSummary
+from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+
+if TYPE_CHECKING:
+    from ipython_compact.store import SessionStore
+
+
+def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[CompactionSummary]:
+    """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
+    by ``server_extension``: they are read from the session log alone)."""
+    compactions = store.path(session, kinds=(COMPACTION,))  # mark chain only
+    out: list[CompactionSummary] = []
+    for e in compactions[-limit:] if limit > 0 else compactions:
+        details = e.data.get("details")
+        details = details if isinstance(details, dict) else {}
+        out.append(
+            {
+                "id": e.id,
+                "timestamp": e.timestamp,
+                "reason": e.data.get("reason", "manual"),
+                "tokens_before": e.data.get("tokens_before"),
+                "tokens_after": details.get("tokens_after"),
+                "summary": e.data.get("summary", ""),
+                "first_kept_entry_id": e.data.get("first_kept_entry_id"),
+                "focus": details.get("focus"),
+                "kept_entries": _kept_messages(store, session, e),
+            }
+        )
+    return out
+
+
+def _kept_messages(store: SessionStore, session: str, compaction: Entry) -> int:
+    """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
+    first_kept = compaction.data.get("first_kept_entry_id")
+    if not isinstance(first_kept, str):
+        return 0
+    try:
+        return int(store.count_on_path(session, (MESSAGE,), leaf=compaction.id, from_id=first_kept))
+    except KeyError:  # not on the path (a damaged log): nothing counted as kept
+        return 0
