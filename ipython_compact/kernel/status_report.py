@@ -27,8 +27,9 @@ def status_of(self: KernelService) -> StatusReply:
 
     With a live ``%%agent`` the window, both lines and the token estimate are the agent's own
     (its ``--window``, its per-model settings, its stale-usage guard): the same numbers that
-    trigger its compactions. Otherwise they come from ``CompactConfig``. ``conversation``
-    says whether the context holds any model conversation (messages or a compaction); a plain
+    trigger its compactions. Otherwise they come from ``CompactConfig``, except the window and lines: until
+    the user states one, it is the one the session's agent last reported (``_agents_kept_figures``).
+    ``conversation`` says whether the context holds any model conversation (messages or a compaction); a plain
     notebook has none, and there is nothing to compact.
     """
     from ipython_compact.core.thresholds import threshold_lines  # start-up: status only
@@ -38,7 +39,7 @@ def status_of(self: KernelService) -> StatusReply:
     session = self.context_session()
     view = self.store.context_view(session)
     conversation = any(e.kind in (MESSAGE, COMPACTION) for e in view.entries)
-    problem = None
+    problem, remembered = None, False
     if agent is not None:
         figures = agent.status()
         tokens, window, model = figures["tokens"], int(figures["window"]), figures.get("model")
@@ -51,13 +52,18 @@ def status_of(self: KernelService) -> StatusReply:
         tokens = estimate_context(
             view.entries, settings.estimator, tokens=view.tokens(settings.estimator)
         ).tokens
-        window, model = int(self.config.context_window), None
-        try:
-            lines = threshold_lines(window, settings)
-        except ValueError as exc:  # a misconfigured window: report it instead of failing the status
-            lines, problem = None, str(exc)
-        blocking = None if lines is None else lines.blocking
-        background = None if lines is None else lines.background
+        kept, model = _agents_kept_figures(self, session), None
+        remembered = kept is not None
+        if kept is not None:  # the agent's own window and lines, as it last reported them
+            window, blocking, background = kept["window"], kept["blocking_line"], kept["background_line"]
+        else:
+            window = int(self.config.context_window)
+            try:
+                lines = threshold_lines(window, settings)
+            except ValueError as exc:  # a misconfigured window: report it instead of failing the status
+                lines, problem = None, str(exc)
+            blocking = None if lines is None else lines.blocking
+            background = None if lines is None else lines.background
     if problem is None and tokens > window:
         problem = (
             f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
@@ -78,7 +84,7 @@ def status_of(self: KernelService) -> StatusReply:
             "window": window,
             "blocking_line": blocking,
             "background_line": background,
-            "source": "agent" if agent is not None else "config",
+            "source": "agent" if agent is not None else ("remembered" if remembered else "config"),
         },
     )
     live = self.store.live_status(session)
@@ -129,6 +135,28 @@ def status_of(self: KernelService) -> StatusReply:
         "cell": {"running": self.cell_request, "finished": list(self.finished_requests)},
         "version": __version__,
     }
+
+
+def _agents_kept_figures(self: KernelService, session: str) -> dict[str, Any] | None:
+    """The window and lines the session's agent last reported (kept in ``FIGURES_KEY``), while no
+    ``%%agent`` is live and the user has not stated ``CompactConfig.context_window``
+    (ipython_config.py or ``%config``, even at the default's value); None: use the configuration.
+
+    Why: before ``%load_ext`` the panel draws the gauge from those kept figures (say 8,192); the
+    kernel must not then swap in the default 128,000 for the same model — one number for one thing.
+    """
+    if "context_window" in self.config.config.get("CompactConfig", {}):
+        return None
+    with contextlib.suppress(Exception):  # an unreadable row: the configured window
+        kept = self.store.status_get(session, FIGURES_KEY, {}) or {}
+        window = kept.get("window")
+        if kept.get("source") in ("agent", "remembered") and type(window) is int and window > 0:
+            return {
+                "window": window,
+                "blocking_line": kept.get("blocking_line"),
+                "background_line": kept.get("background_line"),
+            }
+    return None
 
 
 def _remember_figures(self: KernelService, session: str, figures: dict[str, Any]) -> None:
