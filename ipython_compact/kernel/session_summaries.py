@@ -8,10 +8,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipython_compact.core.comm_protocol import CompactionSummary
-from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.entries import (
+    BRANCH_SUMMARY,
+    COMPACTION,
+    CUSTOM_MESSAGE,
+    KERNEL_STATE,
+    MESSAGE,
+    SYSTEM,
+    Entry,
+)
 
 if TYPE_CHECKING:
     from ipython_compact.store import SessionStore
+
+#: The kinds the model sees verbatim in a kept tail (``core.messages.in_context``, compactions
+#: aside): what the compaction's own ``kept_entries`` counts, so the timeline counts them too.
+KEPT_KINDS = (MESSAGE, CUSTOM_MESSAGE, SYSTEM, KERNEL_STATE, BRANCH_SUMMARY)
 
 
 def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[CompactionSummary]:
@@ -39,11 +51,13 @@ def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[Com
 
 
 def _kept_messages(store: SessionStore, session: str, compaction: Entry) -> int:
-    """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
+    """Context entries from the compaction's first kept entry up to it (a walk over that span only):
+    the figure the compacting cell showed (``Plan.keep``), not the chat messages alone, which
+    left out the kernel-state notices in the tail and disagreed by one."""
     first_kept = compaction.data.get("first_kept_entry_id")
     if not isinstance(first_kept, str):
         return 0
     try:
-        return int(store.count_on_path(session, (MESSAGE,), leaf=compaction.id, from_id=first_kept))
+        return int(store.count_on_path(session, KEPT_KINDS, leaf=compaction.id, from_id=first_kept))
     except KeyError:  # not on the path (a damaged log): nothing counted as kept
         return 0
