@@ -43,3 +43,24 @@ def test_the_timeline_counts_the_kept_entries_the_compaction_reported(
         assert messages_only < said  # the tail holds notices too: the case that disagreed
     finally:
         service.close()
+
+
+def test_an_imported_pi_compaction_is_neither_manual_nor_after_unknown(tmp_path: Path) -> None:
+    """pi records neither a reason nor the tokens after; the timeline said "manual" and "→ ?".
+    It says "imported", and the context right after it as the log holds it."""
+    from ipython_compact.core.tokens import estimate_context
+    from ipython_compact.kernel.session_summaries import summaries_of
+    from ipython_compact.store import SessionStore
+    from ipython_compact.store.importers import import_file
+
+    fixture = Path(__file__).parent / "fixtures" / "pi" / "before-compaction.jsonl"
+    with SessionStore(tmp_path / "s.db") as store:
+        import_file(store, fixture, session="pi")
+        listed = summaries_of(store, "pi")
+        assert listed
+        for card in listed:
+            assert card["reason"] == "imported"
+            view = store.context_view("pi", leaf=card["id"])
+            right_after = estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens
+            assert card["tokens_after"] == right_after
+            assert 0 < right_after < int(card["tokens_before"] or 0)

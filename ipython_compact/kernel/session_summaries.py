@@ -38,9 +38,11 @@ def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[Com
             {
                 "id": e.id,
                 "timestamp": e.timestamp,
-                "reason": e.data.get("reason", "manual"),
+                # pi records neither a reason nor the tokens after: such a compaction came in by
+                # import (the CLI's `show --list` says so too), and its after is read off the log
+                "reason": e.data.get("reason") or "imported",
                 "tokens_before": e.data.get("tokens_before"),
-                "tokens_after": details.get("tokens_after"),
+                "tokens_after": details.get("tokens_after") or _context_right_after(store, session, e),
                 "summary": e.data.get("summary", ""),
                 "first_kept_entry_id": e.data.get("first_kept_entry_id"),
                 "focus": details.get("focus"),
@@ -48,6 +50,18 @@ def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[Com
             }
         )
     return out
+
+
+def _context_right_after(store: SessionStore, session: str, compaction: Entry) -> int | None:
+    """The context's tokens with ``compaction`` as its leaf (checkpoint and kept tail), estimated as
+    ``status`` estimates them; read in proportion to the kept span. None when the log cannot say."""
+    from ipython_compact.core.tokens import estimate_context  # start-up: only imported compactions
+
+    try:
+        view = store.context_view(session, leaf=compaction.id)
+        return int(estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens)
+    except (KeyError, ValueError):  # a damaged log: the figure stays unknown
+        return None
 
 
 def _kept_messages(store: SessionStore, session: str, compaction: Entry) -> int:
