@@ -147,7 +147,7 @@ def _wait_ready(server: LabServer, proc: subprocess.Popen[bytes], timeout: float
 
 @contextmanager
 def running_lab(
-    base: Path, *, env: Mapping[str, str] | None = None, timeout: float = 90
+    base: Path, *, env: Mapping[str, str] | None = None, timeout: float = 180
 ) -> Iterator[LabServer]:
     """Start ``jupyter lab`` with everything under ``base``; stop it (and its kernels) on exit."""
     root, data_dir = base / "root", base / "compact-data"
@@ -233,7 +233,7 @@ def chromium(executable: str = CHROMIUM) -> Iterator[Any]:
 # ---------------------------------------------------------------------- page helpers
 
 
-def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 60_000) -> None:
+def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 180_000) -> None:
     """Wait until the notebook in focus (optionally: this path) has a kernel that is idle."""
     path_check = "" if path is None else f" && w.context.path === {json.dumps(path)}"
     try:
@@ -263,7 +263,7 @@ def wait_notebook_kernel(page: Any, path: str | None = None, timeout: float = 60
         ) from exc
 
 
-def wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
+def wait_kernel_idle(page: Any, timeout: float = 180_000) -> None:
     wait_notebook_kernel(page, None, timeout)
 
 
@@ -297,7 +297,7 @@ def run_cell(page: Any, code: str, *, wait: bool = True, path: str | None = None
         wait_kernel_idle(page)
 
 
-def show_notebook(page: Any, path: str, timeout: float = 30_000) -> None:
+def show_notebook(page: Any, path: str, timeout: float = 120_000) -> None:
     """Bring the open notebook at ``path`` to the front; return when the panel follows it and its kernel is
     idle."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeoutError  # optional: browser tests only
@@ -356,7 +356,7 @@ def open_panel(page: Any) -> None:
     page.wait_for_selector(PANEL, state="visible")
 
 
-def wait_panel_state(page: Any, state: str, timeout: float = 30_000) -> None:
+def wait_panel_state(page: Any, state: str, timeout: float = 120_000) -> None:
     page.wait_for_selector(f'{PANEL}[data-state="{state}"]', timeout=timeout)
 
 
@@ -371,7 +371,7 @@ def ensure_panel_ready(page: Any) -> None:
     wait_panel_state(page, "ready")
 
 
-def ensure_panel_ready_for(page: Any, path: str, timeout: float = 60_000) -> None:
+def ensure_panel_ready_for(page: Any, path: str, timeout: float = 120_000) -> None:
     """Wait until the panel follows ``path`` and its kernel side is answered; load the extension from the
     panel when that kernel has not loaded it.
 

@@ -217,3 +217,20 @@ def test_a_compaction_that_would_grow_the_context_is_refused(tmp_path: Path) -> 
         assert len(check.path("s")) == before
     finally:
         check.close()
+
+
+@pytest.mark.slow
+def test_demo_says_one_after_figure_per_compaction(tmp_path: Path) -> None:
+    """Issue 35, item 6: "[1] … 2,790" against its own table's 2,838. The line each compaction
+    prints and the table's "after compaction k" row give the same tokens in context."""
+    import re
+
+    out = run(tmp_path, "demo", "--compactions", "2").stdout
+    said = {
+        int(k): int(b.replace(",", "")) for k, b in re.findall(r"\[(\d)\] compacted: [\d,]+ -> ([\d,]+)", out)
+    }
+    table = {
+        int(k): int(t.replace(",", ""))
+        for k, t in re.findall(r"after compaction (\d)\s+[\d,]+\s+[\d,]+\s+([\d,]+)", out)
+    }
+    assert set(said) == {1, 2} and said == table, (said, table)

@@ -434,13 +434,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     f"--keep-recent-tokens)",
                 ) from exc
             d = result.details
+            measure(f"after compaction {k}")
+            # one number for one thing: "->" is the context as the table below measures it; the
+            # compaction's own figure (checkpoint and kept tail, without the checkpoint's framing)
+            # is named as such when it differs
+            now = rows[-1][3]
+            own = f" (checkpoint and kept tail {result.tokens_after:,})" if now != result.tokens_after else ""
             print(
-                f"[{k}] compacted: {result.tokens_before:,} -> {result.tokens_after:,} tokens; checkpoint "
+                f"[{k}] compacted: {result.tokens_before:,} -> {now:,} tokens in context{own}; checkpoint "
                 f"{len(result.summary):,} chars; "
                 f"drift guard checked {d['drift']['checked']} exact strings, appended "
                 f"{d['drift']['appended']}"
             )
-            measure(f"after compaction {k}")
         assert result is not None
         print(f"\n{rule}\nthe newest checkpoint ({PROG} show -s {name}{at}):\n{rule}")
         summary = result.summary

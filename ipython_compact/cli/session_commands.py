@@ -1,7 +1,8 @@
 """Session-log subcommands: import, sessions, log, context, plan, export, verify.
 
 They only read the log, except ``import``, which appends. ``plan`` works on a stored session or
-directly on a transcript file (pi JSONL or our export) without touching any database.
+directly on a transcript file (pi JSONL or our export) without touching any database. The import
+and plan commands' code lives in ``cli/import_command.py`` and ``cli/plan_command.py``.
 """
 
 from __future__ import annotations
@@ -11,24 +12,23 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ipython_compact.cli import COMMANDS, PROG, CliError, IntOption, open_store, pick_session, session_option
 from ipython_compact.cli.budget_options import budget_options
+from ipython_compact.cli.import_command import max_bytes_option, run_import
 from ipython_compact.cli.message_text import message_text
+from ipython_compact.cli.plan_command import run_plan
 from ipython_compact.cli.terminal_width import hanging, width
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
-from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.readable import entry_gist
-from ipython_compact.core.settings import CompactionSettings, SettingsError
-from ipython_compact.core.thresholds import decide, threshold_lines
-from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
+from ipython_compact.core.settings import CompactionSettings
+from ipython_compact.core.tokens import estimate_context
 from ipython_compact.files.safety import UnsafePathError, write_private_file
-from ipython_compact.files.status_line import StatusLine, reading_text, stored_text
-from ipython_compact.store.importers import FORMATS, ImportLimits, import_transcript, load_transcript
+from ipython_compact.store.importers import FORMATS
 from ipython_compact.store.log import IMPORT_BATCH
 
 
@@ -184,136 +184,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_verify)
 
 
-# ---------------------------------------------------------------------------------------- import
-
-
-def max_bytes_option(parser: argparse.ArgumentParser) -> None:
-    default = ImportLimits().max_bytes
-    parser.add_argument(
-        "--max-bytes",
-        type=IntOption(1, default, maximum=1 << 40),
-        default=default,
-        metavar="N",
-        help=f"refuse inputs larger than N bytes (default {default:,})",
-    )
-
-
-def _limits(args: argparse.Namespace) -> ImportLimits:
-    return dataclasses.replace(ImportLimits(), max_bytes=args.max_bytes)
+# ---------------------------------------------------------------------------------- import, plan
+# Their code lives in import_command and plan_command (split by role); the commands are this
+# module's, as COMMANDS names them.
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    # deferred for start-up, like every store import of the CLI
-    from ipython_compact.store import ImportFormatError  # start-up: only this command needs it
-
-    status = StatusLine()
-    transcripts = []
-    try:
-        for file in args.files:  # read and check every input before the database is even opened
-            status.show(reading_text(_shown_name(file), _size_of(file)), final=True)
-            try:
-                transcripts.append(load_transcript(file, args.format, limits=_limits(args)))
-            except ImportFormatError as exc:
-                raise CliError(
-                    str(exc) + ("; nothing was imported" if len(args.files) > 1 else ""),
-                    _format_hint(exc, file, "import"),
-                ) from exc
-        for file, transcript in zip(args.files, transcripts, strict=True):
-            args.file = file
-            _import_one(args, transcript, status)
-    finally:
-        status.clear()
-    return 0
+    """``import``: pi session files or our exports into the log (``import_command.run_import``)."""
+    return run_import(args)
 
 
-def _shown_name(file: str) -> str:
-    """The file as a progress line names it: its name (a long path would not fit), or stdin."""
-    return "stdin" if file == "-" else Path(file).name
-
-
-def _size_of(file: str) -> int:
-    """Bytes in ``file``; 0 for stdin, or a file gone meanwhile."""
-    try:
-        return os.stat(file).st_size if file != "-" else 0
-    except OSError:
-        return 0
-
-
-def _stored(status: StatusLine, file: str) -> Callable[[int, int], None]:
-    def tell(written: int, total: int) -> None:
-        status.show(stored_text(_shown_name(file), written, total), final=written == total)
-
-    return tell
-
-
-def _import_one(args: argparse.Namespace, transcript: Any, status: StatusLine | None = None) -> None:
-    # deferred for start-up, like every store import of the CLI
-    from ipython_compact.store import (
-        DuplicateImportError,
-        ImportFormatError,
-        InvalidEntryError,
-        PartialImportError,
-    )
-
-    with open_store(args) as store:
-        try:
-            result = import_transcript(
-                store,
-                transcript,
-                args.session,
-                new_ids=args.new_ids,
-                resume=args.resume,
-                progress=None if status is None or not status.active else _stored(status, args.file),
-            )
-        except DuplicateImportError as exc:
-            raise CliError(str(exc), exc.hint) from exc
-        except PartialImportError as exc:
-            raise CliError(
-                str(exc),
-                "the log is append-only, so what landed stays: import the file into a "
-                "fresh "
-                f"session instead: {PROG} import {args.file} -s NEW-NAME",
-            ) from exc
-        except (ImportFormatError, InvalidEntryError) as exc:
-            raise CliError(str(exc), _format_hint(exc, args.file, "import")) from exc
-    if status is not None:
-        status.clear()
-    if args.json:
-        print(json.dumps(dataclasses.asdict(result), ensure_ascii=False))
-        return
-    where = (
-        f"new session {result.session!r}"
-        if result.created
-        else (f"existing session {result.session!r} (appended after its leaf)")
-    )
-    noun = "entry" if result.imported == 1 else "entries"
-    print(f"imported {result.imported:,} {noun} ({result.format}) into {where}; leaf {result.leaf_id}")
-    if result.new_ids:
-        print("  stored as copies: every entry got a fresh id (--new-ids)")
-    elif result.renamed_ids:
-        print(f"  {result.renamed_ids:,} ids were already taken in that session and got fresh ones")
-    if result.repaired_surrogates:
-        print(
-            f"  {result.repaired_surrogates:,} lone UTF-16 surrogate(s) (half an emoji, as JavaScript "
-            f"writes it) "
-            "stored as U+FFFD"
-        )
-
-
-def _format_hint(exc: Any, file: Path, command: str) -> str:
-    """What to do about an unreadable transcript: the path, the line, or the format."""
-    if getattr(exc, "hint", None):
-        return str(exc.hint)
-    line = getattr(exc, "line", None)
-    if "no such file" in str(exc):
-        return f"check the path: ls {file}"
-    if line == 1 and "first line must be" in str(exc):
-        return f"let it detect the format from line 1: {PROG} {command} {file} --format auto"
-    if line is not None and line > 1:
-        return f"fix line {line} of {file} (each line must be one JSON object of the session format)"
-    if line is not None and "JSON" in str(exc):
-        return f"fix line {line} of {file} (each line must be one JSON object)"
-    return f"check the file, or force a format: {PROG} {command} {file} --format pi|jsonl"
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``plan``: what a compaction would do now, writing nothing (``plan_command.run_plan``)."""
+    return run_plan(args)
 
 
 # -------------------------------------------------------------------------------------- sessions
@@ -529,194 +412,6 @@ def cmd_context(args: argparse.Namespace) -> int:
         print()
         print(message_text(index, message))
     return 0
-
-
-# ------------------------------------------------------------------------------------------ plan
-
-
-def _settings(args: argparse.Namespace) -> CompactionSettings:
-    try:
-        return CompactionSettings(
-            keep_recent_tokens=args.keep_recent_tokens,
-            reserve_tokens=args.reserve_tokens,
-            estimator=args.estimator,
-        )
-    except SettingsError as exc:
-        raise CliError(str(exc), f"{PROG} plan --keep-recent-tokens 20000 --reserve-tokens 16384") from exc
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    if args.file is not None:
-        if args.session:
-            raise CliError(
-                "give either FILE or --session, not both",
-                f"{PROG} plan FILE   or   {PROG} plan --session NAME",
-            )
-        from ipython_compact.store import ImportFormatError  # start-up: only this command needs it
-
-        try:
-            transcript = load_transcript(args.file, args.format, limits=_limits(args))
-        except ImportFormatError as exc:
-            raise CliError(str(exc), _format_hint(exc, args.file, "plan")) from exc
-        try:
-            path = transcript.path()
-        except ValueError as exc:
-            raise CliError(f"{args.file}: {exc}", None) from exc
-        positions = {e.id: i for i, e in enumerate(transcript.entries)}
-        tokens = [estimate_entry_tokens(e, settings.estimator) for e in path]
-        source: dict[str, Any] = {"file": str(args.file), "format": transcript.format}
-        offset = 0
-    else:
-        with open_store(args) as store:
-            session = pick_session(store, args.session)
-            view = store.context_view(session)
-            info = store.get_session(session)
-        path = view.entries
-        tokens = view.tokens(settings.estimator)
-        # Indices count along the current branch from its root; the view starts at view.offset.
-        offset = view.offset
-        positions = {e.id: offset + i for i, e in enumerate(path)}
-        source = {"session": session, "entries": info.entry_count}
-    prep = prepare_compaction(path, settings, tokens=tokens)
-    report = _plan_report(path, tokens, settings, prep, positions, offset)
-    report["source"] = source
-    if args.window is not None:
-        if args.window <= settings.reserve_tokens:
-            raise CliError(
-                f"--window {args.window:,} leaves no room: it must be larger than --reserve-tokens "
-                f"({settings.reserve_tokens:,})",
-                f"{PROG} plan --window 128000   or   {PROG} plan --window {args.window} --reserve-tokens "
-                f"{args.window // 4}",
-            )
-        lines = threshold_lines(args.window, settings)
-        report["window"] = args.window
-        report["threshold_lines"] = {"blocking": lines.blocking, "background": lines.background}
-        report["decision"] = decide(report["context_tokens"], args.window, settings)
-    if args.json:
-        print(json.dumps(report, ensure_ascii=False, indent=2))
-    else:
-        _print_plan(report)
-    return 0
-
-
-def _plan_report(
-    path: Sequence[Entry],
-    tokens: Sequence[int],
-    settings: CompactionSettings,
-    prep: Preparation | None,
-    positions: dict[str, int],
-    offset: int,
-) -> dict[str, Any]:
-    estimate = estimate_context(list(path), settings.estimator, tokens=list(tokens))
-    report: dict[str, Any] = {
-        "estimator": settings.estimator,
-        "keep_recent_tokens": settings.keep_recent_tokens,
-        "reserve_tokens": settings.reserve_tokens,
-        "context_tokens": estimate.tokens,
-        "usage_tokens": estimate.usage_tokens,
-        "trailing_tokens": estimate.trailing_tokens,
-    }
-    if prep is None:
-        from ipython_compact.compaction.refusals import why_nothing  # start-up: only on a refusal
-
-        reason = (
-            "the branch is empty"
-            if not path
-            else why_nothing("", path, tokens, settings, estimate.tokens).detail("--keep-recent-tokens")
-        )
-        report.update(
-            compactable=False,
-            reason=reason,
-            first_kept_entry_id=None,
-            first_kept_index=-1,
-            turn_start_index=-1,
-            is_split_turn=False,
-            messages_to_summarize=0,
-            tokens_before=estimate.tokens,
-        )
-        return report
-    index_of = {e.id: i for i, e in enumerate(path)}
-
-    def span_tokens(entries: Sequence[Entry]) -> int:
-        return sum(tokens[index_of[e.id]] for e in entries)
-
-    report.update(
-        compactable=True,
-        first_kept_entry_id=prep.first_kept_entry_id,
-        first_kept_index=positions[prep.first_kept_entry_id],
-        turn_start_index=positions[path[prep.turn_start_index].id] if prep.turn_start_index >= 0 else -1,
-        is_split_turn=prep.is_split_turn,
-        messages_to_summarize=len(prep.messages_to_summarize),
-        turn_prefix_messages=len(prep.turn_prefix),
-        kept_messages=len(prep.kept),
-        tokens_before=prep.tokens_before,
-        summarize_tokens=span_tokens(prep.messages_to_summarize),
-        turn_prefix_tokens=span_tokens(prep.turn_prefix),
-        kept_tokens=span_tokens(prep.kept),
-        summarize_from_id=prep.messages_to_summarize[0].id if prep.messages_to_summarize else None,
-        summarize_to_id=prep.messages_to_summarize[-1].id if prep.messages_to_summarize else None,
-        boundary_start_index=offset + prep.boundary_start,
-        has_previous_summary=prep.previous_summary is not None,
-        read_files=list(prep.read_files),
-        modified_files=list(prep.modified_files),
-    )
-    return report
-
-
-def _print_plan(r: dict[str, Any]) -> None:
-    source = r["source"]
-    what = (
-        (f"file {source['file']} ({source['format']})")
-        if "file" in source
-        else f"session {source['session']!r}"
-    )
-    print(f"compaction plan for {what}")
-    print(
-        hanging(
-            "  settings          ",
-            f"estimator {r['estimator']}, --keep-recent-tokens {r['keep_recent_tokens']:,}, "
-            f"--reserve-tokens {r['reserve_tokens']:,}",
-        )
-    )
-    anchor = (
-        (f" (usage anchor {r['usage_tokens']:,} + {r['trailing_tokens']:,} estimated after it)")
-        if r["usage_tokens"]
-        else ""
-    )
-    print(f"  context now       ~{r['context_tokens']:,} tokens{anchor}")
-    if "decision" in r:
-        lines = r["threshold_lines"]
-        background = "off" if lines["background"] is None else f"{lines['background']:,}"
-        print(
-            f"  thresholds        window {r['window']:,}: blocking above {lines['blocking']:,}, background "
-            f"above "
-            f"{background} -> {r['decision']}"
-        )
-    if not r["compactable"]:
-        print(hanging("  nothing to compact: ", r["reason"]))
-        return
-    print(
-        f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"
-        + (f" ({r['summarize_from_id']} .. {r['summarize_to_id']})" if r["summarize_from_id"] else "")
-    )
-    if r["is_split_turn"]:
-        print(
-            f"  split turn        yes: the turn starts at index {r['turn_start_index']}; its first "
-            f"{r['turn_prefix_messages']} messages (~{r['turn_prefix_tokens']:,} tokens) get a separate "
-            f"prefix summary"
-        )
-    else:
-        print("  split turn        no")
-    print(
-        f"  would keep        {r['kept_messages']} messages verbatim, ~{r['kept_tokens']:,} tokens, "
-        f"from entry {r['first_kept_entry_id']} (index {r['first_kept_index']})"
-    )
-    print(
-        f"  previous summary  {'yes: it is updated, not replaced' if r['has_previous_summary'] else 'none'}"
-    )
-    if r["read_files"] or r["modified_files"]:
-        print(f"  files             {len(r['read_files'])} read, {len(r['modified_files'])} modified")
 
 
 # ---------------------------------------------------------------------------------- export/verify

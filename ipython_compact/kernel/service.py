@@ -32,12 +32,9 @@ from ipython_compact.core.comm_protocol import (
     StatusReply,
 )
 from ipython_compact.core.entries import (
-    COMPACTION,
     CUSTOM,
     KERNEL_FILE_OPS,
     KERNEL_STATE,
-    MESSAGE,
-    SNAPSHOT,
     Entry,
     canonical_json,
     entry_text,
@@ -49,22 +46,24 @@ from ipython_compact.files.safety import write_private_file
 from ipython_compact.kernel import binding
 from ipython_compact.kernel.bookkeeping import BookkeepingLog
 from ipython_compact.kernel.config import CompactConfig
+from ipython_compact.kernel.errors import Busy, NotAName, Unavailable, log_now
 from ipython_compact.kernel.fileops import FileOpsRecorder
+from ipython_compact.kernel.session_summaries import summaries_of
+from ipython_compact.kernel.snapshot_ledger import LogLedger
+from ipython_compact.kernel.snapshot_ops import SnapshotOperations
+from ipython_compact.kernel.status_report import FIGURES_KEY, status_of
 from ipython_compact.namespace.preview import table_preview
 from ipython_compact.namespace.probe import ProbeResult, probe_namespace, user_names
 from ipython_compact.namespace.snapshot import (
-    RestoreReport,
-    SnapshotError,
     SnapshotReport,
     load_or_create_key,
 )
-from ipython_compact.namespace.snapshot.background import BackgroundSave, fork_available, history_writing
+from ipython_compact.namespace.snapshot.background import BackgroundSave
 from ipython_compact.namespace.snapshot.keys import load_shared_key
 from ipython_compact.namespace.snapshot.locking import WriterLocks
 from ipython_compact.store.errors import UnknownEntryError, UnknownSessionError
 from ipython_compact.store.pending import PendingJournal
 from ipython_compact.store.writer_locks import writer_locks
-from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
     from ipython_compact.compaction.compactor import Compactor
@@ -72,7 +71,20 @@ if TYPE_CHECKING:
     from ipython_compact.store import SessionStore
 
 FILE_OPS_TYPE = KERNEL_FILE_OPS  # the Compactor folds these entries into the ledger
-FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
+
+# Callers import these from here, as before the split by role (errors, status_report,
+# session_summaries, snapshot_ledger, snapshot_ops).
+__all__ = [
+    "FIGURES_KEY",
+    "FILE_OPS_TYPE",
+    "KEEP_SETTING",
+    "Busy",
+    "KernelService",
+    "LogLedger",
+    "NotAName",
+    "Unavailable",
+    "summaries_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,29 +92,10 @@ log = logging.getLogger(__name__)
 KEEP_SETTING = "CompactConfig.compaction['keep_recent_tokens']"
 
 
-def _now() -> str:
-    """The store's timestamp (``store.database.utc_now``), imported on first use: start-up."""
-    from ipython_compact.store.database import utc_now
-
-    return utc_now()
-
-
 _NOT_A_NAME = object()
 
 
-class NotAName(LookupError):
-    """``inspect`` was asked for a name the namespace does not list (the message says which)."""
-
-
-class Busy(Exception):
-    """The operation cannot run now (a cell is running, or the same operation is in progress)."""
-
-
-class Unavailable(Exception):
-    """A part the operation needs is not installed or not configured; the message says which."""
-
-
-class KernelService:
+class KernelService(SnapshotOperations):
     """State of the extension inside one kernel."""
 
     def __init__(self, shell: Any, config: CompactConfig) -> None:
@@ -280,122 +273,8 @@ class KernelService:
         return str(agent.session) if agent is not None else self.session
 
     def status(self) -> StatusReply:
-        """Where the context stands, with the figures of whoever compacts it (fields:
-        ``comm_protocol.StatusReply``).
-
-        With a live ``%%agent`` the window, both lines and the token estimate are the agent's own
-        (its ``--window``, its per-model settings, its stale-usage guard): the same numbers that
-        trigger its compactions. Otherwise they come from ``CompactConfig``. ``conversation``
-        says whether the context holds any model conversation (messages or a compaction); a plain
-        notebook has none, and there is nothing to compact.
-        """
-        from ipython_compact.core.thresholds import threshold_lines  # start-up: status only
-        from ipython_compact.core.tokens import estimate_context  # start-up: status only
-
-        agent = self.live_agent()
-        session = self.context_session()
-        view = self.store.context_view(session)
-        conversation = any(e.kind in (MESSAGE, COMPACTION) for e in view.entries)
-        problem = None
-        if agent is not None:
-            figures = agent.status()
-            tokens, window, model = figures["tokens"], int(figures["window"]), figures.get("model")
-            lines: Any = None
-            blocking, background = figures["blocking_line"], figures["background_line"]
-        else:
-            settings = self.settings()
-            # pi's rule, as the compaction plan and the agent use it: the newest usage anchor plus
-            # estimates after it — not a plain sum, which disagreed with `%compact preview`.
-            tokens = estimate_context(
-                view.entries, settings.estimator, tokens=view.tokens(settings.estimator)
-            ).tokens
-            window, model = int(self.config.context_window), None
-            try:
-                lines = threshold_lines(window, settings)
-            except ValueError as exc:  # a misconfigured window: report it instead of failing the status
-                lines, problem = None, str(exc)
-            blocking = None if lines is None else lines.blocking
-            background = None if lines is None else lines.background
-        if problem is None and tokens > window:
-            problem = (
-                f"{tokens:,} tokens are more than the {window:,}-token window: a model call with this "
-                "context would be refused. `%compact now` brings it under the window."
-            )
-        elif problem is None and blocking is not None and tokens > blocking:
-            problem = (
-                f"over the blocking line ({blocking:,}): the next agent turn compacts before it calls "
-                "the model; `%compact now` compacts now."
-            )
-        for said in (self.bookkeeping.failure, self.bookkeeping.waiting_text()):
-            if said is not None:  # never silent: a dropped or waiting bookkeeping entry is a problem
-                problem = f"{problem} Also: {said}." if problem else f"{said}."
-        self._remember_figures(
-            session,
-            {
-                "window": window,
-                "blocking_line": blocking,
-                "background_line": background,
-                "source": "agent" if agent is not None else "config",
-            },
-        )
-        live = self.store.live_status(session)
-        snap: dict[str, Any] | None = None
-        pending: bool | None = None
-        snapshot_problem = None
-        try:
-            snap, pending = self.snapshots.latest_manifest(), self.snapshots.pending
-        except SnapshotError as exc:  # a bad key or folder: status still answers, and says what is wrong
-            snapshot_problem = str(exc)
-        return {
-            "session": session,
-            "binding": self.binding.source,
-            "binding_key": self.binding.key,
-            "snapshot_dir": str(self.snapshot_dir),
-            "restore_pending": pending,
-            "snapshot_problem": snapshot_problem,
-            "last_snapshot_error": self.last_snapshot_error,
-            "bookkeeping_pending": self.bookkeeping.pending,
-            "source": "agent" if agent is not None else "config",
-            "model": model,
-            "conversation": conversation,
-            "tokens": tokens,
-            "window": window,
-            "blocking_line": blocking,
-            "background_line": background,
-            "problem": problem,
-            "entries": self.store.path_length(session),  # stored depth: no walk
-            "compactions": self.store.count_on_path(session, (COMPACTION,)),  # stored running count: one row
-            "in_flight": [
-                {"task_id": c.task_id, "reason": c.reason, "blocking": c.blocking, "started_at": c.started_at}
-                for c in live.in_flight
-            ],
-            "last_failure": live.last_failure,
-            "snapshot": None
-            if snap is None
-            else {
-                "generation": snap.get("generation"),
-                "timestamp": snap.get("timestamp"),
-                "names": len(snap.get("names", {})),
-                "skipped": snap.get("skipped", []),
-                "bytes": snap.get("bytes"),
-                "origin": snap.get("origin"),
-                "provisional": snap.get("provisional"),
-                "verification": snap.get("verification"),
-                "last_full_verification": snap.get("last_full_verification"),
-            },
-            "cell": {"running": self.cell_request, "finished": list(self.finished_requests)},
-            "version": __version__,
-        }
-
-    def _remember_figures(self, session: str, figures: dict[str, Any]) -> None:
-        """Keep the window and lines in the session's status table (only when they change), so the
-        panel can draw the gauge from the log after a restart, before the extension is loaded
-        (``server_extension`` serves it). Best effort: status must answer even if this fails."""
-        if self._figures_written == (session, figures):
-            return
-        with contextlib.suppress(Exception):
-            self.store.status_set(session, FIGURES_KEY, figures)
-            self._figures_written = (session, figures)
+        """Where the context stands (``kernel/status_report.status_of``)."""
+        return status_of(self)
 
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[CompactionSummary]:
@@ -588,216 +467,8 @@ class KernelService:
             names = None
         notice = state_notice(kernel_alive=True, names=names, snapshot=outcome)
         if notice is not None:
-            self.store.append(self.session, KERNEL_STATE, {"content": notice}, timestamp=_now())
+            self.store.append(self.session, KERNEL_STATE, {"content": notice}, timestamp=log_now())
         return notice
-
-    # ------------------------------------------------------------------ snapshots
-    def automatic_snapshot(self, *, background: bool = False) -> SnapshotReport | BackgroundSave | None:
-        """The debounced snapshot after cells; None (nothing written) while no user name is defined.
-
-        An automatic snapshot of an empty namespace would only bury the previous kernel's work.
-        With ``background`` (the kernel's timer) and ``CompactConfig.background_snapshots`` it is
-        written by a forked child (``namespace/snapshot/background.py``): the main thread only lists
-        the names and forks. Returns the running ``BackgroundSave`` then (None while another one
-        runs: the caller tries again later).
-        """
-
-        def items() -> list[tuple[str, Any]]:
-            return user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
-
-        if background and self.config.background_snapshots and fork_available():
-            if self.background_busy:
-                return None
-            self._main_and_idle("snapshot")
-            if history_writing(self.shell):  # a fork now would wait for IPython's history thread
-                self.background_deferred = True
-                return None
-            verify = self.snapshots.automatic_verification(
-                self.config.verify_unchanged, self.config.full_verify_every
-            )
-            try:  # the child lists the names (and finds none: nothing written) on its copy
-                self._background = BackgroundSave(
-                    self.snapshots,
-                    items,
-                    verify=verify,
-                    timestamp=_now(),
-                    on_done=self._background_done,
-                    objects=lambda: self.shell.user_ns,
-                )
-            except OSError as exc:  # fork refused (memory, process limits): the main thread does it
-                log.debug("background snapshot not started (%s); writing it in the foreground", exc)
-            else:
-                return self._background
-        if not items():
-            return None
-        return self.snapshot(record=False, automatic=True)
-
-    @property
-    def last_background(self) -> BackgroundSave | None:
-        """The newest background snapshot (running or finished), or None."""
-        return self._background
-
-    @property
-    def background_busy(self) -> bool:
-        """A background snapshot is being written now."""
-        return self._background is not None and not self._background.done
-
-    def _background_done(self, job: BackgroundSave) -> None:
-        if job.empty:
-            return
-        if job.report is not None:
-            self.last_snapshot, self.last_snapshot_error = job.report, None
-        else:
-            self.last_snapshot_error = job.error or "the background snapshot ended without a report"
-
-    def settle_background(self, timeout: float | None = None) -> None:
-        """Wait for a background snapshot to finish (a foreground save, restore or unload first
-        lets it land, so their views of the folder and the store's state agree); a child paused
-        for the running cell is let go on first, or this would wait for nothing."""
-        job = self._background
-        if job is not None:
-            job.resume()
-            job.wait(timeout if timeout is not None else 600.0)
-
-    def pause_background(self) -> None:
-        """While the user's cell runs the snapshot child takes no CPU (``BackgroundSave.pause``)."""
-        job = self._background
-        if job is not None and not job.done:
-            job.pause()
-
-    def resume_background(self) -> None:
-        job = self._background
-        if job is not None:
-            job.resume()
-
-    def snapshot(self, *, full: bool = False, record: bool = True, automatic: bool = False) -> SnapshotReport:
-        """Write a snapshot generation; ``record`` adds a ``snapshot`` entry to the session log.
-
-        Explicit snapshots (the default) always verify fully. ``automatic`` (the debounced one after
-        cells) follows ``CompactConfig.verify_unchanged`` / ``full_verify_every``: sampled checks,
-        with every Nth automatic snapshot verifying fully (``SnapshotStore.automatic_verification``);
-        while an earlier kernel's snapshot waits to be restored they are provisional.
-        """
-        self._main_and_idle("snapshot")
-        self.settle_background()
-        lock = self._lock("snapshot")
-        if not lock.acquire(blocking=False):
-            raise Busy("a snapshot is already being written")
-        try:
-            items = user_names(self.shell.user_ns, self.shell.user_ns_hidden, exclude_ids=self.exclude_ids)
-            try:
-                verify = (
-                    self.snapshots.automatic_verification(
-                        self.config.verify_unchanged, self.config.full_verify_every
-                    )
-                    if automatic and not full
-                    else "full"
-                )
-                report = self.snapshots.save(
-                    items, full=full, timestamp=_now(), verify=verify, automatic=automatic
-                )
-            except (OSError, SnapshotError) as exc:
-                self.last_snapshot_error = f"{type(exc).__name__}: {exc}"
-                raise
-            self.last_snapshot, self.last_snapshot_error = report, None
-            if not record:
-                return report
-            self.append_or_report(
-                SNAPSHOT,
-                {
-                    "generation": report.generation,
-                    "saved": len(report.saved),
-                    "skipped": [s.to_json() for s in report.skipped],
-                    "bytes": report.bytes,
-                    "manifest_digest": report.manifest_digest,
-                },
-            )
-            return report
-        finally:
-            lock.release()
-
-    def restore(
-        self, names: list[str] | None = None, generation: int | None = None, *, overwrite: bool = False
-    ) -> RestoreReport:
-        """Bind names from the newest snapshot holding user work (or ``generation``) into the namespace.
-
-        A name defined since with another value is not overwritten (``report.kept``) unless
-        ``overwrite`` or it is among ``names``. A restore that brings back nothing carries a warning
-        saying where it looked, what is available, and how to point it elsewhere — it is never
-        reported as a success.
-        """
-        self._main_and_idle("restore")
-        self.settle_background()
-        lock = self._lock("snapshot")
-        if not lock.acquire(blocking=False):
-            raise Busy("a snapshot is being written; restore after it finishes")
-        try:
-            report = self.snapshots.restore_into(
-                self.shell.user_ns, names=names, generation=generation, overwrite=overwrite
-            )
-            if not report.restored and not report.kept:
-                report.warnings.append(self._nothing_restored(report))
-            return report
-        finally:
-            lock.release()
-
-    def _nothing_restored(self, report: RestoreReport) -> str:
-        where = (
-            f"looked in {self.snapshot_dir} for session {self.session!r} (bound by "
-            f"{self.binding.source}: "
-            f"{self.binding.key})"
-        )
-        elsewhere = (
-            "to use another session's snapshots, `%compact session NAME` (remembered across "
-            "restarts) or "
-            "set IPYTHON_COMPACT_SESSION before starting the kernel"
-        )
-        if report.generation is None:
-            listed = [g.generation for g in self.snapshots.generations_info() if g.verified]
-            if listed:
-                return (
-                    f"restored nothing: {where}; no snapshot could be used automatically, but "
-                    f"generations "
-                    f"{', '.join(map(str, listed))} are listed by `%compact snapshots` — pick one with "
-                    f"`%compact restore --generation N`; {elsewhere}"
-                )
-            found = self._sessions_with_snapshots()
-            others = (
-                f"sessions with snapshots there: {', '.join(found)}"
-                if found
-                else "no other session has snapshots there"
-            )
-            return (
-                f"restored nothing: {where} and found no snapshot (take one with `%compact snapshot`); "
-                f"{others}; {elsewhere}"
-            )
-        return (
-            f"restored nothing from generation {report.generation}: it holds "
-            f"{', '.join(report.available) or 'no names'}; `%compact snapshots` lists the others"
-        )
-
-    def _sessions_with_snapshots(self, limit: int = 5) -> list[str]:
-        """Other sessions of the log whose snapshot folder exists beside this one's, most recently
-        written first (at most ``limit``, then ``+N more``): what an empty restore can point to."""
-        base = self.snapshot_base
-        if isinstance(base, str):  # object storage: not listed here
-            return []
-        found = [
-            s.name
-            for s in reversed(self.store.sessions())
-            if s.name != self.session and (base / binding.snapshot_slug(s.name)).is_dir()
-        ]
-        return found[:limit] + ([f"+{len(found) - limit} more"] if len(found) > limit else [])
-
-    def snapshot_list(self) -> list[dict[str, Any]]:
-        """Every generation on disk (number, time, kernel process, names, size, verified or not)."""
-        return [g.to_json() for g in self.snapshots.generations_info()]
-
-    def discard_snapshots(self, generation: int) -> list[int]:
-        """Delete the snapshots of the earlier kernel that wrote ``generation`` (the user chose not to
-        restore it)."""
-        self.settle_background()
-        return self.snapshots.discard(generation)
 
     # ------------------------------------------------------------------ bookkeeping appends
     def append_or_report(self, kind: str, data: Mapping[str, Any]) -> Entry | None:
@@ -805,7 +476,7 @@ class KernelService:
         session. It runs after a cell, so it must neither raise into the user's work nor hold up
         the next cell, and it must not vanish: a locked database queues it for the retry thread
         (``kernel/bookkeeping.py``); giving up is logged and shown in ``status()``'s problem line."""
-        entry: Entry | None = self.bookkeeping.append(self.session, kind, data, _now())
+        entry: Entry | None = self.bookkeeping.append(self.session, kind, data, log_now())
         return entry
 
     def _apply_record(self, record: Mapping[str, Any]) -> Any:
@@ -848,90 +519,6 @@ class KernelService:
             self.append_or_report(CUSTOM, {"custom_type": FILE_OPS_TYPE, "data": data})
             recorded.append(data)
         return recorded
-
-
-def summaries_of(store: SessionStore, session: str, limit: int = 20) -> list[CompactionSummary]:
-    """The ``summaries`` op's compactions of ``session``, oldest first (also served without a kernel
-    by ``server_extension``: they are read from the session log alone)."""
-    compactions = store.path(session, kinds=(COMPACTION,))  # mark chain only
-    out: list[CompactionSummary] = []
-    for e in compactions[-limit:] if limit > 0 else compactions:
-        details = e.data.get("details")
-        details = details if isinstance(details, dict) else {}
-        out.append(
-            {
-                "id": e.id,
-                "timestamp": e.timestamp,
-                "reason": e.data.get("reason", "manual"),
-                "tokens_before": e.data.get("tokens_before"),
-                "tokens_after": details.get("tokens_after"),
-                "summary": e.data.get("summary", ""),
-                "first_kept_entry_id": e.data.get("first_kept_entry_id"),
-                "focus": details.get("focus"),
-                "kept_entries": _kept_messages(store, session, e),
-            }
-        )
-    return out
-
-
-def _kept_messages(store: SessionStore, session: str, compaction: Entry) -> int:
-    """Messages from the compaction's first kept entry up to it (a walk over that span only)."""
-    first_kept = compaction.data.get("first_kept_entry_id")
-    if not isinstance(first_kept, str):
-        return 0
-    try:
-        return int(store.count_on_path(session, (MESSAGE,), leaf=compaction.id, from_id=first_kept))
-    except KeyError:  # not on the path (a damaged log): nothing counted as kept
-        return 0
-
-
-class LogLedger:
-    """Manifest digests recorded in the session database, outside the snapshot folder.
-
-    Every snapshot's digest goes into the session's status table (``snapshot_digests``: the
-    newest 64 generations, so a save costs one small upsert); explicit snapshots also carry it in
-    their ``snapshot`` entry of the hash-chained log. ``recorded`` merges both. A database that
-    cannot be written must not stop a snapshot: recording is best effort, and restore compares
-    against whatever was recorded.
-    """
-
-    KEY = "snapshot_digests"
-    KEEP = 64
-
-    def __init__(self, service: KernelService) -> None:
-        self._service = service
-
-    def record(self, generation: int, digest: str) -> None:
-        """Through the bookkeeping log: a locked database journals the digest instead of losing it
-        (lost digests once weakened the rollback check)."""
-        with contextlib.suppress(Exception):
-            self._service.bookkeeping.add(
-                {
-                    "op": "merge_status",
-                    "session": self._service.session,
-                    "key": self.KEY,
-                    "values": {str(generation): digest},
-                }
-            )
-
-    def recorded(self) -> dict[int, str]:
-        out: dict[int, str] = {}
-        with contextlib.suppress(Exception):
-            store, session = self._service.store, self._service.session
-            for e in store.entries(session, kinds=(SNAPSHOT,)):
-                if isinstance(e.data.get("manifest_digest"), str) and type(e.data.get("generation")) is int:
-                    out[e.data["generation"]] = e.data["manifest_digest"]
-            for g, d in (store.status_get(session, self.KEY, {}) or {}).items():
-                out[int(g)] = str(d)
-        with contextlib.suppress(Exception):  # digests that wait in the journal count as recorded
-            for record in PendingJournal(self._service.store.db_path).records():
-                if (
-                    record.get("op") == "merge_status"
-                    and record.get("key") == self.KEY
-                    and record.get("session") == self._service.session
-                ):
-                    out.update({int(g): str(d) for g, d in dict(record["values"]).items()})
-        return out
 
 
 def _jsonable(obj: Any) -> dict[str, Any]:

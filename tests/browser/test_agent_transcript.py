@@ -44,9 +44,11 @@ def test_agent_transcript_in_jupyterlab(page: Any, shot: Callable[[str], None]) 
         run_cell(page, "%%agent\nWhich month sold best?")
     cell = page.locator(".jp-Cell").filter(has_text="Which month sold best?").first
     outputs = cell.locator(".jp-OutputArea-output")
-    assert outputs.count() == 2  # the transcript (updated in place) and the answer
+    outputs.nth(1).wait_for()  # the transcript (updated in place) and the answer
+    assert outputs.count() == 2
     transcript, answer = outputs.nth(0), outputs.nth(1)
-    assert "window 60,000 tokens, from the server's model card (max_model_len)" in transcript.inner_text()
+    card_window = "window 60,000 tokens, from the server's model card (max_model_len)"
+    transcript.filter(has_text=card_window).wait_for()
     assert transcript.locator("span[style*='color']").count() > 3  # highlighted code
     details = transcript.locator("details")
     assert details.count() == 1 and "output (4 lines)" in details.locator("summary").inner_text()

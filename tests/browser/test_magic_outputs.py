@@ -91,40 +91,42 @@ def test_panel_restore_asks_before_replacing_a_name_defined_since(
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]')
     wait_kernel_idle(page)
     # Before the new kernel loads the extension, the panel shows what the session log holds (served
     # by the server extension): the gauge with the window the kernel last reported, the timeline.
-    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-fromLog", timeout=30_000)
+    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-fromLog")
     assert page.get_attribute(PANEL, "data-state") == "not-loaded"
-    assert re.fullmatch(r"[\d,]+ / 128,000 tokens", page.inner_text(f"{PANEL} .jp-IpythonCompact-tokenCount"))
-    assert page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card").count() >= 2
+    gauge = page.locator(f"{PANEL} .jp-IpythonCompact-tokenCount")
+    gauge.filter(has_text=re.compile(r"^[\d,]+ / 128,000 tokens$")).wait_for()
+    page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card").nth(1).wait_for()
     shot("panel-after-restart-from-session-log")
     run_cell(page, "ledger = 'my new value'")
     page.locator(f'{PANEL} button[data-action="restore"]').click()
     banner = page.locator(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restore-kept"]')
-    banner.wait_for(timeout=30_000)
+    banner.wait_for()
     assert "ledger" in banner.inner_text() and "untouched" not in banner.inner_text()
-    assert ("Not overwritten (you defined them since): ledger") in page.inner_text(
-        f"{PANEL} .jp-IpythonCompact-result"
-    )
+    # the banner and the action's answer are drawn separately: wait for the answer's text
+    page.locator(f"{PANEL} .jp-IpythonCompact-result").filter(
+        has_text="Not overwritten (you defined them since): ledger"
+    ).wait_for()
     shot("restore-asks-before-overwriting")
     run_cell(page, "print(repr(ledger), repr(untouched))")
     assert "'my new value' 'kept'" in page.evaluate(CELL_OUTPUTS, _last_run(page))["text"]
 
     page.locator(f'{PANEL} button[data-action="restore-overwrite"]').click()
-    banner.wait_for(state="detached", timeout=30_000)
+    banner.wait_for(state="detached")
     message = page.locator(f"{PANEL} .jp-IpythonCompact-result p")
     # the banner can leave before the action's answer replaces "restore…" (CI, a loaded machine)
-    message.filter(has_text="Restored 1 name: ledger.").wait_for(timeout=30_000)
+    message.filter(has_text="Restored 1 name: ledger.").wait_for()
     # The action's message clears once the user moves on (runs a cell), and can be dismissed.
     run_cell(page, "print(repr(ledger))")
     assert "[1, 2, 3]" in page.evaluate(CELL_OUTPUTS, _last_run(page))["text"]
-    message.wait_for(state="detached", timeout=30_000)
+    message.wait_for(state="detached")
     page.locator(f'{PANEL} button[data-action="snapshot"]').click()
     page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-result[data-action="snapshot"][data-kind="ok"]')
     page.locator(f'{PANEL} button[data-action="dismiss-result"]').click()
-    message.wait_for(state="detached", timeout=30_000)
+    message.wait_for(state="detached")
 
 
 def _last_run(page: Any) -> int:
@@ -158,17 +160,17 @@ def test_namespace_table_sorts_by_column_and_previews_values(page: Any, shot: Ca
         and values["big"] == "[0, 1, 2, 3, 4, 5, …]"  # a list's first items (issue 35.3)
         and values["gen"] == ""  # a generator: no preview (its code never runs)
     )
-    page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').click()
-    header = page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]')
-    assert header.get_attribute("aria-sort") == "descending"
-    assert _column(page, 1)[0] == "big"  # largest first
-    page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').click()
-    assert (
-        page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]').get_attribute("aria-sort")
-        == "ascending"
-    )
-    assert _column(page, 1)[-1] == "big"
+    size = f'{PANEL} .jp-IpythonCompact-names th[data-sort="size"]'
+    first_name = f"{PANEL} .jp-IpythonCompact-names tbody tr td:nth-child(1)"
+    page.locator(size).click()
+    # each click redraws the table: wait for the header's new state, then read the rows
+    page.wait_for_selector(f'{size}[aria-sort="descending"]')
+    page.locator(first_name).first.filter(has_text="big").wait_for()  # largest first
+    page.locator(size).click()
+    page.wait_for_selector(f'{size}[aria-sort="ascending"]')
+    page.locator(first_name).last.filter(has_text="big").wait_for()
     page.locator(f'{PANEL} .jp-IpythonCompact-names th[data-sort="type"]').click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-names th[data-sort="type"][aria-sort]')
     types = _column(page, 2)
     assert types == sorted(types)
     page.locator(f"{PANEL} .jp-IpythonCompact-namespace").scroll_into_view_if_needed()

@@ -61,29 +61,35 @@ def test_status_bar_says_busy_while_a_cell_runs_with_the_panel_open(
     page: Any, shot: Callable[[str], None], lab_server: Any
 ) -> None:
     ensure_panel_ready(page)
-    run_cell(page, "import time")
+    run_cell(page, "import pathlib, time")
     before = names_updated_at(page)
-    run_cell(page, "tau = 1\ntime.sleep(10)", wait=False)
-    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=5_000)
-    # `tau` only exists inside the running cell: its row proves the panel was answered on the
-    # subshell mid-cell, i.e. the subshell has published its busy → idle pair by now.
-    name_row(page, "tau").wait_for(timeout=6_000)
-    assert names_updated_at(page) > before
-    # Give the poll (every 2 s) a second round trip on the subshell, then look.
-    page.wait_for_function(
-        f"(t) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated').dataset.updatedAt) > t",
-        arg=names_updated_at(page),
-        timeout=6_000,
-    )
-    status = _kernel_status(page)
-    assert page.get_attribute(PANEL, "data-busy") == "true", "the cell ended before the check"
-    page.locator(".jp-StatusBar-Widget").first.scroll_into_view_if_needed()
-    shot("20-status-bar-busy-with-panel")
-    assert status["kernel"] == "busy", status
-    assert status["display"] == "busy", status
-    assert "Busy" in status["bar"], status
-    # The server's own record (what a culler reads) is not fooled either.
-    assert _server_state(lab_server, page) == "busy"
-    wait_kernel_idle(page, timeout=30_000)
+    go = lab_server.root / "tau-go"
+    go.unlink(missing_ok=True)
+    # The cell runs until the test lets it go, so "busy" is checked while it surely runs.
+    run_cell(page, "tau = 1\nwhile not pathlib.Path('tau-go').exists():\n    time.sleep(0.05)", wait=False)
+    try:
+        page.wait_for_selector(f'{PANEL}[data-busy="true"]')
+        # `tau` only exists inside the running cell: its row proves the panel was answered on the
+        # subshell mid-cell, i.e. the subshell has published its busy → idle pair by now.
+        name_row(page, "tau").wait_for()
+        assert names_updated_at(page) > before
+        # Give the poll (every 2 s) a second round trip on the subshell, then look.
+        page.wait_for_function(
+            f"(t) => Number(document.querySelector('{PANEL} .jp-IpythonCompact-updated')"
+            ".dataset.updatedAt) > t",
+            arg=names_updated_at(page),
+        )
+        status = _kernel_status(page)
+        assert page.get_attribute(PANEL, "data-busy") == "true", "the cell ended before the check"
+        page.locator(".jp-StatusBar-Widget").first.scroll_into_view_if_needed()
+        shot("20-status-bar-busy-with-panel")
+        assert status["kernel"] == "busy", status
+        assert status["display"] == "busy", status
+        assert "Busy" in status["bar"], status
+        # The server's own record (what a culler reads) is not fooled either.
+        assert _server_state(lab_server, page) == "busy"
+    finally:
+        go.write_text("go")
+    wait_kernel_idle(page)
     assert _kernel_status(page)["kernel"] == "idle"
     assert _server_state(lab_server, page) == "idle"

@@ -47,12 +47,17 @@ def _button(page: Any, action: str) -> Any:
     return page.locator(f'{PANEL} .jp-IpythonCompact-actions button[data-action="{action}"]')
 
 
-def _rows(page: Any) -> int:
-    return int(page.locator(f"{PANEL} .jp-IpythonCompact-nsTable tbody tr").count())
-
-
-def _count_text(page: Any) -> str:
-    return str(page.inner_text(f"{PANEL} .jp-IpythonCompact-nsCount"))
+def _shows(page: Any, count: str, rows: int | None = None) -> None:
+    """Wait until the names count reads ``count`` (and the table holds ``rows`` rows): a click or a
+    keystroke redraws the table after it returns, so what it produces is waited for, not read."""
+    page.wait_for_function(
+        """([panel, count, rows]) => {
+            const said = document.querySelector(`${panel} .jp-IpythonCompact-nsCount`);
+            const shown = document.querySelectorAll(`${panel} .jp-IpythonCompact-nsTable tbody tr`).length;
+            return said !== null && said.textContent === count && (rows === null || shown === rows);
+        }""",
+        arg=[PANEL, count, rows],
+    )
 
 
 def test_a_plain_notebook_says_what_the_gauge_is_for(page: Any, shot: Callable[[str], None]) -> None:
@@ -83,11 +88,7 @@ def test_a_plain_notebook_says_what_the_gauge_is_for(page: Any, shot: Callable[[
 def test_ten_thousand_names_are_counted_filtered_and_paged(page: Any, shot: Callable[[str], None]) -> None:
     ensure_panel_ready(page)
     run_cell(page, "globals().update({f'v{i:05d}': i for i in range(10_000)})")
-    page.wait_for_function(
-        f"() => document.querySelector('{PANEL} .jp-IpythonCompact-nsCount').textContent === '10,000 names'",
-        timeout=15_000,
-    )
-    assert _rows(page) == 200
+    _shows(page, "10,000 names", 200)
     more = page.locator(f'{PANEL} button[data-action="more-names"]')
     assert more.inner_text() == "Showing 200 of 10,000 · show 200 more"
     # Every name was listed: no time-budget truncation note.
@@ -95,22 +96,23 @@ def test_ten_thousand_names_are_counted_filtered_and_paged(page: Any, shot: Call
     assert re.fullmatch(r"updated \d\d:\d\d:\d\d", page.inner_text(f"{PANEL} .jp-IpythonCompact-updated"))
     shot("21-ten-thousand-names")
     more.click()
-    assert _rows(page) == 400
-    assert more.inner_text() == "Showing 400 of 10,000 · show 200 more"
+    _shows(page, "10,000 names", 400)
+    more.filter(has_text="Showing 400 of 10,000 · show 200 more").wait_for()
 
     filt = page.locator(f"{PANEL} .jp-IpythonCompact-nsFilter")
     filt.fill("v0999")
-    assert _count_text(page) == "10 of 10,000 names match"
-    assert _rows(page) == 10
+    _shows(page, "10 of 10,000 names match", 10)
     assert name_row(page, "v09999").count() == 1 and name_row(page, "v00001").count() == 0
     assert more.is_hidden()
     shot("22-names-filtered")
     filt.fill("V099")  # case does not matter
-    assert _count_text(page) == "100 of 10,000 names match"
+    _shows(page, "100 of 10,000 names match")
     filt.fill("nosuchname")
-    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-nsTable") == "No name contains “nosuchname”."
+    page.locator(f"{PANEL} .jp-IpythonCompact-nsTable").filter(
+        has_text=re.compile("^No name contains “nosuchname”.$")
+    ).wait_for()
     filt.fill("")
-    assert _count_text(page) == "10,000 names" and _rows(page) == 200
+    _shows(page, "10,000 names", 200)
 
     # A refresh that finds the same names keeps the table element; a changed namespace rebuilds it.
     page.evaluate(
@@ -125,7 +127,7 @@ def test_ten_thousand_names_are_counted_filtered_and_paged(page: Any, shot: Call
     assert page.locator(f'{PANEL} .jp-IpythonCompact-names[data-mark="kept"]').count() == 1
     run_cell(page, "aaa_new = 1")
     name_row(page, "aaa_new").wait_for()
-    assert _count_text(page) == "10,001 names"
+    _shows(page, "10,001 names")
     assert page.locator(f'{PANEL} .jp-IpythonCompact-names[data-mark="kept"]').count() == 0
 
 
@@ -178,18 +180,18 @@ def test_an_output_flood_never_shows_an_error_and_the_panel_recovers(
     page.evaluate(MONITOR, PANEL)
     # Event-bound, not clock-bound: the cell floods until the panel has shown the flood, then stops.
     run_cell(page, FLOOD_CELL, wait=False)
-    page.wait_for_selector(f'{PANEL}[data-busy="true"]', timeout=60_000)
+    page.wait_for_selector(f'{PANEL}[data-busy="true"]')
     started = names_updated_at(page)
     try:
-        page.wait_for_selector(f'{PANEL}[data-flooding="true"]', timeout=120_000)
+        page.wait_for_selector(f'{PANEL}[data-flooding="true"]')
     finally:
         stop.write_text("stop")
     # (No screenshot mid-flood: capturing a page that is still drawing the lines stalls it.)
     # The events that end the flood, in order: the cell's own last line ran, then the panel saw idle.
     phases = [time.monotonic()]
-    name_row(page, "flood_done").wait_for(timeout=120_000)
+    name_row(page, "flood_done").wait_for()
     phases.append(time.monotonic())
-    page.wait_for_selector(f'{PANEL}[data-busy="false"]', timeout=120_000)  # caps: the page may draw slowly
+    page.wait_for_selector(f'{PANEL}[data-busy="false"]')  # caps: the page may draw slowly
     phases.append(time.monotonic())
     page.wait_for_function(
         f"() => document.querySelector('{PANEL}').dataset.flooding === 'false'", timeout=120_000
@@ -234,12 +236,11 @@ def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: C
     page.fill(f"{PANEL} .jp-IpythonCompact-focus", "revenue totals")
     _button(page, "compact").click()
     card = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card").first
-    card.wait_for(timeout=60_000)
+    card.wait_for()
     assert card.locator(".jp-IpythonCompact-cardFocus").inner_text() == "focus: revenue totals"
     page.wait_for_function(
         f"() => / · 1 compaction$/.test(document.querySelector('{PANEL} "
         f".jp-IpythonCompact-facts').textContent)",
-        timeout=15_000,
     )
     facts = page.inner_text(f"{PANEL} .jp-IpythonCompact-facts")
     assert re.fullmatch(r"[\d,]+ entries · 1 compaction", facts), facts
@@ -254,7 +255,6 @@ def test_counts_are_singular_for_one_and_cards_show_the_focus(page: Any, shot: C
     page.wait_for_function(
         f"() => document.querySelectorAll('{PANEL} .jp-IpythonCompact-timeline "
         f".jp-IpythonCompact-card').length === 2",
-        timeout=60_000,
     )
     cards = page.locator(f"{PANEL} .jp-IpythonCompact-timeline .jp-IpythonCompact-card")
     assert cards.nth(0).locator(".jp-IpythonCompact-cardFocus").count() == 1

@@ -10,6 +10,7 @@ binds to the session the notebook had: Restore brings the variable back. Issue 3
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,7 @@ def notebooks() -> tuple[str, ...]:
 def _restart(page: Any) -> None:
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
     page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]', timeout=60_000)
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]')
     wait_kernel_idle(page)
 
 
@@ -49,13 +50,17 @@ def test_a_renamed_notebook_restores_its_variables_after_a_restart(
         AFTER,
     )
     page.wait_for_selector(f'{PANEL}[data-notebook="{AFTER}"]')
-    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-notebook") == AFTER
+    header = page.locator(f"{PANEL} .jp-IpythonCompact-notebook")
+    header.filter(has_text=re.compile(f"^{re.escape(AFTER)}$")).wait_for()
     shot("35-1-renamed-header")
 
     _restart(page)
     page.locator(f'{PANEL} button[data-action="restore-after-restart"]').click()
-    name_row(page, "budget").wait_for(timeout=30_000)
-    assert page.inner_text(f"{PANEL} .jp-IpythonCompact-result p") == "Restored 1 name: budget."
+    name_row(page, "budget").wait_for()
+    # the row and the action's answer are separate redraws: wait for the answer's text
+    page.locator(f"{PANEL} .jp-IpythonCompact-result p").filter(
+        has_text=re.compile("^Restored 1 name: budget\\.$")
+    ).wait_for()
     shot("35-1-restored-after-rename")
 
 
@@ -65,6 +70,6 @@ def test_a_restore_run_in_a_cell_clears_the_restart_banner(page: Any, shot: Call
     _restart(page)
     shot("35-5-banner-after-restart")
     run_cell(page, "%load_ext ipython_compact\n%compact restore", path=AFTER)
-    name_row(page, "budget").wait_for(timeout=30_000)
-    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-banner", state="hidden", timeout=30_000)
+    name_row(page, "budget").wait_for()
+    page.wait_for_selector(f"{PANEL} .jp-IpythonCompact-banner", state="hidden")
     shot("35-5-banner-gone")

@@ -1,4 +1,6 @@
 """The snapshot store of one session: generations, manifests, pruning, listing, save and restore.
+What the folder holds and what the log recorded is read in ``folder_state.py``; which generations
+are kept, in ``retention.py``; ``SnapshotStore`` inherits both.
 
 Layout under one directory (``paths.snapshots_dir() / <session slug>``, mode 0700): ``blobs/``
 (payloads, see ``blobs.py``), ``manifest-<generation>.json`` (signed, see ``manifests.py``) and
@@ -23,30 +25,28 @@ What must hold:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import dill
 
 from ipython_compact.namespace.snapshot.blobs import ref_file
 from ipython_compact.namespace.snapshot.codec import Deadline
 from ipython_compact.namespace.snapshot.decide import QUICK_TYPES, Cached, Decision, SaveRun
-from ipython_compact.namespace.snapshot.listing import committed_generations
+from ipython_compact.namespace.snapshot.folder_state import SnapshotLedger
 from ipython_compact.namespace.snapshot.locking import WriterLocks
 from ipython_compact.namespace.snapshot.manifests import (
     MANIFEST_VERSION,
     GenerationInfo,
     Manifest,
     ManifestReader,
-    Scan,
 )
 from ipython_compact.namespace.snapshot.objects import object_scheme
 from ipython_compact.namespace.snapshot.places import FolderPlace, ObjectPlace, Place
@@ -58,25 +58,17 @@ from ipython_compact.namespace.snapshot.reports import (
     python_tag,
 )
 from ipython_compact.namespace.snapshot.restore import choose_and_load
+from ipython_compact.namespace.snapshot.retention import Retention
 from ipython_compact.namespace.snapshot.signing import sign_text
 from ipython_compact.namespace.snapshot.unchanged import LaneHit, PortableLane, UnchangedLane
 
 # how a large value that looks unchanged is proven so (see the package doc)
 VERIFY_MODES = ("sampled", "full")
 PROCESS_ID = f"{os.getpid()}-{secrets.token_hex(4)}"  # this OS process, as manifests name it
-DISCARDED = "discarded"  # what the ledger records for a generation the user discarded (not a rollback)
 PROCESS_STARTED = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class SnapshotLedger(Protocol):
-    """Where manifest digests are recorded outside the snapshot folder (the session log)."""
-
-    def record(self, generation: int, digest: str) -> None: ...
-
-    def recorded(self) -> dict[int, str]: ...
-
-
-class SnapshotStore:
+class SnapshotStore(Retention):
     """Snapshots of one session's namespace in ``directory``; see the module docstring."""
 
     def __init__(
@@ -148,96 +140,6 @@ class SnapshotStore:
         self.location = self._place.location  # the folder, or the URL of the objects
         self._files = self._place.files
         self._manifests = self._place.manifests
-
-    # ------------------------------------------------------------------ manifests
-    def manifests(self) -> list[int]:
-        """Generation numbers of the manifests present (valid or not), oldest first."""
-        return self._place.generations()
-
-    def _manifest_path(self, generation: int) -> str:
-        return self._place.manifest_location(generation)
-
-    def read_manifest(self, generation: int) -> dict[str, Any]:
-        """The verified manifest of one generation; SnapshotError saying why it cannot be used."""
-        return self._manifests.read(generation).data
-
-    def _recorded(self) -> dict[int, str]:
-        """The ledger's digests, read once per locked operation (``_fresh`` forgets them)."""
-        if self.ledger is None:
-            return {}
-        if self._recorded_cache is not None:
-            return self._recorded_cache
-        recorded = self._ledger_digests()
-        if self._in_operation:
-            self._recorded_cache = recorded
-        return recorded
-
-    def _ledger_digests(self) -> dict[int, str]:
-        if self.ledger is None:
-            return {}
-        try:
-            return {int(g): str(d) for g, d in self.ledger.recorded().items() if d != DISCARDED}
-        except Exception:  # an unreadable log: no record to compare with
-            return {}
-
-    def recorded_digests(self) -> dict[int, str]:
-        """The ledger's digests now (a background save's child works from this copy)."""
-        return dict(self._recorded())
-
-    @contextlib.contextmanager
-    def state_lock(self) -> Iterator[None]:
-        """Held while a background save's outcome is adopted (no save or restore runs meanwhile)."""
-        with self._lock:
-            yield
-
-    def forget_recorded(self) -> None:
-        self._recorded_cache = None
-
-    @contextlib.contextmanager
-    def _fresh(self) -> Iterator[None]:
-        """Inside a locked operation: the ledger is read at most once, and again by the next operation."""
-        self._recorded_cache, self._in_operation = None, True
-        try:
-            yield
-        finally:
-            self._recorded_cache, self._in_operation = None, False
-
-    def _scan(self) -> Scan:
-        scan = self._manifests.scan(self._recorded())
-        if scan.valid:
-            self._high = max(self._high, scan.valid[-1].generation)
-        return scan
-
-    def latest_manifest(self) -> dict[str, Any] | None:
-        """The newest verified manifest of any process, or None."""
-        scan = self._scan()
-        return scan.valid[-1].data if scan.valid else None
-
-    def _start(self, scan: Scan) -> None:
-        """Once per store: is an earlier kernel process's work waiting to be restored?"""
-        if self._pending is None:
-            superseded = scan.superseded() | self._supersedes
-            self._pending = any(
-                m.candidate and m.process != self.process and m.process not in superseded for m in scan.valid
-            )
-
-    @property
-    def pending(self) -> bool:
-        """True while an earlier kernel's snapshot waits to be restored or discarded by this process.
-
-        Takes no lock: ``status`` asks from a subshell while a save may be running, and must not wait.
-        """
-        if self._pending is None:
-            self._start(self._scan())
-        return bool(self._pending)
-
-    def generations_info(self) -> list[GenerationInfo]:
-        """Every committed generation, oldest first, verified or not (``%compact snapshots``); read
-        without the writer lock, by a reader of its own (``listing.py`` says why)."""
-        with self._listing_lock:
-            if self._listing is None:
-                self._listing = self._place.reader()
-            return committed_generations(self._listing, self._place, self._ledger_digests(), self.process)
 
     # ------------------------------------------------------------------ save
     def save(
@@ -626,52 +528,6 @@ class SnapshotStore:
             if self._recorded_cache is not None:
                 self._recorded_cache[generation] = digest
         return final, digest
-
-    def _prune(self) -> None:
-        """Delete manifests nothing keeps (module doc), then payloads no kept manifest references."""
-        scan = self._scan()
-        superseded = scan.superseded() | self._supersedes
-        keep = {m.generation for m in scan.valid[-self.generations :]}
-        for process in {m.process for m in scan.valid} - (superseded - {self.process}):
-            mine = [m for m in scan.valid if m.process == process]
-            keep.add(mine[-1].generation)
-            work = [m for m in mine if m.candidate]
-            if work and process != self.process:
-                keep.add(work[-1].generation)
-        for m in scan.valid:
-            if m.generation not in keep:
-                self._place.delete_manifest(m.generation)
-        refs = {ref_file(e["ref"]) for m in scan.valid if m.generation in keep for e in m.names.values()}
-        if self._small_index is not None:
-            self._small_index = {m: r for m, r in self._small_index.items() if f"{r['pack']}.pack" in refs}
-        self._files.remove_except(refs)
-
-    def discard(self, generation: int) -> list[int]:
-        """Delete every snapshot of the earlier kernel process that wrote ``generation``; the generations
-        removed."""
-        with self._lock, self._place.lock(shared=False, timeout=self.lock_timeout), self._fresh():
-            scan = self._scan()
-            target = scan.by_generation().get(generation)
-            if target is None:
-                raise SnapshotError(
-                    f"there is no valid snapshot generation {generation}; `%compact snapshots` lists them"
-                )
-            if target.process == self.process:
-                raise SnapshotError(
-                    f"generation {generation} is this kernel's own snapshot; only an earlier "
-                    "kernel's snapshots can be discarded"
-                )
-            gone = [m.generation for m in scan.valid if m.process == target.process]
-            for gen in gone:
-                self._place.delete_manifest(gen)
-                if self.ledger is not None:  # so their absence is not taken for a rolled-back folder
-                    with contextlib.suppress(Exception):
-                        self.ledger.record(gen, DISCARDED)
-            self._supersedes.add(target.process)
-            self._pending = None
-            self._start(self._scan())
-            self._prune()
-            return gone
 
     # ------------------------------------------------------------------ restore
     def load(
