@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from bench_summarizers import summarizer_for
 from generated_sessions import Writer
 from ideal_model import Truth, ideal_script
 
@@ -40,8 +41,6 @@ from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
-from ipython_compact.summarizers import OfflineSummarizer
-from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer
 
 HELDOUT = Path(__file__).resolve().parent.parent / "tests" / "fidelity" / "heldout"
@@ -125,13 +124,7 @@ def run_story(arm: str, story: JSON, args: argparse.Namespace, workdir: Path) ->
     try:
         store = SessionStore(workdir / f"{arm}-{story['name']}.db")
         store.create_session("s")
-        summarizer = (
-            OfflineSummarizer()
-            if server is None
-            else OpenAISummarizer(
-                model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0
-            )
-        )
+        summarizer = summarizer_for(server)
         compactor = Compactor(
             store, summarizer, CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
         )
