@@ -39,7 +39,7 @@ from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
 from ipython_compact.core.readable import one_line
 from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
-from ipython_compact.core.stance import replaced_mark
+from ipython_compact.core.stance import dropped_values, replaced_mark
 
 Status = Literal["ok", "error", "pending"]
 
@@ -621,7 +621,9 @@ class Ledger:
 
         def history(text: str) -> str:
             by = next((entry for old, entry in replaced.items() if old in text), None)
-            return f"; what it says was replaced later (entry {by})" if by else ""
+            if by:
+                return f"; what it says was replaced later (entry {by})"
+            return "; what it names as dropped is replaced" if dropped_values(text) else ""
 
         n = self.request_counts()
         total = sum(n.values())

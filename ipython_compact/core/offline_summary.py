@@ -564,7 +564,9 @@ def _extract(
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
             out["Key Decisions"].extend(
-                f"(user) {_clip(s)}" for s in user_decisions(text) if not anchored.has(s)
+                f"(user) {_clip(s)}{stance.replaced_mark(s)}"
+                for s in user_decisions(text)
+                if not anchored.has(s)
             )  # an anchored rule is stated verbatim in <anchors>
             book.user(entry.id, text, text[:RAW_REQUEST_CHARS])  # put in its line form at the end, if shown
         elif role == "assistant":
@@ -654,7 +656,8 @@ def _extract(
     out["Done earlier"] = [str(len(events) - len(shown))]
     for _entry_id, text, note in shown:
         request = _request_line(text, anchored)
-        out["Done"].append(f"{request} → {clip_sentences(note, OUTCOME_CHARS)}" if note else request)
+        line = f"{request} → {clip_sentences(note, OUTCOME_CHARS)}" if note else request
+        out["Done"].append(line + stance.replaced_mark(line))  # a value it names only to drop is history
     out["Done"].extend(f"(withdrawn) {formatted(r).text}" for r in records if r.status == "dropped")
     pending = [r for r in records if r.status in ("open", "deferred")]
     newest = pending[-CAPS["In Progress"] :]
