@@ -53,7 +53,6 @@ from ipython_compact.core.decisions import replacements as decision_replacements
 from ipython_compact.core.drift import (
     MAX_TRACKED,
     MAX_TRACKED_CHARS,
-    Identifier,
     apply_guard,
     render_block,
     strip_machine_blocks,
@@ -71,6 +70,7 @@ from ipython_compact.core.entries import (
     Entry,
     entry_text,
 )
+from ipython_compact.core.identifiers import Identifier
 from ipython_compact.core.ledger import MAX_FILES, Ledger
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import superseded_by

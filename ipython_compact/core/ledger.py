@@ -34,9 +34,10 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core import decisions as decision_book
 from ipython_compact.core.decisions import DecisionRecord
-from ipython_compact.core.drift import CODE_KEYS, extract_identifiers, render_block, variables_in_code
+from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
+from ipython_compact.core.identifiers import CODE_KEYS, extract_identifiers, variables_in_code
 from ipython_compact.core.readable import one_line
 from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
 from ipython_compact.core.stance import dropped_values, replaced_mark
