@@ -71,7 +71,8 @@ from ipython_compact.core.entries import (
     entry_text,
 )
 from ipython_compact.core.identifiers import Identifier
-from ipython_compact.core.ledger import MAX_FILES, Ledger
+from ipython_compact.core.ledger import Ledger
+from ipython_compact.core.ledger_records import MAX_FILES
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import superseded_by
 from ipython_compact.core.preparation import Preparation, prepare_compaction

@@ -62,7 +62,7 @@ from ipython_compact.core.facts import (
     supersedes,
     without_note,
 )
-from ipython_compact.core.ledger import NOT_ANSWERS
+from ipython_compact.core.ledger_records import NOT_ANSWERS
 from ipython_compact.core.requests import RequestBook, RequestRecord
 from ipython_compact.core.summary_sections import (
     _DECISION,
