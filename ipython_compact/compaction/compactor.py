@@ -37,17 +37,7 @@ from ipython_compact.compaction.results import (
     SessionMoved,
 )
 from ipython_compact.compaction.summary_check import checked_summary
-from ipython_compact.core.anchors import (
-    Anchor,
-    AnchorSet,
-    apply_pins,
-    constraint_spans,
-    extract_anchors,
-    is_goal_statement,
-    is_request,
-    one_scan_per_text,
-    user_text,
-)
+from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.decisions import replacements as decision_replacements
 from ipython_compact.core.drift import (
@@ -86,6 +76,13 @@ from ipython_compact.core.triage import (
     carry_pointers,
     externalized_lines,
     triage,
+)
+from ipython_compact.core.user_statements import (
+    constraint_spans,
+    is_goal_statement,
+    is_request,
+    one_scan_per_text,
+    user_text,
 )
 from ipython_compact.store import LeafMovedError, SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult

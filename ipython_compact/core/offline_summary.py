@@ -49,7 +49,6 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ipython_compact.core import stance
-from ipython_compact.core.anchors import constraint_spans, is_goal_statement, is_request
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 from ipython_compact.core.facts import (
     SENTENCE_RE,
@@ -103,6 +102,7 @@ from ipython_compact.core.summary_sections import (
 from ipython_compact.core.summary_sections import (
     repair_sections as repair_sections,
 )
+from ipython_compact.core.user_statements import constraint_spans, is_goal_statement, is_request
 
 
 def _norm(text: str) -> str:

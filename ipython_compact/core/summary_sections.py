@@ -17,12 +17,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Literal
 
-from ipython_compact.core.anchors import user_decisions as _user_decisions
 from ipython_compact.core.facts import (
     SENTENCE_RE,
     clip_sentences,
 )
 from ipython_compact.core.readable import one_line
+from ipython_compact.core.user_statements import user_decisions as _user_decisions
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
 
