@@ -445,6 +445,12 @@ _DROPPED_CLAUSE: Final = re.compile(
     r"reicht nicht|taugt nicht)\b"
     r"|(?P<cjk>[A-Za-z0-9][\w.+/-]*)\s*(?:[^\s，。,.;；]{0,3}(?:太.|不够|不行|不好用))"
 )
+# the predicates of the two patterns above, alone: a cheap gate before them
+_DROP_PREDICATE: Final = re.compile(
+    r"(?i)\b(?:won'?t|will not|doesn'?t|does not|didn'?t|don'?t|do not|can'?t|cannot|isn'?t|is not|"
+    r"wasn'?t|was not|is too|are too|was too|were too|ist zu|sind zu|war zu|reicht nicht|taugt nicht)\b"
+    r"|太.|不够|不行|不好用"
+)
 # a negated verb with the value as its object: "they won't support a second Kafka"
 _NEGATED_OBJECT: Final = re.compile(
     r"(?i)\b(?:won'?t|will not|don'?t|do not|doesn'?t|does not|can'?t|cannot) "
@@ -473,18 +479,23 @@ def dropped_values(text: str) -> list[str]:
     complaint with no other value of its kind on the line, or on a line that sets nothing (a
     report: "Python 3.12 is not supported by numba 0.58 yet"), drops nothing."""
     found = [" ".join(sorted(p)) for p in named_old(text)]
-    all_values = values(text)
+    predicate = _DROP_PREDICATE.search(text) is not None
+    if not (predicate or _HISTORICAL.search(text) or _AS_IS.search(text)):
+        return found  # the common line: no clause that could drop a value (values() is the cost)
     clauses = _CLAUSES.split(text)
+    history = [bool(_HISTORICAL.search(c)) for c in clauses]
+    as_is = [bool(_AS_IS.search(c)) for c in clauses]
+    all_values = values(text)
     change = next((i for i, c in enumerate(clauses) if _SETS.search(c) or _USES.search(c)), len(clauses))
     for i, clause in enumerate(clauses):
+        if not (history[i] or as_is[i]):
+            continue
         old = set(values(clause))
-        if i < change < len(clauses) and _AS_IS.search(clause) and old:
+        if i < change < len(clauses) and as_is[i] and old:
             found.append(" ".join(sorted(old)))  # how it stands, then a change: the change says what follows
-        elif _HISTORICAL.search(clause) and any(
-            _shape(o) == _shape(v) for o in old for v in all_values - old
-        ):
+        elif history[i] and any(_shape(o) == _shape(v) for o in old for v in all_values - old):
             found.append(" ".join(sorted(old)))  # told as history beside a value of its kind
-    changes = bool(sets_value(text) or _USES.search(text))
+    changes = predicate and bool(sets_value(text) or _USES.search(text))
     for m in [*_DROPPED_CLAUSE.finditer(text), *_NEGATED_OBJECT.finditer(text)] if changes else []:
         said = next((v for v in m.groupdict().values() if v), "").lower().split()
         old = {v for v in all_values if v in said}
