@@ -63,3 +63,22 @@ def test_cjk_history_words_need_no_word_boundary_and_a_date_bound_is_not_history
 ) -> None:
     found = stance.stance(sentence, "user")
     assert found == expected if expected == "historical" else found != "historical"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "values"),
+    [
+        (
+            "Heads-up: people keep asking, but we are not moving to Azure. All of it stays in eu-west-1.",
+            ["Azure"],
+        ),
+        ("We won't switch to Yarn Berry for this repo.", ["Yarn Berry"]),
+        ("Wir wechseln nicht zu Bitbucket, GitLab bleibt.", ["Bitbucket"]),
+        ("我们不迁移到 Ceph，继续用 MinIO。", ["Ceph"]),
+        ("We are moving to Postgres 16 next week.", []),
+        ("The move to Postgres 16 is done.", []),
+    ],
+)
+def test_a_move_said_not_to_happen_names_what_is_not_adopted(sentence: str, values: list[str]) -> None:
+    assert stance.not_adopted(sentence) == values
+    assert ("not adopted" in stance.not_adopted_mark(sentence)) == bool(values)

@@ -248,7 +248,9 @@ def _extract(
                 ]
                 out["Goal"] = out["Goal"] or out["Goal statement"]
             full = entry_text(entry)
-            out["Constraints & Preferences"].extend(_clip(full[s:e]) for s, e in constraint_spans(full))
+            out["Constraints & Preferences"].extend(  # a value it names as not adopted is marked
+                _clip(full[s:e]) + stance.not_adopted_mark(full[s:e]) for s, e in constraint_spans(full)
+            )
             out["Key Decisions"].extend(
                 f"(user) {_clip(s)}{stance.replaced_mark(s)}"
                 for s in user_decisions(text)
@@ -576,7 +578,7 @@ def offline_summary(
                 + [f"(blocked) {b}" for b in found["Blocked"]]
             )[-CAPS["Early Progress"] :],
             "Context for Suffix": (
-                [c for c in found["Constraints & Preferences"] if not within.has(c)]
+                [c for c in found["Constraints & Preferences"] if not within.has(without_note(c))]
                 + found["Key Decisions"]
                 + found["Next Steps"]
                 + found["Critical Context"]
@@ -607,8 +609,8 @@ def offline_summary(
         )
         if goal_was_anchored or not goal or all(anchored.has(without_note(g)) for g in goal):
             goal, refs["Goal"] = [], ANCHORED_GOAL
-        if any(anchored.has(c) for c in constraints):
-            constraints = [c for c in constraints if not anchored.has(c)]
+        if any(anchored.has(without_note(c)) for c in constraints):
+            constraints = [c for c in constraints if not anchored.has(without_note(c))]
             refs["Constraints & Preferences"] = (
                 ANCHORED_REST if constraints else ANCHORED_REST.replace("other ", "")
             )
