@@ -25,9 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ipython_compact.core.anchors import SENTENCE_RE, constraint_spans
 from ipython_compact.core.entries import text_of_content
+from ipython_compact.core.facts import SENTENCE_RE
 from ipython_compact.core.pi_format import parse_pi_session
+from ipython_compact.core.user_statements import constraint_spans
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "tests" / "fixtures" / "anchor_labels.jsonl"

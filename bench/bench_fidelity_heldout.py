@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import tempfile
 import time
@@ -31,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from bench_summarizers import summarizer_for
 from generated_sessions import Writer
 from ideal_model import Truth, ideal_script
 
@@ -39,8 +41,6 @@ from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
-from ipython_compact.summarizers import OfflineSummarizer
-from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer
 
 HELDOUT = Path(__file__).resolve().parent.parent / "tests" / "fidelity" / "heldout"
@@ -124,13 +124,7 @@ def run_story(arm: str, story: JSON, args: argparse.Namespace, workdir: Path) ->
     try:
         store = SessionStore(workdir / f"{arm}-{story['name']}.db")
         store.create_session("s")
-        summarizer = (
-            OfflineSummarizer()
-            if server is None
-            else OpenAISummarizer(
-                model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0
-            )
-        )
+        summarizer = summarizer_for(server)
         compactor = Compactor(
             store, summarizer, CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
         )
@@ -157,6 +151,7 @@ def run_story(arm: str, story: JSON, args: argparse.Namespace, workdir: Path) ->
         if server is not None:
             server.stop()
     found = scorer().score(story, checkpoint, tail)
+    found["offending_lines"] = offending_lines(found, checkpoint)
     found["compactions"] = done
     found["seconds"] = round(time.perf_counter() - started, 2)
     if truth is not None:
@@ -167,6 +162,71 @@ def run_story(arm: str, story: JSON, args: argparse.Namespace, workdir: Path) ->
             if any(v in old for v in stale_ok)
         ]
     return found
+
+
+_TAG = re.compile(r"^\s*<(/?)([A-Za-z_][\w\-]*)[^>]*>\s*$")
+_HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*$")
+
+
+def layers(checkpoint: str) -> dict[str, str]:
+    """Which layer wrote each checkpoint line: the innermost block tag it sits in (``anchors``,
+    ``ledger``, ``drift-guard``) or, in the summary text, its section heading path
+    (``summary: Progress/Done``). A line written twice keeps its first layer."""
+    out: dict[str, str] = {}
+    tags: list[str] = []
+    heads: list[str] = []
+    for line in checkpoint.splitlines():
+        tag = _TAG.match(line)
+        if tag:
+            if tag.group(1):
+                while tags and tags.pop() != tag.group(2):
+                    pass
+            else:
+                tags.append(tag.group(2))
+                heads = [] if tag.group(2) != "summary" else heads
+            continue
+        head = _HEADING.match(line)
+        if head:
+            heads = [*heads[: len(head.group(1)) - 2], head.group(2)]
+            continue
+        inner = [t for t in tags if t != "summary"]
+        where = inner[-1] if inner else "summary: " + "/".join(heads) if heads else "summary"
+        out.setdefault(line.strip(), where)
+    return out
+
+
+def offending_lines(found: JSON, checkpoint: str) -> list[JSON]:
+    """Each superseded / false / cancelled-shown-open checkpoint line with the layer that wrote
+    it; each open request not shown, and each current fact missed (no line: nothing wrote it)."""
+    where = layers(checkpoint)
+    out: list[JSON] = []
+    for kind, key in (("superseded", "superseded_offenders"), ("false", "false_supersession_offenders")):
+        for o in found[key]:
+            out.extend(
+                {
+                    "kind": kind,
+                    "subject": o["subject"],
+                    "value": h["value"],
+                    "layer": where.get(h["line"], "?"),
+                    "line": h["line"][:160],
+                }
+                for h in o["hits"]
+            )
+    for o in found["requests"]["cancelled_offenders"] + found["requests"]["done_offenders"]:
+        out.append(
+            {
+                "kind": "closed shown open",
+                "subject": o["id"],
+                "layer": where.get(o["line"], "?"),
+                "line": o["line"][:160],
+            }
+        )
+    out.extend(
+        {"kind": "open not shown", "subject": r, "layer": "-"}
+        for r in found["requests"]["open_or_deferred_not_shown"]
+    )
+    out.extend({"kind": "current missed", "subject": f, "layer": "-"} for f in found["current_misses"])
+    return out
 
 
 TOTALS = (

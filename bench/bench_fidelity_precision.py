@@ -67,6 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the session writer
 
 from bench_fidelity_probes import scripted
+from bench_summarizers import summarizer_for
 from generated_sessions import Writer
 from ideal_model import Truth, ideal_script
 
@@ -76,8 +77,6 @@ from ipython_compact.core.entries import text_of_content
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.store import SessionStore
-from ipython_compact.summarizers import OfflineSummarizer
-from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer
 
 ARMS = ("offline", "openai_good", "openai_drifting", "openai_ideal", "naive")
@@ -472,13 +471,7 @@ def run(
     store = SessionStore(workdir / f"{arm}.db")
     store.create_session("s")
     naive = arm == "naive"
-    summarizer = (
-        OfflineSummarizer()
-        if server is None
-        else OpenAISummarizer(
-            model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0
-        )
-    )
+    summarizer = summarizer_for(server)
     compactor = Compactor(
         store,
         summarizer,

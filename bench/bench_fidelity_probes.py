@@ -50,6 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_summarizers import summarizer_for
+
 from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.context import build_context
 from ipython_compact.core.drift import extract_identifiers
@@ -58,8 +60,6 @@ from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.core.triage import INDEX_HEADER
 from ipython_compact.store import SessionStore
-from ipython_compact.summarizers import OfflineSummarizer
-from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
 from ipython_compact.testing import ModelServer, RecordedRequest, Reply
 
 # generated sessions live with the tests
@@ -283,13 +283,7 @@ def run(
     store.create_session("s")
     settings = CompactionSettings(keep_recent_tokens=args.keep_recent_tokens)
     naive = arm == "naive"
-    summarizer = (
-        OfflineSummarizer()
-        if server is None
-        else OpenAISummarizer(
-            model="bench-model", base_url=server.base_url, api_key="k", backoff=0.01, timeout=10.0
-        )
-    )
+    summarizer = summarizer_for(server)
     compactor = Compactor(
         store, summarizer, settings, anchors=not naive, drift_guard=not naive, ledger=not naive
     )

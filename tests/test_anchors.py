@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from generated_sessions import SESSION_KINDS, make_session
 
-from ipython_compact.core.anchors import SENTENCE_RE, constraint_spans
 from ipython_compact.core.entries import text_of_content
+from ipython_compact.core.facts import SENTENCE_RE
 from ipython_compact.core.pi_format import parse_pi_session
+from ipython_compact.core.user_statements import constraint_spans
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

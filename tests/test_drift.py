@@ -7,14 +7,7 @@ from typing import Any
 import pytest
 from builders import message_entry as msg
 
-from ipython_compact.core.anchors import (
-    Anchor,
-    AnchorSet,
-    apply_pins,
-    constraint_spans,
-    extract_anchors,
-    resolve_anchors,
-)
+from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors, resolve_anchors
 from ipython_compact.core.drift import (
     MAX_TRACKED,
     MAX_TRACKED_CHARS,
@@ -29,6 +22,7 @@ from ipython_compact.core.drift import (
     variables_in_code,
 )
 from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.user_statements import constraint_spans
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
-from ipython_compact.core import drift
+from ipython_compact.core import identifiers as drift  # the patterns and their gates (split out of drift)
 
 TEXTS = [
     "score=٥٥٥",  # a Unicode digit after "=", alone

@@ -351,7 +351,7 @@ def test_numbered_siblings_are_not_versions_and_run_ids_keep_their_results_apart
 
 
 def test_a_withdrawal_is_not_a_standing_rule() -> None:
-    from ipython_compact.core.anchors import constraint_spans
+    from ipython_compact.core.user_statements import constraint_spans
 
     assert constraint_spans("Never mind the PDF export of the dashboard.") == []
 

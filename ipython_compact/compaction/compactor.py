@@ -37,23 +37,12 @@ from ipython_compact.compaction.results import (
     SessionMoved,
 )
 from ipython_compact.compaction.summary_check import checked_summary
-from ipython_compact.core.anchors import (
-    Anchor,
-    AnchorSet,
-    apply_pins,
-    constraint_spans,
-    extract_anchors,
-    is_goal_statement,
-    is_request,
-    one_scan_per_text,
-    user_text,
-)
+from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.decisions import replacements as decision_replacements
 from ipython_compact.core.drift import (
     MAX_TRACKED,
     MAX_TRACKED_CHARS,
-    Identifier,
     apply_guard,
     render_block,
     strip_machine_blocks,
@@ -71,7 +60,9 @@ from ipython_compact.core.entries import (
     Entry,
     entry_text,
 )
-from ipython_compact.core.ledger import MAX_FILES, Ledger
+from ipython_compact.core.identifiers import Identifier
+from ipython_compact.core.ledger import Ledger
+from ipython_compact.core.ledger_records import MAX_FILES
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import superseded_by
 from ipython_compact.core.preparation import Preparation, prepare_compaction
@@ -85,6 +76,13 @@ from ipython_compact.core.triage import (
     carry_pointers,
     externalized_lines,
     triage,
+)
+from ipython_compact.core.user_statements import (
+    constraint_spans,
+    is_goal_statement,
+    is_request,
+    one_scan_per_text,
+    user_text,
 )
 from ipython_compact.store import LeafMovedError, SessionStore
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult

@@ -22,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ipython_compact.core.drift import extract_identifiers
 from ipython_compact.core.entries import entry_text
+from ipython_compact.core.identifiers import extract_identifiers
 from ipython_compact.core.summary_judge import Verdict, judge_summary
 from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer

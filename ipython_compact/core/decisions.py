@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ipython_compact.core import stance
-from ipython_compact.core.anchors import constraint_spans, user_decisions
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 from ipython_compact.core.facts import (
     SENTENCE_RE,
@@ -55,6 +54,7 @@ from ipython_compact.core.facts import (
     supersedes,
     without_note,
 )
+from ipython_compact.core.user_statements import constraint_spans, user_decisions
 
 Speaker = Literal["user", "assistant"]
 

@@ -156,7 +156,9 @@ def replaced_note(old: str, entry_id: str | None = None) -> str:
     return f" — replaced: {clip_sentences(old, OLD_CHARS)}{where}"
 
 
-_NOTE: Final = re.compile(r" — replaced: .*$")
+_NOTE: Final = re.compile(
+    r" — replaced: .*$| — \((?:what it names as dropped is replaced|not adopted: [^()]*)\)$"
+)
 
 
 def without_note(line: str) -> str:

@@ -37,8 +37,8 @@ from itertools import islice
 from typing import Any, Final, Literal
 
 from ipython_compact.core import stance
-from ipython_compact.core.anchors import is_goal_statement
 from ipython_compact.core.facts import SENTENCE_RE
+from ipython_compact.core.user_statements import is_goal_statement
 
 RequestStatus = Literal["open", "deferred", "done", "dropped"]
 STATUSES: Final = ("open", "deferred", "done", "dropped")

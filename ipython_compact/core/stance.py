@@ -73,7 +73,8 @@ _QUOTED: Final = re.compile(
 # history: what held before, told as such
 _HISTORICAL: Final = re.compile(
     r"(?i)\b(?:we used to|used to be|previously|back then|originally|in the past|last (?:year|quarter|month)|"
-    r"früher|damals|letztes jahr|以前|之前|去年)\b"
+    # CJK has no word boundaries; after a date or time ("9 月之前") 之前 bounds a time, it tells no history
+    r"früher|damals|letztes jahr)\b|(?<![\d月日年号点天周])(?:以前|之前)|去年"
 )
 # an assistant's suggestion (not a decision until the user takes it)
 _PROPOSED: Final = re.compile(
@@ -395,6 +396,7 @@ _OLD_NAMED: Final = re.compile(
     r"(?i)(?:\b(?:instead of|rather than|in place of|no longer(?: (?:use|using|need|want|do|keep|report))?|"
     r"switch(?:ed|ing)? (?:away )?from|replac(?:e|es|ed|ing)|drop(?:ped|ping)?(?: the)?|"
     r"moved? away from|migrat(?:e|ed|ing) (?:away )?from|move(?:d)? off|(?:get|got|getting) rid of|"
+    r"stop(?:ped|ping)? (?:doing|using|running)|no more|"
     r"statt|anstatt|anstelle von|nicht mehr|au lieu de|en lugar de|en vez de|ya no)\s+"
     r"(?P<old>[^.,;:!?()，。；]{1,60}?)"
     r"(?=\s+(?:with|to|for|by|in|on|because|and|but|as|since|nehmen|verwenden|wir)\b|[.,;:!?()，。；]|$)"
@@ -422,11 +424,87 @@ _SETS: Final = re.compile(
 )
 
 
+# an imperative that picks a value: "use X", "go with X", "setz X", "nimm X"
+_USES: Final = re.compile(
+    r"(?i)(?:^|[,;:.!—-]\s*)(?:use|go with|pick|take|setz(?:e|t)?|nimm|nehmt|nutze?)\s+\S"
+)
+
+
 def sets_value(text: str) -> bool:
     """Whether a sentence sets or changes something (a change verb with its new value, a time
     marker such as "from now on", what it replaces, or "scratch that"): a decision candidate
     (its stance still decides)."""
     return bool(_SETS.search(text)) or revises_newest(text) or bool(named_old(text))
+
+
+# a clause that drops the value it is about: the value, then a negated or too-much/too-little
+# predicate ("APA 7 won't pass", "0.15 ist zu lasch", "0.33 误报太多了"): its subject is the old value
+_DROPPED_CLAUSE: Final = re.compile(
+    r"(?i)(?P<old>(?<![\w.+/-])[\w.+/-]+(?: [\w.+/-]+){0,1})\s+(?:won'?t|will not|doesn'?t|does not|didn'?t|"
+    r"can'?t|cannot|isn'?t|is not|wasn'?t|was not|is too|are too|was too|were too|ist zu|sind zu|war zu|"
+    r"reicht nicht|taugt nicht)\b"
+    r"|(?P<cjk>[A-Za-z0-9][\w.+/-]*)\s*(?:[^\s，。,.;；]{0,3}(?:太.|不够|不行|不好用))"
+)
+# the predicates of the two patterns above, alone: a cheap gate before them
+_DROP_PREDICATE: Final = re.compile(
+    r"(?i)\b(?:won'?t|will not|doesn'?t|does not|didn'?t|don'?t|do not|can'?t|cannot|isn'?t|is not|"
+    r"wasn'?t|was not|is too|are too|was too|were too|ist zu|sind zu|war zu|reicht nicht|taugt nicht)\b"
+    r"|太.|不够|不行|不好用"
+)
+# a negated verb with the value as its object: "they won't support a second Kafka"
+_NEGATED_OBJECT: Final = re.compile(
+    r"(?i)\b(?:won'?t|will not|don'?t|do not|doesn'?t|does not|can'?t|cannot) "
+    r"(?:support|use|run|want|need|keep|allow) (?:(?:a|an|the|any|another|second|more) )*(?P<obj>[\w.+/-]+)"
+)
+# a clause telling how things stand before a change ("currently X, let's move to Y", "现在是 X，建议改成 Y")
+_AS_IS: Final = re.compile(
+    r"(?i)\b(?:currently|right now|at the moment|as of now|today we|bisher|derzeit|momentan|aktuell)\b"
+    r"|现在是|目前是|目前用"
+)
+
+
+_CLAUSES: Final = re.compile(r"[，。；;！!？?]|[.,](?=\s)")
+
+
+def _shape(value: str) -> str:
+    """A value's kind: a number, or a name."""
+    return "number" if re.fullmatch(r"[\d.,]+%?", value) else "name"
+
+
+def dropped_values(text: str) -> list[str]:
+    """The values ``text`` names only to drop them, beside another value of their kind that takes
+    their place: what it says it replaces (``named_old``), and a value whose own clause negates it
+    or calls it too much or too little ("switch to ACM, APA 7 won't pass"; "0.15 ist zu lasch,
+    setz 0.095"), and the values of a clause told as history ("we used to run 3, now 5"). A
+    complaint with no other value of its kind on the line, or on a line that sets nothing (a
+    report: "Python 3.12 is not supported by numba 0.58 yet"), drops nothing."""
+    found = [" ".join(sorted(p)) for p in named_old(text)]
+    predicate = _DROP_PREDICATE.search(text) is not None
+    if not (predicate or _HISTORICAL.search(text) or _AS_IS.search(text)):
+        return found  # the common line: no clause that could drop a value (values() is the cost)
+    clauses = _CLAUSES.split(text)
+    history = [bool(_HISTORICAL.search(c)) for c in clauses]
+    as_is = [bool(_AS_IS.search(c)) for c in clauses]
+    all_values = values(text)
+    change = next((i for i, c in enumerate(clauses) if _SETS.search(c) or _USES.search(c)), len(clauses))
+    for i, clause in enumerate(clauses):
+        if not (history[i] or as_is[i]):
+            continue
+        old = set(values(clause))
+        if i < change < len(clauses) and as_is[i] and old:
+            found.append(" ".join(sorted(old)))  # how it stands, then a change: the change says what follows
+        elif history[i] and any(_shape(o) == _shape(v) for o in old for v in all_values - old):
+            found.append(" ".join(sorted(old)))  # told as history beside a value of its kind
+    changes = predicate and bool(sets_value(text) or _USES.search(text))
+    for m in [*_DROPPED_CLAUSE.finditer(text), *_NEGATED_OBJECT.finditer(text)] if changes else []:
+        said = next((v for v in m.groupdict().values() if v), "").lower().split()
+        old = {v for v in all_values if v in said}
+        if not old:
+            continue
+        others = all_values - old
+        if any(_shape(o) == _shape(v) for o in old for v in others):
+            found.append(" ".join(sorted(old)))
+    return list(dict.fromkeys(found))
 
 
 def named_old(text: str) -> list[frozenset[str]]:
@@ -525,12 +603,36 @@ def replaced_by_code(statement: str, key: str, old: str, new: str) -> bool:
 NAMES_REPLACED: Final = " — (what it names as dropped is replaced)"
 
 
+# a move that is said not to happen: "we are not moving to GCP", "won't switch to Yarn",
+# "wir wechseln nicht zu X", "不迁移到 X"; group "value" is what is not adopted
+_NOT_MOVING: Final = re.compile(
+    r"\b(?i:not|never|won'?t|aren'?t|isn'?t|no plans? (?:for|of)) (?i:be )?(?i:moving|migrating|switching|"
+    r"going|changing|move|migrate|switch|change|adopt(?:ing)?)(?i: over| away)? (?i:to|onto) (?i:the )?"
+    r"(?P<value>[A-Z0-9](?:[\w.+/-]*[\w+/-])?(?: [A-Z0-9](?:[\w.+/-]*[\w+/-])?)?)"
+    r"|\b(?i:wechseln|migrieren|ziehen) (?i:wir )?nicht (?i:zu|auf|nach) (?P<de>[\w.+/-]+)"
+    r"|(?:不迁移到|不迁到|不换成|不改用|不会迁移到)\s*(?P<cjk>[A-Za-z0-9][\w.+/-]*)"
+)
+
+
+def not_adopted(text: str) -> list[str]:
+    """The values ``text`` says it will not move to (a negated move: "We are not moving to GCP"):
+    named, but never what holds."""
+    return list(dict.fromkeys(next(v for v in m.groups() if v) for m in _NOT_MOVING.finditer(text)))
+
+
 def replaced_mark(text: str) -> str:
     """The mark a current line gets when it names the old value it replaced ("PgBouncer is out;
-    RDS Proxy from now on", a ``sed s/a/b/``): the old value on it is history, not current."""
-    return (
-        NAMES_REPLACED if named_old(text) or (("s/" in text or "\n-" in text) and code_changes(text)) else ""
-    )
+    RDS Proxy from now on", a ``sed s/a/b/``): the old value on it is history, not current; or
+    when it names a value only to say it is not adopted ("not moving to GCP")."""
+    if dropped_values(text) or (("s/" in text or "\n-" in text) and code_changes(text)):
+        return NAMES_REPLACED
+    return not_adopted_mark(text)
+
+
+def not_adopted_mark(text: str) -> str:
+    """The mark a line gets when it names values only to say they are not adopted."""
+    rejected = not_adopted(text)
+    return f" — (not adopted: {', '.join(rejected)})" if rejected else ""
 
 
 def unclear_line(a: tuple[str, str], b: tuple[str, str]) -> str:

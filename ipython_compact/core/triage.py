@@ -32,8 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ipython_compact.core.drift import extract_identifiers, output_identifiers
+from ipython_compact.core.drift import output_identifiers
 from ipython_compact.core.entries import Entry, canonical_json, entry_text, text_of_content, tool_calls_of
+from ipython_compact.core.identifiers import extract_identifiers
 
 EXTERNALIZE_LINES: Final = 200
 EXTERNALIZE_CHARS: Final = 8000

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ipython_compact.core.entries import Entry
-from ipython_compact.core.offline_summary import SummaryKind
+from ipython_compact.core.summary_sections import SummaryKind
 
 # the summarizer model; here so choosing a summarizer needs no ``openai`` import
 ENV_MODEL = "IPYTHON_COMPACT_MODEL"
