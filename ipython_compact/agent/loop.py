@@ -68,6 +68,7 @@ from ipython_compact.agent.scheduler import CompactionEngine, CompactionSchedule
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.sub_agents import SubAgentRegistry, forward_child_events
 from ipython_compact.agent.supervisor import KernelSupervisor
+from ipython_compact.agent.token_learning import TokenLearner, attach_learner, learner_for
 from ipython_compact.agent.tool_runner import ToolRunner
 from ipython_compact.agent.window_fit import question_does_not_fit, window_too_small
 from ipython_compact.core.entries import (
@@ -89,7 +90,7 @@ from ipython_compact.core.overflow import (
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.state_notice import SnapshotOutcome
 from ipython_compact.core.thresholds import threshold_lines
-from ipython_compact.core.tokens import estimate_context, usage_of
+from ipython_compact.core.tokens import usage_of
 from ipython_compact.core.triggers import usage_is_stale
 from ipython_compact.store import SessionStore
 
@@ -256,6 +257,7 @@ class Agent:
             )
         self._log = SessionLog(self.store, self.session, on_event)
         self._caller = ModelCaller(client, request_timeout=request_timeout, stream=stream)
+        self._learner: TokenLearner = learner_for(client, self.model, self.settings.estimator)
         self._supervisor = KernelSupervisor(
             kernel,
             snapshot_dir=snapshot_dir,
@@ -274,6 +276,7 @@ class Agent:
                 model=self.model,
                 base_url=base_url,
                 api_key=api_key,
+                window=self.context_window,
             ),
             settings=lambda: self.settings,
             window=lambda: self.context_window,
@@ -283,6 +286,7 @@ class Agent:
             cooldown_seconds=cooldown_seconds,
             allowed=lambda: self._caps.may_compact(),
         )
+        attach_learner(self._scheduler.engine, self._learner)
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
         self._abort = threading.Event()
         self._asking = threading.Lock()  # one turn at a time (ask and aask)
@@ -439,6 +443,7 @@ class Agent:
     @compactor.setter
     def compactor(self, engine: CompactionEngine) -> None:
         self._scheduler.engine = engine
+        attach_learner(engine, self._learner)
 
     @property
     def kernel(self) -> KernelTool:
@@ -492,6 +497,8 @@ class Agent:
         self.provider = provider or self.provider
         self.model = model
         self.context_window = context_window
+        self._learner = learner_for(self._caller.client, model, self.settings.estimator)
+        attach_learner(self._scheduler.engine, self._learner)
         self._log.append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
 
     def interrupt(self) -> None:
@@ -696,6 +703,7 @@ class Agent:
         """Send the context; the assistant message, a terminal TurnResult, or None to retry."""
         messages = self._request_messages()
         self._log.emit("request", f"{len(messages)} messages", messages=len(messages))
+        sent = self.store.context_view(self.session)
         answer = self._caller.call(
             messages,
             model=self.model,
@@ -710,6 +718,7 @@ class Agent:
         assistant = answer.message
         usage = assistant.get("usage")
         self._caps.spend(int(usage.get("totalTokens") or 0) if isinstance(usage, dict) else 0)
+        self._learner.learn_usage(sent.entries, sent.tokens(self.settings.estimator), usage)
         self._log.append_message(assistant)
         if answer.aborted:
             return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
@@ -817,9 +826,7 @@ class Agent:
         to per-message estimates. The flag says that this happened, for status displays.
         """
         view = self.store.context_view(self.session)
-        est = estimate_context(
-            view.entries, self.settings.estimator, tokens=view.tokens(self.settings.estimator)
-        )
+        est = self._learner.context(view.entries, view.tokens(self.settings.estimator))
         newest = max((i for i, e in enumerate(view.entries) if e.kind == COMPACTION), default=None)
         anchors = [i for i, e in enumerate(view.entries) if usage_of(e.message) is not None]
         ignored = bool(anchors) and usage_is_stale(anchors[-1], newest)
@@ -840,6 +847,7 @@ class Agent:
             "model": f"{self.provider}/{self.model}",
             "tokens": tokens,
             "stale_usage_ignored": stale_ignored,
+            "estimate": self._learner.describe(),
             "window": self.context_window,
             "blocking_line": lines.blocking,
             "background_line": lines.background,
