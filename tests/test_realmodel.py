@@ -154,3 +154,33 @@ def test_numeric_text_on_a_small_window_never_overflows_because_of_an_estimate()
         assert abs(estimate - real) <= 0.05 * real + 16, (believed, counted)  # density: ~4x under
         assert real <= server.n_ctx or estimate > server.n_ctx, (believed, counted)
     assert sum(e.kind == "compaction" for e in entries) >= 1  # the window was really filled
+
+
+def test_compactions_through_the_model_on_a_2048_window_are_judged(tmp_path: Path) -> None:
+    """A span over the summarizer's window is summarized in pieces (never failed, never elided), and
+    every checkpoint stored is judged: never empty, looping, truncated or poorer than offline."""
+    server = llama_server(2048)
+    settings = CompactionSettings(keep_recent_tokens=200, reserve_tokens=500)
+    stores = [SessionStore(tmp_path / f"{name}.db") for name in ("model", "offline")]
+    rounds = list(TranscriptGenerator(11).rounds(8))
+    summarizer = OpenAISummarizer(model=server.alias, base_url=server.base_url, api_key="none", timeout=600)
+    compactors = [Compactor(stores[0], summarizer, settings), Compactor(stores[1], settings=settings)]
+    for store in stores:
+        store.create_session("s")
+    outcomes: list[tuple[str, int, float]] = []
+    for batch in (rounds[:5], rounds[5:]):  # two compactions, the second updating the first
+        messages = [m for round_ in batch for m in round_]
+        for store in stores:
+            store.append_many("s", [("message", {"message": m}) for m in messages])
+        started = time.monotonic()
+        real = compactors[0].compact("s", reason="threshold")
+        seconds = time.monotonic() - started
+        offline = compactors[1].compact("s", reason="threshold")
+        facts = [v for m in messages for _cls, v in extract_identifiers(text_of_content(m.get("content")))]
+        call = real.details["calls"][0]
+        judged = call["judged"]
+        assert judged["action"] in ("kept", "retried", "merged", "replaced"), judged
+        verdict = judge_summary(real.summary, offline.summary, facts)
+        assert verdict.code == "ok", (verdict, judged)
+        outcomes.append((f"{judged['action']}: {judged['why']}", int(call.get("pieces", 1)), seconds))
+    print("compactions on a 2,048-token window:", outcomes)
