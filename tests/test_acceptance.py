@@ -127,7 +127,7 @@ def test_readme_agent_snippet_runs_verbatim(tmp_path: Path) -> None:
         "    os.environ['OPENAI_BASE_URL'] = srv.base_url\n"
         "    os.environ['OPENAI_API_KEY'] = 'test'\n"
         f"    exec(compile({snippet!r}, 'README', 'exec'), {{}})\n"
-        "    print('requests', len(srv.requests))\n"
+        "    print('requests', len([r for r in srv.requests if r.messages]))\n"
     )
     env = {**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path / "data")}
     env.pop("OPENAI_BASE_URL", None)

@@ -181,6 +181,8 @@ def test_preview_and_now_use_the_live_agents_settings(ip: Any, tmp_path: Path) -
         service.live_agent = lambda: agent
         try:
             assert agent.settings.keep_recent_tokens == 750
+            status = ip.run_line_magic("compact", "status")._repr_mimebundle_()[0]["text/plain"]
+            assert "estimated by default (density)" in " ".join(status.split())  # which estimate rules
             plan = ip.run_line_magic("compact", "preview").data
             assert plan["summarize"]["entries"] > 0 and plan["keep"]["tokens"] <= 1500
             done = ip.run_line_magic("compact", "now").data

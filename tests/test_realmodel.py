@@ -8,14 +8,17 @@ recognised, and code it writes in its replies runs in the kernel.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from pathlib import Path
 
 import openai
 import pytest
+from llama_server import llama_server
 
 from ipython_compact import Agent
-from ipython_compact.agent.events import AgentEvent
+from ipython_compact.agent.events import AgentEvent, TurnFailed
 from ipython_compact.agent.fenced_code import reply_blocks
 from ipython_compact.agent.model_resolution import ModelServerError
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
@@ -106,3 +109,78 @@ def test_a_compaction_through_the_model_never_stores_a_summary_poorer_than_the_o
     verdict = judge_summary(real.summary, offline.summary, facts)
     assert verdict.code in ("ok",), (verdict, judged)  # never empty, looping or poorer than offline
     print(f"compaction through the model: {seconds:.1f} s, {judged['action']}: {judged['why']}")
+
+
+def readings(seed: int, count: int = 60) -> str:
+    """Numeric tool-output-like text: the density estimate makes about a quarter of SmolLM2's count."""
+    return " ".join(str((seed * 7919 + i * 104729) % 1000003) for i in range(count))
+
+
+def test_numeric_text_on_a_small_window_never_overflows_because_of_an_estimate() -> None:
+    """Every request's estimate is the server's own count (its tokenize route), so a request the
+    agent believed fits is never refused; a refusal can only be one it already knew was over."""
+    server = llama_server(2048)
+    believed: list[int] = []
+    box: list[Agent] = []
+
+    def on_event(event: AgentEvent) -> None:
+        if event.kind == "request":  # just before it goes out: what the agent believes it sends
+            believed.append(box[0].context_tokens()[0])
+
+    with Agent(
+        model=server.alias,
+        base_url=server.base_url,
+        context_window=server.n_ctx,
+        max_steps=1,
+        subcalls=False,
+        fenced_code=False,
+        on_event=on_event,
+    ) as agent:
+        box.append(agent)
+        assert agent._learner.probed.wait(120)  # the probe is an event; nothing else waits for it
+        assert agent.status()["estimate"] == "tokenizer (/extras/tokenize/count)"
+        for seed in range(4):
+            with contextlib.suppress(TurnFailed):  # a checkpoint too big for the window (see below)
+                agent.ask(f"Sensor readings: {readings(seed)}. Reply with one word.")
+        entries = agent.store.entries(agent.session)
+    counted: list[int] = []
+    for e in entries:
+        if e.kind != MESSAGE or not e.message or e.message.get("role") != "assistant":
+            continue
+        refused = re.search(r"requested (\d+) tokens", str(e.message.get("errorMessage") or ""))
+        counted.append(int(refused.group(1)) if refused else int(e.message["usage"]["input"]))
+    assert len(counted) == len(believed) >= 4
+    for estimate, real in zip(believed, counted, strict=True):
+        assert abs(estimate - real) <= 0.05 * real + 16, (believed, counted)  # density: ~4x under
+        assert real <= server.n_ctx or estimate > server.n_ctx, (believed, counted)
+    assert sum(e.kind == "compaction" for e in entries) >= 1  # the window was really filled
+
+
+def test_compactions_through_the_model_on_a_2048_window_are_judged(tmp_path: Path) -> None:
+    """A span over the summarizer's window is summarized in pieces (never failed, never elided), and
+    every checkpoint stored is judged: never empty, looping, truncated or poorer than offline."""
+    server = llama_server(2048)
+    settings = CompactionSettings(keep_recent_tokens=200, reserve_tokens=500)
+    stores = [SessionStore(tmp_path / f"{name}.db") for name in ("model", "offline")]
+    rounds = list(TranscriptGenerator(11).rounds(8))
+    summarizer = OpenAISummarizer(model=server.alias, base_url=server.base_url, api_key="none", timeout=600)
+    compactors = [Compactor(stores[0], summarizer, settings), Compactor(stores[1], settings=settings)]
+    for store in stores:
+        store.create_session("s")
+    outcomes: list[tuple[str, int, float]] = []
+    for batch in (rounds[:5], rounds[5:]):  # two compactions, the second updating the first
+        messages = [m for round_ in batch for m in round_]
+        for store in stores:
+            store.append_many("s", [("message", {"message": m}) for m in messages])
+        started = time.monotonic()
+        real = compactors[0].compact("s", reason="threshold")
+        seconds = time.monotonic() - started
+        offline = compactors[1].compact("s", reason="threshold")
+        facts = [v for m in messages for _cls, v in extract_identifiers(text_of_content(m.get("content")))]
+        call = real.details["calls"][0]
+        judged = call["judged"]
+        assert judged["action"] in ("kept", "retried", "merged", "replaced"), judged
+        verdict = judge_summary(real.summary, offline.summary, facts)
+        assert verdict.code == "ok", (verdict, judged)
+        outcomes.append((f"{judged['action']}: {judged['why']}", int(call.get("pieces", 1)), seconds))
+    print("compactions on a 2,048-token window:", outcomes)

@@ -30,6 +30,7 @@ from typing import Any
 from ipython_compact.agent.caps import TreeBudget, logged_child_tokens, logged_tokens
 from ipython_compact.agent.kernel_tool import JupyterKernel, KernelTool
 from ipython_compact.compaction.compactor import Compactor
+from ipython_compact.core.drift import MAX_TRACKED_CHARS
 from ipython_compact.core.entries import COMPACTION, CUSTOM, GOAL, MESSAGE, SYSTEM, Entry
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.files import paths
@@ -89,12 +90,20 @@ def default_compactor(
     model: str,
     base_url: str | None,
     api_key: str | None,
+    window: int | None = None,
 ) -> Compactor:
-    """A ``Compactor`` with the named summarizer (``openai`` summarizes with this model on this server)."""
+    """A ``Compactor`` with the named summarizer (``openai`` summarizes with this model on this server).
+
+    With a ``window``, the exact strings a checkpoint carries take at most a quarter of it even when
+    every character is a token (digits through small models' tokenizers): the default budget of
+    4,800 characters alone overflowed a 2,048-token window after a session of numeric outputs.
+    """
     made = make_summarizer(
         summarizer, model=model if summarizer != "offline" else None, base_url=base_url, api_key=api_key
     )
-    return Compactor(store, made, settings)
+    if window is None:
+        return Compactor(store, made, settings)
+    return Compactor(store, made, settings, identifier_chars=min(MAX_TRACKED_CHARS, max(0, window // 4)))
 
 
 def open_session(store: Any, session: str) -> list[Entry]:

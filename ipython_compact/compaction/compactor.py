@@ -171,6 +171,9 @@ class Compactor:
     (most recently seen kept); older ones leave the checkpoint but stay recallable from the log.
     ``judge_summaries`` judges a model's summary against the offline one before it becomes the
     checkpoint (``compaction/summary_check.py``); off, the model's text goes to the drift guard as is.
+    ``count_correction(entry, estimate)``, when set (the agent sets its ``TokenLearner``'s), turns
+    each entry's estimate into what the model's tokenizer makes of it, so the kept tail and the
+    cut are sized in the model's tokens, not in characters.
     """
 
     def __init__(
@@ -190,6 +193,7 @@ class Compactor:
     ) -> None:
         self.store = store
         self.judge_summaries = judge_summaries
+        self.count_correction: Callable[[Entry, int], int] | None = None
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
         self.settings = settings or CompactionSettings()
         self.use_anchors = anchors
@@ -222,6 +226,9 @@ class Compactor:
         view = self.store.context_view(session)
         path = tuple(view.entries)
         counts = view.tokens(settings.estimator)
+        correct = self.count_correction
+        if correct is not None:
+            counts = [correct(e, c) for e, c in zip(path, counts, strict=True)]
         prep = prepare_compaction(path, settings, tokens=counts)
         if prep is None:
             return None

@@ -53,6 +53,8 @@ def status_bundle(status: Mapping[str, Any], *, width: int | None = None) -> Ren
     context = f"{cell_text(tokens)} tokens in a {cell_text(window)}-token window"
     if isinstance(tokens, int) and isinstance(window, int) and window > 0:
         context += f" ({tokens * 100 // window}% full)"
+    if status.get("estimate"):
+        context += f" · estimated by {status['estimate']}"
     rows = [("Context", context)]
     if status.get("problem"):
         rows.append(("Problem", str(status["problem"])))

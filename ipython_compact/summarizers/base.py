@@ -74,6 +74,8 @@ class SummaryResult:
     repaired: tuple[str, ...] = ()
     # how the summary was judged before it became the checkpoint (compaction/summary_check.py)
     judged: Mapping[str, Any] | None = None
+    # how many requests the span was summarized in (more than one: it did not fit the window)
+    pieces: int = 1
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -87,6 +89,8 @@ class SummaryResult:
             out["resampled"] = self.resampled
         if self.repaired:
             out["repaired"] = list(self.repaired)
+        if self.pieces > 1:
+            out["pieces"] = self.pieces
         if self.judged is not None:
             out["judged"] = dict(self.judged)
         return out

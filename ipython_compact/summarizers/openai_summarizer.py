@@ -14,10 +14,13 @@ What must hold:
   ``1 + input_retries`` request sizes, below), retrying only rate limits, 5xx, timeouts and
   connection errors; the wait is ``Retry-After`` when the server sends it, else exponential
   backoff, and never more than ``max_wait`` seconds.
-- Input too long for the summarizer model (a context-length refusal): the oldest messages are left
-  out (never the span's first user request) in proportion to the window the error names, with a
-  note saying so, at most ``input_retries`` times; compaction then still succeeds when it is
-  needed most. The elided text stays in the log.
+- Input too long for the summarizer model (a context-length refusal): the span is summarized in
+  pieces sized by the window the error names (with room for the reply), each piece updating the
+  summary of the ones before (``previous_summary``), so every message reaches the model once and
+  a small window never fails a compaction; ``SummaryResult.pieces`` counts the requests. Only a
+  single message too large for the window is left out (never the span's first user request) in
+  proportion to the window, with a note saying so, at most ``input_retries`` times. The elided
+  text stays in the log.
 - Anchors: ``SummaryInput.anchors`` (the texts the checkpoint's ``<anchors>`` block carries
   verbatim) go into the request with ``core.prompts.ANCHORS_NOTE``, so the model refers to them
   instead of restating them; that the checkpoint still holds them is the drift guard's job (the
@@ -36,6 +39,7 @@ What must hold:
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import os
 import re
@@ -45,6 +49,7 @@ from typing import Any
 
 import openai
 
+from ipython_compact.core.entries import Entry
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import missing_sections, repair_sections
 from ipython_compact.core.overflow import is_context_overflow
@@ -190,6 +195,9 @@ class OpenAISummarizer:
                     raise
                 limit, used = _overflow_numbers(str(exc))
                 ratio = (limit / used) * 0.9 if limit and used and used > limit else 0.5
+                # pieces need room for the reply: a window under the output cap cannot take any
+                if shrink == 0 and len(request.entries) > 1 and (limit is None or limit > cap + limit // 10):
+                    return self._in_pieces(request, ratio, limit, used, cap)
                 total = sum(len(str(m.get("content", ""))) for m in kept) or 1
                 target = total * ratio
                 dropped_chars = 0
@@ -221,6 +229,45 @@ class OpenAISummarizer:
             repaired, added = repair_sections(text, request.kind)
             return self._result(repaired, reply, attempts, usage, resampled=reason, repaired=tuple(added))
         raise AssertionError("unreachable: the last shrink round returns or raises")
+
+    def _in_pieces(
+        self, request: SummaryInput, ratio: float, limit: int | None, used: int | None, cap: int
+    ) -> SummaryResult:
+        """Summarize ``request.entries`` in consecutive pieces that fit: each piece's text is at most
+        the share of the whole that fitted (``ratio``, less room for the reply and the growing
+        summary), and each later piece updates the summary so far. A piece that still does not
+        fit is split again by the same rule (``summarize``), down to single messages."""
+        sizes = [len(str((entry_message(e) or {}).get("content", ""))) + 1 for e in request.entries]
+        room = ratio
+        if limit and used:
+            room = ratio * max(0.2, 1 - (cap + limit // 10) / limit)  # the reply and the summary so far
+        budget = max(1, int(sum(sizes) * room))
+        pieces: list[list[Entry]] = [[]]
+        filled = 0
+        for entry, size in zip(request.entries, sizes, strict=True):
+            if pieces[-1] and filled + size > budget:
+                pieces.append([])
+                filled = 0
+            pieces[-1].append(entry)
+            filled += size
+        if len(pieces) == 1:  # one message is the whole span: split it in two halves instead
+            half = max(1, len(request.entries) // 2)
+            pieces = [list(request.entries[:half]), list(request.entries[half:])]
+        previous = request.previous_summary
+        usage: dict[str, int] = {}
+        attempts = count = 0
+        result: SummaryResult | None = None
+        for piece in pieces:
+            result = self.summarize(
+                dataclasses.replace(request, entries=tuple(piece), previous_summary=previous)
+            )
+            previous = result.text
+            attempts += result.attempts
+            count += result.pieces
+            for key, value in result.usage.items():
+                usage[key] = usage.get(key, 0) + int(value)
+        assert result is not None  # pieces is never empty
+        return dataclasses.replace(result, usage=usage, attempts=attempts, pieces=count)
 
     def _send(
         self, chat: list[dict[str, str]], cap: int, usage: dict[str, int], attempts: int

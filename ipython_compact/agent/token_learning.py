@@ -1,0 +1,239 @@
+"""Estimates that learn the model's tokenizer: the server's tokenize endpoint, else usage deltas.
+
+Why: the agent decides whether the next request fits (and when to compact) from the newest usage
+anchor plus *estimates* of what was added since. The density estimate is far from small models'
+tokenizers (through SmolLM2, digits are estimated at a quarter of their real count), so after one
+large numeric tool output the agent believed it had room it did not have, and the server refused
+the request. Two sources correct it, per session and model:
+
+- **tokenizer**: a server with a tokenize endpoint — llama-cpp-python's server
+  (``POST /extras/tokenize/count`` with ``{"input", "model"}`` → ``{"count"}``, read from its
+  ``llama_cpp/server/app.py`` 0.3.36) or vLLM's (``POST /tokenize`` with ``{"model", "prompt"}``
+  → ``{"count"}``) — counts each added message exactly (cached by entry id);
+- **calibrated**: otherwise each answered request's prompt tokens, minus the usage anchor the
+  estimate started from, is the real size of what was added since; it is observed against the
+  estimate of those entries under their dominant content class (``core.token_calibration``), and
+  later estimates of that class are scaled by the learned ratio.
+
+What must hold:
+- The endpoint is probed once per learner, on its own thread, each request bounded by
+  ``deadline`` seconds; nothing waits for the probe (until it answers, estimates are calibrated
+  or default). A count that fails later falls back to the calibrated estimate for that message.
+- Nothing here runs in or waits for the kernel; the HTTP calls go to the model server only.
+- A usage delta teaches only when at least ``LEAST_LEARNED`` tokens were estimated since the
+  anchor and real ÷ estimated lies within [1/6, 6] (the widest seen: digits through SmolLM2, 4×).
+- ``describe()`` says which estimate is in force: ``tokenizer (<route>)``, ``calibrated ×F after
+  N requests``, or ``default (<estimator>)``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from ipython_compact.core.entries import Entry, text_of_content
+from ipython_compact.core.messages import entry_message, in_context
+from ipython_compact.core.token_calibration import Calibration, content_class
+from ipython_compact.core.tokens import ContextEstimate, estimate_context
+from ipython_compact.core.view import view_indices
+
+__all__ = ["TOKENIZE_ROUTES", "TokenLearner", "attach_learner", "learner_for"]
+
+
+def _llama_cpp_body(model: str, text: str) -> dict[str, Any]:
+    return {"input": text, "model": model}
+
+
+def _vllm_body(model: str, text: str) -> dict[str, Any]:
+    return {"model": model, "prompt": text}
+
+
+#: (route, request body maker) tried in order; the first that answers a count is used.
+TOKENIZE_ROUTES: Final[tuple[tuple[str, Callable[[str, str], dict[str, Any]]], ...]] = (
+    ("/extras/tokenize/count", _llama_cpp_body),  # llama-cpp-python's server
+    ("/tokenize", _vllm_body),  # vLLM
+)
+#: Tokens a chat template adds around each message (role markers, separators), on top of its text.
+MESSAGE_OVERHEAD: Final = 4
+#: Fewer estimated tokens added since the anchor than this teach nothing (template overhead dominates).
+LEAST_LEARNED: Final = 64
+#: A usage delta further than this from the estimate (either way) is not a tokenizer's doing.
+WILDEST_RATIO: Final = 6.0
+PROBE_TEXT: Final = "How many tokens are in this short probe sentence? 12345"
+
+
+def _message_text(entry: Entry) -> str:
+    """The text an entry puts in the request: its content (a summary's text) plus any tool-call names
+    and arguments."""
+    message = entry_message(entry)
+    if not message:
+        return ""
+    parts = [text_of_content(message.get("content")), str(message.get("summary") or "")]
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict):
+            fn = call.get("function") or call
+            parts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+    return "\n".join(p for p in parts if p)
+
+
+class TokenLearner:
+    """Per-session, per-model corrections of the agent's context estimate (see the module docstring).
+
+    ``root_url`` is the server's address without ``/v1`` (None: no endpoint to probe)."""
+
+    def __init__(self, root_url: str | None, model: str, estimator: str, *, deadline: float = 2.0) -> None:
+        self.root_url = root_url.rstrip("/") if root_url else None
+        self.model = model
+        self.estimator = estimator
+        self.deadline = deadline
+        self.calibration = Calibration()
+        self.requests = 0  # answered requests whose usage was learned from
+        self.route: str | None = None
+        self.probed = threading.Event()  # set when the probe has answered either way (tests wait on it)
+        self._exact: dict[str, int] = {}
+        self._lock = threading.Lock()
+        if self.root_url is None:
+            self.probed.set()
+        else:
+            threading.Thread(target=self._probe, name="tokenize-probe", daemon=True).start()
+
+    # ------------------------------------------------------------------ the endpoint
+    def _post(self, route: str, body: dict[str, Any]) -> int | None:
+        request = urllib.request.Request(
+            f"{self.root_url}{route}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.deadline) as response:
+                got = json.loads(response.read())
+        except (OSError, ValueError, urllib.error.URLError):
+            return None
+        count = got.get("count") if isinstance(got, dict) else None
+        if count is None and isinstance(got, dict) and isinstance(got.get("tokens"), list):
+            count = len(got["tokens"])
+        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+    def _probe(self) -> None:
+        try:
+            for route, body in TOKENIZE_ROUTES:
+                if self._post(route, body(self.model, PROBE_TEXT)):
+                    self.route = route
+                    return
+        finally:
+            self.probed.set()
+
+    def _count(self, text: str) -> int | None:
+        route = self.route
+        if route is None:
+            return None
+        body = dict(TOKENIZE_ROUTES)[route](self.model, text)
+        return self._post(route, body)
+
+    # ------------------------------------------------------------------ estimates
+    def entry_tokens(self, entry: Entry, estimate: int) -> int:
+        """``estimate`` of ``entry`` replaced by the tokenizer's count, else corrected by its class."""
+        text = _message_text(entry) if estimate > 0 else ""
+        if not text:
+            return estimate  # puts nothing in the context, or nothing countable
+        with self._lock:
+            exact = self._exact.get(entry.id)
+        if exact is None and self.route is not None:
+            counted = self._count(text)
+            if counted is not None:
+                exact = counted + MESSAGE_OVERHEAD
+                with self._lock:
+                    self._exact[entry.id] = exact
+                    self.calibration.observe(content_class(text), estimate, exact)
+        if exact is not None:
+            return exact
+        return self.calibration.corrected(text, estimate)
+
+    def context(self, path: Sequence[Entry], counts: Sequence[int]) -> ContextEstimate:
+        """The context estimate of ``path`` with each entry after the usage anchor learned-corrected."""
+        corrected = list(counts)
+        base = estimate_context(path, self.estimator, tokens=counts)
+        start = base.last_usage_index + 1 if base.last_usage_index is not None else 0
+        indices = range(start, len(path)) if base.last_usage_index is not None else view_indices(path)
+        for i in indices:
+            if in_context(path[i]):
+                corrected[i] = self.entry_tokens(path[i], counts[i])
+        return estimate_context(path, self.estimator, tokens=corrected)
+
+    # ------------------------------------------------------------------ usage deltas
+    def learn(self, path: Sequence[Entry], counts: Sequence[int], prompt_tokens: int) -> None:
+        """A request built from ``path`` (with raw per-entry estimates ``counts``) cost
+        ``prompt_tokens``: what was added since the usage anchor is observed under its dominant class."""
+        if prompt_tokens <= 0:
+            return
+        base = estimate_context(path, self.estimator, tokens=counts)
+        real = prompt_tokens - base.usage_tokens
+        if base.trailing_tokens < LEAST_LEARNED or real <= 0:
+            return  # too little was added to tell a tokenizer from a template's fixed cost
+        if not 1 / WILDEST_RATIO <= real / base.trailing_tokens <= WILDEST_RATIO:
+            return  # no tokenizer is that far off: the usage does not describe these entries
+        start = base.last_usage_index + 1 if base.last_usage_index is not None else 0
+        indices = range(start, len(path)) if base.last_usage_index is not None else view_indices(path)
+        by_class: dict[str, int] = {}
+        for i in indices:
+            if in_context(path[i]) and counts[i] > 0:
+                cls = content_class(_message_text(path[i]))
+                by_class[cls] = by_class.get(cls, 0) + counts[i]
+        if not by_class:
+            return
+        dominant = max(by_class, key=lambda c: by_class[c])
+        with self._lock:
+            self.calibration.observe(dominant, base.trailing_tokens, real)
+            self.requests += 1
+
+    def learn_usage(self, path: Sequence[Entry], counts: Sequence[int], usage: Any) -> None:
+        """``learn`` from an assistant message's pi-shaped ``usage`` (prompt = input + cache reads
+        and writes); nothing when the server reported none."""
+        if not isinstance(usage, Mapping):
+            return
+        prompt = sum(
+            int(v)
+            for k in ("input", "cacheRead", "cacheWrite")
+            if isinstance(v := usage.get(k), (int, float)) and not isinstance(v, bool)
+        )
+        self.learn(path, counts, prompt)
+
+    # ------------------------------------------------------------------ status
+    def factor(self) -> float:
+        """Real ÷ estimated over everything observed (1.0 before any observation)."""
+        est = sum(self.calibration.estimated.values())
+        return sum(self.calibration.real.values()) / est if est else 1.0
+
+    def mode(self) -> str:
+        if self.route is not None:
+            return "tokenizer"
+        return "calibrated" if self.requests else "default"
+
+    def describe(self) -> str:
+        """Which estimate is in force, in words for status displays."""
+        mode = self.mode()
+        if mode == "tokenizer":
+            return f"tokenizer ({self.route})"
+        if mode == "calibrated":
+            return f"calibrated ×{self.factor():.2f} after {self.requests} requests"
+        return f"default ({self.estimator})"
+
+
+def learner_for(client: Any, model: str, estimator: str) -> TokenLearner:
+    """A learner for ``model`` behind ``client`` (an openai client): its server is probed for a
+    tokenize route unless it is OpenAI's own API, which has none."""
+    url = str(getattr(client, "base_url", "") or "").rstrip("/")
+    root = url.removesuffix("/v1") if url.startswith(("http://", "https://")) else ""
+    probe = root and "api.openai.com" not in root
+    return TokenLearner(root or None if probe else None, model, estimator)
+
+
+def attach_learner(engine: Any, learner: TokenLearner) -> None:
+    """Let a compaction engine that can take one (``Compactor.count_correction``) size its cut
+    with ``learner``'s counts; an engine without that attribute is left as it is."""
+    if hasattr(engine, "count_correction"):
+        engine.count_correction = learner.entry_tokens
