@@ -21,6 +21,9 @@ with the same context (equal context size) while its history grows 100-fold. Mea
   The fixture's compactions come from pi and carry no anchors, so the Compactor re-reads the goal,
   constraints and pins from the history before the view once per process (kept per view head):
   ``compactor_plan_first_call_ms`` reports that one-time cost, the medians the repeated calls.
+  The first call also starts with no remembered decision (``_LAST_WORK``) and no remembered gists;
+  note that a replicated fixture repeats each large output once per copy, so within that first
+  call the gist of a repeated output is computed once (a real session's outputs differ).
 
 "store" walks the SQLite file every round (what the product does) and reuses parsed entries
 from the store's cache; "store_cold" empties that cache first (a fresh process); "memory" runs
@@ -244,7 +247,11 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=0)  # never called
     from ipython_compact.compaction import compactor as compactor_module
 
+    from ipython_compact.core import triage as triage_module
+
     compactor_module._ANCHOR_HISTORY.clear()
+    compactor_module._LAST_WORK.clear()
+    triage_module._gist_memo.clear()
     store.clear_cache()
     start = time.perf_counter()
     plan = compactor.plan(SESSION)  # first call in a process: reads the history once (imported compaction)
