@@ -245,8 +245,7 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
     config = CompactConfig(session=SESSION, context_window=WINDOW, compaction={"estimator": ESTIMATOR})
     service = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), config)
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=0)  # never called
-    from ipython_compact.compaction import compactor as compactor_module
-
+    from ipython_compact.compaction import deciding as compactor_module
     from ipython_compact.core import triage as triage_module
 
     compactor_module._ANCHOR_HISTORY.clear()
