@@ -23,7 +23,10 @@ with the same context (equal context size) while its history grows 100-fold. Mea
   ``compactor_plan_first_call_ms`` reports that one-time cost, the medians the repeated calls.
   The first call also starts with no remembered decision (``_LAST_WORK``) and no remembered gists;
   note that a replicated fixture repeats each large output once per copy, so within that first
-  call the gist of a repeated output is computed once (a real session's outputs differ).
+  call the gist of a repeated output is computed once (a real session's outputs differ). The
+  repeated ``compactor_plan`` and ``compactor_compact`` rounds decide on the same view, so they
+  reuse the remembered decision (as a preview followed by a compaction does); a plan after new
+  entries decides again (``bench_span.py`` and the CLI's offline compaction time that).
 
 "store" walks the SQLite file every round (what the product does) and reuses parsed entries
 from the store's cache; "store_cold" empties that cache first (a fresh process); "memory" runs
@@ -245,12 +248,9 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
     config = CompactConfig(session=SESSION, context_window=WINDOW, compaction={"estimator": ESTIMATOR})
     service = KernelService(SimpleNamespace(user_ns={}, user_ns_hidden={}, kernel=None), config)
     client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused", max_retries=0)  # never called
-    from ipython_compact.compaction import deciding as compactor_module
-    from ipython_compact.core import triage as triage_module
+    from ipython_compact.compaction.deciding import forget_remembered
 
-    compactor_module._ANCHOR_HISTORY.clear()
-    compactor_module._LAST_WORK.clear()
-    triage_module._gist_memo.clear()
+    forget_remembered()
     store.clear_cache()
     start = time.perf_counter()
     plan = compactor.plan(SESSION)  # first call in a process: reads the history once (imported compaction)

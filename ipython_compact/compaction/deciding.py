@@ -48,15 +48,10 @@ from ipython_compact.core.ledger import Ledger
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
-from ipython_compact.core.triage import (
-    Triage,
-    triage,
-)
+from ipython_compact.core.triage import Triage, forget_gists, triage
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.base import Summarizer
 from ipython_compact.summarizers.offline import OfflineSummarizer
-
-# The result shapes live in compaction_results; callers keep importing them from here.
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -294,6 +289,14 @@ remembered decision for the same key is the decision that would be made again. O
 
 _ANCHOR_HISTORY: dict[tuple[str, str, str, int], tuple[Entry, ...]] = {}
 _ANCHOR_HISTORY_SLOTS = 16
+
+
+def forget_remembered() -> None:
+    """Forget every remembered decision, anchor history and gist, as a new process starts: what a
+    benchmark's cold round needs (results never depend on what is remembered)."""
+    _LAST_WORK.clear()
+    _ANCHOR_HISTORY.clear()
+    forget_gists()
 
 
 def anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Entry, ...]:

@@ -158,6 +158,11 @@ def make_gist(output: str, call: str | None = None) -> Gist:
     return gist
 
 
+def forget_gists() -> None:
+    """Empty ``make_gist``'s memo (a benchmark's cold round; results never depend on it)."""
+    _gist_memo.clear()
+
+
 def _make_gist(output: str, call: str | None) -> Gist:
     lines = [ln for ln in output.split("\n") if ln.strip()]
     head = _take(lines, GIST_HEAD_LINES, GIST_HEAD_CHARS)
