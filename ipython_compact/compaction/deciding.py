@@ -161,19 +161,14 @@ class Decider:
         settings = self.settings
         if keep_recent_tokens is not None:
             settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
-        view = self.store.context_view(session)
-        memo_key = (
-            session,
-            view.leaf_id,
-            len(view.entries),
-            settings,
-            self.use_anchors,
-            self.externalize_lines,
-            self.externalize_chars,
-        )
+        memo_key = (session, settings, self.use_anchors, self.externalize_lines, self.externalize_chars)
         remembered = _LAST_WORK.get(self.store)
         if remembered is not None and remembered[0] == memo_key:
-            return remembered[1]
+            last = remembered[1]
+            # one indexed read: the view is fixed by its leaf, so an unmoved leaf means the same view
+            if last.leaf_id is not None and last.leaf_id == self.store.leaf(session):
+                return last
+        view = self.store.context_view(session)
         path = tuple(view.entries)
         counts = view.tokens(settings.estimator)
         prep = prepare_compaction(path, settings, tokens=counts)
@@ -280,9 +275,9 @@ class Decider:
 _LAST_WORK: weakref.WeakKeyDictionary[SessionStore, tuple[tuple[object, ...], Work]] = (
     weakref.WeakKeyDictionary()
 )
-"""The last decision made per store, with what it was made on (session, leaf, view length,
-settings and triage limits). Why: ``%compact preview`` then ``%compact`` (and a repeated
-preview) decide on the same view, and deciding reads and triages the whole span (seconds at
+"""The last decision made per store, with what it was made on (session, settings and triage
+limits; the decision holds the leaf it was made against). Why: ``%compact preview`` then
+``%compact`` (and a repeated preview) decide on the same view, and deciding reads and triages the whole span (seconds at
 100,000 entries, issue 37). Exact: a view is fixed by its leaf in an append-only tree, so a
 remembered decision for the same key is the decision that would be made again. One per store
 (a new Compactor per magic shares it); gone with the store."""
