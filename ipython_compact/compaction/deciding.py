@@ -278,9 +278,9 @@ _LAST_WORK: weakref.WeakKeyDictionary[SessionStore, tuple[tuple[object, ...], Wo
 """The last decision made per store, with what it was made on (session, settings and triage
 limits; the decision holds the leaf it was made against). Why: ``%compact preview`` then
 ``%compact`` (and a repeated preview) decide on the same view, and deciding reads and triages
-the whole span (seconds at 100,000 entries, issue 37). Exact: a view is fixed by its leaf in an append-only tree, so a
-remembered decision for the same key is the decision that would be made again. One per store
-(a new Compactor per magic shares it); gone with the store."""
+the whole span (seconds at 100,000 entries, issue 37). Exact: a view is fixed by its leaf in an
+append-only tree, so a remembered decision for the same key is the decision that would be made
+again. One per store (a new Compactor per magic shares it); gone with the store."""
 
 _ANCHOR_HISTORY: dict[tuple[str, str, str, int], tuple[Entry, ...]] = {}
 _ANCHOR_HISTORY_SLOTS = 16
