@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_engine import FIXTURE, PI_PACKAGE, replicate, write_pi_file  # noqa: E402
+from bench_engine import FIXTURE, PI_PACKAGE, replicate, without_compactions, write_pi_file  # noqa: E402
 
 from ipython_compact.store.importers import load_transcript  # noqa: E402
 
@@ -100,7 +100,7 @@ def main() -> int:
         return 0
     compile_package()
     transcript = load_transcript(FIXTURE)
-    template = transcript.path()
+    template = without_compactions(transcript.path())  # never compacted, as the name says
     entries = replicate(template, -(-args.entries // len(template)))[: args.entries]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "session.jsonl"

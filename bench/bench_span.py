@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from ipython_compact.cli.demo_transcript import TranscriptGenerator  # noqa: E402
 from ipython_compact.compaction.compactor import Compactor  # noqa: E402
+from ipython_compact.compaction.deciding import forget_remembered  # noqa: E402
 from ipython_compact.store import SessionStore  # noqa: E402
 
 SESSION = "span"
@@ -117,6 +118,7 @@ def build(db: Path, size: int, shape: str, big_lines: int) -> SessionStore:
 
 def _inproc(store: SessionStore, profiler: cProfile.Profile | None) -> tuple[float, float, dict[str, Any]]:
     store.clear_cache()
+    forget_remembered()  # every round decides afresh, as a new process would
     compactor = Compactor(store)
     started, cpu = time.perf_counter(), time.process_time()
     if profiler:

@@ -443,3 +443,19 @@ def test_nothing_to_compact_states_the_numbers(store: SessionStore) -> None:
         r"kept verbatim \(keep_recent_tokens 1,500\)",
     ):
         Compactor(store, settings=SETTINGS).compact("s")
+
+
+def test_a_plan_is_decided_again_once_the_session_moves_on(store: SessionStore) -> None:
+    """A decision is remembered for the view it was made on (issue 37): a second plan of the same
+    view is the same plan; after new entries, or with other limits, the plan is decided afresh."""
+    gen = TranscriptGenerator(3)
+    feed(store, gen, 20)
+    first = Compactor(store, settings=SETTINGS).plan("s")
+    assert Compactor(store, settings=SETTINGS).plan("s") == first
+    feed(store, gen, 4)
+    moved = Compactor(store, settings=SETTINGS).plan("s")
+    assert moved.tokens_before != first.tokens_before  # counted on the longer view
+    wider = Compactor(store, settings=CompactionSettings(keep_recent_tokens=40_000)).plan("s")
+    assert wider.first_kept_entry_id != moved.first_kept_entry_id
+    fewer = Compactor(store, settings=SETTINGS, externalize_lines=100_000, externalize_chars=10**9).plan("s")
+    assert fewer.externalize == () and moved.externalize != ()

@@ -271,3 +271,18 @@ def test_older_outputs_of_one_subject_are_one_index_item() -> None:
     assert lines[0] == f"{INDEX_HEADER} o0, o1, o2 seed=1337 · x1 feat_gbm_01fa · b1 bash"
     assert lines[0].count("seed=1337") == 1
     assert sum(line.startswith("[entry n") for line in lines) == CARRIED_WITH_GIST
+
+
+def test_a_remembered_gist_is_the_gist_of_that_very_output() -> None:
+    """make_gist remembers gists across plans (issue 37); an equal output read again (a new str)
+    gets the same gist, and outputs of equal length that differ anywhere get their own."""
+    lines = [f"step {k} loss={k / 7:.4f} run_id=run-{k:04d}" for k in range(400)]
+    output = "\n".join(lines)
+    again = "".join(list(output))  # equal, not the same object
+    first = make_gist(output, "train()")
+    assert make_gist(again, "train()") == first
+    assert make_gist(output, "train(seed=2)").call == "train(seed=2)"
+    edited = output.replace("run-0399", "run-9399")
+    assert len(edited) == len(output)
+    assert "run-9399" in make_gist(edited, "train()").text()
+    assert "run-9399" not in first.text()

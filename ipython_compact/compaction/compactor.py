@@ -20,12 +20,10 @@ What must hold:
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gc
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from ipython_compact.compaction.deciding import Decider, Work, collector_paused
 from ipython_compact.compaction.results import (
     CompactionError,
     CompactionFailed,
@@ -37,12 +35,10 @@ from ipython_compact.compaction.results import (
     SessionMoved,
 )
 from ipython_compact.compaction.summary_check import checked_summary
-from ipython_compact.core.anchors import Anchor, AnchorSet, apply_pins, extract_anchors
+from ipython_compact.core.anchors import Anchor, apply_pins
 from ipython_compact.core.context import collect_branch_entries
 from ipython_compact.core.decisions import replacements as decision_replacements
 from ipython_compact.core.drift import (
-    MAX_TRACKED,
-    MAX_TRACKED_CHARS,
     apply_guard,
     render_block,
     strip_machine_blocks,
@@ -55,37 +51,26 @@ from ipython_compact.core.entries import (
     COMPACTION_REASONS,
     CUSTOM,
     KERNEL_FILE_OPS,
-    MESSAGE,
     PIN,
     Entry,
     entry_text,
 )
-from ipython_compact.core.identifiers import Identifier
 from ipython_compact.core.ledger import Ledger
 from ipython_compact.core.ledger_records import MAX_FILES
 from ipython_compact.core.messages import entry_message
 from ipython_compact.core.offline_summary import superseded_by
-from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.prompts import combine_split_turn
-from ipython_compact.core.settings import CompactionSettings
-from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens, estimate_message_tokens
+from ipython_compact.core.tokens import estimate_message_tokens
 from ipython_compact.core.triage import (
     CARRIED_INDEX,
     CARRIED_WITH_GIST,
-    Triage,
     carry_pointers,
     externalized_lines,
     triage,
 )
-from ipython_compact.core.user_statements import (
-    constraint_spans,
-    is_goal_statement,
-    is_request,
-    one_scan_per_text,
-    user_text,
-)
-from ipython_compact.store import LeafMovedError, SessionStore
-from ipython_compact.summarizers.base import Summarizer, SummarizerError, SummaryInput, SummaryResult
+from ipython_compact.core.user_statements import one_scan_per_text
+from ipython_compact.store import LeafMovedError
+from ipython_compact.summarizers.base import SummarizerError, SummaryInput, SummaryResult
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
 # The result shapes live in compaction_results; callers keep importing them from here.
@@ -105,65 +90,8 @@ MAX_CARRIED_POINTERS = CARRIED_WITH_GIST + CARRIED_INDEX  # the newest with thei
 
 MAX_REPLACED_VALUES = 20  # metric values replaced in a span that the summarizer is told about (newest)
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
-
-def _collector_paused(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``function`` run with Python's cyclic garbage collector paused (re-enabled after, when it
-    was on). Why: a compaction loads the whole span (200,000 entries are millions of small
-    objects) and then allocates per entry in every stage; each automatic full collection
-    re-scans everything loaded, which cost a quarter to a half of a large compaction and grew
-    faster than the span. The stages make no reference cycles worth collecting meanwhile."""
-
-    @functools.wraps(function)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        was_on = gc.isenabled()
-        gc.disable()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            if was_on:
-                gc.enable()
-
-    return wrapper
-
-
-@dataclass(frozen=True)
-class _Carried:
-    """What the previous compaction carries forward, parsed once. ``had_anchors`` is False for a
-    compaction made without an anchor layer (a pi import), whose anchors must come from the log."""
-
-    anchors: AnchorSet = field(default_factory=AnchorSet)
-    had_anchors: bool = False
-    ledger: Ledger = field(default_factory=Ledger)
-    identifiers: tuple[Identifier, ...] = ()
-    externalized: tuple[Mapping[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class _Work:
-    """Everything decided before the summarizer runs. ``path`` is the context view it was decided
-    on (``prep``'s indices point into it); ``span`` is the summarized part, turn prefix included."""
-
-    prep: Preparation
-    path: tuple[Entry, ...]
-    span: tuple[Entry, ...]
-    triage: Triage
-    history: tuple[Entry, ...]
-    prefix: tuple[Entry, ...]
-    anchors: AnchorSet
-    carried: _Carried
-    view_tokens: Mapping[str, int]
-    leaf_id: str | None = None
-    """The leaf the plan was made against: the compaction is appended only if it still is."""
-
-
-def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
-    return {e.id: c for e, c in zip(view_entries, counts, strict=True)}
-
-
-class Compactor:
+class Compactor(Decider):
     """Compaction for one store. ``summarizer`` defaults to the offline one.
 
     ``anchors=False`` and ``drift_guard=False`` give the naive rolling summary (for comparisons).
@@ -171,164 +99,10 @@ class Compactor:
     (most recently seen kept); older ones leave the checkpoint but stay recallable from the log.
     ``judge_summaries`` judges a model's summary against the offline one before it becomes the
     checkpoint (``compaction/summary_check.py``); off, the model's text goes to the drift guard as is.
-    ``count_correction(entry, estimate)``, when set (the agent sets its ``TokenLearner``'s), turns
-    each entry's estimate into what the model's tokenizer makes of it, so the kept tail and the
-    cut are sized in the model's tokens, not in characters.
     """
 
-    def __init__(
-        self,
-        store: SessionStore,
-        summarizer: Summarizer | None = None,
-        settings: CompactionSettings | None = None,
-        *,
-        anchors: bool = True,
-        drift_guard: bool = True,
-        ledger: bool = True,
-        externalize_lines: int = 200,
-        externalize_chars: int = 8000,
-        max_identifiers: int = MAX_TRACKED,
-        identifier_chars: int = MAX_TRACKED_CHARS,
-        judge_summaries: bool = True,
-    ) -> None:
-        self.store = store
-        self.judge_summaries = judge_summaries
-        self.count_correction: Callable[[Entry, int], int] | None = None
-        self.summarizer: Summarizer = summarizer or OfflineSummarizer()
-        self.settings = settings or CompactionSettings()
-        self.use_anchors = anchors
-        self.use_drift_guard = drift_guard
-        self.use_ledger = ledger
-        self.externalize_lines = externalize_lines
-        self.externalize_chars = externalize_chars
-        if max_identifiers < 0 or identifier_chars < 0:
-            raise ValueError(
-                f"identifier budget must be non-negative, got {max_identifiers} identifiers / "
-                f"{identifier_chars} chars"
-            )
-        self.max_identifiers = max_identifiers
-        self.identifier_chars = identifier_chars
-
-    # ------------------------------------------------------------------ deciding
-    def _lookup(self, session: str) -> Any:
-        def lookup(entry_id: str) -> Entry | None:
-            try:
-                return self.store.get(entry_id, session)
-            except Exception:
-                return None
-
-        return lookup
-
-    def _work(self, session: str, keep_recent_tokens: int | None = None) -> _Work | None:
-        settings = self.settings
-        if keep_recent_tokens is not None:
-            settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
-        view = self.store.context_view(session)
-        path = tuple(view.entries)
-        counts = view.tokens(settings.estimator)
-        correct = self.count_correction
-        if correct is not None:
-            counts = [correct(e, c) for e, c in zip(path, counts, strict=True)]
-        prep = prepare_compaction(path, settings, tokens=counts)
-        if prep is None:
-            return None
-        tokens = _tokens_of(path, counts)
-        carried = _Carried()
-        if prep.previous_compaction_index >= 0:
-            carried = _carried_from(path[prep.previous_compaction_index])
-        span = (*prep.messages_to_summarize, *prep.turn_prefix)
-        tri = triage(
-            span,
-            prep.kept,
-            tokens=lambda e: tokens.get(e.id, 0) or estimate_entry_tokens(e, settings.estimator),
-            externalize_lines=self.externalize_lines,
-            externalize_chars=self.externalize_chars,
-        )
-        prefix_ids = {e.id for e in prep.turn_prefix}
-        history = tuple(e for e in tri.encode if e.id not in prefix_ids)
-        prefix = tuple(e for e in tri.encode if e.id in prefix_ids)
-        anchor_set = AnchorSet()
-        if self.use_anchors:
-            lookup = self._lookup(session)
-            sources: Sequence[Entry] = span
-            if prep.previous_compaction_index >= 0 and not carried.had_anchors:
-                # a compaction made without anchors (pi import): read the goal etc. from the raw log
-                ids = {e.id for e in span}
-                sources = [
-                    *_anchor_history(self.store, session, path[0]),
-                    *(e for e in path if e.kind != COMPACTION and e.id not in ids),
-                    *span,
-                ]
-            try:
-                anchor_set = extract_anchors(carried.anchors, sources, lookup)
-            except ValueError as exc:
-                raise CompactionError(
-                    f"cannot re-copy the anchors from the log: {exc}; nothing was written"
-                ) from exc
-            pins = [e for e in path[prep.boundary_start :] if e.kind == PIN]
-            anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        return _Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
-
-    def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> _Work:
-        work = self._work(session, keep_recent_tokens)
-        if work is None:
-            raise self._why_nothing(session, keep_recent_tokens)
-        if not any(work.view_tokens.get(e.id, 0) for e in work.span):
-            raise NothingToCompact(
-                f"nothing to summarize in session {session!r}: the {len(work.span)} entries before the "
-                f"recent tail "
-                "hold 0 tokens of conversation"
-            )
-        return work
-
-    def _why_nothing(self, session: str, keep_recent_tokens: int | None) -> NothingToCompact:
-        """Why there is nothing to compact, naming the entry and the numbers that decided it."""
-        from ipython_compact.compaction.refusals import why_nothing  # start-up: only on a refusal
-
-        settings = self.settings
-        if keep_recent_tokens is not None:
-            settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
-        view = self.store.context_view(session)
-        path = tuple(view.entries)
-        counts = view.tokens(settings.estimator)
-        tokens = estimate_context(path, settings.estimator, tokens=counts).tokens
-        why = why_nothing(session, path, counts, settings, tokens)
-        return NothingToCompact(why.render(), why=why)
-
-    @_collector_paused
-    @one_scan_per_text
-    def plan(self, session: str, focus: str | None = None, *, keep_recent_tokens: int | None = None) -> Plan:
-        """The dry run: what would be summarized, kept, externalized and discarded. Writes nothing.
-
-        Raises ``NothingToCompact`` when there is nothing to summarize.
-        """
-        return self._plan_of(session, focus, self._work_or_raise(session, keep_recent_tokens))
-
-    def _plan_of(self, session: str, focus: str | None, work: _Work) -> Plan:
-        prep, tri = work.prep, work.triage
-        tok = work.view_tokens
-
-        def count(entries: Sequence[Entry]) -> LayerCount:
-            return LayerCount(len(entries), sum(tok.get(e.id, 0) for e in entries))
-
-        return Plan(
-            session=session,
-            focus=focus,
-            tokens_before=prep.tokens_before,
-            first_kept_entry_id=prep.first_kept_entry_id,
-            is_split_turn=prep.is_split_turn,
-            summarize=count(prep.messages_to_summarize),
-            turn_prefix=count(prep.turn_prefix),
-            keep=count(prep.kept),
-            encode=LayerCount(len(tri.encode), int(tri.tokens.get("encode", 0))),
-            externalize=tri.externalized,
-            discard=tuple(d.to_json() for d in tri.discarded),
-            anchors=work.anchors,
-            previous_summary=prep.previous_summary is not None,
-        )
-
     # ------------------------------------------------------------------ summarizing
-    @_collector_paused
+    @collector_paused
     @one_scan_per_text
     def prepare(
         self,
@@ -351,7 +125,7 @@ class Compactor:
 
     def _summarize(
         self,
-        work: _Work,
+        work: Work,
         focus: str | None,
         values: Sequence[tuple[str, str]] = (),
         decided: Sequence[tuple[str, str]] = (),
@@ -397,7 +171,7 @@ class Compactor:
 
     def _superseded(
         self,
-        work: _Work,
+        work: Work,
         previous: str | None,
         values: Sequence[tuple[str, str]],
         decided: Sequence[tuple[str, str]] = (),
@@ -415,7 +189,7 @@ class Compactor:
                 pairs.extend(superseded_by(work.history, previous))
         return tuple(dict.fromkeys(pairs))
 
-    def _payload(self, reason: str, focus: str | None, work: _Work) -> dict[str, Any]:
+    def _payload(self, reason: str, focus: str | None, work: Work) -> dict[str, Any]:
         prep, tri = work.prep, work.triage
         prev = work.carried
         # metric values and file versions the span replaced (told to the summarizer)
@@ -517,7 +291,7 @@ class Compactor:
             "details": details,
         }
 
-    @_collector_paused
+    @collector_paused
     @one_scan_per_text
     def compact(
         self,
@@ -584,7 +358,7 @@ class Compactor:
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _refuse_if_not_smaller(
-        self, session: str, work: _Work, plan: Plan, payload: Mapping[str, Any]
+        self, session: str, work: Work, plan: Plan, payload: Mapping[str, Any]
     ) -> None:
         """A manual compaction must shrink what it replaces: the checkpoint against the summarized
         span plus the previous summary it supersedes (not ``tokens_before``, which a usage report
@@ -713,67 +487,6 @@ class Compactor:
     def compactions(self, session: str) -> list[Entry]:
         """Compaction entries on the current path, oldest first."""
         return self.store.path(session, kinds=(COMPACTION,))
-
-
-_ANCHOR_HISTORY: dict[tuple[str, str, str, int], tuple[Entry, ...]] = {}
-_ANCHOR_HISTORY_SLOTS = 16
-
-
-def _anchor_history(store: SessionStore, session: str, head: Entry) -> tuple[Entry, ...]:
-    """The entries before the context view's ``head`` that anchor extraction can use (pins and
-    user messages that can give the goal or a constraint, compactions left out), oldest first.
-
-    Only needed while the newest compaction carries no anchors (a pi import); reading them costs
-    one walk over the history, so the result is kept per (database, session, head): the ancestors
-    of an entry never change in an append-only tree, so a kept result stays exact. Other entries
-    are dropped because ``extract_anchors`` takes nothing from them: it reads pins, the goal from
-    the first user request (none is carried: the compaction had no anchors) and constraint
-    sentences of user messages, each sentence from its first occurrence only — same anchors, far
-    less to keep and to re-read.
-    """
-    if head.parent_id is None:
-        return ()
-    key = (str(getattr(store, "db_path", id(store))), session, head.id, store.path_length(session, head.id))
-    found = _ANCHOR_HISTORY.pop(key, None)
-    if found is None:
-        kept: list[Entry] = []
-        goal_seen = False
-        sentences: set[str] = set()
-        # roles read in SQL
-        for e in store.path(session, head.parent_id, kinds=(PIN, MESSAGE), roles=("user",)):
-            if e.kind == PIN:
-                kept.append(e)
-            elif user_text(e) is not None:
-                text = entry_text(e)
-                new = {text[a:b] for a, b in constraint_spans(text)} - sentences
-                if new or (not goal_seen and is_request(text)) or is_goal_statement(text):
-                    goal_seen = goal_seen or is_request(text)
-                    sentences |= new
-                    kept.append(e)
-        found = tuple(kept)
-    _ANCHOR_HISTORY[key] = found  # newest last
-    while len(_ANCHOR_HISTORY) > _ANCHOR_HISTORY_SLOTS:
-        del _ANCHOR_HISTORY[next(iter(_ANCHOR_HISTORY))]
-    return found
-
-
-def _carried_from(compaction: Entry) -> _Carried:
-    """Parse what a compaction carries forward; a malformed record is reported, never guessed around."""
-    raw = compaction.data.get("details")
-    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    try:
-        return _Carried(
-            anchors=AnchorSet.from_json(details.get("anchors")),
-            had_anchors="anchors" in details,
-            ledger=Ledger.from_json(details.get("ledger")),
-            identifiers=tuple(Identifier.from_json(item) for item in details.get("identifiers") or []),
-            externalized=tuple(p for p in details.get("externalized") or [] if isinstance(p, Mapping)),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CompactionError(
-            f"the previous compaction (entry {compaction.id}) has malformed details ({exc}); nothing was "
-            f"written"
-        ) from exc
 
 
 def _check_reason(reason: str) -> None:

@@ -136,9 +136,35 @@ def _take(lines: Sequence[str], count: int, budget: int) -> list[str]:
     return out
 
 
+GIST_MEMO_SIZE: Final = 16_384
+_gist_memo: dict[tuple[int, int, str | None], tuple[str, str, Gist]] = {}
+
+
 def make_gist(output: str, call: str | None = None) -> Gist:
     """The gist of a large output (pure; linear in the output's length); ``call`` is the one-line
-    form of what produced it (a code cell's first line, a command), clipped."""
+    form of what produced it (a code cell's first line, a command), clipped.
+
+    Remembered per output (its length, hash, first and last characters, and ``call``; at most
+    ``GIST_MEMO_SIZE``, oldest forgotten first): each plan of a session re-triages the same span,
+    and the identifier scan of every large output was most of a 100,000-entry plan (issue 37).
+    The memo holds no reference to the output, only the gist."""
+    key = (len(output), hash(output), call)
+    known = _gist_memo.get(key)
+    if known is not None and known[0] == output[:64] and known[1] == output[-64:]:
+        return known[2]
+    gist = _make_gist(output, call)
+    if len(_gist_memo) >= GIST_MEMO_SIZE:
+        del _gist_memo[next(iter(_gist_memo))]
+    _gist_memo[key] = (output[:64], output[-64:], gist)
+    return gist
+
+
+def forget_gists() -> None:
+    """Empty ``make_gist``'s memo (a benchmark's cold round; results never depend on it)."""
+    _gist_memo.clear()
+
+
+def _make_gist(output: str, call: str | None) -> Gist:
     lines = [ln for ln in output.split("\n") if ln.strip()]
     head = _take(lines, GIST_HEAD_LINES, GIST_HEAD_CHARS)
     rest = lines[len(head) :]
