@@ -57,6 +57,16 @@ def start_cell(km: KernelManager, code: str) -> Any:
     raise AssertionError("the kernel did not start the cell within 30 s")
 
 
+def start_held_cell(km: KernelManager, release: Path) -> Any:
+    """``start_cell`` with a cell that runs until the file ``release`` exists (create it, then read
+    the cell's reply from the returned client). Why not a cell that sleeps for some seconds: on a
+    loaded machine the test's own steps can take longer than the sleep, and the cell would end
+    before the moment it was meant to be running."""
+    return start_cell(
+        km, f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.01)"
+    )
+
+
 def evaluate(km: KernelManager, code: str, expr: str, timeout: float = 120.0) -> Any:
     """Run ``code`` on the main shell, then the JSON value of ``expr`` (a ``json.dumps(...)`` string)."""
     kc = km.client()

@@ -26,6 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from shared_server import RunServer, Unavailable
 
 _counter = itertools.count()
 
@@ -117,35 +118,31 @@ class Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_server: Server | None = None
-_failure: str | None = None
+def _start() -> Server:
+    try:
+        import psycopg  # noqa: F401  optional: the `postgres` extra
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise Unavailable(
+            f"psycopg is not installed ({exc}): pip install 'ipython-compact[postgres]'"
+        ) from exc
+    try:
+        return Server()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        raise Unavailable(
+            f"cannot start PostgreSQL ({exc}; "
+            f"{detail.decode(errors='replace').strip()[:300]}): "
+            "install it with `apt-get install -y postgresql` (make system-deps)"
+        ) from exc
+
+
+_run = RunServer("PostgreSQL tests need a server", _start)
 
 
 def server() -> Server:
     """The test run's one server (started on first use), or a skip (a failure under CI)."""
-    global _server, _failure
-    if _server is None and _failure is None:
-        try:
-            import psycopg  # noqa: F401  optional: the `postgres` extra
-            import psycopg_pool  # noqa: F401
-        except ImportError as exc:
-            _failure = f"psycopg is not installed ({exc}): pip install 'ipython-compact[postgres]'"
-        else:
-            try:
-                _server = Server()
-            except (OSError, subprocess.CalledProcessError) as exc:
-                detail = getattr(exc, "stderr", b"") or b""
-                _failure = (
-                    f"cannot start PostgreSQL ({exc}; "
-                    f"{detail.decode(errors='replace').strip()[:300]}): "
-                    "install it with `apt-get install -y postgresql` (make system-deps)"
-                )
-    if _server is None:
-        message = f"PostgreSQL tests need a server: {_failure}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return _server
+    return _run.get()
 
 
 ENGINES = ("sqlite", "postgresql")

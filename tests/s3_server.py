@@ -19,6 +19,7 @@ import socket
 from typing import Any
 
 import pytest
+from shared_server import RunServer, Unavailable
 
 _counter = itertools.count()
 
@@ -60,31 +61,27 @@ def _credentials() -> dict[str, str]:
     return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 
 
-_server: Server | None = None
-_failure: str | None = None
+def _start() -> Server:
+    try:
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
+        import s3fs  # noqa: F401
+    except ImportError as exc:
+        raise Unavailable(
+            f"moto[server] and s3fs are not installed ({exc}): pip install -e '.[dev]'"
+        ) from exc
+    try:
+        return Server()
+    except Exception as exc:  # the server could not start: say why
+        raise Unavailable(f"cannot start moto's S3 server ({type(exc).__name__}: {exc})") from exc
+
+
+_run = RunServer("S3 tests need moto's server", _start)
 
 
 def server() -> Server:
     """The test run's one server (started on first use), or a skip (a failure under CI)."""
-    global _server, _failure
-    if _server is None and _failure is None:
-        try:
-            import boto3  # noqa: F401
-            import moto.server  # noqa: F401
-            import s3fs  # noqa: F401
-        except ImportError as exc:
-            _failure = f"moto[server] and s3fs are not installed ({exc}): pip install -e '.[dev]'"
-        else:
-            try:
-                _server = Server()
-            except Exception as exc:  # the server could not start: say why
-                _failure = f"cannot start moto's S3 server ({type(exc).__name__}: {exc})"
-    if _server is None:
-        message = f"S3 tests need moto's server: {_failure}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return _server
+    return _run.get()
 
 
 @pytest.fixture()

@@ -14,10 +14,16 @@ import contextlib
 import select
 import socket
 import threading
+from typing import TypeVar
+
+_L = TypeVar("_L", bound="_Listener")
 
 
-class StalledEndpoint:
-    """Listens on 127.0.0.1 (a free port), accepts, reads whatever comes, and never answers."""
+class _Listener:
+    """A listening socket on 127.0.0.1 (a free port) whose accept loop runs on a daemon thread and
+    hands each connection to ``_accepted``; ``close`` stops listening and drops every socket it
+    kept in ``_socks``. One loop for both endpoints below: they differ only in what they do with a
+    connection."""
 
     def __init__(self) -> None:
         self._listener = socket.socket()
@@ -25,10 +31,11 @@ class StalledEndpoint:
         self._listener.listen(64)
         self.port = int(self._listener.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
-        self.accepted = threading.Event()
-        self._held: list[socket.socket] = []
+        self._socks: list[socket.socket] = []
         self._closed = False
-        threading.Thread(target=self._serve, name="stalled-endpoint", daemon=True).start()
+
+    def _start(self, name: str) -> None:
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
 
     def _serve(self) -> None:
         while not self._closed:
@@ -36,44 +43,53 @@ class StalledEndpoint:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            self._held.append(conn)
-            self.accepted.set()
+            self._socks.append(conn)
+            self._accepted(conn)
+
+    def _accepted(self, conn: socket.socket) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         self._closed = True
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
-        for conn in self._held:
+        for s in self._socks:
             with contextlib.suppress(OSError):
-                conn.close()
+                s.close()
 
-    def __enter__(self) -> StalledEndpoint:
+    def __enter__(self: _L) -> _L:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class StallingProxy:
+class StalledEndpoint(_Listener):
+    """Listens on 127.0.0.1 (a free port), accepts, reads whatever comes, and never answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.accepted = threading.Event()
+        self._start("stalled-endpoint")
+
+    def _accepted(self, conn: socket.socket) -> None:
+        self.accepted.set()  # held in _socks, never answered
+
+
+class StallingProxy(_Listener):
     """Relays 127.0.0.1:``port`` to ``target`` until ``stall()``: from then on nothing more is relayed
     either way on any connection (old or new), as when a bucket's endpoint hangs mid-transfer;
     ``stalled_traffic`` is set once a client sent something that was held back."""
 
     def __init__(self, target: tuple[str, int]) -> None:
+        super().__init__()
         self._target = target
-        self._listener = socket.socket()
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(64)
-        self.port = int(self._listener.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
         self.stalled = threading.Event()
         self.stalled_traffic = threading.Event()
-        self._closed = False
-        self._socks: list[socket.socket] = []
         self._budget: int | None = None
         self._count_lock = threading.Lock()
-        threading.Thread(target=self._serve, name="stalling-proxy", daemon=True).start()
+        self._start("stalling-proxy")
 
     def _spend(self, n: int) -> bool:
         """False once the budget of ``stall_after`` is spent (then everything stalls)."""
@@ -94,22 +110,16 @@ class StallingProxy:
         with self._count_lock:
             self._budget = sent
 
-    def _serve(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self._socks.append(conn)
-            if self.stalled.is_set():
-                continue  # accepted and never answered
-            try:
-                upstream = socket.create_connection(self._target)
-            except OSError:
-                conn.close()
-                continue
-            self._socks.append(upstream)
-            threading.Thread(target=self._relay, args=(conn, upstream), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        if self.stalled.is_set():
+            return  # accepted and never answered
+        try:
+            upstream = socket.create_connection(self._target)
+        except OSError:
+            conn.close()
+            return
+        self._socks.append(upstream)
+        threading.Thread(target=self._relay, args=(conn, upstream), daemon=True).start()
 
     def _relay(self, a: socket.socket, b: socket.socket) -> None:
         peers = {a: b, b: a}
@@ -142,18 +152,3 @@ class StallingProxy:
                     peers[s].sendall(data)
                 except OSError:
                     return
-
-    def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-        for s in self._socks:
-            with contextlib.suppress(OSError):
-                s.close()
-
-    def __enter__(self) -> StallingProxy:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

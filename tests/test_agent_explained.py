@@ -203,20 +203,29 @@ def test_a_question_larger_than_the_window_is_named_with_the_shortfall_and_the_f
 
 
 @pytest.mark.slow
-def test_cancelling_aask_interrupts_the_request_and_the_process_ends_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_cancelling_aask_interrupts_the_request_and_the_process_ends_cleanly(
+    tmp_path: Path, stream: bool
+) -> None:
     """Cancelling waited 4.5 s for a 5 s reply, and the process ended with "Exception ignored …
-    ValueError: Invalid file descriptor: -1". The script (tests/fixtures/cancel_aask.py) holds the
-    reply until after the cancellation has returned, so a cancel that waits for it cannot pass."""
+    ValueError: Invalid file descriptor: -1"; a streamed request still waited for the server's first
+    chunk. The script (tests/fixtures/cancel_aask.py) holds the reply until after the cancellation
+    has returned, so a cancel that waits for it cannot pass. Whether the reply was sent is asked of
+    the server, not of a clock: the suite runs on a loaded machine."""
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).parent / "fixtures" / "cancel_aask.py"), str(tmp_path / "s.db")],
+        [
+            sys.executable,
+            str(Path(__file__).parent / "fixtures" / "cancel_aask.py"),
+            str(tmp_path / "s.db"),
+            *(["stream"] if stream else []),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "IPYTHON_COMPACT_DIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr
-    seconds = float(done.stdout.split("cancelled after ")[1].split(" s")[0])
-    assert seconds < 2.0, done.stdout
+    assert "answered before the cancellation returned: False" in done.stdout, done.stdout
     assert "Exception ignored" not in done.stderr, done.stderr
     log = SessionStore(tmp_path / "s.db").entries("c")
     assert [e.role for e in log if e.role] == ["user"]  # the late reply never entered the log

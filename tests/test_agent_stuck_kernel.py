@@ -35,7 +35,9 @@ def test_a_cell_deaf_to_the_interrupt_gets_its_kernel_restarted_and_says_so() ->
     with (
         JupyterKernel(interrupt_grace=1.0) as kernel,
         ModelServer(steps(code(DEAF), code("print('alive again')")), context_window=8000) as srv,
-        Agent(model="local-model", base_url=srv.base_url, kernel=kernel, tool_timeout=2.0) as agent,
+        # 8 s: the deaf cell uses all of it, and the next cell must fit it on a restarted kernel, on
+        # a loaded machine too
+        Agent(model="local-model", base_url=srv.base_url, kernel=kernel, tool_timeout=8.0) as agent,
     ):
         result = agent.ask("hang")
         texts = [

@@ -53,7 +53,10 @@ def test_a_text_over_the_room_is_refused_naming_size_window_and_fix(
     else:
         assert why is not None
         assert why.startswith(f"{what} refused before any request: it is {len(text):,} characters")
-        assert f"the 4,000-token window leaves room for about {_room(what):,}; {fix}" in why
+        tokens = estimate_message_tokens({"role": "user", "content": text}, SETTINGS.estimator)
+        short = tokens - _room(what)  # by how many tokens it does not fit, said in the message
+        room = f"the 4,000-token window leaves room for about {_room(what):,}"
+        assert f"{room} ({short:,} tokens too many); {fix}" in why
 
 
 def test_a_task_has_less_room_than_a_prompt_because_of_the_childs_system_prompt() -> None:

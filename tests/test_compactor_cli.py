@@ -105,27 +105,19 @@ def test_compact_pin_recall_show_on_a_pi_session(tmp_path: Path) -> None:
     assert "ok" in verify.lower()
 
 
+def _failed_openai_compact(tmp_path: Path, model: str, base_url: str) -> str:
+    """The stderr of ``compact -s pi --summarizer openai`` against ``base_url``, which must fail (exit 2)."""
+    args = ("--model", model, "--base-url", base_url, "--keep-recent-tokens", "4000")
+    return run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", *args, code=2).stderr
+
+
 @pytest.mark.slow
 def test_openai_summarizer_from_the_command_line(tmp_path: Path) -> None:
     run(tmp_path, "import", str(BEFORE), "--session", "pi")
     err = run(tmp_path, "compact", "-s", "pi", "--summarizer", "openai", code=2).stderr
     assert "no summarizer model configured" in err
     with ModelServer(script=[Reply.rate_limited(retry_after=0.1)] * 8) as srv:
-        err = run(
-            tmp_path,
-            "compact",
-            "-s",
-            "pi",
-            "--summarizer",
-            "openai",
-            "--model",
-            "m",
-            "--base-url",
-            srv.base_url,
-            "--keep-recent-tokens",
-            "4000",
-            code=2,
-        ).stderr
+        err = _failed_openai_compact(tmp_path, "m", srv.base_url)
     assert (
         ("manual compaction failed") in err
         and "after 4 attempts" in err
@@ -161,40 +153,12 @@ def test_openai_summarizer_errors_name_the_cause(tmp_path: Path) -> None:
         error_code="model_not_found",
     )
     with ModelServer([refusal], model="qwen-7b") as srv:
-        err = run(
-            tmp_path,
-            "compact",
-            "-s",
-            "pi",
-            "--summarizer",
-            "openai",
-            "--model",
-            "gpt-nothing",
-            "--base-url",
-            srv.base_url,
-            "--keep-recent-tokens",
-            "4000",
-            code=2,
-        ).stderr
+        err = _failed_openai_compact(tmp_path, "gpt-nothing", srv.base_url)
     assert "HTTP 404 from" in err and "the server serves: qwen-7b; pass one of them as --model" in err
     assert "check --model and --base-url" in err and "retry later" not in err
     with ModelServer() as srv:
         dead = srv.base_url
-    err = run(
-        tmp_path,
-        "compact",
-        "-s",
-        "pi",
-        "--summarizer",
-        "openai",
-        "--model",
-        "m",
-        "--base-url",
-        dead,
-        "--keep-recent-tokens",
-        "4000",
-        code=2,
-    ).stderr
+    err = _failed_openai_compact(tmp_path, "m", dead)
     assert f"cannot connect to {dead} (ConnectError: " in err and "Connection refused" in err
 
 

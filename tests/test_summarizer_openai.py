@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -64,7 +63,8 @@ def request(max_tokens: int = 13107) -> SummaryInput:
 
 
 def make(srv: ModelServer, **kw: object) -> OpenAISummarizer:
-    opts: dict[str, object] = {"backoff": 0.01, "max_wait": 5.0, "timeout": 2.0, "max_retries": 2}
+    # A 60 s request bound: answers must come on a loaded machine too; a test of the timeout sets its own.
+    opts: dict[str, object] = {"backoff": 0.01, "max_wait": 5.0, "timeout": 60.0, "max_retries": 2}
     opts.update(kw)
     return OpenAISummarizer(model="summ-model", base_url=srv.base_url, api_key="k", **opts)  # type: ignore[arg-type]
 
@@ -92,21 +92,24 @@ def test_cap_is_the_request_budget_without_model_limit() -> None:
         assert (srv.chat_requests[0].body or {})["max_tokens"] == 1234
 
 
+# The waits are what the summarizer asks its ``sleep`` for, not seconds measured around it: a
+# loaded machine stretches the requests, never the wait that was asked for.
+
+
 def test_retry_after_is_honoured() -> None:
+    waits: list[float] = []
     with ModelServer(script=[Reply.rate_limited(retry_after=1), CHECKPOINT]) as srv:
-        started = time.monotonic()
-        result = make(srv).summarize(request())
-        elapsed = time.monotonic() - started
+        result = make(srv, sleep=waits.append).summarize(request())
         assert result.attempts == 2
-        assert 1.0 <= elapsed < 4.0
+        assert waits == [1.0]
         assert len(srv.chat_requests) == 2
 
 
 def test_retry_after_wait_is_capped() -> None:
+    waits: list[float] = []
     with ModelServer(script=[Reply.rate_limited(retry_after=120), CHECKPOINT]) as srv:
-        started = time.monotonic()
-        assert make(srv, max_wait=0.2).summarize(request()).attempts == 2
-        assert time.monotonic() - started < 3.0
+        assert make(srv, max_wait=0.2, sleep=waits.append).summarize(request()).attempts == 2
+        assert waits == [0.2]
 
 
 def test_retries_are_bounded() -> None:
@@ -222,13 +225,13 @@ def test_compaction_records_the_repair(tmp_path: Path) -> None:
 
 
 def test_hang_times_out() -> None:
+    # The code says the client gave up at its timeout (a reply would have come after 20 s and been
+    # read); no seconds are measured around it.
     with ModelServer(script=[Reply.hang(20)]) as srv:
-        started = time.monotonic()
         with pytest.raises(SummarizerError) as info:
             make(srv, timeout=0.4, max_retries=0).summarize(request())
         assert info.value.code == "timeout"
         assert "within 0.4s" in str(info.value)
-        assert time.monotonic() - started < 3.0
 
 
 def test_connection_refused_is_retried_then_reported() -> None:

@@ -9,7 +9,8 @@ tested with a fake client.
 What must hold:
 - Exactly one of ``message`` / ``error_text`` is set on an answer.
 - A stream stopped by ``abort`` yields what arrived, marked ``aborted`` (and ``stopReason:
-  aborted`` on the message, so it is never sent again nor used as a usage anchor).
+  aborted`` on the message, so it is never sent again nor used as a usage anchor). ``abort`` is
+  seen while the server is silent too (streamed or not): an interrupt never waits for a reply.
 - ``requests`` and ``tokens`` count what this caller sent and was billed (reported usage), under
   its own lock, so a budget can be checked from any thread.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -166,7 +168,10 @@ class ModelCaller:
         aborted = False
         try:
             if self.stream:
-                completion, aborted = self._streamed(messages, model, abort, on_delta)
+                streamed, aborted = self._streamed(messages, model, abort, on_delta)
+                if streamed is None:
+                    return ModelAnswer(aborted=True, error_text="the turn was interrupted")
+                completion: Any = streamed
             else:
                 completion = _until_aborted(
                     lambda: self.client.chat.completions.create(
@@ -200,30 +205,85 @@ class ModelCaller:
         model: str,
         abort: threading.Event | None,
         on_delta: Callable[[str], None] | None,
-    ) -> tuple[JSON, bool]:
-        """Stream one answer; stops early, and says so, when ``abort`` is set."""
+    ) -> tuple[JSON | None, bool]:
+        """Stream one answer; stops early, and says so, when ``abort`` is set.
+
+        The request is read on a thread of its own and its chunks are handed over here, so an
+        abort is seen while the server is still silent (before its first chunk, or stalled
+        between two), not only between chunks. Returns ``(None, True)`` when it was aborted
+        before anything arrived; otherwise what arrived, and whether it was cut short."""
         acc = StreamAccumulator()
-        stream = self.client.chat.completions.create(
-            model=model,
-            messages=messages,
-            tools=self.tools,
-            timeout=self.request_timeout,
-            stream=True,
-            stream_options={"include_usage": True},
+        stop = threading.Event()
+        chunks = _read_stream(
+            lambda: self.client.chat.completions.create(
+                model=model,
+                messages=messages,
+                tools=self.tools,
+                timeout=self.request_timeout,
+                stream=True,
+                stream_options={"include_usage": True},
+            ),
+            stop,
         )
-        aborted = False
+        received = 0
         try:
-            for chunk in stream:
-                delta = acc.add(chunk)
+            while True:
+                item = _next_item(chunks, abort)
+                if item is _ABANDONED:
+                    return (acc.completion() if received else None), True
+                kind, value = item
+                if kind == "end":
+                    return acc.completion(), False
+                if kind == "error":
+                    raise value
+                received += 1
+                delta = acc.add(value)
                 if delta and on_delta is not None:
                     on_delta(repair_text(delta)[0])  # printable: the logged reply is repaired whole
                 if abort is not None and abort.is_set():
-                    aborted = True
-                    break
+                    return acc.completion(), True
         finally:
-            with contextlib.suppress(Exception):
-                stream.close()
-        return acc.completion(), aborted
+            stop.set()  # the reading thread closes the stream at its next chunk (or its end)
+
+
+def _read_stream(open_stream: Callable[[], Any], stop: threading.Event) -> queue.Queue[tuple[str, Any]]:
+    """Open the stream and read it on a daemon thread: ``("chunk", c)`` items, then ``("end",
+    None)`` or ``("error", exc)``. Stops reading, and closes the stream, once ``stop`` is set.
+    Why a thread: a blocked read cannot be interrupted, so the waiting side must not be the one
+    reading; an abandoned read finishes there on its own (at the latest at the request timeout)."""
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def run() -> None:
+        stream = None
+        try:
+            stream = open_stream()
+            for chunk in stream:
+                if stop.is_set():
+                    break
+                items.put(("chunk", chunk))
+            items.put(("end", None))
+        except BaseException as exc:  # handed to the waiting caller
+            items.put(("error", exc))
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+    threading.Thread(target=run, name="model-stream", daemon=True).start()
+    return items
+
+
+def _next_item(items: queue.Queue[tuple[str, Any]], abort: threading.Event | None) -> Any:
+    """The next item of a stream read by ``_read_stream``, or ``_ABANDONED`` once ``abort`` is set
+    while none is there yet."""
+    if abort is None:
+        return items.get()
+    while True:
+        try:
+            return items.get(timeout=0.05)  # checks the abort flag between short waits
+        except queue.Empty:
+            if abort.is_set():
+                return _ABANDONED
 
 
 _ABANDONED = object()

@@ -117,7 +117,8 @@ def too_large_for_window(
     )
     return (
         f"{what} refused before any request: it is {len(text):,} characters (~{tokens:,} tokens) and the "
-        f"{window:,}-token window leaves room for about {max(room, 0):,}; {fix}."
+        f"{window:,}-token window leaves room for about {max(room, 0):,} ({tokens - max(room, 0):,} tokens "
+        f"too many); {fix}."
     )
 
 

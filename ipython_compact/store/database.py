@@ -45,6 +45,9 @@ from ipython_compact.store.process import Owner, writer_label
 
 ENTRY_COLUMNS = "id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4"
 _SHM_DMS = 128
+#: Seconds opening a database waits for another writer while it makes or upgrades the schema: as
+#: long as an import waits for another import (``EntryLog.import_batched``'s ``wait``).
+SCHEMA_WAIT = 60.0
 """SQLite's unix VFS: the byte of ``<db>-shm`` every connection holds a read lock on while open
 (``UNIX_SHM_DMS`` = (22 + 8) * 4 + 8 in os_unix.c)."""
 
@@ -276,6 +279,11 @@ class SqliteDatabase(Database):
                     "not an ipython-compact one; it was left untouched",
                     path=self.path,
                 )
+            # Making (or upgrading) the schema waits for another writer as long as an import would:
+            # two processes creating one file at once, the first goes on from its schema straight
+            # to its first write, which on a loaded machine outlasts the busy timeout. An
+            # up-to-date database is only read here, so the longer wait costs it nothing.
+            conn.execute(f"PRAGMA busy_timeout = {int(max(busy_timeout, SCHEMA_WAIT) * 1000)}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(
@@ -284,6 +292,7 @@ class SqliteDatabase(Database):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrations.migrate(conn, self.clock())
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         except sqlite3.Error as exc:
             conn.close()
             raise self.translate(exc) from exc
