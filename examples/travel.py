@@ -247,6 +247,16 @@ class Script:
         return Reply(text=ANSWERS[index])
 
 
+SYSTEM_PROMPT = "You are a friendly travel planner. Keep notes in Python variables when useful."
+
+
+def _system_text(messages: list[Any]) -> str:
+    """The text of a request's first (system) message, '' when it has none."""
+    first = messages[0] if messages else {}
+    content = first.get("content") if isinstance(first, dict) and first.get("role") == "system" else ""
+    return content if isinstance(content, str) else ""
+
+
 @dataclass
 class Row:
     question: int
@@ -254,6 +264,10 @@ class Row:
     context_messages: int
     log_entries: int
     context_tokens: int
+    server_tokens: int = 0
+    """Prompt tokens of the turn's last agent request as the server counted them: one unit from the
+    first question to the last (the agent's own figure changes unit once it has learned the
+    server's tokenizer from usage)."""
 
 
 @dataclass
@@ -320,7 +334,7 @@ def run(
                 OpenAISummarizer("travel-model", base_url=server.base_url, api_key="local", max_retries=0),
                 settings,
             ),
-            system_prompt="You are a friendly travel planner. Keep notes in Python variables when useful.",
+            system_prompt=SYSTEM_PROMPT,
             on_event=on_event,
             snapshot_dir=str(db_path.parent / "snapshots"),
         )
@@ -362,7 +376,8 @@ def run(
                 raise RuntimeError(f"{label} ended with {result.stopped}: {result.text}")
             ctx, log = agent.counts()
             tokens = agent.context_tokens()[0]
-            report.rows.append(Row(i + 1, label, ctx, log, tokens))
+            asked = [r for r in server.chat_requests if _system_text(r.messages).startswith(SYSTEM_PROMPT)]
+            report.rows.append(Row(i + 1, label, ctx, log, tokens, asked[-1].prompt_tokens if asked else 0))
             say(f"    -> context messages: {ctx}   log entries: {log}   context tokens: {tokens}")
         for e in store.entries("lisbon"):
             if e.kind == COMPACTION:
