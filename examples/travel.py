@@ -35,7 +35,13 @@ from ipython_compact.core.prompts import SYSTEM_PROMPT as SUMMARIZER_PROMPT
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.store import SessionStore
 from ipython_compact.summarizers.openai_summarizer import OpenAISummarizer
-from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply, ToolCall
+from ipython_compact.testing.model_server import (
+    ModelServer,
+    RecordedRequest,
+    Reply,
+    ToolCall,
+    estimate_prompt_tokens,
+)
 
 WINDOW = 3000
 SETTINGS = CompactionSettings(reserve_tokens=1000, keep_recent_tokens=150, background_tokens=920)
@@ -250,13 +256,6 @@ class Script:
 SYSTEM_PROMPT = "You are a friendly travel planner. Keep notes in Python variables when useful."
 
 
-def _system_text(messages: list[Any]) -> str:
-    """The text of a request's first (system) message, '' when it has none."""
-    first = messages[0] if messages else {}
-    content = first.get("content") if isinstance(first, dict) and first.get("role") == "system" else ""
-    return content if isinstance(content, str) else ""
-
-
 @dataclass
 class Row:
     question: int
@@ -265,9 +264,9 @@ class Row:
     log_entries: int
     context_tokens: int
     server_tokens: int = 0
-    """Prompt tokens of the turn's last agent request as the server counted them: one unit from the
-    first question to the last (the agent's own figure changes unit once it has learned the
-    server's tokenizer from usage)."""
+    """The context after the turn as the server's tokenizer counts it: one unit from the first
+    question to the last (the agent's own figure changes unit once it has learned the server's
+    tokenizer from usage)."""
 
 
 @dataclass
@@ -376,8 +375,8 @@ def run(
                 raise RuntimeError(f"{label} ended with {result.stopped}: {result.text}")
             ctx, log = agent.counts()
             tokens = agent.context_tokens()[0]
-            asked = [r for r in server.chat_requests if _system_text(r.messages).startswith(SYSTEM_PROMPT)]
-            report.rows.append(Row(i + 1, label, ctx, log, tokens, asked[-1].prompt_tokens if asked else 0))
+            counted = estimate_prompt_tokens({"messages": agent.context_messages()})
+            report.rows.append(Row(i + 1, label, ctx, log, tokens, counted))
             say(f"    -> context messages: {ctx}   log entries: {log}   context tokens: {tokens}")
         for e in store.entries("lisbon"):
             if e.kind == COMPACTION:

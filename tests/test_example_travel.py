@@ -38,11 +38,9 @@ def test_travel_example_reproduces_the_seed_shape(tmp_path: Path) -> None:
     assert all(ctx < log for ctx, log in rows[first:])
     # Bounded from then on: in tokens never above the peak before the first compaction, in
     # messages within a small band, while the log ends with several times as many entries.
-    # In the server's own count (the agent's figure changes unit once it learns the tokenizer from
-    # usage): the turn that triggers the background compaction still carries its own question and
-    # tool results, so only the end is held to the peak; every request stays under the blocking line.
+    # in the server's own count: the agent's figure changes unit once it learns the tokenizer
     tokens = [r.server_tokens for r in report.rows]
-    assert all(tokens) and tokens[-1] <= tokens[first - 1] and max(tokens) < 3000 - 1000
+    assert all(tokens) and max(tokens[first:]) <= tokens[first - 1]
     assert max(ctx for ctx, _ in rows[first:]) <= rows[first - 1][0] + 2
     assert rows[-1][1] >= 3 * rows[-1][0]
     assert max(r.context_tokens for r in report.rows) < 3000 - 1000  # never past the blocking line
