@@ -20,6 +20,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -284,8 +285,8 @@ class SqliteDatabase(Database):
             # to its first write, which on a loaded machine outlasts the busy timeout. An
             # up-to-date database is only read here, so the longer wait costs it nothing.
             conn.execute(f"PRAGMA busy_timeout = {int(max(busy_timeout, SCHEMA_WAIT) * 1000)}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+            mode = _switch_to_wal(conn, time.monotonic() + max(busy_timeout, SCHEMA_WAIT))
+            if mode.lower() != "wal":
                 raise StoreError(
                     f"{self.path}: could not switch the database to WAL mode (got {mode})", path=self.path
                 )
@@ -431,3 +432,17 @@ class SqliteDatabase(Database):
             self.conn.close()
         with _OPEN_LOCK:
             _OPEN.discard(self)
+
+
+def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> str:
+    """The journal mode after asking for WAL, waiting for another process that is switching the
+    same new file at the same moment. SQLite answers that race "database is locked" at once, without
+    its busy handler (the switch must upgrade a shared lock, and waiting could deadlock), so two
+    commands creating one database failed one time in three; the wait is ours."""
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)

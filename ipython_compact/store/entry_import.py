@@ -267,22 +267,20 @@ class EntryImports(EntryWrites):
                             conn, row.sid, IMPORT_MARKER, {"owner": me.to_json(), "total": len(entries)}
                         )
                 break
-            except _ImportRunning as running:
-                if time.monotonic() > deadline:
+            except (_ImportRunning, DatabaseLockedError) as busy:
+                # Another import holds the session: its marker names it (later batches), or its
+                # first transaction (creation and up to a whole batch) holds the write lock past the
+                # busy timeout, as on a loaded machine. Either way this one waits, up to ``wait``.
+                if time.monotonic() <= deadline:
+                    time.sleep(0.1)
+                    continue
+                if isinstance(busy, _ImportRunning):
                     raise DatabaseLockedError(
                         f"{self.db.path}: another import into session {session!r} is still running "
-                        f"({running.owner.describe()}) after {wait:g} s; nothing was "
-                        f"written",
+                        f"({busy.owner.describe()}) after {wait:g} s; nothing was written",
                         path=self.db.path,
                     ) from None
-                time.sleep(0.1)
-            except DatabaseLockedError:
-                # another import's first transaction (creation and up to a whole batch) holds the
-                # write lock for longer than the busy timeout on a loaded machine: the import waits
-                # for it as for a running import's marker, up to ``wait``
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+                raise
         written, batches, pauses = min(len(entries), batch_size), 1, 0
         # Later batches overlap: batch k+1 is prepared here (Python: texts, estimates, hashes)
         # while a writer thread stores batch k (SQLite, which lets go of the GIL). One write at a
