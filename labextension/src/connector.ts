@@ -225,7 +225,12 @@ export class KernelConnector {
       return;
     }
     this._drop();
-    this.setState('connecting', 'opening the ipython_compact comm');
+    if (this.state !== 'not-loaded') {
+      // Asking again a kernel that said "not loaded" (after each cell) keeps that answer shown until
+      // a new one comes: the banner and its "Load extension" button would otherwise flicker away
+      // and back, and a press landing on the old button was lost (CI, stop 39).
+      this.setState('connecting', 'opening the ipython_compact comm');
+    }
     try {
       const { channel, hello } = await this._open(kernel);
       if (this.kernel() !== kernel || this._disposed) {

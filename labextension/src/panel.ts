@@ -234,13 +234,13 @@ export class CompactPanel extends Widget {
 
   private _renderBanner(): void {
     const m = this._model.current;
-    this._banner.textContent = '';
-    this._banner.hidden = true;
-    delete this._banner.dataset.kind;
-    const show = (kind: string, text: string, ...buttons: HTMLButtonElement[]): void => {
-      this._banner.hidden = false;
-      this._banner.dataset.kind = kind;
-      this._banner.append(el('p', '', text), ...buttons);
+    // Rebuilt only when what it says changes. Why: the model re-renders the panel on every state
+    // report (a not-loaded kernel is asked again after each cell), and a button replaced between
+    // the press and the release loses the click; a browser test clicking "Load extension" on a
+    // loaded machine saw the button detached for 120 s (CI, stop 39).
+    let wanted: { kind: string; text: string; make: () => HTMLButtonElement[] } | null = null;
+    const show = (kind: string, text: string, make: () => HTMLButtonElement[]): void => {
+      wanted = { kind, text, make };
     };
     if (m.actions.restoreKept.length && m.actions.pending === '') {
       const names = m.actions.restoreKept.join(', ');
@@ -248,25 +248,42 @@ export class CompactPanel extends Widget {
         'restore-kept',
         `Not overwritten: ${names}. You defined ${m.actions.restoreKept.length === 1 ? 'it' : 'them'} since, ` +
           "with a value other than the snapshot's. Replace with the snapshot's values?",
-        button(`Overwrite ${names}`, 'restore-overwrite', () => void m.actions.overwriteKept()),
-        button('Keep mine', 'restore-keep', () => m.actions.keepMine())
+        () => [
+          button(`Overwrite ${names}`, 'restore-overwrite', () => void m.actions.overwriteKept()),
+          button('Keep mine', 'restore-keep', () => m.actions.keepMine())
+        ]
       );
     } else if (m.actions.restartNoticed && m.state !== 'restarting') {
       show(
         'restart',
         'The kernel was restarted. Its variables are gone; restore them from the last snapshot?',
-        button('Restore variables', 'restore-after-restart', () => void m.actions.restore()),
-        button('Dismiss', 'dismiss-restart', () => m.actions.dismissRestart())
+        () => [
+          button('Restore variables', 'restore-after-restart', () => void m.actions.restore()),
+          button('Dismiss', 'dismiss-restart', () => m.actions.dismissRestart())
+        ]
       );
     } else if (m.state === 'not-loaded') {
-      show(
-        'not-loaded',
-        'The ipython_compact extension is not loaded in this kernel.',
+      show('not-loaded', 'The ipython_compact extension is not loaded in this kernel.', () => [
         button('Load extension', 'load-extension', () => void m.loadExtension())
-      );
+      ]);
     } else if (m.state === 'error' || m.state === 'dead') {
-      show('error', m.stateDetail, button('Retry', 'retry', () => void m.connect()));
+      show('error', m.stateDetail, () => [button('Retry', 'retry', () => void m.connect())]);
     }
+    const shown = wanted as { kind: string; text: string; make: () => HTMLButtonElement[] } | null;
+    if (shown !== null && this._bannerModel === m && this._bannerKey === `${shown.kind}\n${shown.text}`) {
+      return; // the same words for the same notebook: keep the buttons the user may be pressing
+    }
+    this._banner.textContent = '';
+    this._bannerModel = m;
+    this._bannerKey = shown === null ? '' : `${shown.kind}\n${shown.text}`;
+    if (shown === null) {
+      this._banner.hidden = true;
+      delete this._banner.dataset.kind;
+      return;
+    }
+    this._banner.hidden = false;
+    this._banner.dataset.kind = shown.kind;
+    this._banner.append(el('p', '', shown.text), ...shown.make());
   }
 
   private _renderGauge(): void {
@@ -464,6 +481,8 @@ export class CompactPanel extends Widget {
   private _notebook = el('div', 'jp-IpythonCompact-notebook');
   private _stateDetail = el('div', 'jp-IpythonCompact-stateDetail');
   private _banner = el('div', 'jp-IpythonCompact-banner');
+  private _bannerKey = '';
+  private _bannerModel: unknown = null;
   private _gauge = el('div', 'jp-IpythonCompact-gaugeBody');
   private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
   private _buttons: HTMLButtonElement[] = [];

@@ -62,6 +62,21 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any, shot: Callable[
     assert page.locator(f'{PANEL} button[data-action="compact"]').is_disabled()
     shot("01-panel-not-loaded")
 
+    # The panel re-renders on every report (a cell running, the kernel asked again); the button the
+    # user is pressing must stay the same element, or the click is lost. CI (stop 39) saw "element
+    # was detached from the DOM" for 120 s on a loaded machine.
+    page.evaluate(
+        f"""() => {{
+            document.querySelector('{PANEL} button[data-action="load-extension"]').dataset.seen = '1';
+            window.__panelRenders = 0;
+            new MutationObserver(() => {{ window.__panelRenders += 1; }}).observe(
+                document.querySelector('{PANEL} .jp-IpythonCompact-state'), {{childList: true}});
+        }}"""
+    )
+    run_cell(page, "1 + 1")
+    page.wait_for_function("() => window.__panelRenders > 0")
+    assert page.locator(f'{PANEL} button[data-action="load-extension"][data-seen="1"]').count() == 1
+
     banner.locator('button[data-action="load-extension"]').click()
     wait_panel_state(page, "ready")
     page.locator(f"{PANEL} .jp-IpythonCompact-state").filter(
