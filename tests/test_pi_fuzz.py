@@ -66,6 +66,7 @@ SHAPED_SEEDS = range(int(os.environ.get("PI_FUZZ_SHAPED", "200")))
 SHAPED_KEEPS = (1, 50, 150, 300, 500, 800, 1000, 1500, 2000, 3000)
 WALK_SEEDS = range(int(os.environ.get("PI_FUZZ_WALKS", "48")))
 FORK_EVERY = 4  # every 4th seed also yields a fork file
+NODE_CHUNK_CHARS = 100_000_000
 
 #: case name -> (generated file, our branch of it, pi's results)
 Batch = dict[str, tuple[PiSessionFile, list[Entry], dict[str, Any]]]
@@ -144,19 +145,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
             )
         keeps = KEEPS if name.startswith(("s", "f")) else SHAPED_KEEPS
         requests.append({"name": name, "objects": objects, "leaf": leaf, "keeps": list(keeps)})
-    cases_file = tmp_path_factory.mktemp("pi_fuzz") / "cases.json"
-    cases_file.write_text(json.dumps({"cases": requests}), encoding="utf-8")
-    done = subprocess.run(
-        [node, str(REFERENCE / "pi_batch.mjs"), str(cases_file)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    out = json.loads(done.stdout)
-    assert (out["package"], out["version"]) == ("@mariozechner/pi-coding-agent", "0.73.1")
-    by_name = {r["name"]: r for r in out["results"]}
+    by_name = run_pi(node, requests, tmp_path_factory.mktemp("pi_fuzz"))
     errors = {n: r["error"][:500] for n, r in by_name.items() if "error" in r}
     assert not errors, f"pi threw on generated sessions: {errors}"
     return {name: (s, our_path(s, leaf), by_name[name]) for name, (s, leaf) in ours.items()} | {
@@ -164,9 +153,43 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Batch:
     }
 
 
+def run_pi(node: str, requests: list[dict[str, Any]], directory: Path) -> dict[str, dict[str, Any]]:
+    """pi's results by case name. Cases go to Node in chunks of at most ``NODE_CHUNK_CHARS`` of JSON:
+    one Node process reads its cases, and writes its answers, as single strings (512 MiB at most),
+    which large ``PI_FUZZ_SEEDS`` runs pass. The default sizes fit one chunk."""
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for request in requests:
+        text = json.dumps(request)
+        if chunks[-1] and size + len(text) > NODE_CHUNK_CHARS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(text)
+        size += len(text)
+    by_name: dict[str, dict[str, Any]] = {}
+    for n, chunk in enumerate(chunks):
+        cases_file = directory / f"cases{n}.json"
+        cases_file.write_text('{"cases": [' + ", ".join(chunk) + "]}", encoding="utf-8")
+        done = subprocess.run(
+            [node, str(REFERENCE / "pi_batch.mjs"), str(cases_file)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        out = json.loads(done.stdout)
+        assert (out["package"], out["version"]) == ("@mariozechner/pi-coding-agent", "0.73.1")
+        by_name.update((r["name"], r) for r in out["results"])
+        cases_file.unlink()
+    return by_name
+
+
 def our_path(session: PiSessionFile, leaf: str | None) -> list[Entry]:
     """Our branch of the file as the importer reads it (parsed from the JSON text, like a file)."""
     entries = parse_pi_session(session.numbered()).entries
+    if not entries:  # a fork at a label on a path of labels only (seed 652) keeps no entry
+        return []
     return path_to({e.id: e for e in entries}, leaf or entries[-1].id)
 
 
@@ -310,36 +333,50 @@ def test_issue_36_by_hand_pi_reports_a_split_turn_at_the_entry(batch: Batch) -> 
         assert (density.first_kept_index, density.is_split_turn, density.turn_start_index) == (at, False, -1)
 
 
+def _plan_agrees(prep: Preparation | None, want: dict[str, Any] | None) -> bool:
+    if want is None or not (want["messages_to_summarize"] or want["turn_prefix_messages"]):
+        return prep is None  # pi's "nothing to summarize" is a plan with no messages; ours is None
+    return prep is not None and (
+        prep.first_kept_index,
+        prep.is_split_turn,
+        len(prep.messages_to_summarize),
+        len(prep.turn_prefix),
+    ) == (
+        want["first_kept_index"],
+        want["is_split_turn"],
+        want["messages_to_summarize"],
+        want["turn_prefix_messages"],
+    )
+
+
 def cut_counts(batch: Batch) -> dict[str, dict[str, int]]:
-    """Per kind of the entry pi keeps first: how many plans cut there, how many are split turns on
-    pi, and how many agree with ``chars4`` on cut, turn start, split flag and turn prefix."""
+    """Per kind of the entry pi keeps first (a message by its role): how many plans cut there, how
+    many of them after a compaction and at a 1,000-token budget, how many are split turns on pi,
+    and how many agree with ``chars4`` on the cut (first kept, turn start, split flag) and the plan
+    (first kept, split flag, summarized and turn-prefix message counts)."""
     counts: dict[str, dict[str, int]] = {}
     for name, (_, path, ref) in batch.items():
         if ":" in name:
             continue
+        if not path:  # a fork that kept no entry (seed 652): pi "cuts" at index 0 of nothing
+            continue
+        compacted = any(e.kind == "compaction" for e in path)
         for row in ref["results"]:
-            kind = _first_kept_kind(path, row["cut"]["first_kept_index"])
-            c = counts.setdefault(kind, {"cuts": 0, "split_on_pi": 0, "agree": 0})
-            c["cuts"] += 1
-            c["split_on_pi"] += row["cut"]["is_split_turn"]
+            first = path[row["cut"]["first_kept_index"]]
+            kind = first.role if first.kind == "message" else first.kind
+            keys = ("cuts", "after_compaction", "keep_1000", "split_on_pi", "agree")
+            c = counts.setdefault(kind, dict.fromkeys(keys, 0))
             cut, prep = planned(path, ref, row["keep"])
-            want = row["prepare"]
-            same_plan = (
-                prep is None
-                if want is None or not (want["messages_to_summarize"] or want["turn_prefix_messages"])
-                else prep is not None
-                and (prep.is_split_turn, len(prep.turn_prefix))
-                == (want["is_split_turn"], want["turn_prefix_messages"])
-            )
-            c["agree"] += (
-                same_plan
-                and {
-                    "first_kept_index": cut.first_kept_index,
-                    "turn_start_index": cut.turn_start_index,
-                    "is_split_turn": cut.is_split_turn,
-                }
-                == row["cut"]
-            )
+            ours = {
+                "first_kept_index": cut.first_kept_index,
+                "turn_start_index": cut.turn_start_index,
+                "is_split_turn": cut.is_split_turn,
+            }
+            c["cuts"] += 1
+            c["after_compaction"] += compacted
+            c["keep_1000"] += row["keep"] == 1000
+            c["split_on_pi"] += row["cut"]["is_split_turn"]
+            c["agree"] += ours == row["cut"] and _plan_agrees(prep, row["prepare"])
     return counts
 
 
@@ -484,9 +521,10 @@ def test_forks_load_with_the_history_pi_loses(batch: Batch) -> None:
             assert ref["context"] == original["context"], name
             same += 1
         if session.notes["dangling_parents"]:
-            # pi's own walk stops at the dropped label
-            assert len(raw["path_ids"]) < len(ref["path_ids"]), name
-            checked += 1
+            # pi's own walk stops at the dropped label (losing what came before it, unless the
+            # label was the root: seed 996)
+            assert len(raw["path_ids"]) <= len(ref["path_ids"]), name
+            checked += len(raw["path_ids"]) < len(ref["path_ids"])
         # and we load the raw fork with the re-linked parents
         assert [e.id for e in path] == ref["path_ids"], name
         forks += 1
