@@ -42,15 +42,7 @@ from typing import Any
 
 JSON = dict[str, Any]
 
-__all__ = [
-    "NON_MESSAGE_FIRST_KEPT",
-    "PiSessionBuilder",
-    "PiSessionFile",
-    "fork_session",
-    "generate_kept_first_session",
-    "generate_pi_session",
-    "path_of_objects",
-]
+__all__ = ["PiSessionBuilder", "PiSessionFile", "fork_session", "generate_pi_session", "path_of_objects"]
 
 _WORDS = (
     "the",
@@ -570,67 +562,3 @@ def generate_pi_session(
     b = session.b
     on_path = sum(e["type"] == "compaction" for e in path_of_objects(b.entries, b.entries[-1]["id"]))
     return PiSessionFile(seed, b.header, b.entries, {"compactions_on_path": on_path})
-
-
-#: The entries pi can keep first that are not user or assistant messages (issue 36's shapes).
-NON_MESSAGE_FIRST_KEPT = ("bashExecution", "custom_message", "branch_summary")
-
-
-def _append_kind(session: _Session, kind: str) -> str:
-    """Append one entry of ``kind`` (one of NON_MESSAGE_FIRST_KEPT) at the leaf; its id."""
-    b = session.b
-    if kind == "bashExecution":
-        session.bash()
-    elif kind == "custom_message":
-        b.append(
-            "custom_message",
-            customType="todo-reminder",
-            content=session.c.text(2, 40),
-            display=session.rng.random() < 0.7,
-            details={},
-        )
-    else:
-        details = {"readFiles": session.rng.sample(_FILES, 1), "modifiedFiles": []}
-        b.branch_with_summary(b.leaf_id, "Branch summary: " + session.c.text(5, 60), details, False)
-    assert b.leaf_id is not None
-    return b.leaf_id
-
-
-def generate_kept_first_session(seed: int) -> PiSessionFile:
-    """A session shaped so that, after 1-3 compactions on the path, pi's keep walk stops on a
-    ``bashExecution``, a ``custom_message`` or a ``branch_summary`` (issue 36).
-
-    Each compaction keeps from one of those kinds (so the next plan's boundary starts there), and
-    the entries after it mix more of them between short turns, so that keep budgets from a few
-    tokens to a few thousand land the cut on each kind, at the boundary and after it. The random
-    generator rarely makes these shapes: its compactions keep from whatever cut point it draws.
-    """
-    session = _Session(10_000 + seed)
-    rng, b = session.rng, session.b
-    for _ in range(rng.randint(1, 4)):
-        session.turn()
-    kinds: list[str] = []
-    for _ in range(rng.randint(1, 3)):
-        for _ in range(rng.randint(0, 2)):
-            rng.choice((session.turn, session.bash, session.extension))()
-        kind = rng.choice(NON_MESSAGE_FIRST_KEPT)
-        kinds.append(kind)
-        first_kept = _append_kind(session, kind)
-        for _ in range(rng.randint(0, 3)):
-            rng.choice((session.turn, session.turn, session.bash, session.extension))()
-        b.append(
-            "compaction",
-            summary="## Goal\n" + session.c.text(10, 60),
-            firstKeptEntryId=first_kept,
-            tokensBefore=session.context,
-            details={"readFiles": rng.sample(_FILES, rng.randint(0, 2)), "modifiedFiles": []},
-            fromHook=False,
-        )
-        for _ in range(rng.randint(0, 3)):
-            kind = rng.choice(NON_MESSAGE_FIRST_KEPT)
-            kinds.append(kind)
-            _append_kind(session, kind)
-            if rng.random() < 0.6:
-                session.turn()
-    session.turn()  # the file's leaf is its last entry
-    return PiSessionFile(session.seed, b.header, b.entries, {"kept_first_kinds": kinds})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pi_kept_first import issue_36_session
 
 from ipython_compact.core.context import build_context
 from ipython_compact.core.preparation import prepare_compaction
@@ -134,6 +135,29 @@ def test_plan_with_nothing_to_compact(tmp_path: Path) -> None:
         report["turn_start_index"],
         report["messages_to_summarize"],
     ) == (False, -1, -1, 0)
+
+
+@pytest.mark.parametrize("kind", ["bashExecution", "custom_message", "branch_summary"])
+def test_plan_with_pis_split_flag_and_an_empty_prefix_promises_no_prefix_summary(
+    tmp_path: Path, kind: str
+) -> None:
+    """Issue 36's shape: pi (and ``chars4``) flag a cut at an entry that opens its turn as a split
+    turn starting at the cut; nothing is before it in the turn, so there is no prefix to summarize
+    (neither pi's compact nor ours makes one). ``density`` calls it no split."""
+    file = tmp_path / "issue36.jsonl"
+    file.write_text(issue_36_session(kind).jsonl(), encoding="utf-8")
+    plan = ("plan", str(file), "--keep-recent-tokens", "1000")
+    report = json.loads(run(tmp_path, *plan, "--estimator", "chars4", "--json").stdout)
+    assert (report["first_kept_index"], report["is_split_turn"], report["turn_start_index"]) == (7, True, 7)
+    assert report["turn_prefix_messages"] == 0
+    text = " ".join(run(tmp_path, *plan, "--estimator", "chars4").stdout.split())
+    assert "prefix summary" not in text
+    assert (
+        "split turn yes, as pi flags it: the turn starts at the kept entry itself (index 7), so "
+        "nothing is summarized as a turn prefix"
+    ) in text
+    density = " ".join(run(tmp_path, *plan, "--estimator", "density").stdout.split())
+    assert "split turn no would keep" in density
 
 
 def _texts(message: dict[str, Any]) -> list[str]:

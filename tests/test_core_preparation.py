@@ -103,6 +103,11 @@ def test_split_turn_has_a_prefix() -> None:
         ([("u", 10), ("a", 10), ("b", 10), ("a", 10)], 20, 2, ["e0", "e1"]),
         # pi: a cut extended over a setting change before a user message "splits" the previous turn
         ([("u", 10), ("a", 10), ("mc",), ("tl",), ("u", 10), ("a", 10)], 20, 2, ["e0", "e1"]),
+        # issue 36's shapes: after a compaction, the cut lands on a bash command, a custom message
+        # or a branch summary (moved back to it over a setting change): each opens its own turn
+        ([("u", 10), ("a", 10), ("c", 0, "s"), ("b", 10), ("a", 10)], 20, 3, ["e0", "e1"]),
+        ([("u", 10), ("a", 10), ("c", 0, "s"), ("cm", 10), ("mc",), ("u", 10)], 20, 3, ["e0", "e1"]),
+        ([("u", 10), ("a", 10), ("c", 0, "s"), ("bs", 10), ("u", 10), ("a", 10)], 20, 3, ["e0", "e1"]),
     ],
 )
 def test_pi_split_turn_quirks_are_corrected(
@@ -126,6 +131,10 @@ def test_pi_split_turn_quirks_are_corrected(
         ([("u", 10), ("a", 10), ("b", 10), ("a", 10)], 20, 2, 2, ["e0", "e1"], []),
         # a cut extended over a setting change before a user message: the previous turn is the prefix
         ([("u", 10), ("a", 10), ("mc",), ("tl",), ("u", 10), ("a", 10)], 20, 2, 0, [], ["e0", "e1"]),
+        # issue 36's shapes (pi 0.73.1 plans them so): a split turn that starts at the cut itself
+        ([("u", 10), ("a", 10), ("c", 0, "s"), ("b", 10), ("a", 10)], 20, 3, 3, ["e0", "e1"], []),
+        ([("u", 10), ("a", 10), ("c", 0, "s"), ("cm", 10), ("mc",), ("u", 10)], 10, 3, 3, ["e0", "e1"], []),
+        ([("u", 10), ("a", 10), ("c", 0, "s"), ("bs", 10), ("u", 10), ("a", 10)], 20, 3, 3, ["e0", "e1"], []),
     ],
 )
 def test_chars4_keeps_pi_split_turn_quirks(

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+from pi_kept_first import generate_keep_walk_session, walk_shapes
 from pi_sessions import fork_session, generate_pi_session, path_of_objects
 
 from ipython_compact.core.entries import path_to
@@ -60,3 +61,23 @@ def test_fork_drops_labels_from_the_path_and_recreates_them_last() -> None:
         assert all(e["type"] == "label" for e in fork.entries[len(body) :])
         forks += fork.notes["dangling_parents"] > 0
     assert forks >= 5
+
+
+def test_walk_sessions_cycle_through_every_shape_and_load() -> None:
+    shapes = walk_shapes()
+    seen = set()
+    for seed in range(len(shapes)):
+        session = generate_keep_walk_session(seed)
+        assert session.jsonl() == generate_keep_walk_session(seed).jsonl()
+        notes = session.notes
+        seen.add((notes["kind"], notes["placement"], notes["route"]))
+        entries = parse_pi_session(session.numbered()).entries
+        path = path_to({e.id: e for e in entries}, session.leaf_id)
+        ids = [e.id for e in path]
+        kept = path[ids.index(notes["first_kept_id"])]
+        assert (kept.role if kept.kind == "message" else kept.kind) == notes["kind"]
+        newest = max(i for i, e in enumerate(path) if e.kind == "compaction")
+        placed_first = path[newest].data["first_kept_entry_id"] == notes["first_kept_id"]
+        assert placed_first == (notes["placement"] == "boundary")
+        assert path[-1].kind != "compaction"
+    assert seen == set(shapes)

@@ -188,7 +188,17 @@ def _print_plan(r: dict[str, Any]) -> None:
         f"  would summarize   {r['messages_to_summarize']} messages, ~{r['summarize_tokens']:,} tokens"
         + (f" ({r['summarize_from_id']} .. {r['summarize_to_id']})" if r["summarize_from_id"] else "")
     )
-    if r["is_split_turn"]:
+    if r["is_split_turn"] and not r["turn_prefix_messages"]:
+        # pi's flag (chars4) at a cut on an entry that opens its own turn: neither pi nor we make a
+        # prefix summary of nothing (issue 36)
+        print(
+            hanging(
+                "  split turn        ",
+                f"yes, as pi flags it: the turn starts at the kept entry itself (index "
+                f"{r['turn_start_index']}), so nothing is summarized as a turn prefix",
+            )
+        )
+    elif r["is_split_turn"]:
         print(
             f"  split turn        yes: the turn starts at index {r['turn_start_index']}; its first "
             f"{r['turn_prefix_messages']} messages (~{r['turn_prefix_tokens']:,} tokens) get a separate "

@@ -24,9 +24,11 @@ Rules (pi's, with the differences named):
 - Split turn: if the cut is not a user message, the turn start is the nearest preceding ``user`` or
   ``bashExecution`` message or user-side entry (``branch_summary``, ``custom_message``, ``system``,
   ``kernel_state``), and the cut is a split turn when one exists. This is pi's rule to the letter,
-  quirks included: a cut at a ``bashExecution`` message reports itself as the turn start of a
-  split, and a cut extended back over a setting change before a user message reports the previous
-  turn as split. ``preparation`` corrects both (no split when nothing of the turn is cut away),
+  quirks included: a cut at a ``bashExecution`` message, a ``custom_message`` or a
+  ``branch_summary`` reports itself as the turn start of a split (pi 0.73.1 does so after a
+  compaction too, also when the cut is the compaction's first kept entry: issue 36), and a cut
+  extended back over a setting change before a user message reports the previous turn as split.
+  ``preparation`` corrects both for ``density`` (no split when nothing of the turn is cut away),
   while this function stays comparable with pi's ``findCutPoint`` index for index.
 - Optional turn alignment (Prime): a split cut moves back to its turn start when the extra kept
   cost is at most ``keep_recent_tokens``, so the kept region keeps its own request.
