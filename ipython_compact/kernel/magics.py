@@ -241,9 +241,6 @@ class CompactMagics(Magics):  # type: ignore[misc]
         result = self.service.compact(focus=_focus(a))
         comp = result["compaction"]
         shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
-        # the context as `%compact status` reports it now: the kernel-state notice placed after
-        # the compaction takes room too
-        shown["context_after"] = self.service.status()["tokens"]
         return display.summary_bundle(shown, result.get("notice"))
 
     @COMMANDS.subcommand(

@@ -278,7 +278,7 @@ class KernelService(SnapshotOperations):
 
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[CompactionSummary]:
-        return summaries_of(self.store, self.context_session(), limit)
+        return summaries_of(self.store, self.context_session(), limit, self.settings().estimator)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
@@ -440,6 +440,9 @@ class KernelService(SnapshotOperations):
                 raise self._refusal(exc) from None
             payload = _jsonable(result)
             notice = self.after_compaction()
+            # the context as `status` (and the panel's gauge) counts it now: the kernel-state
+            # notice placed after the compaction takes room too (issue 35: one number, one thing)
+            payload["context_after"] = self.status()["tokens"]
             return {"compaction": cast(CompactionRecord, payload), "notice": notice}
         finally:
             lock.release()
