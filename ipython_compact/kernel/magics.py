@@ -494,7 +494,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return display.mapping_bundle("Leaf moved", {"session": self.service.session, **moved})
 
     @COMMANDS.subcommand(
-        "export", "Write the session (root to leaf) as JSONL.", arg("path", help="the JSONL file to write")
+        "export",
+        "Write the session (root to leaf) as JSONL.",
+        arg("path", help="the JSONL file to write"),
+        arg("--force", action="store_true", help="replace the file when it exists"),
     )
     def _export(self, a: argparse.Namespace) -> Any:
         target = Path(a.path).expanduser()
@@ -505,6 +508,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
             )
         if not target.parent.is_dir():
             raise ValueError(f"directory {target.parent} does not exist")
+        if target.is_file() and not a.force:  # as the CLI's `export -o`: never replaced without a word
+            raise ValueError(
+                f"{target} already exists ({target.stat().st_size:,} bytes); nothing was written. "
+                f"Replace it with `%compact export {a.path} --force`, or pick another file"
+            )
         count = self.service.export(target)
         return display.mapping_bundle("Exported", {"path": str(target), "entries": count})
 

@@ -39,7 +39,7 @@ from ipython_compact.core.entries import (
     canonical_json,
     entry_text,
 )
-from ipython_compact.core.readable import entry_gist
+from ipython_compact.core.readable import entry_gist, one_line
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.files import paths
 from ipython_compact.files.safety import write_private_file
@@ -306,7 +306,8 @@ class KernelService(SnapshotOperations):
                 "kind": e.kind,
                 "timestamp": e.timestamp,
                 "leaf": e.id == leaf,
-                "text": entry_text(e)[:80],
+                # cut at a character with an ellipsis, as `log` cuts, never silently mid-word
+                "text": one_line(entry_text(e), 80) or entry_gist(e.to_json()),
             }
             for e in self.store.branch_tips(self.session)
         ]
