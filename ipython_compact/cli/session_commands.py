@@ -395,9 +395,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         "model's view"
     )
     legend = "(│ in view, · compacted)"
-    if not fitted:
-        print(f"{header} {legend}")
-    elif len(header) + 1 + len(legend) <= columns:
+    if not fitted or len(header) + 1 + len(legend) <= columns:
         print(f"{header} {legend}")
     else:  # the legend whole on a line of its own, never split after its "│"
         print(hanging("", header, columns))
