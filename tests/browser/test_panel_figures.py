@@ -95,3 +95,20 @@ def test_the_card_the_result_and_the_gauge_agree_after_a_compaction(
     cell_card.locator(".jp-IpythonCompact-tokens").scroll_into_view_if_needed()
     page.locator(GAUGE).scroll_into_view_if_needed()
     shot("40-b-cell-card-and-gauge")
+
+
+def test_a_long_nothing_to_compact_note_stays_inside_the_panel(
+    page: Any, shot: Callable[[str], None]
+) -> None:
+    """The note names the session (a notebook's whole path) and the setting
+    (CompactConfig.compaction['keep_recent_tokens']): words longer than the panel is wide ran past
+    its edge and were clipped."""
+    run_cell(page, "%config CompactConfig.compaction = {'keep_recent_tokens': 400000}")
+    page.locator(f'{PANEL} button[data-action="preview"]').click()
+    note = page.locator(f'{PANEL} .jp-IpythonCompact-result[data-action="preview"][data-kind="note"] p')
+    note.wait_for()
+    assert "keep_recent_tokens" in note.inner_text()
+    note.scroll_into_view_if_needed()
+    shot("40-c6-preview-note-fits")
+    widths = note.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert widths[0] <= widths[1], widths
