@@ -25,6 +25,7 @@ from ipython_compact.cli import (
     session_option,
 )
 from ipython_compact.cli.budget_options import budget_options
+from ipython_compact.cli.terminal_width import hanging
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
@@ -297,6 +298,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from ipython_compact.compaction.compactor import Compactor  # start-up: only this command needs it
+    from ipython_compact.compaction.timeline import summary_of  # start-up: only this command needs it
 
     with open_store(args) as store:
         session = pick_session(store, args.session)
@@ -313,44 +315,64 @@ def cmd_show(args: argparse.Namespace) -> int:
             compactions = [entry]
         else:
             compactions = Compactor(store).compactions(session)
+        # the figures the panel's timeline and `%compact log` show, read the same way (one number
+        # for one thing, issue 35): an imported pi compaction's after is read off the log
+        shown = [_compaction_json(e) | _timeline_figures(summary_of(store, session, e)) for e in compactions]
     if args.list:
         if args.json:
-            print(json.dumps([_compaction_json(e) for e in compactions], ensure_ascii=False, indent=2))
+            print(json.dumps(shown, ensure_ascii=False, indent=2))
             return 0
         if not compactions:
             print(f"no compactions in session {session!r}")
-        for e in compactions:
-            d = _compaction_json(e)
-            if d["tokens_after"] is None and not d["summarizer"]:
-                # an imported pi compaction: pi records the tokens before, not a reason or the after
-                print(
-                    f"{e.id}  {e.timestamp}  {d['reason'] or 'imported':<10} {d['tokens_before']:>9,} "
-                    "-> not recorded (pi)"
-                )
-                continue
-            after = "?" if d["tokens_after"] is None else f"{d['tokens_after']:,}"
-            print(
-                f"{e.id}  {e.timestamp}  {d['reason'] or '-':<10} {d['tokens_before']:>9,} -> {after:>7} "
-                f"tokens  {d['summarizer'] or ''}"
-            )
+        for d in shown:
+            print(_list_line(d))
         return 0
     if not compactions:
         raise CliError(f"session {session!r} has no compaction yet", f"{PROG} compact -s {session}")
-    entry = compactions[-1]
+    entry, d = compactions[-1], shown[-1]
     if args.json:
-        print(
-            json.dumps(
-                _compaction_json(entry) | {"summary": entry.data.get("summary")}, ensure_ascii=False, indent=2
-            )
-        )
+        print(json.dumps(d | {"summary": entry.data.get("summary")}, ensure_ascii=False, indent=2))
         return 0
-    d = _compaction_json(entry)
     print(
-        f"compaction {entry.id} · {entry.timestamp} · reason {d['reason'] or 'not recorded'} · "
-        f"{d['tokens_before']:,} tokens before · first kept {d['first_kept_entry_id'] or '-'}"
+        hanging(
+            "",
+            f"compaction {entry.id} · {entry.timestamp} · reason {d['reason']} · "
+            f"{d['tokens_before']:,} tokens before · {_after_text(d)} · first kept "
+            f"{d['first_kept_entry_id'] or '-'}",
+        )
     )
     print(str(entry.data.get("summary", "")))
     return 0
+
+
+def _timeline_figures(card: Any) -> dict[str, Any]:
+    """The figures ``show`` takes from the timeline's reading of the log (``compaction.timeline``)."""
+    return {
+        "reason": card["reason"],
+        "tokens_after": card["tokens_after"],
+        "context_after": card["context_after"],
+    }
+
+
+def _after_text(d: dict[str, Any]) -> str:
+    """The context right after, and the compaction's own figure when it differs (as the cell and
+    the panel name them)."""
+    now, own = d["context_after"], d["tokens_after"]
+    if now is None:
+        return "after not known" if own is None else f"{own:,} tokens (checkpoint and kept tail)"
+    return f"{now:,} tokens in context" + (
+        f" (checkpoint and kept tail {own:,})" if isinstance(own, int) and own != now else ""
+    )
+
+
+def _list_line(d: dict[str, Any]) -> str:
+    """One compaction a line, within 80 columns: id, time, reason, before -> context after."""
+    now = d["context_after"] if d["context_after"] is not None else d["tokens_after"]
+    after = "?" if now is None else f"{now:,}"
+    return (
+        f"{d['id']}  {d['timestamp']}  {d['reason']:<9} {d['tokens_before']:>9,} -> {after:>7} "
+        f"in context{'  ' + d['summarizer'] if d['summarizer'] else ''}"
+    )
 
 
 def _compaction_json(entry: Entry) -> dict[str, Any]:
@@ -362,6 +384,7 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
         "reason": entry.data.get("reason"),
         "tokens_before": int(entry.data.get("tokens_before") or 0),
         "tokens_after": details.get("tokens_after"),
+        "context_after": None,
         "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
         "summarizer": details.get("summarizer"),
         "focus": details.get("focus"),  # what the user asked the summary to keep in particular, or null

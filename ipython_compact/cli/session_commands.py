@@ -232,20 +232,42 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no sessions yet; import one with: {PROG} import FILE.jsonl")
         return 0
-    table = [("SESSION", "ENTRIES", "IN VIEW", "~TOKENS", "LEAF", "LAST ACTIVITY")]
-    for r in rows:
-        table.append(
+
+    def table(when: Any) -> list[tuple[str, ...]]:
+        return [("SESSION", "ENTRIES", "IN VIEW", "~TOKENS", "LEAF", "LAST ACTIVITY")] + [
             (
                 r.get("label", r["name"]),
                 f"{r['entries']:,}",
                 f"{r['context_entries']:,}",
                 f"{r['context_tokens']:,}",
                 r["leaf_id"] or "-",
-                r["last_timestamp"] or r["created_at"],
+                when(r["last_timestamp"] or r["created_at"]),
             )
+            for r in rows
+        ]
+
+    full = table(str)
+    # a terminal narrower than the table gets the time to the minute (UTC), as `log` drops its
+    # time, and a session name too long for the rest of its row on a line of its own
+    fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    if not fitted or _table_width(full) <= width():
+        _print_table(full, right=(1, 2, 3))
+        return 0
+    full = table(lambda ts: f"{str(ts)[:10]} {str(ts)[11:16]}" if len(str(ts)) >= 16 else str(ts))
+    rest = _table_width([r[1:] for r in full])
+    room = max(len(full[0][0]), width() - rest - 2)
+    for row in full:
+        if len(row[0]) > room:
+            print(row[0])  # the name whole; its figures on the next line
+            row = ("", *row[1:])
+        _print_table(
+            [row], right=(1, 2, 3), widths=[room, *(max(len(r[i]) for r in full) for i in range(1, 6))]
         )
-    _print_table(table, right=(1, 2, 3))
     return 0
+
+
+def _table_width(rows: Sequence[Sequence[str]]) -> int:
+    return sum(max(len(r[i]) for r in rows) for i in range(len(rows[0]))) + 2 * (len(rows[0]) - 1)
 
 
 def _parent_of(store: Any, session: str) -> str | None:
@@ -297,8 +319,12 @@ def _as_tree(store: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _print_table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+def _print_table(
+    rows: Sequence[Sequence[str]], right: Sequence[int] = (), widths: Sequence[int] | None = None
+) -> None:
+    """``rows`` in aligned columns (``right``: right-aligned ones); ``widths`` when the caller fixed
+    them (a table printed a row at a time, names too long for their column on lines of their own)."""
+    widths = widths or [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
         print("  ".join(cells).rstrip())
@@ -366,9 +392,14 @@ def cmd_log(args: argparse.Namespace) -> int:
     kind_width = max((len(_describe(e)) for _, e in indexed), default=4)
     header = (
         f"session {session!r}: {length:,} entries on the current branch, {len(view.entries):,} in the "
-        "model's view (│ in view, · compacted)"
+        "model's view"
     )
-    print(hanging("", header, columns) if fitted else header)
+    legend = "(│ in view, · compacted)"
+    if not fitted or len(header) + 1 + len(legend) <= columns:
+        print(f"{header} {legend}")
+    else:  # the legend whole on a line of its own, never split after its "│"
+        print(hanging("", header, columns))
+        print(legend)
     for index, entry in indexed:
         mark = "│" if entry.id in in_view else "·"
         by = f"  [{writers.get(entry.id) or 'writer not recorded'}]" if args.writers else ""
@@ -503,14 +534,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
         )
         return 0 if report.ok else 1
     if report.ok:
-        print(
-            f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: no "
-            f"accidental damage "
-            "(no entry altered, lost, added or reordered since it was written)"
+        # a terminal (or $COLUMNS) gets the lines wrapped to its width; a pipe gets them whole
+        fit = (
+            hanging if sys.stdout.isatty() or os.environ.get("COLUMNS") else (lambda lead, text: lead + text)
         )
-        print("  (the hash chain is not keyed: this does not prove that nobody with write access rewrote it)")
+        print(
+            fit(
+                "",
+                f"ok: {report.entries:,} entries in {report.sessions:,} session(s) of {where} verified: "
+                "no accidental damage (no entry altered, lost, added or reordered since it was written)",
+            )
+        )
+        print(
+            fit(
+                "  ",
+                "(the hash chain is not keyed: this does not prove that nobody with write access rewrote it)",
+            )
+        )
         if report.writers:
-            print("  written by: " + "; ".join(f"{w} ({n:,})" for w, n in list(report.writers.items())[:8]))
+            said = "; ".join(f"{w} ({n:,})" for w, n in list(report.writers.items())[:8])
+            print(fit("  written by: ", said))
         return 0
     print(f"FAILED: {len(report.problems)} problem(s) in {where}:")
     for problem in report.problems:

@@ -202,6 +202,10 @@ class CompactionSummary(TypedDict):
     reason: str
     tokens_before: int | None
     tokens_after: int | None
+    """The compaction's own estimate: its checkpoint and kept tail."""
+    context_after: int | None
+    """The context right after it as ``status`` counted it (with the kernel-state notice placed
+    after it): the figure the gauge showed then, and the one the timeline leads with."""
     summary: str
     first_kept_entry_id: str | None
     kept_entries: int
@@ -250,6 +254,9 @@ class CompactionRecord(TypedDict):
     first_kept_entry_id: str | None
     tokens_before: int
     tokens_after: int
+    """The compaction's own estimate: its checkpoint and kept tail."""
+    context_after: int
+    """The context as ``status`` counts it once the compaction and its notice are in."""
     kept_entries: int
     summarizer: Any
 

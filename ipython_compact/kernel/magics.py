@@ -241,9 +241,6 @@ class CompactMagics(Magics):  # type: ignore[misc]
         result = self.service.compact(focus=_focus(a))
         comp = result["compaction"]
         shown = {"id": comp.get("entry_id") or comp.get("id"), "reason": "manual", **comp}
-        # the context as `%compact status` reports it now: the kernel-state notice placed after
-        # the compaction takes room too
-        shown["context_after"] = self.service.status()["tokens"]
         return display.summary_bundle(shown, result.get("notice"))
 
     @COMMANDS.subcommand(
@@ -497,7 +494,10 @@ class CompactMagics(Magics):  # type: ignore[misc]
         return display.mapping_bundle("Leaf moved", {"session": self.service.session, **moved})
 
     @COMMANDS.subcommand(
-        "export", "Write the session (root to leaf) as JSONL.", arg("path", help="the JSONL file to write")
+        "export",
+        "Write the session (root to leaf) as JSONL.",
+        arg("path", help="the JSONL file to write"),
+        arg("--force", action="store_true", help="replace the file when it exists"),
     )
     def _export(self, a: argparse.Namespace) -> Any:
         target = Path(a.path).expanduser()
@@ -508,6 +508,11 @@ class CompactMagics(Magics):  # type: ignore[misc]
             )
         if not target.parent.is_dir():
             raise ValueError(f"directory {target.parent} does not exist")
+        if target.is_file() and not a.force:  # as the CLI's `export -o`: never replaced without a word
+            raise ValueError(
+                f"{target} already exists ({target.stat().st_size:,} bytes); nothing was written. "
+                f"Replace it with `%compact export {a.path} --force`, or pick another file"
+            )
         count = self.service.export(target)
         return display.mapping_bundle("Exported", {"path": str(target), "entries": count})
 

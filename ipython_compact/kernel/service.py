@@ -39,7 +39,7 @@ from ipython_compact.core.entries import (
     canonical_json,
     entry_text,
 )
-from ipython_compact.core.readable import entry_gist
+from ipython_compact.core.readable import entry_gist, one_line
 from ipython_compact.core.state_notice import SnapshotOutcome, state_notice
 from ipython_compact.files import paths
 from ipython_compact.files.safety import write_private_file
@@ -278,7 +278,7 @@ class KernelService(SnapshotOperations):
 
     # ------------------------------------------------------------------ log views
     def summaries(self, limit: int = 20) -> list[CompactionSummary]:
-        return summaries_of(self.store, self.context_session(), limit)
+        return summaries_of(self.store, self.context_session(), limit, self.settings().estimator)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
@@ -306,7 +306,8 @@ class KernelService(SnapshotOperations):
                 "kind": e.kind,
                 "timestamp": e.timestamp,
                 "leaf": e.id == leaf,
-                "text": entry_text(e)[:80],
+                # cut at a character with an ellipsis, as `log` cuts, never silently mid-word
+                "text": one_line(entry_text(e), 80) or entry_gist(e.to_json()),
             }
             for e in self.store.branch_tips(self.session)
         ]
@@ -440,6 +441,9 @@ class KernelService(SnapshotOperations):
                 raise self._refusal(exc) from None
             payload = _jsonable(result)
             notice = self.after_compaction()
+            # the context as `status` (and the panel's gauge) counts it now: the kernel-state
+            # notice placed after the compaction takes room too (issue 35: one number, one thing)
+            payload["context_after"] = self.status()["tokens"]
             return {"compaction": cast(CompactionRecord, payload), "notice": notice}
         finally:
             lock.release()

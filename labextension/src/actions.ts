@@ -11,7 +11,7 @@
  * action's message stays until the user dismisses it or runs a cell; a restore
  * never overwrites a name the user defined since without asking (`kept`).
  */
-import { formatTokens, plural } from './format';
+import { compactionFigures, plural } from './format';
 import { IRecallHit, isObject, Json, numberField, Op, parseCompaction, parseRecallHits } from './protocol';
 import { RequestError } from './errors';
 import { RequestPath } from './requests';
@@ -51,7 +51,8 @@ export function describeCompact(reply: Json): string {
   if (c === null) {
     return 'Compaction finished.';
   }
-  return `Compacted (${c.reason}): ${formatTokens(c.tokens_before ?? null)} → ${formatTokens(c.tokens_after ?? null)} tokens.`;
+  const figures = compactionFigures(c.tokens_before, c.tokens_after, c.context_after);
+  return `Compacted (${c.reason}): ${figures.head}${figures.own ? ` (${figures.own})` : ''}.`;
 }
 
 export function describeSnapshot(reply: Json): string {

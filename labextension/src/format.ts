@@ -52,3 +52,26 @@ export function describeTable(t: IInspectReply): string {
   }
   return `${text}.`;
 }
+
+/**
+ * A compaction's figures as the cell that made it names them: the context right after it (what
+ * the gauge counted then, the kernel-state notice placed after it included) and, when it differs,
+ * the compaction's own estimate of its checkpoint and kept tail. One number for one thing: the
+ * head never shows the own estimate as if it were the context.
+ */
+export function compactionFigures(
+  before: number | null,
+  ownAfter: number | null,
+  contextAfter: number | null
+): { head: string; own: string | null } {
+  if (contextAfter === null) {
+    return { head: `${formatTokens(before)} → ${formatTokens(ownAfter)} tokens`, own: null };
+  }
+  return {
+    head: `${formatTokens(before)} → ${formatTokens(contextAfter)} tokens in context`,
+    own:
+      ownAfter !== null && Math.round(ownAfter) !== Math.round(contextAfter)
+        ? `checkpoint and kept tail ${formatTokens(ownAfter)}`
+        : null
+  };
+}

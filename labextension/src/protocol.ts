@@ -194,7 +194,10 @@ export interface ICompactionSummary {
   timestamp: string | number | null;
   reason: string;
   tokens_before: number | null;
+  /** The compaction's own estimate: its checkpoint and kept tail. */
   tokens_after: number | null;
+  /** The context right after it as `status` counted it (with the kernel-state notice after it). */
+  context_after: number | null;
   summary: string;
   first_kept_entry_id: string | null;
   kept_entries: unknown;
@@ -240,7 +243,10 @@ export interface ICompactionRecord {
   summary: string;
   first_kept_entry_id: string | null;
   tokens_before: number;
+  /** The compaction's own estimate: its checkpoint and kept tail. */
   tokens_after: number;
+  /** The context as `status` counts it once the compaction and its notice are in. */
+  context_after: number;
   kept_entries: number;
   summarizer: unknown;
 }
@@ -420,6 +426,7 @@ export function parseCompaction(value: unknown): ICompaction | null {
     reason: stringField(value, 'reason') ?? 'unknown',
     tokens_before: numberField(value, 'tokens_before'),
     tokens_after: numberField(value, 'tokens_after'),
+    context_after: numberField(value, 'context_after'),
     summary: stringField(value, 'summary') ?? '',
     first_kept_entry_id: stringField(value, 'first_kept_entry_id'),
     kept_entries: value['kept_entries'],

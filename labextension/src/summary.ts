@@ -8,7 +8,7 @@
  * checkpoint format uses: headings, bullet and numbered lists, fenced code,
  * paragraphs, `**bold**` and `` `code` `` spans.
  */
-import { formatTimestamp, formatTokens, plural } from './format';
+import { compactionFigures, formatTimestamp, formatTokens, plural } from './format';
 import { ICompaction } from './protocol';
 
 export { formatTimestamp, formatTokens, plural };
@@ -240,7 +240,13 @@ export function renderCompactionCard(c: ICompaction, open: boolean, onRecall?: R
   reason.textContent = c.reason;
   const tokens = document.createElement('span');
   tokens.className = 'jp-IpythonCompact-tokens';
-  tokens.textContent = `${formatTokens(c.tokens_before)} → ${formatTokens(c.tokens_after)} tokens`;
+  const figures = compactionFigures(c.tokens_before, c.tokens_after, c.context_after);
+  tokens.textContent = figures.head;
+  if (c.context_after !== null) {
+    tokens.title =
+      'The context right after this compaction, as the gauge counted it then ' +
+      '(the checkpoint, the kept tail and the kernel-state notice placed after it).';
+  }
   const when = document.createElement('span');
   when.className = 'jp-IpythonCompact-when';
   when.textContent = formatTimestamp(c.timestamp);
@@ -248,7 +254,9 @@ export function renderCompactionCard(c: ICompaction, open: boolean, onRecall?: R
 
   const kept = document.createElement('div');
   kept.className = 'jp-IpythonCompact-kept';
-  kept.textContent = keptDescription(c.kept_entries, c.first_kept_entry_id);
+  kept.textContent = [figures.own, keptDescription(c.kept_entries, c.first_kept_entry_id)]
+    .filter(part => part !== null)
+    .join(' · ');
 
   const details = document.createElement('details');
   details.open = open;

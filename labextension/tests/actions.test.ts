@@ -16,6 +16,20 @@ test('each reply is said in one sentence, with thousands separators and singular
     'Compacted (manual): 12,345 → 2,100 tokens.'
   );
   assert.equal(describeCompact({}), 'Compaction finished.');
+  // the context the gauge shows right after (notice included) leads; the compaction's own
+  // estimate is named as what it is (issue 35: one number for one thing)
+  assert.equal(
+    describeCompact({
+      compaction: { reason: 'manual', tokens_before: 38309, tokens_after: 2800, context_after: 2848 }
+    }),
+    'Compacted (manual): 38,309 → 2,848 tokens in context (checkpoint and kept tail 2,800).'
+  );
+  assert.equal(
+    describeCompact({
+      compaction: { reason: 'imported', tokens_before: 38309, tokens_after: 2848, context_after: 2848 }
+    }),
+    'Compacted (imported): 38,309 → 2,848 tokens in context.'
+  );
   assert.equal(
     describeSnapshot({ snapshot: { generation: 3, saved: ['a'], skipped: [{ name: 'fh', reason: 'open file' }] } }),
     'Snapshot generation 3: saved 1 name; skipped fh (open file).'
