@@ -61,7 +61,20 @@ def durations(doc: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def run_one(tree: Path, bench: str) -> dict[str, float]:
+def run_one(tree: Path, bench: str, attempts: int = 2) -> dict[str, float]:
+    """One run of ``bench`` on ``tree``; a failed run is retried once (on a shared machine a
+    kernel can lose its port to another process between choosing and binding it)."""
+    for attempt in range(attempts):
+        try:
+            return _run_once(tree, bench)
+        except SystemExit as exc:
+            if attempt + 1 == attempts:
+                raise
+            print(f"retrying after: {exc}", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def _run_once(tree: Path, bench: str) -> dict[str, float]:
     script, *args = shlex.split(bench)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
