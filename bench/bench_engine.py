@@ -28,6 +28,10 @@ with the same context (equal context size) while its history grows 100-fold. Mea
   reuse the remembered decision (as a preview followed by a compaction does); a plan after new
   entries decides again (``bench_span.py`` and the CLI's offline compaction time that).
 
+``plan_vs_pi`` puts ``Compactor.plan`` beside pi's ``prepareCompaction`` per size, first call
+and warm (pi's first call from ``pi_engine_bench.mjs``, its file load given apart); ``goals``
+says at which sizes each is faster than pi.
+
 "store" walks the SQLite file every round (what the product does) and reuses parsed entries
 from the store's cache; "store_cold" empties that cache first (a fresh process); "memory" runs
 the core on a path already in memory, which is how pi works. pi's figures come from its own
