@@ -28,6 +28,10 @@ with the same context (equal context size) while its history grows 100-fold. Mea
   reuse the remembered decision (as a preview followed by a compaction does); a plan after new
   entries decides again (``bench_span.py`` and the CLI's offline compaction time that).
 
+``plan_vs_pi`` puts ``Compactor.plan`` beside pi's ``prepareCompaction`` per size, first call
+and warm (pi's first call from ``pi_engine_bench.mjs``, its file load given apart); ``goals``
+says at which sizes each is faster than pi.
+
 "store" walks the SQLite file every round (what the product does) and reuses parsed entries
 from the store's cache; "store_cold" empties that cache first (a fresh process); "memory" runs
 the core on a path already in memory, which is how pi works. pi's figures come from its own
@@ -264,7 +268,9 @@ def measure_user_ops(db: Path, settings: CompactionSettings, rounds: int) -> dic
         client=client,
         model="bench",
         context_window=WINDOW,
-        compactor=compactor,
+        # its own: the agent attaches its token learner (count_correction) to the compactor it is
+        # given, and a plan with a learner is neither remembered nor what %compact preview runs
+        compactor=Compactor(store, None, settings),
         kernel=None,
         settings=settings,
     )  # type: ignore[arg-type]
@@ -317,6 +323,39 @@ def measure_pi(pi_file: Path, settings: CompactionSettings, rounds: int) -> dict
     return result
 
 
+def plan_vs_pi(user_ops: dict[str, Any], pi: dict[str, Any]) -> dict[str, Any]:
+    """``Compactor.plan`` (what ``%compact preview`` runs) beside pi's ``prepareCompaction``, side by
+    side from this run: the first call in a fresh process (ours reads the store with an empty entry
+    cache and nothing remembered; pi's runs on the session it already parsed, JIT cold; pi's load
+    of the file is given apart) and the warm median of repeated calls. ``pi_over_ours`` above 1
+    means ours is faster."""
+    ours_first = user_ops["compactor_plan_first_call_ms"]
+    ours_warm = user_ops["ms"]["compactor_plan"]
+    pi_first = pi.get("first_ms", {}).get("plan")
+    pi_warm = pi["ms"]["plan"]
+    pi_load = pi.get("load_ms")
+    return {
+        "first_call": {
+            "ours_ms": ours_first,
+            "pi_ms": pi_first,
+            "pi_over_ours": ratio(pi_first, ours_first),
+            "pi_with_file_load_ms": None
+            if pi_first is None or pi_load is None
+            else round(pi_load + pi_first, 3),
+            "pi_with_file_load_over_ours": None
+            if pi_first is None or pi_load is None
+            else ratio(pi_load + pi_first, ours_first),
+            "faster_than_pi": pi_first is not None and ours_first < pi_first,
+        },
+        "warm": {
+            "ours_ms": ours_warm,
+            "pi_ms": pi_warm,
+            "pi_over_ours": ratio(pi_warm, ours_warm),
+            "faster_than_pi": ours_warm < pi_warm,
+        },
+    }
+
+
 def ratio(theirs: float | None, ours: float) -> float | None:
     if theirs is None or ours <= 0:
         return None
@@ -367,6 +406,8 @@ def run(
                     "messages_to_summarize": pi.get("messages_to_summarize") == row["messages_to_summarize"],
                 }
             row["user_ops"] = measure_user_ops(db, settings, rounds)
+            if with_pi and "ms" in row["pi"]:
+                row["plan_vs_pi"] = plan_vs_pi(row["user_ops"], row["pi"])
             shutil.rmtree(data_dir, ignore_errors=True)
             row["load_average_1min"] = round(os.getloadavg()[0], 2)
             results.append(row)
@@ -417,6 +458,12 @@ def goals(results: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{op}_growth_largest_over_smallest"] = round(by_median, 2)
         out[f"{op}_growth_by_minimum"] = round(by_minimum, 2)
         out[f"{op}_within_2x"] = by_median <= 2.0
+    versus = {r["entries"]: r["plan_vs_pi"] for r in results if "plan_vs_pi" in r}
+    if versus:
+        out["plan_first_call_faster_than_pi_at"] = {
+            n: v["first_call"]["faster_than_pi"] for n, v in versus.items()
+        }
+        out["plan_warm_faster_than_pi_at"] = {n: v["warm"]["faster_than_pi"] for n, v in versus.items()}
     ratios = large.get("pi_over_ours")
     if ratios:
         out["threshold_check_not_slower_than_pi_at_largest"] = (ratios["threshold_check_store"] or 0) >= 1.0

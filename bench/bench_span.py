@@ -14,6 +14,9 @@ same seed):
 - ``loop-long`` / ``loop-short``: a long autonomous tool loop: the assistant never gives a final
   answer (each closing answer becomes a tool call with a short result), while the user's messages
   keep arriving, so every request of the span stays open.
+- ``pi-derived``: a real pi session (``bench_engine.FIXTURE``, its compactions dropped) replicated
+  with fresh ids by ``bench_engine.replicate`` and cut to the size, then imported: the session
+  ``bench_engine.py`` plans on and issue 37 compacted with ``compact --summarizer offline``.
 
 Each span is appended to a fresh SessionStore file in 2,000-entry transactions (not timed).
 Timed, ``--rounds`` times per mode (each round moves the leaf back first, so every round does the
@@ -56,11 +59,13 @@ sys.path.insert(0, str(ROOT))
 from ipython_compact.cli.demo_transcript import TranscriptGenerator  # noqa: E402
 from ipython_compact.compaction.compactor import Compactor  # noqa: E402
 from ipython_compact.compaction.deciding import forget_remembered  # noqa: E402
+from ipython_compact.core.entries import Entry  # noqa: E402
 from ipython_compact.store import SessionStore  # noqa: E402
+from ipython_compact.store.importers import load_transcript  # noqa: E402
 
 SESSION = "span"
 BATCH = 2000
-SHAPES = ("answers-long", "answers-short", "loop-long", "loop-short")
+SHAPES = ("answers-long", "answers-short", "loop-long", "loop-short", "pi-derived")
 MODES = ("inproc", "cli")
 CLI = str(Path(sys.executable).with_name("ipython-compact"))
 
@@ -99,10 +104,24 @@ def messages(shape: str, big_lines: int) -> Iterator[dict[str, Any]]:
         yield from (round_ if answers == "answers" else _loop(round_, counter))
 
 
+def pi_derived(size: int) -> list[Entry]:
+    """``size`` entries of the replicated pi fixture (a prefix of a chain is a chain)."""
+    import bench_engine  # heavy: only this shape needs the engine bench's generator
+
+    template = bench_engine.without_compactions(load_transcript(bench_engine.FIXTURE).path())
+    copies = -(-size // len(template))
+    return bench_engine.replicate(template, copies)[:size]
+
+
 def build(db: Path, size: int, shape: str, big_lines: int) -> SessionStore:
     """A store whose session holds ``size`` generated message entries and no compaction."""
     store = SessionStore(db, busy_timeout=30.0)
     store.create_session(SESSION)
+    if shape == "pi-derived":
+        entries = pi_derived(size)
+        for start in range(0, len(entries), BATCH):
+            store.import_entries(SESSION, entries[start : start + BATCH])
+        return store
     pending: list[tuple[str, dict[str, Any]]] = []
     written = 0
     for message in messages(shape, big_lines):

@@ -286,3 +286,29 @@ def test_a_remembered_gist_is_the_gist_of_that_very_output() -> None:
     assert len(edited) == len(output)
     assert "run-9399" in make_gist(edited, "train()").text()
     assert "run-9399" not in first.text()
+
+
+def _with_error_line(middle: list[str]) -> str:
+    """An output whose error line (if any) sits before three closing lines, so the gist's tail
+    does not already show it."""
+    return "\n".join(["start 1", "start 2", *middle, "closing 1", "closing 2", "closing 3"])
+
+
+@pytest.mark.parametrize(
+    ("middle", "error"),
+    [
+        (
+            ["Traceback (most recent call last):", '  File "a.py", line 1', "ValueError: bad"],
+            "ValueError: bad",
+        ),
+        (["KeyError: 'a'", "work", "OSError: disk full"], "OSError: disk full"),  # the last one
+        (["   \tIndexError: out of range"], "IndexError: out of range"),  # indented
+        (["RuntimeError: windows line\r"], "RuntimeError: windows line"),  # \r before the newline
+        (["", "   ", "\tpkg.mod.SomeError"], "pkg.mod.SomeError"),  # blank lines before
+        (["an Error was mentioned", "no exception line here"], None),  # words, no error line
+        (["ValueError: first", "  ", "not an error: Error"], "ValueError: first"),
+        (["lower_error: x", "Warning: y"], None),
+    ],
+)
+def test_gist_error_is_the_last_error_line(middle: list[str], error: str | None) -> None:
+    assert make_gist(_with_error_line(middle)).error == error
