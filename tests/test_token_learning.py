@@ -149,3 +149,31 @@ def test_a_usage_delta_of_mixed_classes_teaches_the_dominant_one_what_the_others
     prompt = 502 + 3 * counts[2] + real_prose + 2 * 4
     learner.learn(path, counts, prompt)
     assert learner.calibration.ratio("prose") == pytest.approx(2.0, rel=0.05)
+
+
+@pytest.mark.parametrize("renders_tools", [True, False])
+def test_the_first_requests_ratio_is_provisional_and_the_first_usage_delta_replaces_it(
+    renders_tools: bool,
+) -> None:
+    """A tokenizer making 0.7 tokens of prose per estimated one, behind a server that renders the tool
+    schemas or not (llama.cpp's default chat formats do not): after one usage delta, a context with
+    no anchor is estimated within 5%."""
+
+    def server(messages: list[Entry]) -> int:
+        tokens = sum(round(0.7 * estimate_entry_tokens(e)) + 4 for e in messages) + 3
+        return tokens + ((len(TOOLS) + 3) // 4 if renders_tools else 0)
+
+    learner = TokenLearner(None, "m", "density", fixed_text=TOOLS)
+    path = [_entry(0, "system", {"content": "You plan trips. " * 60}), _user(1, 1200)]
+    learner.learn(path, [estimate_entry_tokens(e) for e in path], server(path))
+    prompt = server(path)
+    usage = {"input": prompt, "output": 10, "totalTokens": prompt + 10}
+    path += [
+        _entry(2, "message", {"message": {"role": "assistant", "content": "x" * 40, "usage": usage}}),
+        _user(3, 2000),
+    ]
+    learner.learn(path, [estimate_entry_tokens(e) for e in path], server(path))
+    assert learner.calibration.ratio("prose") == pytest.approx(0.7, abs=0.05)
+    fresh = [path[0], _user(4, 800), _user(5, 1600)]
+    believed = learner.context(fresh, [estimate_entry_tokens(e) for e in fresh]).tokens
+    assert abs(believed / server(fresh) - 1) <= 0.05, (believed, server(fresh))

@@ -23,11 +23,14 @@ the messages. Counted as message tokens, they taught the travel example's first 
 ratio of 1.55 (367 real for 237 estimated, a third of it the tool schema), and after the next
 compaction the estimate was 45% over the server's count. So:
 
-- a request without an anchor teaches a ratio only as the first thing learned, and only after the
-  fixed part is taken off: the tool schemas the agent sends (``fixed_text``, estimated and
-  corrected like any text) plus the framing; it always teaches the *fixed overhead*, kept as that
-  observation and recomputed with the ratios learned since (what it cost minus its messages at the
-  current ratios), which estimates without an anchor then add;
+- a request without an anchor teaches a ratio only as the first thing learned, only after the
+  fixed part is taken off (the tool schemas the agent sends, ``fixed_text``, estimated and
+  corrected like any text, plus the framing; or the framing alone when with the schemas the ratio
+  is implausible: llama.cpp's default chat formats do not render tools), and only provisionally:
+  the first usage delta of that class replaces it. It always teaches the *fixed overhead*, kept as
+  that observation and recomputed with the ratios learned since (what it cost minus its messages
+  at the current ratios), which estimates without an anchor then add (before one was seen, the
+  reply primer alone);
 - only the newest ``system`` entry of the view is counted (the request carries that one; an older
   baseline kept in the tail after a compaction was counted twice).
 
@@ -149,6 +152,7 @@ class TokenLearner:
         self.probed = threading.Event()  # set when the probe has answered either way (tests wait on it)
         self._exact: dict[str, int] = {}
         self._bare: _BareRequest | None = None  # the newest request sent without a usage anchor
+        self._provisional: tuple[str, int, int] | None = None  # what the first request taught
         self._lock = threading.Lock()
         if self.root_url is None:
             self.probed.set()
@@ -228,17 +232,20 @@ class TokenLearner:
         with self._lock:
             bare = self._bare
         if bare is None:
-            return self._fixed_guess()
+            return REPLY_PRIMER  # whether the server renders the tool schemas is not known yet
         believed = bare.exact + sum(
             round(est * self.calibration.ratio(cls)) for cls, est in bare.estimated.items()
         )
         return max(0, bare.prompt - believed - MESSAGE_OVERHEAD * bare.framed)
 
-    def _fixed_guess(self) -> int:
+    def _fixed_guesses(self) -> list[int]:
+        """What a first request may cost besides its messages: the tool schemas and the primer (a
+        server that renders them), else the primer alone (one that does not: llama.cpp's default
+        chat formats)."""
         if not self.fixed_text:
-            return REPLY_PRIMER
+            return [REPLY_PRIMER]
         est = estimate_message_tokens({"role": "user", "content": self.fixed_text}, self.estimator)
-        return self.calibration.corrected(self.fixed_text, est) + REPLY_PRIMER
+        return [self.calibration.corrected(self.fixed_text, est) + REPLY_PRIMER, REPLY_PRIMER]
 
     def context(self, path: Sequence[Entry], counts: Sequence[int]) -> ContextEstimate:
         """The context estimate of ``path`` with each entry after the usage anchor learned-corrected;
@@ -279,32 +286,39 @@ class TokenLearner:
             framed += 1
         if base.last_usage_index is None:
             first = not self.learned()
-            fixed = self._fixed_guess() if first else self.overhead()
             with self._lock:
                 self._bare = _BareRequest(dict(estimated), exact, framed, prompt_tokens)
             if not first:
                 return  # teaches the overhead only: ratios come from usage deltas
-            real = prompt_tokens - fixed - exact - MESSAGE_OVERHEAD * framed
-        else:
-            real = prompt_tokens - base.usage_tokens - exact - MESSAGE_OVERHEAD * framed
+            for fixed in self._fixed_guesses():  # a provisional ratio, until a usage delta teaches one
+                real = prompt_tokens - fixed - exact - MESSAGE_OVERHEAD * framed
+                self._provisional = self._observe_mixed(estimated, real)
+                if self._provisional is not None:
+                    return
+            return
+        real = prompt_tokens - base.usage_tokens - exact - MESSAGE_OVERHEAD * framed
         self._observe_mixed(estimated, real)
 
-    def _observe_mixed(self, estimated: Mapping[str, int], real: int) -> None:
+    def _observe_mixed(self, estimated: Mapping[str, int], real: int) -> tuple[str, int, int] | None:
         """Observe ``real`` tokens for what was ``estimated`` by class: the dominant class gets what
-        the others, at their learned ratios, leave of it."""
+        the others, at their learned ratios, leave of it. The observation made, if any."""
         total = sum(estimated.values())
         if total < LEAST_LEARNED or real <= 0:
-            return  # too little was added to tell a tokenizer from a template's fixed cost
+            return None  # too little was added to tell a tokenizer from a template's fixed cost
         if not 1 / WILDEST_RATIO <= real / total <= WILDEST_RATIO:
-            return  # no tokenizer is that far off: the usage does not describe these entries
+            return None  # no tokenizer is that far off: the usage does not describe these entries
         dominant = max(estimated, key=lambda c: estimated[c])
         with self._lock:
+            if self._provisional is not None and self._provisional[0] == dominant:
+                self.calibration.forget(*self._provisional)  # a usage delta knows better
+                self._provisional = None
             rest = sum(est * self.calibration.ratio(c) for c, est in estimated.items() if c != dominant)
             own = round(real - rest)
             if own <= 0 or not 1 / WILDEST_RATIO <= own / estimated[dominant] <= WILDEST_RATIO:
                 own = real * estimated[dominant] // total  # the others' ratios do not fit: share alike
             self.calibration.observe(dominant, estimated[dominant], own)
             self.requests += 1
+        return dominant, estimated[dominant], own
 
     def learn_usage(self, path: Sequence[Entry], counts: Sequence[int], usage: Any) -> None:
         """``learn`` from an assistant message's pi-shaped ``usage`` (prompt = input + cache reads
