@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ipython_compact import Agent
+from ipython_compact.agent.events import TurnFailed
 from ipython_compact.core.entries import MESSAGE, text_of_content
 from ipython_compact.testing.llama_server import LlamaServer
 
@@ -54,12 +55,17 @@ def run_once(seed: int, max_steps: int) -> list[dict[str, Any]]:
             context_window=llama.n_ctx,
             max_steps=max_steps,
             subcalls=False,
+            request_timeout=1800,  # 2 shared cores: a long reply can take minutes
         ) as agent,
     ):
         for question, expected in QUESTIONS:
             before = len(agent.store.path(agent.session))
             started = time.monotonic()
-            result = agent.ask(question)
+            try:
+                result = agent.ask(question)
+                text, stopped = result.text or "", str(result.stopped)
+            except TurnFailed as exc:  # counted, not fatal: the other questions still run
+                text, stopped = "", f"failed: {exc}"
             seconds = time.monotonic() - started
             turn = agent.store.path(agent.session)[before:]
             outputs = [
@@ -82,8 +88,8 @@ def run_once(seed: int, max_steps: int) -> list[dict[str, Any]]:
                     "ran_code": bool(outputs),
                     "blocks_run": len(outputs),
                     "output_has_answer": any(expected in o for o in outputs),
-                    "answer_has_value": expected in (result.text or ""),
-                    "stopped": result.stopped,
+                    "answer_has_value": expected in text,
+                    "stopped": stopped,
                     "reply_fences": [fences(text_of_content(m.get("content"))) for m in replies],
                     "seconds": round(seconds, 1),
                 }
