@@ -70,6 +70,7 @@ def test_code_the_model_writes_in_its_replies_runs_in_the_kernel(llama: LlamaSer
         base_url=llama.base_url,
         context_window=llama.n_ctx,
         max_steps=2,
+        request_timeout=600,  # a long reply on 2 loaded cores takes minutes (seen: 4)
         subcalls=False,
         on_event=events.append,
     ) as agent:
