@@ -29,6 +29,7 @@ import openai
 
 from ipython_compact.agent.kernel_tool import JupyterKernel
 from ipython_compact.agent.loop import Agent, AgentEvent
+from ipython_compact.agent.openai_chat import PYTHON_TOOL
 from ipython_compact.compaction.compactor import Compactor
 from ipython_compact.core.entries import COMPACTION, KERNEL_STATE, text_of_content
 from ipython_compact.core.prompts import SYSTEM_PROMPT as SUMMARIZER_PROMPT
@@ -264,9 +265,9 @@ class Row:
     log_entries: int
     context_tokens: int
     server_tokens: int = 0
-    """The context after the turn as the server's tokenizer counts it: one unit from the first
-    question to the last (the agent's own figure changes unit once it has learned the server's
-    tokenizer from usage)."""
+    """The next request as the server's tokenizer counts it (its messages and the tool schemas): one
+    unit from the first question to the last (the agent's own figure changes unit once it has learned
+    the server's tokenizer from usage)."""
 
 
 @dataclass
@@ -375,7 +376,8 @@ def run(
                 raise RuntimeError(f"{label} ended with {result.stopped}: {result.text}")
             ctx, log = agent.counts()
             tokens = agent.context_tokens()[0]
-            counted = estimate_prompt_tokens({"messages": agent.context_messages()})
+            # what the server would count for the next request: its messages and the tool schemas
+            counted = estimate_prompt_tokens({"messages": agent.context_messages(), "tools": [PYTHON_TOOL]})
             report.rows.append(Row(i + 1, label, ctx, log, tokens, counted))
             say(f"    -> context messages: {ctx}   log entries: {log}   context tokens: {tokens}")
         for e in store.entries("lisbon"):
@@ -401,9 +403,14 @@ def run(
 
 def print_report(report: TravelReport, store: SessionStore) -> None:
     print()
-    print(f"{'after':<8}{'context messages':>18}{'log entries':>14}{'context tokens':>16}")
+    print(
+        f"{'after':<8}{'context messages':>18}{'log entries':>14}{'context tokens':>16}{'server counts':>15}"
+    )
     for row in report.rows:
-        print(f"{row.label:<8}{row.context_messages:>18}{row.log_entries:>14}{row.context_tokens:>16}")
+        print(
+            f"{row.label:<8}{row.context_messages:>18}{row.log_entries:>14}{row.context_tokens:>16}"
+            f"{row.server_tokens:>15}"
+        )
     print()
     print("compaction entries (SELECT id, head, reason FROM entries WHERE kind = 'compaction'):")
     print(f"{'id':<12}{'head':<12}{'reason':<11}{'blocking':<9}focus")

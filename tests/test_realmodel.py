@@ -9,10 +9,12 @@ recognised, and code it writes in its replies runs in the kernel.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from llama_server import llama_server
@@ -59,12 +61,16 @@ def test_a_prompt_over_the_window_gets_an_error_the_overflow_path_recognises(lla
 
 
 def test_code_the_model_writes_in_its_replies_runs_in_the_kernel(llama: LlamaServer) -> None:
+    """Whatever the model writes, every runnable block of a reply without a tool call runs before the
+    next reply, each exactly once (whether it writes any is the model's doing: the bench
+    ``bench/bench_realmodel_agent.py`` counts that, and the grammar test below makes one)."""
     events: list[AgentEvent] = []
     with Agent(
         model=llama.alias,
         base_url=llama.base_url,
         context_window=llama.n_ctx,
         max_steps=2,
+        request_timeout=600,  # a long reply on 2 loaded cores takes minutes (seen: 4)
         subcalls=False,
         on_event=events.append,
     ) as agent:
@@ -77,16 +83,58 @@ def test_code_the_model_writes_in_its_replies_runs_in_the_kernel(llama: LlamaSer
         for i, e in enumerate(entries)
         if e.kind == MESSAGE and e.message and e.message.get("role") == "assistant"
     ]
+    assert len(replies) >= len(QUESTIONS)
     # every reply that held a runnable block (and no tool call) had it run before the next reply
     for n, at in enumerate(replies):
         blocks = reply_blocks(entries[at].message)
-        if not blocks or tool_calls_of(entries[at].message):
-            continue
         until = replies[n + 1] if n + 1 < len(replies) else len(entries)
         outputs = [e for e in entries[at:until] if e.data.get("custom_type") == "fenced_code"]
-        assert len(outputs) == len(blocks), entries[at].message
-    assert ran, "the model wrote no runnable code for any of the four questions"
+        expected = [] if tool_calls_of(entries[at].message) else [b.code for b in blocks]
+        assert [e.data["details"]["code"] for e in outputs] == expected, entries[at].message
     assert sum(e.kind == "tool_call" for e in events) >= len(ran)
+
+
+class _GrammarTransport(httpx.HTTPTransport):
+    """Adds llama.cpp's ``grammar`` to every chat request: the server then lets the model write only
+    replies of that shape, whatever the model (it still picks the digits)."""
+
+    def __init__(self, grammar: str) -> None:
+        super().__init__()
+        self.grammar = grammar
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/chat/completions"):
+            body = json.loads(request.read())
+            body["grammar"] = self.grammar
+            headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+            request = httpx.Request(request.method, request.url, headers=headers, json=body)
+        return super().handle_request(request)
+
+
+#: A sentence, then a ```python block printing a product of two numbers, then nothing.
+PRODUCT_REPLY = r"""
+root ::= "I will compute it.\n```python\nprint(" num " * " num ")\n```\n"
+num ::= [1-9] [0-9]? [0-9]?
+"""
+
+
+def test_a_reply_the_server_shapes_as_prose_and_a_python_block_runs_in_the_kernel(
+    llama: LlamaServer,
+) -> None:
+    transport = _GrammarTransport(PRODUCT_REPLY)
+    client = openai.OpenAI(
+        base_url=llama.base_url, api_key="none", max_retries=0, http_client=httpx.Client(transport=transport)
+    )
+    with Agent(
+        client=client, model=llama.alias, context_window=llama.n_ctx, max_steps=2, subcalls=False
+    ) as agent:
+        result = agent.ask(QUESTIONS[0])
+        entries = agent.store.path(agent.session)
+    ran = [e.data["details"] for e in entries if e.data.get("custom_type") == "fenced_code"]
+    assert len(ran) == 2 and result.stopped == "step_limit"  # each reply's block ran, once
+    for details in ran:
+        a, b = map(int, re.findall(r"\d+", details["code"]))
+        assert details["output"].strip() == str(a * b) and not details["is_error"], details
 
 
 def test_a_compaction_through_the_model_never_stores_a_summary_poorer_than_the_offline_one(

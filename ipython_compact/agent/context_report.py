@@ -24,9 +24,14 @@ if TYPE_CHECKING:  # the agent these functions act for (import cycle otherwise)
 
 
 def context_messages(agent: Agent) -> list[dict[str, Any]]:
-    """The provider-ready messages the next request would carry (system baseline first)."""
+    """The provider-ready messages the next request would carry: the newest system baseline first
+    (it supersedes older ones still in the kept tail, which the request does not carry), then the
+    rest in the order the model reads it."""
     path = mark_kernel_written(agent, agent.store.context_path(agent.session))
-    return request_context(path)  # the question last, after any kernel notice
+    messages = request_context(path)  # the question last, after any kernel notice
+    systems = [m for m in messages if m.get("role") == "system"]
+    rest = [m for m in messages if m.get("role") != "system"]
+    return [systems[-1] if systems else {"role": "system", "content": agent._baseline_text()}, *rest]
 
 
 def mark_kernel_written(agent: Agent, entries: list[Entry]) -> list[Entry]:
@@ -71,12 +76,7 @@ def mark_kernel_written(agent: Agent, entries: list[Entry]) -> list[Entry]:
 
 
 def request_messages(agent: Agent) -> list[dict[str, Any]]:
-    messages = agent.context_messages()
-    # The newest system baseline supersedes older ones and goes first.
-    systems = [m for m in messages if m.get("role") == "system"]
-    rest = [m for m in messages if m.get("role") != "system"]
-    head = [systems[-1]] if systems else [{"role": "system", "content": agent._baseline_text()}]
-    return to_openai_messages(head + rest)
+    return to_openai_messages(agent.context_messages())
 
 
 def context_tokens(agent: Agent) -> tuple[int, bool]:

@@ -26,6 +26,7 @@ What must hold:
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -244,7 +245,9 @@ class Agent:
             )
         self._log = SessionLog(self.store, self.session, on_event)
         self._caller = ModelCaller(client, request_timeout=request_timeout, stream=stream)
-        self._learner: TokenLearner = learner_for(client, self.model, self.settings.estimator)
+        self._learner: TokenLearner = learner_for(
+            client, self.model, self.settings.estimator, json.dumps(self._caller.tools)
+        )
         self._supervisor = KernelSupervisor(
             kernel,
             snapshot_dir=snapshot_dir,
@@ -407,7 +410,9 @@ class Agent:
         self.provider = provider or self.provider
         self.model = model
         self.context_window = context_window
-        self._learner = learner_for(self._caller.client, model, self.settings.estimator)
+        self._learner = learner_for(
+            self._caller.client, model, self.settings.estimator, json.dumps(self._caller.tools)
+        )
         attach_learner(self._scheduler.engine, self._learner)
         self._log.append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
 

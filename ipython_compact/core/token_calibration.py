@@ -74,6 +74,15 @@ class Calibration:
         self.estimated[cls] = self.estimated.get(cls, 0) + estimated
         self.real[cls] = self.real.get(cls, 0) + real
 
+    def forget(self, cls: str, estimated: int, real: int) -> None:
+        """Take back an earlier ``observe(cls, estimated, real)`` (a provisional one that better
+        evidence replaces)."""
+        self.estimated[cls] = max(0, self.estimated.get(cls, 0) - estimated)
+        self.real[cls] = max(0, self.real.get(cls, 0) - real)
+        if self.estimated[cls] == 0:
+            del self.estimated[cls]
+            self.real.pop(cls, None)
+
     def ratio(self, cls: str) -> float:
         """real/estimated for ``cls`` (1.0 before any observation), clamped to [1/8, 8]."""
         est = self.estimated.get(cls, 0)
