@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,3 +93,32 @@ def magic(km: KernelManager, line: str) -> Any:
         "__import__('json').dumps({'title': __r.bundle['text/plain'].splitlines()[0], 'data': __r.data}, "
         "default=str)",
     )
+
+
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return states
+
+
+@contextmanager
+def stopped_process(pid: int, deadline: float = 60.0) -> Iterator[None]:
+    """Hold ``pid`` stopped (SIGSTOP) until the block ends, and only enter the block once every
+    thread of it is seen stopped.
+
+    Why the wait: ``kill`` returns before the signal lands; on a loaded machine a kernel answered a
+    request sent right after it (CI at load 20: a "stopped" kernel listed its names).
+    """
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        end = time.monotonic() + deadline
+        while not all(s in ("T", "t") for s in _thread_states(pid)):
+            assert time.monotonic() < end, f"process {pid} not stopped within {deadline} s"
+            time.sleep(0.005)
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)

@@ -3,14 +3,12 @@ give an explicit "unknown", never a guess."""
 
 from __future__ import annotations
 
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from jupyter_client.manager import KernelManager
-from kernel_fixtures import execute, running_kernel, start_held_cell
+from kernel_fixtures import execute, running_kernel, start_held_cell, stopped_process
 
 from ipython_compact.host.kernel_client import KernelClient, Result
 
@@ -61,11 +59,8 @@ def test_a_stopped_kernel_is_unknown_not_guessed(km: KernelManager) -> None:
     with KernelClient.for_manager(km, timeout=60.0) as client:  # 1 s only where it must time out
         assert client.ensure_extension()
         pid = km.provisioner.process.pid  # type: ignore[union-attr]
-        os.kill(pid, signal.SIGSTOP)
-        try:
+        with stopped_process(pid):
             result = client.names(timeout=1.0)
-        finally:
-            os.kill(pid, signal.SIGCONT)
         assert result == Result(
             "unknown",
             reason="the kernel did not answer within 1.0 s",
@@ -83,11 +78,8 @@ def test_state_notice_from_a_live_probe(km: KernelManager) -> None:
         assert notice is not None and "These names are still defined:" in notice and "alpha" in notice
         assert "gen (TypeError" in notice and "will not survive a restart" in notice
         pid = km.provisioner.process.pid  # type: ignore[union-attr]
-        os.kill(pid, signal.SIGSTOP)
-        try:
+        with stopped_process(pid):
             silent = client.state_notice(timeout=0.5)
-        finally:
-            os.kill(pid, signal.SIGCONT)
         assert silent is not None and "could not be listed" in silent and "could not be written" in silent
 
 

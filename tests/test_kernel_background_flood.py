@@ -122,7 +122,10 @@ def test_an_output_flood_while_a_child_writes_the_snapshot_delivers_every_line_a
     else:
         raise AssertionError("the child finished before the flood cell in 5 attempts")
     # The flood overlapped the child, which was stopped (state T) and used no CPU while it ran.
-    assert at_end[0] == "T" and at_start[1] == at_end[1], (at_start, at_end)
+    # One clock tick is allowed: /proc shows T as soon as the stopping child sets its state, and
+    # the runtime of its last instructions is accounted when it is switched out, just after (seen
+    # once at load 15: ('T', 0) then ('T', 1)). A child that wrote during the flood uses hundreds.
+    assert at_end[0] == "T" and 0 <= at_end[1] - at_start[1] <= 1, (at_start, at_end)
     outcome = json.loads(
         _expression(
             kernel,
