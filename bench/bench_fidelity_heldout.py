@@ -14,7 +14,8 @@ ideal arm also counts the ``<superseded>`` pairs the update prompts named whose 
 value that never changed (a not-change) or is still current: false pairs told to the model.
 
 Prints one JSON object: per arm, per story and totals (``table``).
-Usage: ``.venv/bin/python bench/bench_fidelity_heldout.py [--compactions 30] [--arms offline]``.
+Usage: ``.venv/bin/python bench/bench_fidelity_heldout.py [--compactions 30] [--arms offline]
+[--set heldout|heldout_b|own]`` (``own``: our stories, ``tests/fidelity/own/``, not held out).
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ ARMS = ("offline", "openai_ideal")
 JSON = dict[str, Any]
 
 
-def scorer() -> Any:
-    """The frozen ``score.py`` of the held-out set, loaded as it is."""
-    spec = importlib.util.spec_from_file_location("heldout_score", HELDOUT / "score.py")
+def scorer(folder: Path = HELDOUT) -> Any:
+    """The set's own ``score.py`` if it has one (``own``: the same rules), else the first held-out
+    set's frozen one, loaded as it is."""
+    path = folder / "score.py" if (folder / "score.py").exists() else HELDOUT / "score.py"
+    spec = importlib.util.spec_from_file_location("heldout_score", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -153,7 +156,7 @@ def run_story(arm: str, story: JSON, args: argparse.Namespace, workdir: Path) ->
     finally:
         if server is not None:
             server.stop()
-    found = scorer().score(story, checkpoint, tail)
+    found = scorer(HELDOUT.parent / args.set).score(story, checkpoint, tail)
     found["offending_lines"] = offending_lines(found, checkpoint)
     found["compactions"] = done
     found["seconds"] = round(time.perf_counter() - started, 2)
