@@ -1,0 +1,89 @@
+"""A user statement that says what a subject's value is ("Max zoom is zoom 18.", "Region stays
+eu-central-1.", "同期間隔は 10 分に変更します。") is a decision (issue 32): the decision book carries
+it, so the checkpoint states current values whose last statement lies many compactions back.
+
+Table-driven over ``core.user_statements.user_decisions`` and ``core.decisions.fold``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_facts_lifetime import m
+
+from ipython_compact.core import stance
+from ipython_compact.core.decisions import fold
+from ipython_compact.core.user_statements import user_decisions
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Max zoom is zoom 14 for the first release.", True),
+        ("Final: max zoom is zoom 18.", True),
+        ("Region stays eu-central-1.", True),
+        ("Auth stays on Keycloak.", True),
+        ("Threshold again: 0.72, the 0.85 rejects too many good fields.", True),
+        ("Confidence threshold: 0.80 for accepting a field.", True),
+        ("同期間隔は 10 分に変更します。", True),
+        ("Das Timeout setzen wir auf 45 Sekunden, vorher waren es 20 Sekunden.", True),
+        ("Non, on garde fra+eng.", True),
+        # not a statement of a value: a request for work, a question, a hypothetical, history
+        ("Check table 3 for gaps in column c3.", False),
+        ("What is the p95 render time right now?", False),
+        ("If we ever moved to us-east-2 the latency for our users would double.", False),
+        ("Back in 2023 we used CouchDB for sync, just for the record.", False),
+        ("Quick routine check, please.", False),
+    ],
+)
+def test_a_value_statement_is_a_decision(text: str, found: bool) -> None:
+    assert bool(user_decisions(text)) is found, text
+
+
+@pytest.mark.parametrize(
+    ("said", "current"),
+    [
+        (
+            [
+                "Max zoom is zoom 14 for the first release.",
+                "Max zoom goes up: zoom 16.",
+                "Final: max zoom is zoom 18.",
+            ],
+            ["Final: max zoom is zoom 18."],
+        ),
+        (
+            [
+                "Confidence threshold: 0.80 for accepting a field.",
+                "Raise the confidence threshold to 0.85.",
+                "Threshold again: 0.72, the 0.85 rejects too many good fields.",
+            ],
+            ["Threshold again: 0.72, the 0.85 rejects too many good fields."],
+        ),
+        (
+            ["同期間隔は 25 分にします。", "同期間隔は 10 分に変更します。"],
+            ["同期間隔は 10 分に変更します。"],
+        ),
+    ],
+)
+def test_the_newest_value_statement_is_current(said: list[str], current: list[str]) -> None:
+    found = fold((), [m(f"u{i}", "user", s) for i, s in enumerate(said)])
+    assert [r.text for r in found] == current
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ("Revert it: max_retries=3 again, 8 hammered the gateway.", "Set max_retries=8 for the push client."),
+        ("On passe à PaddleOCR, plus de Tesseract.", "Le moteur OCR est Tesseract pour l'instant."),
+        (
+            "Threshold again: 0.72, the 0.85 rejects too many good fields.",
+            "Raise the confidence threshold to 0.85.",
+        ),
+    ],
+)
+def test_a_change_in_other_words_replaces(new: str, old: str) -> None:
+    assert stance.replaces(new, old), (new, old)
+
+
+def test_a_value_told_as_before_is_marked_dropped() -> None:
+    said = "Das Timeout setzen wir auf 45 Sekunden, vorher waren es 20 Sekunden."
+    assert stance.dropped_values(said) == ["20 sekunden"]
