@@ -8,10 +8,12 @@ Table-driven over ``core.user_statements.user_decisions`` and ``core.decisions.f
 from __future__ import annotations
 
 import pytest
+from builders import calls_entry, result_entry
 from test_facts_lifetime import m
 
 from ipython_compact.core import stance
 from ipython_compact.core.decisions import fold
+from ipython_compact.core.facts import supersedes
 from ipython_compact.core.user_statements import user_decisions
 
 
@@ -87,3 +89,56 @@ def test_a_change_in_other_words_replaces(new: str, old: str) -> None:
 def test_a_value_told_as_before_is_marked_dropped() -> None:
     said = "Das Timeout setzen wir auf 45 Sekunden, vorher waren es 20 Sekunden."
     assert stance.dropped_values(said) == ["20 sekunden"]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "output", "line", "was"),
+    [
+        (
+            "edit",
+            {"path": "config/tilesrv.toml", "old": "workers = 4", "new": "workers = 12"},
+            "ok",
+            "- workers = 12 in config/tilesrv.toml  (assistant, entry c1) — replaced: workers = 4 (entry c1)",
+            "workers = 4",
+        ),
+        (
+            "bash",
+            {"command": "sed -i 's/dpi: 300/dpi: 400/' ocr-pipe/config.yaml"},
+            "",
+            "- dpi: 400  (assistant, entry c1) — replaced: dpi: 300 (entry c1)",
+            "dpi: 300",
+        ),
+    ],
+)
+def test_a_value_set_only_in_code_is_a_decision_with_its_history(
+    name: str, args: dict[str, str], output: str, line: str, was: str
+) -> None:
+    """No earlier statement of the key: the change is still the current value, verbatim."""
+    found = fold((), [calls_entry("c1", ("t1", name, args)), result_entry("r1", "t1", output)])
+    assert [r.line() for r in found] == [line]
+    assert found[0].earlier == ((was, "c1"),)
+
+
+def test_a_value_set_only_in_a_diff_output_is_a_decision() -> None:
+    diff = "--- a/c.yaml\n+++ b/c.yaml\n@@ -5,2 +5,2 @@\n store:\n"
+    diff += "-  bucket: invoices-raw\n+  bucket: invoices-ocr-in"
+    found = fold(
+        (),
+        [
+            calls_entry("c1", ("t1", "bash", {"command": "git show HEAD"})),
+            result_entry("r1", "t1", diff, name="bash"),
+        ],
+    )
+    assert [r.text for r in found] == ["bucket: invoices-ocr-in"]
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ("Set max_retries=8 for the push client.", "push_batch: groups of 50"),
+        ("Statt Redis nehmen wir ab jetzt Varnish als Tile-Cache.", "cache_backend: Varnish"),
+    ],
+)
+def test_a_short_line_sharing_one_word_is_not_told_as_replaced(new: str, old: str) -> None:
+    """The update prompt's <superseded> pairs read subjects strictly: one shared word is no subject."""
+    assert not supersedes(new, old, loose="strict")

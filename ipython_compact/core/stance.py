@@ -349,8 +349,8 @@ def key_values(text: str) -> list[tuple[str, str]]:
 _SED: Final = re.compile(
     r"\bsed\b[^|;&\n]*?\bs(?P<d>[/|#,])(?P<old>(?:(?!(?P=d)).){1,120})(?P=d)(?P<new>(?:(?!(?P=d)).){0,120})(?P=d)"
 )
-_EDIT_OLD: Final = ("old_string", "old_str", "oldText", "old_text", "search", "find")
-_EDIT_NEW: Final = ("new_string", "new_str", "newText", "new_text", "replace", "replacement")
+_EDIT_OLD: Final = ("old_string", "old_str", "oldText", "old_text", "old", "search", "find")
+_EDIT_NEW: Final = ("new_string", "new_str", "newText", "new_text", "new", "replace", "replacement")
 
 
 def code_changes(args: Mapping[str, Any] | str) -> list[tuple[str, str, str]]:
@@ -385,10 +385,12 @@ def _paired(old: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[tupl
     return [(k, before[k], v) for k, v in new if k in before and before[k] != v]
 
 
-def change_statement(path: str, key: str, old: str, new: str) -> str:
-    """How a value changed in code reads as a statement (the decision book folds it)."""
+def change_statement(path: str, key: str, value: str, source: str = "") -> str:
+    """How a value set in code reads as a statement (the decision book folds it): the line as
+    ``source`` (the edit, command or diff) writes it ("dpi: 400"), else ``key = value``."""
     where = f" in {path}" if path else ""
-    return f"{key} = {new}{where} (changed from {old})"
+    said = re.search(rf"{re.escape(key.rsplit('.', 1)[-1])}\s*[:=]\s*{re.escape(value)}", source)
+    return f"{said.group(0) if said else f'{key} = {value}'}{where}"
 
 
 # ---- time: does a later statement replace an earlier one -----------------------------------------
@@ -545,39 +547,45 @@ def same_key_changed(new: str, old: str) -> bool:
     return any(k in b and b[k] != v for k, v in a.items())
 
 
-def shares_subject(new: str, old: str, need: int = 2) -> bool:
+def shares_subject(new: str, old: str, need: int = 2, strict: bool = False) -> bool:
     """Whether two statements are about one subject: ``need`` salient terms in common (one when
-    either statement has no more than two)."""
+    either statement has no more than two, unless ``strict``)."""
     a, b = terms(new) - values(new), terms(old) - values(old)
     both = a & b
     cjk = sum(1 for t in both if has_cjk(t))
     shared = len(both) - cjk + cjk // 3  # character pairs overlap by chance: three count as one term
-    return shared >= need or (shared >= 1 and min(len(a), len(b)) <= 2)
+    return shared >= need or (not strict and shared >= 1 and min(len(a), len(b)) <= 2)
 
 
-def value_changed(new: str, old: str) -> bool:
+def value_changed(new: str, old: str, strict: bool = False) -> bool:
     """Whether two statements about one subject set it to different values: each has a value the
     other lacks, and they share at least two subject terms (``shares_subject``)."""
     va, vb = values(new), values(old)
     da, db = va - vb, vb - va
     low = new.lower()  # "0.72, the 0.85 rejects too many": the new value first, then the old one named
-    named = bool(da and vb) and not db and min(low.find(v) for v in da) < min(low.find(v) for v in vb)
+    named = bool(da and vb) and not db and max(low.find(v) for v in da) < min(low.find(v) for v in vb)
     if not da or (not db and not named):
         return False
     # a number inside another changed word names the subject ("log 8 under app_8"): two rules
     if any(x != y and x in y for d in (da, db) for x in d for y in d):
         return False
-    return shares_subject(new, old, 1 if named else 2)
+    return shares_subject(new, old, 1 if named else 2, strict)
 
 
 def replaces(
-    new: str, old: str, *, one_change: Any = None, speaker: str = "user", loose: bool = True
+    new: str,
+    old: str,
+    *,
+    one_change: Any = None,
+    speaker: str = "user",
+    loose: bool | Literal["strict"] = True,
 ) -> bool:
     """Whether the later statement ``new`` replaces the earlier ``old``: ``new`` affirms (a
     decision, not a question, hypothetical, rejection or quotation) and either names what it
     replaces and ``old`` says it, or sets the same key to another value, or (``one_change``, the
     caller's word-level diff) says the same with one value changed, or (``loose``: statements of
-    choices, not reports of results) sets the same subject to another value (``value_changed``)."""
+    choices, not reports of results) sets the same subject to another value (``value_changed``;
+    ``"strict"``: two subject terms in common, however short the statements)."""
     if new == old or not affirms(new, speaker):
         return False
     old_terms = None
@@ -589,7 +597,7 @@ def replaces(
         return True
     if one_change is not None and one_change(new, old):
         return True
-    return loose and value_changed(new, old)
+    return bool(loose) and value_changed(new, old, strict=loose == "strict")
 
 
 def replaced_by_code(statement: str, key: str, old: str, new: str) -> bool:
@@ -640,8 +648,3 @@ def not_adopted_mark(text: str) -> str:
     """The mark a line gets when it names values only to say they are not adopted."""
     rejected = not_adopted(text)
     return f" — (not adopted: {', '.join(rejected)})" if rejected else ""
-
-
-def unclear_line(a: tuple[str, str], b: tuple[str, str]) -> str:
-    """The line a checkpoint shows when it cannot tell which of two statements holds."""
-    return f"unclear which holds: {a[0]} (entry {a[1]}) or {b[0]} (entry {b[1]})"
