@@ -142,3 +142,8 @@ def test_a_value_set_only_in_a_diff_output_is_a_decision() -> None:
 def test_a_short_line_sharing_one_word_is_not_told_as_replaced(new: str, old: str) -> None:
     """The update prompt's <superseded> pairs read subjects strictly: one shared word is no subject."""
     assert not supersedes(new, old, loose="strict")
+
+
+def test_a_labelled_proposal_is_not_a_decision() -> None:
+    said = "Proposal: switch the language pack to fra+deu, some invoices come from Germany."
+    assert stance.stance(said, "assistant") == "proposed"

@@ -82,7 +82,7 @@ _PROPOSED: Final = re.compile(
     r"my (?:suggestion|recommendation)|(?:we|you) (?:could|might|may want to)|"
     r"how about|what about|one option|an option|option [a-z1-9]\b|shall i|should i|want me to|"
     r"would you like|do you want|maybe (?:we|use|switch)|consider(?:ing)? (?:using|switching|moving)|"
-    r"alternatively|ich schlage vor|wir könnten|建议|可以考虑)"
+    r"alternatively|ich schlage vor|wir könnten|(?:proposal|suggestion|vorschlag)\s*:|建议|可以考虑)"
 )
 # the user taking the assistant's last proposal
 _ACCEPTED: Final = re.compile(
