@@ -171,7 +171,7 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
         if role == "toolResult":  # a diff an output shows (``git diff``) changed values in code
             output = text_of_content(msg.get("content"))
             if "\n@@" in output or output.startswith(("diff --git", "@@")):
-                _code_changed(kept, entry.id, "", stance.code_changes(output))
+                _code_changed(kept, entry.id, "", stance.code_changes(output), output)
             continue
         # a user message as the anchors read it (the same text: one constraint scan per compaction);
         # an assistant's words to the user, not its tool calls or thinking
@@ -181,7 +181,8 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
                 args = call.get("arguments")
                 if isinstance(args, Mapping):
                     path = next((str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)), "")
-                    _code_changed(kept, entry.id, path, stance.code_changes(args))
+                    source = "\n".join(str(v) for v in args.values() if isinstance(v, str))
+                    _code_changed(kept, entry.id, path, stance.code_changes(args), source)
         if not text.strip():
             continue
         if role == "user":
@@ -218,19 +219,22 @@ _PATH_KEYS: Final = ("path", "file_path", "filePath", "filename", "file")
 
 
 def _code_changed(
-    kept: list[DecisionRecord], entry_id: str, path: str, changes: Sequence[tuple[str, str, str]]
+    kept: list[DecisionRecord],
+    entry_id: str,
+    path: str,
+    changes: Sequence[tuple[str, str, str]],
+    source: str = "",
 ) -> None:
-    """A value changed in code (an edit, ``sed``, a diff) replaces each kept decision that stated
-    its old value about its key; the change is the decision now (assistant, with its history)."""
+    """A value changed in code (an edit, ``sed``, a diff) is a decision (assistant): it replaces
+    each kept decision that stated its old value about its key, and carries that history."""
     for key, old, new in changes:
         replaced = [k for k in kept if stance.replaced_by_code(k.text, key, old, new)]
-        if not replaced:
-            continue
         earlier: list[tuple[str, str]] = []
         for k in replaced:
             kept.remove(k)
             earlier.extend((*k.earlier, (k.text, k.entry_id)))
-        text = clip_sentences(stance.change_statement(path, key, old, new), DECISION_CHARS)
+        text = clip_sentences(stance.change_statement(path, key, new, source), DECISION_CHARS)
+        earlier = earlier or [(stance.change_statement("", key, old, source), entry_id)]  # its history mark
         kept.append(DecisionRecord(entry_id, "assistant", text, tuple(earlier[-MAX_EARLIER:])))
 
 

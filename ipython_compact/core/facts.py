@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Literal
 
 from ipython_compact.core import stance
 
@@ -134,7 +134,9 @@ def one_change(new: str, old: str, *, values_only: bool = False) -> bool:
     return sum(map(_is_content, shared)) >= 2
 
 
-def supersedes(new: str, old: str, *, values_only: bool = False, loose: bool = True) -> bool:
+def supersedes(
+    new: str, old: str, *, values_only: bool = False, loose: bool | Literal["strict"] = True
+) -> bool:
     """Whether the later statement ``new`` replaces the earlier ``old`` (``core.stance.replaces``:
     only a statement that affirms replaces anything; it names what it replaces, sets the same key
     to another value, or says the same with one value changed; ``values_only``: see
@@ -146,7 +148,7 @@ def supersedes(new: str, old: str, *, values_only: bool = False, loose: bool = T
         new,
         old,
         one_change=lambda a, b: one_change(a, b, values_only=values_only),
-        loose=loose and not values_only,
+        loose=False if values_only else loose,
     )
 
 
@@ -162,8 +164,13 @@ _NOTE: Final = re.compile(
 
 
 def without_note(line: str) -> str:
-    """``line`` without its history mark (what the statement itself says)."""
-    return _NOTE.sub("", line)
+    """``line`` without its history marks (what the statement itself says; a line can carry two:
+    "— (what it names as dropped is replaced) — replaced: …")."""
+    while True:
+        bare = _NOTE.sub("", line)
+        if bare == line:
+            return bare
+        line = bare
 
 
 REVISED_MARK: Final = " — since revised"

@@ -451,7 +451,7 @@ def superseded_by(entries: Sequence[Entry], previous_summary: str) -> list[tuple
         for i in (*found["Key Decisions"], *found["Constraints & Preferences"])
     ][-200:]  # bounded: linear in the span
     for earlier in old:
-        later = next((n for n in reversed(new) if supersedes(n, earlier)), None)
+        later = next((n for n in reversed(new) if supersedes(n, earlier, loose="strict")), None)
         if later is not None:
             pairs.append((earlier, later))
     return pairs

@@ -21,7 +21,13 @@ Rules, in log order (issue 32: in any phrasing, not one English list):
   that puts it off ("later", "once X is done", "waiting on X", "next week") or only promises it
   ("I'll ... next", "I will now ...", with no completion said) makes it ``deferred``.
 - A deferred request is ``done`` when a later final answer reports it finished (a completion
-  sentence naming it).
+  sentence naming it); so is a reopened one ("Reopened: it is back on the list" records nothing).
+- A request asked and put off in one message ("park the CDN purge script for now") is
+  ``deferred`` from the start; an answer that only defers ("Will do once the refactor lands",
+  "it needs X first") defers it.
+- A bare acknowledgment ("Sure.", "わかりました。") records no outcome: a request for work stays
+  open (a request that states a value or a choice is settled by it: nothing more to report).
+- A dropped request asked for again (most of its salient terms, or a reopen cue) is reopened.
 
 What must hold: pure, deterministic, linear in the span: every text is tokenized once, and the
 requests a sentence names are found through an index from salient term to request (no pass over
@@ -38,7 +44,7 @@ from typing import Any, Final, Literal
 
 from ipython_compact.core import stance
 from ipython_compact.core.facts import SENTENCE_RE
-from ipython_compact.core.user_statements import is_goal_statement
+from ipython_compact.core.user_statements import is_goal_statement, user_decisions
 
 RequestStatus = Literal["open", "deferred", "done", "dropped"]
 STATUSES: Final = ("open", "deferred", "done", "dropped")
@@ -52,11 +58,12 @@ _DEFER: Final = re.compile(
     r"park(?:ed|ing)? "
     r"(?:it|that|this|the)|"
     r"when (?:the |that |it |we |you )\w+ (?:is|are) (?:done|ready|finished|back|in)|depends on|"
-    r"(?:erst |auf )?später|nicht jetzt|demnächst|plus tard|más tarde|luego)\b|以后再|稍后|晚点|回头再|先不"
+    r"(?:erst |auf )?später|nicht jetzt|demnächst|plus tard|reporté|más tarde|luego|"
+    r"(?:needs?|requires?) [\w ]{1,40}? first)\b|以后再|稍后|晚点|回头再|先不|後で|あとで"
 )
 # an answer that only promises ("I'll plot it next"): no outcome recorded
 _PROMISE: Final = re.compile(
-    r"(?i)\b(?:i'll|i will|i am going to|i'm going to|we'll|we will|let me|next,? i|i plan to|"
+    r"(?i)\b(?:i'll|i will|i am going to|i'm going to|we'll|we will|let me|next,? i|i plan to|will do|"
     r"i can (?:do|add|make)|ich werde|je vais|voy a)\b|我会|我将|接下来"
 )
 # "I'll use X": a choice made (an outcome), not work promised
@@ -69,18 +76,21 @@ _COMPLETED: Final = re.compile(
     r"(?i)\b(?:done|fixed|implemented|created|wrote|written|added|passed|passes|works "
     r"now|completed?|resolved|verified|"
     r"confirmed|succeeded|finished|here is|here's|saved|plotted|updated|ready|is (?:now )?(?:in|on|live)|"
+    r"built|deployed|renamed|moved|removed|deleted|merged|shipped|installed|exported|sent|"
     r"fertig|erledigt|terminé|listo)\b|完成|已经"
 )
 _WITHDRAW: Final = re.compile(
-    r"(?i)\b(?:never ?mind|forget (?:about )?|scratch that|drop (?:the |my |that )|cancel (?:the |my |that "
-    r")?|no need (?:for|to)|don'?t need (?:the |that |it)|"
+    r"(?i)\b(?:never ?mind|forget (?:about )?|scratch that|drop (?:the |my |that\b|this\b|it\b)|"
+    r"cancel (?:the |my |that )?|no need (?:for|to)|don'?t need (?:the |that |it)|"
     r"don'?t bother|do not bother|no longer need|skip the|ignore my (?:earlier |previous |last "
     r")?(?:request|question|ask)|brauchen wir (?:doch )?nicht|(?:vergiss|lass) (?:das|den|die|es)|"
-    r"nicht (?:mehr )?nötig|laisse tomber|olvídalo|no hace falta)|不用了|不需要了|算了|取消"
+    r"nicht (?:mehr )?nötig|laisse tomber|oubli(?:e|ez)\b|pas besoin|olvídalo|no hace falta)|"
+    r"不用|不需要|算了|取消|(?:もう)?(?:要りません|要らない|いらない)|やめ(?:て|ます)"
 )
 _REOPEN: Final = re.compile(
     r"(?i)\b(?:after all|back on|reopen\w*|un-?cancel|still want|do (?:want|need) (?:the|that)|"
-    r"bring back|doch (?:noch|machen)|revive)\b|还是要"
+    r"bring back|doch (?:noch|machen)|revive|finalement|on a besoin|en fin de cuentas)\b|"
+    r"还是要|还是需要|やっぱり"
 )
 # words of a cancellation that say nothing about what it cancels
 _WITHDRAW_WORDS: Final = frozenset(
@@ -116,6 +126,10 @@ _WITHDRAW_WORDS: Final = frozenset(
         "mehr",
         "laisse",
         "tomber",
+        "oublie",
+        "oubliez",
+        "pas",
+        "besoin",
         "olvídalo",
         "hace",
         "falta",
@@ -199,6 +213,36 @@ def _only_promised(text: str) -> str | None:
         elif len(s.split()) >= 3 and not s.endswith(("?", "？")):
             return None
     return promise
+
+
+_CJK_CHAR: Final = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+# a cancellation that points back: "drop that", "forget it", "vergiss das"
+_WITHDRAW_BACK: Final = re.compile(
+    r"(?i)\b(?:drop|forget|cancel|scratch|skip|vergiss|lass) (?:that|this|it|das|es)\b"
+)
+
+
+def acknowledges_only(text: str, request: str) -> bool:
+    """Whether an answer only acknowledges ``request`` ("Sure.", "Je l'ajoute.", "わかりました。"):
+    no number, nothing reported finished, and either at most three words naming nothing the
+    request does not, or a short CJK reply alone. It records no outcome, so a request for work
+    it answers stays open ("Emailed the report." names a new word: an outcome)."""
+    if any(c.isdigit() for c in text) or completing_sentences(text):
+        return False
+    latin = re.findall(r"[^\W\d_]+", _CJK_CHAR.sub(" ", text))
+    if _CJK_CHAR.search(text):
+        return not latin and len(_CJK_CHAR.findall(text)) <= 8
+    return len(latin) <= 3 and stance.terms(text) <= stance.terms(request)
+
+
+def _decides(text: str) -> bool:
+    """A request that states a choice or a value ("Set the tile size to 512 px."): acknowledging
+    it settles it; there is no further work to report."""
+    return any(c.isdigit() for c in text) or stance.sets_value(text) or bool(user_decisions(text))
+
+
+def _reopened(record: RequestRecord) -> bool:
+    return record.status == "open" and record.note.startswith("reopened:")
 
 
 def _names(req: frozenset[str], said: frozenset[str]) -> bool:
@@ -286,9 +330,16 @@ class RequestBook:
         (``withdrawals=False``: its cancelling and deferring sentences are not applied)."""
         size = len(" ".join(text.split()))
         handled: list[str] = []
+        own_deferral = ""  # a deferral naming no open request: the request it comes with is put off
         if withdrawals:
             handled += [s for s in withdrawing_sentences(text) if self._withdraw(s) or True]
-            handled += [s for s in deferring_sentences(text) if s not in handled and self._defer(s)]
+            for s in deferring_sentences(text):
+                if s in handled:
+                    continue
+                if self._defer(s):
+                    handled.append(s)
+                elif stance.stance(s) in stance.AFFIRMING:
+                    own_deferral = own_deferral or s
         if handled and sum(len(s) for s in handled) >= 0.8 * size:
             return None  # all it says is a cancellation or a deferral
         first = next(_sentences(text), "")
@@ -296,18 +347,29 @@ class RequestBook:
             return None  # "scratch that, use NATS": a decision revised, not a request
         if is_goal_statement(text):
             return None  # the goal is what the work is for, not a request an answer settles
-        if withdrawals and _REOPEN.search(text):
+        if withdrawals and (self._dropped or self._deferred):
+            # asked again for a dropped or deferred request: reopened, not a new one ("do the plot
+            # after all"; or a dropped one asked again: most of its salient terms said again)
             gone = {
                 k: None
                 for k in [*_newest(self._dropped, MATCH_WINDOW), *_newest(self._deferred, MATCH_WINDOW)]
             }
-            again = self._named(stance.terms(text), gone, loose=True)
-            if again:
+            said = stance.terms(text)
+            cue = bool(_REOPEN.search(text))
+            again = [
+                k
+                for k in self._named(said, gone, loose=cue)
+                if cue or (k in self._dropped and len(self._terms[k] & said) >= 0.6 * len(self._terms[k]))
+            ]
+            if again and (cue or not own_deferral):
                 self._set(again[0], "open", f"reopened: {line}")
                 return self._records[again[0]]
         record = RequestRecord(entry_id, line, "open")
-        self._turn[self._add(record)] = None
-        return record
+        key = self._add(record)
+        self._turn[key] = None
+        if own_deferral:
+            self._set(key, "deferred", f"(user) {own_deferral}")
+        return self._records[key]
 
     def _withdraw(self, sentence: str) -> bool:
         candidates = {
@@ -319,8 +381,8 @@ class RequestBook:
         named = self._named(said, candidates, loose=True)
         if named:
             best = named[0]
-        elif not said:
-            best = max(candidates)  # a bare "never mind": the newest request
+        elif not said or _WITHDRAW_BACK.search(sentence):
+            best = max(candidates)  # a bare "never mind", "drop that": the newest request
         else:
             return False  # it names something no open request is about (done already, or never asked)
         self._set(best, "dropped", sentence)
@@ -363,7 +425,14 @@ class RequestBook:
                 promise = _only_promised(text)
                 if promise is not None:  # "I'll plot it next": promised, no outcome recorded
                     put_off[newest] = promise
-        if newest is not None:
+        # no outcome: an acknowledgment of a request for work, or a reopened request (done only
+        # when reported finished)
+        req = self._records[newest].text if newest is not None else ""
+        unsettled = newest is not None and (
+            (not question and acknowledges_only(text, req) and not _decides(req))
+            or (_reopened(self._records[newest]) and not completing_sentences(text))
+        )
+        if newest is not None and not unsettled:
             settle[newest] = None
             if len(self._turn) > 1:  # an older open request this answer is about
                 settle.update(dict.fromkeys(self._named(stance.terms(text), self._turn)))

@@ -29,7 +29,7 @@ What must hold: pure, deterministic, stdlib only; every function linear in its i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 Stance = Literal[
@@ -82,7 +82,7 @@ _PROPOSED: Final = re.compile(
     r"my (?:suggestion|recommendation)|(?:we|you) (?:could|might|may want to)|"
     r"how about|what about|one option|an option|option [a-z1-9]\b|shall i|should i|want me to|"
     r"would you like|do you want|maybe (?:we|use|switch)|consider(?:ing)? (?:using|switching|moving)|"
-    r"alternatively|ich schlage vor|wir könnten|建议|可以考虑)"
+    r"alternatively|ich schlage vor|wir könnten|(?:proposal|suggestion|vorschlag)\s*:|建议|可以考虑)"
 )
 # the user taking the assistant's last proposal
 _ACCEPTED: Final = re.compile(
@@ -301,6 +301,7 @@ def values(text: str) -> frozenset[str]:
     found = {w for w in _WORD.findall(text) if any(c.isdigit() for c in w)}
     found |= {w.lower() for w in re.findall(r"\b[A-Z][\w.+-]*[A-Za-z0-9]\b", text) if not _at_start(text, w)}
     found |= {w.lower() for w in re.findall(r"`([^`]{1,60})`", text)}
+    found |= {w for w in _WORD.findall(text.lower()) if "+" in w.strip("+")}  # "fra+eng", "c++17"
     found |= {m.lower() for m in re.findall(r"[A-Za-z][\w.+-]*", " ".join(_CJK.split(text))) if has_cjk(text)}
     return frozenset(found - _STOP)
 
@@ -348,8 +349,8 @@ def key_values(text: str) -> list[tuple[str, str]]:
 _SED: Final = re.compile(
     r"\bsed\b[^|;&\n]*?\bs(?P<d>[/|#,])(?P<old>(?:(?!(?P=d)).){1,120})(?P=d)(?P<new>(?:(?!(?P=d)).){0,120})(?P=d)"
 )
-_EDIT_OLD: Final = ("old_string", "old_str", "oldText", "old_text", "search", "find")
-_EDIT_NEW: Final = ("new_string", "new_str", "newText", "new_text", "replace", "replacement")
+_EDIT_OLD: Final = ("old_string", "old_str", "oldText", "old_text", "old", "search", "find")
+_EDIT_NEW: Final = ("new_string", "new_str", "newText", "new_text", "new", "replace", "replacement")
 
 
 def code_changes(args: Mapping[str, Any] | str) -> list[tuple[str, str, str]]:
@@ -384,10 +385,12 @@ def _paired(old: list[tuple[str, str]], new: list[tuple[str, str]]) -> list[tupl
     return [(k, before[k], v) for k, v in new if k in before and before[k] != v]
 
 
-def change_statement(path: str, key: str, old: str, new: str) -> str:
-    """How a value changed in code reads as a statement (the decision book folds it)."""
+def change_statement(path: str, key: str, value: str, source: str = "") -> str:
+    """How a value set in code reads as a statement (the decision book folds it): the line as
+    ``source`` (the edit, command or diff) writes it ("dpi: 400"), else ``key = value``."""
     where = f" in {path}" if path else ""
-    return f"{key} = {new}{where} (changed from {old})"
+    said = re.search(rf"{re.escape(key.rsplit('.', 1)[-1])}\s*[:=]\s*{re.escape(value)}", source)
+    return f"{said.group(0) if said else f'{key} = {value}'}{where}"
 
 
 # ---- time: does a later statement replace an earlier one -----------------------------------------
@@ -397,7 +400,7 @@ _OLD_NAMED: Final = re.compile(
     r"switch(?:ed|ing)? (?:away )?from|replac(?:e|es|ed|ing)|drop(?:ped|ping)?(?: the)?|"
     r"moved? away from|migrat(?:e|ed|ing) (?:away )?from|move(?:d)? off|(?:get|got|getting) rid of|"
     r"stop(?:ped|ping)? (?:doing|using|running)|no more|"
-    r"statt|anstatt|anstelle von|nicht mehr|au lieu de|en lugar de|en vez de|ya no)\s+"
+    r"statt|anstatt|anstelle von|nicht mehr|au lieu de|plus de|en lugar de|en vez de|ya no)\s+"
     r"(?P<old>[^.,;:!?()，。；]{1,60}?)"
     r"(?=\s+(?:with|to|for|by|in|on|because|and|but|as|since|nehmen|verwenden|wir)\b|[.,;:!?()，。；]|$)"
     r"|(?:不再用|不再使用|不用|代替|取代)\s*(?P<cjk>[^.,;:!?()，。；\s]{1,30}))"
@@ -419,8 +422,9 @@ _ANAPHORIC: Final = re.compile(
 _SETS: Final = re.compile(
     r"(?i)\b(?:(?:bump|raise|lower|increase|decrease|reduce|revert|reset|roll back|change|set|make|"
     r"move|switch|put|turn|pin|update)\b[^.!?\n]{0,40}?\bto\b\s*\S|from now on|going forward|"
-    r"from (?:today|here) on|ab (?:jetzt|sofort|heute)|von nun an|ab sofort|nehmen wir|verwenden wir|"
-    r"nutzen wir|à partir de maintenant|desde ahora|a partir de ahora)|改用|换成|改成|改为|以后用|今后用"
+    r"from (?:today|here) on|ab (?:jetzt|sofort|heute)|von nun an|(?:nehmen|setzen|stellen|verwenden|"
+    r"nutzen) wir|on passe (?:à|a|sur)|passons (?:à|a)|à partir de maintenant|desde ahora|a partir de ahora)|"
+    r"改用|换成|改成|改为|以后用|今后用"
 )
 
 
@@ -458,8 +462,8 @@ _NEGATED_OBJECT: Final = re.compile(
 )
 # a clause telling how things stand before a change ("currently X, let's move to Y", "现在是 X，建议改成 Y")
 _AS_IS: Final = re.compile(
-    r"(?i)\b(?:currently|right now|at the moment|as of now|today we|bisher|derzeit|momentan|aktuell)\b"
-    r"|现在是|目前是|目前用"
+    r"(?i)\b(?:currently|right now|at the moment|as of now|today we|bisher|derzeit|momentan|aktuell|"
+    r"vorher|zuvor|auparavant)\b|现在是|目前是|目前用"
 )
 
 
@@ -491,7 +495,7 @@ def dropped_values(text: str) -> list[str]:
         if not (history[i] or as_is[i]):
             continue
         old = set(values(clause))
-        if i < change < len(clauses) and as_is[i] and old:
+        if change < len(clauses) and i != change and as_is[i] and old:
             found.append(" ".join(sorted(old)))  # how it stands, then a change: the change says what follows
         elif history[i] and any(_shape(o) == _shape(v) for o in old for v in all_values - old):
             found.append(" ".join(sorted(old)))  # told as history beside a value of its kind
@@ -534,43 +538,54 @@ def _rest(text: str) -> frozenset[str]:
     return terms(cut)
 
 
+_INLINE_KV: Final = re.compile(r"\b([A-Za-z_][\w.-]*[A-Za-z_])=(\w[\w.+-]*)")  # "set max_retries=8 for ..."
+
+
 def same_key_changed(new: str, old: str) -> bool:
     """Whether both statements set one key (same section) to different values."""
-    a, b = dict(key_values(new)), dict(key_values(old))
+    a, b = dict(key_values(new) + _INLINE_KV.findall(new)), dict(key_values(old) + _INLINE_KV.findall(old))
     return any(k in b and b[k] != v for k, v in a.items())
 
 
-def shares_subject(new: str, old: str, need: int = 2) -> bool:
+def shares_subject(new: str, old: str, need: int = 2, strict: bool = False) -> bool:
     """Whether two statements are about one subject: ``need`` salient terms in common (one when
-    either statement has no more than two)."""
+    either statement has no more than two, unless ``strict``)."""
     a, b = terms(new) - values(new), terms(old) - values(old)
     both = a & b
     cjk = sum(1 for t in both if has_cjk(t))
     shared = len(both) - cjk + cjk // 3  # character pairs overlap by chance: three count as one term
-    return shared >= need or (shared >= 1 and min(len(a), len(b)) <= 2)
+    return shared >= need or (not strict and shared >= 1 and min(len(a), len(b)) <= 2)
 
 
-def value_changed(new: str, old: str) -> bool:
+def value_changed(new: str, old: str, strict: bool = False) -> bool:
     """Whether two statements about one subject set it to different values: each has a value the
     other lacks, and they share at least two subject terms (``shares_subject``)."""
     va, vb = values(new), values(old)
     da, db = va - vb, vb - va
-    if not da or not db:
+    low = new.lower()  # "0.72, the 0.85 rejects too many": the new value first, then the old one named
+    named = bool(da and vb) and not db and max(low.find(v) for v in da) < min(low.find(v) for v in vb)
+    if not da or (not db and not named):
         return False
     # a number inside another changed word names the subject ("log 8 under app_8"): two rules
     if any(x != y and x in y for d in (da, db) for x in d for y in d):
         return False
-    return shares_subject(new, old)
+    return shares_subject(new, old, 1 if named else 2, strict)
 
 
 def replaces(
-    new: str, old: str, *, one_change: Any = None, speaker: str = "user", loose: bool = True
+    new: str,
+    old: str,
+    *,
+    one_change: Any = None,
+    speaker: str = "user",
+    loose: bool | Literal["strict"] = True,
 ) -> bool:
     """Whether the later statement ``new`` replaces the earlier ``old``: ``new`` affirms (a
     decision, not a question, hypothetical, rejection or quotation) and either names what it
     replaces and ``old`` says it, or sets the same key to another value, or (``one_change``, the
     caller's word-level diff) says the same with one value changed, or (``loose``: statements of
-    choices, not reports of results) sets the same subject to another value (``value_changed``)."""
+    choices, not reports of results) sets the same subject to another value (``value_changed``;
+    ``"strict"``: two subject terms in common, however short the statements)."""
     if new == old or not affirms(new, speaker):
         return False
     old_terms = None
@@ -582,7 +597,7 @@ def replaces(
         return True
     if one_change is not None and one_change(new, old):
         return True
-    return loose and value_changed(new, old)
+    return bool(loose) and value_changed(new, old, strict=loose == "strict")
 
 
 def replaced_by_code(statement: str, key: str, old: str, new: str) -> bool:
@@ -633,13 +648,3 @@ def not_adopted_mark(text: str) -> str:
     """The mark a line gets when it names values only to say they are not adopted."""
     rejected = not_adopted(text)
     return f" — (not adopted: {', '.join(rejected)})" if rejected else ""
-
-
-def unclear_line(a: tuple[str, str], b: tuple[str, str]) -> str:
-    """The line a checkpoint shows when it cannot tell which of two statements holds."""
-    return f"unclear which holds: {a[0]} (entry {a[1]}) or {b[0]} (entry {b[1]})"
-
-
-def sentences_with_stance(sentences: Iterable[str], speaker: str) -> list[tuple[str, Stance]]:
-    """Each sentence with its stance (one pass)."""
-    return [(s, stance(s, speaker)) for s in sentences]

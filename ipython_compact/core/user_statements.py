@@ -262,14 +262,38 @@ def decision_spans(text: str, *, leading_use: bool = True) -> list[tuple[int, in
     return list(found)
 
 
+# "<subject> is / stays / keeps / : / = <value>": a statement of what holds now
+_STATES: Final = re.compile(
+    r"(?i)^\W*(?:[\w.+-]+\s+){0,3}[\w.+-]+\s*(?::|(?<![=!<>])=(?!=))\s*(?P<after>\S+(?:\s+\S+)?)|\b(?:is|are|stays?|remains?|keep|bleibt|ist|sind|est|reste|"
+    r"garde|gardons|sigue|es)\b|[はが].{0,20}(?:にします|に変更|です)|(?:是|为|用)\s*[A-Za-z0-9]"
+)
+
+
+_PRONOUN_SUBJECT: Final = re.compile(r"(?i)^\W*(?:this|that|it|these|those|es|das|c'est|ce|ceci|cela)\b")
+
+
+def _states_value(sentence: str) -> bool:
+    """Whether a sentence says what a subject's value is ("Max zoom is zoom 18.", "Region stays
+    eu-central-1.", "Threshold again: 0.72"): a value, a subject beside it, a stating form, short.
+    Its stance (not asked, hypothetical, historical) is checked by the caller."""
+    found = stance.values(sentence)
+    if not found or len(sentence.split()) > 20 or len(stance.terms(sentence) - found) < 2:
+        return False  # a subject needs words of its own ("This is tracked in DATA-1004" has one)
+    if _PRONOUN_SUBJECT.match(sentence):
+        return False  # "it is", "this is", "c'est": what it points to is not said
+    # "key: value" / "key = value": a value right after the colon ("Step 3: load it" states none)
+    return any(not m.group("after") or stance.values(m.group("after")) for m in _STATES.finditer(sentence))
+
+
 def _decision_spans(text: str, leading_use: bool) -> tuple[tuple[int, int], ...]:
     low = text.lower()
     # one scan of the whole text decides whether to read it sentence by sentence (the common case: no)
     decides = bool(_USER_DECISION_HINT.search(low)) and bool(_USER_DECISION.search(text))
     uses = leading_use and _says_use(low)
-    if not decides and not uses and not stance.sets_value(text):
+    if not decides and not uses and not stance.sets_value(text) and not _STATES.search(text):
         return ()
     quoted = stance.quoted_spans(text)
+    rules = constraint_spans(text)  # a rule stating a value ("always keep the seed at 1337") is the anchors'
     spans: list[tuple[int, int]] = []
     offset = 0
     for line in text.split("\n"):
@@ -281,8 +305,9 @@ def _decision_spans(text: str, leading_use: bool) -> tuple[tuple[int, int], ...]
                     _USER_DECISION.search(sentence)
                     or (leading_use and _USE.match(sentence))
                     or stance.sets_value(sentence)
+                    or (_states_value(sentence) and not any(a <= start < b for a, b in rules))
                 )
-                and (len(sentence.split()) >= 4 or stance.has_cjk(sentence))
+                and (len(sentence.split()) >= 3 or stance.has_cjk(sentence))
                 and stance.own_decision(sentence)
                 and not stance.inside(quoted, start, start + len(sentence))
             ):
