@@ -271,3 +271,49 @@ def test_scratch_that_replaces_the_constraint_said_just_before() -> None:
     )
     assert [a.text for a in anchors.constraints] == ["Scratch that, use NATS."]
     assert [a.text for a in anchors.superseded] == ["Always use Kafka for the event bus."]
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        # the assistant talks about the choice, a user's bare acknowledgment comes before the revision
+        (answer_entry("a1", "OK. For Kafka I'd use the transactional producer."), user_entry("u2", "noted")),
+        (answer_entry("a1", "Let me see what is running."), user_entry("u2", "ok")),
+        (user_entry("u2", "thx"),),
+    ],
+)
+def test_scratch_that_revises_the_last_decision_the_user_said_not_the_last_message(
+    between: tuple[Entry, ...],
+) -> None:
+    """Dev set A (read from stop 40): "Next: the outbox. We're moving it off RabbitMQ. Let's use Kafka." —
+    an assistant reply and a user's "noted" — "Scratch that, use NATS.": Kafka stayed in force."""
+    entries = (
+        user_entry("u1", "Next: the outbox. We're moving it off RabbitMQ, it is a pain. Let's use Kafka."),
+        *between,
+        user_entry("u3", "Scratch that, use NATS, platform already runs it."),
+    )
+    now = current(*entries)
+    assert [t for t in now if "Kafka" in t] == []
+    assert any("NATS" in t for t in now)
+    assert any("Let's use Kafka." in t for t in earlier(*entries))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "We're moving it off RabbitMQ, the cluster is a pain to operate.",
+        "We are moving the outbox off RabbitMQ.",
+    ],
+)
+def test_moving_something_off_a_value_drops_it(line: str) -> None:
+    from ipython_compact.core import stance
+
+    assert stance.dropped_values(line)
+
+
+def test_scratch_that_revises_a_decision_folded_in_an_earlier_compaction() -> None:
+    """The decision and its revision fall in two compaction spans (two folds)."""
+    first = fold((), (user_entry("u1", "Next: the outbox. Let's use Kafka."), answer_entry("a1", "OK.")))
+    now = fold(first, (user_entry("u2", "noted"), user_entry("u3", "Scratch that, use NATS.")))
+    assert [r.text for r in now if "Kafka" in r.text] == []
+    assert [t for r in now for t, _id in r.earlier] == ["Let's use Kafka."]

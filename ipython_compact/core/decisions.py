@@ -161,7 +161,8 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
     # (sentence, speaker, only as a revision) tried against the kept list as it is now, that changed
     # nothing: a sentence repeated across a span (a rule restated in every request) is compared once
     tried: set[tuple[str, Speaker, bool]] = set()
-    previous_user: str | None = None  # the user message before ("scratch that" revises its decision)
+    # the last user message that decided ("scratch that" revises it), also across compactions
+    previous_user = next((k.entry_id for k in reversed(kept) if k.speaker == "user"), None)
     proposals: list[str] = []  # the assistant's last suggestions: a decision once the user takes one
     for entry in entries:
         msg = entry.message
@@ -208,7 +209,7 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
                 tried.clear()  # the kept list changed: every sentence may decide again
             else:
                 tried.add(key)
-        if role == "user":
+        if role == "user" and any(k.entry_id == entry.id and k.speaker == "user" for k in kept):
             previous_user = entry.id
         if len(kept) > 2 * MAX_DECISIONS:
             del kept[: len(kept) - MAX_DECISIONS]
@@ -252,8 +253,11 @@ def _add(
     if any(k.text == text or restates(text, k.text) for k in kept):
         return False  # said before: one decision
     replaced = [k for k in kept if supersedes(text, k.text) or stance.value_changed(text, k.text)]
-    if not replaced and kept and stance.revises_newest(text) and kept[-1].entry_id == previous_user:
-        replaced = [kept[-1]]  # "scratch that, use NATS": what the user decided just before
+    if not replaced and stance.revises_newest(text):
+        # "scratch that, use NATS": the newest decision of the last user message that decided
+        # something (an assistant's reply about it, or a "noted" between, is not what it revises)
+        said_last = [k for k in kept if k.entry_id == previous_user and k.speaker == "user"]
+        replaced = said_last[-1:]
     if not replaced and any(_same(text, k.text) for k in kept):
         return False  # the same choice in other words ("Let's use X." / "I'll use X as you asked.")
     if only_if_revision and not replaced:

@@ -398,8 +398,8 @@ def change_statement(path: str, key: str, value: str, source: str = "") -> str:
 _OLD_NAMED: Final = re.compile(
     r"(?i)(?:\b(?:instead of|rather than|in place of|no longer(?: (?:use|using|need|want|do|keep|report))?|"
     r"switch(?:ed|ing)? (?:away )?from|replac(?:e|es|ed|ing)|drop(?:ped|ping)?(?: the)?|"
-    r"moved? away from|migrat(?:e|ed|ing) (?:away )?from|move(?:d)? off|(?:get|got|getting) rid of|"
-    r"stop(?:ped|ping)? (?:doing|using|running)|no more|"
+    r"moved? away from|migrat(?:e|ed|ing) (?:away )?from|mov(?:e|ed|ing)(?: it| them| the \w+)? off|"
+    r"(?:get|got|getting) rid of|stop(?:ped|ping)? (?:doing|using|running)|no more|"
     r"statt|anstatt|anstelle von|nicht mehr|au lieu de|plus de|en lugar de|en vez de|ya no)\s+"
     r"(?P<old>[^.,;:!?()，。；]{1,60}?)"
     r"(?=\s+(?:with|to|for|by|in|on|because|and|but|as|since|nehmen|verwenden|wir)\b|[.,;:!?()，。；]|$)"
