@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipython_compact.core import stance
+from ipython_compact.core import history_marks, stance
 
 DROPS = [
     # (sentence, a value it drops)
@@ -41,7 +41,7 @@ KEEPS = [
 @pytest.mark.parametrize(("sentence", "value"), DROPS)
 def test_a_value_named_only_to_drop_it_is_found(sentence: str, value: str) -> None:
     assert value in [w for found in stance.dropped_values(sentence) for w in [found, *found.split()]]
-    assert stance.replaced_mark(sentence) == stance.NAMES_REPLACED
+    assert history_marks.replaced_mark(sentence) == history_marks.NAMES_REPLACED
 
 
 @pytest.mark.parametrize("sentence", KEEPS)
@@ -80,5 +80,5 @@ def test_cjk_history_words_need_no_word_boundary_and_a_date_bound_is_not_history
     ],
 )
 def test_a_move_said_not_to_happen_names_what_is_not_adopted(sentence: str, values: list[str]) -> None:
-    assert stance.not_adopted(sentence) == values
-    assert ("not adopted" in stance.not_adopted_mark(sentence)) == bool(values)
+    assert history_marks.not_adopted(sentence) == values
+    assert ("not adopted" in history_marks.not_adopted_mark(sentence)) == bool(values)

@@ -36,7 +36,8 @@ from typing import Any, Final, Literal
 from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import PIN, Entry, entry_text, text_of_content
 from ipython_compact.core.facts import OLD_CHARS, clip_sentences, dedupe_sentences, supersedes
-from ipython_compact.core.stance import replaced_mark, revises_newest
+from ipython_compact.core.history_marks import replaced_mark
+from ipython_compact.core.stance import revises_newest
 from ipython_compact.core.user_statements import (
     GOAL_MAX_CHARS,
     constraint_spans,

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ipython_compact.core import stance
+from ipython_compact.core import history_marks, stance
 from ipython_compact.core.entries import Entry, entry_text, text_of_content, tool_calls_of
 from ipython_compact.core.facts import (
     SENTENCE_RE,
@@ -151,7 +151,7 @@ class DecisionRecord:
         """How the ledger shows it: the statement, who said it where, and what it replaced."""
         old = self.replaced
         mark = replaced_note(old[0], old[1]) if old else ""
-        mark = mark or stance.replaced_mark(self.text)  # it names the old value it replaced
+        mark = mark or history_marks.replaced_mark(self.text)  # it names the old value it replaced
         return f"- {self.text}  ({self.speaker}, entry {self.entry_id}){mark}"
 
 

@@ -36,6 +36,7 @@ from ipython_compact.core.decisions import DecisionRecord
 from ipython_compact.core.drift import render_block
 from ipython_compact.core.entries import Entry, text_of_content, tool_calls_of
 from ipython_compact.core.facts import clip_sentences, dedupe_sentences, version_key
+from ipython_compact.core.history_marks import replaced_mark
 from ipython_compact.core.identifiers import CODE_KEYS, variables_in_code
 from ipython_compact.core.ledger_records import (
     COMMAND_CHARS,
@@ -82,7 +83,7 @@ from ipython_compact.core.ledger_records import (
 )
 from ipython_compact.core.readable import one_line
 from ipython_compact.core.requests import STATUSES, RequestBook, RequestRecord, counts
-from ipython_compact.core.stance import dropped_values, replaced_mark
+from ipython_compact.core.stance import dropped_values
 
 
 @dataclass(frozen=True)

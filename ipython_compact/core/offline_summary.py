@@ -61,6 +61,7 @@ from ipython_compact.core.facts import (
     supersedes,
     without_note,
 )
+from ipython_compact.core.history_marks import not_adopted_mark, replaced_mark
 from ipython_compact.core.ledger_records import NOT_ANSWERS
 from ipython_compact.core.requests import RequestBook, RequestRecord
 from ipython_compact.core.summary_sections import (
@@ -249,12 +250,10 @@ def _extract(
                 out["Goal"] = out["Goal"] or out["Goal statement"]
             full = entry_text(entry)
             out["Constraints & Preferences"].extend(  # a value it names as not adopted is marked
-                _clip(full[s:e]) + stance.not_adopted_mark(full[s:e]) for s, e in constraint_spans(full)
+                _clip(full[s:e]) + not_adopted_mark(full[s:e]) for s, e in constraint_spans(full)
             )
             out["Key Decisions"].extend(
-                f"(user) {_clip(s)}{stance.replaced_mark(s)}"
-                for s in user_decisions(text)
-                if not anchored.has(s)
+                f"(user) {_clip(s)}{replaced_mark(s)}" for s in user_decisions(text) if not anchored.has(s)
             )  # an anchored rule is stated verbatim in <anchors>
             book.user(entry.id, text, text[:RAW_REQUEST_CHARS])  # put in its line form at the end, if shown
         elif role == "assistant":
@@ -345,7 +344,7 @@ def _extract(
     for _entry_id, text, note in shown:
         request = _request_line(text, anchored)
         line = f"{request} → {clip_sentences(note, OUTCOME_CHARS)}" if note else request
-        out["Done"].append(line + stance.replaced_mark(line))  # a value it names only to drop is history
+        out["Done"].append(line + replaced_mark(line))  # a value it names only to drop is history
     out["Done"].extend(f"(withdrawn) {formatted(r).text}" for r in records if r.status == "dropped")
     pending = [r for r in records if r.status in ("open", "deferred")]
     newest = pending[-CAPS["In Progress"] :]
