@@ -47,7 +47,7 @@ def test_a_value_named_only_to_drop_it_is_found(sentence: str, value: str) -> No
 @pytest.mark.parametrize("sentence", KEEPS)
 def test_a_line_that_changes_nothing_drops_nothing(sentence: str) -> None:
     assert stance.dropped_values(sentence) == []
-    assert stance.replaced_mark(sentence) == ""
+    assert history_marks.replaced_mark(sentence) == ""
 
 
 @pytest.mark.parametrize(
