@@ -2,7 +2,7 @@
 
 Why: a decision that names what it replaces ("switch to X, Y won't do") kept verbatim in the
 decision book, the ledger's request lines or the offline summary states the old value as if it
-held. Every layer marks such a line through ``stance.replaced_mark``; these rules are about
+held. Every layer marks such a line through ``history_marks.replaced_mark``; these rules are about
 language and structure (negation, too-much/too-little complaints, a clause told as history, how
 things stand before a change), with our own example sentences.
 """

@@ -329,7 +329,7 @@ def test_a_realistic_span_reads_well() -> None:
     assert sections["Blocked"] == []  # the failed cell was followed by a success
     plain = parse_checkpoint(offline_summary(SALES))
     assert plain["Constraints & Preferences"] == ["Use polars, not pandas."]
-    assert plain["Done"][0] == (  # it names pandas only to drop it: marked (stance.replaced_mark)
+    assert plain["Done"][0] == (  # it names pandas only to drop it: marked (history_marks.replaced_mark)
         "Find why revenue dropped in March. Use polars, not pandas. → Revenue fell 18% in March."
         " — (what it names as dropped is replaced)"
     )
