@@ -147,3 +147,39 @@ def test_a_short_line_sharing_one_word_is_not_told_as_replaced(new: str, old: st
 def test_a_labelled_proposal_is_not_a_decision() -> None:
     said = "Proposal: switch the language pack to fra+deu, some invoices come from Germany."
     assert stance.stance(said, "assistant") == "proposed"
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Nach einer Woche Daten: 0.15 ist zu lasch, wir haben einen echten Einbruch verpasst.",
+        "Cost review came back: 16 is too much.",
+        "Honestly the alert threshold 0.4 is too strict for nights.",
+        "Batch size: 5000 doesn't work with the new writer.",
+    ],
+)
+def test_a_value_said_to_be_wrong_is_no_decision(said: str) -> None:
+    """A complaint about a value names the value it is about to drop (dev set A)."""
+    assert user_decisions(said) == []
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["Threshold again: 0.72", "Max zoom is zoom 18.", "0.15 ist zu lasch, setz 0.095 für die Schwelle."],
+)
+def test_a_value_statement_or_a_change_after_a_complaint_still_decides(said: str) -> None:
+    assert user_decisions(said) != []
+
+
+@pytest.mark.parametrize(
+    ("said", "rejected"),
+    [
+        ("We are not adding Temporal to the stack three weeks before the freeze.", ["Temporal"]),
+        ("We won't introduce Kafka for this service.", ["Kafka"]),
+        ("No, we're not using Redis here.", ["Redis"]),
+    ],
+)
+def test_a_negated_adoption_names_what_is_not_adopted(said: str, rejected: list[str]) -> None:
+    from ipython_compact.core import history_marks
+
+    assert history_marks.not_adopted(said) == rejected

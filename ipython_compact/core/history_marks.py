@@ -27,6 +27,9 @@ _NOT_MOVING: Final = re.compile(
     r"(?P<value>[A-Z0-9](?:[\w.+/-]*[\w+/-])?(?: [A-Z0-9](?:[\w.+/-]*[\w+/-])?)?)"
     r"|\b(?i:wechseln|migrieren|ziehen) (?i:wir )?nicht (?i:zu|auf|nach) (?P<de>[\w.+/-]+)"
     r"|(?:不迁移到|不迁到|不换成|不改用|不会迁移到)\s*(?P<cjk>[A-Za-z0-9][\w.+/-]*)"
+    # "we are not adding Temporal", "won't introduce Kafka", "not using Redis": a capitalised object
+    r"|\b(?i:not|never|won'?t) (?i:be )?(?i:adding|add|introducing|introduce|using|use|bringing in|"
+    r"taking on)(?i: the)? (?P<obj>[A-Z][\w.+/-]*[\w+])"
 )
 
 

@@ -434,6 +434,12 @@ _USES: Final = re.compile(
 )
 
 
+def complains(text: str) -> bool:
+    """Whether a sentence says a value is wrong ("0.15 ist zu lasch", "16 is too much") and sets
+    none in its place: it is about to drop that value, not a statement of what holds."""
+    return bool(_DROP_PREDICATE.search(text)) and not (sets_value(text) or _USES.search(text))
+
+
 def sets_value(text: str) -> bool:
     """Whether a sentence sets or changes something (a change verb with its new value, a time
     marker such as "from now on", what it replaces, or "scratch that"): a decision candidate

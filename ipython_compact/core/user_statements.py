@@ -279,8 +279,8 @@ def _states_value(sentence: str) -> bool:
     found = stance.values(sentence)
     if not found or len(sentence.split()) > 20 or len(stance.terms(sentence) - found) < 2:
         return False  # a subject needs words of its own ("This is tracked in DATA-1004" has one)
-    if _PRONOUN_SUBJECT.match(sentence):
-        return False  # "it is", "this is", "c'est": what it points to is not said
+    if _PRONOUN_SUBJECT.match(sentence) or stance.complains(sentence):
+        return False  # "it is", "c'est": what it points to is not said; "16 is too much": a complaint
     # "key: value" / "key = value": a value right after the colon ("Step 3: load it" states none)
     return any(not m.group("after") or stance.values(m.group("after")) for m in _STATES.finditer(sentence))
 
