@@ -459,3 +459,44 @@ def test_a_plan_is_decided_again_once_the_session_moves_on(store: SessionStore) 
     assert wider.first_kept_entry_id != moved.first_kept_entry_id
     fewer = Compactor(store, settings=SETTINGS, externalize_lines=100_000, externalize_chars=10**9).plan("s")
     assert fewer.externalize == () and moved.externalize != ()
+
+
+def test_the_guard_does_not_restore_a_value_replaced_in_code(store: SessionStore) -> None:
+    """Dev set A: a threshold set by ``sed`` (0.085 -> 0.15) and then by an edit (-> 0.095) came back
+    in the drift guard as "0.085/drop_alert_threshold" and "label: churn_days=45 # comment"'s value
+    the same way: history stated bare, as if it held."""
+    from generated_sessions import Writer
+
+    w = Writer()
+    w.user("Build the ingest pipeline; config in conf/pipeline.yaml.")
+    w.call(
+        "bash",
+        {"command": "cat conf/pipeline.yaml"},
+        "alerts:\n  drop_alert_threshold: 0.085\n  label: churn_days=30  # days\n",
+    )
+    w.say("Threshold 0.085, churn_days=30.")
+    w.user("Alerting is too noisy. Set the threshold to 0.15 and churn to 45 days.")
+    w.call(
+        "bash",
+        {"command": "sed -i 's/drop_alert_threshold: 0.085/drop_alert_threshold: 0.15/' conf/pipeline.yaml"},
+        "",
+    )
+    w.call(
+        "edit",
+        {
+            "path": "conf/pipeline.yaml",
+            "old": "  label: churn_days=30  # days",
+            "new": "  label: churn_days=45  # days",
+        },
+        "ok",
+    )
+    w.say("drop_alert_threshold: 0.15 and churn_days=45 are active.")
+    for i in range(40):
+        w.user(f"Quick routine check {i}, please.")
+        w.call("bash", {"command": "pytest -q"}, "." * 300 + f"\n{i + 10} passed in 1.{i}s")
+        w.say("All tests pass.")
+    store.append_many("s", [("message", {"message": m}) for m in w.take()])
+    checkpoint = Compactor(store, settings=SETTINGS).compact("s").summary
+    guard = checkpoint.split("<drift-guard", 1)[-1] if "<drift-guard" in checkpoint else ""
+    assert "0.085/drop_alert_threshold" not in guard
+    assert "churn_days=30" not in guard

@@ -183,3 +183,58 @@ def test_a_negated_adoption_names_what_is_not_adopted(said: str, rejected: list[
     from ipython_compact.core import history_marks
 
     assert history_marks.not_adopted(said) == rejected
+
+
+@pytest.mark.parametrize(
+    ("proposal", "taken", "edit", "named"),
+    [
+        # an assistant's proposal naming the old value beside the new one, taken, then made in code
+        (
+            "Vorschlag: Wir stellen die Parquet-Kompression von snappy auf zstd um.",
+            "Ja, mach das.",
+            {"path": "conf.yaml", "old": "  compression: snappy", "new": "  compression: zstd"},
+            "snappy",
+        ),
+        (
+            "Suggestion: pooled OLS ignores the clustering; a mixed model fits better.",
+            "ok, go",
+            {"path": "params.py", "old": 'MODEL = "pooled OLS"', "new": 'MODEL = "mixed"'},
+            "pooled OLS",
+        ),
+    ],
+)
+def test_a_ledger_line_naming_a_value_replaced_in_code_says_so(
+    proposal: str, taken: str, edit: dict[str, str], named: str
+) -> None:
+    """Dev set A: the accepted proposal stayed in the ledger naming the old value as if it held."""
+    from builders import answer_entry, user_entry
+
+    from ipython_compact.core.decisions import shown_lines
+
+    found = fold(
+        (), [answer_entry("a1", proposal), user_entry("u1", taken), calls_entry("c1", ("t1", "edit", edit))]
+    )
+    lines = [line for line in shown_lines(found) if proposal[:20] in line]
+    assert lines and lines[0].endswith(f" — (names a value since replaced: {named})")
+
+
+def test_a_value_replaced_and_set_again_is_no_history() -> None:
+    """A revert: the old value holds again, so a line naming it names what holds."""
+    from ipython_compact.core.decisions import replaced_values
+
+    first = {"path": "c.yaml", "old": "  codec: snappy", "new": "  codec: zstd"}
+    back = {"path": "c.yaml", "old": "  codec: zstd", "new": "  codec: snappy"}
+    found = fold((), [calls_entry("c1", ("t1", "edit", first)), calls_entry("c2", ("t2", "edit", back))])
+    assert "snappy" not in replaced_values(found)
+
+
+@pytest.mark.parametrize(
+    ("line", "pairs"),
+    [
+        ("  label: churn_days=30     # 30 天无登录视为流失", [("label", "churn_days=30")]),
+        ("pool_size = 20  # per pod", [("pool_size", "20")]),
+        ("url: http://a/b#frag", []),
+    ],
+)
+def test_a_trailing_comment_is_no_part_of_the_value(line: str, pairs: list[tuple[str, str]]) -> None:
+    assert stance.key_values(line) == pairs

@@ -37,6 +37,7 @@ from ipython_compact.compaction.results import (
 from ipython_compact.compaction.summary_check import checked_summary
 from ipython_compact.core.anchors import Anchor, apply_pins
 from ipython_compact.core.context import collect_branch_entries
+from ipython_compact.core.decisions import replaced_pairs
 from ipython_compact.core.decisions import replacements as decision_replacements
 from ipython_compact.core.drift import (
     apply_guard,
@@ -244,6 +245,8 @@ class Compactor(Decider):
                 old for d in ledger.decisions for old, _entry in d.earlier
             ]  # and a decision's replaced revisions (issue 32)
             versions = set(ledger.replaced_versions)
+            # a value replaced in code, as the guard writes it ("0.085/drop_alert_threshold")
+            versions |= {f"{v}/{k.rsplit('.', 1)[-1]}" for k, v in replaced_pairs(ledger.decisions)}
             tracked = [
                 i.text
                 for i in identifiers

@@ -333,13 +333,49 @@ class _Shown:
         return False
 
 
+def replaced_pairs(records: Sequence[DecisionRecord]) -> list[tuple[str, str]]:
+    """(key, value) of each value a later decision replaced on the same key (``compression:
+    snappy`` before ``compression: zstd``) that no current decision holds: history."""
+
+    def pairs(text: str) -> list[tuple[str, str]]:
+        return stance.key_values(_WHERE.sub("", text))
+
+    now = {v.lower() for r in records for _k, v in pairs(r.text)}
+    old: dict[tuple[str, str], None] = {}
+    for r in records:
+        keys = {k for k, _v in pairs(r.text)}
+        for text, _id in r.earlier:
+            old.update(((k, v), None) for k, v in pairs(text) if k in keys and v.lower() not in now)
+    return list(old)
+
+
+def replaced_values(records: Sequence[DecisionRecord]) -> list[str]:
+    """The values of ``replaced_pairs``: a line naming one names history. Values of one or two
+    characters ("8", "16") are left out: they name too many other things."""
+    return list(dict.fromkeys(v for _k, v in replaced_pairs(records) if len(v) > 2))
+
+
+_WHERE: Final = re.compile(r" in \S+$")
+
+
+def history_mark(line: str, replaced: Sequence[str]) -> str:
+    """The mark for a line that names a value in ``replaced`` (``replaced_values``), else ""."""
+    named = [v for v in replaced if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", line, re.IGNORECASE)]
+    return f" — (names a value since replaced: {', '.join(named)})" if named else ""
+
+
 def shown_lines(records: Sequence[DecisionRecord], shown: str = "") -> list[str]:
     """The ledger's decision lines: the newest ``SHOW_DECISIONS`` current decisions that ``shown``
-    (the checkpoint text before the ledger) does not state, newest first; empty when none."""
+    (the checkpoint text before the ledger) does not state, newest first; empty when none. A line
+    naming a value a later decision replaced, and not marked yet, says so."""
     before = _Shown(shown)
-    out = [r.line() for r in reversed(records) if not before.states(r) and not before.newer(r)][
-        :SHOW_DECISIONS
-    ]
+    stale = replaced_values(records)
+    out = [
+        line if "replaced" in line else line + history_mark(r.text, stale)
+        for r in reversed(records)
+        if not before.states(r) and not before.newer(r)
+        for line in [r.line()]
+    ][:SHOW_DECISIONS]
     if not out:
         return []
     return [

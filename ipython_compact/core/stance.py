@@ -317,7 +317,8 @@ def has_cjk(text: str) -> bool:
 
 # a key = value line (config, YAML, TOML, an assignment, a flag): key and value
 _KEY_VALUE: Final = re.compile(
-    r"^\s*(?:export\s+|[-+]\s*)?(?P<key>[A-Za-z_][\w.-]{1,60})\s*(?::|=|:=)\s*(?P<value>[^\s#][^#\n]{0,120}?)\s*,?$"
+    r"^\s*(?:export\s+|[-+]\s*)?(?P<key>[A-Za-z_][\w.-]{1,60})\s*(?::|=|:=)\s*"
+    r"(?P<value>[^\s#][^#\n]{0,120}?)\s*,?(?:\s+#.*)?$"  # a trailing "# comment" is no part of it
 )
 _SECTION: Final = re.compile(r"^\s*\[(?P<name>[\w.\- ]{1,60})\]\s*$|^(?P<yaml>[A-Za-z_][\w.-]{0,60}):\s*$")
 
