@@ -82,3 +82,10 @@ def test_cjk_history_words_need_no_word_boundary_and_a_date_bound_is_not_history
 def test_a_move_said_not_to_happen_names_what_is_not_adopted(sentence: str, values: list[str]) -> None:
     assert history_marks.not_adopted(sentence) == values
     assert ("not adopted" in history_marks.not_adopted_mark(sentence)) == bool(values)
+
+
+@pytest.mark.parametrize(
+    "said", ["Let's park the CDN purge script for now, not today.", "Mach das später, nicht jetzt."]
+)
+def test_not_now_names_no_replaced_value(said: str) -> None:
+    assert stance.named_old(said) == []

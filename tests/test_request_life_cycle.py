@@ -27,6 +27,18 @@ def states(*turns: Turn) -> list[tuple[str, str]]:
 U, A = "user", "assistant"
 
 CASES: list[tuple[str, list[Turn], list[tuple[str, str]]]] = [
+    # a value said holds from when it is said: no deferral applies to it (dev set A)
+    (
+        "a value set, the answer describing a state until something",
+        [
+            (U, "Let's also tighten the SLO: p99 target 250 ms on /v1/charges."),
+            (
+                A,
+                "Noted. Current p99 hovers above that, so we'll be red until the fraud call is faster.",
+            ),
+        ],
+        [("Let's also tighten the SLO: p99 target 250 ms on /v1/charges.", "done")],
+    ),
     (
         "asked and deferred in one message (en)",
         [(U, "Let's park the CDN purge script for now, not today."), (A, "Parked.")],

@@ -241,6 +241,10 @@ def _decides(text: str) -> bool:
     return any(c.isdigit() for c in text) or stance.sets_value(text) or bool(user_decisions(text))
 
 
+# a state said to last until something ("we'll be red until the fraud call is faster"): no work put off
+_STATE_UNTIL: Final = re.compile(r"(?i)\b(?:we|it|they|you|this|that)(?:'ll| will) (?:stay|be|remain)\b")
+
+
 def _reopened(record: RequestRecord) -> bool:
     return record.status == "open" and record.note.startswith("reopened:")
 
@@ -414,8 +418,8 @@ class RequestBook:
         question = newest is not None and self._records[newest].text.rstrip().endswith(("?", "？"))
         if newest is not None and not question:  # a question is answered by what the answer says
             for sentence in deferring_sentences(text):
-                if stance.stance(sentence, "assistant") == "historical":
-                    continue  # "we used Mongo until 2024" tells history, it puts nothing off
+                if stance.stance(sentence, "assistant") == "historical" or _STATE_UNTIL.search(sentence):
+                    continue  # "we used Mongo until 2024", "we'll be red until X": a state, nothing put off
                 named = self._named(stance.terms(sentence), self._turn)
                 if not named and _BACKREF.search(sentence):
                     named = [newest]  # "I'll do that once the backfill is done": the newest request
@@ -423,7 +427,7 @@ class RequestBook:
                     put_off.setdefault(key, sentence)
             if not put_off:
                 promise = _only_promised(text)
-                if promise is not None:  # "I'll plot it next": promised, no outcome recorded
+                if promise is not None and not _STATE_UNTIL.search(promise):  # "I'll plot it next"
                     put_off[newest] = promise
         # no outcome: an acknowledgment of a request for work, or a reopened request (done only
         # when reported finished)

@@ -409,7 +409,11 @@ _OLD_NAMED: Final = re.compile(
 _OLD_BEFORE: Final = re.compile(
     r"(?i)(?P<old>\b[\w.+-]+(?: [\w.+-]+){0,2}) (?:is|are) (?:out|gone|dead|dropped|retired|deprecated)\b"
 )
-_NOT_AFTER_COMMA: Final = re.compile(r"[,;]\s*(?:not|nicht|no)\s+(?P<old>[^.,;:!?()]{1,40}?)(?=[.,;:!?()]|$)")
+# ", not today" / ", nicht jetzt" names a time, not a replaced value
+_NOT_AFTER_COMMA: Final = re.compile(
+    r"[,;]\s*(?:not|nicht|no)\s+(?!(?i:today|now|yet|tonight|tomorrow|jetzt|heute|maintenant|hoy|ahora)\b)"
+    r"(?P<old>[^.,;:!?()]{1,40}?)(?=[.,;:!?()]|$)"
+)
 # the statement revises the newest decision, whatever it was about ("scratch that", "revert it")
 _ANAPHORIC: Final = re.compile(
     r"(?i)^(?:actually,? |ok(?:ay)?,? |wait,? |sorry,? )?(?:scratch that|forget that|strike that|"
