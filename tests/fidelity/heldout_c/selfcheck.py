@@ -10,8 +10,8 @@ For every story in stories/:
       has superseded values, on every fact that has not-change values, and on
       every cancelled and done request;
   (c) format: roles, 150..250 turns, tool turns follow tool calls,
-      changed_at_turn in range, and every category of the legend (plus the
-      two set-B categories) present in the story.
+      changed_at_turn in range, and every category of set B's legend present
+      in the story.
 Exit code 0 iff all checks pass.
 """
 
