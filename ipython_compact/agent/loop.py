@@ -60,7 +60,7 @@ from ipython_compact.agent.model_resolution import (
     resolve_model_and_window,
     settings_for_window,
 )
-from ipython_compact.agent.options import DEFAULT_SYSTEM_PROMPT, FINAL_CHARS, AgentOptions
+from ipython_compact.agent.options import DEFAULT_SYSTEM_PROMPT, FINAL_CHARS, AgentOptions, reply_limit
 from ipython_compact.agent.overflow_episode import OverflowEpisode
 from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
@@ -143,6 +143,8 @@ class Agent:
         max_concurrent_subcalls: sub-calls one batched call runs at once.
         sub_model: ``llm_query``'s model when a call names none; default: this agent's model.
         fenced_code: run the ```python/```repl blocks of a reply that has no tool call (rlms' convention).
+        reply_max_tokens: the most tokens one reply may take (sent as ``max_tokens``); ``"auto"``: the
+            window's reserve when the window is under 64k (else none is sent); None: never sent.
     """
 
     def __init__(
@@ -186,6 +188,7 @@ class Agent:
         max_concurrent_subcalls: int = 8,
         sub_model: str | None = None,
         fenced_code: bool = True,
+        reply_max_tokens: int | str | None = "auto",
         _depth: int = 0,
         _tree: TreeBudget | None = None,
     ) -> None:
@@ -216,6 +219,7 @@ class Agent:
             max_concurrent_subcalls=max_concurrent_subcalls,
             sub_model=sub_model,
             fenced_code=fenced_code,
+            reply_max_tokens=reply_max_tokens,
         )
         self.options = options
         self._closers: list[Callable[[], None]] = []
@@ -335,6 +339,11 @@ class Agent:
     def settings(self) -> CompactionSettings:
         """The compaction settings for the current model (``model_overrides`` applied)."""
         return self._base_settings.for_model(self.provider, self.model)
+
+    @property
+    def reply_limit(self) -> int | None:
+        """The ``max_tokens`` each request sends (``options.reply_limit``), or None."""
+        return reply_limit(self.options.reply_max_tokens, self.context_window, self.settings.reserve_tokens)
 
     @property
     def scheduler(self) -> CompactionScheduler:

@@ -139,6 +139,7 @@ class ModelCaller:
         self._lock = threading.Lock()
         self._requests = 0
         self._tokens = 0
+        self._max_tokens_refused = False  # the server said no to max_tokens once: not sent again
 
     @property
     def requests(self) -> int:
@@ -159,28 +160,30 @@ class ModelCaller:
         provider: str,
         abort: threading.Event | None = None,
         on_delta: Callable[[str], None] | None = None,
+        max_tokens: int | None = None,
     ) -> ModelAnswer:
-        """Send ``messages``; see ``ModelAnswer``. ``on_delta`` gets streamed text pieces."""
+        """Send ``messages``; see ``ModelAnswer``. ``on_delta`` gets streamed text pieces.
+        ``max_tokens`` bounds the reply; a server that refuses the parameter (an HTTP 400 naming
+        it) is asked again without it, and never sent it again by this caller."""
         import openai  # lazy for start-up time: the agent package is imported by the kernel extension
 
         with self._lock:
             self._requests += 1
         aborted = False
+        extra = {} if max_tokens is None or self._max_tokens_refused else {"max_tokens": max_tokens}
         try:
-            if self.stream:
-                streamed, aborted = self._streamed(messages, model, abort, on_delta)
-                if streamed is None:
-                    return ModelAnswer(aborted=True, error_text="the turn was interrupted")
-                completion: Any = streamed
-            else:
-                completion = _until_aborted(
-                    lambda: self.client.chat.completions.create(
-                        model=model, messages=messages, tools=self.tools, timeout=self.request_timeout
-                    ),
-                    abort,
+            try:
+                completion, aborted = self._send(messages, model, abort, on_delta, extra)
+            except openai.BadRequestError as exc:
+                if not extra or "max_tokens" not in str(exc):
+                    raise
+                self._max_tokens_refused = True
+                LOG.warning(
+                    "ipython_compact: the server refused max_tokens=%s; replies are not bounded", max_tokens
                 )
-                if completion is _ABANDONED:
-                    return ModelAnswer(aborted=True, error_text="the turn was interrupted")
+                completion, aborted = self._send(messages, model, abort, on_delta, {})
+            if completion is None:
+                return ModelAnswer(aborted=True, error_text="the turn was interrupted")
         except openai.APIError as exc:
             text, code, status = api_error_details(exc, self.client, model)
             return ModelAnswer(error_text=text, error_code=code, error_status=status)
@@ -199,12 +202,33 @@ class ModelCaller:
                 self._tokens += int(usage.get("totalTokens") or 0)
         return ModelAnswer(message=message, aborted=aborted)
 
+    def _send(
+        self,
+        messages: list[JSON],
+        model: str,
+        abort: threading.Event | None,
+        on_delta: Callable[[str], None] | None,
+        extra: dict[str, Any],
+    ) -> tuple[Any, bool]:
+        """One request: (the completion, or None when it was interrupted before anything came;
+        whether it was cut short)."""
+        if self.stream:
+            return self._streamed(messages, model, abort, on_delta, extra)
+        completion = _until_aborted(
+            lambda: self.client.chat.completions.create(
+                model=model, messages=messages, tools=self.tools, timeout=self.request_timeout, **extra
+            ),
+            abort,
+        )
+        return (None, True) if completion is _ABANDONED else (completion, False)
+
     def _streamed(
         self,
         messages: list[JSON],
         model: str,
         abort: threading.Event | None,
         on_delta: Callable[[str], None] | None,
+        extra: dict[str, Any],
     ) -> tuple[JSON | None, bool]:
         """Stream one answer; stops early, and says so, when ``abort`` is set.
 
@@ -222,6 +246,7 @@ class ModelCaller:
                 timeout=self.request_timeout,
                 stream=True,
                 stream_options={"include_usage": True},
+                **extra,
             ),
             stop,
         )

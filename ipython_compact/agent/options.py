@@ -59,6 +59,7 @@ class AgentOptions:
     max_concurrent_subcalls: int = 8
     sub_model: str | None = None
     fenced_code: bool = True
+    reply_max_tokens: int | str | None = "auto"
 
     def __post_init__(self) -> None:
         least = {
@@ -75,6 +76,9 @@ class AgentOptions:
             value = getattr(self, name)
             if type(value) is not int or value < low:
                 raise ValueError(f"{name} must be an integer of at least {low}, got {value!r}")
+        cap = self.reply_max_tokens
+        if cap is not None and cap != "auto" and (type(cap) is not int or cap < 1):
+            raise ValueError(f"reply_max_tokens must be 'auto', None or a positive integer, got {cap!r}")
         for name in ("token_budget", "max_sub_agents", "max_compactions"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
@@ -83,3 +87,19 @@ class AgentOptions:
     def for_child(self) -> AgentOptions:
         """A sub-agent's options: the same policy; its budget is what the tree has left."""
         return dataclasses.replace(self, token_budget=None, subcalls=True, autonomous=False, stream=False)
+
+
+AUTO_REPLY_CAP_WINDOW = 65_536  # below this window, "auto" caps a reply at the reserve
+
+
+def reply_limit(cap: int | str | None, window: int, reserve: int) -> int | None:
+    """The ``max_tokens`` a request sends for ``Agent(reply_max_tokens=cap)``, or None.
+
+    Why: a server with no limit of its own (llama.cpp) lets a looping small model write until the
+    window is full; that one reply then outgrew every later request (SmolLM2, 4,096 window: a
+    3,639-token reply, and each following question failed with an overflow). The reserve is what
+    compaction leaves for a reply, so a reply never needs more. ``"auto"`` sends it only under 64k:
+    above, the reserve (16,384) can exceed what a provider allows one reply."""
+    if cap == "auto":
+        return reserve if window < AUTO_REPLY_CAP_WINDOW else None
+    return cap if isinstance(cap, int) else None

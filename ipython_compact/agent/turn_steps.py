@@ -101,6 +101,7 @@ def send_request(agent: Agent) -> dict[str, Any] | TurnResult | None:
         provider=agent.provider,
         abort=agent._abort,
         on_delta=lambda d: agent._log.emit("assistant_delta", d),
+        max_tokens=agent.reply_limit,
     )
     if answer.message is None and answer.aborted:  # interrupted while the server was answering
         return TurnResult("interrupted", "The turn was interrupted while the model was answering.", 0)
