@@ -76,6 +76,7 @@ def test_panel_opens_and_offers_to_load_the_extension(page: Any, shot: Callable[
     run_cell(page, "1 + 1")
     page.wait_for_function("() => window.__panelRenders > 0")
     assert page.locator(f'{PANEL} button[data-action="load-extension"][data-seen="1"]').count() == 1
+    shot("01b-still-not-loaded-after-a-cell")
 
     banner.locator('button[data-action="load-extension"]').click()
     wait_panel_state(page, "ready")
