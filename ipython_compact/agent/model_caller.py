@@ -212,23 +212,27 @@ class ModelCaller:
     ) -> tuple[Any, bool]:
         """One request: (the completion, or None when it was interrupted before anything came;
         whether it was cut short)."""
+
+        def create(**more: Any) -> Any:
+            return self.client.chat.completions.create(
+                model=model,
+                messages=messages,
+                tools=self.tools,
+                timeout=self.request_timeout,
+                **extra,
+                **more,
+            )
+
         if self.stream:
-            return self._streamed(messages, model, abort, on_delta, extra)
-        completion = _until_aborted(
-            lambda: self.client.chat.completions.create(
-                model=model, messages=messages, tools=self.tools, timeout=self.request_timeout, **extra
-            ),
-            abort,
-        )
+            return self._streamed(create, abort, on_delta)
+        completion = _until_aborted(create, abort)
         return (None, True) if completion is _ABANDONED else (completion, False)
 
     def _streamed(
         self,
-        messages: list[JSON],
-        model: str,
+        create: Callable[..., Any],
         abort: threading.Event | None,
         on_delta: Callable[[str], None] | None,
-        extra: dict[str, Any],
     ) -> tuple[JSON | None, bool]:
         """Stream one answer; stops early, and says so, when ``abort`` is set.
 
@@ -238,18 +242,7 @@ class ModelCaller:
         before anything arrived; otherwise what arrived, and whether it was cut short."""
         acc = StreamAccumulator()
         stop = threading.Event()
-        chunks = _read_stream(
-            lambda: self.client.chat.completions.create(
-                model=model,
-                messages=messages,
-                tools=self.tools,
-                timeout=self.request_timeout,
-                stream=True,
-                stream_options={"include_usage": True},
-                **extra,
-            ),
-            stop,
-        )
+        chunks = _read_stream(lambda: create(stream=True, stream_options={"include_usage": True}), stop)
         received = 0
         try:
             while True:
