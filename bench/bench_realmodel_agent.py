@@ -91,6 +91,10 @@ def run_once(seed: int, max_steps: int) -> list[dict[str, Any]]:
                     "answer_has_value": expected in text,
                     "stopped": stopped,
                     "reply_fences": [fences(text_of_content(m.get("content"))) for m in replies],
+                    # what the model wrote when nothing ran: the start of each reply
+                    "replies_when_nothing_ran": []
+                    if outputs
+                    else [text_of_content(m.get("content"))[:300] for m in replies],
                     "seconds": round(seconds, 1),
                 }
             )
@@ -101,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=1234, help="the server seed of the first run")
     args = parser.parse_args(argv)
-    runs = [run_once(1234 + n, args.max_steps) for n in range(args.runs)]
+    runs = [run_once(args.first_seed + n, args.max_steps) for n in range(args.runs)]
     ran = [sum(r["ran_code"] for r in rows) for rows in runs]
     out = {
         "benchmark": "realmodel_agent",
