@@ -25,7 +25,7 @@ from ipython_compact.cli import (
     session_option,
 )
 from ipython_compact.cli.budget_options import budget_options
-from ipython_compact.cli.terminal_width import hanging
+from ipython_compact.cli.terminal_width import fitted, hanging, wrap_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
@@ -285,14 +285,15 @@ def cmd_recall(args: argparse.Namespace) -> int:
         return 0
     if not hits:
         print(f"no entries match {args.query!r}")
+    fit = fitted()
     for hit in hits:
         role = f" {hit.role}" if hit.role else ""
         count = len(hit.text.splitlines())
-        print(
-            f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {count:,} "
-            f"line{'' if count == 1 else 's'}"
-        )
-        print(hit.text)
+        lines = f"{count:,} line{'' if count == 1 else 's'}"
+        head = f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {lines}"
+        # a terminal gets the text wrapped at words (the terminal broke them mid-way); a pipe, exact
+        print(hanging("", head) if fit else head)
+        print(wrap_text(hit.text) if fit else hit.text)
     return 0
 
 
@@ -341,7 +342,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"{d['first_kept_entry_id'] or '-'}",
         )
     )
-    print(str(entry.data.get("summary", "")))
+    summary = str(entry.data.get("summary", ""))
+    print(wrap_text(summary) if fitted() else summary)  # a pipe gets the summary exact
     return 0
 
 

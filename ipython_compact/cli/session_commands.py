@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.import_command import max_bytes_option, run_import
 from ipython_compact.cli.message_text import message_text
 from ipython_compact.cli.plan_command import run_plan
+from ipython_compact.cli.terminal_width import fitted as fitted_output
 from ipython_compact.cli.terminal_width import hanging, width
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
@@ -249,7 +249,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     full = table(str)
     # a terminal narrower than the table gets the time to the minute (UTC), as `log` drops its
     # time, and a session name too long for the rest of its row on a line of its own
-    fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    fitted = fitted_output()
     if not fitted or _table_width(full) <= width():
         _print_table(full, right=(1, 2, 3))
         return 0
@@ -386,7 +386,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             )
         return 0
     # a terminal (or $COLUMNS) decides the width; a pipe keeps every column and 70 characters of text
-    fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    fitted = fitted_output()
     columns = width() if fitted else 0
     wide = not fitted or columns >= 120  # the time column only where there is room for it and the text
     kind_width = max((len(_describe(e)) for _, e in indexed), default=4)
@@ -535,9 +535,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     if report.ok:
         # a terminal (or $COLUMNS) gets the lines wrapped to its width; a pipe gets them whole
-        fit = (
-            hanging if sys.stdout.isatty() or os.environ.get("COLUMNS") else (lambda lead, text: lead + text)
-        )
+        fit = hanging if fitted_output() else (lambda lead, text: lead + text)
         print(
             fit(
                 "",
