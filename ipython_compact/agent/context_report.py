@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipython_compact.agent.openai_chat import to_openai_messages
 from ipython_compact.agent.request_order import request_context
+from ipython_compact.compaction.context_figures import ContextFigure, record
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
 from ipython_compact.core.thresholds import threshold_lines
 from ipython_compact.core.tokens import usage_of
@@ -92,6 +93,14 @@ def context_tokens(agent: Agent) -> tuple[int, bool]:
     anchors = [i for i, e in enumerate(view.entries) if usage_of(e.message) is not None]
     ignored = bool(anchors) and usage_is_stale(anchors[-1], newest)
     return est.tokens, ignored
+
+
+def record_context_after(agent: Agent, compaction: Entry) -> None:
+    """Keep the context right after ``compaction`` (its baseline and notice are in) as this agent
+    counts it, with the estimate's name, so the timeline, ``%compact log`` and the CLI show the
+    figure the gauge showed, not a re-estimate from the log (``compaction/context_figures.py``)."""
+    tokens, _ = agent.context_tokens()
+    record(agent.store, agent.session, compaction.id, ContextFigure(tokens, agent._learner.describe()))
 
 
 def log_entries(agent: Agent) -> list[Entry]:

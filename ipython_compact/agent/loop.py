@@ -273,10 +273,11 @@ class Agent:
             tokens=lambda: self.context_tokens()[0],
             model_label=lambda: f"{self.provider}/{self.model}",
             after_place=self._after_compaction,
+            placed=lambda entry: context_report.record_context_after(self, entry),
             cooldown_seconds=cooldown_seconds,
             allowed=lambda: self._caps.may_compact(),
         )
-        attach_learner(self._scheduler.engine, self._learner)
+        self.attach_estimate(self._scheduler.engine)
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
         self._abort = threading.Event()
         self._asking = threading.Lock()  # one turn at a time (ask and aask)
@@ -348,6 +349,15 @@ class Agent:
     def caller(self) -> ModelCaller:
         return self._caller
 
+    def attach_estimate(self, engine: Any) -> None:
+        """Let ``engine`` (a ``Compactor``; another engine is left as it is) count as this agent
+        does: each entry through the learned tokenizer estimate (its cut), and the context now by
+        ``context_tokens`` (a plan's "context now", a refusal's figure, the entry's
+        ``tokens_before``): the figure the gauge shows, never a second one for the same moment."""
+        attach_learner(engine, self._learner)
+        if hasattr(engine, "context_count"):
+            engine.context_count = lambda: self.context_tokens()[0]
+
     @property
     def compactor(self) -> CompactionEngine:
         """What computes compactions (swap it to change the summarizer; takes effect at once)."""
@@ -356,7 +366,7 @@ class Agent:
     @compactor.setter
     def compactor(self, engine: CompactionEngine) -> None:
         self._scheduler.engine = engine
-        attach_learner(engine, self._learner)
+        self.attach_estimate(engine)
 
     @property
     def kernel(self) -> KernelTool:
@@ -413,7 +423,7 @@ class Agent:
         self._learner = learner_for(
             self._caller.client, model, self.settings.estimator, json.dumps(self._caller.tools)
         )
-        attach_learner(self._scheduler.engine, self._learner)
+        self.attach_estimate(self._scheduler.engine)
         self._log.append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
 
     def interrupt(self) -> None:

@@ -353,6 +353,7 @@ def _timeline_figures(card: Any) -> dict[str, Any]:
         "reason": card["reason"],
         "tokens_after": card["tokens_after"],
         "context_after": card["context_after"],
+        "estimate": card["estimate"],
     }
 
 
@@ -362,9 +363,11 @@ def _after_text(d: dict[str, Any]) -> str:
     now, own = d["context_after"], d["tokens_after"]
     if now is None:
         return "after not known" if own is None else f"{own:,} tokens (checkpoint and kept tail)"
-    return f"{now:,} tokens in context" + (
-        f" (checkpoint and kept tail {own:,})" if isinstance(own, int) and own != now else ""
-    )
+    said = [f"checkpoint and kept tail {own:,}"] if isinstance(own, int) and own != now else []
+    estimate = str(d.get("estimate") or "")
+    if estimate and not estimate.startswith("default"):  # the live agent's, as its gauge showed it
+        said.append(f"estimated by {estimate}")
+    return f"{now:,} tokens in context" + (f" ({'; '.join(said)})" if said else "")
 
 
 def _list_line(d: dict[str, Any]) -> str:
@@ -387,6 +390,7 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
         "tokens_before": int(entry.data.get("tokens_before") or 0),
         "tokens_after": details.get("tokens_after"),
         "context_after": None,
+        "estimate": None,
         "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
         "summarizer": details.get("summarizer"),
         "focus": details.get("focus"),  # what the user asked the summary to keep in particular, or null

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from ipython_compact.compaction.context_figures import ContextFigure
+from ipython_compact.compaction.context_figures import record as record_figure
 from ipython_compact.compaction.results import NothingToCompact
 from ipython_compact.core.comm_protocol import (
     CompactionRecord,
@@ -377,7 +379,11 @@ class KernelService(SnapshotOperations):
         # start-up: the compactor pulls in the whole summarizing core; %load_ext must not pay for it
         from ipython_compact.compaction.compactor import Compactor  # start-up
 
-        return Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
+        compactor = Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
+        agent = self.live_agent()
+        if agent is not None:  # its cut in the model's tokens, and its figure for "context now"
+            agent.attach_estimate(compactor)
+        return compactor
 
     def compaction_settings(self) -> tuple[Any, str]:
         """``(settings, whose)``: the live ``%%agent``'s own settings (its window, per-model
@@ -442,8 +448,13 @@ class KernelService(SnapshotOperations):
             payload = _jsonable(result)
             notice = self.after_compaction()
             # the context as `status` (and the panel's gauge) counts it now: the kernel-state
-            # notice placed after the compaction takes room too (issue 35: one number, one thing)
-            payload["context_after"] = self.status()["tokens"]
+            # notice placed after the compaction takes room too (issue 35: one number, one thing);
+            # kept beside the log, so the timeline and the CLI show this figure, not a re-estimate
+            now = self.status()
+            payload["context_after"] = now["tokens"]
+            payload["estimate"] = now["estimate"]
+            figure = ContextFigure(now["tokens"], now["estimate"])
+            record_figure(self.store, self.context_session(), result.entry.id, figure)
             return {"compaction": cast(CompactionRecord, payload), "notice": notice}
         finally:
             lock.release()

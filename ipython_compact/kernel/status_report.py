@@ -32,6 +32,7 @@ def status_of(self: KernelService) -> StatusReply:
     ``conversation`` says whether the context holds any model conversation (messages or a compaction); a plain
     notebook has none, and there is nothing to compact.
     """
+    from ipython_compact.compaction.context_figures import estimator_words  # start-up: status only
     from ipython_compact.core.thresholds import threshold_lines  # start-up: status only
     from ipython_compact.core.tokens import estimate_context  # start-up: status only
 
@@ -43,6 +44,7 @@ def status_of(self: KernelService) -> StatusReply:
     if agent is not None:
         figures = agent.status()
         tokens, window, model = figures["tokens"], int(figures["window"]), figures.get("model")
+        estimate = str(figures.get("estimate") or "")
         lines: Any = None
         blocking, background = figures["blocking_line"], figures["background_line"]
     else:
@@ -53,6 +55,7 @@ def status_of(self: KernelService) -> StatusReply:
             view.entries, settings.estimator, tokens=view.tokens(settings.estimator)
         ).tokens
         kept, model = _agents_kept_figures(self, session), None
+        estimate = estimator_words(settings.estimator)
         remembered = kept is not None
         if kept is not None:  # the agent's own window and lines, as it last reported them
             window, blocking, background = kept["window"], kept["blocking_line"], kept["background_line"]
@@ -108,6 +111,7 @@ def status_of(self: KernelService) -> StatusReply:
         "model": model,
         "conversation": conversation,
         "tokens": tokens,
+        "estimate": estimate,
         "window": window,
         "blocking_line": blocking,
         "background_line": background,
