@@ -66,7 +66,7 @@ from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.supervisor import KernelSupervisor
-from ipython_compact.agent.token_learning import TokenLearner, attach_learner, learner_for
+from ipython_compact.agent.token_learning import TokenLearner, learner_for
 from ipython_compact.agent.tool_runner import ToolRunner
 from ipython_compact.agent.window_fit import question_does_not_fit, window_too_small
 from ipython_compact.core.entries import (
@@ -350,13 +350,12 @@ class Agent:
         return self._caller
 
     def attach_estimate(self, engine: Any) -> None:
-        """Let ``engine`` (a ``Compactor``; another engine is left as it is) count as this agent
-        does: each entry through the learned tokenizer estimate (its cut), and the context now by
-        ``context_tokens`` (a plan's "context now", a refusal's figure, the entry's
-        ``tokens_before``): the figure the gauge shows, never a second one for the same moment."""
-        attach_learner(engine, self._learner)
-        if hasattr(engine, "context_count"):
-            engine.context_count = lambda: self.context_tokens()[0]
+        """Let ``engine`` count as this agent does (``context_report.attach_estimate``)."""
+        context_report.attach_estimate(self, engine)
+
+    def use_settings(self, settings: CompactionSettings) -> None:
+        """Compact by ``settings`` from now on (``context_report.use_settings``; ValueError: unchanged)."""
+        context_report.use_settings(self, settings)
 
     @property
     def compactor(self) -> CompactionEngine:

@@ -121,6 +121,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
         self.agent_config = AgentConfig(parent=shell)
         self._output: CellOutput | None = None
         self._line: dict[str, Any] = {}  # the options in CARRIED an earlier cell's line gave
+        self._compaction: dict[str, Any] = {}  # CompactConfig.compaction as the agent's settings hold it
 
     def _card_window(self, model: str, base_url: str | None) -> tuple[int, str] | None:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
@@ -180,7 +181,27 @@ class AgentMagics(Magics):  # type: ignore[misc]
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
         self.settings = chosen  # `%compact status` and the panel read the live agent's own figures
+        self._compaction = config.settings_mapping() if config is not None else {}
         return agent
+
+    def _sync(self) -> None:
+        """Bring the live agent's settings up to ``CompactConfig.compaction`` as it is now: a refusal
+        says "set it with `%config CompactConfig.compaction = …`", and the next `%compact now` must
+        use what was set, not the settings the agent was built with. Raises ValueError (the agent
+        keeps its settings) when the new ones cannot work with its window."""
+        agent, config = self.current, getattr(self.service, "config", None)
+        if agent is None or config is None or config.settings_mapping() == self._compaction:
+            return
+        wanted = config.settings_mapping()
+        agent.use_settings(_sized_for(self.service.settings(), wanted, agent.context_window))
+        self._compaction = wanted
+
+    def live(self) -> Agent | None:
+        """The live agent with its settings up to date (``_sync``), for ``%compact`` and the panel;
+        settings that cannot work are left for the next ``%%agent`` cell to report."""
+        with contextlib.suppress(ValueError):
+            self._sync()
+        return self.current
 
     def _on_event(self, event: AgentEvent) -> None:
         output = self._output
@@ -238,7 +259,9 @@ class AgentMagics(Magics):  # type: ignore[misc]
                 opts = {**self._line, **opts}
                 self.current = self._build(opts)
                 self._line = {k: opts[k] for k in CARRIED if k in opts}
-            elif "max_steps" in opts:
+            else:
+                self._sync()  # a %config CompactConfig.compaction since the last cell
+            if not built and "max_steps" in opts:
                 assert self.current is not None
                 self.current.max_steps = int(opts["max_steps"])
         except ValueError as exc:

@@ -1,0 +1,51 @@
+"""A setting a message names is settable as named, with a live ``%%agent`` too (issue 35, item 2).
+
+``%compact now``'s refusal says "set it with `%config CompactConfig.compaction = {'keep_recent_tokens':
+N}`"; with a live agent, compactions are decided with the agent's settings, which were fixed when
+the agent was built: the user set 500, and the next ``%compact now`` still said 3,000 and refused
+again. The live agent now takes ``CompactConfig.compaction`` as it is when it is next asked.
+Real parts: a real kernel, the scripted model server over HTTP.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kernel_fixtures import execute, magic, running_kernel
+
+from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply
+
+
+def reply(req: RecordedRequest) -> Reply:
+    return Reply(
+        "Noted. " + "fine " * 20, usage={"prompt_tokens": 3 * req.prompt_tokens, "completion_tokens": 30}
+    )
+
+
+def readings(seed: int) -> str:
+    return f"Readings {seed}: " + " ".join(str((seed * 7919 + i * 104729) % 1000003) for i in range(60))
+
+
+@pytest.mark.slow
+def test_percent_config_compaction_reaches_the_live_agent(tmp_path: Path) -> None:
+    with ModelServer(reply) as srv, running_kernel(tmp_path / "data", IPYTHON_COMPACT_SESSION="cfg") as km:
+        assert execute(km, "%load_ext ipython_compact")["status"] == "ok"
+        for seed in range(3):
+            cell = (
+                f"%%agent --model m --base-url {srv.base_url} --window 12000\n" if seed == 0 else "%%agent\n"
+            )
+            assert execute(km, cell + readings(seed), timeout=120)["status"] == "ok"
+        refused = magic(km, "preview")
+        assert refused["title"].startswith("Compaction preview (nothing changed)")
+        assert "keep_recent_tokens'] 3,000" in refused["data"], refused["data"]
+        said = "set it with `%config CompactConfig.compaction = {'keep_recent_tokens': N}`"
+        assert said in refused["data"]
+        assert execute(km, "%config CompactConfig.compaction = {'keep_recent_tokens': 500}")["status"] == "ok"
+        plan = magic(km, "preview")["data"]
+        assert isinstance(plan, dict) and plan["summarize"]["entries"] > 0, plan
+        assert plan["keep"]["tokens"] <= 1_500, plan  # a tail near 500 model tokens, not 3,000
+        # and the agent's own next turn goes on with the settings as set
+        assert execute(km, "%%agent\n" + readings(9), timeout=120)["status"] == "ok"
+        status = magic(km, "status")["data"]
+        assert status["source"] == "agent"
