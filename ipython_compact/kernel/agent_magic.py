@@ -27,6 +27,8 @@ import contextlib
 import dataclasses
 import os
 import shlex
+import sys
+import textwrap
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.events import AgentEvent, TurnFailed
 from ipython_compact.core.state_notice import SnapshotOutcome
+from ipython_compact.kernel import plain_text
 from ipython_compact.kernel.agent_settings import PUBLIC_API, AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
 from ipython_compact.kernel.config import AgentConfig
@@ -328,7 +331,7 @@ class CellOutput:
             print(flush=True)
             self._line_open = False
         if done is not None and not (self.stream and done.kind == "note"):
-            print(step_plain(done) + "\n", flush=True)
+            print(_fitted(done) + "\n", flush=True)
 
     def _draw(self, *, running: bool) -> None:
         from IPython.display import display  # deferred: a notebook's kernel only (start-up)
@@ -353,7 +356,43 @@ class CellOutput:
         if self._line_open:
             print(flush=True)
         if answer and not self.stream:
-            print(answer, flush=True)
+            print(
+                plain_text.wrap_block(answer, plain_text.terminal_width()) if _on_a_tty() else answer,
+                flush=True,
+            )
+
+
+def _on_a_tty() -> bool:
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stdout
+        return False
+
+
+def _fitted(step: Any) -> str:
+    """A step as a terminal shows it: a one-line event and a note wrapped at words to the terminal
+    (the terminal broke "AgentConfig.contex / t_window" mid-word at 80 columns), an event's
+    continuation under its text; code and its output as they are (code is not reflowed)."""
+    if not _on_a_tty():  # redirected (a file, a test's capture): whole lines
+        return step_plain(step)
+    width = plain_text.terminal_width()
+    if step.kind == "event":
+        return (
+            "\n".join(
+                textwrap.wrap(
+                    step.text,
+                    width,
+                    initial_indent=f"{step.mark} ",
+                    subsequent_indent="  ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
+            or f"{step.mark} {step.text}"
+        )
+    if step.kind == "note":
+        return plain_text.wrap_block(step.text, width)
+    return step_plain(step)
 
 
 def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:
