@@ -153,6 +153,7 @@ def persisted_session(
             "source": "log",
             "conversation": any(e.kind in (MESSAGE, COMPACTION) for e in view.entries),
             "tokens": estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
+            "estimate": "default (density)",  # read off the log: no live agent's learned estimate here
             "window": figures.get("window"),
             "blocking_line": figures.get("blocking_line"),
             "background_line": figures.get("background_line"),
