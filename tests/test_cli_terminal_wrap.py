@@ -119,3 +119,16 @@ def test_into_a_pipe_the_text_is_whole(db: tuple[Path, str], command: str) -> No
         assert SUMMARY in piped
     else:
         assert f"{PARAGRAPH}\nsee {LONG_WORD} too" in piped
+
+
+def test_the_demo_fits_an_80_column_terminal(tmp_path: Path) -> None:
+    """`make demo` is the first thing a newcomer runs: its result lines, the checkpoint and the
+    suggested commands ran to 237 columns and the terminal broke them mid-word."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shown = on_terminal("--db", str(data / "sessions.db"), "demo", "--compactions", "1")
+    assert "[1] compacted:" in shown and "hash chain intact" in shown, shown[-2000:]
+    long = [line for line in shown.splitlines() if len(line) > 80 and len(line.split()) > 1]
+    assert long == [], "\n".join(long)
+    piped = into_pipe("--db", str(tmp_path / "piped.db"), "demo", "--compactions", "1")
+    assert any(len(line) > 80 for line in piped.splitlines())  # a pipe gets every line whole
