@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernel_fixtures import execute, magic, running_kernel
+from kernel_fixtures import evaluate, execute, magic, running_kernel
 
 from ipython_compact.testing.model_server import ModelServer, RecordedRequest, Reply
 
@@ -49,3 +49,26 @@ def test_percent_config_compaction_reaches_the_live_agent(tmp_path: Path) -> Non
         assert execute(km, "%%agent\n" + readings(9), timeout=120)["status"] == "ok"
         status = magic(km, "status")["data"]
         assert status["source"] == "agent"
+
+
+@pytest.mark.slow
+def test_a_line_repeating_the_agents_options_keeps_the_agent_and_what_it_learned(tmp_path: Path) -> None:
+    """Cells that each repeat `--model … --base-url … --window …` rebuilt the agent every time: its
+    learned estimate restarted ("calibrated … after 1 request" for ever) and the settings line was
+    printed again. Naming another value, or --reset, still starts a new agent."""
+    with ModelServer(reply) as srv, running_kernel(tmp_path / "data", IPYTHON_COMPACT_SESSION="same") as km:
+        assert execute(km, "%load_ext ipython_compact")["status"] == "ok"
+        line = f"%%agent --model m --base-url {srv.base_url} --window 12000\n"
+        which = (
+            "id(__import__('ipython_compact.kernel.extension').kernel.extension"
+            ".extension_for(get_ipython()).agent_magics.current)"
+        )
+        agents = []
+        for seed in range(3):
+            agents.append(evaluate(km, line + readings(seed), f"str({which})"))
+        assert agents[0] == agents[1] == agents[2]
+        estimate = magic(km, "status")["data"]["estimate"]
+        assert estimate.startswith("calibrated ×") and not estimate.endswith("after 1 request"), estimate
+        other = evaluate(km, line.replace("12000", "16000") + readings(7), f"str({which})")
+        reset = evaluate(km, "%%agent --reset\n" + readings(8), f"str({which})")
+        assert len({agents[0], other, reset}) == 3

@@ -13,7 +13,9 @@ Usage::
 Settings need not be retyped: ``%config AgentConfig.model = …`` (and ``base_url``,
 ``context_window``, ``max_steps``, ``stream``), then ``CompactConfig``'s; the window, unless given,
 is read from the server's ``/v1/models`` card (``kernel/agent_settings.py``). The API key comes
-from ``$OPENAI_API_KEY``. ``--reset`` starts a fresh agent (the log keeps everything).
+from ``$OPENAI_API_KEY``. ``--reset`` starts a fresh agent (the log keeps everything), as does a line
+naming another model, server, window, session or ``--stream``; a line repeating the live agent's own
+options keeps it, and what its estimate learned of the model's tokenizer.
 
 The turn is shown as a transcript (``kernel/transcript.py``): in a notebook one live display that
 fills in as the agent works, then the answer in full as Markdown; in a terminal each step printed
@@ -254,8 +256,12 @@ class AgentMagics(Magics):  # type: ignore[misc]
         try:
             if not cell.strip():
                 raise ValueError("the cell is empty: write the message for the agent below %%agent")
+            # a line that repeats the live agent's own options keeps it, and what it learned of the
+            # model's tokenizer (rebuilt every cell, its estimate was never past "after 1 request")
+            kept = {**self._line, "stream": bool(self.settings.stream) if self.settings else False}
             rebuild = ("model", "base_url", "window", "session", "stream")
-            built = self.current is None or bool(opts.get("reset")) or any(k in opts for k in rebuild)
+            changed = any(k in opts and opts[k] != kept.get(k) for k in rebuild)
+            built = self.current is None or bool(opts.get("reset")) or changed
             if built:
                 # what an earlier line named (model, server, window, session) holds until a line
                 # names another: `--reset` or `--window N` alone never falls back to the public API
