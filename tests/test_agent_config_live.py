@@ -72,3 +72,37 @@ def test_a_line_repeating_the_agents_options_keeps_the_agent_and_what_it_learned
         other = evaluate(km, line.replace("12000", "16000") + readings(7), f"str({which})")
         reset = evaluate(km, "%%agent --reset\n" + readings(8), f"str({which})")
         assert len({agents[0], other, reset}) == 3
+
+
+@pytest.mark.slow
+def test_with_an_agent_on_its_own_session_every_compact_command_reads_that_session(tmp_path: Path) -> None:
+    """`%%agent --session side`: status, preview and now worked on 'side', while log, show, recall
+    and pin read the kernel's bound session, and the kernel-state notice of a `%compact now` was
+    appended there too: the refusal's "`%compact log` lists the entries" listed another session's."""
+    from ipython_compact.core.entries import KERNEL_STATE
+    from ipython_compact.store import SessionStore
+
+    data = tmp_path / "data"
+    with ModelServer(reply) as srv, running_kernel(data, IPYTHON_COMPACT_SESSION="bound") as km:
+        assert execute(km, "%load_ext ipython_compact")["status"] == "ok"
+        for seed in range(4):
+            head = f"%%agent --model m --base-url {srv.base_url} --window 12000 --session side\n"
+            assert (
+                execute(km, (head if seed == 0 else "%%agent\n") + readings(seed), timeout=120)["status"]
+                == "ok"
+            )
+        assert magic(km, "status")["data"]["session"] == "side"
+        assert execute(km, "%config CompactConfig.compaction = {'keep_recent_tokens': 500}")["status"] == "ok"
+        done = magic(km, "now")["data"]
+        log = magic(km, "log -n 4")
+        assert log["title"] == "Last 4 entries of side", log["title"]
+        assert any(r["kind"] == KERNEL_STATE for r in log["data"]), log["data"]
+        with SessionStore(data / "sessions.db") as store:
+            first = store.path("side")[1]  # the first question, summarized now
+            assert [e.kind for e in store.path("bound")].count(KERNEL_STATE) == 0
+            after = store.children("side", done["id"])
+        assert after and after[0].kind == KERNEL_STATE
+        recalled = magic(km, f"recall {first.id}")
+        assert "Readings 0:" in str(recalled["data"]), recalled
+        shown = magic(km, f"show {first.id}")
+        assert shown["title"].startswith(f"Entry {first.id}")

@@ -403,7 +403,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         _at_least(a.n, 0, "-n")
         rows = self.service.log(limit=a.n)  # entries without text come described, not blank
         return display.rows_bundle(
-            f"Last {len(rows)} entries of {self.service.session}",
+            f"Last {len(rows)} entries of {self.service.context_session()}",
             ["id", "kind", "role", "text"],
             [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows],
             rows,

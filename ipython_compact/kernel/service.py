@@ -283,8 +283,10 @@ class KernelService(SnapshotOperations):
         return summaries_of(self.store, self.context_session(), limit, self.settings().estimator)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
-        path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
+        """The newest ``limit`` entries (0: all) of the session whose context is compacting (a live
+        agent's own, as ``status`` names it); an entry without text is described (``entry_gist``)."""
+        session = self.context_session()
+        path = self.store.path_tail(session, limit) if limit > 0 else self.store.path(session)
         return [
             {
                 "id": e.id,
@@ -297,7 +299,7 @@ class KernelService(SnapshotOperations):
         ]
 
     def show(self, entry_id: str) -> dict[str, Any]:
-        entry = self.store.get(entry_id, self.session)
+        entry = self.store.get(entry_id, self.context_session())
         return dict(entry.to_json())
 
     def tree(self) -> list[dict[str, Any]]:
@@ -358,21 +360,21 @@ class KernelService(SnapshotOperations):
         self, entry_id: str | None = None, query: str | None = None, limit: int = 5
     ) -> list[dict[str, Any]]:
         """Original text of logged entries (compaction summaries are excluded from query hits)."""
-        hits = self._compactor().recall(self.session, entry_id=entry_id, query=query, limit=limit)
+        hits = self._compactor().recall(self.context_session(), entry_id=entry_id, query=query, limit=limit)
         return [h.to_json() for h in hits]
 
     def pin(self, text: str) -> dict[str, Any]:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("pin needs non-empty text")
-        entry = self._compactor().pin(self.session, text=text)
+        entry = self._compactor().pin(self.context_session(), text=text)
         return {"pin_id": entry.data.get("pin_id"), "entry_id": entry.id}
 
     def unpin(self, pin_id: str) -> dict[str, Any]:
-        entry = self._compactor().unpin(self.session, pin_id)
+        entry = self._compactor().unpin(self.context_session(), pin_id)
         return {"pin_id": pin_id, "entry_id": entry.id}
 
     def pins(self) -> dict[str, str]:
-        return {str(a.pin_id): a.text for a in self._compactor().active_pins(self.session)}
+        return {str(a.pin_id): a.text for a in self._compactor().active_pins(self.context_session())}
 
     # ------------------------------------------------------------------ compaction
     def _compactor(self) -> Compactor:
@@ -460,7 +462,8 @@ class KernelService(SnapshotOperations):
             lock.release()
 
     def after_compaction(self) -> str | None:
-        """Append the ``<ipython_state>`` notice from a live probe (and a fresh snapshot when allowed)."""
+        """Append the ``<ipython_state>`` notice from a live probe (and a fresh snapshot when allowed)
+        to the session just compacted (a live agent's own, which may not be the bound one)."""
         outcome: SnapshotOutcome | None
         try:
             report = self.snapshot()  # raises Busy off the main thread while a cell runs
@@ -482,7 +485,7 @@ class KernelService(SnapshotOperations):
             names = None
         notice = state_notice(kernel_alive=True, names=names, snapshot=outcome)
         if notice is not None:
-            self.store.append(self.session, KERNEL_STATE, {"content": notice}, timestamp=log_now())
+            self.store.append(self.context_session(), KERNEL_STATE, {"content": notice}, timestamp=log_now())
         return notice
 
     # ------------------------------------------------------------------ bookkeeping appends
