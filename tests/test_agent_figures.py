@@ -141,3 +141,52 @@ def test_the_agents_own_compaction_is_shown_with_the_figure_it_compacted_by(tmp_
     assert estimate.startswith("calibrated ×"), estimate
     assert first["context_after"] == tokens  # was the log's density re-estimate, a third of it
     assert first.get("estimate") == estimate
+
+
+@pytest.mark.slow
+def test_after_a_restart_status_keeps_the_last_agents_figure_until_the_context_changes(
+    tmp_path: Path,
+) -> None:
+    """The gauge showed the live agent's 6,418 before a kernel restart and the density
+    re-estimate 1,629 after it, for the same context: one number for one thing. Until the context
+    the model sees changes, status (and the panel reading the log before `%load_ext`) keeps the
+    figure the agent last reported, named as such; once it changes, the estimate in force counts."""
+    from ipython_compact.jupyter.server_extension import persisted_session
+
+    data = tmp_path / "data"
+    with (
+        ModelServer(triple_tokenizer) as srv,
+        running_kernel(data, IPYTHON_COMPACT_SESSION="kept") as km,
+    ):
+        assert execute(km, "%load_ext ipython_compact")["status"] == "ok"
+        for seed in range(3):
+            head = (
+                f"%%agent --model m --base-url {srv.base_url} --window 12000\n" if seed == 0 else "%%agent\n"
+            )
+            assert execute(km, head + readings(seed), timeout=120)["status"] == "ok"
+        assert execute(km, "%config CompactConfig.compaction = {'keep_recent_tokens': 500}")["status"] == "ok"
+        magic(km, "now")  # right after a compaction no usage anchors the estimate: the two differ
+        live = magic(km, "status")["data"]
+        km.restart_kernel(now=True)
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        kc.stop_channels()
+        assert execute(km, "%load_ext ipython_compact")["status"] == "ok"
+        assert execute(km, "x = 1")["status"] == "ok"  # a cell: a snapshot record, not context
+        kept = magic(km, "status")["data"]
+        density = _density_now(data, "kept")
+        assert live["tokens"] > 2 * density  # the two estimates are far apart here
+        assert kept["tokens"] == live["tokens"], (kept, live)
+        assert kept["estimate"] == f"{live['estimate']}, as the last live %%agent counted it"
+        os.environ["IPYTHON_COMPACT_DIR"] = str(data)  # the server extension reads the data directory
+        try:
+            served = persisted_session("a.ipynb", "kept", "env")["status"]
+        finally:
+            os.environ.pop("IPYTHON_COMPACT_DIR")
+        assert (served["tokens"], served["estimate"]) == (kept["tokens"], kept["estimate"])
+        # the context changes (a message the model will read): the estimate in force counts it
+        with SessionStore(data / "sessions.db") as store:
+            store.append("kept", "message", {"message": {"role": "user", "content": "And the median?"}})
+        moved = magic(km, "status")["data"]
+        assert moved["estimate"] == "default (density)" and moved["tokens"] == _density_now(data, "kept")

@@ -132,6 +132,10 @@ def persisted_session(
     from ipython_compact.kernel.binding import snapshot_slug  # deferred for start-up
     from ipython_compact.kernel.call_tree import call_tree  # deferred for start-up
     from ipython_compact.kernel.service import FIGURES_KEY, summaries_of  # deferred for start-up
+    from ipython_compact.kernel.status_report import (  # deferred for start-up
+        agents_kept_count,
+        model_sees,
+    )
     from ipython_compact.store import SessionStore  # deferred for start-up
 
     say = progress if progress is not None else (lambda step: None)
@@ -147,13 +151,19 @@ def persisted_session(
             return {"notebook": path, "session": session, "exists": False}
         view = store.context_view(session)
         figures = store.status_get(session, FIGURES_KEY, {}) or {}
+        # the last live agent's count of this very context, else the log's density estimate
+        counted = agents_kept_count(store, session, model_sees(view.entries))
+        tokens, estimate = counted or (
+            estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
+            "default (density)",
+        )
         status: dict[str, Any] = {
             "session": session,
             "binding": source,
             "source": "log",
             "conversation": any(e.kind in (MESSAGE, COMPACTION) for e in view.entries),
-            "tokens": estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
-            "estimate": "default (density)",  # read off the log: no live agent's learned estimate here
+            "tokens": tokens,
+            "estimate": estimate,
             "window": figures.get("window"),
             "blocking_line": figures.get("blocking_line"),
             "background_line": figures.get("background_line"),

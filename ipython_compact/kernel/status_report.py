@@ -8,10 +8,12 @@ in the reply, not raised), and the figures it shows are the ones that decide com
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipython_compact.core.comm_protocol import StatusReply
-from ipython_compact.core.entries import COMPACTION, MESSAGE
+from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.messages import in_context
 from ipython_compact.namespace.snapshot import SnapshotError
 from ipython_compact.version import __version__
 
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
     from ipython_compact.kernel.service import KernelService
 
 FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
+#: How a count kept from the last live agent is named (``agents_kept_count``).
+AGENTS_COUNT = ", as the last live %%agent counted it"
 
 
 def status_of(self: KernelService) -> StatusReply:
@@ -40,7 +44,8 @@ def status_of(self: KernelService) -> StatusReply:
     session = self.context_session()
     view = self.store.context_view(session)
     conversation = any(e.kind in (MESSAGE, COMPACTION) for e in view.entries)
-    problem, remembered = None, False
+    seen = model_sees(view.entries)
+    problem, remembered, counted = None, False, None
     if agent is not None:
         figures = agent.status()
         tokens, window, model = figures["tokens"], int(figures["window"]), figures.get("model")
@@ -56,6 +61,9 @@ def status_of(self: KernelService) -> StatusReply:
         ).tokens
         kept, model = _agents_kept_figures(self, session), None
         estimate = estimator_words(settings.estimator)
+        counted = agents_kept_count(self.store, session, seen)
+        if counted is not None:  # the context the last live agent counted, unchanged since
+            tokens, estimate = counted
         remembered = kept is not None
         if kept is not None:  # the agent's own window and lines, as it last reported them
             window, blocking, background = kept["window"], kept["blocking_line"], kept["background_line"]
@@ -80,16 +88,18 @@ def status_of(self: KernelService) -> StatusReply:
     for said in (self.bookkeeping.failure, self.bookkeeping.waiting_text()):
         if said is not None:  # never silent: a dropped or waiting bookkeeping entry is a problem
             problem = f"{problem} Also: {said}." if problem else f"{said}."
-    _remember_figures(
-        self,
-        session,
-        {
-            "window": window,
-            "blocking_line": blocking,
-            "background_line": background,
-            "source": "agent" if agent is not None else ("remembered" if remembered else "config"),
-        },
-    )
+    figures = {
+        "window": window,
+        "blocking_line": blocking,
+        "background_line": background,
+        "source": "agent" if agent is not None else ("remembered" if remembered else "config"),
+    }
+    if agent is not None:  # its count of this context, kept until the context the model sees changes
+        figures.update({"tokens": tokens, "estimate": estimate, "context_leaf": seen})
+    elif counted is not None:
+        kept_count = self.store.status_get(session, FIGURES_KEY, {}) or {}
+        figures.update({k: kept_count.get(k) for k in ("tokens", "estimate", "context_leaf")})
+    _remember_figures(self, session, figures)
     live = self.store.live_status(session)
     snap: dict[str, Any] | None = None
     pending: bool | None = None
@@ -139,6 +149,32 @@ def status_of(self: KernelService) -> StatusReply:
         "cell": {"running": self.cell_request, "finished": list(self.finished_requests)},
         "version": __version__,
     }
+
+
+def model_sees(entries: Sequence[Entry]) -> str | None:
+    """The id of the newest entry of the view the model reads (bookkeeping after it aside): while it
+    is unchanged, so is the context a live agent last counted."""
+    return next((e.id for e in reversed(entries) if in_context(e)), None)
+
+
+def agents_kept_count(store: Any, session: str, seen: str | None) -> tuple[int, str] | None:
+    """``(tokens, estimate)`` as the last live ``%%agent`` counted this context, while the context
+    the model sees is the one it counted (``model_sees``); else None.
+
+    Why: the agent's estimate learns the model's tokenizer; without it (after a restart, before
+    ``%load_ext``) the density estimate of the same context can be a quarter of it, and the gauge
+    jumped from 6,418 to 1,629 with nothing changed. The figure is named as the agent's."""
+    if seen is None:
+        return None
+    try:
+        kept = store.status_get(session, FIGURES_KEY, {}) or {}
+    except Exception:  # an unreadable row: the estimate in force
+        return None
+    tokens, estimate = kept.get("tokens"), kept.get("estimate")
+    if kept.get("context_leaf") != seen or type(tokens) is not int or not isinstance(estimate, str):
+        return None
+    said = AGENTS_COUNT
+    return tokens, estimate if estimate.endswith(said) else f"{estimate}{said}"
 
 
 def _agents_kept_figures(self: KernelService, session: str) -> dict[str, Any] | None:
