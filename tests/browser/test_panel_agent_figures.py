@@ -91,3 +91,23 @@ def test_the_gauge_and_both_cards_give_the_agents_figure(
     assert title.endswith(f", {gauge_title}."), (title, gauge_title)  # the same estimate, named
     card.evaluate("e => e.scrollIntoView({block: 'nearest'})")
     shot("41-agent-card-and-gauge")
+
+
+def test_after_a_restart_the_gauge_keeps_the_agents_count_and_says_whose(
+    page: Any, shot: Callable[[str], None]
+) -> None:
+    """The gauge jumped from the agent's count to the density estimate of the same context (a
+    third of it here) when the kernel restarted; it keeps the agent's count, named as such, until
+    the context changes."""
+    before = _number(page.locator(GAUGE).inner_text(), r"^([\d,]+) / ")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_selector(f'{PANEL} .jp-IpythonCompact-banner[data-kind="restart"]')
+    page.wait_for_function(
+        "(sel) => { const e = document.querySelector(sel);"
+        " return e && (e.getAttribute('title') || '').endsWith('as the last live %%agent counted it'); }",
+        arg=GAUGE,
+    )
+    assert _number(page.locator(GAUGE).inner_text(), r"^([\d,]+) / ") == before
+    page.locator(GAUGE).scroll_into_view_if_needed()
+    shot("41-agent-gauge-after-restart")
