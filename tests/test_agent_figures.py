@@ -105,6 +105,11 @@ def test_compact_now_status_the_timeline_and_cli_show_give_the_live_agents_figur
         env=env,
     )
     assert json.loads(listed.stdout)[-1]["context_after"] == after["tokens"]
+    # `sessions`: the context now as the gauge counts it, marked as the agent's count
+    sessions = subprocess.run([str(cli), "sessions"], capture_output=True, text=True, timeout=120, env=env)
+    row = next(line for line in sessions.stdout.splitlines() if line.startswith("gap "))
+    assert f" {after['tokens']:,}* " in row, sessions.stdout
+    assert "* as the last live %%agent counted it" in sessions.stdout
 
 
 @pytest.mark.slow

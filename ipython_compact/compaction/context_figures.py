@@ -11,6 +11,11 @@ the estimate that counted it; every reader of the log shows that record, and onl
 with none (imported, made by the CLI, or logged before this existed) is re-estimated, named as
 the density (or chars4) estimate it is.
 
+The same holds for the context now, once the agent is gone (a restarted kernel, the panel reading
+the log, the CLI): the kernel keeps the agent's last count with the window and lines
+(``FIGURES_KEY``), and while the context the model sees is the one it counted
+(``agents_kept_count``) that count is shown, named as the agent's.
+
 What must hold: a record is written once per compaction (a status row keyed by the compaction's
 id, so two writers never overwrite each other's); writing it is best effort (a compaction is never
 failed by its figure); a reader that finds none, or an unreadable one, falls back to the log.
@@ -19,13 +24,21 @@ failed by its figure); a reader that finds none, or an unreadable one, falls bac
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ipython_compact.core.entries import Entry
+from ipython_compact.core.messages import in_context
 
 if TYPE_CHECKING:
     from ipython_compact.store import SessionStore
 
 KEY_PREFIX = "context_after:"
+#: The session status row holding the window, lines and count the kernel's ``status`` last reported.
+FIGURES_KEY = "panel_figures"
+#: How a count kept from the last live agent is named (``agents_kept_count``).
+AGENTS_COUNT = ", as the last live %%agent counted it"
 
 
 @dataclass(frozen=True)
@@ -65,3 +78,29 @@ def estimator_words(estimator: str) -> str:
     """How a figure re-estimated from the log is named: as ``status`` names the estimate in force
     without a live agent."""
     return f"default ({estimator})"
+
+
+def model_sees(entries: Sequence[Entry]) -> str | None:
+    """The id of the newest entry of the view the model reads (bookkeeping after it aside): while it
+    is unchanged, so is the context a live agent last counted."""
+    return next((e.id for e in reversed(entries) if in_context(e)), None)
+
+
+def agents_kept_count(store: SessionStore, session: str, seen: str | None) -> tuple[int, str] | None:
+    """``(tokens, estimate)`` as the last live ``%%agent`` counted this context, while the context
+    the model sees is the one it counted (``model_sees``); else None.
+
+    Why: the agent's estimate learns the model's tokenizer; without it (after a restart, before
+    ``%load_ext``) the density estimate of the same context can be a quarter of it, and the gauge
+    jumped from 6,418 to 1,629 with nothing changed. The figure is named as the agent's."""
+    if seen is None:
+        return None
+    try:
+        kept = store.status_get(session, FIGURES_KEY, {}) or {}
+    except Exception:  # an unreadable row: the estimate in force
+        return None
+    tokens, estimate = kept.get("tokens"), kept.get("estimate")
+    if kept.get("context_leaf") != seen or type(tokens) is not int or not isinstance(estimate, str):
+        return None
+    said = AGENTS_COUNT
+    return tokens, estimate if estimate.endswith(said) else f"{estimate}{said}"

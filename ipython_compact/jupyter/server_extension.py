@@ -126,16 +126,16 @@ def persisted_session(
     snapshots on disk and the call tree under it (``comm_protocol.PersistedSession``).
 
     ``progress`` is told each step as it starts (what a timed-out request names as slow)."""
+    from ipython_compact.compaction.context_figures import (  # deferred for start-up
+        agents_kept_count,
+        model_sees,
+    )
     from ipython_compact.core.entries import COMPACTION, MESSAGE  # deferred for start-up
     from ipython_compact.core.tokens import estimate_context  # deferred for start-up
     from ipython_compact.files import paths  # deferred for start-up: only a panel request needs them
     from ipython_compact.kernel.binding import snapshot_slug  # deferred for start-up
     from ipython_compact.kernel.call_tree import call_tree  # deferred for start-up
     from ipython_compact.kernel.service import FIGURES_KEY, summaries_of  # deferred for start-up
-    from ipython_compact.kernel.status_report import (  # deferred for start-up
-        agents_kept_count,
-        model_sees,
-    )
     from ipython_compact.store import SessionStore  # deferred for start-up
 
     say = progress if progress is not None else (lambda step: None)

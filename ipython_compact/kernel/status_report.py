@@ -8,21 +8,23 @@ in the reply, not raised), and the figures it shows are the ones that decide com
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ipython_compact.compaction.context_figures import (
+    AGENTS_COUNT,
+    FIGURES_KEY,
+    agents_kept_count,
+    model_sees,
+)
 from ipython_compact.core.comm_protocol import StatusReply
-from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
-from ipython_compact.core.messages import in_context
+from ipython_compact.core.entries import COMPACTION, MESSAGE
 from ipython_compact.namespace.snapshot import SnapshotError
 from ipython_compact.version import __version__
 
 if TYPE_CHECKING:
     from ipython_compact.kernel.service import KernelService
 
-FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
-#: How a count kept from the last live agent is named (``agents_kept_count``).
-AGENTS_COUNT = ", as the last live %%agent counted it"
+__all__ = ["AGENTS_COUNT", "FIGURES_KEY", "agents_kept_count", "model_sees", "status_of"]
 
 
 def status_of(self: KernelService) -> StatusReply:
@@ -149,32 +151,6 @@ def status_of(self: KernelService) -> StatusReply:
         "cell": {"running": self.cell_request, "finished": list(self.finished_requests)},
         "version": __version__,
     }
-
-
-def model_sees(entries: Sequence[Entry]) -> str | None:
-    """The id of the newest entry of the view the model reads (bookkeeping after it aside): while it
-    is unchanged, so is the context a live agent last counted."""
-    return next((e.id for e in reversed(entries) if in_context(e)), None)
-
-
-def agents_kept_count(store: Any, session: str, seen: str | None) -> tuple[int, str] | None:
-    """``(tokens, estimate)`` as the last live ``%%agent`` counted this context, while the context
-    the model sees is the one it counted (``model_sees``); else None.
-
-    Why: the agent's estimate learns the model's tokenizer; without it (after a restart, before
-    ``%load_ext``) the density estimate of the same context can be a quarter of it, and the gauge
-    jumped from 6,418 to 1,629 with nothing changed. The figure is named as the agent's."""
-    if seen is None:
-        return None
-    try:
-        kept = store.status_get(session, FIGURES_KEY, {}) or {}
-    except Exception:  # an unreadable row: the estimate in force
-        return None
-    tokens, estimate = kept.get("tokens"), kept.get("estimate")
-    if kept.get("context_leaf") != seen or type(tokens) is not int or not isinstance(estimate, str):
-        return None
-    said = AGENTS_COUNT
-    return tokens, estimate if estimate.endswith(said) else f"{estimate}{said}"
 
 
 def _agents_kept_figures(self: KernelService, session: str) -> dict[str, Any] | None:
