@@ -106,3 +106,25 @@ def test_with_an_agent_on_its_own_session_every_compact_command_reads_that_sessi
         assert "Readings 0:" in str(recalled["data"]), recalled
         shown = magic(km, f"show {first.id}")
         assert shown["title"].startswith(f"Entry {first.id}")
+
+
+@pytest.mark.slow
+def test_a_refusal_never_says_the_tail_is_larger_than_the_context(tmp_path: Path) -> None:
+    """With a live agent the context is its usage-anchored count while the tail is summed from
+    per-entry learned estimates, which can overshoot: "the context holds 2,754 tokens; the 3,101
+    tokens of conversation just fill the recent tail" read as a contradiction. The tail is part
+    of the context, so its figure is at most the context's."""
+    import re
+
+    with ModelServer(reply) as srv, running_kernel(tmp_path / "data", IPYTHON_COMPACT_SESSION="tail") as km:
+        assert execute(km, "%load_ext ipython_compact")["status"] == "ok"
+        for seed in range(4):
+            cell = (
+                f"%%agent --model m --base-url {srv.base_url} --window 12000\n" if seed == 0 else "%%agent\n"
+            )
+            assert execute(km, cell + readings(seed), timeout=120)["status"] == "ok"
+        said = str(magic(km, "preview")["data"])
+    found = re.search(r"the context holds ([\d,]+) tokens; the ([\d,]+) tokens", said)
+    assert found is not None, said
+    context, tail = (int(g.replace(",", "")) for g in found.groups())
+    assert tail <= context, said

@@ -251,6 +251,10 @@ class Decider:
             counts = [self.count_correction(e, c) for e, c in zip(path, counts, strict=True)]
         tokens = self._context_now(path, counts)
         why = why_nothing(session, path, counts, settings, tokens)
+        if why.tail_tokens > tokens:
+            # the tail is part of the context: per-entry learned estimates summed past the
+            # usage-anchored count read as "the context holds 2,754; the 3,101 tokens … fill the tail"
+            why = dataclasses.replace(why, tail_tokens=tokens, entry_tokens=min(why.entry_tokens, tokens))
         return NothingToCompact(why.render(), why=why)
 
     def _context_now(self, path: Sequence[Entry], counts: Sequence[int]) -> int:
