@@ -277,7 +277,7 @@ class Agent:
             cooldown_seconds=cooldown_seconds,
             allowed=lambda: self._caps.may_compact(),
         )
-        self.attach_estimate(self._scheduler.engine)
+        context_report.attach_estimate(self, self._scheduler.engine)
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
         self._abort = threading.Event()
         self._asking = threading.Lock()  # one turn at a time (ask and aask)
@@ -349,14 +349,6 @@ class Agent:
     def caller(self) -> ModelCaller:
         return self._caller
 
-    def attach_estimate(self, engine: Any) -> None:
-        """Let ``engine`` count as this agent does (``context_report.attach_estimate``)."""
-        context_report.attach_estimate(self, engine)
-
-    def use_settings(self, settings: CompactionSettings) -> None:
-        """Compact by ``settings`` from now on (``context_report.use_settings``; ValueError: unchanged)."""
-        context_report.use_settings(self, settings)
-
     @property
     def compactor(self) -> CompactionEngine:
         """What computes compactions (swap it to change the summarizer; takes effect at once)."""
@@ -365,7 +357,7 @@ class Agent:
     @compactor.setter
     def compactor(self, engine: CompactionEngine) -> None:
         self._scheduler.engine = engine
-        self.attach_estimate(engine)
+        context_report.attach_estimate(self, engine)
 
     @property
     def kernel(self) -> KernelTool:
@@ -422,7 +414,7 @@ class Agent:
         self._learner = learner_for(
             self._caller.client, model, self.settings.estimator, json.dumps(self._caller.tools)
         )
-        self.attach_estimate(self._scheduler.engine)
+        context_report.attach_estimate(self, self._scheduler.engine)
         self._log.append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
 
     def interrupt(self) -> None:

@@ -198,7 +198,10 @@ class AgentMagics(Magics):  # type: ignore[misc]
         if agent is None or config is None or config.settings_mapping() == self._compaction:
             return
         wanted = config.settings_mapping()
-        agent.use_settings(_sized_for(self.service.settings(), wanted, agent.context_window))
+        # start-up: only with a live agent (its own module is loaded by then)
+        from ipython_compact.agent.context_report import use_settings
+
+        use_settings(agent, _sized_for(self.service.settings(), wanted, agent.context_window))
         self._compaction = wanted
 
     def live(self) -> Agent | None:

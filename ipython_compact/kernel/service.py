@@ -384,7 +384,10 @@ class KernelService(SnapshotOperations):
         compactor = Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
         agent = self.live_agent()
         if agent is not None:  # its cut in the model's tokens, and its figure for "context now"
-            agent.attach_estimate(compactor)
+            # start-up: only with a live agent (its own module is loaded by then)
+            from ipython_compact.agent.context_report import attach_estimate
+
+            attach_estimate(agent, compactor)
         return compactor
 
     def compaction_settings(self) -> tuple[Any, str]:
