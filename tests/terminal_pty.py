@@ -72,7 +72,9 @@ def ipython_on_a_terminal(script: str, columns: int, data_dir: Path, *, timeout:
 
 
 def too_wide(text: str, columns: int) -> list[str]:
-    """Printed lines wider than ``columns`` (prompts removed), except a line that is one long word
-    (a path is never cut; it sticks out alone on its line)."""
-    lines = [re.sub(r"^(In \[\d+\]: )+", "", line) for line in text.split("\n")]
+    """Printed lines wider than ``columns`` (prompts removed: ``In [n]:``, and a cell's
+    continuation prompts ``...:``, which the unechoed script leaves in front of the first line of
+    output), except a line that is one long word (a path is never cut; it sticks out alone on its
+    line)."""
+    lines = [re.sub(r"^(In \[\d+\]: |\s*\.\.\.: )+", "", line) for line in text.split("\n")]
     return [line for line in lines if len(line) > columns and len(line.split()) > 1]

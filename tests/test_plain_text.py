@@ -31,6 +31,25 @@ def test_fields_wrap_values_under_themselves() -> None:
     ]
 
 
+PATH = "/tmp/surf2-term/data/snapshots/term-599f7703547e/manifest-00000001.json"  # 71 characters
+
+
+@pytest.mark.parametrize(
+    ("value", "lines"),
+    [
+        # a path longer than the value column (68) but not than the line: whole, on a line of its
+        # own, moved left just enough to fit (the terminal broke it mid-word: "….j" / "son")
+        (f"{PATH} (0 B written)", ["Written to", " " * 9 + PATH, " " * 12 + "(0 B written)"]),
+        (f"see {PATH}", ["Written to  see", " " * 9 + PATH]),
+        # a word too long even alone on a line: flush left, the least it can stick out
+        ("x" * 90, ["Written to", "x" * 90]),
+        ("short", ["Written to  short"]),
+    ],
+)
+def test_a_word_longer_than_its_column_gets_a_line_of_its_own_that_fits(value: str, lines: list[str]) -> None:
+    assert fields([("Written to", value)], 80).splitlines() == lines
+
+
 def test_table_fits_the_width_and_keeps_every_word() -> None:
     rows = [["a", "list", "250 items", "lost on restart: open file handles are not persisted"]]
     text = table(["name", "type", "size", "notes"], rows, 40)

@@ -48,6 +48,8 @@ def test_figures_and_compactions_come_from_the_log(ip: Any) -> None:
         status["background_line"],
     )
     assert shown["tokens"] == status["tokens"] and shown["compactions"] == status["compactions"] == 2
+    # the estimate that counted them is named, as the kernel names its own (the gauge's tooltip)
+    assert shown["estimate"] == status["estimate"] == "default (density)"
     ext = extension_for(ip)
     assert ext is not None
     assert [c["id"] for c in served["compactions"]] == [c["id"] for c in ext.service.summaries(50)]

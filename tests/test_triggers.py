@@ -53,6 +53,20 @@ def test_decide(overrides: dict[str, Any], action: str, guard: str | None) -> No
 
 
 @pytest.mark.parametrize(
+    ("overrides", "why"),
+    [
+        ({"tokens": 8539, "blocking_line": 9600, "background_line": 8400}, "8,539 > background line 8,400"),
+        ({"tokens": 12001, "blocking_line": 9600, "background_line": 8400}, "12,001 > blocking line 9,600"),
+    ],
+)
+def test_the_reason_writes_its_figures_as_every_other_surface_does(
+    overrides: dict[str, Any], why: str
+) -> None:
+    """The transcript printed "8539 > background line 8400" beside status's "8,539"."""
+    assert decide(PreRequest(**{**BASE, **overrides})).why == why
+
+
+@pytest.mark.parametrize(
     ("last", "now", "cool", "expected"),
     [
         (None, 100.0, 30.0, False),

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ipython_compact.agent.openai_chat import to_openai_messages
 from ipython_compact.agent.request_order import request_context
+from ipython_compact.agent.token_learning import attach_learner
+from ipython_compact.compaction.context_figures import ContextFigure, record
 from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.thresholds import threshold_lines
 from ipython_compact.core.tokens import usage_of
 from ipython_compact.core.triggers import usage_is_stale
@@ -92,6 +95,35 @@ def context_tokens(agent: Agent) -> tuple[int, bool]:
     anchors = [i for i, e in enumerate(view.entries) if usage_of(e.message) is not None]
     ignored = bool(anchors) and usage_is_stale(anchors[-1], newest)
     return est.tokens, ignored
+
+
+def record_context_after(agent: Agent, compaction: Entry) -> None:
+    """Keep the context right after ``compaction`` (its baseline and notice are in) as this agent
+    counts it, with the estimate's name, so the timeline, ``%compact log`` and the CLI show the
+    figure the gauge showed, not a re-estimate from the log (``compaction/context_figures.py``)."""
+    tokens, _ = agent.context_tokens()
+    record(agent.store, agent.session, compaction.id, ContextFigure(tokens, agent._learner.describe()))
+
+
+def attach_estimate(agent: Agent, engine: Any) -> None:
+    """Let ``engine`` (a ``Compactor``; another engine is left as it is) count as ``agent`` does:
+    each entry through the learned tokenizer estimate (its cut), and the context now by
+    ``context_tokens`` (a plan's "context now", a refusal's figure, the entry's ``tokens_before``):
+    the figure the gauge shows, never a second one for the same moment."""
+    attach_learner(engine, agent._learner)
+    if hasattr(engine, "context_count"):
+        engine.context_count = lambda: agent.context_tokens()[0]
+
+
+def use_settings(agent: Agent, settings: CompactionSettings) -> None:
+    """``agent`` compacts by ``settings`` from now on (the user changed ``CompactConfig.compaction``
+    while the agent lives: a refusal tells them to, so it must take effect as named). Raises
+    ValueError, changing nothing, when the settings cannot work with the agent's window."""
+    threshold_lines(agent.context_window, settings.for_model(agent.provider, agent.model))
+    agent._base_settings = settings
+    engine = agent.compactor
+    if hasattr(engine, "settings"):
+        engine.settings = settings
 
 
 def log_entries(agent: Agent) -> list[Entry]:

@@ -66,7 +66,7 @@ from ipython_compact.agent.rlm import RLM_PROMPT, RlmBridge
 from ipython_compact.agent.scheduler import CompactionEngine, CompactionScheduler
 from ipython_compact.agent.session_log import SessionLog, now_iso
 from ipython_compact.agent.supervisor import KernelSupervisor
-from ipython_compact.agent.token_learning import TokenLearner, attach_learner, learner_for
+from ipython_compact.agent.token_learning import TokenLearner, learner_for
 from ipython_compact.agent.tool_runner import ToolRunner
 from ipython_compact.agent.window_fit import question_does_not_fit, window_too_small
 from ipython_compact.core.entries import (
@@ -277,10 +277,11 @@ class Agent:
             tokens=lambda: self.context_tokens()[0],
             model_label=lambda: f"{self.provider}/{self.model}",
             after_place=self._after_compaction,
+            placed=lambda entry: context_report.record_context_after(self, entry),
             cooldown_seconds=cooldown_seconds,
             allowed=lambda: self._caps.may_compact(),
         )
-        attach_learner(self._scheduler.engine, self._learner)
+        context_report.attach_estimate(self, self._scheduler.engine)
         # The turn's own state (only the thread running ``ask`` writes it, except ``_abort``).
         self._abort = threading.Event()
         self._asking = threading.Lock()  # one turn at a time (ask and aask)
@@ -365,7 +366,7 @@ class Agent:
     @compactor.setter
     def compactor(self, engine: CompactionEngine) -> None:
         self._scheduler.engine = engine
-        attach_learner(engine, self._learner)
+        context_report.attach_estimate(self, engine)
 
     @property
     def kernel(self) -> KernelTool:
@@ -422,7 +423,7 @@ class Agent:
         self._learner = learner_for(
             self._caller.client, model, self.settings.estimator, json.dumps(self._caller.tools)
         )
-        attach_learner(self._scheduler.engine, self._learner)
+        context_report.attach_estimate(self, self._scheduler.engine)
         self._log.append(MODEL_CHANGE, {"provider": self.provider, "model_id": model})
 
     def interrupt(self) -> None:

@@ -15,7 +15,8 @@ What must hold:
   emergency shrink).
 - A queued summary is placed at the next turn boundary (oldest first, one at a time) or settles as
   stale when a newer cut already reached past it; either way a record of it stays in the log.
-- Every placement appends the compaction, then calls ``after_place`` (under the scheduler's lock).
+- Every placement appends the compaction, then calls ``after_place``, then ``placed`` with the
+  compaction's entry (the agent records the context right after it), under the scheduler's lock.
 - ``compact.run()`` runs when the turn ends, is dropped when it was aborted, and is covered by a
   manual compaction the user started in the same turn.
 - Every state change happens under ``_lock``; background workers take it before they touch state.
@@ -58,7 +59,8 @@ class CompactionScheduler:
     """Blocking and background compaction for one session (see the module docstring).
 
     ``settings``/``window``/``tokens``/``model_label`` are read when needed (the model can change);
-    ``after_place`` appends what must follow every compaction. ``clock`` is monotonic seconds.
+    ``after_place`` appends what must follow every compaction; ``placed`` is told of the compaction
+    once that is in. ``clock`` is monotonic seconds.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class CompactionScheduler:
         tokens: Callable[[], int],
         model_label: Callable[[], str],
         after_place: Callable[[], None],
+        placed: Callable[[Entry], None] = lambda entry: None,
         cooldown_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         allowed: Callable[[], bool] = lambda: True,
@@ -82,6 +85,7 @@ class CompactionScheduler:
         self._tokens = tokens
         self._model_label = model_label
         self._after_place = after_place
+        self._placed = placed
         self.cooldown_seconds = cooldown_seconds
         self._clock = clock
         self._allowed = allowed
@@ -360,6 +364,7 @@ class CompactionScheduler:
         self._failures = 0
         self._last_failure_at = None
         self._after_place()
+        self._placed(entry)
         return entry
 
     def _place_inbox(self) -> int:

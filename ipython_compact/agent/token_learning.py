@@ -349,7 +349,8 @@ class TokenLearner:
         if mode == "tokenizer":
             return f"tokenizer ({self.route})"
         if mode == "calibrated":
-            return f"calibrated ×{self.factor():.2f} after {self.requests} requests"
+            plural = "" if self.requests == 1 else "s"
+            return f"calibrated ×{self.factor():.2f} after {self.requests} request{plural}"
         return f"default ({self.estimator})"
 
 

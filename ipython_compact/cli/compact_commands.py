@@ -25,7 +25,7 @@ from ipython_compact.cli import (
     session_option,
 )
 from ipython_compact.cli.budget_options import budget_options
-from ipython_compact.cli.terminal_width import hanging
+from ipython_compact.cli.terminal_width import fitted, hanging, wrap_text
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry
 from ipython_compact.core.settings import CompactionSettings
@@ -285,14 +285,15 @@ def cmd_recall(args: argparse.Namespace) -> int:
         return 0
     if not hits:
         print(f"no entries match {args.query!r}")
+    fit = fitted()
     for hit in hits:
         role = f" {hit.role}" if hit.role else ""
         count = len(hit.text.splitlines())
-        print(
-            f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {count:,} "
-            f"line{'' if count == 1 else 's'}"
-        )
-        print(hit.text)
+        lines = f"{count:,} line{'' if count == 1 else 's'}"
+        head = f"── entry {hit.id} · {hit.kind}{role} · {hit.timestamp} · {lines}"
+        # a terminal gets the text wrapped at words (the terminal broke them mid-way); a pipe, exact
+        print(hanging("", head) if fit else head)
+        print(wrap_text(hit.text) if fit else hit.text)
     return 0
 
 
@@ -341,7 +342,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"{d['first_kept_entry_id'] or '-'}",
         )
     )
-    print(str(entry.data.get("summary", "")))
+    summary = str(entry.data.get("summary", ""))
+    print(wrap_text(summary) if fitted() else summary)  # a pipe gets the summary exact
     return 0
 
 
@@ -351,6 +353,7 @@ def _timeline_figures(card: Any) -> dict[str, Any]:
         "reason": card["reason"],
         "tokens_after": card["tokens_after"],
         "context_after": card["context_after"],
+        "estimate": card["estimate"],
     }
 
 
@@ -360,9 +363,11 @@ def _after_text(d: dict[str, Any]) -> str:
     now, own = d["context_after"], d["tokens_after"]
     if now is None:
         return "after not known" if own is None else f"{own:,} tokens (checkpoint and kept tail)"
-    return f"{now:,} tokens in context" + (
-        f" (checkpoint and kept tail {own:,})" if isinstance(own, int) and own != now else ""
-    )
+    said = [f"checkpoint and kept tail {own:,}"] if isinstance(own, int) and own != now else []
+    estimate = str(d.get("estimate") or "")
+    if estimate and not estimate.startswith("default"):  # the live agent's, as its gauge showed it
+        said.append(f"estimated by {estimate}")
+    return f"{now:,} tokens in context" + (f" ({'; '.join(said)})" if said else "")
 
 
 def _list_line(d: dict[str, Any]) -> str:
@@ -385,6 +390,7 @@ def _compaction_json(entry: Entry) -> dict[str, Any]:
         "tokens_before": int(entry.data.get("tokens_before") or 0),
         "tokens_after": details.get("tokens_after"),
         "context_after": None,
+        "estimate": None,
         "first_kept_entry_id": entry.data.get("first_kept_entry_id"),
         "summarizer": details.get("summarizer"),
         "focus": details.get("focus"),  # what the user asked the summary to keep in particular, or null
@@ -410,6 +416,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # name the database, or they would look in the default data directory and find no 'demo'.
     at = f" --db {db}" if (getattr(args, "db", None) or os.environ.get(ENV_DIR)) else ""
     rule = "─" * 78
+    fit = fitted()  # a terminal: every line wrapped at words to its width; a pipe: whole lines
+
+    def say(text: str, lead: str = "") -> None:
+        print(hanging(lead, text) if fit else lead + text)
+
     with open_store(args) as store:
         names = {s.name for s in store.sessions()}
         name, n = "demo", 1
@@ -418,9 +429,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
             name = f"demo-{n}"
         store.create_session(name)
         print(rule)
-        print(f"ipython-compact demo · session {name!r} in {db}")
-        print("A generated kernel-agent transcript (goal, user constraints, paths, versions, errors, ids,")
-        print("variables, a few 2,400-line outputs, duplicates and retried cells) is compacted offline.")
+        say(f"ipython-compact demo · session {name!r} in {db}")
+        intro = (
+            "A generated kernel-agent transcript (goal, user constraints, paths, versions, errors, ids,",
+            "variables, a few 2,400-line outputs, duplicates and retried cells) is compacted offline.",
+        )
+        if fit:
+            say(" ".join(intro))
+        else:
+            print("\n".join(intro))
         print(rule)
         gen = TranscriptGenerator(seed=2026)
         compactor = Compactor(store, None, settings)
@@ -443,12 +460,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     name, text="The stakeholder review is on 2026-12-04; send the AUC table to Dana first."
                 )
                 pinned.append(str(pin.data["text"]))
-                print(f"\npinned {pin.data['pin_id']}: {pin.data['text']}")
+                print()
+                say(f"pinned {pin.data['pin_id']}: {pin.data['text']}")
             measure(f"after {gen.round} turns")
             try:
                 plan = compactor.plan(name)
                 print(f"\n[{k}] dry run ({PROG} compact --dry-run):")
-                print(textwrap.indent(plan.render(), "  "))
+                shown = textwrap.indent(plan.render(), "  ")
+                print(wrap_text(shown) if fit else shown)
                 result = compactor.compact(name, reason="manual")
             except NothingToCompact as exc:  # also: a compaction that would not shrink the context
                 raise CliError(
@@ -463,28 +482,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
             # is named as such when it differs
             now = rows[-1][3]
             own = f" (checkpoint and kept tail {result.tokens_after:,})" if now != result.tokens_after else ""
-            print(
+            say(
                 f"[{k}] compacted: {result.tokens_before:,} -> {now:,} tokens in context{own}; checkpoint "
                 f"{len(result.summary):,} chars; "
                 f"drift guard checked {d['drift']['checked']} exact strings, appended "
                 f"{d['drift']['appended']}"
             )
         assert result is not None
-        print(f"\n{rule}\nthe newest checkpoint ({PROG} show -s {name}{at}):\n{rule}")
+        print(f"\n{rule}")
+        say(f"the newest checkpoint ({PROG} show -s {name}{at}):")
+        print(rule)
         summary = result.summary
         if not args.full_summary and len(summary) > 6000:
             cut = summary.rfind("\n", 0, 6000)
             summary = summary[:cut] + (
                 f"\n[... {len(result.summary) - cut:,} more characters: {PROG} show -s {name}{at}]"
             )
-        print(summary)
+        print(wrap_text(summary) if fit else summary)
         pointers = result.details.get("externalized") or []
         if pointers:
             target = str(pointers[-1]["entry_id"])
             (hit,) = compactor.recall(name, entry_id=target)
             lines = hit.text.splitlines()
-            print(
-                f"\n{rule}\nrecall of an externalized output ({PROG} recall {target} -s {name}{at}): "
+            print(f"\n{rule}")
+            say(
+                f"recall of an externalized output ({PROG} recall {target} -s {name}{at}): "
                 f"{len(lines):,} lines, first 3:"
             )
             for line in lines[:3]:
@@ -502,13 +524,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return sum(1 for v in values if json.dumps(v, ensure_ascii=False)[1:-1] in view)
 
         found = ", ".join(f"{label} {kept(values)}/{len(values)}" for label, values in checks if values)
-        print(f"\nplanted facts still verbatim in the model's context: {found}")
+        print()
+        say(f"planted facts still verbatim in the model's context: {found}")
         report = store.verify(name)
         print(
             f"\nlog verified: {report.entries:,} entries, hash chain "
             f"{'intact' if report.ok else 'BROKEN: ' + '; '.join(report.problems)}"
         )
-        print(
+        say(
             f"next: {PROG} log -s {name}{at} · {PROG} context -s {name}{at} · {PROG} recall --query "
             f"'KeyError' -s {name}{at}"
         )

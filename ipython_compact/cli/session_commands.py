@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from ipython_compact.cli.budget_options import budget_options
 from ipython_compact.cli.import_command import max_bytes_option, run_import
 from ipython_compact.cli.message_text import message_text
 from ipython_compact.cli.plan_command import run_plan
+from ipython_compact.cli.terminal_width import fitted as fitted_output
 from ipython_compact.cli.terminal_width import hanging, width
 from ipython_compact.core.context import build_context
 from ipython_compact.core.entries import COMPACTION, Entry, entry_text
@@ -203,18 +203,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    # start-up: only this command reads the kept counts
+    from ipython_compact.compaction.context_figures import AGENTS_COUNT, agents_kept_count, model_sees
+
     with open_store(args) as store:
         infos = store.sessions()
         rows: list[dict[str, Any]] = []
         for info in infos:
             view = store.context_view(info.name)
-            estimate = estimate_context(view.entries, "density", tokens=view.tokens("density"))
+            # the last live %%agent's count while the context it counted is unchanged (the gauge's
+            # figure), else the density estimate of the log
+            counted = agents_kept_count(store, info.name, model_sees(view.entries))
+            tokens, counted_by = counted or (
+                estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
+                "default (density)",
+            )
             rows.append(
                 {
                     "name": info.name,
                     "entries": info.entry_count,
                     "context_entries": len(view.entries),
-                    "context_tokens": estimate.tokens,
+                    "context_tokens": tokens,
+                    "context_estimate": counted_by,
                     "leaf_id": info.leaf_id,
                     "created_at": info.created_at,
                     "last_timestamp": info.last_timestamp,
@@ -239,7 +249,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 r.get("label", r["name"]),
                 f"{r['entries']:,}",
                 f"{r['context_entries']:,}",
-                f"{r['context_tokens']:,}",
+                f"{r['context_tokens']:,}" + ("*" if r["context_estimate"].endswith(AGENTS_COUNT) else ""),
                 r["leaf_id"] or "-",
                 when(r["last_timestamp"] or r["created_at"]),
             )
@@ -249,9 +259,17 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     full = table(str)
     # a terminal narrower than the table gets the time to the minute (UTC), as `log` drops its
     # time, and a session name too long for the rest of its row on a line of its own
-    fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    fitted = fitted_output()
+    note = (
+        "* as the last live %%agent counted it (its estimate of the model's tokenizer); the rest: "
+        "the density estimate"
+        if any(r["context_estimate"].endswith(AGENTS_COUNT) for r in rows)
+        else None
+    )
     if not fitted or _table_width(full) <= width():
         _print_table(full, right=(1, 2, 3))
+        if note:
+            print(hanging("", note) if fitted else note)
         return 0
     full = table(lambda ts: f"{str(ts)[:10]} {str(ts)[11:16]}" if len(str(ts)) >= 16 else str(ts))
     rest = _table_width([r[1:] for r in full])
@@ -263,6 +281,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         _print_table(
             [row], right=(1, 2, 3), widths=[room, *(max(len(r[i]) for r in full) for i in range(1, 6))]
         )
+    if note:
+        print(hanging("", note))
     return 0
 
 
@@ -386,7 +406,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             )
         return 0
     # a terminal (or $COLUMNS) decides the width; a pipe keeps every column and 70 characters of text
-    fitted = sys.stdout.isatty() or bool(os.environ.get("COLUMNS"))
+    fitted = fitted_output()
     columns = width() if fitted else 0
     wide = not fitted or columns >= 120  # the time column only where there is room for it and the text
     kind_width = max((len(_describe(e)) for _, e in indexed), default=4)
@@ -535,9 +555,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     if report.ok:
         # a terminal (or $COLUMNS) gets the lines wrapped to its width; a pipe gets them whole
-        fit = (
-            hanging if sys.stdout.isatty() or os.environ.get("COLUMNS") else (lambda lead, text: lead + text)
-        )
+        fit = hanging if fitted_output() else (lambda lead, text: lead + text)
         print(
             fit(
                 "",

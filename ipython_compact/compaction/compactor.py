@@ -20,6 +20,7 @@ What must hold:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -261,9 +262,7 @@ class Compactor(Decider):
         for r in results:
             for k, v in r.usage.items():
                 usage[k] = usage.get(k, 0) + int(v)
-        tokens_after = estimate_message_tokens(
-            {"role": "user", "content": checkpoint}, self.settings.estimator
-        ) + int(tri.tokens.get("keep", 0))
+        tokens_after = self._checkpoint_tokens(checkpoint) + int(tri.tokens.get("keep", 0))
         details: dict[str, Any] = {
             "summarizer": results[0].summarizer if results else self.summarizer.name,
             "model": results[0].model if results else None,
@@ -289,10 +288,21 @@ class Compactor(Decider):
         return {
             "summary": checkpoint,
             "first_kept_entry_id": prep.first_kept_entry_id,
-            "tokens_before": prep.tokens_before,
+            "tokens_before": work.tokens_before,
             "reason": reason,
             "details": details,
         }
+
+    def _checkpoint_tokens(self, checkpoint: str) -> int:
+        """The checkpoint's estimate, in the model's tokens when the engine counts that way (the
+        kept tail is already): ``tokens_after`` then compares with the gauge's figure."""
+        estimate = estimate_message_tokens({"role": "user", "content": checkpoint}, self.settings.estimator)
+        if self.count_correction is None:
+            return estimate
+        # an id of its text: a tokenizer's count is cached by id, and this text has no entry yet
+        digest = hashlib.sha256(checkpoint.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        entry = Entry(f"checkpoint:{digest}", None, COMPACTION, "", {"summary": checkpoint})
+        return int(self.count_correction(entry, estimate))
 
     @collector_paused
     @one_scan_per_text

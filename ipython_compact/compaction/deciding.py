@@ -100,6 +100,8 @@ class Work:
     view_tokens: Mapping[str, int]
     leaf_id: str | None = None
     """The leaf the plan was made against: the compaction is appended only if it still is."""
+    tokens_before: int = 0
+    """The context before the compaction, as whoever compacts counts it (``Decider._context_now``)."""
 
 
 def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
@@ -131,6 +133,11 @@ class Decider:
         """When set (the agent sets its ``TokenLearner``'s), turns each entry's estimate into what
         the model's tokenizer makes of it, so the kept tail and the cut are sized in the model's
         tokens; a plan made with it is not remembered (what it learns moves between plans)."""
+        self.context_count: Callable[[], int] | None = None
+        """When set (the agent sets its own context estimate), the context now as whoever compacts
+        counts it, the figure its gauge shows: a plan's "context now", a refusal's "the context
+        holds" and the entry's ``tokens_before`` use it, so no surface reads a second figure for
+        the same moment (issue 35). None: the estimate of the view with ``settings.estimator``."""
         self.summarizer: Summarizer = summarizer or OfflineSummarizer()
         self.settings = settings or CompactionSettings()
         self.use_anchors = anchors
@@ -162,7 +169,8 @@ class Decider:
             settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
         memo_key = (session, settings, self.use_anchors, self.externalize_lines, self.externalize_chars)
         remembered = _LAST_WORK.get(self.store)
-        if remembered is not None and remembered[0] == memo_key and self.count_correction is None:
+        learned = self.count_correction is not None or self.context_count is not None
+        if remembered is not None and remembered[0] == memo_key and not learned:
             last = remembered[1]
             # one indexed read: the view is fixed by its leaf, so an unmoved leaf means the same view
             if last.leaf_id is not None and last.leaf_id == self.store.leaf(session):
@@ -211,8 +219,9 @@ class Decider:
                 ) from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        work = Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
-        if correct is None:
+        before = prep.tokens_before if self.context_count is None else self._context_now(path, counts)
+        work = Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id, before)
+        if not learned:
             _LAST_WORK[self.store] = (memo_key, work)
         return work
 
@@ -238,9 +247,22 @@ class Decider:
         view = self.store.context_view(session)
         path = tuple(view.entries)
         counts = view.tokens(settings.estimator)
-        tokens = estimate_context(path, settings.estimator, tokens=counts).tokens
+        if self.count_correction is not None:  # the tail sized in the model's tokens, as the cut was
+            counts = [self.count_correction(e, c) for e, c in zip(path, counts, strict=True)]
+        tokens = self._context_now(path, counts)
         why = why_nothing(session, path, counts, settings, tokens)
+        if why.tail_tokens > tokens:
+            # the tail is part of the context: per-entry learned estimates summed past the
+            # usage-anchored count read as "the context holds 2,754; the 3,101 tokens … fill the tail"
+            why = dataclasses.replace(why, tail_tokens=tokens, entry_tokens=min(why.entry_tokens, tokens))
         return NothingToCompact(why.render(), why=why)
+
+    def _context_now(self, path: Sequence[Entry], counts: Sequence[int]) -> int:
+        """The context's size now: whoever compacts counts it (``context_count``), else the view's
+        estimate (the newest usage anchor plus estimates after it, as ``status`` counts it)."""
+        if self.context_count is not None:
+            return int(self.context_count())
+        return int(estimate_context(path, self.settings.estimator, tokens=counts).tokens)
 
     @collector_paused
     @one_scan_per_text
@@ -261,7 +283,7 @@ class Decider:
         return Plan(
             session=session,
             focus=focus,
-            tokens_before=prep.tokens_before,
+            tokens_before=work.tokens_before,
             first_kept_entry_id=prep.first_kept_entry_id,
             is_split_turn=prep.is_split_turn,
             summarize=count(prep.messages_to_summarize),

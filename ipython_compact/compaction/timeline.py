@@ -6,13 +6,17 @@ Two figures follow each compaction, and both are named wherever they are shown (
 one number for one thing): ``tokens_after`` is the compaction's own estimate of its checkpoint
 and kept tail; ``context_after`` is the context right after it as ``%compact status`` counts it
 (the checkpoint as the model sees it, the kept tail, and the kernel-state notice the kernel places
-after a compaction). The gauge shows the second, so the timeline leads with it.
+after a compaction). The gauge shows the second, so the timeline leads with it. With a live
+``%%agent`` the gauge counts with the agent's learned estimate: the figure it recorded right after
+its compaction (``compaction/context_figures.py``) is the one shown, and ``estimate`` names which
+estimate counted it; only a compaction with no record is re-estimated from the log.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ipython_compact.compaction.context_figures import estimator_words, recorded
 from ipython_compact.core.comm_protocol import CompactionSummary
 from ipython_compact.core.entries import (
     BRANCH_SUMMARY,
@@ -55,7 +59,8 @@ def summary_of(
     """One compaction as the timeline shows it (see the module's note on its two figures)."""
     details = e.data.get("details")
     details = details if isinstance(details, dict) else {}
-    context_after = _context_right_after(store, session, e, estimator)
+    kept = recorded(store, session, e.id)  # as whoever compacted counted it (the live agent's estimate)
+    context_after = kept.tokens if kept is not None else _context_right_after(store, session, e, estimator)
     return {
         "id": e.id,
         "timestamp": e.timestamp,
@@ -65,6 +70,7 @@ def summary_of(
         "tokens_before": e.data.get("tokens_before"),
         "tokens_after": details.get("tokens_after") or _context_at(store, session, e.id, estimator),
         "context_after": context_after,
+        "estimate": kept.estimate if kept is not None else estimator_words(estimator),
         "summary": e.data.get("summary", ""),
         "first_kept_entry_id": e.data.get("first_kept_entry_id"),
         "focus": details.get("focus"),

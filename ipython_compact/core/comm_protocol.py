@@ -177,6 +177,9 @@ class StatusReply(TypedDict):
     conversation: bool
     """The context holds model messages or a compaction (False in a plain notebook)."""
     tokens: int
+    estimate: str
+    """Which estimate counted ``tokens``: the live agent's (``tokenizer (<route>)``, ``calibrated
+    ×F after N requests`` or ``default (density)``), else ``default (<CompactConfig's estimator>)``."""
     window: int
     blocking_line: int | None
     background_line: int | None
@@ -206,6 +209,9 @@ class CompactionSummary(TypedDict):
     context_after: int | None
     """The context right after it as ``status`` counted it (with the kernel-state notice placed
     after it): the figure the gauge showed then, and the one the timeline leads with."""
+    estimate: str
+    """Which estimate counted ``context_after``, in ``status``'s words (``calibrated ×3.80 after 4
+    requests``: a live agent's, learned from the model's usage; ``default (density)``: read off the log)."""
     summary: str
     first_kept_entry_id: str | None
     kept_entries: int
@@ -257,6 +263,8 @@ class CompactionRecord(TypedDict):
     """The compaction's own estimate: its checkpoint and kept tail."""
     context_after: int
     """The context as ``status`` counts it once the compaction and its notice are in."""
+    estimate: str
+    """Which estimate counted ``context_after`` (``StatusReply.estimate``)."""
     kept_entries: int
     summarizer: Any
 

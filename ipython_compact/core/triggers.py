@@ -79,10 +79,10 @@ def decide(s: PreRequest) -> Decision:
     if s.in_cooldown:
         return Decision("none", "a recent compaction failed; cooling down", "cooldown")
     if over_blocking:
-        return Decision("blocking", f"{s.tokens} > blocking line {s.blocking_line}")
+        return Decision("blocking", f"{s.tokens:,} > blocking line {s.blocking_line:,}")
     if s.background_in_flight:
         return Decision("none", "a background compaction is already running", "in_flight")
-    return Decision("background", f"{s.tokens} > background line {s.background_line}")
+    return Decision("background", f"{s.tokens:,} > background line {s.background_line:,}")
 
 
 def in_cooldown(last_failure_at: float | None, now: float, cooldown_seconds: float) -> bool:

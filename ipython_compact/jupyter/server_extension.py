@@ -126,6 +126,10 @@ def persisted_session(
     snapshots on disk and the call tree under it (``comm_protocol.PersistedSession``).
 
     ``progress`` is told each step as it starts (what a timed-out request names as slow)."""
+    from ipython_compact.compaction.context_figures import (  # deferred for start-up
+        agents_kept_count,
+        model_sees,
+    )
     from ipython_compact.core.entries import COMPACTION, MESSAGE  # deferred for start-up
     from ipython_compact.core.tokens import estimate_context  # deferred for start-up
     from ipython_compact.files import paths  # deferred for start-up: only a panel request needs them
@@ -147,12 +151,19 @@ def persisted_session(
             return {"notebook": path, "session": session, "exists": False}
         view = store.context_view(session)
         figures = store.status_get(session, FIGURES_KEY, {}) or {}
+        # the last live agent's count of this very context, else the log's density estimate
+        counted = agents_kept_count(store, session, model_sees(view.entries))
+        tokens, estimate = counted or (
+            estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
+            "default (density)",
+        )
         status: dict[str, Any] = {
             "session": session,
             "binding": source,
             "source": "log",
             "conversation": any(e.kind in (MESSAGE, COMPACTION) for e in view.entries),
-            "tokens": estimate_context(view.entries, "density", tokens=view.tokens("density")).tokens,
+            "tokens": tokens,
+            "estimate": estimate,
             "window": figures.get("window"),
             "blocking_line": figures.get("blocking_line"),
             "background_line": figures.get("background_line"),

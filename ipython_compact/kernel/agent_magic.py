@@ -13,7 +13,9 @@ Usage::
 Settings need not be retyped: ``%config AgentConfig.model = …`` (and ``base_url``,
 ``context_window``, ``max_steps``, ``stream``), then ``CompactConfig``'s; the window, unless given,
 is read from the server's ``/v1/models`` card (``kernel/agent_settings.py``). The API key comes
-from ``$OPENAI_API_KEY``. ``--reset`` starts a fresh agent (the log keeps everything).
+from ``$OPENAI_API_KEY``. ``--reset`` starts a fresh agent (the log keeps everything), as does a line
+naming another model, server, window, session or ``--stream``; a line repeating the live agent's own
+options keeps it, and what its estimate learned of the model's tokenizer.
 
 The turn is shown as a transcript (``kernel/transcript.py``): in a notebook one live display that
 fills in as the agent works, then the answer in full as Markdown; in a terminal each step printed
@@ -27,6 +29,8 @@ import contextlib
 import dataclasses
 import os
 import shlex
+import sys
+import textwrap
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -36,6 +40,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ipython_compact.agent.events import AgentEvent, TurnFailed
 from ipython_compact.core.state_notice import SnapshotOutcome
+from ipython_compact.kernel import plain_text
 from ipython_compact.kernel.agent_settings import PUBLIC_API, AgentSettings, server_window
 from ipython_compact.kernel.agent_settings import resolve as resolve_settings
 from ipython_compact.kernel.config import AgentConfig
@@ -121,6 +126,7 @@ class AgentMagics(Magics):  # type: ignore[misc]
         self.agent_config = AgentConfig(parent=shell)
         self._output: CellOutput | None = None
         self._line: dict[str, Any] = {}  # the options in CARRIED an earlier cell's line gave
+        self._compaction: dict[str, Any] = {}  # CompactConfig.compaction as the agent's settings hold it
 
     def _card_window(self, model: str, base_url: str | None) -> tuple[int, str] | None:
         import openai  # deferred: only a %%agent cell needs the client (start-up)
@@ -180,7 +186,30 @@ class AgentMagics(Magics):  # type: ignore[misc]
             snapshot_outcome=self._snapshot_outcome if self.service is not None else None,
         )
         self.settings = chosen  # `%compact status` and the panel read the live agent's own figures
+        self._compaction = config.settings_mapping() if config is not None else {}
         return agent
+
+    def _sync(self) -> None:
+        """Bring the live agent's settings up to ``CompactConfig.compaction`` as it is now: a refusal
+        says "set it with `%config CompactConfig.compaction = …`", and the next `%compact now` must
+        use what was set, not the settings the agent was built with. Raises ValueError (the agent
+        keeps its settings) when the new ones cannot work with its window."""
+        agent, config = self.current, getattr(self.service, "config", None)
+        if agent is None or config is None or config.settings_mapping() == self._compaction:
+            return
+        wanted = config.settings_mapping()
+        # start-up: only with a live agent (its own module is loaded by then)
+        from ipython_compact.agent.context_report import use_settings
+
+        use_settings(agent, _sized_for(self.service.settings(), wanted, agent.context_window))
+        self._compaction = wanted
+
+    def live(self) -> Agent | None:
+        """The live agent with its settings up to date (``_sync``), for ``%compact`` and the panel;
+        settings that cannot work are left for the next ``%%agent`` cell to report."""
+        with contextlib.suppress(ValueError):
+            self._sync()
+        return self.current
 
     def _on_event(self, event: AgentEvent) -> None:
         output = self._output
@@ -230,15 +259,21 @@ class AgentMagics(Magics):  # type: ignore[misc]
         try:
             if not cell.strip():
                 raise ValueError("the cell is empty: write the message for the agent below %%agent")
+            # a line that repeats the live agent's own options keeps it, and what it learned of the
+            # model's tokenizer (rebuilt every cell, its estimate was never past "after 1 request")
+            kept = {**self._line, "stream": bool(self.settings.stream) if self.settings else False}
             rebuild = ("model", "base_url", "window", "session", "stream")
-            built = self.current is None or bool(opts.get("reset")) or any(k in opts for k in rebuild)
+            changed = any(k in opts and opts[k] != kept.get(k) for k in rebuild)
+            built = self.current is None or bool(opts.get("reset")) or changed
             if built:
                 # what an earlier line named (model, server, window, session) holds until a line
                 # names another: `--reset` or `--window N` alone never falls back to the public API
                 opts = {**self._line, **opts}
                 self.current = self._build(opts)
                 self._line = {k: opts[k] for k in CARRIED if k in opts}
-            elif "max_steps" in opts:
+            else:
+                self._sync()  # a %config CompactConfig.compaction since the last cell
+            if not built and "max_steps" in opts:
                 assert self.current is not None
                 self.current.max_steps = int(opts["max_steps"])
         except ValueError as exc:
@@ -305,7 +340,7 @@ class CellOutput:
             print(flush=True)
             self._line_open = False
         if done is not None and not (self.stream and done.kind == "note"):
-            print(step_plain(done) + "\n", flush=True)
+            print(_fitted(done) + "\n", flush=True)
 
     def _draw(self, *, running: bool) -> None:
         from IPython.display import display  # deferred: a notebook's kernel only (start-up)
@@ -330,7 +365,43 @@ class CellOutput:
         if self._line_open:
             print(flush=True)
         if answer and not self.stream:
-            print(answer, flush=True)
+            print(
+                plain_text.wrap_block(answer, plain_text.terminal_width()) if _on_a_tty() else answer,
+                flush=True,
+            )
+
+
+def _on_a_tty() -> bool:
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stdout
+        return False
+
+
+def _fitted(step: Any) -> str:
+    """A step as a terminal shows it: a one-line event and a note wrapped at words to the terminal
+    (the terminal broke "AgentConfig.contex / t_window" mid-word at 80 columns), an event's
+    continuation under its text; code and its output as they are (code is not reflowed)."""
+    if not _on_a_tty():  # redirected (a file, a test's capture): whole lines
+        return step_plain(step)
+    width = plain_text.terminal_width()
+    if step.kind == "event":
+        return (
+            "\n".join(
+                textwrap.wrap(
+                    step.text,
+                    width,
+                    initial_indent=f"{step.mark} ",
+                    subsequent_indent="  ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
+            or f"{step.mark} {step.text}"
+        )
+    if step.kind == "note":
+        return plain_text.wrap_block(step.text, width)
+    return step_plain(step)
 
 
 def register_agent_magic(shell: Any, service: Any = None) -> AgentMagics:

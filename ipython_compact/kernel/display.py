@@ -185,13 +185,21 @@ def summary_bundle(compaction: Mapping[str, Any], notice: str | None = None) -> 
         f"{_count(compaction.get('tokens_before'))} → {_count(compaction.get('tokens_after'))} tokens"
     )
     after, now = compaction.get("tokens_after"), compaction.get("context_after")
+    estimate = str(compaction.get("estimate") or "")
     if isinstance(after, int) and isinstance(now, int) and now != after:
         # one number for one thing: the context now is what `%compact status` says right after;
-        # the compaction's own figure (checkpoint + kept tail) is named as such
+        # the compaction's own figure (checkpoint + kept tail) is named as such. A live agent's
+        # learned estimate also counts what every request carries (tool schemas, framing), and
+        # is named, as `%compact status` names it; the two are then not a sum of parts.
+        learned = bool(estimate) and not estimate.startswith("default")
+        rest = (
+            f"checkpoint and kept tail {after:,} by the compaction's own count; estimated by {estimate}"
+            if learned
+            else f"checkpoint and kept tail {after:,}, placed after it {now - after:+,}"
+        )
         head = (
             f"Compaction {compaction.get('id') or '?'} ({compaction.get('reason') or '-'}): "
-            f"{_count(compaction.get('tokens_before'))} → {now:,} tokens in context (checkpoint and "
-            f"kept tail {after:,}, placed after it {now - after:+,})"
+            f"{_count(compaction.get('tokens_before'))} → {now:,} tokens in context ({rest})"
         )
     width = plain_text.terminal_width()
     plain = f"{plain_text.wrap_block(head, width)}\n\n{plain_text.wrap_block(summary, width)}" + (

@@ -61,7 +61,8 @@ class Extension:
         ip.register_magics(self.magics)
         # %%agent (ipython_compact.kernel.agent_magic)
         self.agent_magics = register_agent_magic(ip, self.service)
-        self.service.live_agent = lambda: self.agent_magics.current if self.agent_magics is not None else None
+        # the live agent with its settings brought up to `%config CompactConfig.compaction` first
+        self.service.live_agent = lambda: self.agent_magics.live() if self.agent_magics is not None else None
         ip.events.register("pre_run_cell", self.pre_run_cell)
         ip.events.register("post_run_cell", self.post_run_cell)
         self._bind_helper()

@@ -263,16 +263,9 @@ class CompactMagics(Magics):  # type: ignore[misc]
 
     @COMMANDS.subcommand("status", "Tokens in context, the window, and both threshold lines.")
     def _status(self, a: argparse.Namespace) -> Any:
-        status = dict(self.service.status())
-        agent = self.service.live_agent()
-        # which token estimate is in force: the live agent's (its model's tokenizer, learned from
-        # usage, or the default), else the configured estimator's
-        status["estimate"] = (
-            agent.status().get("estimate")
-            if agent is not None
-            else f"default ({self.service.settings().estimator})"
-        )
-        return report_rows.status_bundle(status)
+        # `estimate` names the token estimate in force: the live agent's (its model's tokenizer,
+        # learned from usage, or the default), else the configured estimator's
+        return report_rows.status_bundle(dict(self.service.status()))
 
     @COMMANDS.subcommand(
         "names",
@@ -410,7 +403,7 @@ class CompactMagics(Magics):  # type: ignore[misc]
         _at_least(a.n, 0, "-n")
         rows = self.service.log(limit=a.n)  # entries without text come described, not blank
         return display.rows_bundle(
-            f"Last {len(rows)} entries of {self.service.session}",
+            f"Last {len(rows)} entries of {self.service.context_session()}",
             ["id", "kind", "role", "text"],
             [[r["id"], r["kind"], r["role"] or "", r["text"]] for r in rows],
             rows,

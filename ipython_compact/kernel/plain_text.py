@@ -87,6 +87,12 @@ def fields(rows: Sequence[tuple[str, str]], width: int) -> str:
     for label, value in rows:
         for i, line in enumerate(wrap(value, room)):
             head = label.ljust(label_width) if i == 0 else " " * label_width
+            if len(line) > room:  # one word longer than the column (a path): a line of its own,
+                # moved left just enough to fit, else flush left (the terminal broke it mid-word)
+                if i == 0:
+                    out.append(label.rstrip())
+                out.append(" " * max(0, min(label_width + len(GAP), width - len(line))) + line)
+                continue
             out.append((head + GAP + line).rstrip())
     return "\n".join(out).replace(KEEP, " ")
 

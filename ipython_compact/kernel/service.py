@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from ipython_compact.compaction.context_figures import ContextFigure
+from ipython_compact.compaction.context_figures import record as record_figure
 from ipython_compact.compaction.results import NothingToCompact
 from ipython_compact.core.comm_protocol import (
     CompactionRecord,
@@ -281,8 +283,10 @@ class KernelService(SnapshotOperations):
         return summaries_of(self.store, self.context_session(), limit, self.settings().estimator)
 
     def log(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The newest ``limit`` entries (0: all); an entry without text is described (``entry_gist``)."""
-        path = self.store.path_tail(self.session, limit) if limit > 0 else self.store.path(self.session)
+        """The newest ``limit`` entries (0: all) of the session whose context is compacting (a live
+        agent's own, as ``status`` names it); an entry without text is described (``entry_gist``)."""
+        session = self.context_session()
+        path = self.store.path_tail(session, limit) if limit > 0 else self.store.path(session)
         return [
             {
                 "id": e.id,
@@ -295,7 +299,7 @@ class KernelService(SnapshotOperations):
         ]
 
     def show(self, entry_id: str) -> dict[str, Any]:
-        entry = self.store.get(entry_id, self.session)
+        entry = self.store.get(entry_id, self.context_session())
         return dict(entry.to_json())
 
     def tree(self) -> list[dict[str, Any]]:
@@ -356,28 +360,35 @@ class KernelService(SnapshotOperations):
         self, entry_id: str | None = None, query: str | None = None, limit: int = 5
     ) -> list[dict[str, Any]]:
         """Original text of logged entries (compaction summaries are excluded from query hits)."""
-        hits = self._compactor().recall(self.session, entry_id=entry_id, query=query, limit=limit)
+        hits = self._compactor().recall(self.context_session(), entry_id=entry_id, query=query, limit=limit)
         return [h.to_json() for h in hits]
 
     def pin(self, text: str) -> dict[str, Any]:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("pin needs non-empty text")
-        entry = self._compactor().pin(self.session, text=text)
+        entry = self._compactor().pin(self.context_session(), text=text)
         return {"pin_id": entry.data.get("pin_id"), "entry_id": entry.id}
 
     def unpin(self, pin_id: str) -> dict[str, Any]:
-        entry = self._compactor().unpin(self.session, pin_id)
+        entry = self._compactor().unpin(self.context_session(), pin_id)
         return {"pin_id": pin_id, "entry_id": entry.id}
 
     def pins(self) -> dict[str, str]:
-        return {str(a.pin_id): a.text for a in self._compactor().active_pins(self.session)}
+        return {str(a.pin_id): a.text for a in self._compactor().active_pins(self.context_session())}
 
     # ------------------------------------------------------------------ compaction
     def _compactor(self) -> Compactor:
         # start-up: the compactor pulls in the whole summarizing core; %load_ext must not pay for it
         from ipython_compact.compaction.compactor import Compactor  # start-up
 
-        return Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
+        compactor = Compactor(self.store, self._summarizer(), self.compaction_settings()[0])
+        agent = self.live_agent()
+        if agent is not None:  # its cut in the model's tokens, and its figure for "context now"
+            # start-up: only with a live agent (its own module is loaded by then)
+            from ipython_compact.agent.context_report import attach_estimate
+
+            attach_estimate(agent, compactor)
+        return compactor
 
     def compaction_settings(self) -> tuple[Any, str]:
         """``(settings, whose)``: the live ``%%agent``'s own settings (its window, per-model
@@ -442,14 +453,20 @@ class KernelService(SnapshotOperations):
             payload = _jsonable(result)
             notice = self.after_compaction()
             # the context as `status` (and the panel's gauge) counts it now: the kernel-state
-            # notice placed after the compaction takes room too (issue 35: one number, one thing)
-            payload["context_after"] = self.status()["tokens"]
+            # notice placed after the compaction takes room too (issue 35: one number, one thing);
+            # kept beside the log, so the timeline and the CLI show this figure, not a re-estimate
+            now = self.status()
+            payload["context_after"] = now["tokens"]
+            payload["estimate"] = now["estimate"]
+            figure = ContextFigure(now["tokens"], now["estimate"])
+            record_figure(self.store, self.context_session(), result.entry.id, figure)
             return {"compaction": cast(CompactionRecord, payload), "notice": notice}
         finally:
             lock.release()
 
     def after_compaction(self) -> str | None:
-        """Append the ``<ipython_state>`` notice from a live probe (and a fresh snapshot when allowed)."""
+        """Append the ``<ipython_state>`` notice from a live probe (and a fresh snapshot when allowed)
+        to the session just compacted (a live agent's own, which may not be the bound one)."""
         outcome: SnapshotOutcome | None
         try:
             report = self.snapshot()  # raises Busy off the main thread while a cell runs
@@ -471,7 +488,7 @@ class KernelService(SnapshotOperations):
             names = None
         notice = state_notice(kernel_alive=True, names=names, snapshot=outcome)
         if notice is not None:
-            self.store.append(self.session, KERNEL_STATE, {"content": notice}, timestamp=log_now())
+            self.store.append(self.context_session(), KERNEL_STATE, {"content": notice}, timestamp=log_now())
         return notice
 
     # ------------------------------------------------------------------ bookkeeping appends

@@ -10,6 +10,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from ipython_compact.compaction.context_figures import (
+    AGENTS_COUNT,
+    FIGURES_KEY,
+    agents_kept_count,
+    model_sees,
+)
 from ipython_compact.core.comm_protocol import StatusReply
 from ipython_compact.core.entries import COMPACTION, MESSAGE
 from ipython_compact.namespace.snapshot import SnapshotError
@@ -18,7 +24,7 @@ from ipython_compact.version import __version__
 if TYPE_CHECKING:
     from ipython_compact.kernel.service import KernelService
 
-FIGURES_KEY = "panel_figures"  # the session status row holding the last window and lines status() reported
+__all__ = ["AGENTS_COUNT", "FIGURES_KEY", "agents_kept_count", "model_sees", "status_of"]
 
 
 def status_of(self: KernelService) -> StatusReply:
@@ -32,6 +38,7 @@ def status_of(self: KernelService) -> StatusReply:
     ``conversation`` says whether the context holds any model conversation (messages or a compaction); a plain
     notebook has none, and there is nothing to compact.
     """
+    from ipython_compact.compaction.context_figures import estimator_words  # start-up: status only
     from ipython_compact.core.thresholds import threshold_lines  # start-up: status only
     from ipython_compact.core.tokens import estimate_context  # start-up: status only
 
@@ -39,10 +46,12 @@ def status_of(self: KernelService) -> StatusReply:
     session = self.context_session()
     view = self.store.context_view(session)
     conversation = any(e.kind in (MESSAGE, COMPACTION) for e in view.entries)
-    problem, remembered = None, False
+    seen = model_sees(view.entries)
+    problem, remembered, counted = None, False, None
     if agent is not None:
         figures = agent.status()
         tokens, window, model = figures["tokens"], int(figures["window"]), figures.get("model")
+        estimate = str(figures.get("estimate") or "")
         lines: Any = None
         blocking, background = figures["blocking_line"], figures["background_line"]
     else:
@@ -53,6 +62,10 @@ def status_of(self: KernelService) -> StatusReply:
             view.entries, settings.estimator, tokens=view.tokens(settings.estimator)
         ).tokens
         kept, model = _agents_kept_figures(self, session), None
+        estimate = estimator_words(settings.estimator)
+        counted = agents_kept_count(self.store, session, seen)
+        if counted is not None:  # the context the last live agent counted, unchanged since
+            tokens, estimate = counted
         remembered = kept is not None
         if kept is not None:  # the agent's own window and lines, as it last reported them
             window, blocking, background = kept["window"], kept["blocking_line"], kept["background_line"]
@@ -77,16 +90,18 @@ def status_of(self: KernelService) -> StatusReply:
     for said in (self.bookkeeping.failure, self.bookkeeping.waiting_text()):
         if said is not None:  # never silent: a dropped or waiting bookkeeping entry is a problem
             problem = f"{problem} Also: {said}." if problem else f"{said}."
-    _remember_figures(
-        self,
-        session,
-        {
-            "window": window,
-            "blocking_line": blocking,
-            "background_line": background,
-            "source": "agent" if agent is not None else ("remembered" if remembered else "config"),
-        },
-    )
+    figures = {
+        "window": window,
+        "blocking_line": blocking,
+        "background_line": background,
+        "source": "agent" if agent is not None else ("remembered" if remembered else "config"),
+    }
+    if agent is not None:  # its count of this context, kept until the context the model sees changes
+        figures.update({"tokens": tokens, "estimate": estimate, "context_leaf": seen})
+    elif counted is not None:
+        kept_count = self.store.status_get(session, FIGURES_KEY, {}) or {}
+        figures.update({k: kept_count.get(k) for k in ("tokens", "estimate", "context_leaf")})
+    _remember_figures(self, session, figures)
     live = self.store.live_status(session)
     snap: dict[str, Any] | None = None
     pending: bool | None = None
@@ -108,6 +123,7 @@ def status_of(self: KernelService) -> StatusReply:
         "model": model,
         "conversation": conversation,
         "tokens": tokens,
+        "estimate": estimate,
         "window": window,
         "blocking_line": blocking,
         "background_line": background,

@@ -354,9 +354,11 @@ export class CompactPanel extends Widget {
       }
     }
     const figures = el('div', 'jp-IpythonCompact-figures');
-    figures.appendChild(
-      el('div', 'jp-IpythonCompact-tokenCount', `${formatTokens(s.tokens)} / ${formatTokens(s.window)} tokens`)
-    );
+    const count = el('div', 'jp-IpythonCompact-tokenCount', `${formatTokens(s.tokens)} / ${formatTokens(s.window)} tokens`);
+    if (s.estimate) {
+      count.title = `estimated by ${s.estimate}`;
+    }
+    figures.appendChild(count);
     const legend = el('div', 'jp-IpythonCompact-legend');
     if (s.background_line !== null) {
       legend.appendChild(el('span', 'jp-IpythonCompact-key-background', `background ${formatTokens(s.background_line)}`));

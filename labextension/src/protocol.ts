@@ -156,6 +156,8 @@ export interface IStatusReply {
   model: string | null;
   conversation: boolean | null;
   tokens: number | null;
+  /** Which estimate counted `tokens` (the live agent's learned one, or `default (density)`). */
+  estimate: string | null;
   window: number | null;
   blocking_line: number | null;
   background_line: number | null;
@@ -175,6 +177,7 @@ export type IStatus = Pick<
   | 'session'
   | 'conversation'
   | 'tokens'
+  | 'estimate'
   | 'window'
   | 'blocking_line'
   | 'background_line'
@@ -198,6 +201,8 @@ export interface ICompactionSummary {
   tokens_after: number | null;
   /** The context right after it as `status` counted it (with the kernel-state notice after it). */
   context_after: number | null;
+  /** Which estimate counted `context_after`, in the words `%compact status` uses. */
+  estimate: string | null;
   summary: string;
   first_kept_entry_id: string | null;
   kept_entries: unknown;
@@ -247,6 +252,8 @@ export interface ICompactionRecord {
   tokens_after: number;
   /** The context as `status` counts it once the compaction and its notice are in. */
   context_after: number;
+  /** Which estimate counted `context_after` (as `status` names it). */
+  estimate: string;
   kept_entries: number;
   summarizer: unknown;
 }
@@ -427,6 +434,7 @@ export function parseCompaction(value: unknown): ICompaction | null {
     tokens_before: numberField(value, 'tokens_before'),
     tokens_after: numberField(value, 'tokens_after'),
     context_after: numberField(value, 'context_after'),
+    estimate: stringField(value, 'estimate'),
     summary: stringField(value, 'summary') ?? '',
     first_kept_entry_id: stringField(value, 'first_kept_entry_id'),
     kept_entries: value['kept_entries'],
@@ -442,6 +450,7 @@ export function parseStatus(value: Json): IStatus {
     session: stringField(value, 'session'),
     conversation: typeof value['conversation'] === 'boolean' ? value['conversation'] : null,
     tokens: numberField(value, 'tokens'),
+    estimate: stringField(value, 'estimate'),
     window: numberField(value, 'window'),
     blocking_line: numberField(value, 'blocking_line'),
     background_line: numberField(value, 'background_line'),

@@ -245,7 +245,8 @@ export function renderCompactionCard(c: ICompaction, open: boolean, onRecall?: R
   if (c.context_after !== null) {
     tokens.title =
       'The context right after this compaction, as the gauge counted it then ' +
-      '(the checkpoint, the kept tail and the kernel-state notice placed after it).';
+      '(the checkpoint, the kept tail and the kernel-state notice placed after it)' +
+      (c.estimate ? `, estimated by ${c.estimate}.` : '.');
   }
   const when = document.createElement('span');
   when.className = 'jp-IpythonCompact-when';
