@@ -156,7 +156,12 @@ class Decider:
 
         return lookup
 
-    def _work(self, session: str, keep_recent_tokens: int | None = None) -> Work | None:
+    def _work(
+        self, session: str, keep_recent_tokens: int | None = None, *, gists: bool = True
+    ) -> Work | None:
+        """The decision on the session's view; ``gists=False`` (a preview) only counts what the
+        triage externalizes (``core.triage.triage``), and a later call that needs the gists
+        triages the remembered decision's span again, nothing else."""
         settings = self.settings
         if keep_recent_tokens is not None:
             settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
@@ -166,6 +171,9 @@ class Decider:
             last = remembered[1]
             # one indexed read: the view is fixed by its leaf, so an unmoved leaf means the same view
             if last.leaf_id is not None and last.leaf_id == self.store.leaf(session):
+                if gists and not last.triage.gists:
+                    last = self._with_gists(last, settings)
+                    _LAST_WORK[self.store] = (memo_key, last)
                 return last
         view = self.store.context_view(session)
         path = tuple(view.entries)
@@ -181,16 +189,8 @@ class Decider:
         if prep.previous_compaction_index >= 0:
             carried = carried_from(path[prep.previous_compaction_index])
         span = (*prep.messages_to_summarize, *prep.turn_prefix)
-        tri = triage(
-            span,
-            prep.kept,
-            tokens=lambda e: tokens.get(e.id, 0) or estimate_entry_tokens(e, settings.estimator),
-            externalize_lines=self.externalize_lines,
-            externalize_chars=self.externalize_chars,
-        )
-        prefix_ids = {e.id for e in prep.turn_prefix}
-        history = tuple(e for e in tri.encode if e.id not in prefix_ids)
-        prefix = tuple(e for e in tri.encode if e.id in prefix_ids)
+        tri = self._triage(span, prep, tokens, settings, gists)
+        history, prefix = _split_prefix(tri, prep)
         anchor_set = AnchorSet()
         if self.use_anchors:
             lookup = self._lookup(session)
@@ -216,8 +216,32 @@ class Decider:
             _LAST_WORK[self.store] = (memo_key, work)
         return work
 
-    def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> Work:
-        work = self._work(session, keep_recent_tokens)
+    def _triage(
+        self,
+        span: Sequence[Entry],
+        prep: Preparation,
+        tokens: Mapping[str, int],
+        settings: CompactionSettings,
+        gists: bool,
+    ) -> Triage:
+        return triage(
+            span,
+            prep.kept,
+            tokens=lambda e: tokens.get(e.id, 0) or estimate_entry_tokens(e, settings.estimator),
+            externalize_lines=self.externalize_lines,
+            externalize_chars=self.externalize_chars,
+            gists=gists,
+        )
+
+    def _with_gists(self, work: Work, settings: CompactionSettings) -> Work:
+        """``work`` (decided by a preview) with its span triaged again, gists made: the same
+        decisions, now with what a summarizer reads (view, cut and anchors are reused)."""
+        tri = self._triage(work.span, work.prep, work.view_tokens, settings, True)
+        history, prefix = _split_prefix(tri, work.prep)
+        return dataclasses.replace(work, triage=tri, history=history, prefix=prefix)
+
+    def _work_or_raise(self, session: str, keep_recent_tokens: int | None, *, gists: bool = True) -> Work:
+        work = self._work(session, keep_recent_tokens, gists=gists)
         if work is None:
             raise self._why_nothing(session, keep_recent_tokens)
         if not any(work.view_tokens.get(e.id, 0) for e in work.span):
@@ -249,7 +273,8 @@ class Decider:
 
         Raises ``NothingToCompact`` when there is nothing to summarize.
         """
-        return self._plan_of(session, focus, self._work_or_raise(session, keep_recent_tokens))
+        # a preview counts what would be externalized; the gists are made when compacting
+        return self._plan_of(session, focus, self._work_or_raise(session, keep_recent_tokens, gists=False))
 
     def _plan_of(self, session: str, focus: str | None, work: Work) -> Plan:
         prep, tri = work.prep, work.triage
@@ -273,6 +298,14 @@ class Decider:
             anchors=work.anchors,
             previous_summary=prep.previous_summary is not None,
         )
+
+
+def _split_prefix(tri: Triage, prep: Preparation) -> tuple[tuple[Entry, ...], tuple[Entry, ...]]:
+    """The triaged span as (history, turn prefix): what each of the two summaries reads."""
+    prefix_ids = {e.id for e in prep.turn_prefix}
+    history = tuple(e for e in tri.encode if e.id not in prefix_ids)
+    prefix = tuple(e for e in tri.encode if e.id in prefix_ids)
+    return history, prefix
 
 
 _LAST_WORK: weakref.WeakKeyDictionary[SessionStore, tuple[tuple[object, ...], Work]] = (

@@ -204,7 +204,8 @@ class Pointer:
     lines: int
     chars: int
     tokens: int
-    gist: Gist = field(default_factory=Gist)
+    gist: Gist | None = field(default_factory=Gist)
+    """None when the triage only counted (a preview, ``triage(gists=False)``): no gist was made."""
     subject: str = ""  # the first identifier of the call that produced it (an index line names it)
 
     @property
@@ -212,15 +213,18 @@ class Pointer:
         return pointer_text(self.entry_id, self.lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "entry_id": self.entry_id,
             "tool": self.tool,
             "lines": self.lines,
             "chars": self.chars,
             "tokens": self.tokens,
-            "gist": self.gist.to_json(),
+            "gist": None if self.gist is None else self.gist.to_json(),
             "subject": self.subject,
         }
+        if self.gist is None:
+            del out["gist"]
+        return out
 
 
 # how many pointers a checkpoint carries: the newest with their gist, older ones as index items
@@ -314,6 +318,9 @@ class Triage:
     discarded: tuple[Discarded, ...]
     kept: tuple[Entry, ...]
     tokens: Mapping[str, int] = field(default_factory=dict)  # summarize, encode, externalize, discard, keep
+    gists: bool = True
+    """False for a count only (``triage(gists=False)``): no gists, externalized entries not
+    shortened in ``encode``; such a triage must never reach a summarizer."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -382,11 +389,17 @@ def triage(
     tokens: Callable[[Entry], int] = approx_tokens,
     externalize_lines: int = EXTERNALIZE_LINES,
     externalize_chars: int = EXTERNALIZE_CHARS,
+    gists: bool = True,
 ) -> Triage:
     """Decide the fate of each entry in the span to summarize.
 
     One pass reads each entry's message, role and tool calls once (a 200,000-entry span is read
-    once, not once per rule); the rules below work on what it found."""
+    once, not once per rule); the rules below work on what it found.
+
+    ``gists=False`` only counts, for a preview: the same decisions, counts and pointers, but no
+    pointer gets a gist and no externalized entry is shortened (``encode`` holds it as it is).
+    Why: the gist's identifier scan of every large output was most of a first preview of a long
+    session (issue 37), and a preview only shows how many entries and tokens move out."""
     discard: dict[str, str] = {}
     # exact duplicates (user / assistant text without tool calls; tool outputs by tool + text)
     first_seen: dict[tuple[Any, str], str] = {}  # (role, text): a tuple key copies no text
@@ -490,23 +503,22 @@ def triage(
         if output is not None and (
             len(output) > externalize_chars or output.count("\n") >= externalize_lines
         ):
-            lines = output.split("\n")
-            if len(lines) > externalize_lines or len(output) > externalize_chars:
+            line_count = output.count("\n") + 1
+            if line_count > externalize_lines or len(output) > externalize_chars:
                 msg = entry.message or {}
                 tool = str(msg.get("toolName") or msg.get("command") or "bash")
                 cid = str(msg.get("toolCallId") or "")
                 # the target
                 call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")
                 call_line = call_line.strip().split("\n", 1)[0]
-                gist = make_gist(output, call_line or None)
+                gist = make_gist(output, call_line or None) if gists else None
                 pointer = Pointer(
-                    entry.id, one_line_tool(tool), len(lines), len(output), cost, gist, subject_of(call_line)
+                    entry.id, one_line_tool(tool), line_count, len(output), cost, gist, subject_of(call_line)
                 )
                 pointers.append(pointer)
-                short = _shorten(entry, lines, pointer.text, pointer.gist)
-                encode.append(short)
+                encode.append(_shorten(entry, output.split("\n"), pointer.text, gist) if gists else entry)
                 counts["externalize"] += cost
                 continue
         encode.append(entry)
         counts["encode"] += cost
-    return Triage(tuple(encode), tuple(pointers), tuple(discarded), tuple(kept), counts)
+    return Triage(tuple(encode), tuple(pointers), tuple(discarded), tuple(kept), counts, gists)
