@@ -437,7 +437,7 @@ def test_newer_postgres_database_is_refused_and_its_migrations_are_named() -> No
     raw_sql(url, "INSERT INTO migrations (name, applied_at) VALUES ('9999_from_the_future', 'x')")
     with pytest.raises(StoreError, match=r"postgresql://.*newer ipython-compact"):
         SessionStore(url)
-    assert [m.name for m in postgres.MIGRATIONS] == ["0001_postgres_schema"]
+    assert [m.name for m in postgres.MIGRATIONS] == ["0001_postgres_schema", "0002_entry_outlines"]
 
 
 def test_a_postgres_database_of_another_program_is_left_untouched() -> None:

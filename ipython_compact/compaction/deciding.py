@@ -36,7 +36,8 @@ from ipython_compact.core.ledger import Ledger
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
-from ipython_compact.core.triage import Triage, forget_gists, triage
+from ipython_compact.core.triage import Triage, assemble, forget_gists, triage
+from ipython_compact.core.triage_facts import decide, facts_from_outline
 from ipython_compact.core.user_statements import (
     constraint_spans,
     is_goal_statement,
@@ -45,6 +46,7 @@ from ipython_compact.core.user_statements import (
     user_text,
 )
 from ipython_compact.store import SessionStore
+from ipython_compact.store.records import OutlineView
 from ipython_compact.summarizers.base import Summarizer
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
@@ -100,6 +102,9 @@ class Work:
     view_tokens: Mapping[str, int]
     leaf_id: str | None = None
     """The leaf the plan was made against: the compaction is appended only if it still is."""
+    outlined: bool = False
+    """Decided from outlines (a preview): ``path``, ``span`` and the triage hold skeletons, never
+    for a summarizer (``_work`` decides anew for one)."""
 
 
 def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
@@ -160,8 +165,10 @@ class Decider:
         self, session: str, keep_recent_tokens: int | None = None, *, gists: bool = True
     ) -> Work | None:
         """The decision on the session's view; ``gists=False`` (a preview) only counts what the
-        triage externalizes (``core.triage.triage``), and a later call that needs the gists
-        triages the remembered decision's span again, nothing else."""
+        triage externalizes (``core.triage.triage``), deciding from the entries' stored outlines
+        (``SessionStore.context_outline``: skeletons in place of most entries, issue 37). A later
+        call that needs the gists triages the remembered span again when it holds the entries,
+        and decides anew when it holds skeletons."""
         settings = self.settings
         if keep_recent_tokens is not None:
             settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
@@ -171,11 +178,14 @@ class Decider:
             last = remembered[1]
             # one indexed read: the view is fixed by its leaf, so an unmoved leaf means the same view
             if last.leaf_id is not None and last.leaf_id == self.store.leaf(session):
-                if gists and not last.triage.gists:
+                if not gists or last.triage.gists:
+                    return last
+                if not last.outlined:
                     last = self._with_gists(last, settings)
                     _LAST_WORK[self.store] = (memo_key, last)
-                return last
-        view = self.store.context_view(session)
+                    return last
+        outlined = not gists and self.count_correction is None
+        view = self.store.context_outline(session) if outlined else self.store.context_view(session)
         path = tuple(view.entries)
         counts = view.tokens(settings.estimator)
         correct = self.count_correction
@@ -189,7 +199,17 @@ class Decider:
         if prep.previous_compaction_index >= 0:
             carried = carried_from(path[prep.previous_compaction_index])
         span = (*prep.messages_to_summarize, *prep.turn_prefix)
-        tri = self._triage(span, prep, tokens, settings, gists)
+        if isinstance(view, OutlineView):
+            outline_of_id = {e.id: o for e, o in zip(path, view.outlines, strict=True)}
+            decided = decide(
+                [e.id for e in span],
+                [facts_from_outline(outline_of_id[e.id]) for e in span],
+                self.externalize_lines,
+                self.externalize_chars,
+            )
+            tri = assemble(span, prep.kept, decided, lambda e: tokens.get(e.id, 0), False)
+        else:
+            tri = self._triage(span, prep, tokens, settings, gists)
         history, prefix = _split_prefix(tri, prep)
         anchor_set = AnchorSet()
         if self.use_anchors:
@@ -203,6 +223,8 @@ class Decider:
                     *(e for e in path if e.kind != COMPACTION and e.id not in ids),
                     *span,
                 ]
+            if outlined:  # what anchors are read from; the skeletons in between have no text
+                sources = [e for e in sources if e.kind == PIN or e.role == "user"]
             try:
                 anchor_set = extract_anchors(carried.anchors, sources, lookup)
             except ValueError as exc:
@@ -211,7 +233,9 @@ class Decider:
                 ) from exc
             pins = [e for e in path[prep.boundary_start :] if e.kind == PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
-        work = Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id)
+        work = Work(
+            prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id, outlined
+        )
         if correct is None:
             _LAST_WORK[self.store] = (memo_key, work)
         return work
@@ -302,6 +326,8 @@ class Decider:
 
 def _split_prefix(tri: Triage, prep: Preparation) -> tuple[tuple[Entry, ...], tuple[Entry, ...]]:
     """The triaged span as (history, turn prefix): what each of the two summaries reads."""
+    if not prep.turn_prefix:
+        return tri.encode, ()
     prefix_ids = {e.id for e in prep.turn_prefix}
     history = tuple(e for e in tri.encode if e.id not in prefix_ids)
     prefix = tuple(e for e in tri.encode if e.id in prefix_ids)

@@ -167,10 +167,12 @@ def outline_of(entry: Entry) -> dict[str, Any]:
 
 
 def facts_from_outline(outline: Mapping[str, Any]) -> Facts | None:
-    """The facts an ``outline_of`` kept (texts as digests); None for an entry without a message."""
+    """The facts an ``outline_of`` kept (texts as digests); None for an entry without a message.
+    ``outline`` is JSON as read (dicts and lists): one of these is read per entry of a preview."""
     msg = outline.get("m")
-    if not isinstance(msg, Mapping):
+    if msg.__class__ is not dict:
         return None
+    assert isinstance(msg, dict)
     role = msg.get("role")
     calls = outline.get("c")
     if calls:
@@ -184,13 +186,16 @@ def facts_from_outline(outline: Mapping[str, Any]) -> Facts | None:
     output = outline.get("o")
     return Facts(
         role,
-        call_id=str(msg.get("toolCallId") or ""),
-        error=bool(msg.get("isError")),
-        text=outline.get("k"),
-        blank=bool(outline.get("b", True)),
-        output=None if output is None else (int(output[0]), int(output[1])),
-        tool=str(msg.get("toolName") or msg.get("command") or "bash"),
-        command=str(msg.get("command") or ""),
+        (),
+        False,
+        None,
+        str(msg.get("toolCallId") or ""),
+        bool(msg.get("isError")),
+        outline.get("k"),
+        bool(outline.get("b", True)),
+        None if output is None else (int(output[0]), int(output[1])),
+        str(msg.get("toolName") or msg.get("command") or "bash"),
+        str(msg.get("command") or ""),
     )
 
 
@@ -198,8 +203,10 @@ def skeleton_of(entry_id: str, parent_id: str | None, kind: str, outline: Mappin
     """An entry with only what planning reads of the entry the outline was made from (no text):
     a message's role, stop reason, usage and call fields; whether a branch summary has text."""
     data: dict[str, Any] = {}
-    if kind == MESSAGE and isinstance(outline.get("m"), Mapping):
-        data["message"] = dict(outline["m"])
+    if kind == MESSAGE:
+        message = outline.get("m")
+        if message.__class__ is dict:
+            data["message"] = message
     elif kind == BRANCH_SUMMARY and outline.get("s"):
         data["summary"] = "…"
     return Entry(entry_id, parent_id, kind, "", data)
