@@ -4,12 +4,12 @@ compaction, pins and branch summaries, and a log written before outlines were ke
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import counting_clock, counting_ids
+from postgres_server import raw_sql
 
 from ipython_compact.cli.demo_transcript import TranscriptGenerator
 from ipython_compact.compaction.compactor import Compactor
@@ -83,17 +83,13 @@ def test_a_preview_after_a_compaction_with_pins_and_a_branch_summary(tmp_path: P
         assert outlined == plan_from_entries(compactor, "s")
 
 
-def test_a_log_written_before_outlines_were_kept_is_previewed_from_its_entries(tmp_path: Path) -> None:
-    db = tmp_path / "log.db"
-    with SessionStore(db, clock=counting_clock(), new_id=counting_ids()) as store:
+def test_a_log_written_before_outlines_were_kept_is_previewed_from_its_entries(location: str | Path) -> None:
+    with SessionStore(location, clock=counting_clock(), new_id=counting_ids()) as store:
         demo_session(store, 15)
         expected = plan_from_entries(Compactor(store), "s")
-    raw = sqlite3.connect(db)  # as migration 0007 leaves older rows: no outline
-    raw.execute("DROP TRIGGER entries_no_update")
-    raw.execute("UPDATE entries SET outline = NULL")
-    raw.commit()
-    raw.close()
-    with SessionStore(db) as store:
+    # as the outline migration leaves older rows: no outline
+    raw_sql(location, "UPDATE entries SET outline = NULL", lift_guards=True)
+    with SessionStore(location) as store:
         assert plan_from_outlines(Compactor(store), "s") == expected
 
 
@@ -111,10 +107,11 @@ def test_every_entry_written_keeps_its_outline(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("shape", ["linear", "branched", "two sessions interleaved", "compacted"])
-def test_the_outline_view_holds_the_context_views_entries(tmp_path: Path, shape: str) -> None:
+def test_the_outline_view_holds_the_context_views_entries(location: str | Path, shape: str) -> None:
     """Read as one run of rows when the view is one (a session appended to without branching),
-    else link by link: the same entries, estimates and offset as ``context_view`` either way."""
-    with SessionStore(tmp_path / "log.db", clock=counting_clock(), new_id=counting_ids()) as store:
+    else link by link: the same entries, estimates and offset as ``context_view`` either way,
+    on both engines."""
+    with SessionStore(location, clock=counting_clock(), new_id=counting_ids()) as store:
         demo_session(store, 6)
         if shape == "branched":
             store.set_leaf("s", store.path("s")[20].id)

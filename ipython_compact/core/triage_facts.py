@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ipython_compact.core.entries import (
     BRANCH_SUMMARY,
@@ -67,9 +67,9 @@ def output_text(message: Mapping[str, Any]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Call:
-    """One tool call: ``target`` compares (the target, or its digest), ``line`` names it."""
+class Call(NamedTuple):
+    """One tool call: ``target`` compares (the target, or its digest), ``line`` names it.
+    (Named tuples: a preview makes one per entry of the span, a frozen dataclass costs 4x.)"""
 
     call_id: str
     tool: str
@@ -77,8 +77,7 @@ class Call:
     line: str
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """What triage reads of one message entry. ``text`` and ``args`` compare only (a text or its
     digest); ``output`` is the output's (characters, newlines)."""
 
@@ -124,7 +123,7 @@ def _facts(entry: Entry, key: Any) -> Facts | None:
         call_id=str(msg.get("toolCallId") or ""),
         error=bool(msg.get("isError")),
         text=key(text),
-        blank=not text.strip(),
+        blank=not text or text.isspace(),
         output=None if output is None else (len(output), output.count("\n")),
         tool=str(msg.get("toolName") or msg.get("command") or "bash"),
         command=str(msg.get("command") or ""),
@@ -142,27 +141,44 @@ def _same(text: str) -> str:
 
 def outline_of(entry: Entry) -> dict[str, Any]:
     """What is kept with ``entry`` when it is written: its skeleton message and its facts with
-    digests for texts (a few hundred bytes whatever the entry's size)."""
+    digests for texts (a few hundred bytes whatever the entry's size). Written out rather than
+    through ``Facts``: every append and every imported entry pays for it."""
     out: dict[str, Any] = {"v": OUTLINE_VERSION}
-    if entry.kind == BRANCH_SUMMARY:
+    kind = entry.kind
+    if kind == BRANCH_SUMMARY:
         summary = entry.data.get("summary")
         out["s"] = isinstance(summary, str) and bool(summary)
         return out
-    msg = entry.message
-    facts = _facts(entry, digest)
-    if msg is None or facts is None:
+    msg = entry.data.get("message") if kind == MESSAGE else None
+    if not isinstance(msg, dict):
         return out
     out["m"] = {k: msg[k] for k in _SKELETON_KEYS if k in msg}
-    if facts.calls:
-        out["c"] = [[c.call_id, c.tool, c.target, c.line] for c in facts.calls]
-        out["1"] = facts.single
-        if facts.single:
-            out["a"] = facts.args
-        return out
-    out["k"] = facts.text
-    out["b"] = facts.blank
-    if facts.output is not None:
-        out["o"] = list(facts.output)
+    if msg.get("role") == "assistant":
+        blocks = tool_calls_of(msg)
+        if blocks:
+            calls = []
+            for call in blocks:
+                target = call_target(call)
+                calls.append(
+                    [
+                        str(call.get("id") or ""),
+                        str(call.get("name", "")),
+                        digest(target),
+                        call_line_of(target),
+                    ]
+                )
+            out["c"] = calls
+            single = len(blocks) == 1 and not text_of_content(msg.get("content"), joiner="")
+            out["1"] = single
+            if single:
+                out["a"] = digest(canonical_json(blocks[0].get("arguments")))
+            return out
+    text = entry_text(entry)
+    out["k"] = digest(text)
+    out["b"] = not text or text.isspace()
+    output = output_text(msg)
+    if output is not None:
+        out["o"] = [len(output), output.count("\n")]
     return out
 
 
