@@ -103,8 +103,8 @@ class Work:
     leaf_id: str | None = None
     """The leaf the plan was made against: the compaction is appended only if it still is."""
     outlined: bool = False
-    """Decided from outlines (a preview): ``path``, ``span`` and the triage hold skeletons, never
-    for a summarizer (``_work`` decides anew for one)."""
+    """Decided from outlines (a preview): ``path``, ``span`` and the triage hold skeletons and
+    ``prep`` has no file lists; never for a summarizer (``_work`` decides anew for one)."""
 
 
 def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
@@ -191,7 +191,7 @@ class Decider:
         correct = self.count_correction
         if correct is not None:
             counts = [correct(e, c) for e, c in zip(path, counts, strict=True)]
-        prep = prepare_compaction(path, settings, tokens=counts)
+        prep = prepare_compaction(path, settings, tokens=counts, files=not outlined)
         if prep is None:
             return None
         tokens = _tokens_of(path, counts)
