@@ -173,13 +173,30 @@ def outline_of(entry: Entry) -> dict[str, Any]:
             if single:
                 out["a"] = digest(canonical_json(blocks[0].get("arguments")))
             return out
-    text = entry_text(entry)
+    text, output = _texts(entry, msg)
     out["k"] = digest(text)
     out["b"] = not text or text.isspace()
-    output = output_text(msg)
     if output is not None:
         out["o"] = [len(output), output.count("\n")]
     return out
+
+
+def _texts(entry: Entry, msg: Mapping[str, Any]) -> tuple[str, str | None]:
+    """``(entry_text(entry), output_text(msg))``, taken at once where the content is a string or
+    one text block (most messages): the same strings without joining the text twice."""
+    role = msg.get("role")
+    if role != "bashExecution" and "summary" not in msg:
+        content = msg.get("content")
+        text: Any = None
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list) and len(content) == 1:
+            block = content[0]
+            if isinstance(block, dict) and block.get("type") == "text":
+                text = block.get("text")
+        if isinstance(text, str):
+            return text, text if role == "toolResult" else None
+    return entry_text(entry), output_text(msg)
 
 
 def facts_from_outline(outline: Mapping[str, Any]) -> Facts | None:
