@@ -8,9 +8,10 @@ import pytest
 from builders import bash_message, calls_entry, entry, result_entry
 from builders import user_entry as user
 
-from ipython_compact.core.entries import Entry, entry_text
+from ipython_compact.core.entries import Entry, canonical_json, entry_text
 from ipython_compact.core.triage_facts import (
     _texts,
+    args_digest,
     decide,
     facts_from_outline,
     facts_of,
@@ -100,3 +101,21 @@ def test_a_skeleton_keeps_what_planning_reads_and_no_text() -> None:
     assert skeleton_of("b1", None, "branch_summary", outline_of(summary)).data["summary"]
     empty = Entry("b2", None, "branch_summary", "t", {"summary": ""})
     assert "summary" not in skeleton_of("b2", None, "branch_summary", outline_of(empty)).data
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({"code": "x", "n": 1}, {"n": 1, "code": "x"}),
+        ({"n": 1}, {"n": 1.0}),
+        ({"n": 1}, {"n": True}),
+        ({"n": 10**30}, {"n": 10**30}),
+        ({"n": 10**30}, {"n": 1e30}),
+        ({"s": "ü\u2028"}, {"s": "ü\u2028"}),
+        ({"l": [1, {"b": 2, "a": 1}]}, {"l": [1, {"a": 1, "b": 2}]}),
+        (None, {}),
+        ({"x": 5e-06}, {"x": 0.000005}),
+    ],
+)
+def test_arguments_digest_tells_apart_what_canonical_json_tells_apart(a: Any, b: Any) -> None:
+    assert (args_digest(a) == args_digest(b)) == (canonical_json(a) == canonical_json(b))
