@@ -232,8 +232,10 @@ def _entry_writers(conn: sqlite3.Connection) -> None:
 def _entry_outlines(conn: sqlite3.Connection) -> None:
     """Keep each entry's outline (``core.triage_facts.outline_of``: role, stop reason, usage, tool
     calls, text digests, output size; a few hundred bytes) with it, so a preview decides from the
-    outlines instead of parsing every entry of a long context (issue 37). Derived like ``mark``
-    and not hashed; entries written before this migration have none (NULL) and are read whole."""
+    outlines instead of parsing every entry of a long context (issue 37). Derived from the entry,
+    not hashed and not checked by ``verify``: a hand-edited outline can mislead a preview, never
+    a compaction (which reads the entries). Entries written before this migration have none
+    (NULL) and are read whole."""
     conn.execute("ALTER TABLE entries ADD COLUMN outline TEXT")
 
 
