@@ -18,6 +18,7 @@ from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.triage_facts import facts_from_outline, facts_of, outline_of
 from ipython_compact.store import SessionStore
 from ipython_compact.store.importers import import_transcript, load_transcript
+from ipython_compact.store.json_text import sorted_json_bytes
 
 PI = Path(__file__).parent / "fixtures" / "pi"
 
@@ -100,7 +101,7 @@ def test_every_entry_written_keeps_its_outline(tmp_path: Path) -> None:
         for session in ("s", "pi"):
             view = store.context_outline(session)
             entries = store.path(session)
-            assert [o for o in view.outlines] == [outline_of(e) for e in entries]
+            assert [o for o in view.outlines] == [outline_of(e, sorted_json_bytes) for e in entries]
             assert [facts_from_outline(o) is None for o in view.outlines] == [
                 facts_of(e) is None for e in entries
             ]
@@ -136,4 +137,4 @@ def test_the_outline_view_holds_the_context_views_entries(location: str | Path, 
             view.offset,
             view.head_id,
         )
-        assert outlined.outlines == [outline_of(e) for e in view.entries]
+        assert outlined.outlines == [outline_of(e, sorted_json_bytes) for e in view.entries]

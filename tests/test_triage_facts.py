@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from ipython_compact.core.triage_facts import (
     output_text,
     skeleton_of,
 )
+from ipython_compact.store.json_text import sorted_json_bytes
 
 
 def message(eid: str, **msg: Any) -> Entry:
@@ -76,12 +78,15 @@ SPANS = {
 }
 
 
+@pytest.mark.parametrize("dumps", [None, sorted_json_bytes], ids=["canonical_json", "orjson"])
 @pytest.mark.parametrize("name", sorted(SPANS))
-def test_decisions_from_outlines_are_the_decisions_from_entries(name: str) -> None:
+def test_decisions_from_outlines_are_the_decisions_from_entries(
+    name: str, dumps: Callable[[Any], bytes | None] | None
+) -> None:
     span = SPANS[name]
     ids = [e.id for e in span]
     from_entries = decide(ids, [facts_of(e) for e in span], 200, 8000)
-    from_outlines = decide(ids, [facts_from_outline(outline_of(e)) for e in span], 200, 8000)
+    from_outlines = decide(ids, [facts_from_outline(outline_of(e, dumps)) for e in span], 200, 8000)
     assert from_outlines == from_entries
     assert from_entries.discard or from_entries.externalize
 
@@ -117,5 +122,8 @@ def test_a_skeleton_keeps_what_planning_reads_and_no_text() -> None:
         ({"x": 5e-06}, {"x": 0.000005}),
     ],
 )
-def test_arguments_digest_tells_apart_what_canonical_json_tells_apart(a: Any, b: Any) -> None:
-    assert (args_digest(a) == args_digest(b)) == (canonical_json(a) == canonical_json(b))
+@pytest.mark.parametrize("dumps", [None, sorted_json_bytes], ids=["canonical_json", "orjson"])
+def test_arguments_digest_tells_apart_what_canonical_json_tells_apart(
+    a: Any, b: Any, dumps: Callable[[Any], bytes | None] | None
+) -> None:
+    assert (args_digest(a, dumps) == args_digest(b, dumps)) == (canonical_json(a) == canonical_json(b))

@@ -20,7 +20,7 @@ What must hold:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -33,11 +33,6 @@ from ipython_compact.core.entries import (
     text_of_content,
     tool_calls_of,
 )
-
-try:
-    import orjson as _orjson  # optional at run time: a dependency; canonical_json gives the same classes
-except ImportError:  # pragma: no cover - absent only in odd installs
-    _orjson = None  # type: ignore[assignment]
 
 _TARGET_KEYS: Final = ("path", "file_path", "filePath", "filename", "command", "cmd", "code", "url", "query")
 #: The message fields a skeleton keeps: what the cut point, the estimate and triage read.
@@ -109,19 +104,15 @@ def _digest_bytes(data: bytes) -> str:
     return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:16]
 
 
-def args_digest(args: Any) -> str:
+def args_digest(args: Any, dumps: Callable[[Any], bytes | None] | None = None) -> str:
     """The digest of a call's arguments: equal for equal arguments, as ``canonical_json`` is.
-    Printed by orjson with sorted keys where it can (the stdlib's sorted printer was a sixth of
-    an import's time on large arguments); like ``canonical_json`` it prints each JSON value one
-    way and no two values alike, so both tell the same arguments apart. What orjson refuses (an
-    integer past 64 bits) is printed by ``canonical_json``, whose text then holds a run of
-    digits no orjson text holds."""
-    if _orjson is not None:
-        try:
-            return _digest_bytes(_orjson.dumps(args, option=_orjson.OPT_SORT_KEYS))
-        except (TypeError, ValueError):
-            pass
-    return digest(canonical_json(args))
+    ``dumps`` (the store passes orjson's printer with sorted keys; the stdlib's was a sixth of an
+    import's time on large arguments) must print each JSON value one way and no two alike, as
+    ``canonical_json`` does, so both tell the same arguments apart; None from it (an integer
+    past 64 bits) takes ``canonical_json``, whose text then holds a digit run no orjson text
+    holds. Stored outlines and outlines made on reading must use the same ``dumps``."""
+    printed = dumps(args) if dumps is not None else None
+    return _digest_bytes(printed) if printed is not None else digest(canonical_json(args))
 
 
 def _facts(entry: Entry, key: Any) -> Facts | None:
@@ -165,10 +156,11 @@ def _same(text: str) -> str:
     return text
 
 
-def outline_of(entry: Entry) -> dict[str, Any]:
+def outline_of(entry: Entry, dumps: Callable[[Any], bytes | None] | None = None) -> dict[str, Any]:
     """What is kept with ``entry`` when it is written: its skeleton message and its facts with
     digests for texts (a few hundred bytes whatever the entry's size). Written out rather than
-    through ``Facts``: every append and every imported entry pays for it."""
+    through ``Facts``: every append and every imported entry pays for it. ``dumps``: see
+    ``args_digest``."""
     out: dict[str, Any] = {"v": OUTLINE_VERSION}
     kind = entry.kind
     if kind == BRANCH_SUMMARY:
@@ -197,7 +189,7 @@ def outline_of(entry: Entry) -> dict[str, Any]:
             single = len(blocks) == 1 and not text_of_content(msg.get("content"), joiner="")
             out["1"] = single
             if single:
-                out["a"] = args_digest(blocks[0].get("arguments"))
+                out["a"] = args_digest(blocks[0].get("arguments"), dumps)
             return out
     text, output = _texts(entry, msg)
     out["k"] = digest(text)

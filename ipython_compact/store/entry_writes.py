@@ -31,7 +31,7 @@ from ipython_compact.store.errors import (
     LeafMovedError,
     StoreError,
 )
-from ipython_compact.store.json_text import data_text_utf8, storable_text
+from ipython_compact.store.json_text import data_text_utf8, sorted_json_bytes, storable_text
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.records import ANY_LEAF, LEAF, _Default
 from ipython_compact.store.tree import Batch, ParentInfo
@@ -65,7 +65,7 @@ FTS_PENDING = "fts_pending"
 
 def outline_text(entry: Entry) -> str:
     """The stored ``outline`` of ``entry`` (compact JSON; its values are JSON's own)."""
-    outline = outline_of(entry)
+    outline = outline_of(entry, sorted_json_bytes)
     if fast_json_dumps is not None:
         try:
             return fast_json_dumps(outline).decode("utf-8")

@@ -24,6 +24,7 @@ from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
 from ipython_compact.store.dialect import Conn
 from ipython_compact.store.entry_hashing import fast_json_loads
 from ipython_compact.store.errors import StoreError, UnknownEntryError
+from ipython_compact.store.json_text import sorted_json_bytes
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.records import BranchPaths, ContextView, OutlineView
 
@@ -505,7 +506,7 @@ class Tree:
                 continue
             entries.append(found)
             if outlines[k] is None:
-                outlines[k] = outline_of(found)
+                outlines[k] = outline_of(found, sorted_json_bytes)
         return OutlineView(
             session=session,
             leaf_id=start,
