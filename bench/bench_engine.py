@@ -23,7 +23,9 @@ with the same context (equal context size) while its history grows 100-fold. Mea
   ``compactor_plan_first_call_ms`` reports that one-time cost, the medians the repeated calls.
   The first call also starts with no remembered decision (``_LAST_WORK``) and no remembered gists;
   note that a replicated fixture repeats each large output once per copy, so within that first
-  call the gist of a repeated output is computed once (a real session's outputs differ). The
+  call the gist of a repeated output is computed once (a real session's outputs differ; a
+  preview makes no gists since issue 37, and decides from the outlines stored with each entry,
+  ``SessionStore.context_outline``, parsing only user messages, pins and compactions). The
   repeated ``compactor_plan`` and ``compactor_compact`` rounds decide on the same view, so they
   reuse the remembered decision (as a preview followed by a compaction does); a plan after new
   entries decides again (``bench_span.py`` and the CLI's offline compaction time that).

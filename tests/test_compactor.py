@@ -51,6 +51,31 @@ def snapshot(store: SessionStore) -> list[dict[str, Any]]:
     return [e.to_json() for e in store.entries("s")]
 
 
+def test_compaction_after_a_preview_is_the_compaction_without_one(tmp_path: Path) -> None:
+    """A preview counts what it would externalize without making gists (issue 37); a compaction
+    that reuses the preview's decision makes them, and writes what a compaction with no preview
+    before it writes (a copy of the same session, another store)."""
+    payloads = []
+    for name, preview in (("a", True), ("b", False)):
+        ids = iter(range(10**6))
+        with SessionStore(
+            tmp_path / f"{name}.db",
+            clock=lambda: "2026-01-01T00:00:00.000Z",
+            new_id=lambda ids=ids: f"{next(ids):08x}",
+        ) as s:
+            s.create_session("s")
+            feed(s, TranscriptGenerator(1), 20)
+            compactor = Compactor(s, settings=SETTINGS)
+            if preview:
+                plan = compactor.plan("s")
+                assert plan.externalize and all(p.gist is None for p in plan.externalize)
+                assert all("gist" not in p for p in plan.to_json()["externalize"])
+            payloads.append(compactor.prepare("s"))
+    assert payloads[0] is not None and payloads[0] == payloads[1]
+    pointers = payloads[0]["details"]["externalized"]
+    assert pointers and all(p["gist"]["tail"] for p in pointers)
+
+
 def openai_summarizer(srv: ModelServer, **kw: Any) -> OpenAISummarizer:
     opts: dict[str, Any] = {"max_retries": 1, "backoff": 0.01, "max_wait": 0.2, "timeout": 1.0}
     opts.update(kw)

@@ -51,6 +51,28 @@ def test_entry_read_back_equals_entry_written(store: SessionStore) -> None:
     assert written.data == data
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        12345678901234567890123,
+        -98765432109876543210,
+        5e-06,
+        1.7976931348623157e308,
+        0.1,
+        -0.0,
+        "\ud800 lone",
+        "a\u2028b",
+    ],
+)
+def test_a_value_read_back_from_a_cold_cache_is_the_value_written(store: SessionStore, value: Any) -> None:
+    """Entries are parsed by orjson where it reads what the stdlib reads (issue 37); integers past
+    64 bits, floats with exponents and lone surrogates (stored repaired) read back as written."""
+    written = store.append("s", "custom", {"custom_type": "t", "data": {"v": value, "list": [value]}})
+    store.clear_cache()
+    read = store.get(written.id, "s")
+    assert read == written and type(read.data["data"]["v"]) is type(written.data["data"]["v"])
+
+
 def test_branching_by_moving_the_leaf(store: SessionStore) -> None:
     a = store.append("s", "message", user("root"))
     b = store.append("s", "message", assistant("first branch"))
@@ -415,7 +437,7 @@ def test_newer_postgres_database_is_refused_and_its_migrations_are_named() -> No
     raw_sql(url, "INSERT INTO migrations (name, applied_at) VALUES ('9999_from_the_future', 'x')")
     with pytest.raises(StoreError, match=r"postgresql://.*newer ipython-compact"):
         SessionStore(url)
-    assert [m.name for m in postgres.MIGRATIONS] == ["0001_postgres_schema"]
+    assert [m.name for m in postgres.MIGRATIONS] == ["0001_postgres_schema", "0002_entry_outlines"]
 
 
 def test_a_postgres_database_of_another_program_is_left_untouched() -> None:

@@ -61,6 +61,38 @@ def test_externalize_large_tool_results(output: str, externalized: bool) -> None
     assert (t.tokens["externalize"] > 0) == externalized
 
 
+@pytest.mark.parametrize(
+    "span",
+    [
+        [user("u1", "go"), call("a1", "c1", "run()"), result("r1", "c1", "short")],
+        [
+            call("a1", "c1", "train()"),
+            result("r1", "c1", "\n".join(f"step {i} loss=0.{i}" for i in range(400))),
+        ],
+        [bash("b1", "x" * 9000 + "\nValueError: bad shape"), user("u2", "again"), bash("b2", "x" * 9000)],
+        [
+            call("a1", "c1", "fit()"),
+            result("r1", "c1", "Traceback (most recent call last)\nKeyError: 'y'", error=True),
+            call("a2", "c2", "fit()"),
+            result("r2", "c2", "\n".join(f"epoch {i} acc=0.9" for i in range(300))),
+            user("u1", "ok"),
+            user("u2", "ok"),
+        ],
+    ],
+)
+def test_counting_only_decides_as_the_full_triage(span: list[Entry]) -> None:
+    """A preview's triage (gists=False, issue 37) makes the same decisions and counts as the full
+    one, with the same pointers less their gist, and leaves the entries unshortened."""
+    full, counted = triage(span), triage(span, gists=False)
+    assert counted.tokens == full.tokens and counted.discarded == full.discarded
+    assert [p.to_json() for p in counted.externalized] == [
+        {k: v for k, v in p.to_json().items() if k != "gist"} for p in full.externalized
+    ]
+    assert all(p.gist is None for p in counted.externalized) and full.gists and not counted.gists
+    assert [e.id for e in counted.encode] == [e.id for e in full.encode]
+    assert {e.id: e for e in counted.encode} == {e.id: e for e in span if e.id in {x.id for x in full.encode}}
+
+
 def test_externalized_entry_keeps_head_and_pointer_only() -> None:
     output = "\n".join(f"line {i}" for i in range(24013))
     t = triage([call("a1", "c1", "run()"), result("r1", "c1", output)])

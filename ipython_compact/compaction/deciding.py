@@ -36,7 +36,8 @@ from ipython_compact.core.ledger import Ledger
 from ipython_compact.core.preparation import Preparation, prepare_compaction
 from ipython_compact.core.settings import CompactionSettings
 from ipython_compact.core.tokens import estimate_context, estimate_entry_tokens
-from ipython_compact.core.triage import Triage, forget_gists, triage
+from ipython_compact.core.triage import Triage, assemble, forget_gists, triage
+from ipython_compact.core.triage_facts import decide, facts_from_outline
 from ipython_compact.core.user_statements import (
     constraint_spans,
     is_goal_statement,
@@ -45,6 +46,7 @@ from ipython_compact.core.user_statements import (
     user_text,
 )
 from ipython_compact.store import SessionStore
+from ipython_compact.store.records import OutlineView
 from ipython_compact.summarizers.base import Summarizer
 from ipython_compact.summarizers.offline import OfflineSummarizer
 
@@ -102,6 +104,9 @@ class Work:
     """The leaf the plan was made against: the compaction is appended only if it still is."""
     tokens_before: int = 0
     """The context before the compaction, as whoever compacts counts it (``Decider._context_now``)."""
+    outlined: bool = False
+    """Decided from outlines (a preview): ``path``, ``span`` and the triage hold skeletons and
+    ``prep`` has no file lists; never for a summarizer (``_work`` decides anew for one)."""
 
 
 def _tokens_of(view_entries: Sequence[Entry], counts: Sequence[int]) -> dict[str, int]:
@@ -163,7 +168,14 @@ class Decider:
 
         return lookup
 
-    def _work(self, session: str, keep_recent_tokens: int | None = None) -> Work | None:
+    def _work(
+        self, session: str, keep_recent_tokens: int | None = None, *, gists: bool = True
+    ) -> Work | None:
+        """The decision on the session's view; ``gists=False`` (a preview) only counts what the
+        triage externalizes (``core.triage.triage``), deciding from the entries' stored outlines
+        (``SessionStore.context_outline``: skeletons in place of most entries, issue 37). A later
+        call that needs the gists triages the remembered span again when it holds the entries,
+        and decides anew when it holds skeletons."""
         settings = self.settings
         if keep_recent_tokens is not None:
             settings = dataclasses.replace(settings, keep_recent_tokens=max(0, int(keep_recent_tokens)))
@@ -174,14 +186,20 @@ class Decider:
             last = remembered[1]
             # one indexed read: the view is fixed by its leaf, so an unmoved leaf means the same view
             if last.leaf_id is not None and last.leaf_id == self.store.leaf(session):
-                return last
-        view = self.store.context_view(session)
+                if not gists or last.triage.gists:
+                    return last
+                if not last.outlined:
+                    last = self._with_gists(last, settings)
+                    _LAST_WORK[self.store] = (memo_key, last)
+                    return last
+        outlined = not gists and not learned  # a learned count reads whole entries
+        view = self.store.context_outline(session) if outlined else self.store.context_view(session)
         path = tuple(view.entries)
         counts = view.tokens(settings.estimator)
         correct = self.count_correction
         if correct is not None:
             counts = [correct(e, c) for e, c in zip(path, counts, strict=True)]
-        prep = prepare_compaction(path, settings, tokens=counts)
+        prep = prepare_compaction(path, settings, tokens=counts, files=not outlined)
         if prep is None:
             return None
         tokens = _tokens_of(path, counts)
@@ -189,16 +207,18 @@ class Decider:
         if prep.previous_compaction_index >= 0:
             carried = carried_from(path[prep.previous_compaction_index])
         span = (*prep.messages_to_summarize, *prep.turn_prefix)
-        tri = triage(
-            span,
-            prep.kept,
-            tokens=lambda e: tokens.get(e.id, 0) or estimate_entry_tokens(e, settings.estimator),
-            externalize_lines=self.externalize_lines,
-            externalize_chars=self.externalize_chars,
-        )
-        prefix_ids = {e.id for e in prep.turn_prefix}
-        history = tuple(e for e in tri.encode if e.id not in prefix_ids)
-        prefix = tuple(e for e in tri.encode if e.id in prefix_ids)
+        if isinstance(view, OutlineView):
+            outline_of_id = {e.id: o for e, o in zip(path, view.outlines, strict=True)}
+            decided = decide(
+                [e.id for e in span],
+                [facts_from_outline(outline_of_id[e.id]) for e in span],
+                self.externalize_lines,
+                self.externalize_chars,
+            )
+            tri = assemble(span, prep.kept, decided, lambda e: tokens.get(e.id, 0), False)
+        else:
+            tri = self._triage(span, prep, tokens, settings, gists)
+        history, prefix = _split_prefix(tri, prep)
         anchor_set = AnchorSet()
         if self.use_anchors:
             lookup = self._lookup(session)
@@ -211,6 +231,8 @@ class Decider:
                     *(e for e in path if e.kind != COMPACTION and e.id not in ids),
                     *span,
                 ]
+            if outlined:  # what anchors are read from; the skeletons in between have no text
+                sources = [e for e in sources if e.kind == PIN or e.role == "user"]
             try:
                 anchor_set = extract_anchors(carried.anchors, sources, lookup)
             except ValueError as exc:
@@ -220,13 +242,50 @@ class Decider:
             pins = [e for e in path[prep.boundary_start :] if e.kind == PIN]
             anchor_set = dataclasses.replace(anchor_set, pins=apply_pins(anchor_set.pins, pins, lookup))
         before = prep.tokens_before if self.context_count is None else self._context_now(path, counts)
-        work = Work(prep, path, span, tri, history, prefix, anchor_set, carried, tokens, view.leaf_id, before)
+        work = Work(
+            prep,
+            path,
+            span,
+            tri,
+            history,
+            prefix,
+            anchor_set,
+            carried,
+            tokens,
+            view.leaf_id,
+            tokens_before=before,
+            outlined=outlined,
+        )
         if not learned:
             _LAST_WORK[self.store] = (memo_key, work)
         return work
 
-    def _work_or_raise(self, session: str, keep_recent_tokens: int | None) -> Work:
-        work = self._work(session, keep_recent_tokens)
+    def _triage(
+        self,
+        span: Sequence[Entry],
+        prep: Preparation,
+        tokens: Mapping[str, int],
+        settings: CompactionSettings,
+        gists: bool,
+    ) -> Triage:
+        return triage(
+            span,
+            prep.kept,
+            tokens=lambda e: tokens.get(e.id, 0) or estimate_entry_tokens(e, settings.estimator),
+            externalize_lines=self.externalize_lines,
+            externalize_chars=self.externalize_chars,
+            gists=gists,
+        )
+
+    def _with_gists(self, work: Work, settings: CompactionSettings) -> Work:
+        """``work`` (decided by a preview) with its span triaged again, gists made: the same
+        decisions, now with what a summarizer reads (view, cut and anchors are reused)."""
+        tri = self._triage(work.span, work.prep, work.view_tokens, settings, True)
+        history, prefix = _split_prefix(tri, work.prep)
+        return dataclasses.replace(work, triage=tri, history=history, prefix=prefix)
+
+    def _work_or_raise(self, session: str, keep_recent_tokens: int | None, *, gists: bool = True) -> Work:
+        work = self._work(session, keep_recent_tokens, gists=gists)
         if work is None:
             raise self._why_nothing(session, keep_recent_tokens)
         if not any(work.view_tokens.get(e.id, 0) for e in work.span):
@@ -271,7 +330,8 @@ class Decider:
 
         Raises ``NothingToCompact`` when there is nothing to summarize.
         """
-        return self._plan_of(session, focus, self._work_or_raise(session, keep_recent_tokens))
+        # a preview counts what would be externalized; the gists are made when compacting
+        return self._plan_of(session, focus, self._work_or_raise(session, keep_recent_tokens, gists=False))
 
     def _plan_of(self, session: str, focus: str | None, work: Work) -> Plan:
         prep, tri = work.prep, work.triage
@@ -295,6 +355,16 @@ class Decider:
             anchors=work.anchors,
             previous_summary=prep.previous_summary is not None,
         )
+
+
+def _split_prefix(tri: Triage, prep: Preparation) -> tuple[tuple[Entry, ...], tuple[Entry, ...]]:
+    """The triaged span as (history, turn prefix): what each of the two summaries reads."""
+    if not prep.turn_prefix:
+        return tri.encode, ()
+    prefix_ids = {e.id for e in prep.turn_prefix}
+    history = tuple(e for e in tri.encode if e.id not in prefix_ids)
+    prefix = tuple(e for e in tri.encode if e.id in prefix_ids)
+    return history, prefix
 
 
 _LAST_WORK: weakref.WeakKeyDictionary[SessionStore, tuple[tuple[object, ...], Work]] = (

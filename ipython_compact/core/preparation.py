@@ -70,11 +70,16 @@ def _kept_starts_turn(path: Sequence[Entry], first_kept: int) -> bool:
 
 
 def prepare_compaction(
-    path: Sequence[Entry], settings: CompactionSettings, *, tokens: Sequence[int] | None = None
+    path: Sequence[Entry],
+    settings: CompactionSettings,
+    *,
+    tokens: Sequence[int] | None = None,
+    files: bool = True,
 ) -> Preparation | None:
     """Plan a compaction of the root→leaf ``path`` (or its tail from ``context_start_index``).
 
     ``tokens`` are the per-entry estimates of ``path`` (same estimator as ``settings.estimator``).
+    ``files=False`` leaves the file lists empty (a preview shows none; it plans on skeletons).
     """
     if not path or path[-1].kind == COMPACTION:
         return None
@@ -113,9 +118,9 @@ def prepare_compaction(
     read: set[str] = set()
     written: set[str] = set()
     edited: set[str] = set()
-    if previous >= 0:
+    if previous >= 0 and files:
         merge_details_files(path[previous].data, read, edited)
-    for entry in (*to_summarize, *prefix):
+    for entry in (*to_summarize, *prefix) if files else ():
         message = entry.message
         if message is not None:  # track_file_ops reads only assistant tool calls
             track_file_ops(message, read, written, edited)

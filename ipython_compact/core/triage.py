@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ipython_compact.core.drift import output_identifiers
-from ipython_compact.core.entries import Entry, canonical_json, entry_text, text_of_content, tool_calls_of
+from ipython_compact.core.entries import Entry, entry_text
 from ipython_compact.core.identifiers import extract_identifiers
+from ipython_compact.core.triage_facts import Decision, decide, facts_of, output_text
 
 EXTERNALIZE_LINES: Final = 200
 EXTERNALIZE_CHARS: Final = 8000
@@ -47,7 +48,6 @@ GIST_TAIL_CHARS: Final = 360
 GIST_LINE_CHARS: Final = 160
 GIST_IDENTIFIERS: Final = 10
 GIST_IDENTIFIER_CHARS: Final = 360
-_TARGET_KEYS: Final = ("path", "file_path", "filePath", "filename", "command", "cmd", "code", "url", "query")
 
 
 def pointer_text(entry_id: str, lines: int) -> str:
@@ -204,7 +204,8 @@ class Pointer:
     lines: int
     chars: int
     tokens: int
-    gist: Gist = field(default_factory=Gist)
+    gist: Gist | None = field(default_factory=Gist)
+    """None when the triage only counted (a preview, ``triage(gists=False)``): no gist was made."""
     subject: str = ""  # the first identifier of the call that produced it (an index line names it)
 
     @property
@@ -212,15 +213,18 @@ class Pointer:
         return pointer_text(self.entry_id, self.lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "entry_id": self.entry_id,
             "tool": self.tool,
             "lines": self.lines,
             "chars": self.chars,
             "tokens": self.tokens,
-            "gist": self.gist.to_json(),
+            "gist": None if self.gist is None else self.gist.to_json(),
             "subject": self.subject,
         }
+        if self.gist is None:
+            del out["gist"]
+        return out
 
 
 # how many pointers a checkpoint carries: the newest with their gist, older ones as index items
@@ -314,6 +318,9 @@ class Triage:
     discarded: tuple[Discarded, ...]
     kept: tuple[Entry, ...]
     tokens: Mapping[str, int] = field(default_factory=dict)  # summarize, encode, externalize, discard, keep
+    gists: bool = True
+    """False for a count only (``triage(gists=False)``): no gists, externalized entries not
+    shortened in ``encode``; such a triage must never reach a summarizer."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -355,24 +362,7 @@ def one_line_tool(tool: str) -> str:
 
 def _output_text(entry: Entry) -> str | None:
     msg = entry.message
-    if msg is None:
-        return None
-    if msg.get("role") == "toolResult":
-        return text_of_content(msg.get("content"))
-    if msg.get("role") == "bashExecution":
-        return str(msg.get("output", ""))
-    return None
-
-
-def _target(call: Mapping[str, Any]) -> str:
-    args = call.get("arguments")
-    if not isinstance(args, Mapping):
-        return ""
-    for key in _TARGET_KEYS:
-        value = args.get(key)
-        if isinstance(value, str):
-            return f"{key}={value.strip().splitlines()[0] if value.strip() else ''}"
-    return canonical_json(args)
+    return None if msg is None else output_text(msg)
 
 
 def triage(
@@ -382,93 +372,38 @@ def triage(
     tokens: Callable[[Entry], int] = approx_tokens,
     externalize_lines: int = EXTERNALIZE_LINES,
     externalize_chars: int = EXTERNALIZE_CHARS,
+    gists: bool = True,
 ) -> Triage:
     """Decide the fate of each entry in the span to summarize.
 
-    One pass reads each entry's message, role and tool calls once (a 200,000-entry span is read
-    once, not once per rule); the rules below work on what it found."""
-    discard: dict[str, str] = {}
-    # exact duplicates (user / assistant text without tool calls; tool outputs by tool + text)
-    first_seen: dict[tuple[Any, str], str] = {}  # (role, text): a tuple key copies no text
-    # superseded attempts: failed call, later same tool + same target that succeeded
-    # call id -> (assistant entry, tool, target, calls in that entry)
-    calls: dict[str, tuple[Entry, str, str, int]] = {}
-    results: dict[str, Entry] = {}
-    failed: list[tuple[str, str, str, int]] = []  # (call id, tool, target, position of the result) in order
-    succeeded_after: dict[tuple[str, str], list[int]] = {}
-    # (call id, call) of assistant entries with one call and no text
-    single_calls: list[tuple[str, Mapping[str, Any]]] = []
-    asked = False  # a user message came after the last assistant text
-    for position, entry in enumerate(to_summarize):
-        msg = entry.message
-        if msg is None:
-            continue
-        role = msg.get("role")
-        if role == "assistant":
-            blocks = tool_calls_of(msg)
-            if blocks:
-                for call in blocks:
-                    cid = str(call.get("id") or "")
-                    if cid:
-                        calls[cid] = (entry, str(call.get("name", "")), _target(call), len(blocks))
-                if len(blocks) == 1 and not text_of_content(msg.get("content"), joiner=""):
-                    single_calls.append((str(blocks[0].get("id") or ""), blocks[0]))
-                continue
-        if role == "toolResult":
-            cid = str(msg.get("toolCallId") or "")
-            if cid in calls:
-                results[cid] = entry
-                _, tool, target, _n = calls[cid]
-                if msg.get("isError"):
-                    failed.append((cid, tool, target, position))
-                else:
-                    succeeded_after.setdefault((tool, target), []).append(position)
-            continue  # tool results pair with calls; handled via supersession only
-        text = entry_text(entry)
-        if not text.strip():
-            continue
-        key = (role, text)
-        # an answer to a new request is kept though it says what an earlier one said ("Done."):
-        # the request ledger settles the request by it
-        answers = role == "assistant" and asked
-        asked = role == "user" or (asked and role != "assistant")
-        if key in first_seen and not answers:
-            discard[entry.id] = f"duplicate of {first_seen[key]}"
-        else:
-            first_seen.setdefault(key, entry.id)
+    One pass reads each entry's facts once (``triage_facts``: role, tool calls, text, output size;
+    a 200,000-entry span is read once, not once per rule); ``decide`` applies the rules to them.
 
-    for cid, tool, target, at in failed:
-        later = next((i for i in succeeded_after.get((tool, target), []) if i > at), None)
-        if later is None:
-            continue
-        # discard the pair only if the assistant entry made no other call (keep pairing intact)
-        call_entry, _, _, count = calls[cid]
-        if count != 1:
-            continue
-        winner = to_summarize[later].id
-        discard.setdefault(call_entry.id, f"superseded by {winner}")
-        discard.setdefault(results[cid].id, f"superseded by {winner}")
+    ``gists=False`` only counts, for a preview: the same decisions, counts and pointers, but no
+    pointer gets a gist and no externalized entry is shortened (``encode`` holds it as it is).
+    Why: the gist's identifier scan of every large output was most of a first preview of a long
+    session (issue 37), and a preview only shows how many entries and tokens move out."""
+    decided = decide(
+        [e.id for e in to_summarize],
+        [facts_of(e) for e in to_summarize],
+        externalize_lines,
+        externalize_chars,
+    )
+    return assemble(to_summarize, kept, decided, tokens, gists)
 
-    # repeated identical runs: same single call (tool + arguments) and the same output as before
-    # keyed by the arguments' canonical JSON and the output as it is (not JSON-escaped: outputs are long)
-    seen_runs: dict[tuple[str, str, bool, str], str] = {}
-    for cid, block in single_calls:
-        run_result = results.get(cid)
-        if run_result is None:
-            continue
-        call_entry, tool, _, _n = calls[cid]
-        run_key = (
-            tool,
-            canonical_json(block.get("arguments")),
-            bool((run_result.message or {}).get("isError")),
-            entry_text(run_result),
-        )
-        if run_key in seen_runs:
-            discard.setdefault(call_entry.id, f"duplicate of {seen_runs[run_key]}")
-            discard.setdefault(run_result.id, f"duplicate of {seen_runs[run_key]}")
-        else:
-            seen_runs[run_key] = call_entry.id
 
+def assemble(
+    to_summarize: Sequence[Entry],
+    kept: Sequence[Entry],
+    decided: Decision,
+    tokens: Callable[[Entry], int],
+    gists: bool,
+) -> Triage:
+    """The triage of ``to_summarize`` as ``decided`` (``triage_facts.decide``): discarded entries,
+    pointers (with gists and shortened entries only when ``gists``) and the token counts. Without
+    gists only ids and token counts are read, so ``to_summarize`` may be skeletons
+    (``triage_facts.skeleton_of``): what a preview reads instead of the entries."""
+    discard = decided.discard
     encode: list[Entry] = []
     pointers: list[Pointer] = []
     discarded: list[Discarded] = []
@@ -479,34 +414,30 @@ def triage(
         "discard": 0,
         "keep": sum(tokens(e) for e in kept),
     }
-    for entry in to_summarize:
+    for position, entry in enumerate(to_summarize):
         cost = tokens(entry)
         counts["summarize"] += cost
         if entry.id in discard:
             discarded.append(Discarded(entry.id, discard[entry.id], cost))
             counts["discard"] += cost
             continue
-        output = _output_text(entry)
-        if output is not None and (
-            len(output) > externalize_chars or output.count("\n") >= externalize_lines
-        ):
-            lines = output.split("\n")
-            if len(lines) > externalize_lines or len(output) > externalize_chars:
-                msg = entry.message or {}
-                tool = str(msg.get("toolName") or msg.get("command") or "bash")
-                cid = str(msg.get("toolCallId") or "")
-                # the target
-                call_line = calls[cid][2].split("=", 1)[-1] if cid in calls else str(msg.get("command") or "")
-                call_line = call_line.strip().split("\n", 1)[0]
+        moved = decided.externalize.get(position)
+        if moved is not None:
+            line_count, chars, tool, call_line = moved
+            gist: Gist | None = None
+            short = entry
+            if gists:
+                output = _output_text(entry) or ""
                 gist = make_gist(output, call_line or None)
-                pointer = Pointer(
-                    entry.id, one_line_tool(tool), len(lines), len(output), cost, gist, subject_of(call_line)
-                )
-                pointers.append(pointer)
-                short = _shorten(entry, lines, pointer.text, pointer.gist)
-                encode.append(short)
-                counts["externalize"] += cost
-                continue
+            pointer = Pointer(
+                entry.id, one_line_tool(tool), line_count, chars, cost, gist, subject_of(call_line)
+            )
+            if gists:
+                short = _shorten(entry, output.split("\n"), pointer.text, gist)
+            pointers.append(pointer)
+            encode.append(short)
+            counts["externalize"] += cost
+            continue
         encode.append(entry)
         counts["encode"] += cost
-    return Triage(tuple(encode), tuple(pointers), tuple(discarded), tuple(kept), counts)
+    return Triage(tuple(encode), tuple(pointers), tuple(discarded), tuple(kept), counts, gists)

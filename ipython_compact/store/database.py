@@ -15,7 +15,6 @@ What must hold:
 from __future__ import annotations
 
 import gc
-import json
 import os
 import secrets
 import sqlite3
@@ -34,6 +33,7 @@ from ipython_compact.core.entries import Entry, canonical_json
 from ipython_compact.files.safety import UnsafePathError, check_regular
 from ipython_compact.store import migrations, process
 from ipython_compact.store.dialect import SQLITE, Conn, Dialect
+from ipython_compact.store.entry_hashing import read_back
 from ipython_compact.store.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -72,8 +72,10 @@ def check_session_name(name: object, where: Path | str) -> None:
 
 
 def row_entry(row: Sequence[Any]) -> Entry:
-    """An entry from a row that starts with ``ENTRY_COLUMNS``."""
-    return Entry(id=row[0], parent_id=row[1], kind=row[2], timestamp=row[3], data=json.loads(row[4]))
+    """An entry from a row that starts with ``ENTRY_COLUMNS``. Its data text is read by orjson
+    where that reads what the stdlib would (``read_back``): a first plan of a long session parses
+    every entry of its context (issue 37)."""
+    return Entry(id=row[0], parent_id=row[1], kind=row[2], timestamp=row[3], data=read_back(row[4]))
 
 
 @dataclass(frozen=True)

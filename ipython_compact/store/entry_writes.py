@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from ipython_compact.core.entries import COMPACTION, KINDS, Entry, entry_text
 from ipython_compact.core.tokens import estimate_entry_tokens_both
+from ipython_compact.core.triage_facts import outline_of
 from ipython_compact.store.database import SessionRow
 from ipython_compact.store.dialect import Conn
 from ipython_compact.store.entry_hashing import (
@@ -30,15 +31,15 @@ from ipython_compact.store.errors import (
     LeafMovedError,
     StoreError,
 )
-from ipython_compact.store.json_text import data_text_utf8, storable_text
+from ipython_compact.store.json_text import data_text_utf8, sorted_json_bytes, storable_text
 from ipython_compact.store.migrations import MARK_KINDS
 from ipython_compact.store.records import ANY_LEAF, LEAF, _Default
 from ipython_compact.store.tree import Batch, ParentInfo
 
 _INSERT_ENTRY = (
     "INSERT INTO entries (session_id, id, parent_id, kind, timestamp, data, tokens_density, tokens_chars4,"
-    " depth, context_head, hash, chain, mark, compactions, writer)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " depth, context_head, hash, chain, mark, compactions, writer, outline)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 _ENTRY_FIELDS = _INSERT_ENTRY.count("?")
@@ -60,6 +61,17 @@ FTS_PENDING = "fts_pending"
 """``session_status`` key of a session whose imported entries are not in the full-text index yet:
 {"ranges": [[first_seq, last_seq], ...]}. Written in the transaction that inserts the rows;
 ``index_pending`` (run by every search first) indexes them and removes the key."""
+
+
+def outline_text(entry: Entry) -> str:
+    """The stored ``outline`` of ``entry`` (compact JSON; its values are JSON's own)."""
+    outline = outline_of(entry, sorted_json_bytes)
+    if fast_json_dumps is not None:
+        try:
+            return fast_json_dumps(outline).decode("utf-8")
+        except (TypeError, ValueError):  # an integer past 64 bits in a usage, a lone surrogate
+            pass
+    return json.dumps(outline, separators=(",", ":"), ensure_ascii=False)
 
 
 class EntryWrites(EntryReads):
@@ -295,6 +307,7 @@ class EntryWrites(EntryReads):
             mark,
             derived.compactions,
             self.db.writer,
+            outline_text(stored),
         ]
         return row, ParentInfo(derived.depth, derived.context_head, hash_, mark, derived.compactions)
 

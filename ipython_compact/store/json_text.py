@@ -118,6 +118,19 @@ def _delimiters(text: bytes, start: int, end: int) -> int:
         sign, run = -sign, run + b"\\"
 
 
+def sorted_json_bytes(value: Any) -> bytes | None:
+    """``value`` printed by orjson with sorted keys (each JSON value one way, no two alike), or
+    None where orjson is absent or refuses it (an integer past 64 bits): what outlines digest a
+    call's arguments by (``core.triage_facts.args_digest``)."""
+    if _ORJSON is None:
+        return None
+    dumps, sort_keys = _ORJSON
+    try:
+        return dumps(value, option=sort_keys)
+    except TypeError:
+        return None
+
+
 def data_text(data: Mapping[str, Any]) -> str:
     """``stdlib_data_text(data)``, several times faster (see the module rules)."""
     return data_text_utf8(data)[0]
@@ -137,4 +150,4 @@ def data_text_utf8(data: Mapping[str, Any]) -> tuple[str, bytes | None]:
     return fixed.decode("utf-8"), fixed
 
 
-__all__ = ["data_text", "data_text_utf8", "stdlib_data_text"]
+__all__ = ["data_text", "data_text_utf8", "sorted_json_bytes", "stdlib_data_text"]

@@ -229,6 +229,16 @@ def _entry_writers(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE entries ADD COLUMN writer TEXT")
 
 
+def _entry_outlines(conn: sqlite3.Connection) -> None:
+    """Keep each entry's outline (``core.triage_facts.outline_of``: role, stop reason, usage, tool
+    calls, text digests, output size; a few hundred bytes) with it, so a preview decides from the
+    outlines instead of parsing every entry of a long context (issue 37). Derived from the entry,
+    not hashed and not checked by ``verify``: a hand-edited outline can mislead a preview, never
+    a compaction (which reads the entries). Entries written before this migration have none
+    (NULL) and are read whole."""
+    conn.execute("ALTER TABLE entries ADD COLUMN outline TEXT")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial_schema", _initial_schema),
     Migration("0002_mark_chain", _mark_chain),
@@ -236,6 +246,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0004_kind_index", _kind_index),
     Migration("0005_work_owners", _work_owners),
     Migration("0006_entry_writers", _entry_writers),
+    Migration("0007_entry_outlines", _entry_outlines),
 )
 
 

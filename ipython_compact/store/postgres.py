@@ -149,6 +149,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         "0001_postgres_schema", tuple(s.strip() for s in re.split(r";\s*\n(?=CREATE)", SCHEMA) if s.strip())
     ),
+    # as SQLite's 0007_entry_outlines
+    Migration("0002_entry_outlines", ("ALTER TABLE entries ADD COLUMN outline TEXT",)),
 )
 """Appended to only; an applied migration is never edited (as ``store.migrations``)."""
 

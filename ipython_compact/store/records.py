@@ -6,6 +6,7 @@ Plain frozen dataclasses with no database behind them, so callers can keep and c
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,14 @@ class ContextView:
 
     def tokens(self, estimator: Estimator = "density") -> list[int]:
         return list(self.tokens_density if estimator == "density" else self.tokens_chars4)
+
+
+@dataclass(frozen=True)
+class OutlineView(ContextView):
+    """A ``ContextView`` whose entries are skeletons (``core.triage_facts.skeleton_of``; the
+    compactions whole), with each entry's outline: what a preview decides from (issue 37)."""
+
+    outlines: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,25 @@ What must hold:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipython_compact.core.entries import COMPACTION, MESSAGE, Entry
+from ipython_compact.core.entries import COMPACTION, MESSAGE, PIN, Entry
+from ipython_compact.core.triage_facts import outline_of, skeleton_of
 from ipython_compact.store.database import ENTRY_COLUMNS, Database, row_entry
 from ipython_compact.store.dialect import Conn
+from ipython_compact.store.entry_hashing import fast_json_loads
 from ipython_compact.store.errors import StoreError, UnknownEntryError
+from ipython_compact.store.json_text import sorted_json_bytes
 from ipython_compact.store.migrations import MARK_KINDS
-from ipython_compact.store.records import BranchPaths, ContextView
+from ipython_compact.store.records import BranchPaths, ContextView, OutlineView
+
+
+def _role(outline: dict[str, Any]) -> Any:
+    message = outline.get("m")
+    return message.get("role") if message.__class__ is dict else None  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
@@ -445,6 +454,105 @@ class Tree:
             tokens_chars4=[int(r[3]) for r in rows],
             offset=leaf_depth - (len(rows) - 1),
         )
+
+    def context_outline(self, session: str, leaf: str | None = None) -> OutlineView:
+        """``context_view`` without parsing most entries: each entry's stored outline
+        (``core.triage_facts.outline_of``) and in place of the entry its skeleton
+        (``skeleton_of``), which a preview decides from (issue 37). Read whole: compactions (their
+        data heads the view), pins and user messages (the anchors are read from them), and an
+        entry written before outlines were kept (outlined here)."""
+        with self.db.read() as conn:
+            srow = self.db.session_row(conn, session)
+            sid, start = srow.sid, leaf or srow.leaf
+            if start is None:
+                return OutlineView(session, None, None, [], [], [], outlines=[])
+            row = conn.execute(
+                "SELECT context_head, depth, seq FROM entries WHERE session_id = ? AND id = ?", (sid, start)
+            ).fetchone()
+            if row is None:
+                raise UnknownEntryError(f"no entry {start!r} in session {session!r}", path=self.db.path)
+            head, leaf_depth = row[0], int(row[1])
+            rows = (
+                self._outline_run(conn, sid, start, head, leaf_depth, int(row[2]))
+                or conn.execute(
+                    f"""
+                WITH RECURSIVE up(n, id, parent_id, kind, tokens_density, tokens_chars4, outline) AS (
+                    SELECT 0, id, parent_id, kind, tokens_density, tokens_chars4, outline FROM entries
+                    WHERE session_id = :sid AND id = :leaf
+                    UNION ALL
+                    SELECT up.n + 1, e.id, e.parent_id, e.kind, e.tokens_density, e.tokens_chars4, e.outline
+                    FROM entries e JOIN up ON e.session_id = :sid AND e.id = up.parent_id
+                    WHERE up.id {self.db.dialect.is_distinct} :stop
+                )
+                SELECT id, parent_id, kind, tokens_density, tokens_chars4, outline FROM up ORDER BY n DESC
+                """,
+                    {"sid": sid, "leaf": start, "stop": head},
+                ).fetchall()
+            )
+            self._check_reached_top(rows[0], head)
+            loads = fast_json_loads or json.loads
+            outlines: list[Any] = [None if r[5] is None else loads(r[5]) for r in rows]
+            whole_ids = [
+                r[0]
+                for r, outline in zip(rows, outlines, strict=True)
+                if outline is None or r[2] in (COMPACTION, PIN) or _role(outline) == "user"
+            ]
+            whole = {e.id: e for e in self.db.cached_entries(conn, sid, whole_ids)} if whole_ids else {}
+        entries: list[Entry] = []
+        for k, (entry_id, parent_id, kind, *_rest) in enumerate(rows):
+            found = whole.get(entry_id)
+            if found is None:
+                entries.append(skeleton_of(entry_id, parent_id, kind, outlines[k]))
+                continue
+            entries.append(found)
+            if outlines[k] is None:
+                outlines[k] = outline_of(found, sorted_json_bytes)
+        return OutlineView(
+            session=session,
+            leaf_id=start,
+            head_id=head,
+            entries=entries,
+            tokens_density=[int(r[3]) for r in rows],
+            tokens_chars4=[int(r[4]) for r in rows],
+            offset=leaf_depth - (len(rows) - 1),
+            outlines=outlines,
+        )
+
+    def _outline_run(
+        self, conn: Conn, sid: int, leaf: str, head: str | None, leaf_depth: int, leaf_seq: int
+    ) -> list[Any] | None:
+        """The view's rows for ``context_outline`` read as one run of row numbers, when the view's
+        entries are exactly the rows from the head's to the leaf's (a session appended to without
+        branching, as most are): one range read instead of one lookup per entry. The run is
+        taken only when its rows chain parent to child from the head (the root when ``head`` is
+        None) to the leaf, each of the session: then it is the path. Else None (walk the links)."""
+        if head is None:
+            head_depth = 0
+        else:
+            found = conn.execute(
+                "SELECT depth FROM entries WHERE session_id = ? AND id = ?", (sid, head)
+            ).fetchone()
+            if found is None:
+                return None
+            head_depth = int(found[0])
+        low = leaf_seq - (leaf_depth - head_depth)
+        rows: list[Any] = conn.execute(
+            "SELECT id, parent_id, kind, tokens_density, tokens_chars4, outline, session_id FROM entries "
+            "WHERE seq >= ? AND seq <= ? ORDER BY seq",
+            (low, leaf_seq),
+        ).fetchall()
+        if len(rows) != leaf_depth - head_depth + 1 or rows[-1][0] != leaf:
+            return None
+        if (rows[0][0] != head) if head is not None else (rows[0][1] is not None):
+            return None
+        previous = rows[0][0]
+        for r in rows:
+            if r[6] != sid:
+                return None
+            if r is not rows[0] and r[1] != previous:
+                return None
+            previous = r[0]
+        return rows
 
     def context_path(self, session: str, leaf: str | None = None) -> list[Entry]:
         """The entries the model's view is built from (see ``context_view``)."""
