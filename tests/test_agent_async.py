@@ -69,7 +69,10 @@ def test_aask_raises_what_ask_raises_and_one_agent_runs_one_turn_at_a_time() -> 
     held, release = threading.Event(), threading.Event()
 
     def reply(req: RecordedRequest) -> Reply | str:
-        if not any(m["role"] == "tool" for m in req.messages) and "first" in str(req.messages):
+        # only the first turn's request is held (the second turn's request also holds "first", as
+        # history: answering it with the code too made a late run in the *second* turn look like
+        # the cancelled one's, CI proof run at load ~10)
+        if not held.is_set():
             held.set()
             assert release.wait(SAFETY)
             return code("print('late')")
@@ -109,5 +112,6 @@ def test_aask_raises_what_ask_raises_and_one_agent_runs_one_turn_at_a_time() -> 
         "Agent per parallel rollout, or wait for the first answer"
     )
     assert again == "second answer"
-    # the cancelled turn ran no code
-    assert results == ["Not run: the turn was interrupted before this call."]
+    # the cancelled turn ran no code: its answer was either dropped (the interrupt was seen while
+    # waiting) or logged with its call not run (the answer came in the same instant)
+    assert results in ([], ["Not run: the turn was interrupted before this call."])

@@ -106,3 +106,15 @@ def test_http_errors_come_back_with_text_code_and_status(reply: Reply, status: i
         url = f"{srv.base_url}/chat/completions"
     assert answer.message is None and (answer.error_status, answer.error_code) == (status, code)
     assert answer.error_text == f"HTTP {status} from {url}: {reply.error_message}"
+
+
+def test_an_interrupt_wins_over_a_stream_that_keeps_coming() -> None:
+    import queue
+
+    from ipython_compact.agent.model_caller import _ABANDONED, _next_item
+
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+    items.put(("chunk", "more"))
+    abort = threading.Event()
+    abort.set()
+    assert _next_item(items, abort) is _ABANDONED

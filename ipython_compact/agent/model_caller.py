@@ -292,11 +292,12 @@ def _read_stream(open_stream: Callable[[], Any], stop: threading.Event) -> queue
 
 
 def _next_item(items: queue.Queue[tuple[str, Any]], abort: threading.Event | None) -> Any:
-    """The next item of a stream read by ``_read_stream``, or ``_ABANDONED`` once ``abort`` is set
-    while none is there yet."""
+    """The next item of a stream read by ``_read_stream``, or ``_ABANDONED`` once ``abort`` is set."""
     if abort is None:
         return items.get()
     while True:
+        if abort.is_set():  # also while chunks keep coming: an interrupt wins over the next chunk
+            return _ABANDONED
         try:
             return items.get(timeout=0.05)  # checks the abort flag between short waits
         except queue.Empty:
