@@ -360,6 +360,26 @@ def wait_panel_state(page: Any, state: str, timeout: float = 120_000) -> None:
     page.wait_for_selector(f'{PANEL}[data-state="{state}"]', timeout=timeout)
 
 
+def click_load_extension(page: Any, path: str | None = None) -> bool:
+    """Press the panel's "Load extension" button as one DOM click, if the panel shows it (and, with
+    ``path``, follows that notebook). Whether it was pressed.
+
+    Why not Playwright's click: it waits for the button to stay still for two frames, and while
+    JupyterLab hands "current" back and forth between two open notebooks the panel follows each in
+    turn, so the button came and went: "element is not stable / detached" for 120 s (CI, stop 39,
+    and 1 run in 3 here). A DOM click lands on the button as it is at that instant, as a user's does.
+    """
+    return bool(
+        page.evaluate(
+            f"""(path) => {{ const p = document.querySelector('{PANEL}');
+            const b = p && p.querySelector('button[data-action="load-extension"]');
+            if (!b || (path !== null && p.dataset.notebook !== path)) {{ return false; }}
+            b.click(); return true; }}""",
+            path,
+        )
+    )
+
+
 def ensure_panel_ready(page: Any) -> None:
     """Open the panel and, if this kernel has not loaded the extension yet, load it from the panel."""
     open_panel(page)
@@ -367,7 +387,7 @@ def ensure_panel_ready(page: Any) -> None:
         f"() => ['ready', 'not-loaded'].includes(document.querySelector('{PANEL}').dataset.state)"
     )
     if page.get_attribute(PANEL, "data-state") == "not-loaded":
-        page.locator(f'{PANEL} button[data-action="load-extension"]').click()
+        click_load_extension(page)
     wait_panel_state(page, "ready")
 
 
@@ -385,10 +405,24 @@ def ensure_panel_ready_for(page: Any, path: str, timeout: float = 120_000) -> No
         f" return !!p && p.dataset.notebook === {json.dumps(path)}"
         " && ['ready', 'not-loaded'].includes(p.dataset.state); }"
     )
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError  # optional: browser tests only
+
     page.wait_for_function(ready, timeout=timeout)
     if page.get_attribute(PANEL, "data-state") == "not-loaded":
-        page.locator(f'{PANEL} button[data-action="load-extension"]').click()
-    page.wait_for_selector(f'{PANEL}[data-notebook={json.dumps(path)}][data-state="ready"]', timeout=timeout)
+        click_load_extension(page, path)
+    try:
+        page.wait_for_selector(
+            f'{PANEL}[data-notebook={json.dumps(path)}][data-state="ready"]', timeout=timeout
+        )
+    except PlaywrightTimeoutError as exc:
+        seen = page.evaluate(
+            f"""() => {{ const p = document.querySelector('{PANEL}');
+            return p && [p.dataset.notebook, p.dataset.state,
+                         p.querySelector('.jp-IpythonCompact-stateDetail')?.textContent]; }}"""
+        )
+        raise AssertionError(
+            f"the panel never became ready for {path}: (notebook, state, detail) = {seen}"
+        ) from exc
 
 
 def name_row(page: Any, name: str) -> Any:

@@ -403,6 +403,14 @@ export class CompactPanel extends Widget {
       }
       b.title = pointless ? NO_CONVERSATION_NOTE : '';
     }
+    // Rebuilt only when what it shows changes (another notebook, action, answer or plan): a re-render
+    // on every report replaced the dismiss button and the plan under the user's pointer (a browser
+    // test's note was detached between finding and scrolling to it).
+    const shown = [m, m.actions.pending, m.actions.lastAction, m.actions.preview];
+    if (shown.every((v, i) => v === this._resultShown[i])) {
+      return;
+    }
+    this._resultShown = shown;
     this._result.textContent = '';
     if (m.actions.pending) {
       this._result.dataset.kind = 'pending';
@@ -489,6 +497,7 @@ export class CompactPanel extends Widget {
   private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
   private _buttons: HTMLButtonElement[] = [];
   private _result = el('div', 'jp-IpythonCompact-result');
+  private _resultShown: unknown[] = [];
   private _ns: NamespaceSection;
   private _calls = el('div', 'jp-IpythonCompact-calls');
   private _openWide: ((model: NotebookModel) => void) | null = null;

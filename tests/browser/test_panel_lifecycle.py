@@ -90,6 +90,9 @@ def test_closing_a_notebook_releases_its_comm_and_subshell(page: Any, lab_server
     # The first look may have been at the other notebook: wait until the panel answers for this one.
     ensure_panel_ready_for(page, OTHER)
     run_cell(page, "psi = 2", path=OTHER)
+    # Running the cell can hand "current" back to the first notebook too: the panel then shows
+    # that one's names (seen 1 run in 3). Bring this one to the front again before looking.
+    show_notebook(page, OTHER)
     name_row(page, "psi").wait_for()
     kernel_id = _kernel_id(page, OTHER)
     _census_settles(lab_server, kernel_id, (1, 1))
