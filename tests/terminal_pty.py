@@ -78,3 +78,26 @@ def too_wide(text: str, columns: int) -> list[str]:
     line)."""
     lines = [re.sub(r"^(In \[\d+\]: |\s*\.\.\.: )+", "", line) for line in text.split("\n")]
     return [line for line in lines if len(line) > columns and len(line.split()) > 1]
+
+
+def command_on_a_terminal(command: list[str], env: dict[str, str], *, columns: int | None = None) -> str:
+    """Standard output of ``command`` as a terminal receives it (a pty of ``columns``, or the pty's
+    default size; output newlines become CR LF on a pty and are turned back, so a CR of the text's
+    own would still show). The command must exit 0 within 60 s."""
+    master, slave = pty.openpty()
+    if columns is not None:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # EIO: the command closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")

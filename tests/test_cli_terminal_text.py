@@ -13,12 +13,12 @@ over a real SQLite file.
 from __future__ import annotations
 
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from terminal_pty import command_on_a_terminal
 
 from ipython_compact.store import SessionStore
 
@@ -44,27 +44,7 @@ def db(tmp_path: Path) -> tuple[Path, str]:
 def on_terminal(*args: str) -> str:
     """The command's standard output as a terminal receives it (output newlines become CR LF on a
     pty; they are turned back so a CR of the text's own would show)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [str(SCRIPT), *args],
-        stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 1 << 16)
-        except OSError:  # EIO: the command closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    return command_on_a_terminal([str(SCRIPT), *args], {**os.environ, "COLUMNS": "200"})
 
 
 def into_pipe(*args: str) -> str:

@@ -9,16 +9,13 @@ with ``TIOCSWINSZ``, no ``$COLUMNS``), or a pipe, over a real SQLite file.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
+from terminal_pty import command_on_a_terminal
 
 from ipython_compact.store import SessionStore
 
@@ -59,25 +56,8 @@ def db(tmp_path: Path) -> tuple[Path, str]:
 
 def on_terminal(*args: str, columns: int = 80) -> str:
     """Standard output as a terminal of ``columns`` receives it (CR LF turned back into LF)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # the pty's size decides
-    proc = subprocess.Popen(
-        [str(SCRIPT), *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env=env
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 1 << 16)
-        except OSError:  # EIO: the command closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
-    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    return command_on_a_terminal([str(SCRIPT), *args], env, columns=columns)
 
 
 def into_pipe(*args: str) -> str:
