@@ -161,8 +161,6 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
     # (sentence, speaker, only as a revision) tried against the kept list as it is now, that changed
     # nothing: a sentence repeated across a span (a rule restated in every request) is compared once
     tried: set[tuple[str, Speaker, bool]] = set()
-    # the last user message that decided ("scratch that" revises it), also across compactions
-    previous_user = next((k.entry_id for k in reversed(kept) if k.speaker == "user"), None)
     proposals: list[str] = []  # the assistant's last suggestions: a decision once the user takes one
     for entry in entries:
         msg = entry.message
@@ -205,12 +203,10 @@ def fold(current: Sequence[DecisionRecord], entries: Iterable[Entry]) -> tuple[D
         for key in said:
             if key in tried:
                 continue
-            if _add(kept, entry.id, key[1], key[0], only_if_revision=key[2], previous_user=previous_user):
+            if _add(kept, entry.id, key[1], key[0], only_if_revision=key[2]):
                 tried.clear()  # the kept list changed: every sentence may decide again
             else:
                 tried.add(key)
-        if role == "user" and any(k.entry_id == entry.id and k.speaker == "user" for k in kept):
-            previous_user = entry.id
         if len(kept) > 2 * MAX_DECISIONS:
             del kept[: len(kept) - MAX_DECISIONS]
     return tuple(kept[-MAX_DECISIONS:])
@@ -246,7 +242,6 @@ def _add(
     sentence: str,
     *,
     only_if_revision: bool,
-    previous_user: str | None = None,
 ) -> bool:
     """Fold one statement into ``kept``; whether ``kept`` changed."""
     text = clip_sentences(sentence, DECISION_CHARS)
@@ -254,10 +249,9 @@ def _add(
         return False  # said before: one decision
     replaced = [k for k in kept if supersedes(text, k.text) or stance.value_changed(text, k.text)]
     if not replaced and stance.revises_newest(text):
-        # "scratch that, use NATS": the newest decision of the last user message that decided
-        # something (an assistant's reply about it, or a "noted" between, is not what it revises)
-        said_last = [k for k in kept if k.entry_id == previous_user and k.speaker == "user"]
-        replaced = said_last[-1:]
+        # "scratch that, use NATS": the user's newest decision in force, also from an earlier
+        # compaction (an assistant's reply about it, or a "noted" between, is not what it revises)
+        replaced = [k for k in kept if k.speaker == "user"][-1:]
     if not replaced and any(_same(text, k.text) for k in kept):
         return False  # the same choice in other words ("Let's use X." / "I'll use X as you asked.")
     if only_if_revision and not replaced:
@@ -358,12 +352,6 @@ def replaced_values(records: Sequence[DecisionRecord]) -> list[str]:
 _WHERE: Final = re.compile(r" in \S+$")
 
 
-def history_mark(line: str, replaced: Sequence[str]) -> str:
-    """The mark for a line that names a value in ``replaced`` (``replaced_values``), else ""."""
-    named = [v for v in replaced if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", line, re.IGNORECASE)]
-    return f" — (names a value since replaced: {', '.join(named)})" if named else ""
-
-
 def shown_lines(records: Sequence[DecisionRecord], shown: str = "") -> list[str]:
     """The ledger's decision lines: the newest ``SHOW_DECISIONS`` current decisions that ``shown``
     (the checkpoint text before the ledger) does not state, newest first; empty when none. A line
@@ -371,7 +359,7 @@ def shown_lines(records: Sequence[DecisionRecord], shown: str = "") -> list[str]
     before = _Shown(shown)
     stale = replaced_values(records)
     out = [
-        line if "replaced" in line else line + history_mark(r.text, stale)
+        line if "replaced" in line else line + history_marks.value_replaced_mark(r.text, stale)
         for r in reversed(records)
         if not before.states(r) and not before.newer(r)
         for line in [r.line()]

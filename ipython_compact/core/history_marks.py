@@ -12,6 +12,7 @@ What must hold: pure; a mark never changes the line's text, only follows it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
 from ipython_compact.core import stance
@@ -52,3 +53,10 @@ def not_adopted_mark(text: str) -> str:
     """The mark a line gets when it names values only to say they are not adopted."""
     rejected = not_adopted(text)
     return f" — (not adopted: {', '.join(rejected)})" if rejected else ""
+
+
+def value_replaced_mark(line: str, replaced: Sequence[str]) -> str:
+    """The mark for a line that names one of the ``replaced`` values (``decisions.replaced_values``:
+    values a later decision replaced on the same key), else ""."""
+    named = [v for v in replaced if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", line, re.IGNORECASE)]
+    return f" — (names a value since replaced: {', '.join(named)})" if named else ""
