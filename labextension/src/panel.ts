@@ -270,12 +270,12 @@ export class CompactPanel extends Widget {
       show('error', m.stateDetail, () => [button('Retry', 'retry', () => void m.connect())]);
     }
     const shown = wanted as { kind: string; text: string; make: () => HTMLButtonElement[] } | null;
-    if (shown !== null && this._bannerModel === m && this._bannerKey === `${shown.kind}\n${shown.text}`) {
+    const key = [m, shown?.kind, shown?.text];
+    if (key.every((v, i) => v === this._bannerShown[i])) {
       return; // the same words for the same notebook: keep the buttons the user may be pressing
     }
+    this._bannerShown = key;
     this._banner.textContent = '';
-    this._bannerModel = m;
-    this._bannerKey = shown === null ? '' : `${shown.kind}\n${shown.text}`;
     if (shown === null) {
       this._banner.hidden = true;
       delete this._banner.dataset.kind;
@@ -491,8 +491,7 @@ export class CompactPanel extends Widget {
   private _notebook = el('div', 'jp-IpythonCompact-notebook');
   private _stateDetail = el('div', 'jp-IpythonCompact-stateDetail');
   private _banner = el('div', 'jp-IpythonCompact-banner');
-  private _bannerKey = '';
-  private _bannerModel: unknown = null;
+  private _bannerShown: unknown[] = [];
   private _gauge = el('div', 'jp-IpythonCompact-gaugeBody');
   private _focus = el('input', 'jp-IpythonCompact-focus jp-mod-styled');
   private _buttons: HTMLButtonElement[] = [];
